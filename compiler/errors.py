@@ -1,0 +1,43 @@
+"""Exceptions raised by the compiler package.
+
+Every error a user can provoke is a subclass of :class:`CompilerError`, so
+callers can catch the whole family at once.
+"""
+
+__all__ = [
+    "CompilerError",
+    "DTypeError",
+    "ScheduleError",
+    "LoweringError",
+    "CodegenError",
+    "RuntimeArgumentError",
+    "TargetError",
+]
+
+
+class CompilerError(Exception):
+    """Base class of every error raised by :mod:`compiler`."""
+
+
+class DTypeError(CompilerError, TypeError):
+    """An unknown dtype, or an operation on dtypes that do not fit together."""
+
+
+class ScheduleError(CompilerError):
+    """An illegal schedule primitive: names the stage, the axis and the problem."""
+
+
+class LoweringError(CompilerError):
+    """A schedule or function that cannot be lowered to the loop IR."""
+
+
+class CodegenError(CompilerError):
+    """A loop-IR construct that the code generator cannot translate."""
+
+
+class RuntimeArgumentError(CompilerError, ValueError):
+    """A compiled function was called with wrong arguments (count, shape, dtype, layout)."""
+
+
+class TargetError(CompilerError, ValueError):
+    """An unknown or malformed target string."""

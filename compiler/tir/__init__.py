@@ -1,0 +1,13 @@
+"""The loop-level IR: expressions, statements, buffers, functions, passes and the printer."""
+
+from .analysis import free_vars, post_order_visit, substitute
+from .buffer import Buffer, decl_buffer
+from .expr import *  # noqa: F403
+from .expr import __all__ as _expr_all
+from .function import ArgSpec, IRModule, PrimFunc, Signature
+from .functor import IRMutator, IRVisitor
+from .stmt import *  # noqa: F403
+from .stmt import __all__ as _stmt_all
+
+__all__ = [*_expr_all, *_stmt_all, "Buffer", "decl_buffer", "PrimFunc", "IRModule", "ArgSpec",
+           "Signature", "IRMutator", "IRVisitor", "free_vars", "post_order_visit", "substitute"]

@@ -1,0 +1,590 @@
+"""Expression nodes shared by tensor expressions and the loop IR.
+
+Every node is an immutable dataclass compared by identity: ``a == b`` builds an
+``EQ`` node (as in the seed), whose truth value is "the same node". Use
+:func:`structural_equal` to compare structure.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .. import dtypes
+from ..errors import DTypeError
+
+__all__ = [
+    "PrimExpr", "Var", "IntImm", "FloatImm", "StringImm", "Cast", "BinaryOp", "Add", "Sub", "Mul",
+    "Div", "FloorDiv", "FloorMod", "Min", "Max", "CmpOp", "EQ", "NE", "LT", "LE", "GT", "GE",
+    "And", "Or", "Not", "Select", "Call", "Let", "ProducerLoad", "BufferLoad", "Ramp", "Broadcast",
+    "Reduce", "Range", "IterVar", "IterType", "CommReducer", "convert", "const", "is_const_int",
+    "const_value", "ExprOp", "max_value", "min_value", "all_of", "any_of",
+]
+
+
+class ExprOp:
+    """Operator overloading shared by every expression-like object."""
+
+    __slots__ = ()
+
+    def _expr(self) -> PrimExpr:
+        return self  # type: ignore[return-value]
+
+    def __add__(self, other):
+        return _binary(Add, self, other)
+
+    def __radd__(self, other):
+        return _binary(Add, other, self)
+
+    def __sub__(self, other):
+        return _binary(Sub, self, other)
+
+    def __rsub__(self, other):
+        return _binary(Sub, other, self)
+
+    def __mul__(self, other):
+        return _binary(Mul, self, other)
+
+    def __rmul__(self, other):
+        return _binary(Mul, other, self)
+
+    def __truediv__(self, other):
+        return _div(self, other)
+
+    def __rtruediv__(self, other):
+        return _div(other, self)
+
+    def __floordiv__(self, other):
+        return _binary(FloorDiv, self, other)
+
+    def __rfloordiv__(self, other):
+        return _binary(FloorDiv, other, self)
+
+    def __mod__(self, other):
+        return _binary(FloorMod, self, other)
+
+    def __rmod__(self, other):
+        return _binary(FloorMod, other, self)
+
+    def __neg__(self):
+        e = convert(self)
+        return _binary(Sub, const(0, e.dtype), e)
+
+    def __lt__(self, other):
+        return _binary(LT, self, other)
+
+    def __le__(self, other):
+        return _binary(LE, self, other)
+
+    def __gt__(self, other):
+        return _binary(GT, self, other)
+
+    def __ge__(self, other):
+        return _binary(GE, self, other)
+
+    def __eq__(self, other):  # type: ignore[override]
+        return _binary(EQ, self, other)
+
+    def __ne__(self, other):  # type: ignore[override]
+        return _binary(NE, self, other)
+
+    def __and__(self, other):
+        return _logical(And, self, other)
+
+    def __rand__(self, other):
+        return _logical(And, other, self)
+
+    def __or__(self, other):
+        return _logical(Or, self, other)
+
+    def __ror__(self, other):
+        return _logical(Or, other, self)
+
+    def __invert__(self):
+        return Not(_as_bool(convert(self)), "bool")
+
+    __hash__ = object.__hash__
+
+    def __bool__(self):
+        raise TypeError(
+            "an expression has no truth value; combine conditions with te.all/te.any "
+            "or & and |, and compare structure with structural_equal"
+        )
+
+    def astype(self, dtype: str) -> PrimExpr:
+        """Cast to ``dtype``."""
+        e = convert(self)
+        dtype = dtypes.check(dtype)
+        if e.dtype == dtype:
+            return e
+        return Cast(dtype, e)
+
+
+class PrimExpr(ExprOp):
+    """Base class of scalar expressions; every node has a ``dtype``."""
+
+    __slots__ = ()
+    dtype: str
+
+    def __repr__(self) -> str:
+        from .printer import expr_to_str
+
+        return expr_to_str(self)
+
+    __str__ = __repr__
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Var(PrimExpr):
+    """A named variable: a loop index, a symbolic size or a buffer's data pointer ("handle")."""
+
+    name: str
+    dtype: str = "int32"
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class IntImm(PrimExpr):
+    value: int
+    dtype: str = "int32"
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class FloatImm(PrimExpr):
+    value: float
+    dtype: str = "float32"
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class StringImm(PrimExpr):
+    value: str
+    dtype: str = "handle"
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Cast(PrimExpr):
+    dtype: str
+    value: PrimExpr
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class BinaryOp(PrimExpr):
+    a: PrimExpr
+    b: PrimExpr
+    dtype: str
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Add(BinaryOp):
+    pass
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Sub(BinaryOp):
+    pass
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Mul(BinaryOp):
+    pass
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Div(BinaryOp):
+    """True division of floats; truncating division of integers (C semantics)."""
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class FloorDiv(BinaryOp):
+    """Integer division rounding towards minus infinity (Python's ``//``)."""
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class FloorMod(BinaryOp):
+    """Remainder with the sign of the divisor (Python's ``%``)."""
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Min(BinaryOp):
+    pass
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Max(BinaryOp):
+    pass
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class CmpOp(BinaryOp):
+    """Comparisons; their dtype is always bool."""
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class EQ(CmpOp):
+    def __bool__(self) -> bool:
+        # Truth of ``a == b`` is identity, so expressions work as dict keys and in lists.
+        return self.a is self.b or _same_const(self.a, self.b)
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class NE(CmpOp):
+    def __bool__(self) -> bool:
+        return not (self.a is self.b or _same_const(self.a, self.b))
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class LT(CmpOp):
+    pass
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class LE(CmpOp):
+    pass
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class GT(CmpOp):
+    pass
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class GE(CmpOp):
+    pass
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class And(BinaryOp):
+    pass
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Or(BinaryOp):
+    pass
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Not(PrimExpr):
+    a: PrimExpr
+    dtype: str = "bool"
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Select(PrimExpr):
+    """``condition ? true_value : false_value``; only the chosen side is evaluated."""
+
+    condition: PrimExpr
+    true_value: PrimExpr
+    false_value: PrimExpr
+    dtype: str
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Call(PrimExpr):
+    """An intrinsic such as ``exp`` or ``sqrt``; ``op`` names it."""
+
+    dtype: str
+    op: str
+    args: tuple
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Let(PrimExpr):
+    var: Var
+    value: PrimExpr
+    body: PrimExpr
+    dtype: str
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class ProducerLoad(PrimExpr):
+    """``tensor[indices]`` inside a tensor expression, before lowering."""
+
+    producer: Any  # te.Tensor
+    indices: tuple
+    dtype: str
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class BufferLoad(PrimExpr):
+    """A read of a buffer in the loop IR; ``dtype`` may be a vector of the buffer's type."""
+
+    buffer: Any  # tir.Buffer
+    indices: tuple
+    dtype: str
+    lanes: int = 1
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Ramp(PrimExpr):
+    """The vector ``base, base + stride, ..., base + (lanes - 1) * stride``."""
+
+    base: PrimExpr
+    stride: PrimExpr
+    lanes: int
+    dtype: str
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Broadcast(PrimExpr):
+    value: PrimExpr
+    lanes: int
+    dtype: str
+
+
+class CommReducer(enum.Enum):
+    """The commutative reductions: their combiner and identity element."""
+
+    SUM = "sum"
+    MAX = "max"
+    MIN = "min"
+
+    def combine(self, lhs: PrimExpr, rhs: PrimExpr) -> PrimExpr:
+        if self is CommReducer.SUM:
+            return _binary(Add, lhs, rhs)
+        if self is CommReducer.MAX:
+            return _binary(Max, lhs, rhs)
+        return _binary(Min, lhs, rhs)
+
+    def identity(self, dtype: str) -> PrimExpr:
+        if self is CommReducer.SUM:
+            return const(0, dtype)
+        if self is CommReducer.MAX:
+            return min_value(dtype)
+        return max_value(dtype)
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Reduce(PrimExpr):
+    """A commutative reduction of ``source`` over ``axis`` where ``condition`` holds."""
+
+    combiner: CommReducer
+    source: PrimExpr
+    axis: tuple
+    condition: PrimExpr
+    dtype: str
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Range:
+    """The half-open interval ``[min, min + extent)``."""
+
+    min: PrimExpr
+    extent: PrimExpr
+
+    @staticmethod
+    def from_min_extent(min_value, extent) -> Range:
+        return Range(convert(min_value), convert(extent))
+
+
+class IterType(enum.IntEnum):
+    DATA_PAR = 0
+    THREAD_INDEX = 1
+    COMM_REDUCE = 2
+    ORDERED = 3
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class IterVar(ExprOp):
+    """An iteration variable: a variable with its domain and kind.
+
+    Usable wherever an expression is expected (it stands for its ``var``).
+    """
+
+    dom: Range | None
+    var: Var
+    iter_type: IterType = IterType.DATA_PAR
+    thread_tag: str = ""
+
+    def _expr(self) -> PrimExpr:
+        return self.var
+
+    @property
+    def dtype(self) -> str:
+        return self.var.dtype
+
+    def __repr__(self) -> str:
+        dom = "" if self.dom is None else f", range(min={self.dom.min}, ext={self.dom.extent})"
+        tag = f", {self.thread_tag!r}" if self.thread_tag else ""
+        return f"IterVar({self.var.name}{dom}{tag})"
+
+    __hash__ = object.__hash__
+
+
+
+# ----------------------------------------------------------------------------- construction
+
+
+def const(value, dtype: str | None = None) -> PrimExpr:
+    """A constant of ``dtype`` (int32 for Python ints, float32 for floats by default)."""
+    if dtype is None:
+        if isinstance(value, bool):
+            dtype = "bool"
+        elif isinstance(value, int):
+            dtype = "int32" if -(2**31) <= value < 2**31 else "int64"
+        else:
+            dtype = "float32"
+    dtype = dtypes.check(dtype)
+    if dtypes.is_float(dtype):
+        return FloatImm(float(value), dtype)
+    if dtype == "bool":
+        return IntImm(int(bool(value)), "bool")
+    return IntImm(int(value), dtype)
+
+
+def convert(value) -> PrimExpr:
+    """Turn a Python number, an IterVar or an expression into a :class:`PrimExpr`."""
+    if isinstance(value, PrimExpr):
+        return value
+    if isinstance(value, IterVar):
+        return value.var
+    if isinstance(value, (bool, int, float)):
+        return const(value)
+    try:
+        import numpy as np
+
+        if isinstance(value, np.generic):
+            return const(value.item(), value.dtype.name)
+    except ImportError:  # pragma: no cover
+        pass
+    raise TypeError(f"cannot use {value!r} of type {type(value).__name__} as an expression")
+
+
+def _convert_pair(a, b) -> tuple[PrimExpr, PrimExpr]:
+    """Convert both operands; Python numbers take the other operand's dtype."""
+    a_py = isinstance(a, (bool, int, float))
+    b_py = isinstance(b, (bool, int, float))
+    if a_py and not b_py:
+        b = convert(b)
+        a = const(a, _literal_dtype(a, b.dtype))
+    elif b_py and not a_py:
+        a = convert(a)
+        b = const(b, _literal_dtype(b, a.dtype))
+    else:
+        a, b = convert(a), convert(b)
+    return a, b
+
+
+def _literal_dtype(literal, other: str) -> str:
+    if isinstance(literal, float) and not dtypes.is_float(other):
+        return "float32"
+    if other == "bool" and not isinstance(literal, bool):
+        return "int32"
+    return other
+
+
+def _cast_to(e: PrimExpr, dtype: str) -> PrimExpr:
+    if e.dtype == dtype:
+        return e
+    if isinstance(e, IntImm) and not dtypes.is_float(dtype):
+        return IntImm(e.value, dtype)
+    if isinstance(e, (IntImm, FloatImm)) and dtypes.is_float(dtype):
+        return FloatImm(float(e.value), dtype)
+    return Cast(dtype, e)
+
+
+def _binary(cls, a, b) -> PrimExpr:
+    a, b = _convert_pair(a, b)
+    if "handle" in (a.dtype, b.dtype):
+        raise DTypeError(f"cannot apply {cls.__name__} to a pointer value")
+    dtype = dtypes.promote(a.dtype, b.dtype)
+    if dtype == "bool" and cls in (Add, Sub, Mul, FloorDiv, FloorMod, Div):
+        dtype = "int32"
+    a, b = _cast_to(a, dtype), _cast_to(b, dtype)
+    if issubclass(cls, CmpOp):
+        return cls(a, b, "bool")
+    return cls(a, b, dtype)
+
+
+def _div(a, b) -> PrimExpr:
+    a, b = _convert_pair(a, b)
+    if not dtypes.is_float(a.dtype) and not dtypes.is_float(b.dtype):
+        raise DTypeError(
+            "'/' on integer expressions is ambiguous; use '//' for floor division "
+            "or cast an operand to a float dtype"
+        )
+    return _binary(Div, a, b)
+
+
+def _as_bool(e: PrimExpr) -> PrimExpr:
+    if e.dtype == "bool":
+        return e
+    return _binary(NE, e, const(0, e.dtype))
+
+
+def _logical(cls, a, b) -> PrimExpr:
+    a, b = _as_bool(convert(a)), _as_bool(convert(b))
+    return cls(a, b, "bool")
+
+
+def _same_const(a: PrimExpr, b: PrimExpr) -> bool:
+    return (
+        isinstance(a, (IntImm, FloatImm))
+        and type(a) is type(b)
+        and a.value == b.value
+        and a.dtype == b.dtype
+    )
+
+
+def is_const_int(e, value: int | None = None) -> bool:
+    """Whether ``e`` is an integer constant (equal to ``value`` when given)."""
+    if isinstance(e, int) and not isinstance(e, bool):
+        return value is None or e == value
+    return isinstance(e, IntImm) and e.dtype != "bool" and (value is None or e.value == value)
+
+
+def const_value(e) -> int | float | None:
+    """The Python value of a constant expression, or None."""
+    if isinstance(e, (int, float)):
+        return e
+    if isinstance(e, (IntImm, FloatImm)):
+        return e.value
+    return None
+
+
+def max_value(dtype: str) -> PrimExpr:
+    """The largest value of ``dtype`` (infinity for floats)."""
+    dtype = dtypes.check(dtype)
+    import numpy as np
+
+    if dtypes.is_float(dtype):
+        return FloatImm(math.inf, dtype)
+    if dtype == "bool":
+        return IntImm(1, "bool")
+    return IntImm(int(np.iinfo(dtype).max), dtype)
+
+
+def min_value(dtype: str) -> PrimExpr:
+    """The smallest value of ``dtype`` (minus infinity for floats)."""
+    dtype = dtypes.check(dtype)
+    import numpy as np
+
+    if dtypes.is_float(dtype):
+        return FloatImm(-math.inf, dtype)
+    if dtype == "bool":
+        return IntImm(0, "bool")
+    return IntImm(int(np.iinfo(dtype).min), dtype)
+
+
+def all_of(*conds) -> PrimExpr:
+    """Logical and of every condition (true when none are given)."""
+    if len(conds) == 1 and isinstance(conds[0], (list, tuple)):
+        conds = tuple(conds[0])
+    if not conds:
+        return const(True)
+    result = _as_bool(convert(conds[0]))
+    for c in conds[1:]:
+        result = _logical(And, result, c)
+    return result
+
+
+def any_of(*conds) -> PrimExpr:
+    """Logical or of every condition (false when none are given)."""
+    if len(conds) == 1 and isinstance(conds[0], (list, tuple)):
+        conds = tuple(conds[0])
+    if not conds:
+        return const(False)
+    result = _as_bool(convert(conds[0]))
+    for c in conds[1:]:
+        result = _logical(Or, result, c)
+    return result

@@ -1,0 +1,178 @@
+"""Functions and modules of the loop IR, and the calling convention they imply."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .buffer import Buffer
+from .expr import IntImm, PrimExpr, Var
+from .stmt import Stmt
+
+__all__ = ["PrimFunc", "IRModule", "ArgSpec", "Signature"]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PrimFunc:
+    """A lowered function: its parameters (buffers and scalar variables) and its body."""
+
+    params: tuple
+    body: Stmt
+    name: str = "main"
+    attrs: dict = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        from .printer import func_to_str
+
+        return func_to_str(self)
+
+    __str__ = __repr__
+
+    def with_body(self, body: Stmt) -> PrimFunc:
+        return PrimFunc(self.params, body, self.name, dict(self.attrs))
+
+    def with_name(self, name: str) -> PrimFunc:
+        return PrimFunc(self.params, self.body, name, dict(self.attrs))
+
+    def buffer_params(self) -> list[Buffer]:
+        return [p for p in self.params if isinstance(p, Buffer)]
+
+    def scalar_vars(self) -> list[Var]:
+        """Every scalar the compiled kernel receives, in its order.
+
+        These are the explicit scalar parameters and the symbolic variables that
+        appear in the shapes, strides and offsets of buffer parameters; the runtime
+        binds the latter from the arrays it is given.
+        """
+        seen: dict[int, Var] = {}
+
+        def note(e):
+            for v in _vars_in(e):
+                seen.setdefault(id(v), v)
+
+        for p in self.params:
+            if isinstance(p, Var):
+                seen.setdefault(id(p), p)
+            else:
+                for e in (*p.shape, *p.strides, p.elem_offset):
+                    if e is not None:
+                        note(e)
+        return list(seen.values())
+
+    def signature(self) -> Signature:
+        """The plain-data description of how to call this function (see :class:`Signature`)."""
+        args = []
+        for p in self.params:
+            if isinstance(p, Var):
+                args.append(ArgSpec("scalar", p.name, p.dtype))
+            else:
+                args.append(ArgSpec(
+                    "buffer", p.name, p.dtype,
+                    shape=[_dim(e) for e in p.shape],
+                    strides=[_dim(e) for e in p.strides] if p.strides else None,
+                    elem_offset=None if p.elem_offset is None else _dim(p.elem_offset),
+                ))
+        return Signature(self.name, args, [(v.name, v.dtype) for v in self.scalar_vars()])
+
+
+def _dim(e) -> int | str:
+    if isinstance(e, IntImm):
+        return e.value
+    if isinstance(e, Var):
+        return e.name
+    from .printer import expr_to_str
+
+    return expr_to_str(e)
+
+
+def _vars_in(e: PrimExpr) -> list[Var]:
+    from .analysis import free_vars
+
+    return free_vars(e)
+
+
+@dataclass
+class ArgSpec:
+    """One argument of a compiled function.
+
+    ``shape``/``strides`` entries are ints or the names of symbolic variables
+    (or, for derived sizes, an expression's text: such arguments are checked
+    only after the variables are bound).
+    """
+
+    kind: str  # "buffer" or "scalar"
+    name: str
+    dtype: str
+    shape: list | None = None
+    strides: list | None = None
+    elem_offset: int | str | None = None
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "name": self.name, "dtype": self.dtype, "shape": self.shape,
+                "strides": self.strides, "elem_offset": self.elem_offset}
+
+    @staticmethod
+    def from_json(d: dict) -> ArgSpec:
+        return ArgSpec(d["kind"], d["name"], d["dtype"], d.get("shape"), d.get("strides"),
+                       d.get("elem_offset"))
+
+
+@dataclass
+class Signature:
+    """How to call a compiled function: its arguments, and the scalars its kernel takes.
+
+    The kernel's C signature is ``void name(void **buffers, int64_t *scalars)``:
+    ``buffers`` holds the data pointers of the buffer arguments in order;
+    ``scalars`` the values of ``scalar_vars`` in order.
+    """
+
+    name: str
+    args: list
+    scalar_vars: list  # [(name, dtype)]
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "args": [a.to_json() for a in self.args],
+                "scalar_vars": [list(v) for v in self.scalar_vars]}
+
+    @staticmethod
+    def from_json(d: dict) -> Signature:
+        return Signature(d["name"], [ArgSpec.from_json(a) for a in d["args"]],
+                         [tuple(v) for v in d["scalar_vars"]])
+
+
+class IRModule:
+    """A set of named PrimFuncs; ``print(mod)`` shows them all."""
+
+    def __init__(self, functions: dict | None = None, attrs: dict | None = None):
+        self.functions: dict[str, PrimFunc] = dict(functions or {})
+        self.attrs: dict = dict(attrs or {})
+
+    def __getitem__(self, name: str) -> PrimFunc:
+        try:
+            return self.functions[name]
+        except KeyError:
+            raise KeyError(f"IRModule has no function {name!r}; it has {list(self.functions)}") from None
+
+    def __setitem__(self, name: str, func: PrimFunc) -> None:
+        self.functions[name] = func
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.functions
+
+    def __iter__(self):
+        return iter(self.functions.items())
+
+    def __len__(self) -> int:
+        return len(self.functions)
+
+    def items(self):
+        return self.functions.items()
+
+    def with_functions(self, functions: dict) -> IRModule:
+        return IRModule(functions, self.attrs)
+
+    def __repr__(self) -> str:
+        from .printer import func_to_str
+
+        return "\n\n".join(func_to_str(f) for f in self.functions.values())
+
+    __str__ = __repr__
