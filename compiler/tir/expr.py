@@ -568,7 +568,7 @@ def min_value(dtype: str) -> PrimExpr:
 
 def all_of(*conds) -> PrimExpr:
     """Logical and of every condition (true when none are given)."""
-    if len(conds) == 1 and isinstance(conds[0], (list, tuple)):
+    if len(conds) == 1 and not isinstance(conds[0], (PrimExpr, IterVar, bool, int)):
         conds = tuple(conds[0])
     if not conds:
         return const(True)
@@ -580,7 +580,7 @@ def all_of(*conds) -> PrimExpr:
 
 def any_of(*conds) -> PrimExpr:
     """Logical or of every condition (false when none are given)."""
-    if len(conds) == 1 and isinstance(conds[0], (list, tuple)):
+    if len(conds) == 1 and not isinstance(conds[0], (PrimExpr, IterVar, bool, int)):
         conds = tuple(conds[0])
     if not conds:
         return const(False)

@@ -90,7 +90,7 @@ class IRMutator(_Dispatch):
                     changes[name] = new
             elif isinstance(value, tuple) and value and any(_is_node(v) for v in value):
                 new_items = tuple(self.visit(v) if _is_node(v) else v for v in value)
-                if any(a is not b for a, b in zip(new_items, value)):
+                if any(a is not b for a, b in zip(new_items, value, strict=True)):
                     changes[name] = new_items
         if not changes:
             return node

@@ -78,7 +78,8 @@ def expr_to_str(e, prec: int = 0) -> str:
     if isinstance(e, E.Reduce):
         axes = ", ".join(iv.var.name for iv in e.axis)
         cond = "" if E.is_const_int(e.condition) or (
-            isinstance(e.condition, E.IntImm) and e.condition.value) else f", where={expr_to_str(e.condition)}"
+            isinstance(e.condition, E.IntImm) and e.condition.value) \
+            else f", where={expr_to_str(e.condition)}"
         return f"reduce_{e.combiner.value}({expr_to_str(e.source)}, axis=[{axes}]{cond})"
     return f"<{type(e).__name__}>"
 
@@ -98,8 +99,9 @@ def _stmt(s, ind: int, out: list[str]) -> None:
         kind = "" if s.kind is S.ForKind.SERIAL else f" {s.kind.value}"
         if s.thread_tag:
             kind += f" {s.thread_tag!r}"
+        stop = expr_to_str(_loop_stop(s))
         rng = (f"{expr_to_str(s.extent)}" if E.is_const_int(s.min, 0)
-               else f"{expr_to_str(s.min)}, {expr_to_str(s.min + s.extent)}")
+               else f"{expr_to_str(s.min)}, {stop}")
         out.append(f"{pad}for {s.loop_var.name} in range({rng}){kind}:")
         _stmt(s.body, ind + 1, out)
     elif isinstance(s, S.BufferStore):
@@ -127,6 +129,16 @@ def _stmt(s, ind: int, out: list[str]) -> None:
         _stmt(s.body, ind, out)
     else:
         out.append(f"{pad}<{type(s).__name__}>")
+
+
+def _loop_stop(s):
+    """``min + extent`` of a loop, simplified so that ``range(a, a + (b - a))`` reads ``range(a, b)``."""
+    stop = s.min + s.extent
+    try:
+        from ..arith import simplify
+    except ImportError:  # pragma: no cover - printing must work whatever is importable
+        return stop
+    return simplify(stop)
 
 
 def func_to_str(f) -> str:

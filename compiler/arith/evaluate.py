@@ -1,0 +1,226 @@
+"""Exact value semantics of every expression kind, and a small evaluator built on them.
+
+The constant folder of :mod:`compiler.arith` and the loop-IR interpreter both use
+these functions, so "what the simplifier folds" and "what the interpreter
+computes" are the same thing by construction. Integers wrap to their dtype's
+width (two's complement, as the generated machine code does); ``FloorDiv`` and
+``FloorMod`` round towards minus infinity, integer ``Div`` truncates towards
+zero (C); floats compute in their own precision through numpy scalars.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .. import dtypes
+from ..tir import expr as E
+
+__all__ = ["wrap_int", "cast_value", "binary_value", "evaluate", "Evaluator", "INTRINSICS"]
+
+# Intrinsic calls the evaluator understands, by ``Call.op``.
+INTRINSICS: dict[str, Callable] = {
+    "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "abs": np.abs,
+    "fabs": np.abs, "floor": np.floor, "ceil": np.ceil, "round": np.round, "sin": np.sin,
+    "cos": np.cos, "pow": np.power, "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+    "erf": np.vectorize(math.erf), "log2": np.log2, "log10": np.log10, "exp2": np.exp2,
+    "trunc": np.trunc, "rsqrt": lambda x: 1 / np.sqrt(x),
+}
+
+
+def wrap_int(value: int, dtype: str) -> int:
+    """``value`` reduced to the range of the integer (or bool) ``dtype``."""
+    if dtype == "bool":
+        return int(value != 0)
+    nbits = dtypes.bits(dtype)
+    value = int(value) & ((1 << nbits) - 1)
+    if not dtypes.is_uint(dtype) and value >= 1 << (nbits - 1):
+        value -= 1 << nbits
+    return value
+
+
+def _float(value, dtype: str):
+    return np.dtype(dtype).type(value)
+
+
+def cast_value(value, dtype: str):
+    """Convert a Python/numpy scalar to ``dtype`` with C semantics (float -> int truncates)."""
+    if dtype == "bool":
+        return int(bool(value))
+    if dtypes.is_float(dtype):
+        return _float(value, dtype)
+    if isinstance(value, (float, np.floating)):
+        if not math.isfinite(float(value)):
+            raise ValueError(f"cannot convert {value} to {dtype}")
+        value = math.trunc(float(value))
+    return wrap_int(int(value), dtype)
+
+
+def _trunc_div(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def binary_value(op: type, a, b, dtype: str):
+    """The value of ``op(a, b)`` for a binary node class; ``dtype`` is the operands' dtype.
+
+    Comparisons and logical operators return 0/1. Integer division by zero raises
+    :class:`ZeroDivisionError` (the caller decides what that means).
+    """
+    if issubclass(op, E.CmpOp):
+        return int(bool(_COMPARE[op](a, b)))
+    if op is E.And:
+        return int(bool(a) and bool(b))
+    if op is E.Or:
+        return int(bool(a) or bool(b))
+    if dtypes.is_float(dtype):
+        a, b = _float(a, dtype), _float(b, dtype)
+        with np.errstate(all="ignore"):
+            return _float(_FLOAT_OPS[op](a, b), dtype)
+    a, b = int(a), int(b)
+    if op in (E.Div, E.FloorDiv, E.FloorMod) and b == 0:
+        raise ZeroDivisionError(f"integer {op.__name__} by zero")
+    return wrap_int(_INT_OPS[op](a, b), dtype)
+
+
+_COMPARE = {E.EQ: lambda a, b: a == b, E.NE: lambda a, b: a != b, E.LT: lambda a, b: a < b,
+            E.LE: lambda a, b: a <= b, E.GT: lambda a, b: a > b, E.GE: lambda a, b: a >= b}
+_INT_OPS = {E.Add: lambda a, b: a + b, E.Sub: lambda a, b: a - b, E.Mul: lambda a, b: a * b,
+            E.Div: _trunc_div, E.FloorDiv: lambda a, b: a // b, E.FloorMod: lambda a, b: a % b,
+            E.Min: min, E.Max: max}
+_FLOAT_OPS = {E.Add: lambda a, b: a + b, E.Sub: lambda a, b: a - b, E.Mul: lambda a, b: a * b,
+              E.Div: lambda a, b: a / b, E.FloorDiv: np.floor_divide, E.FloorMod: np.mod,
+              E.Min: np.minimum, E.Max: np.maximum}
+
+
+def _lanes(value) -> int | None:
+    return len(value) if isinstance(value, np.ndarray) else None
+
+
+def _elementwise(fn, *args):
+    """Apply a scalar function lane by lane when any argument is a vector."""
+    n = next((len(a) for a in args if isinstance(a, np.ndarray)), None)
+    if n is None:
+        return fn(*args)
+    cols = [a if isinstance(a, np.ndarray) else [a] * n for a in args]
+    return np.array([fn(*row) for row in zip(*cols, strict=True)], dtype=object)
+
+
+def evaluate(expr: E.PrimExpr, env: dict | None = None,
+             load: Callable[[Any, tuple], Any] | None = None) -> Any:
+    """The value of ``expr``.
+
+    ``env`` maps variables (the :class:`~compiler.tir.Var` objects, or their names)
+    to values. ``load(buffer, indices)`` reads buffers for :class:`BufferLoad`
+    nodes (indices are evaluated; a vector index is a numpy object array).
+    Integers and bools come back as Python ints, floats as numpy scalars of
+    their dtype, vectors (from ``Ramp``/``Broadcast``) as numpy object arrays.
+    """
+    env = env or {}
+    by_id = {id(k): v for k, v in env.items() if not isinstance(k, str)}
+    by_name = {k: v for k, v in env.items() if isinstance(k, str)}
+    return Evaluator(by_id, by_name, load).eval(expr)
+
+
+class Evaluator:
+    """Evaluates expressions repeatedly against a mutable environment.
+
+    ``by_id`` maps ``id(var)`` to values (callers update it as loops advance),
+    ``by_name`` is consulted next; ``load`` is as in :func:`evaluate`.
+    """
+
+    def __init__(self, by_id: dict, by_name: dict, load):
+        self.by_id = by_id
+        self.by_name = by_name
+        self.load = load
+
+    def eval(self, e):
+        """The value of ``e``."""
+        handler = _HANDLERS.get(type(e))
+        if handler is None:
+            raise NotImplementedError(f"cannot evaluate {type(e).__name__}")
+        return handler(self, e)
+
+    def var(self, e: E.Var):
+        if id(e) in self.by_id:
+            return self.by_id[id(e)]
+        if e.name in self.by_name:
+            return self.by_name[e.name]
+        raise KeyError(f"no value for variable {e.name!r}")
+
+    def imm(self, e):
+        return cast_value(e.value, e.dtype)
+
+    def binary(self, e: E.BinaryOp):
+        a, b = self.eval(e.a), self.eval(e.b)
+        dtype = e.a.dtype
+        return _elementwise(lambda x, y: binary_value(type(e), x, y, dtype), a, b)
+
+    def logical(self, e: E.BinaryOp):
+        # Short-circuit like the generated code: the right side may be undefined otherwise.
+        a = self.eval(e.a)
+        if _lanes(a) is None:
+            if isinstance(e, E.And) and not a:
+                return 0
+            if isinstance(e, E.Or) and a:
+                return 1
+        return self.binary(e)
+
+    def not_(self, e: E.Not):
+        return _elementwise(lambda x: int(not x), self.eval(e.a))
+
+    def cast(self, e: E.Cast):
+        return _elementwise(lambda x: cast_value(x, e.dtype), self.eval(e.value))
+
+    def select(self, e: E.Select):
+        c = self.eval(e.condition)
+        if _lanes(c) is None:
+            return self.eval(e.true_value if c else e.false_value)
+        t, f = self.eval(e.true_value), self.eval(e.false_value)
+        return _elementwise(lambda cc, x, y: x if cc else y, c, t, f)
+
+    def call(self, e: E.Call):
+        if e.op == "if_then_else":
+            c = self.eval(e.args[0])
+            return self.eval(e.args[1] if c else e.args[2])
+        fn = INTRINSICS.get(e.op)
+        if fn is None:
+            raise NotImplementedError(f"cannot evaluate intrinsic {e.op!r}")
+        args = [self.eval(a) for a in e.args]
+        with np.errstate(all="ignore"):
+            return _elementwise(lambda *xs: cast_value(fn(*xs), e.dtype), *args)
+
+    def let(self, e: E.Let):
+        self.by_id[id(e.var)] = self.eval(e.value)
+        try:
+            return self.eval(e.body)
+        finally:
+            del self.by_id[id(e.var)]
+
+    def buffer_load(self, e: E.BufferLoad):
+        if self.load is None:
+            raise KeyError(f"no buffers given to evaluate a load of {e.buffer.name!r}")
+        return self.load(e.buffer, tuple(self.eval(i) for i in e.indices))
+
+    def ramp(self, e: E.Ramp):
+        base, stride = self.eval(e.base), self.eval(e.stride)
+        dtype = e.base.dtype
+        return np.array([wrap_int(base + k * stride, dtype) for k in range(e.lanes)], dtype=object)
+
+    def broadcast(self, e: E.Broadcast):
+        return np.array([self.eval(e.value)] * e.lanes, dtype=object)
+
+
+_HANDLERS: dict[type, Callable] = {
+    E.Var: Evaluator.var, E.IntImm: Evaluator.imm, E.FloatImm: Evaluator.imm,
+    E.Not: Evaluator.not_, E.Cast: Evaluator.cast, E.Select: Evaluator.select,
+    E.Call: Evaluator.call, E.Let: Evaluator.let, E.BufferLoad: Evaluator.buffer_load,
+    E.Ramp: Evaluator.ramp, E.Broadcast: Evaluator.broadcast,
+    E.And: Evaluator.logical, E.Or: Evaluator.logical,
+}
+for _op in (E.Add, E.Sub, E.Mul, E.Div, E.FloorDiv, E.FloorMod, E.Min, E.Max,
+            E.EQ, E.NE, E.LT, E.LE, E.GT, E.GE):
+    _HANDLERS[_op] = Evaluator.binary

@@ -1,0 +1,9 @@
+"""Loop-IR passes: each is a function from PrimFunc (or Stmt) to the same kind."""
+
+from .loop_partition import loop_partition
+from .remove_no_op import remove_no_op
+from .simplify import StmtSimplifier, simplify
+from .unroll_loops import MAX_UNROLLED_STATEMENTS, unroll_loops
+
+__all__ = ["simplify", "remove_no_op", "unroll_loops", "loop_partition", "StmtSimplifier",
+           "MAX_UNROLLED_STATEMENTS"]

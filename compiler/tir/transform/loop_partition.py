@@ -1,0 +1,231 @@
+"""Split loops so that bounds-check guards stay out of the hot part.
+
+For a loop ``v in [min, end)`` whose body holds ``if cond: ...`` with a conjunct
+of ``cond`` affine in ``v`` (after the loops between ``v`` and the ``if`` are
+relaxed over their ranges), the conjunct holds exactly on an interval
+``[L, U)`` of ``v``. The loop becomes up to three loops: ``[min, L)`` and
+``[U, end)`` keep the guard, ``[L, U)`` runs the body with those conjuncts
+removed. The pieces cover ``[min, end)`` in order, so iteration order is kept.
+Partitioning is attempted at the outermost loop first; the unguarded part is
+processed further (inner loops may partition on other conjuncts), the guarded
+tails are left as they are.
+"""
+
+from __future__ import annotations
+
+from ...arith import Analyzer, expr_key
+from ...arith.canonical import flatten, is_index_dtype
+from .. import expr as E
+from .. import stmt as S
+from ..analysis import free_vars, substitute
+from ..function import PrimFunc
+from ..functor import IRMutator, IRVisitor
+from ._common import apply_to_body
+
+__all__ = ["loop_partition"]
+
+# Loops whose extent must stay as written: vector lanes and GPU thread axes.
+_NO_PARTITION = (S.ForKind.VECTORIZED, S.ForKind.THREAD_BINDING)
+
+
+def loop_partition(func: PrimFunc | S.Stmt) -> PrimFunc | S.Stmt:
+    """Partition loops on affine guards (see the module docstring)."""
+    return apply_to_body(func, lambda body, an: _Partitioner(an).visit(body))
+
+
+def _conjuncts(c: E.PrimExpr) -> list:
+    if isinstance(c, E.And):
+        return _conjuncts(c.a) + _conjuncts(c.b)
+    return [c]
+
+
+def _and_all(conds: list) -> E.PrimExpr | None:
+    out = None
+    for c in conds:
+        out = c if out is None else E.And(out, c, "bool")
+    return out
+
+
+class _Guard:
+    """One ``if`` below the loop, with the ranges of the loops and lets between."""
+
+    def __init__(self, node: S.IfThenElse, relax: dict, lets: dict):
+        self.node = node
+        self.relax = relax
+        self.lets = lets
+
+
+class _GuardCollector(IRVisitor):
+    def __init__(self, an: Analyzer):
+        self.an = an
+        self.relax: dict = {}
+        self.lets: dict = {}
+        self.guards: list[_Guard] = []
+
+    def visit(self, node) -> None:
+        if isinstance(node, E.PrimExpr):
+            return
+        super().visit(node)
+
+    def visit_For(self, s: S.For) -> None:
+        hi = E.Sub(E.Add(s.min, s.extent, s.min.dtype), E.IntImm(1, s.min.dtype), s.min.dtype)
+        self.relax[id(s.loop_var)] = (s.min, hi)
+        self.visit(s.body)
+        del self.relax[id(s.loop_var)]
+
+    def visit_LetStmt(self, s: S.LetStmt) -> None:
+        self.lets[id(s.var)] = s.value
+        self.visit(s.body)
+        del self.lets[id(s.var)]
+
+    def visit_IfThenElse(self, s: S.IfThenElse) -> None:
+        self.guards.append(_Guard(s, dict(self.relax), dict(self.lets)))
+        self.generic_visit(s)
+
+
+class _Partitioner(IRMutator):
+    def __init__(self, an: Analyzer):
+        self.an = an
+
+    def visit(self, node):
+        if isinstance(node, E.PrimExpr):
+            return node
+        return super().visit(node)
+
+    def visit_LetStmt(self, s: S.LetStmt) -> S.Stmt:
+        with self.an.bound(s.var, (s.value, s.value)):
+            body = self.visit(s.body)
+        return s if body is s.body else S.LetStmt(s.var, s.value, body)
+
+    def visit_For(self, s: S.For) -> S.Stmt:
+        if s.kind not in _NO_PARTITION and is_index_dtype(s.loop_var.dtype):
+            parts = self._partition(s)
+            if parts is not None:
+                return parts
+        with self.an.bound(s.loop_var, E.Range(s.min, s.extent)):
+            body = self.visit(s.body)
+        return s if body is s.body else S.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_tag)
+
+    # -- planning ----------------------------------------------------------------------
+
+    def _limits(self, v: E.Var, guard: _Guard, cond: E.PrimExpr):
+        """``("lo", L)`` if ``cond`` holds for all inner values iff ``v >= L``,
+        ``("hi", U)`` if iff ``v < U``; None when it is not affine in ``v``."""
+        if not isinstance(cond, (E.LT, E.LE, E.GT, E.GE)) or not is_index_dtype(cond.a.dtype):
+            return None
+        a, b = cond.a, cond.b
+        dt = a.dtype
+        one = E.IntImm(1, dt)
+        # Normalise to ``e <= 0``.
+        if isinstance(cond, E.LT):
+            e = E.Add(E.Sub(a, b, dt), one, dt)
+        elif isinstance(cond, E.LE):
+            e = E.Sub(a, b, dt)
+        elif isinstance(cond, E.GT):
+            e = E.Add(E.Sub(b, a, dt), one, dt)
+        else:
+            e = E.Sub(b, a, dt)
+        e = substitute(e, guard.lets) if guard.lets else e
+        if not any(x is v for x in free_vars(e)):
+            return None
+        _, hi = self.an.interval(e, guard.relax)
+        if hi is None:
+            return None
+        s = flatten(hi)
+        entry = s.terms.get(expr_key(v))
+        if entry is None:
+            return None
+        k = entry[1]
+        rest = s.copy()
+        rest.add_term(v, -k)
+        rest_e = rest.to_expr()
+        if any(x is v for x in free_vars(rest_e)):
+            return None  # v also appears inside a non-linear term
+        # k*v + rest <= 0
+        if k > 0:  # v <= floor(-rest / k)
+            bound = E.FloorDiv(E.Sub(E.IntImm(0, dt), rest_e, dt), E.IntImm(k, dt), dt)
+            return "hi", self.an.simplify(E.Add(bound, one, dt))
+        # v >= ceil(rest / -k)
+        return "lo", self.an.simplify(
+            E.FloorDiv(E.Add(rest_e, E.IntImm(-k - 1, dt), dt), E.IntImm(-k, dt), dt))
+
+    def _partition(self, s: S.For) -> S.Stmt | None:
+        v, dt = s.loop_var, s.loop_var.dtype
+        lo0 = self.an.simplify(s.min)
+        end = self.an.simplify(E.Add(s.min, s.extent, dt))
+        collector = _GuardCollector(self.an)
+        collector.visit(s.body)
+        seen: dict[int, int] = {}
+        for g in collector.guards:
+            seen[id(g.node)] = seen.get(id(g.node), 0) + 1
+
+        lows, highs, removed = [], [], {}
+        for g in collector.guards:
+            if seen[id(g.node)] > 1:
+                continue  # a shared node in several contexts: not safe to rewrite
+            for c in _conjuncts(g.node.condition):
+                lim = self._limits(v, g, c)
+                if lim is None:
+                    continue
+                (lows if lim[0] == "lo" else highs).append(lim[1])
+                removed.setdefault(id(g.node), set()).add(id(c))
+        if not removed:
+            return None
+
+        lo_main = lo0
+        for x in lows:
+            lo_main = E.Max(lo_main, x, dt)
+        hi_main = end
+        for x in highs:
+            hi_main = E.Min(hi_main, x, dt)
+        lo_main, hi_main = self.an.simplify(lo_main), self.an.simplify(hi_main)
+        if self.an.can_prove(E.LE(hi_main, lo_main, "bool")):
+            return None  # the guards never all hold: nothing to gain
+        no_prefix = self.an.can_prove(E.LE(lo_main, lo0, "bool"))
+        no_suffix = self.an.can_prove(E.GE(hi_main, end, "bool"))
+
+        main_body = _RemoveConjuncts(removed).visit(s.body)
+        pieces = []
+        if not no_prefix:
+            prefix_end = self.an.simplify(E.Min(lo_main, end, dt))
+            pieces.append(self._tail(s, lo0, prefix_end))
+        with self.an.bound(v, (lo_main, E.Sub(hi_main, E.IntImm(1, dt), dt))):
+            main_body = self.visit(main_body)
+        main_ext = self.an.simplify(E.Sub(hi_main, lo_main, dt))
+        pieces.append(S.For(v, lo_main, main_ext, s.kind, main_body, s.thread_tag))
+        if not no_suffix:
+            suffix_start = self.an.simplify(E.Max(hi_main, lo_main, dt))
+            pieces.append(self._tail(s, suffix_start, end))
+        return S.seq(*pieces)
+
+    def _tail(self, s: S.For, start: E.PrimExpr, stop: E.PrimExpr) -> S.Stmt:
+        """The loop over ``[start, stop)`` with the original (guarded) body and a fresh variable."""
+        dt = s.loop_var.dtype
+        var = E.Var(s.loop_var.name, dt)
+        ext = self.an.simplify(E.Sub(stop, start, dt))
+        return S.For(var, start, ext, s.kind, substitute(s.body, {s.loop_var: var}), s.thread_tag)
+
+
+class _RemoveConjuncts(IRMutator):
+    """Drop the proven conjuncts of the given ``if`` nodes (by identity)."""
+
+    def __init__(self, removed: dict[int, set[int]]):
+        self.removed = removed
+
+    def visit(self, node):
+        if isinstance(node, E.PrimExpr):
+            return node
+        return super().visit(node)
+
+    def visit_IfThenElse(self, s: S.IfThenElse) -> S.Stmt:
+        then_case = self.visit(s.then_case)
+        else_case = None if s.else_case is None else self.visit(s.else_case)
+        drop = self.removed.get(id(s))
+        if drop is None:
+            if then_case is s.then_case and else_case is s.else_case:
+                return s
+            return S.IfThenElse(s.condition, then_case, else_case)
+        rest = _and_all([c for c in _conjuncts(s.condition) if id(c) not in drop])
+        if rest is None:
+            return then_case
+        return S.IfThenElse(rest, then_case, else_case)

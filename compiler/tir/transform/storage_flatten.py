@@ -1,0 +1,130 @@
+"""Storage flattening: multi-dimensional buffer accesses become one-dimensional offsets."""
+
+from __future__ import annotations
+
+from ..buffer import Buffer
+from ..expr import BufferLoad, IntImm, PrimExpr, const, convert, is_const_int
+from ..function import PrimFunc
+from ..functor import IRMutator
+from ..stmt import Allocate, BufferStore
+
+__all__ = ["storage_flatten", "flat_index"]
+
+_INT32_MAX = 2**31 - 1
+
+
+def _index_dtype(buf: Buffer) -> str:
+    dims = list(buf.shape) + list(buf.strides)
+    if not all(is_const_int(d) for d in dims):
+        return "int64"
+    total = 1
+    for d in buf.shape:
+        total *= max(d.value, 1)
+    if buf.strides:
+        total = max(total, max(s.value * max(d.value, 1) for s, d in zip(buf.strides, buf.shape)))
+    return "int32" if total <= _INT32_MAX else "int64"
+
+
+def _cast(e: PrimExpr, dtype: str) -> PrimExpr:
+    e = convert(e)
+    if e.dtype == dtype:
+        return e
+    if isinstance(e, IntImm):
+        return IntImm(e.value, dtype)
+    return e.astype(dtype)
+
+
+def flat_index(buf: Buffer, indices) -> PrimExpr:
+    """The element offset of ``buf[indices]`` from the buffer's data pointer."""
+    dtype = _index_dtype(buf)
+    if len(indices) != len(buf.shape):
+        from ...errors import LoweringError
+
+        raise LoweringError(f"buffer {buf.name!r} has {len(buf.shape)} dimensions, "
+                            f"accessed with {len(indices)} indices")
+    if buf.strides:
+        strides = [_cast(s, dtype) for s in buf.strides]
+    else:
+        strides, stride = [], const(1, dtype)
+        for d in reversed(buf.shape):
+            strides.append(stride)
+            stride = _mul(stride, _cast(d, dtype))
+        strides.reverse()
+    total = const(0, dtype)
+    for idx, stride in zip(indices, strides):
+        total = _add(total, _mul(_cast(idx, dtype), stride))
+    if buf.elem_offset is not None:
+        total = _add(total, _cast(buf.elem_offset, dtype))
+    return total
+
+
+def _mul(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    if is_const_int(a, 1):
+        return b
+    if is_const_int(b, 1):
+        return a
+    if is_const_int(a) and is_const_int(b):
+        return const(a.value * b.value, a.dtype)
+    return a * b
+
+
+def _add(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    if is_const_int(a, 0):
+        return b
+    if is_const_int(b, 0):
+        return a
+    return a + b
+
+
+def _flat_size(buf: Buffer) -> PrimExpr:
+    dtype = _index_dtype(buf)
+    if not buf.shape:
+        return const(1, dtype)
+    if buf.strides:
+        return _mul(_cast(buf.strides[0], dtype), _cast(buf.shape[0], dtype))
+    size = const(1, dtype)
+    for d in buf.shape:
+        size = _mul(size, _cast(d, dtype))
+    return size
+
+
+class _Flatten(IRMutator):
+    def __init__(self):
+        self.flat: dict[int, Buffer] = {}
+
+    def _flat(self, buf: Buffer) -> Buffer:
+        f = self.flat.get(id(buf))
+        if f is None:
+            f = Buffer(buf.name, (_flat_size(buf),), buf.dtype, buf.data, (), None, buf.scope, buf.align)
+            self.flat[id(buf)] = f
+        return f
+
+    def visit_BufferLoad(self, node: BufferLoad):
+        indices = [self.visit(i) for i in node.indices]
+        if len(node.buffer.shape) == 1 and len(indices) == 1 and not node.buffer.strides \
+                and node.buffer.elem_offset is None:
+            return BufferLoad(node.buffer, tuple(indices), node.dtype, node.lanes) \
+                if any(a is not b for a, b in zip(indices, node.indices)) else node
+        return BufferLoad(self._flat(node.buffer), (flat_index(node.buffer, indices),), node.dtype,
+                          node.lanes)
+
+    def visit_BufferStore(self, node: BufferStore):
+        indices = [self.visit(i) for i in node.indices]
+        value = self.visit(node.value)
+        buf = node.buffer
+        if len(buf.shape) == 1 and len(indices) == 1 and not buf.strides and buf.elem_offset is None:
+            return BufferStore(buf, value, tuple(indices))
+        return BufferStore(self._flat(buf), value, (flat_index(buf, indices),))
+
+    def visit_Allocate(self, node: Allocate):
+        body = self.visit(node.body)
+        return Allocate(self._flat(node.buffer), body)
+
+
+def storage_flatten(func: PrimFunc) -> PrimFunc:
+    """Rewrite every buffer access of ``func`` to a single flattened index.
+
+    Parameters keep their multi-dimensional buffers (they describe the calling
+    convention); accesses use one-dimensional views sharing the same data pointer.
+    """
+    return func.with_body(_Flatten().visit(func.body))
