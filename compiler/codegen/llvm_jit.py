@@ -1,0 +1,113 @@
+"""From LLVM IR text to running machine code: target machines, O3, MCJIT, object files.
+
+:class:`LLVMBackend` is the backend a :class:`compiler.runtime.Module` uses for
+code compiled in this process (see :mod:`compiler.runtime.module`).
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import functools
+import logging
+
+import llvmlite.binding as llvm
+
+from ..errors import CodegenError
+from ..target import Target, host_cpu_name
+
+__all__ = ["LLVMBackend", "create_target_machine", "optimize", "parse"]
+
+logger = logging.getLogger(__name__)
+
+
+@functools.lru_cache(maxsize=1)
+def _initialize() -> None:
+    """Set up LLVM's native target once, and make libgomp's symbols visible to the JIT."""
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    llvm.initialize_native_asmparser()
+    gomp = ctypes.util.find_library("gomp") or "libgomp.so.1"
+    try:
+        llvm.load_library_permanently(gomp)
+    except RuntimeError as e:
+        raise CodegenError(f"cannot load libgomp ({gomp}), needed for parallel loops: {e}") from None
+
+
+def _features(target: Target) -> str:
+    extra = target.mattr
+    if target.options.get("mcpu") in (None, host_cpu_name()) and not target.mtriple:
+        # Compiling for this machine: everything it has, plus what the target adds.
+        return ",".join([*llvm.get_host_cpu_features().flatten().split(","), *extra]).strip(",")
+    return ",".join(extra)
+
+
+def create_target_machine(target: Target, reloc: str = "default", codemodel: str = "jitdefault"):
+    """An LLVM target machine for ``target`` at optimisation level 3."""
+    _initialize()
+    triple = target.mtriple or llvm.get_process_triple()
+    try:
+        llvm_target = llvm.Target.from_triple(triple)
+    except RuntimeError as e:
+        raise CodegenError(f"LLVM does not support triple {triple!r}: {e}") from None
+    return llvm_target.create_target_machine(cpu=target.mcpu, features=_features(target), opt=3,
+                                             reloc=reloc, codemodel=codemodel)
+
+
+def parse(ir_text: str):
+    """Parse and verify LLVM IR text, raising CodegenError (with the IR) when it is invalid."""
+    _initialize()
+    try:
+        module = llvm.parse_assembly(ir_text)
+        module.verify()
+    except RuntimeError as e:
+        raise CodegenError(f"invalid LLVM IR generated: {e}\n{ir_text}") from None
+    return module
+
+
+def optimize(module, tm) -> None:
+    """Run LLVM's O3 pipeline (with loop and SLP vectorisation) on ``module`` in place."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pto.loop_unrolling = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(module, pb)
+
+
+class LLVMBackend:
+    """Machine code JIT-compiled in this process, plus what is needed to show and export it."""
+
+    type_key = "llvm"
+
+    def __init__(self, ir_text: str, target: Target, tm=None):
+        self.target = target
+        self._tm = tm or create_target_machine(target)
+        module = parse(ir_text)
+        module.triple = self._tm.triple
+        module.data_layout = str(self._tm.target_data)
+        optimize(module, self._tm)
+        self._optimized = str(module)
+        # The engine owns the module from here on; keep both alive with this object.
+        self._engine = llvm.create_mcjit_compiler(module, self._tm)
+        self._engine.finalize_object()
+
+    def address(self, name: str) -> int:
+        return self._engine.get_function_address(name) or 0
+
+    def source(self, fmt: str) -> str:
+        if fmt in ("ll", "llvm"):
+            return self._optimized
+        if fmt in ("asm", "s"):
+            # A fresh module: code generation may change the one the JIT already compiled.
+            return self._tm.emit_assembly(parse(self._optimized))
+        raise ValueError(f"unknown source format {fmt!r}; use 'll' or 'asm'")
+
+    def emit_object(self) -> bytes:
+        """Position-independent object code, for linking into a shared library."""
+        tm = create_target_machine(self.target, reloc="pic", codemodel="default")
+        return tm.emit_object(parse(self._optimized))
+
+    def export(self, path: str, metadata_json: str) -> None:
+        from ..runtime.library import link_shared
+
+        link_shared(path, [self.emit_object()], metadata_json)

@@ -1,0 +1,73 @@
+"""``build()``: from a schedule, a PrimFunc or an IRModule to a callable runtime Module.
+
+(``lower()`` lives in :mod:`compiler.lowering`.)
+"""
+
+from __future__ import annotations
+
+from .errors import CompilerError
+from .runtime.module import Module
+from .target import Target
+from .tir.function import IRModule, PrimFunc
+
+__all__ = ["build"]
+
+
+def build(inputs, args=None, target=None, target_host=None, name: str = "default_function",
+          binds=None) -> Module:
+    """Compile ``inputs`` for ``target`` and return a runtime Module.
+
+    ``inputs`` may be a schedule (lowered with ``args``, ``name`` and ``binds``), a
+    PrimFunc (named ``name`` if it is still called "main"), an IRModule, or a dict
+    ``{target: IRModule}``. ``target`` defaults to the current target
+    (``with Target(...)``) or "llvm". ``target_host`` is the CPU target of host
+    code; it matters only once device targets exist. The module's entry function
+    is the first function.
+    """
+    if isinstance(inputs, dict):
+        return _build_per_target(inputs, target_host)
+    tgt = Target.from_any(target) or Target("llvm")
+    mod = _to_module(inputs, args, name, binds)
+    return _build_one(mod, tgt)
+
+
+def _to_module(inputs, args, name: str, binds) -> IRModule:
+    if isinstance(inputs, IRModule):
+        return inputs
+    if isinstance(inputs, PrimFunc):
+        func = inputs.with_name(name) if inputs.name == "main" else inputs
+        return IRModule({func.name: func})
+    from .lowering import lower
+
+    return lower(inputs, args, name=name, binds=binds)
+
+
+def _build_one(mod: IRModule, target: Target) -> Module:
+    from .codegen import build_module
+
+    if target.kind == "cuda":
+        raise CompilerError("CUDA code generation is not available yet; build for 'llvm'")
+    return build_module(mod, target)
+
+
+def _build_per_target(inputs: dict, target_host) -> Module:
+    # Every entry is CPU code for now, so target_host has nothing to add; the functions
+    # are compiled together for the first entry's target.
+    del target_host
+    merged: dict = {}
+    first: Target | None = None
+    for key, mod in inputs.items():
+        tgt = Target.from_any(key) or Target("llvm")
+        if not isinstance(mod, IRModule):
+            raise CompilerError(f"build({{target: module}}) expects IRModules as values, got "
+                                f"{type(mod).__name__} for {tgt}")
+        if tgt.kind == "cuda":
+            raise CompilerError("CUDA code generation is not available yet; build for 'llvm'")
+        first = first or tgt
+        for name, func in mod.items():
+            if name in merged:
+                raise CompilerError(f"function {name!r} appears in more than one module")
+            merged[name] = func
+    if first is None or not merged:
+        raise CompilerError("build() was given no functions")
+    return _build_one(IRModule(merged), first)

@@ -1,0 +1,17 @@
+"""The runtime: devices, device arrays, compiled modules, timing, and shared-library export/load.
+
+Importing it does not import llvmlite, so exported modules run without a compiler.
+"""
+
+from . import ndarray
+from . import ndarray as nd
+from .arguments import FunctionInfo
+from .device import Device, cpu, cuda, device
+from .library import load_module
+from .module import Function, Module
+from .ndarray import NDArray
+from .threads import num_threads
+from .timer import BenchmarkResult
+
+__all__ = ["Device", "device", "cpu", "cuda", "NDArray", "nd", "ndarray", "Module", "Function",
+           "FunctionInfo", "BenchmarkResult", "load_module", "num_threads"]

@@ -1,0 +1,270 @@
+"""Checking the arguments of a compiled function and packing them for the kernel.
+
+The kernel's C signature is ``void name(void **buffers, int64_t *scalars)``
+(see :class:`compiler.tir.Signature`): ``buffers`` holds the data pointers of the
+buffer arguments, ``scalars`` one 8-byte slot per scalar variable. An integer or
+bool variable's slot holds its value as an int64; a float variable's slot holds
+the bits of an IEEE double (the kernel narrows it to the variable's dtype).
+
+Everything is checked here, in Python, before machine code runs: a wrong call
+raises :class:`RuntimeArgumentError` naming the function, the argument and the
+problem, instead of crashing the interpreter.
+"""
+
+from __future__ import annotations
+
+import ast
+import ctypes
+import re
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import RuntimeArgumentError
+from ..tir.function import ArgSpec, Signature
+from .ndarray import ALIGNMENT, NDArray, aligned_empty
+
+__all__ = ["FunctionInfo", "ArgumentPacker", "PackedArgs"]
+
+
+@dataclass
+class FunctionInfo:
+    """Plain-data description of one compiled function: how to call it and what it writes.
+
+    ``written`` lists the positions (in ``signature.args``) of the buffer arguments
+    that the function stores into.
+    """
+
+    signature: Signature
+    written: list = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.signature.name
+
+    def to_json(self) -> dict:
+        return {"signature": self.signature.to_json(), "written": list(self.written)}
+
+    @staticmethod
+    def from_json(d: dict) -> FunctionInfo:
+        return FunctionInfo(Signature.from_json(d["signature"]), list(d.get("written", [])))
+
+
+@dataclass
+class PackedArgs:
+    """Kernel-ready arguments; call :meth:`finish` after the kernel to copy results back."""
+
+    buffers: ctypes.Array
+    scalars: ctypes.Array
+    keep_alive: list
+    copy_back: list  # [(aligned temporary, user's numpy array)]
+
+    def finish(self) -> None:
+        for tmp, dst in self.copy_back:
+            np.copyto(dst, tmp)
+
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+_INT_SUFFIX = re.compile(r"\b(\d+)(?:i64|i8|i16|u8|u16|u32|u64)\b")
+
+
+class ArgumentPacker:
+    """Checks a call's arguments against a :class:`FunctionInfo` and packs them."""
+
+    def __init__(self, info: FunctionInfo):
+        self.info = info
+        self.sig = info.signature
+        self.written = set(info.written)
+        self._buffer_pos = [i for i, a in enumerate(self.sig.args) if a.kind == "buffer"]
+        # numpy dtypes compare much faster than their names are computed
+        self._np_dtype = {i: np.dtype(self.sig.args[i].dtype) for i in self._buffer_pos}
+
+    # ------------------------------------------------------------------ entry point
+
+    def pack(self, args: tuple) -> PackedArgs:
+        sig = self.sig
+        if len(args) != len(sig.args):
+            names = ", ".join(a.name for a in sig.args)
+            raise RuntimeArgumentError(
+                f"{sig.name}: expected {len(sig.args)} arguments ({names}), got {len(args)}")
+        bound: dict[str, tuple[int, str]] = {}  # var name -> (value, where it was bound)
+        arrays: dict[int, np.ndarray] = {}
+        deferred: list = []
+        for i, (spec, value) in enumerate(zip(sig.args, args, strict=True)):
+            if spec.kind == "buffer":
+                arrays[i] = self._check_buffer(i, spec, value, bound, deferred)
+            else:
+                self._bind(bound, spec.name, self._scalar_value(i, spec, value), f"argument '{spec.name}'", i)
+        for i, what, text, actual in deferred:
+            self._check_derived(i, what, text, actual, bound)
+        self._check_overlap(arrays)
+        return self._pack(arrays, bound)
+
+    # ------------------------------------------------------------------ buffers
+
+    def _err(self, i: int, msg: str) -> RuntimeArgumentError:
+        return RuntimeArgumentError(f"{self.sig.name}: argument {i} ('{self.sig.args[i].name}'): {msg}")
+
+    def _check_buffer(self, i: int, spec: ArgSpec, value, bound: dict, deferred: list) -> np.ndarray:
+        if isinstance(value, NDArray):
+            if value.device.device_type != "cpu":
+                raise self._err(i, f"array is on {value.device}, but this function runs on the CPU")
+            arr = value.host_array
+        elif isinstance(value, np.ndarray):
+            arr = value
+        else:
+            raise self._err(i, f"expected an NDArray or numpy.ndarray, got {type(value).__name__}")
+        if arr.dtype != self._np_dtype[i]:
+            raise self._err(i, f"dtype {arr.dtype.name} does not match the expected {spec.dtype}")
+        shape = spec.shape or []
+        if arr.ndim != len(shape):
+            raise self._err(i, f"expected {len(shape)} dimensions {tuple(shape)}, got {arr.ndim} {arr.shape}")
+        for d, (want, got) in enumerate(zip(shape, arr.shape, strict=True)):
+            self._match(i, f"dimension {d}", want, got, bound, deferred)
+        if spec.strides is not None:
+            self._check_strides(i, spec, arr, bound, deferred)
+        elif not arr.flags.c_contiguous:
+            raise self._err(i, "array is not C-contiguous; pass np.ascontiguousarray(...) "
+                               "or declare the buffer with explicit strides")
+        if spec.elem_offset is not None:
+            self._match(i, "elem_offset", spec.elem_offset, 0, bound, deferred)
+        if i in self.written and not arr.flags.writeable:
+            raise self._err(i, "the function writes this argument but the array is read-only")
+        return arr
+
+    def _check_strides(self, i: int, spec: ArgSpec, arr: np.ndarray, bound: dict, deferred: list) -> None:
+        if len(spec.strides) != arr.ndim:
+            raise self._err(i, f"{len(spec.strides)} strides declared for {arr.ndim} dimensions")
+        if not arr.flags.aligned:
+            raise self._err(i, "array data is not aligned to its element size")
+        for d, (want, got) in enumerate(zip(spec.strides, arr.strides, strict=True)):
+            if got % arr.itemsize:
+                raise self._err(i, f"stride {got} bytes of dimension {d} is not a multiple of the "
+                                   "element size")
+            self._match(i, f"stride {d} (in elements)", want, got // arr.itemsize, bound, deferred)
+
+    def _match(self, i: int, what: str, want, got: int, bound: dict, deferred: list) -> None:
+        if isinstance(want, int):
+            if want != got:
+                raise self._err(i, f"{what} is {got}, expected {want}")
+        elif _NAME.match(want):
+            self._bind(bound, want, got, f"{what} of argument '{self.sig.args[i].name}'", i)
+        else:
+            deferred.append((i, what, want, got))
+
+    def _bind(self, bound: dict, name: str, value, where: str, i: int) -> None:
+        if name in bound and bound[name][0] != value:
+            raise self._err(i, f"{where} gives {name} = {value}, but {name} = {bound[name][0]} "
+                               f"from {bound[name][1]}")
+        bound.setdefault(name, (value, where))
+
+    def _check_derived(self, i: int, what: str, text: str, actual: int, bound: dict) -> None:
+        try:
+            want = _evaluate(text, {k: v for k, (v, _) in bound.items()})
+        except _Unsupported:
+            return  # an expression we cannot evaluate here is checked by nobody; the kernel trusts it
+        except KeyError as e:
+            raise self._err(i, f"{what} is {text}, but {e.args[0]} is not bound by any argument") from None
+        if want != actual:
+            raise self._err(i, f"{what} is {actual}, expected {text} = {want}")
+
+    def _check_overlap(self, arrays: dict[int, np.ndarray]) -> None:
+        for w in self.written:
+            for j, other in arrays.items():
+                if j != w and np.may_share_memory(arrays[w], other):
+                    raise self._err(w, f"the function writes this argument, but it shares memory with "
+                                       f"argument {j} ('{self.sig.args[j].name}')")
+
+    # ------------------------------------------------------------------ scalars
+
+    def _scalar_value(self, i: int, spec: ArgSpec, value):
+        dtype = spec.dtype
+        if isinstance(value, NDArray | np.ndarray):
+            if value.shape != ():
+                raise self._err(i, f"expected a scalar of dtype {dtype}, got an array of shape {value.shape}")
+            value = np.asarray(value).item()
+        if isinstance(value, np.generic):
+            value = value.item()
+        if dtypes.is_float(dtype):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise self._err(i, f"expected a number for dtype {dtype}, got {type(value).__name__}")
+            return float(value)
+        if dtype == "bool":
+            if value in (0, 1) and isinstance(value, int | bool):
+                return int(value)
+            raise self._err(i, f"expected a bool, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self._err(i, f"expected an integer for dtype {dtype}, got {type(value).__name__} {value!r}")
+        info = np.iinfo(dtype)
+        if not info.min <= value <= info.max:
+            raise self._err(i, f"value {value} is out of range for {dtype}")
+        return value
+
+    # ------------------------------------------------------------------ packing
+
+    def _pack(self, arrays: dict[int, np.ndarray], bound: dict) -> PackedArgs:
+        keep: list = []
+        copy_back: list = []
+        buffers = (ctypes.c_void_p * max(1, len(self._buffer_pos)))()
+        for k, i in enumerate(self._buffer_pos):
+            arr = arrays[i]
+            if self.sig.args[i].strides is None and arr.ctypes.data % ALIGNMENT:
+                tmp = aligned_empty(arr.shape, arr.dtype)
+                np.copyto(tmp, arr)
+                if i in self.written:
+                    copy_back.append((tmp, arr))
+                arr = tmp
+            keep.append(arr)
+            buffers[k] = arr.ctypes.data
+        scalars = (ctypes.c_int64 * max(1, len(self.sig.scalar_vars)))()
+        for k, (name, dtype) in enumerate(self.sig.scalar_vars):
+            if name not in bound:
+                raise RuntimeArgumentError(f"{self.sig.name}: cannot determine the value of '{name}' "
+                                           "from the arguments")
+            scalars[k] = _to_slot(bound[name][0], dtype)
+        return PackedArgs(buffers, scalars, keep, copy_back)
+
+
+def _to_slot(value, dtype: str) -> int:
+    if dtypes.is_float(dtype):
+        return struct.unpack("<q", struct.pack("<d", float(value)))[0]
+    value = int(value)
+    if value >= 2**63:  # uint64 values above int64's range travel as their two's complement bits
+        value -= 2**64
+    return value
+
+
+class _Unsupported(Exception):
+    pass
+
+
+_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+        ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b}
+
+
+def _evaluate(text: str, env: dict) -> int:
+    """Evaluate a size expression printed by the IR printer (``+ - * // %``, names, ints)."""
+    try:
+        tree = ast.parse(_INT_SUFFIX.sub(r"\1", text), mode="eval")
+    except SyntaxError:
+        raise _Unsupported(text) from None
+
+    def ev(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name):
+            return env[node.id]
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            return _OPS[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -ev(node.operand)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max"):
+            return (min if node.func.id == "min" else max)(*(ev(a) for a in node.args))
+        raise _Unsupported(text)
+
+    try:
+        return ev(tree.body)
+    except ZeroDivisionError:
+        raise _Unsupported(text) from None

@@ -1,0 +1,152 @@
+"""Runtime modules: compiled functions you can call, time, inspect and export.
+
+A :class:`Module` is backend-neutral. What it needs from the code that produced
+it (an LLVM JIT, a loaded shared library) is a small backend object:
+
+* ``type_key`` -- "llvm" for CPU code;
+* ``address(name) -> int`` -- the address of an exported ``void name(void **, int64_t *)``,
+  or of the thread-count setter (:data:`threads.SETTER_SYMBOL`), 0 when absent;
+* ``source(fmt) -> str`` -- the code as text (``"ll"``, ``"asm"``);
+* ``export(path, metadata_json)`` -- write a shared library.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+from typing import Protocol
+
+from ..errors import CompilerError
+from .arguments import ArgumentPacker, FunctionInfo
+from .device import Device
+from .threads import SETTER_SYMBOL, ThreadCountSetter
+from .timer import BenchmarkResult, time_calls
+
+__all__ = ["Module", "Function", "Backend", "METADATA_VERSION"]
+
+METADATA_VERSION = 1
+_KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
+
+
+class Backend(Protocol):
+    type_key: str
+
+    def address(self, name: str) -> int: ...
+
+    def source(self, fmt: str) -> str: ...
+
+    def export(self, path: str, metadata_json: str) -> None: ...
+
+
+class Function:
+    """One compiled function; calling it checks the arguments, then runs the kernel."""
+
+    def __init__(self, info: FunctionInfo, address: int, threads: ThreadCountSetter, owner: Module):
+        self.info = info
+        self._packer = ArgumentPacker(info)
+        self._cfunc = _KERNEL(address)
+        self._threads = threads
+        self._owner = owner  # keeps the machine code alive as long as the function is
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    def __call__(self, *args) -> None:
+        packed = self._packer.pack(args)
+        self._threads.update()
+        self._cfunc(packed.buffers, packed.scalars)
+        packed.finish()
+
+    def time(self, args: tuple, **options) -> BenchmarkResult:
+        """Time calls on ``args`` (checked and packed once); see :func:`timer.time_calls`."""
+        packed = self._packer.pack(args)
+        self._threads.update()
+        cfunc, buffers, scalars = self._cfunc, packed.buffers, packed.scalars
+        result = time_calls(lambda: cfunc(buffers, scalars), **options)
+        packed.finish()
+        return result
+
+    def __repr__(self) -> str:
+        return f"<Function {self.name}>"
+
+
+class Module:
+    """Compiled functions: call the entry function with ``module(*args)``."""
+
+    def __init__(self, backend: Backend, functions: dict[str, FunctionInfo], entry_name: str):
+        if entry_name not in functions:
+            raise CompilerError(f"entry function {entry_name!r} is not among {list(functions)}")
+        self._backend = backend
+        self._infos = dict(functions)
+        self._functions: dict[str, Function] = {}
+        self._threads = ThreadCountSetter(backend.address(SETTER_SYMBOL))
+        self.entry_name = entry_name
+
+    @property
+    def type_key(self) -> str:
+        return self._backend.type_key
+
+    @property
+    def imported_modules(self) -> list:
+        """Device modules this host module launches (none for CPU code)."""
+        return []
+
+    @property
+    def function_names(self) -> list[str]:
+        return list(self._infos)
+
+    def function_info(self, name: str) -> FunctionInfo:
+        return self._lookup(name)
+
+    def _lookup(self, name: str) -> FunctionInfo:
+        try:
+            return self._infos[name]
+        except KeyError:
+            raise AttributeError(f"module has no function {name!r}; it has {list(self._infos)}") from None
+
+    def get_function(self, name: str) -> Function:
+        """The function called ``name`` (AttributeError if there is none)."""
+        func = self._functions.get(name)
+        if func is None:
+            info = self._lookup(name)
+            func = Function(info, self._backend.address(name), self._threads, self)
+            self._functions[name] = func
+        return func
+
+    __getitem__ = get_function
+
+    def __call__(self, *args) -> None:
+        self.get_function(self.entry_name)(*args)
+
+    def get_source(self, fmt: str = "ll") -> str:
+        """The code as text: ``"ll"`` (optimised LLVM IR) or ``"asm"``."""
+        return self._backend.source(fmt)
+
+    def time_evaluator(self, func_name: str, dev: Device | None = None, number: int = 10, repeat: int = 1,
+                       min_repeat_ms: float = 0, cache_flush: bool = False):
+        """A callable that times ``func_name`` on its arguments and returns a BenchmarkResult.
+
+        ``results`` holds ``repeat`` entries, each the mean seconds of ``number`` calls.
+        """
+        if dev is not None and dev.device_type != "cpu":
+            raise ValueError(f"a {self.type_key} module runs on the CPU, not on {dev}")
+        func = self.get_function(func_name)
+
+        def evaluate(*args) -> BenchmarkResult:
+            return func.time(args, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
+                             cache_flush=cache_flush)
+
+        return evaluate
+
+    def metadata_json(self) -> str:
+        """What a shared library must carry to be loaded back as this module."""
+        return json.dumps({"version": METADATA_VERSION, "type_key": self.type_key, "entry": self.entry_name,
+                           "functions": [info.to_json() for info in self._infos.values()]})
+
+    def export_library(self, path) -> None:
+        """Write a shared library that :func:`compiler.runtime.load_module` reads back."""
+        self._backend.export(str(path), self.metadata_json())
+
+    def __repr__(self) -> str:
+        return f"<Module {self.type_key} functions={list(self._infos)} entry={self.entry_name!r}>"

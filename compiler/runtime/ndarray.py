@@ -1,0 +1,128 @@
+"""Device arrays (``compiler.nd``): C-contiguous, 64-byte aligned host storage for the CPU."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from .device import Device, cpu, require_pycuda
+
+__all__ = ["NDArray", "array", "empty", "aligned_empty", "ALIGNMENT"]
+
+ALIGNMENT = 64  # bytes; compiled kernels assume buffer pointers aligned to this
+
+
+def aligned_empty(shape, dtype, align: int = ALIGNMENT) -> np.ndarray:
+    """An uninitialised C-contiguous numpy array whose data pointer is ``align``-aligned."""
+    dtype = np.dtype(dtype)
+    shape = tuple(int(s) for s in shape)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.empty(nbytes + align, dtype=np.uint8)
+    offset = (-raw.ctypes.data) % align
+    return raw[offset:offset + nbytes].view(dtype).reshape(shape)
+
+
+class NDArray:
+    """An array on a device. On the CPU it owns an aligned numpy array."""
+
+    __slots__ = ("_data", "_device")
+
+    def __init__(self, data: np.ndarray, device: Device):
+        # Private: use array() or empty(). ``data`` must already be aligned and contiguous.
+        self._data = data
+        self._device = device
+
+    @property
+    def shape(self) -> tuple:
+        return self._data.shape
+
+    @property
+    def dtype(self) -> str:
+        return self._data.dtype.name
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    @property
+    def size(self) -> int:
+        return self._data.size
+
+    @property
+    def nbytes(self) -> int:
+        return self._data.nbytes
+
+    @property
+    def host_array(self) -> np.ndarray:
+        """The numpy array holding the data (shared, not a copy). For the runtime."""
+        return self._data
+
+    def numpy(self) -> np.ndarray:
+        """A numpy copy of the contents."""
+        return self._data.copy()
+
+    asnumpy = numpy
+
+    def __array__(self, dtype=None, copy=None):
+        return self._data.astype(dtype) if dtype is not None else self._data.copy()
+
+    def copyfrom(self, source) -> NDArray:
+        """Overwrite the contents with ``source`` (array-like of the same shape)."""
+        if isinstance(source, NDArray):
+            source = source._data
+        source = np.asarray(source, dtype=self._data.dtype)
+        if source.shape != self.shape:
+            raise ValueError(f"copyfrom: shape {source.shape} does not match the array's {self.shape}")
+        np.copyto(self._data, source)
+        return self
+
+    def copyto(self, target):
+        """Copy into a numpy array or NDArray (returned), or onto a device (a new NDArray)."""
+        if isinstance(target, Device):
+            return array(self._data, target)
+        if isinstance(target, NDArray):
+            target.copyfrom(self._data)
+            return target
+        if isinstance(target, np.ndarray):
+            if target.shape != self.shape:
+                raise ValueError(f"copyto: shape {target.shape} does not match the array's {self.shape}")
+            np.copyto(target, self._data)
+            return target
+        raise TypeError(f"copyto expects a numpy array, an NDArray or a Device, got {type(target).__name__}")
+
+    def __repr__(self) -> str:
+        return f"<NDArray {self.shape} {self.dtype} on {self._device}>\n{self._data!r}"
+
+
+def _check_device(device: Device | None) -> Device:
+    device = cpu(0) if device is None else device
+    if not isinstance(device, Device):
+        raise TypeError(f"expected a Device such as compiler.cpu(0), got {device!r}")
+    if device.device_type == "cuda":
+        require_pycuda()
+        raise RuntimeError("CUDA device arrays are not available yet")
+    return device
+
+
+def array(obj, device: Device | None = None, dtype=None) -> NDArray:
+    """An array on ``device`` holding a copy of ``obj`` (numpy array, list, NDArray)."""
+    device = _check_device(device)
+    if isinstance(obj, NDArray):
+        obj = obj._data
+    src = np.asarray(obj, dtype=None if dtype is None else dtypes.to_numpy(dtype))
+    dtypes.check(src.dtype)
+    data = aligned_empty(src.shape, src.dtype)
+    np.copyto(data, src)
+    return NDArray(data, device)
+
+
+def empty(shape, dtype="float32", device: Device | None = None) -> NDArray:
+    """An uninitialised array of ``shape`` and ``dtype`` on ``device``."""
+    device = _check_device(device)
+    if isinstance(shape, int):
+        shape = (shape,)
+    return NDArray(aligned_empty(shape, dtypes.to_numpy(dtype)), device)

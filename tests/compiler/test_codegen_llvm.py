@@ -1,0 +1,543 @@
+"""The LLVM CPU code generator, on hand-written PrimFuncs."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from compiler.codegen.llvm import generate_llvm_ir
+from compiler.driver import build
+from compiler.errors import CodegenError
+from compiler.tir import (
+    EQ,
+    GE,
+    GT,
+    LE,
+    LT,
+    NE,
+    Allocate,
+    And,
+    Broadcast,
+    BufferLoad,
+    BufferStore,
+    Call,
+    Cast,
+    Div,
+    Evaluate,
+    FloorDiv,
+    FloorMod,
+    For,
+    ForKind,
+    IfThenElse,
+    IRModule,
+    Let,
+    LetStmt,
+    Max,
+    Min,
+    Not,
+    Or,
+    PrimFunc,
+    ProducerLoad,
+    Ramp,
+    Select,
+    SeqStmt,
+    Var,
+    const,
+    decl_buffer,
+)
+from compiler.tir.expr import CommReducer, Reduce
+
+RNG = np.random.default_rng(0)
+
+
+def load(buf, index):
+    return BufferLoad(buf, (index,), buf.dtype)
+
+
+def store(buf, value, index):
+    return BufferStore(buf, value, (index,))
+
+
+def loop(var, extent, body, kind=ForKind.SERIAL):
+    return For(var, const(0, var.dtype), extent, kind, body)
+
+
+def poisoned(shape, dtype):
+    """An output array pre-filled so that elements the kernel forgets to write stand out."""
+    if np.dtype(dtype).kind == "f":
+        return np.full(shape, np.nan, dtype)
+    if dtype == "bool":
+        return np.zeros(shape, dtype)
+    return np.full(shape, np.iinfo(dtype).max // 3 + 7, dtype)
+
+
+def elementwise(fn, in_dtypes=("float32",), out_dtype="float32", kind=ForKind.SERIAL, n=None, name="f"):
+    """A kernel ``Out[i] = fn(In0[i], In1[i], ...)`` over a symbolic length ``n``."""
+    n = n if n is not None else Var("n")
+    ins = [decl_buffer((n,), dt, f"In{k}") for k, dt in enumerate(in_dtypes)]
+    out = decl_buffer((n,), out_dtype, "Out")
+    i = Var("i")
+    body = loop(i, n, store(out, fn(*[load(b, i) for b in ins]), i), kind)
+    return PrimFunc((*ins, out), body, name)
+
+
+def run(func, *inputs, out_dtype=None, **build_kw):
+    out_dtype = out_dtype or func.params[-1].dtype
+    mod = build(func, **build_kw)
+    out = poisoned(inputs[0].shape, out_dtype)
+    mod(*inputs, out)
+    return out
+
+
+# ------------------------------------------------------------------ basic kernels and loop kinds
+
+
+@pytest.mark.parametrize("kind", [ForKind.SERIAL, ForKind.PARALLEL, ForKind.VECTORIZED])
+@pytest.mark.parametrize("size", [1, 7, 1000])
+def test_vector_add_symbolic_length(kind, size):
+    f = elementwise(lambda a, b: a + b, ("float32", "float32"), kind=kind)
+    a, b = RNG.random(size, dtype=np.float32), RNG.random(size, dtype=np.float32)
+    np.testing.assert_allclose(run(f, a, b), a + b, rtol=1e-6)
+
+
+def test_unrolled_constant_loop():
+    f = elementwise(lambda a: a * 3.0, kind=ForKind.UNROLLED, n=const(16))
+    a = RNG.random(16, dtype=np.float32)
+    np.testing.assert_allclose(run(f, a), a * 3, rtol=1e-6)
+
+
+def test_loop_metadata_in_ir():
+    vec_f = elementwise(lambda a: a, kind=ForKind.VECTORIZED, n=const(8), name="v")
+    vec = generate_llvm_ir(IRModule({"v": vec_f}))
+    assert "llvm.loop.vectorize.enable" in vec and "llvm.loop.vectorize.width\", i32 8" in vec
+    unr_f = elementwise(lambda a: a, kind=ForKind.UNROLLED, n=const(8), name="u")
+    unr = generate_llvm_ir(IRModule({"u": unr_f}))
+    assert "llvm.loop.unroll.full" in unr
+
+
+def _matmul(dtype, parallel=True):
+    """C[i, j] = sum_k A[i, k] * B[k, j] with flattened indices and an accumulation loop."""
+    n, m, kk = Var("n"), Var("m"), Var("kk")
+    A = decl_buffer((n, kk), dtype, "A")
+    B = decl_buffer((kk, m), dtype, "B")
+    C = decl_buffer((n, m), dtype, "C")
+    i, j, k = Var("i"), Var("j"), Var("k")
+    Af, Bf, Cf = A.with_shape((n * kk,)), B.with_shape((kk * m,)), C.with_shape((n * m,))
+    zero = const(0, dtype)
+    body = loop(i, n, loop(j, m, SeqStmt((
+        store(Cf, zero, i * m + j),
+        loop(k, kk, store(Cf, load(Cf, i * m + j) + load(Af, i * kk + k) * load(Bf, k * m + j), i * m + j)),
+    ))), ForKind.PARALLEL if parallel else ForKind.SERIAL)
+    return PrimFunc((A, B, C), body, "matmul")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+def test_matmul_dtypes(dtype):
+    mod = build(_matmul(dtype))
+    a = (RNG.integers(-5, 5, (13, 9))).astype(dtype)
+    b = (RNG.integers(-5, 5, (9, 11))).astype(dtype)
+    c = poisoned((13, 11), dtype)
+    mod(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-6)
+
+
+def test_nested_parallel_runs_inner_serially():
+    n = Var("n")
+    A = decl_buffer((n * n,), "float32", "A")
+    B = decl_buffer((n * n,), "float32", "B")
+    i, j = Var("i"), Var("j")
+    inner = loop(j, n, store(B, load(A, i * n + j) + 1.0, i * n + j), ForKind.PARALLEL)
+    body = loop(i, n, inner, ForKind.PARALLEL)
+    mod = build(PrimFunc((A, B, n), body, "nested"))  # n is not a plain dimension: pass it
+    a = RNG.random(49, dtype=np.float32)
+    b = poisoned(49, "float32")
+    mod(a, b, 7)
+    np.testing.assert_allclose(b, a + 1)
+    assert mod.get_source().count("call void @GOMP_parallel") == 1
+
+
+def test_parallel_loop_inside_serial_loop_with_offset():
+    n = Var("n")
+    A = decl_buffer((n * 4,), "float32", "A")
+    i, j = Var("i"), Var("j")
+    body = loop(i, const(4), For(j, const(1), n - 1, ForKind.PARALLEL,
+                                 store(A, Cast("float32", i * 100 + j), i * n + j)))
+    mod = build(PrimFunc((A, n), body, "inner_par"))
+    a = np.full(4 * 10, -1.0, np.float32)
+    mod(a, 10)
+    expect = np.full((4, 10), -1.0, np.float32)
+    for ii in range(4):
+        expect[ii, 1:10] = ii * 100 + np.arange(1, 10)
+    np.testing.assert_array_equal(a.reshape(4, 10), expect)
+
+
+def test_thread_count_is_honoured(monkeypatch):
+    n = Var("n")
+    C = decl_buffer((n,), "int32", "C")
+    i = Var("i")
+    value = Call("int32", "omp_num_threads", ()) * 1000 + Call("int32", "omp_thread_id", ())
+    body = loop(i, n, store(C, value, i), ForKind.PARALLEL)
+    mod = build(PrimFunc((C,), body, "threads"))
+    c = np.zeros(64, np.int32)
+    monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "1")
+    mod(c)
+    assert set(c.tolist()) == {1000}
+    monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "3")
+    mod(c)
+    assert set((c // 1000).tolist()) == {3}
+    # Static contiguous chunks: thread t takes elements [t * 22, (t + 1) * 22).
+    np.testing.assert_array_equal(c % 1000, np.arange(64) // 22)
+
+
+# ------------------------------------------------------------------ allocations
+
+
+def _alloc_kernel(tmp_len, kind=ForKind.PARALLEL):
+    """Each outer iteration fills a temporary of ``tmp_len`` floats and sums it into Out[i].
+
+    ``T[j] = A[i] + j % 4``, so ``Out[i] = A[i] * tmp_len + 6 * tmp_len / 4``.
+    """
+    n = Var("n")
+    A = decl_buffer((n,), "float32", "A")
+    Out = decl_buffer((n,), "float32", "Out")
+    T = decl_buffer((tmp_len,), "float32", "T")
+    i, j = Var("i"), Var("j")
+    body = loop(i, n, Allocate(T, SeqStmt((
+        loop(j, const(tmp_len), store(T, load(A, i) + Cast("float32", FloorMod(j, const(4), "int32")), j)),
+        store(Out, const(0.0), i),
+        loop(j, const(tmp_len), store(Out, load(Out, i) + load(T, j), i)),
+    ))), kind)
+    return PrimFunc((A, Out), body, "alloc")
+
+
+@pytest.mark.parametrize("tmp_len, heap", [(16, False), (40000, True)])
+def test_allocate_inside_parallel_loop(tmp_len, heap):
+    f = _alloc_kernel(tmp_len)
+    ir_text = generate_llvm_ir(IRModule({"alloc": f}))
+    assert ("posix_memalign" in ir_text) == heap
+    a = RNG.integers(0, 4, 9).astype(np.float32)
+    out = run(f, a)
+    np.testing.assert_array_equal(out, a * tmp_len + tmp_len // 4 * 6)  # sums of small ints are exact
+
+
+def test_stack_allocation_is_in_entry_block():
+    ir_text = generate_llvm_ir(IRModule({"alloc": _alloc_kernel(16, ForKind.SERIAL)}))
+    kernel = ir_text[ir_text.index('define internal void @"alloc__kernel"'):]
+    entry = kernel[:kernel.index("body:")]
+    assert "alloca [16 x float], align 64" in entry
+
+
+def test_allocate_symbolic_size_uses_heap():
+    n = Var("n")
+    A = decl_buffer((n,), "float32", "A")
+    Out = decl_buffer((n,), "float32", "Out")
+    T = decl_buffer((n,), "float32", "T")
+    i = Var("i")
+    body = Allocate(T, SeqStmt((loop(i, n, store(T, load(A, i) * 2.0, i)),
+                                loop(i, n, store(Out, load(T, n - 1 - i), i)))))
+    a = RNG.random(33, dtype=np.float32)
+    np.testing.assert_allclose(run(PrimFunc((A, Out), body, "rev"), a), (a * 2)[::-1])
+
+
+# ------------------------------------------------------------------ expressions
+
+
+def test_select_is_lazy_and_guards_loads():
+    """The untaken side would load from address ~0: evaluating it eagerly would crash."""
+    script = textwrap.dedent("""
+        import numpy as np
+        from compiler.driver import build
+        from compiler.tir import *
+        n, off = Var("n"), Var("off", "int64")
+        A = decl_buffer((n,), "float32", "A"); B = decl_buffer((n,), "float32", "B")
+        i = Var("i")
+        bad = BufferLoad(A, (Cast("int64", i) + off,), "float32")
+        good = BufferLoad(A, (i,), "float32")
+        body = For(i, const(0), n, ForKind.SERIAL,
+                   BufferStore(B, Select(i < 0, bad, good + 1.0, "float32"), (i,)))
+        mod = build(PrimFunc((A, B, off), body, "guard"))
+        a = np.arange(64, dtype="float32"); b = np.zeros(64, "float32")
+        mod(a, b, -(a.ctypes.data // 4))
+        assert (b == a + 1).all()
+        print("ok")
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr
+
+
+def test_select_with_padding():
+    n = Var("n")
+    A = decl_buffer((n,), "float32", "A")
+    B = decl_buffer((n + 2,), "float32", "B")
+    i = Var("i")
+    value = Select((i >= 1) & (i <= n), BufferLoad(A, (i - 1,), "float32"), const(0.0), "float32")
+    body = loop(i, n + 2, store(B, value, i))
+    mod = build(PrimFunc((A, B), body, "pad"))
+    a = RNG.random(10, dtype=np.float32)
+    b = poisoned(12, "float32")
+    mod(a, b)
+    np.testing.assert_array_equal(b, np.pad(a, 1))
+
+
+def _erf(x):
+    return np.vectorize(math.erf)(x.astype(np.float64))
+
+
+_UNARY = {
+    "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "log10": np.log10, "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1 / np.sqrt(x), "tanh": np.tanh, "sin": np.sin, "cos": np.cos,
+    "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "erf": _erf, "fabs": np.abs, "abs": np.abs,
+    "floor": np.floor, "ceil": np.ceil, "round": np.round, "trunc": np.trunc,
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("op", sorted(_UNARY))
+def test_unary_call_ops(op, dtype):
+    positive = op in ("log", "log2", "log10", "sqrt", "rsqrt")
+    x = (RNG.random(37) * 4 + 0.1 if positive else RNG.random(37) * 8 - 4).astype(dtype)
+    x[:4] = [0.5, 1.5, -2.5, 2.5] if not positive else [0.5, 1.5, 2.5, 3.5]  # halves: round to even
+    f = elementwise(lambda a: Call(dtype, op, (a,)), (dtype,), dtype)
+    np.testing.assert_allclose(run(f, x), _UNARY[op](x).astype(dtype), rtol=2e-6, atol=1e-6)
+
+
+def test_pow_and_float16_math():
+    f = elementwise(lambda a, b: Call("float32", "pow", (a, b)), ("float32", "float32"))
+    a, b = (RNG.random(20) * 3).astype(np.float32), (RNG.random(20) * 3 - 1).astype(np.float32)
+    np.testing.assert_allclose(run(f, a, b), a ** b, rtol=1e-5)
+    for op in ("exp", "tanh", "erf", "sqrt"):
+        h = elementwise(lambda x, op=op: Call("float16", op, (x,)), ("float16",), "float16")
+        x = (RNG.random(20) * 2).astype(np.float16)
+        expect = _UNARY[op](x.astype(np.float32)).astype(np.float16)
+        np.testing.assert_allclose(run(h, x).astype(np.float32), expect.astype(np.float32), rtol=2e-3)
+
+
+def test_isnan_and_int_abs():
+    f = elementwise(lambda a: Call("bool", "isnan", (a,)), ("float32",), "bool")
+    x = np.array([1.0, np.nan, -np.inf, np.nan], np.float32)
+    np.testing.assert_array_equal(run(f, x), np.isnan(x))
+    g = elementwise(lambda a: Call("int32", "abs", (a,)), ("int32",), "int32")
+    y = np.array([-5, 0, 7, -(2**31)], np.int32)
+    np.testing.assert_array_equal(run(g, y), np.abs(y))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int32", "int64"])
+def test_floordiv_floormod_match_python(dtype):
+    vals = [-7, -6, -1, 0, 1, 5, 6, 7, -100, 100]
+    a = np.array([x for x in vals for _ in vals], dtype)
+    b = np.array([y for _ in vals for y in (3, -3, 1, -1, 7, -7, 2, -2, 5, 9)], dtype)
+    fd = elementwise(lambda x, y: FloorDiv(x, y, dtype), (dtype, dtype), dtype)
+    fm = elementwise(lambda x, y: FloorMod(x, y, dtype), (dtype, dtype), dtype)
+    np.testing.assert_array_equal(run(fd, a, b), [int(x) // int(y) for x, y in zip(a, b, strict=True)])
+    np.testing.assert_array_equal(run(fm, a, b), [int(x) % int(y) for x, y in zip(a, b, strict=True)])
+    # Constant positive divisor (the common case in index arithmetic).
+    fd4 = elementwise(lambda x: FloorDiv(x, const(4, dtype), dtype), (dtype,), dtype)
+    fm4 = elementwise(lambda x: FloorMod(x, const(4, dtype), dtype), (dtype,), dtype)
+    np.testing.assert_array_equal(run(fd4, a), [int(x) // 4 for x in a])
+    np.testing.assert_array_equal(run(fm4, a), [int(x) % 4 for x in a])
+
+
+def test_truncating_div_and_float_floor_ops():
+    a = np.array([-7, 7, -7, 7, 0], np.int32)
+    b = np.array([2, 2, -2, -2, 3], np.int32)
+    div = elementwise(lambda x, y: Div(x, y, "int32"), ("int32", "int32"), "int32")
+    np.testing.assert_array_equal(run(div, a, b), np.trunc(a / b).astype(np.int32))
+    x = np.array([-7.5, 7.5, -7.5, 2.0], np.float32)
+    y = np.array([2.0, -2.0, -2.0, 0.5], np.float32)
+    fd = elementwise(lambda p, q: FloorDiv(p, q, "float32"), ("float32", "float32"))
+    fm = elementwise(lambda p, q: FloorMod(p, q, "float32"), ("float32", "float32"))
+    np.testing.assert_array_equal(run(fd, x, y), np.floor_divide(x, y))
+    np.testing.assert_array_equal(run(fm, x, y), np.mod(x, y))
+
+
+@pytest.mark.parametrize("src, dst, values", [
+    ("float32", "int8", [-128.9, -3.7, 0.0, 3.7, 127.2]),
+    ("float32", "uint8", [0.0, 3.7, 255.9]),
+    ("int8", "float32", [-128, -1, 0, 127]),
+    ("uint8", "int32", [0, 200, 255]),
+    ("int32", "uint8", [-1, 256, 300, 7]),
+    ("int64", "int32", [2**40 + 5, -3]),
+    ("int32", "int64", [-(2**31), 2**31 - 1]),
+    ("float32", "float16", [0.1, -2.5, 65504.0]),
+    ("float16", "float32", [0.1, -2.5, 1000.0]),
+    ("float64", "float32", [1e-3, 1e30]),
+    ("float32", "float64", [0.1, -1e20]),
+    ("int32", "bool", [0, 1, -5]),
+    ("float32", "bool", [0.0, -0.0, 0.5, np.nan]),
+    ("bool", "int32", [True, False]),
+    ("bool", "float32", [True, False]),
+    ("uint32", "float64", [2**32 - 1, 0]),
+])
+def test_casts(src, dst, values):
+    x = np.array(values).astype(src)
+    f = elementwise(lambda a: Cast(dst, a), (src,), dst)
+    np.testing.assert_array_equal(run(f, x), x.astype(dst))
+
+
+def test_comparisons_logic_min_max():
+    a = np.array([1, 5, -3, 5, 0], np.int32)
+    b = np.array([2, 5, -4, 1, 0], np.int32)
+    cases = {
+        EQ: np.equal, NE: np.not_equal, LT: np.less, LE: np.less_equal, GT: np.greater, GE: np.greater_equal,
+    }
+    for cls, ref in cases.items():
+        f = elementwise(lambda x, y, cls=cls: cls(x, y, "bool"), ("int32", "int32"), "bool")
+        np.testing.assert_array_equal(run(f, a, b), ref(a, b))
+    logic = elementwise(lambda x, y: Or(And(LT(x, y, "bool"), NE(x, const(0), "bool"), "bool"),
+                                        Not(GT(x, const(-10), "bool")), "bool"),
+                        ("int32", "int32"), "bool")
+    np.testing.assert_array_equal(run(logic, a, b), ((a < b) & (a != 0)) | ~(a > -10))
+    mm = elementwise(lambda x, y: Min(x, y, "int32") * 100 + Max(x, y, "int32"), ("int32", "int32"), "int32")
+    np.testing.assert_array_equal(run(mm, a, b), np.minimum(a, b) * 100 + np.maximum(a, b))
+    u = elementwise(lambda x, y: Min(x, y, "uint32"), ("uint32", "uint32"), "uint32")
+    ua, ub = np.array([1, 2**32 - 1], np.uint32), np.array([2**31, 5], np.uint32)
+    np.testing.assert_array_equal(run(u, ua, ub), np.minimum(ua, ub))
+    fnan = elementwise(lambda x, y: NE(x, y, "bool"), ("float32", "float32"), "bool")
+    nan = np.array([np.nan, 1.0], np.float32)
+    np.testing.assert_array_equal(run(fnan, nan, nan), nan != nan)
+
+
+def test_let_if_and_bool_buffers():
+    n = Var("n")
+    A = decl_buffer((n,), "int32", "A")
+    Mask = decl_buffer((n,), "bool", "Mask")
+    Out = decl_buffer((n,), "int32", "Out")
+    i, t, u = Var("i"), Var("t"), Var("u")
+    body = loop(i, n, LetStmt(t, load(A, i) * 2, IfThenElse(
+        load(Mask, i),
+        store(Out, Let(u, t + 1, u * u, "int32"), i),
+        store(Out, -t, i))))
+    mod = build(PrimFunc((A, Mask, Out), body, "letif"))
+    a = np.arange(-4, 6, dtype=np.int32)
+    mask = a % 3 == 0
+    out = poisoned(10, "int32")
+    mod(a, mask, out)
+    np.testing.assert_array_equal(out, np.where(mask, (2 * a + 1) ** 2, -2 * a))
+    # Storing booleans.
+    g = elementwise(lambda x: GT(x, const(0), "bool"), ("int32",), "bool")
+    np.testing.assert_array_equal(run(g, a), a > 0)
+
+
+def test_scalar_parameters():
+    n = Var("n")
+    alpha, k = Var("alpha", "float32"), Var("k", "int64")
+    A = decl_buffer((n,), "float32", "A")
+    B = decl_buffer((n,), "float32", "B")
+    i = Var("i")
+    body = loop(i, n, store(B, load(A, i) * alpha + Cast("float32", k), i))
+    mod = build(PrimFunc((A, B, alpha, k), body, "axpk"))
+    a = RNG.random(10, dtype=np.float32)
+    b = poisoned(10, "float32")
+    mod(a, b, 2.5, -(2**40))
+    np.testing.assert_allclose(b, a * np.float32(2.5) + np.float32(-(2**40)), rtol=1e-6)
+
+
+def test_multi_dimensional_indices_are_flattened():
+    n = Var("n")
+    A = decl_buffer((n, 3), "float32", "A")
+    B = decl_buffer((3, n), "float32", "B")
+    i, j = Var("i"), Var("j")
+    body = loop(i, n, loop(j, const(3), BufferStore(B, BufferLoad(A, (i, j), "float32"), (j, i))))
+    mod = build(PrimFunc((A, B), body, "transpose"))
+    a = RNG.random((5, 3), dtype=np.float32)
+    b = poisoned((3, 5), "float32")
+    mod(a, b)
+    np.testing.assert_array_equal(b, a.T)
+
+
+def test_vector_nodes():
+    A = decl_buffer((16,), "float32", "A")
+    B = decl_buffer((16,), "float32", "B")
+    i = Var("i")
+    contiguous = BufferLoad(A, (Ramp(i * 4, const(1), 4, "int32"),), "float32x4", 4)
+    body = loop(i, const(4), BufferStore(B, contiguous + Broadcast(const(1.0), 4, "float32x4"),
+                                         (Ramp(i * 4, const(1), 4, "int32"),)))
+    mod = build(PrimFunc((A, B), body, "vec"))
+    a = RNG.random(16, dtype=np.float32)
+    b = poisoned(16, "float32")
+    mod(a, b)
+    np.testing.assert_allclose(b, a + 1)
+    # Strided gather and scatter.
+    strided = BufferLoad(A, (Ramp(i, const(4), 4, "int32"),), "float32x4", 4)
+    body = loop(i, const(4), BufferStore(B, strided, (Ramp(i * 4, const(1), 4, "int32"),)))
+    mod = build(PrimFunc((A, B), body, "gather"))
+    mod(a, b)
+    np.testing.assert_array_equal(b, a.reshape(4, 4).T.reshape(-1))
+
+
+def test_evaluate_and_attr_statements():
+    f = elementwise(lambda a: a + 1.0)
+    body = SeqStmt((Evaluate(const(0)), f.body))
+    mod = build(PrimFunc(f.params, body, "ev"))
+    a = RNG.random(4, dtype=np.float32)
+    out = poisoned(4, "float32")
+    mod(a, out)
+    np.testing.assert_allclose(out, a + 1)
+
+
+# ------------------------------------------------------------------ errors and sources
+
+
+def _one_store(value):
+    A = decl_buffer((4,), "float32", "A")
+    return PrimFunc((A,), store(A, value, const(0)), "bad")
+
+
+def test_unlowered_nodes_are_rejected():
+    k = Var("k")
+    from compiler.tir.expr import IterVar, Range
+    axis = (IterVar(Range(const(0), const(4)), k),)
+    red = Reduce(CommReducer.SUM, const(1.0), axis, const(True), "float32")
+    with pytest.raises(CodegenError, match="Reduce"):
+        build(_one_store(red))
+
+    class FakeTensor:
+        name = "T"
+    with pytest.raises(CodegenError, match="ProducerLoad"):
+        build(_one_store(ProducerLoad(FakeTensor(), (const(0),), "float32")))
+    with pytest.raises(CodegenError, match="unknown intrinsic"):
+        build(_one_store(Call("float32", "no_such_op", (const(1.0),))))
+
+
+def test_thread_binding_and_undefined_vars_are_rejected():
+    A = decl_buffer((4,), "float32", "A")
+    i = Var("i")
+    bound = For(i, const(0), const(4), ForKind.THREAD_BINDING, store(A, const(1.0), i), "threadIdx.x")
+    with pytest.raises(CodegenError, match="threadIdx.x"):
+        build(PrimFunc((A,), bound, "gpu"))
+    m = Var("m")
+    with pytest.raises(CodegenError, match="m"):
+        build(PrimFunc((A,), store(A, Cast("float32", m), const(0)), "free"))
+
+
+@pytest.mark.parametrize("name", ["free", "tanhf", "GOMP_parallel", "__autotune_metadata"])
+def test_reserved_function_names_are_rejected(name):
+    with pytest.raises(CodegenError, match="reserved"):
+        build(elementwise(lambda a: a, name=name))
+
+
+def test_sources():
+    f = elementwise(lambda a, b: a + b, ("float32", "float32"), kind=ForKind.PARALLEL)
+    mod = build(f)
+    ll = mod.get_source("ll")
+    assert "noalias" in ll and "fadd" in ll and "GOMP_parallel" in ll
+    assert mod.get_source("asm").strip()
+    with pytest.raises(ValueError):
+        mod.get_source("cuda")
+    fast = build(f, target="llvm -fast-math")
+    assert "fadd fast" in fast.get_source("ll")
+    assert "fadd fast" not in ll
+
+
+def test_explicit_cpu_target():
+    f = elementwise(lambda a: a * 2.0)
+    mod = build(f, target="llvm -mcpu=skylake-avx512 -mattr=+avx512f,+fma")
+    a = RNG.random(40, dtype=np.float32)
+    out = poisoned(40, "float32")
+    mod(a, out)
+    np.testing.assert_allclose(out, a * 2)

@@ -1,0 +1,462 @@
+"""Targets, devices, arrays, runtime modules: argument checking, timing, export and load."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from compiler.driver import build
+from compiler.errors import CompilerError, RuntimeArgumentError, TargetError
+from compiler.runtime import Module, load_module
+from compiler.runtime import ndarray as nd
+from compiler.runtime.device import Device, cpu, cuda, device
+from compiler.target import Target
+from compiler.tir import (
+    BufferLoad,
+    BufferStore,
+    Cast,
+    For,
+    ForKind,
+    IRModule,
+    PrimFunc,
+    Var,
+    const,
+    decl_buffer,
+)
+
+RNG = np.random.default_rng(1)
+
+
+def _vadd(name="vadd", kind=ForKind.PARALLEL):
+    n = Var("n")
+    A, B, C = (decl_buffer((n,), "float32", x) for x in "ABC")
+    i = Var("i")
+    body = For(i, const(0), n, kind,
+               BufferStore(C, BufferLoad(A, (i,), "float32") + BufferLoad(B, (i,), "float32"), (i,)))
+    return PrimFunc((A, B, C), body, name)
+
+
+@pytest.fixture(scope="module")
+def vadd() -> Module:
+    return build(_vadd())
+
+
+def _scale2d():
+    """B[i, j] = A[i, j] * s over a (n, 4) array; flattened by hand."""
+    n = Var("n")
+    s = Var("s", "float32")
+    A = decl_buffer((n, 4), "float32", "A")
+    B = decl_buffer((n, 4), "float32", "B")
+    i = Var("i")
+    Af, Bf = A.with_shape((n * 4,)), B.with_shape((n * 4,))
+    body = For(i, const(0), n * 4, ForKind.SERIAL, BufferStore(Bf, BufferLoad(Af, (i,), "float32") * s, (i,)))
+    return PrimFunc((A, B, s), body, "scale2d")
+
+
+# ------------------------------------------------------------------ targets
+
+
+def test_target_parsing_and_printing():
+    t = Target("llvm -mcpu=skylake-avx512 -mattr=+avx512f,+fma -fast-math")
+    assert (t.kind, t.mcpu, t.mattr, t.fast_math) == ("llvm", "skylake-avx512", ["+avx512f", "+fma"], True)
+    assert t.model == "skylake-avx512"
+    assert str(t) == "llvm -mcpu=skylake-avx512 -mattr=+avx512f,+fma -fast-math"
+    assert Target(str(t)) == t and hash(Target(str(t))) == hash(t)
+    # Options in another order print canonically.
+    assert str(Target("llvm  -fast-math -mcpu=znver4")) == "llvm -mcpu=znver4 -fast-math"
+    host = Target("llvm")
+    assert host.mcpu and host.model == host.mcpu and not host.fast_math and host.mattr == []
+    assert str(host) == "llvm"
+    c = Target("cuda -arch=sm_90")
+    assert (c.kind, c.arch, c.model, c.mcpu) == ("cuda", "sm_90", "sm_90", None)
+    assert str(Target("cuda")) == "cuda"
+    assert t.options["mcpu"] == "skylake-avx512"
+
+
+@pytest.mark.parametrize("bad", ["", "opencl", "llvm mcpu=x", "llvm -mcpu", "llvm -bogus=1",
+                                 "llvm -fast-math=1", "llvm -mattr=avx2", "llvm -mcpu=a -mcpu=b",
+                                 "cuda -mcpu=x"])
+def test_target_errors(bad):
+    with pytest.raises(TargetError):
+        Target(bad)
+
+
+def test_target_context_and_from_any():
+    assert Target.current() is None
+    assert Target.from_any(None) is None
+    with Target("llvm -mcpu=znver4") as outer:
+        assert Target.current() is outer
+        with Target("cuda"):
+            assert Target.current().kind == "cuda"
+        assert Target.from_any(None) == outer
+    assert Target.current() is None
+    t = Target("llvm")
+    assert Target.from_any(t) is t and Target.from_any("llvm") == t
+    with pytest.raises(TargetError):
+        Target.from_any(42)
+
+
+# ------------------------------------------------------------------ devices and arrays
+
+
+def test_devices():
+    assert device("llvm", 0) == cpu(0) == Device("cpu", 0)
+    assert device("gpu", 1) == cuda(1) and str(cuda(1)) == "cuda(1)"
+    with pytest.raises(ValueError):
+        device("tpu")
+    assert "pycuda" not in sys.modules  # creating a CUDA device imports nothing
+
+
+def test_cuda_arrays_need_pycuda():
+    try:
+        import pycuda  # noqa: F401
+    except ImportError:
+        with pytest.raises(RuntimeError, match="pycuda is not installed"):
+            nd.empty((4,), "float32", cuda(0))
+    else:
+        pytest.skip("pycuda is installed")
+
+
+def test_ndarray_basics():
+    src = RNG.random((3, 5)).astype(np.float32)
+    a = nd.array(src)
+    assert a.shape == (3, 5) and a.dtype == "float32" and a.device == cpu(0)
+    assert a.host_array.ctypes.data % 64 == 0 and a.host_array.flags.c_contiguous
+    out = a.numpy()
+    out[0, 0] = 42  # a copy
+    assert a.numpy()[0, 0] == src[0, 0]
+    e = nd.empty((7,), "int8")
+    assert e.shape == (7,) and e.dtype == "int8" and e.host_array.ctypes.data % 64 == 0
+    e.copyfrom(np.arange(7))
+    np.testing.assert_array_equal(e.numpy(), np.arange(7))
+    target = np.zeros(7, np.int8)
+    e.copyto(target)
+    np.testing.assert_array_equal(target, np.arange(7))
+    moved = e.copyto(cpu(0))
+    assert isinstance(moved, nd.NDArray) and moved is not e
+    with pytest.raises(ValueError):
+        e.copyfrom(np.arange(6))
+    assert nd.array([1, 2, 3], dtype="int32").dtype == "int32"
+    assert nd.array(np.zeros((0, 3), np.float64)).shape == (0, 3)
+
+
+# ------------------------------------------------------------------ calling modules
+
+
+def test_call_with_ndarrays_and_numpy(vadd):
+    a, b = RNG.random(100, dtype=np.float32), RNG.random(100, dtype=np.float32)
+    A, B, C = nd.array(a), nd.array(b), nd.empty((100,), "float32")
+    vadd(A, B, C)
+    np.testing.assert_allclose(C.numpy(), a + b)
+    c = np.full(100, np.nan, np.float32)
+    vadd(a, B, c)
+    np.testing.assert_allclose(c, a + b)
+    assert vadd.entry_name == "vadd" and vadd.type_key == "llvm" and vadd.imported_modules == []
+    vadd["vadd"](a, b, c)
+    vadd.get_function("vadd")(a, b, c)
+    with pytest.raises(AttributeError):
+        vadd.get_function("nope")
+
+
+def test_unaligned_numpy_arguments_are_copied_and_written_back(vadd):
+    raw = np.zeros(3 * 101 + 1, np.float32)
+    a, b, c = raw[1:102], raw[102:203], raw[203:304]  # misaligned views of one array
+    a[:] = np.arange(101)
+    b[:] = 1
+    assert c.ctypes.data % 64 != 0
+    vadd(a, b, c)
+    np.testing.assert_array_equal(c, np.arange(101) + 1)
+
+
+@pytest.mark.parametrize("args, match", [
+    (lambda a, b, c: (a, b), "expected 3 arguments"),
+    (lambda a, b, c: (a, b, c, c), "expected 3 arguments"),
+    (lambda a, b, c: (a, [1.0] * 8, c), "expected an NDArray or numpy.ndarray, got list"),
+    (lambda a, b, c: (a, b.astype(np.float64), c), "dtype float64 does not match the expected float32"),
+    (lambda a, b, c: (a, b.reshape(2, 4), c), "expected 1 dimensions"),
+    (lambda a, b, c: (a, b[:7], c), "n = 7.*n = 8"),
+    (lambda a, b, c: (a, np.zeros(16, np.float32)[::2], c), "not C-contiguous"),
+    (lambda a, b, c: (a, b, a), "shares memory with argument 0"),
+    (lambda a, b, c: (a, b, np.zeros(8, np.float32)[None, :].repeat(1, 0)[0].view()), None),
+])
+def test_argument_errors(vadd, args, match):
+    a, b, c = (np.zeros(8, np.float32) for _ in range(3))
+    call_args = args(a, b, c)
+    if match is None:
+        vadd(*call_args)  # a fresh array is fine
+        return
+    with pytest.raises(RuntimeArgumentError, match=match) as info:
+        vadd(*call_args)
+    assert "vadd" in str(info.value)
+
+
+def test_read_only_output_and_cpu_only(vadd):
+    a = np.zeros(4, np.float32)
+    ro = np.zeros(4, np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(RuntimeArgumentError, match="read-only"):
+        vadd(a, a, ro)
+    vadd(ro, ro, a)  # reading from read-only arrays (even the same one twice) is fine
+
+
+def test_constant_shapes_and_scalars():
+    mod = build(_scale2d())
+    a = RNG.random((3, 4), dtype=np.float32)
+    b = np.full((3, 4), np.nan, np.float32)
+    mod(a, b, 2)
+    np.testing.assert_allclose(b, a * 2)
+    with pytest.raises(RuntimeArgumentError, match="dimension 1 is 5, expected 4"):
+        mod(np.zeros((3, 5), np.float32), np.zeros((3, 5), np.float32), 1.0)
+    with pytest.raises(RuntimeArgumentError, match="expected a number"):
+        mod(a, b, "2")
+    with pytest.raises(RuntimeArgumentError, match="expected a number"):
+        mod(a, b, None)
+
+
+def test_scalar_argument_checks():
+    n = Var("n")
+    k = Var("k", "int8")
+    A = decl_buffer((n,), "int8", "A")
+    i = Var("i")
+    body = For(i, const(0), n, ForKind.SERIAL, BufferStore(A, k, (i,)))
+    mod = build(PrimFunc((A, k), body, "fill"))
+    a = np.zeros(5, np.int8)
+    mod(a, -3)
+    np.testing.assert_array_equal(a, -3)
+    mod(a, np.int16(4))
+    np.testing.assert_array_equal(a, 4)
+    with pytest.raises(RuntimeArgumentError, match="out of range for int8"):
+        mod(a, 300)
+    with pytest.raises(RuntimeArgumentError, match="expected an integer"):
+        mod(a, 1.5)
+
+
+def test_explicit_scalar_must_agree_with_shapes():
+    n = Var("n")
+    A = decl_buffer((n,), "float32", "A")
+    i = Var("i")
+    body = For(i, const(0), n, ForKind.SERIAL, BufferStore(A, Cast("float32", n), (i,)))
+    mod = build(PrimFunc((A, n), body, "fill_n"))
+    a = np.zeros(6, np.float32)
+    mod(a, 6)
+    np.testing.assert_array_equal(a, 6)
+    with pytest.raises(RuntimeArgumentError, match="n = 5"):
+        mod(a, 5)
+
+
+def test_derived_shapes_are_checked():
+    n = Var("n")
+    A = decl_buffer((n,), "float32", "A")
+    B = decl_buffer((n + 2,), "float32", "B")
+    i = Var("i")
+    body = For(i, const(0), n, ForKind.SERIAL, BufferStore(B, BufferLoad(A, (i,), "float32"), (i + 1,)))
+    mod = build(PrimFunc((A, B), body, "shift"))
+    a = RNG.random(5, dtype=np.float32)
+    b = np.zeros(7, np.float32)
+    mod(a, b)
+    np.testing.assert_array_equal(b[1:6], a)
+    with pytest.raises(RuntimeArgumentError, match=r"dimension 0 is 6, expected n \+ 2 = 7"):
+        mod(a, np.zeros(6, np.float32))
+
+
+def test_strided_buffers_bind_strides_and_offset():
+    n, m, sa = Var("n"), Var("m"), Var("sa")
+    off = Var("off")
+    A = decl_buffer((n, m), "float32", "A", strides=(sa, const(1)), elem_offset=off)
+    B = decl_buffer((n, m), "float32", "B")
+    i, j = Var("i"), Var("j")
+    body = For(i, const(0), n, ForKind.SERIAL, For(j, const(0), m, ForKind.SERIAL,
+               BufferStore(B, BufferLoad(A, (i, j), "float32"), (i, j))))
+    mod = build(PrimFunc((A, B), body, "copy_strided"))
+    big = RNG.random((6, 10), dtype=np.float32)
+    view = big[1:5, 2:7]  # not contiguous, not aligned
+    out = np.zeros((4, 5), np.float32)
+    mod(view, out)
+    np.testing.assert_array_equal(out, view)
+    with pytest.raises(RuntimeArgumentError, match="not C-contiguous"):
+        mod(out, view)  # B has no explicit strides
+
+
+def test_scalar_that_cannot_be_inferred():
+    n = Var("n")
+    A = decl_buffer((n * 2,), "float32", "A")
+    i = Var("i")
+    mod = build(PrimFunc((A,), For(i, const(0), n, ForKind.SERIAL, BufferStore(A, const(1.0), (i,))), "half"))
+    with pytest.raises(RuntimeArgumentError, match="n is not bound"):
+        mod(np.zeros(8, np.float32))
+
+
+def test_errors_never_crash_in_a_subprocess():
+    """A battery of wrong calls: each raises, and the interpreter survives to say so."""
+    script = textwrap.dedent("""
+        import numpy as np
+        from compiler.driver import build
+        from compiler.errors import RuntimeArgumentError
+        from compiler.tir import *
+        n = Var("n")
+        A, B, C = (decl_buffer((n,), "float32", x) for x in "ABC")
+        i = Var("i")
+        value = BufferLoad(A, (i,), "float32") + BufferLoad(B, (i,), "float32")
+        f = PrimFunc((A, B, C), For(i, const(0), n, ForKind.PARALLEL, BufferStore(C, value, (i,))), "f")
+        mod = build(f)
+        good = np.zeros(4, np.float32)
+        bad_calls = [(), (good,), (good, good, None), (good, good, 3.0),
+                     (good, good, np.zeros(3, np.float32)),
+                     (good, good, np.zeros((4, 1), np.float32)), (good, good, np.zeros(4, np.int32)),
+                     (good, good, good), (object(), good, good)]
+        for args in bad_calls:
+            try:
+                mod(*args)
+            except RuntimeArgumentError:
+                pass
+            else:
+                raise SystemExit(f"no error for {args}")
+        print("survived")
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "survived" in proc.stdout, proc.stderr
+
+
+# ------------------------------------------------------------------ timing
+
+
+def test_time_evaluator(vadd):
+    a = nd.array(RNG.random(4096, dtype=np.float32))
+    c = nd.empty((4096,), "float32")
+    res = vadd.time_evaluator("vadd", cpu(0), number=5, repeat=3)(a, a, c)
+    assert len(res.results) == 3 and all(t > 0 for t in res.results)
+    assert res.min <= res.median <= res.max and res.mean > 0 and res.std >= 0
+    np.testing.assert_allclose(c.numpy(), a.numpy() * 2)
+    slow = vadd.time_evaluator(vadd.entry_name, cpu(0), number=1, repeat=2, min_repeat_ms=5, cache_flush=True)
+    assert len(slow(a, a, c).results) == 2
+    with pytest.raises(RuntimeArgumentError):
+        vadd.time_evaluator("vadd", cpu(0))(a, c)
+
+
+# ------------------------------------------------------------------ build entry points
+
+
+def test_build_inputs():
+    mod = build(_vadd("main"), name="renamed")
+    assert mod.entry_name == "renamed"
+    two = IRModule({"first": _vadd("first"), "second": _vadd("second", ForKind.SERIAL)})
+    m2 = build(two)
+    assert m2.entry_name == "first" and set(m2.function_names) == {"first", "second"}
+    a = np.ones(4, np.float32)
+    c = np.zeros(4, np.float32)
+    m2["second"](a, a, c)
+    np.testing.assert_array_equal(c, 2)
+    m3 = build({"llvm": IRModule({"vadd": _vadd()})}, target_host="llvm")
+    assert m3.entry_name == "vadd"
+    with Target("llvm -fast-math"):
+        assert "fadd fast" in build(_vadd()).get_source()
+    with pytest.raises(CompilerError, match="CUDA code generation is not available yet"):
+        build(_vadd(), target="cuda")
+    with pytest.raises(CompilerError, match="CUDA code generation is not available yet"):
+        build({"cuda": IRModule({"vadd": _vadd()})})
+
+
+# ------------------------------------------------------------------ export and load
+
+
+def test_export_and_load_in_a_new_process(tmp_path, vadd):
+    path = tmp_path / "vadd.so"
+    vadd.export_library(path)
+    script = textwrap.dedent(f"""
+        import sys
+        import numpy as np
+        from compiler.runtime import load_module
+        from compiler.errors import RuntimeArgumentError
+        mod = load_module({str(path)!r})
+        assert "llvmlite" not in sys.modules, "loading must not need llvmlite"
+        a = np.arange(1000, dtype=np.float32); b = np.ones(1000, np.float32)
+        c = np.full(1000, np.nan, np.float32)
+        mod(a, b, c)
+        assert (c == a + 1).all()
+        try:
+            mod(a, b)
+        except RuntimeArgumentError as e:
+            print("checked:", e)
+        print(mod.entry_name, mod.time_evaluator(mod.entry_name, None, number=2, repeat=2)(a, b, c).results)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "checked: vadd: expected 3 arguments" in proc.stdout and "vadd" in proc.stdout
+
+
+def test_load_in_process_and_reexport(tmp_path):
+    mod = build(_scale2d())
+    path = tmp_path / "scale.so"
+    mod.export_library(str(path))
+    loaded = load_module(path)
+    a = RNG.random((2, 4), dtype=np.float32)
+    b = np.zeros((2, 4), np.float32)
+    loaded(a, b, 3.0)
+    np.testing.assert_allclose(b, a * 3, rtol=1e-6)
+    with pytest.raises(RuntimeArgumentError, match="dimension 1"):
+        loaded(np.zeros((2, 3), np.float32), b, 1.0)
+    with pytest.raises(CompilerError, match="no 'll' source"):
+        loaded.get_source("ll")
+    again = tmp_path / "again.so"
+    loaded.export_library(again)
+    assert load_module(again).entry_name == "scale2d"
+    with pytest.raises(FileNotFoundError):
+        load_module(tmp_path / "missing.so")
+
+
+def test_exported_parallel_module_honours_thread_count(tmp_path):
+    n = Var("n")
+    C = decl_buffer((n,), "int32", "C")
+    i = Var("i")
+    from compiler.tir import Call
+    body = For(i, const(0), n, ForKind.PARALLEL, BufferStore(C, Call("int32", "omp_num_threads", ()), (i,)))
+    path = tmp_path / "threads.so"
+    build(PrimFunc((C,), body, "threads")).export_library(path)
+    script = textwrap.dedent(f"""
+        import os
+        import numpy as np
+        from compiler.runtime import load_module
+        mod = load_module({str(path)!r})
+        c = np.zeros(8, np.int32)
+        os.environ["AUTOTUNE_NUM_THREADS"] = "2"; mod(c); first = set(c.tolist())
+        os.environ["AUTOTUNE_NUM_THREADS"] = "1"; mod(c); second = set(c.tolist())
+        print(first, second)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "{2} {1}"
+
+
+def test_fork_after_parallel_run_does_not_hang():
+    """libgomp deadlocks in a child forked after a parallel region; the runtime runs it on one thread."""
+    script = textwrap.dedent("""
+        import multiprocessing as mp
+        import numpy as np
+        from compiler.driver import build
+        from compiler.tir import *
+        n = Var("n"); C = decl_buffer((n,), "int32", "C"); i = Var("i")
+        value = Call("int32", "omp_num_threads", ())
+        body = For(i, const(0), n, ForKind.PARALLEL, BufferStore(C, value, (i,)))
+        mod = build(PrimFunc((C,), body, "t"))
+        c = np.zeros(8, np.int32)
+        mod(c)
+        def child(q):
+            c = np.zeros(8, np.int32)
+            mod(c)
+            q.put(c.tolist())
+        ctx = mp.get_context("fork")
+        q = ctx.Queue()
+        p = ctx.Process(target=child, args=(q,))
+        p.start()
+        print(q.get(timeout=60))
+        p.join()
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "AUTOTUNE_NUM_THREADS": "2"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str([1] * 8)
