@@ -1,1 +1,24 @@
+"""An autotuning-first tensor compiler: tensor expressions -> schedules -> loop IR -> machine code.
 
+>>> import compiler
+>>> from compiler import te
+>>> A = te.placeholder((1024,), name="A")
+>>> B = te.compute(A.shape, lambda i: A[i] * 2.0, name="B")
+>>> s = te.create_schedule(B.op)
+>>> f = compiler.build(s, [A, B], target="llvm", name="double")
+"""
+
+from . import errors, runtime, target, te, tir  # noqa: E402  (after the names runtime needs)
+from .driver import build
+from .errors import CompilerError, LoweringError, RuntimeArgumentError, ScheduleError
+from .lowering import lower
+from .runtime import ndarray as nd
+from .runtime.device import Device, cpu, cuda, device
+from .target import Target
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "te", "tir", "errors", "runtime", "target", "nd", "lower", "build", "device", "cpu", "cuda",
+    "Device", "Target", "CompilerError", "ScheduleError", "LoweringError", "RuntimeArgumentError",
+]

@@ -1,0 +1,48 @@
+"""``lower()``: from a schedule (or a function) to optimised loop IR."""
+
+from __future__ import annotations
+
+from .errors import LoweringError
+from .tir.function import IRModule, PrimFunc
+
+__all__ = ["lower"]
+
+
+def _passes(func: PrimFunc, simple_mode: bool) -> PrimFunc:
+    from .tir import transform
+    from .tir.transform.storage_flatten import storage_flatten
+
+    func = storage_flatten(func)
+    func = transform.simplify(func)
+    if not simple_mode:
+        func = transform.loop_partition(func)
+        func = transform.unroll_loops(func)
+        func = transform.simplify(func)
+    func = transform.remove_no_op(func)
+    return func
+
+
+def lower(inp, args=None, name: str = "main", binds: dict | None = None,
+          simple_mode: bool = False) -> IRModule:
+    """Lower ``inp`` to an :class:`~compiler.tir.IRModule`.
+
+    ``inp`` is a schedule (then ``args`` lists the tensors, and optionally
+    ``te.var`` scalars, that become the function's parameters, in order), a
+    :class:`~compiler.tir.PrimFunc` or an :class:`~compiler.tir.IRModule`.
+    ``binds`` maps argument tensors to buffers declared with
+    :func:`compiler.tir.decl_buffer` (custom strides or offsets).
+    ``simple_mode`` skips loop partitioning and unrolling, leaving the loop nest
+    as the schedule describes it (handy to read).
+    """
+    from .schedule import Schedule
+    from .schedule.build_loops import schedule_to_primfunc
+
+    if isinstance(inp, Schedule):
+        func = schedule_to_primfunc(inp, list(args) if args is not None else None, name, binds)
+        return IRModule({name: _passes(func, simple_mode)})
+    if isinstance(inp, PrimFunc):
+        func = inp if inp.name == name or name == "main" else inp.with_name(name)
+        return IRModule({func.name: _passes(func, simple_mode)})
+    if isinstance(inp, IRModule):
+        return inp.with_functions({k: _passes(f, simple_mode) for k, f in inp.items()})
+    raise LoweringError(f"lower() takes a schedule, a PrimFunc or an IRModule, got {type(inp).__name__}")

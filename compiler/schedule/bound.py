@@ -1,0 +1,286 @@
+"""Bound inference: the range of every loop and the region of every intermediate buffer.
+
+Stages are visited consumers first. A stage computed at the top level covers its
+whole domain; a stage computed at (``s[A]``, ``iv``) covers the union of the
+regions that its readers need inside that loop: the loops outside the attach
+point (up to and including ``iv``) are fixed, every loop inside it is relaxed
+over its range.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..arith import Analyzer
+from ..errors import ScheduleError
+from ..te.tensor import ComputeOp
+from ..tir.analysis import post_order_visit, substitute
+from ..tir.expr import (
+    FloorDiv,
+    FloorMod,
+    IntImm,
+    IterType,
+    IterVar,
+    PrimExpr,
+    ProducerLoad,
+    Range,
+    const,
+    is_const_int,
+)
+from ..tir.functor import IRMutator
+from .schedule import Fuse, Schedule, Split, Stage
+
+__all__ = ["StageBounds", "infer_bounds", "inline_bodies", "loop_context"]
+
+
+@dataclass
+class StageBounds:
+    """What bound inference knows about one stage."""
+
+    stage: Stage
+    body: PrimExpr
+    root_range: dict = field(default_factory=dict)  # id(root iv) -> Range
+    extent: dict = field(default_factory=dict)  # id(iv) -> extent, every iter var
+    loop_min: dict = field(default_factory=dict)  # id(leaf iv) -> first value of its loop
+    value: dict = field(default_factory=dict)  # id(root iv) -> its value in terms of leaf loop vars
+    offset: dict = field(default_factory=dict)  # id(iv) -> 0-based position in terms of leaf vars
+    guards: list = field(default_factory=list)  # (condition, involves_reduction)
+    factor: dict = field(default_factory=dict)  # id(split) -> its inner extent
+
+
+class _Inline(IRMutator):
+    def __init__(self, sch: Schedule, bodies: dict):
+        self.sch, self.bodies = sch, bodies
+
+    def visit_ProducerLoad(self, node: ProducerLoad):
+        indices = tuple(self.visit(i) for i in node.indices)
+        stage = self.sch[node.producer]
+        if stage.attach_type == "inline":
+            op = stage.op
+            return substitute(self.bodies[id(stage)], {iv.var: i for iv, i in zip(op.axis, indices)})
+        if any(a is not b for a, b in zip(indices, node.indices)):
+            return ProducerLoad(node.producer, indices, node.dtype)
+        return node
+
+
+def inline_bodies(sch: Schedule) -> dict[int, PrimExpr]:
+    """The body of every compute stage with inlined producers substituted (by id(stage))."""
+    bodies: dict[int, PrimExpr] = {}
+    for st in sch.stages:
+        if isinstance(st.op, ComputeOp):
+            bodies[id(st)] = _Inline(sch, bodies).visit(st.op.body)
+    return bodies
+
+
+def loop_context(sch: Schedule) -> dict[int, list[IterVar]]:
+    """For each stage, the loops of other stages that enclose it, outermost first."""
+    prefix: dict[int, list[IterVar]] = {}
+
+    def of(st: Stage, chain: tuple = ()) -> list[IterVar]:
+        if id(st) in prefix:
+            return prefix[id(st)]
+        if st.attach_type != "scope":
+            prefix[id(st)] = []
+            return []
+        parent, iv = st.attach_stage, st.attach_ivar
+        if parent.attach_type == "inline":
+            raise ScheduleError(f"stage {st.op.name!r} is computed at {parent.op.name!r}, which is inlined")
+        pos = next((k for k, v in enumerate(parent.leaf_iter_vars) if v is iv), None)
+        if pos is None:
+            raise ScheduleError(
+                f"stage {st.op.name!r} is computed at axis {iv.var.name!r} of {parent.op.name!r}, "
+                "which is no longer a loop of that stage (it was split or fused afterwards)")
+        result = of(parent) + parent.leaf_iter_vars[:pos + 1]
+        prefix[id(st)] = result
+        return result
+
+    for st in sch.stages:
+        if isinstance(st.op, ComputeOp) and st.attach_type != "inline":
+            of(st)
+    return prefix
+
+
+def _ceil_div(a: PrimExpr, b: int, analyzer: Analyzer) -> PrimExpr:
+    if is_const_int(a):
+        return const(-(-a.value // b), a.dtype)
+    return analyzer.simplify(FloorDiv(a + (b - 1), const(b, a.dtype), a.dtype))
+
+
+def _derive_loops(info: StageBounds, analyzer: Analyzer) -> None:
+    """Extents of every iter var, leaf loop ranges, root values and split guards."""
+    st = info.stage
+    op = st.op
+    roots = list(op.root_iter_vars)
+    root_ids = {id(r) for r in roots}
+    for r in roots:
+        info.extent[id(r)] = info.root_range[id(r)].extent
+    for rel in st.relations:
+        if isinstance(rel, Split):
+            ext = info.extent[id(rel.parent)]
+            if rel.factor is not None:
+                f = rel.factor
+                info.extent[id(rel.inner)] = const(f, ext.dtype)
+                info.extent[id(rel.outer)] = _ceil_div(ext, f, analyzer)
+            else:
+                info.extent[id(rel.outer)] = const(rel.nparts, ext.dtype)
+                f_expr = _ceil_div(ext, rel.nparts, analyzer)
+                if not is_const_int(f_expr):
+                    raise ScheduleError(f"stage {op.name!r}, axis {rel.parent.var.name!r}: split with "
+                                        "nparts needs a constant extent")
+                f = f_expr.value
+                info.extent[id(rel.inner)] = f_expr
+            info.factor[id(rel)] = f
+        elif isinstance(rel, Fuse):
+            info.extent[id(rel.fused)] = analyzer.simplify(
+                info.extent[id(rel.outer)] * info.extent[id(rel.inner)])
+    # Leaf loops: a root axis that is itself a loop runs over its own range (its loop variable
+    # is its value); derived loops run from 0.
+    for iv in st.leaf_iter_vars:
+        if id(iv) in root_ids:
+            info.loop_min[id(iv)] = info.root_range[id(iv)].min
+            info.offset[id(iv)] = analyzer.simplify(iv.var - info.root_range[id(iv)].min)
+        else:
+            info.loop_min[id(iv)] = const(0, iv.var.dtype)
+            info.offset[id(iv)] = iv.var
+    for rel in reversed(st.relations):
+        if isinstance(rel, Split):
+            f = info.factor[id(rel)]
+            info.offset[id(rel.parent)] = info.offset[id(rel.outer)] * f + info.offset[id(rel.inner)]
+            ext = info.extent[id(rel.parent)]
+            divisible = is_const_int(ext) and ext.value % f == 0
+            if not divisible:
+                info.guards.append((info.offset[id(rel.parent)] < ext,
+                                    rel.parent.iter_type is IterType.COMM_REDUCE))
+        elif isinstance(rel, Fuse):
+            inner_ext = info.extent[id(rel.inner)]
+            fused = info.offset[id(rel.fused)]
+            info.offset[id(rel.outer)] = FloorDiv(fused, inner_ext, fused.dtype) \
+                if not is_const_int(inner_ext, 1) else fused
+            info.offset[id(rel.inner)] = FloorMod(fused, inner_ext, fused.dtype) \
+                if not is_const_int(inner_ext, 1) else const(0, fused.dtype)
+    for r in roots:
+        if any(r is leaf for leaf in st.leaf_iter_vars):
+            info.value[id(r)] = r.var
+        else:
+            info.value[id(r)] = analyzer.simplify(info.root_range[id(r)].min + info.offset[id(r)])
+    for iv in st.leaf_iter_vars:
+        lo = info.loop_min[id(iv)]
+        analyzer.bind(iv.var, Range(lo, info.extent[id(iv)]))
+
+
+def _relax_map(ctx: list[IterVar], start: int, infos: dict, owner: dict) -> dict:
+    relax = {}
+    for iv in ctx[start:]:
+        info = infos[id(owner[id(iv)])]
+        lo = info.loop_min[id(iv)]
+        relax[id(iv.var)] = (lo, lo + info.extent[id(iv)] - 1)
+    return relax
+
+
+def _reads_of(body: PrimExpr, sch: Schedule, stage: Stage) -> list[tuple]:
+    reads = []
+
+    def visit(node):
+        if isinstance(node, ProducerLoad) and sch[node.producer] is stage:
+            reads.append(node.indices)
+
+    post_order_visit(body, visit)
+    return reads
+
+
+def infer_bounds(sch: Schedule, analyzer: Analyzer) -> tuple[dict, dict]:
+    """Run bound inference; returns (bounds by id(stage), loop context by id(stage))."""
+    bodies = inline_bodies(sch)
+    prefix = loop_context(sch)
+    infos: dict[int, StageBounds] = {}
+    owner: dict[int, Stage] = {}
+    active = [st for st in sch.stages if isinstance(st.op, ComputeOp) and st.attach_type != "inline"]
+    for st in active:
+        for iv in st.leaf_iter_vars:
+            owner[id(iv)] = st
+    for st in reversed(active):
+        info = StageBounds(st, bodies[id(st)])
+        op = st.op
+        for iv in op.reduce_axis:
+            info.root_range[id(iv)] = iv.dom
+        if st.attach_type == "scope":
+            regions = _region_needed(st, sch, active, infos, prefix, owner, analyzer)
+            for iv, rng in zip(op.axis, regions):
+                info.root_range[id(iv)] = rng if rng is not None else iv.dom
+            for iv in op.axis:
+                rng = info.root_range[id(iv)]
+                if rng is not iv.dom:
+                    lo_ok = analyzer.can_prove(rng.min >= iv.dom.min)
+                    hi_ok = analyzer.can_prove(rng.min + rng.extent <= iv.dom.min + iv.dom.extent)
+                    value = iv.var  # rewritten in loop variables below
+                    if not lo_ok:
+                        info.guards.append((value >= iv.dom.min, False))
+                    if not hi_ok:
+                        info.guards.append((value < iv.dom.min + iv.dom.extent, False))
+        else:
+            for iv in op.axis:
+                info.root_range[id(iv)] = iv.dom
+        _derive_loops(info, analyzer)
+        # Guards were written in terms of the root variables; express them in loop variables.
+        info.guards = [(substitute(c, {r.var: info.value[id(r)] for r in op.root_iter_vars}), red)
+                       for c, red in info.guards]
+        infos[id(st)] = info
+    return infos, prefix
+
+
+def _region_needed(st: Stage, sch: Schedule, active: list, infos: dict, prefix: dict, owner: dict,
+                   analyzer: Analyzer) -> list:
+    """The union, per dimension, of what the readers of ``st`` need inside its attach point."""
+    my_prefix = prefix[id(st)]
+    ndim = len(st.op.axis)
+    lows: list[list] = [[] for _ in range(ndim)]
+    highs: list[list] = [[] for _ in range(ndim)]
+    for reader in active:
+        if reader is st or id(reader) not in infos:
+            continue
+        reads = _reads_of(infos[id(reader)].body, sch, st)
+        if not reads:
+            continue
+        ctx = prefix[id(reader)] + list(reader.leaf_iter_vars)
+        if len(ctx) < len(my_prefix) or any(a is not b for a, b in zip(ctx, my_prefix)):
+            raise ScheduleError(
+                f"stage {st.op.name!r} is computed at axis {st.attach_ivar.var.name!r} of "
+                f"{st.attach_stage.op.name!r}, but stage {reader.op.name!r} also reads it outside "
+                "that loop; compute it at a loop that encloses all of its readers")
+        rinfo = infos[id(reader)]
+        relax = _relax_map(ctx, len(my_prefix), infos, owner)
+        values = {r.var: rinfo.value[id(r)] for r in reader.op.root_iter_vars}
+        for indices in reads:
+            for d, idx in enumerate(indices):
+                lo, hi = analyzer.interval(substitute(idx, values), relax)
+                lows[d].append(lo)
+                highs[d].append(hi)
+    result = []
+    for d in range(ndim):
+        if not lows[d]:
+            result.append(None)
+            continue
+        lo, hi = lows[d][0], highs[d][0]
+        for x in lows[d][1:]:
+            lo = _min(lo, x)
+        for x in highs[d][1:]:
+            hi = _max(hi, x)
+        lo = analyzer.simplify(lo)
+        result.append(Range(lo, analyzer.simplify(hi - lo + 1)))
+    return result
+
+
+def _min(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    from ..tir.expr import Min
+
+    if isinstance(a, IntImm) and isinstance(b, IntImm):
+        return a if a.value <= b.value else b
+    return Min(a, b, a.dtype)
+
+
+def _max(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    from ..tir.expr import Max
+
+    if isinstance(a, IntImm) and isinstance(b, IntImm):
+        return a if a.value >= b.value else b
+    return Max(a, b, a.dtype)

@@ -1,0 +1,223 @@
+"""From a schedule to a loop nest: the statements of every stage, placed where it is attached."""
+
+from __future__ import annotations
+
+from ..arith import Analyzer
+from ..errors import LoweringError, ScheduleError
+from ..te.tensor import ComputeOp, Tensor
+from ..tir.analysis import free_vars, substitute
+from ..tir.buffer import Buffer, decl_buffer
+from ..tir.expr import (
+    BufferLoad,
+    IntImm,
+    IterType,
+    PrimExpr,
+    ProducerLoad,
+    Reduce,
+    Var,
+    all_of,
+    const,
+    is_const_int,
+)
+from ..tir.function import PrimFunc
+from ..tir.functor import IRMutator
+from ..tir.stmt import Allocate, BufferStore, For, ForKind, IfThenElse, Stmt, seq
+from .bound import StageBounds, infer_bounds
+from .schedule import Schedule, Stage
+
+__all__ = ["schedule_to_primfunc"]
+
+
+class _ToBufferLoads(IRMutator):
+    """Replace tensor reads by reads of the buffers that hold them, shifted by each region's start."""
+
+    def __init__(self, sch: Schedule, buffers: dict, mins: dict):
+        self.sch, self.buffers, self.mins = sch, buffers, mins
+
+    def visit_ProducerLoad(self, node: ProducerLoad):
+        indices = [self.visit(i) for i in node.indices]
+        stage = self.sch[node.producer] if node.producer in self.sch else None
+        key = id(stage) if stage is not None else id(node.producer.op)
+        buf = self.buffers.get(key)
+        if buf is None:
+            raise LoweringError(
+                f"tensor {node.producer.name!r} is read but is neither an argument nor computed "
+                "by the schedule; add it to the argument list")
+        mins = self.mins.get(key)
+        if mins is not None:
+            indices = [i - m if not is_const_int(m, 0) else i for i, m in zip(indices, mins)]
+        return BufferLoad(buf, tuple(indices), node.dtype)
+
+
+class _LoopBuilder:
+    def __init__(self, sch: Schedule, infos: dict, prefix: dict, buffers: dict, mins: dict,
+                 allocated: set, analyzer: Analyzer):
+        self.sch = sch
+        self.infos = infos
+        self.prefix = prefix
+        self.buffers = buffers
+        self.mins = mins
+        self.allocated = allocated
+        self.analyzer = analyzer
+        self.children: dict[tuple[int, int], list[Stage]] = {}
+        for st in sch.stages:
+            if id(st) in infos and st.attach_type == "scope":
+                key = (id(st.attach_stage), id(st.attach_ivar))
+                self.children.setdefault(key, []).append(st)
+
+    def _with_allocs(self, stages: list[Stage], body: Stmt) -> Stmt:
+        for st in reversed(stages):
+            if id(st) in self.allocated:
+                body = Allocate(self.buffers[id(st)], body)
+        return body
+
+    def place(self, stages: list[Stage], rest: Stmt | None) -> Stmt:
+        """The given producers' statements, then ``rest``, inside their allocations."""
+        return self._with_allocs(stages, seq(*[self.stage_stmt(s) for s in stages], rest))
+
+    def stage_stmt(self, st: Stage) -> Stmt:
+        info: StageBounds = self.infos[id(st)]
+        op: ComputeOp = st.op
+        buf = self.buffers[id(st)]
+        mins = self.mins[id(st)]
+        values = {r.var: info.value[id(r)] for r in op.root_iter_vars}
+        to_buf = _ToBufferLoads(self.sch, self.buffers, self.mins)
+
+        def lower_expr(e: PrimExpr) -> PrimExpr:
+            return substitute(to_buf.visit(e), values)
+
+        index = tuple(lower_expr(iv.var - m if not is_const_int(m, 0) else iv.var)
+                      for iv, m in zip(op.axis, mins))
+        spatial_guards = [c for c, red in info.guards if not red]
+        reduce_guards = [c for c, red in info.guards if red]
+        body = info.body
+        leaves = st.leaf_iter_vars
+        if isinstance(body, Reduce):
+            current = BufferLoad(buf, index, buf.dtype)
+            update_value = body.combiner.combine(current, lower_expr(body.source))
+            cond = lower_expr(body.condition)
+            update = _guard(BufferStore(buf, update_value, index),
+                            spatial_guards + reduce_guards + [cond])
+            init = _guard(BufferStore(buf, body.combiner.identity(body.dtype), index), spatial_guards)
+            first_reduce = next((k for k, iv in enumerate(leaves)
+                                 if iv.iter_type is IterType.COMM_REDUCE), len(leaves))
+        else:
+            update = _guard(BufferStore(buf, lower_expr(body), index), spatial_guards)
+            init = None
+            first_reduce = len(leaves)
+        stmt = update
+        for k in range(len(leaves) - 1, -1, -1):
+            iv = leaves[k]
+            inner = self.place(self.children.get((id(st), id(iv)), []), stmt)
+            stmt = self._loop(st, iv, inner)
+            if init is not None and k == first_reduce:
+                stmt = seq(self._init_nest(st, leaves[k:], init), stmt)
+        if init is not None and first_reduce == len(leaves):
+            stmt = seq(init, stmt)  # a reduction with every reduce loop removed (extent 1)
+        return stmt
+
+    def _init_nest(self, st: Stage, inner_leaves: list, init: Stmt) -> Stmt:
+        stmt = init
+        for iv in reversed(inner_leaves):
+            if iv.iter_type is not IterType.COMM_REDUCE:
+                stmt = self._loop(st, iv, stmt)
+        return stmt
+
+    def _loop(self, st: Stage, iv, body: Stmt) -> Stmt:
+        info = self.infos[id(st)]
+        attr = st.iter_attrs.get(id(iv))
+        kind = attr.kind if attr is not None else ForKind.SERIAL
+        tag = attr.bind.thread_tag if attr is not None and attr.bind is not None else ""
+        return For(iv.var, info.loop_min[id(iv)], info.extent[id(iv)], kind, body, tag)
+
+
+def _guard(stmt: Stmt, conds: list) -> Stmt:
+    conds = [c for c in conds if not (isinstance(c, IntImm) and c.value == 1)]
+    if not conds:
+        return stmt
+    return IfThenElse(all_of(*conds), stmt)
+
+
+def _strides(shape: list, aligns: list) -> list | None:
+    """Row-major strides with the padding that storage_align asks for (None: compact)."""
+    if not aligns:
+        return None
+    by_axis = {a.axis_index: a for a in aligns}
+    strides = [1] * len(shape)
+    for k in range(len(shape) - 2, -1, -1):
+        stride = strides[k + 1] * shape[k + 1]
+        align = by_axis.get(k)
+        if align is not None:
+            if not isinstance(stride, int):
+                raise ScheduleError("storage_align needs constant buffer extents")
+            stride += (align.offset - stride % align.factor) % align.factor
+        strides[k] = stride
+    return strides
+
+
+def schedule_to_primfunc(sch: Schedule, args: list, name: str, binds: dict | None) -> PrimFunc:
+    """Lower a schedule to a PrimFunc with multi-dimensional buffer accesses."""
+    if not isinstance(args, (list, tuple)) or not args:  # None or empty
+        raise LoweringError("lower/build of a schedule needs the argument list: [A, B, ..., C]")
+    binds = dict(binds or {})
+    analyzer = Analyzer()
+    infos, prefix = infer_bounds(sch, analyzer)
+    buffers: dict[int, Buffer] = {}
+    mins: dict[int, list] = {}
+    params: list = []
+    arg_stage_ids: set[int] = set()
+    for a in args:
+        if isinstance(a, Var):
+            params.append(a)
+            continue
+        if isinstance(a, Buffer):
+            raise LoweringError("pass tensors as arguments and map them to buffers with binds=")
+        if not isinstance(a, Tensor):
+            raise LoweringError(f"arguments must be tensors or te.var scalars, got {a!r}")
+        buf = binds.get(a)
+        if buf is None:
+            buf = decl_buffer(a.shape, a.dtype, a.name)
+        elif len(buf.shape) != a.ndim:
+            raise LoweringError(f"binds: buffer for {a.name!r} has {len(buf.shape)} dimensions, "
+                                f"the tensor has {a.ndim}")
+        key = id(sch[a]) if a in sch else id(a.op)
+        if key in arg_stage_ids:
+            raise LoweringError(f"tensor {a.name!r} appears twice in the argument list")
+        arg_stage_ids.add(key)
+        buffers[key] = buf
+        params.append(buf)
+        if a in sch and isinstance(sch[a].op, ComputeOp):
+            mins[key] = [iv.dom.min for iv in sch[a].op.axis]
+            if sch[a].attach_type == "inline":
+                raise LoweringError(f"tensor {a.name!r} is an argument, so it cannot be inlined")
+    allocated: set[int] = set()
+    loop_vars = {id(iv.var) for st in sch.stages if id(st) in infos for iv in st.leaf_iter_vars}
+    for st in sch.stages:
+        if id(st) not in infos or id(st) in buffers:
+            continue
+        info = infos[id(st)]
+        op = st.op
+        region = [info.root_range[id(iv)] for iv in op.axis]
+        shape = [_alloc_extent(st, r.extent, analyzer, loop_vars) for r in region]
+        strides = _strides([s.value if is_const_int(s) else s for s in shape], st.storage_aligns)
+        buffers[id(st)] = decl_buffer(shape, op.dtype, op.name, strides=strides, scope=st.scope)
+        mins[id(st)] = [r.min for r in region]
+        allocated.add(id(st))
+    builder = _LoopBuilder(sch, infos, prefix, buffers, mins, allocated, analyzer)
+    roots = [st for st in sch.stages if id(st) in infos and st.attach_type != "scope"]
+    body = builder.place(roots, None)
+    return PrimFunc(tuple(params), body, name, {"from_schedule": True})
+
+
+def _alloc_extent(st: Stage, extent: PrimExpr, analyzer: Analyzer, loop_vars: set) -> PrimExpr:
+    """A size for the buffer of ``st`` that holds its region wherever it is computed."""
+    extent = analyzer.simplify(extent)
+    if is_const_int(extent):
+        return extent
+    lo, hi = analyzer.const_int_bound(extent)
+    if hi is not None:
+        return const(hi, extent.dtype)
+    if any(id(v) in loop_vars for v in free_vars(extent)):
+        raise LoweringError(f"cannot size the buffer of stage {st.op.name!r}: its extent {extent} "
+                            "depends on loop variables and has no constant bound")
+    return extent

@@ -1,0 +1,211 @@
+"""Primitives that rewrite the operation graph: cache_read, cache_write, rfactor.
+
+They replace a stage's operation by a new one with the same axes, so that the
+axes users hold (``C.op.axis``) stay valid; ``s[old_tensor]`` keeps naming the
+stage.
+"""
+
+from __future__ import annotations
+
+from ..errors import ScheduleError
+from ..te.tensor import ComputeOp, Tensor
+from ..tir.analysis import substitute
+from ..tir.buffer import SCOPES
+from ..tir.expr import (
+    IntImm,
+    IterType,
+    IterVar,
+    ProducerLoad,
+    Range,
+    Reduce,
+    Select,
+    Var,
+    const,
+    is_const_int,
+)
+from ..tir.functor import IRMutator
+from .schedule import Fuse, Schedule, Split, Stage
+
+__all__ = ["cache_read", "cache_write", "rfactor"]
+
+
+class _RedirectLoads(IRMutator):
+    """Point loads of one stage's result at another tensor."""
+
+    def __init__(self, sch: Schedule, stage: Stage, target: Tensor):
+        self.sch, self.stage, self.target = sch, stage, target
+
+    def visit_ProducerLoad(self, node: ProducerLoad):
+        indices = tuple(self.visit(i) for i in node.indices)
+        if self.sch._stage_of.get(id(node.producer.op)) is self.stage:
+            return ProducerLoad(self.target, indices, node.dtype)
+        if any(a is not b for a, b in zip(indices, node.indices)):
+            return ProducerLoad(node.producer, indices, node.dtype)
+        return node
+
+
+def _replace_op(sch: Schedule, stage: Stage, op: ComputeOp, reset: bool) -> None:
+    stage.op = op
+    sch._register(op, stage)
+    if reset:
+        stage._reset_iter_vars()
+
+
+def _check_scope(scope: str, what: str) -> None:
+    if scope not in SCOPES:
+        raise ScheduleError(f"{what}: unknown scope {scope!r}; use one of {SCOPES}")
+
+
+def cache_read(sch: Schedule, tensor: Tensor, scope: str, readers) -> Tensor:
+    """Copy ``tensor`` into a ``scope`` buffer and make ``readers`` read the copy."""
+    source = sch[tensor]
+    _check_scope(scope, f"cache_read of {source.op.name!r}")
+    if isinstance(readers, (Tensor, Stage)) or hasattr(readers, "input_tensors"):
+        readers = [readers]
+    reader_stages = [r if isinstance(r, Stage) else sch[r] for r in readers]
+    if not reader_stages:
+        raise ScheduleError(f"cache_read of {source.op.name!r}: give at least one reader")
+    for r in reader_stages:
+        if not isinstance(r.op, ComputeOp) or not any(sch[t] is source for t in r.op.input_tensors):
+            raise ScheduleError(f"cache_read of {source.op.name!r}: stage {r.op.name!r} does not "
+                                "read it, so it cannot be one of its readers")
+    data = source.op.output(0)
+    axis = tuple(IterVar(Range(const(0, s.dtype), s), Var(f"ax{k}", s.dtype))
+                 for k, s in enumerate(data.shape))
+    body = data[tuple(iv.var for iv in axis)] if axis else data[()]
+    cache_op = ComputeOp(f"{source.op.name}.{scope}", axis, body)
+    cache = Stage(cache_op, sch)
+    cache.scope = scope
+    sch._insert_after(source, cache)
+    sch._register(cache_op, cache)
+    target = cache_op.output(0)
+    for r in reader_stages:
+        new_body = _RedirectLoads(sch, source, target).visit(r.op.body)
+        _replace_op(sch, r, ComputeOp(r.op.name, r.op.axis, new_body, r.op.tag, r.op.attrs), reset=False)
+    return target
+
+
+def cache_write(sch: Schedule, tensor: Tensor, scope: str) -> Tensor:
+    """Compute ``tensor`` into a ``scope`` buffer; its stage then copies the result out."""
+    stage = sch[tensor]
+    _check_scope(scope, f"cache_write of {stage.op.name!r}")
+    op = stage.op
+    if not isinstance(op, ComputeOp):
+        raise ScheduleError(f"cache_write of {op.name!r}: it is a placeholder, nothing computes it")
+    if stage.attach_type == "inline":
+        raise ScheduleError(f"cache_write of {op.name!r}: the stage is inlined")
+    if stage.relations or any(a.kind.value != "serial" or a.bind is not None
+                              for a in stage.iter_attrs.values()):
+        raise ScheduleError(f"cache_write of {op.name!r}: call cache_write before splitting, fusing "
+                            "or annotating the stage's axes")
+    new_axis = tuple(IterVar(iv.dom, Var(f"{iv.var.name}.c", iv.var.dtype), IterType.DATA_PAR)
+                     for iv in op.axis)
+    cache_body = substitute(op.body, {iv.var: n.var for iv, n in zip(op.axis, new_axis)})
+    cache_op = ComputeOp(f"{op.name}.{scope}", new_axis, cache_body, op.tag, op.attrs)
+    cache = Stage(cache_op, sch)
+    cache.scope = scope
+    sch._insert_before(stage, cache)
+    sch._register(cache_op, cache)
+    copy_body = cache_op.output(0)[tuple(iv.var for iv in op.axis)]
+    _replace_op(sch, stage, ComputeOp(op.name, op.axis, copy_body, op.tag, op.attrs), reset=True)
+    return cache_op.output(0)
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
+    """Turn the reduction axis ``axis`` into a data-parallel axis of a new stage ``T.rf``
+    holding partial results; ``T`` then reduces over that axis."""
+    stage = sch[tensor]
+    op = stage.op
+    name = op.name
+    if not isinstance(op, ComputeOp) or not isinstance(op.body, Reduce):
+        raise ScheduleError(f"rfactor of {name!r}: the stage is not a reduction")
+    if not any(v is axis for v in stage.leaf_iter_vars):
+        raise ScheduleError(f"rfactor of {name!r}: axis {getattr(axis, 'var', axis)} is not a leaf "
+                            "axis of the stage")
+    if axis.iter_type is not IterType.COMM_REDUCE:
+        raise ScheduleError(f"rfactor of {name!r}: axis {axis.var.name!r} is not a reduction axis")
+    red: Reduce = op.body
+    root, rel = _reduce_root_of(stage, axis)
+    if root is None:
+        raise ScheduleError(f"rfactor of {name!r}: axis {axis.var.name!r} must be a reduction axis "
+                            "or one part of a single split of one")
+    if not is_const_int(root.dom.extent):
+        raise ScheduleError(f"rfactor of {name!r}: the reduction extent must be a constant")
+    extent_k = root.dom.extent.value
+    kmin = root.dom.min
+    dtype = root.var.dtype
+    new_reduce: list[IterVar] = []
+    if rel is None:  # the whole axis becomes data-parallel
+        v_extent = extent_k
+        v = Var(f"{axis.var.name}.v", dtype)
+        k_value = kmin + v
+        cond = const(True)
+    else:
+        f = rel.factor if rel.factor is not None else _ceil_div(extent_k, rel.nparts)
+        n_outer = _ceil_div(extent_k, f)
+        if axis is rel.inner:
+            v_extent = f
+            v = Var(f"{axis.var.name}.v", dtype)
+            other = IterVar(Range(const(0, dtype), const(n_outer, dtype)),
+                            Var(rel.outer.var.name, dtype), IterType.COMM_REDUCE)
+            offset = other.var * f + v
+        else:
+            v_extent = n_outer
+            v = Var(f"{axis.var.name}.v", dtype)
+            other = IterVar(Range(const(0, dtype), const(f, dtype)),
+                            Var(rel.inner.var.name, dtype), IterType.COMM_REDUCE)
+            offset = v * f + other.var
+        new_reduce.append(other)
+        k_value = kmin + offset
+        cond = offset < extent_k if extent_k % f else const(True)
+    spatial = tuple(IterVar(iv.dom, Var(iv.var.name, iv.var.dtype)) for iv in op.axis)
+    if not 0 <= factor_axis <= len(spatial):
+        raise ScheduleError(f"rfactor of {name!r}: factor_axis must be in [0, {len(spatial)}]")
+    v_iv = IterVar(Range(const(0, dtype), const(v_extent, dtype)), v)
+    rf_axis = spatial[:factor_axis] + (v_iv,) + spatial[factor_axis:]
+    mapping = {iv.var: s.var for iv, s in zip(op.axis, spatial)}
+    mapping[root.var] = k_value
+    source = substitute(red.source, mapping)
+    condition = substitute(red.condition, mapping)
+    if not _is_true(cond):
+        condition = condition & cond
+    remaining = tuple(a for a in red.axis if a is not root) + tuple(new_reduce)
+    if remaining:
+        rf_body = Reduce(red.combiner, source, remaining, condition, red.dtype)
+    else:
+        rf_body = source if _is_true(condition) else Select(
+            condition, source, red.combiner.identity(red.dtype), red.dtype)
+    rf_op = ComputeOp(f"{name}.rf", rf_axis, rf_body, op.tag, op.attrs)
+    rf_stage = Stage(rf_op, sch)
+    sch._insert_before(stage, rf_stage)
+    sch._register(rf_op, rf_stage)
+    final_axis = IterVar(Range(const(0, dtype), const(v_extent, dtype)),
+                         Var(f"{axis.var.name}.v", dtype), IterType.COMM_REDUCE)
+    idx = tuple(iv.var for iv in op.axis)
+    idx = idx[:factor_axis] + (final_axis.var,) + idx[factor_axis:]
+    final_body = Reduce(red.combiner, rf_op.output(0)[idx], (final_axis,), const(True), red.dtype)
+    _replace_op(sch, stage, ComputeOp(name, op.axis, final_body, op.tag, op.attrs), reset=True)
+    return rf_op.output(0)
+
+
+def _is_true(e) -> bool:
+    return isinstance(e, IntImm) and e.value == 1
+
+
+def _reduce_root_of(stage: Stage, axis: IterVar):
+    """The root reduction axis ``axis`` comes from and the split producing it (None if root)."""
+    roots = stage.op.reduce_axis
+    if any(r is axis for r in roots):
+        return axis, None
+    for rel in stage.relations:
+        if isinstance(rel, Split) and (rel.outer is axis or rel.inner is axis):
+            if any(r is rel.parent for r in roots):
+                return rel.parent, rel
+            return None, None
+        if isinstance(rel, Fuse) and rel.fused is axis:
+            return None, None
+    return None, None

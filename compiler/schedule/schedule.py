@@ -1,0 +1,433 @@
+"""Schedules: one stage per operation, and the primitives that reshape their loop nests.
+
+Each primitive is a small, checked transformation: it validates its arguments
+and raises :class:`~compiler.errors.ScheduleError` naming the stage, the axis and
+what was wrong. Graph-rewriting primitives (cache_read, cache_write, rfactor)
+live in :mod:`compiler.schedule.dataflow`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import ScheduleError
+from ..te.tensor import ComputeOp, Operation, Tensor
+from ..tir.expr import IterType, IterVar, Var, convert, is_const_int
+from ..tir.stmt import ForKind
+
+__all__ = ["Schedule", "Stage", "Split", "Fuse", "IterAttr", "create_schedule"]
+
+
+@dataclass(eq=False)
+class Split:
+    """``parent`` = ``outer * factor + inner`` (``factor`` or ``nparts`` given)."""
+
+    parent: IterVar
+    outer: IterVar
+    inner: IterVar
+    factor: int | None
+    nparts: int | None
+
+
+@dataclass(eq=False)
+class Fuse:
+    """``fused`` enumerates ``outer`` (slow) x ``inner`` (fast)."""
+
+    outer: IterVar
+    inner: IterVar
+    fused: IterVar
+
+
+@dataclass
+class IterAttr:
+    kind: ForKind = ForKind.SERIAL
+    bind: IterVar | None = None
+
+
+@dataclass
+class StorageAlign:
+    axis_index: int
+    factor: int
+    offset: int
+
+
+class Stage:
+    """How one operation is computed: its loop nest, where it is placed, where it is stored."""
+
+    def __init__(self, op: Operation, schedule: Schedule):
+        self.op = op
+        self.origin_op = op
+        self.schedule = schedule
+        self.relations: list = []
+        self.iter_attrs: dict[int, IterAttr] = {}
+        self.attach_type = "root"  # "root", "inline" or "scope"
+        self.attach_stage: Stage | None = None
+        self.attach_ivar: IterVar | None = None
+        self.scope = "global"
+        self.is_output = False
+        self.storage_aligns: list[StorageAlign] = []
+        self._reset_iter_vars()
+
+    def _reset_iter_vars(self) -> None:
+        roots = list(self.op.root_iter_vars) if isinstance(self.op, ComputeOp) else []
+        self.all_iter_vars: list[IterVar] = list(roots)
+        self.leaf_iter_vars: list[IterVar] = list(roots)
+        self.relations = []
+        self.iter_attrs = {}
+
+    # ------------------------------------------------------------------ helpers
+
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    def __repr__(self) -> str:
+        return f"Stage({self.op.name})"
+
+    def _fail(self, what: str, axis=None) -> ScheduleError:
+        where = f"stage {self.op.name!r}"
+        if axis is not None:
+            where += f", axis {_axis_name(axis)!r}"
+        return ScheduleError(f"{where}: {what}")
+
+    def _require_compute(self, primitive: str) -> None:
+        if not isinstance(self.op, ComputeOp):
+            raise self._fail(f"cannot {primitive} a placeholder (an input has no loops)")
+
+    def _leaf_index(self, iv, primitive: str) -> int:
+        self._require_compute(primitive)
+        if not isinstance(iv, IterVar):
+            raise self._fail(f"{primitive} needs an IterVar (an axis of this stage), got {iv!r}")
+        for k, leaf in enumerate(self.leaf_iter_vars):
+            if leaf is iv:
+                return k
+        if any(v is iv for v in self.all_iter_vars):
+            raise self._fail(f"{primitive}: the axis was already split or fused; use the axes "
+                             "that split/fuse returned", iv)
+        owner = self.schedule._owner_of(iv)
+        if owner is not None:
+            raise self._fail(f"{primitive}: the axis belongs to stage {owner.op.name!r}", iv)
+        raise self._fail(f"{primitive}: the axis is not an axis of this stage", iv)
+
+    def _attr(self, iv: IterVar) -> IterAttr:
+        return self.iter_attrs.setdefault(id(iv), IterAttr())
+
+    def _new_iv(self, name: str, like: IterVar) -> IterVar:
+        return IterVar(None, Var(name, like.var.dtype), like.iter_type)
+
+    # ------------------------------------------------------------------ primitives
+
+    def split(self, parent: IterVar, factor=None, nparts=None) -> tuple[IterVar, IterVar]:
+        """Split ``parent`` into ``(outer, inner)`` with ``inner``'s extent ``factor``
+        (or ``outer``'s extent ``nparts``). Non-dividing factors are guarded."""
+        k = self._leaf_index(parent, "split")
+        if (factor is None) == (nparts is None):
+            raise self._fail("split needs exactly one of factor= or nparts=", parent)
+        value = factor if factor is not None else nparts
+        value = _positive_int(value, self, parent, "factor" if factor is not None else "nparts")
+        if self._attr(parent).kind is not ForKind.SERIAL or self._attr(parent).bind is not None:
+            raise self._fail("split an axis before annotating it (vectorize/unroll/parallel/bind)",
+                             parent)
+        base = parent.var.name
+        outer = self._new_iv(f"{base}.outer", parent)
+        inner = self._new_iv(f"{base}.inner", parent)
+        self.relations.append(Split(parent, outer, inner,
+                                    value if factor is not None else None,
+                                    value if nparts is not None else None))
+        self.all_iter_vars += [outer, inner]
+        self.leaf_iter_vars[k:k + 1] = [outer, inner]
+        return outer, inner
+
+    def fuse(self, *args: IterVar) -> IterVar:
+        """Fuse consecutive leaf axes (outermost first) into one axis."""
+        if len(args) == 1 and isinstance(args[0], (list, tuple)):
+            args = tuple(args[0])
+        if not args:
+            raise self._fail("fuse needs at least one axis")
+        indices = [self._leaf_index(iv, "fuse") for iv in args]
+        if len(set(indices)) != len(indices):
+            raise self._fail("fuse was given the same axis twice")
+        if indices != list(range(indices[0], indices[0] + len(indices))):
+            raise self._fail("fuse needs adjacent axes in loop order, outermost first: "
+                             + ", ".join(_axis_name(a) for a in args))
+        kinds = {iv.iter_type for iv in args}
+        if len(kinds) > 1:
+            raise self._fail("cannot fuse a reduction axis with a data-parallel axis: "
+                             + ", ".join(_axis_name(a) for a in args))
+        fused = args[0]
+        for inner in args[1:]:
+            name = f"{fused.var.name}.{inner.var.name}.fused"
+            new = self._new_iv(name, inner)
+            self.relations.append(Fuse(fused, inner, new))
+            self.all_iter_vars.append(new)
+            k = _index_of(self.leaf_iter_vars, fused)
+            self.leaf_iter_vars[k:k + 2] = [new]
+            fused = new
+        return fused
+
+    def reorder(self, *args: IterVar) -> None:
+        """Put the given leaf axes in this order, in the positions they occupy."""
+        if len(args) == 1 and isinstance(args[0], (list, tuple)):
+            args = tuple(args[0])
+        indices = [self._leaf_index(iv, "reorder") for iv in args]
+        if len(set(indices)) != len(indices):
+            raise self._fail("reorder was given the same axis twice")
+        for pos, iv in zip(sorted(indices), args, strict=True):
+            self.leaf_iter_vars[pos] = iv
+
+    def tile(self, x_parent: IterVar, y_parent: IterVar, x_factor, y_factor):
+        """Split two axes and order them ``x.outer, y.outer, x.inner, y.inner``."""
+        xo, xi = self.split(x_parent, factor=x_factor)
+        yo, yi = self.split(y_parent, factor=y_factor)
+        self.reorder(xo, yo, xi, yi)
+        return xo, yo, xi, yi
+
+    def _annotate(self, iv: IterVar, kind: ForKind, primitive: str) -> None:
+        self._leaf_index(iv, primitive)
+        attr = self._attr(iv)
+        if attr.bind is not None:
+            raise self._fail(f"cannot {primitive} an axis bound to {attr.bind.thread_tag}", iv)
+        if attr.kind is not ForKind.SERIAL and attr.kind is not kind:
+            raise self._fail(f"axis is already marked {attr.kind.value}; cannot also {primitive}", iv)
+        attr.kind = kind
+
+    def vectorize(self, iv: IterVar) -> None:
+        """Run this (innermost, constant-extent) axis as vector lanes."""
+        if iv.iter_type is IterType.COMM_REDUCE:
+            raise self._fail("cannot vectorize a reduction axis; vectorize a data-parallel axis "
+                             "(or rfactor the reduction first)", iv)
+        self._annotate(iv, ForKind.VECTORIZED, "vectorize")
+
+    def unroll(self, iv: IterVar) -> None:
+        """Unroll this axis completely (it needs a constant extent)."""
+        self._annotate(iv, ForKind.UNROLLED, "unroll")
+
+    def parallel(self, iv: IterVar) -> None:
+        """Run iterations of this axis on several threads."""
+        if iv.iter_type is IterType.COMM_REDUCE:
+            raise self._fail("cannot parallelize a reduction axis (iterations would race); "
+                             "rfactor the reduction first", iv)
+        self._annotate(iv, ForKind.PARALLEL, "parallel")
+
+    def bind(self, iv: IterVar, thread_ivar: IterVar) -> None:
+        """Map this axis to a GPU thread axis (``te.thread_axis("threadIdx.x")``)."""
+        self._leaf_index(iv, "bind")
+        if not isinstance(thread_ivar, IterVar) or thread_ivar.iter_type is not IterType.THREAD_INDEX:
+            raise self._fail("bind needs a thread axis made with te.thread_axis(...)", iv)
+        attr = self._attr(iv)
+        if attr.kind is not ForKind.SERIAL:
+            raise self._fail(f"cannot bind an axis marked {attr.kind.value}", iv)
+        if iv.iter_type is IterType.COMM_REDUCE and thread_ivar.thread_tag.startswith("blockIdx"):
+            raise self._fail("cannot bind a reduction axis to blocks", iv)
+        for other_id, other in self.iter_attrs.items():
+            if other.bind is not None and other_id != id(iv) and (
+                    other.bind.thread_tag == thread_ivar.thread_tag and thread_ivar.thread_tag != "vthread"):
+                raise self._fail(f"{thread_ivar.thread_tag} is already bound to another axis", iv)
+        attr.bind = thread_ivar
+        attr.kind = ForKind.THREAD_BINDING
+
+    def compute_at(self, parent: Stage, iv: IterVar) -> None:
+        """Compute this stage inside ``parent``'s loop ``iv``, for just the region it needs there."""
+        self._require_compute("compute_at")
+        if not isinstance(parent, Stage):
+            raise self._fail(f"compute_at needs a stage (s[T]), got {parent!r}")
+        if parent is self:
+            raise self._fail("cannot compute_at a stage inside itself", iv)
+        parent._leaf_index(iv, "compute_at")
+        if self.is_output:
+            raise self._fail("an output stage cannot be computed at another stage")
+        if parent.attach_type == "inline":
+            raise self._fail(f"cannot compute_at stage {parent.op.name!r}: it is inlined")
+        sch = self.schedule
+        if not sch._depends_on(parent, self):
+            raise self._fail(
+                f"compute_at: stage {parent.op.name!r} does not read this stage's result "
+                "(directly or through inlined stages), so it cannot host it")
+        # A cycle: the parent (or a stage it is attached inside) sits inside this stage.
+        cur = parent
+        while cur is not None:
+            if cur is self:
+                raise self._fail(f"compute_at into {parent.op.name!r} would form a cycle: "
+                                 f"{parent.op.name!r} is already computed inside this stage")
+            cur = cur.attach_stage
+        self.attach_type = "scope"
+        self.attach_stage = parent
+        self.attach_ivar = iv
+
+    def compute_inline(self) -> None:
+        """Substitute this stage's expression into its consumers instead of storing it."""
+        self._require_compute("compute_inline")
+        if self.op.reduce_axis:
+            raise self._fail("cannot inline a reduction; use compute_at instead")
+        if self.is_output:
+            raise self._fail("cannot inline an output stage")
+        for st in self.schedule.stages:
+            if st.attach_stage is self:
+                raise self._fail(f"cannot inline: stage {st.op.name!r} is computed inside it")
+        self.attach_type = "inline"
+        self.attach_stage = None
+        self.attach_ivar = None
+
+    def compute_root(self) -> None:
+        """Compute this stage at the top level (undoes compute_at/compute_inline)."""
+        self._require_compute("compute_root")
+        self.attach_type = "root"
+        self.attach_stage = None
+        self.attach_ivar = None
+
+    def storage_align(self, axis: IterVar, factor: int, offset: int) -> None:
+        """Pad the stride of ``axis``'s dimension so that ``stride % factor == offset``."""
+        self._require_compute("storage_align")
+        k = next((pos for pos, root in enumerate(self.op.axis) if root is axis), None)
+        if k is None:
+            raise self._fail("storage_align needs one of the stage's original (data-parallel) axes",
+                             axis)
+        factor = _positive_int(factor, self, axis, "factor")
+        if not isinstance(offset, int) or not 0 <= offset < factor:
+            raise self._fail(f"storage_align offset must be an int in [0, {factor}), got {offset!r}",
+                             axis)
+        self.storage_aligns.append(StorageAlign(k, factor, offset))
+
+    def set_scope(self, scope: str) -> None:
+        """Store this stage's result in ``scope`` ("global", "shared" or "local")."""
+        from ..tir.buffer import SCOPES
+
+        if scope not in SCOPES:
+            raise self._fail(f"unknown storage scope {scope!r}; use one of {SCOPES}")
+        self.scope = scope
+
+
+def _index_of(items: list, item) -> int:
+    for k, x in enumerate(items):
+        if x is item:
+            return k
+    raise ValueError("not found")
+
+
+def _axis_name(iv) -> str:
+    if isinstance(iv, IterVar):
+        return iv.var.name
+    return getattr(iv, "name", repr(iv))
+
+
+def _positive_int(value, stage: Stage, axis, what: str) -> int:
+    if hasattr(value, "dtype") and is_const_int(convert(value)):
+        value = convert(value).value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise stage._fail(f"{what} must be a positive int, got {value!r}", axis)
+    if value < 1:
+        raise stage._fail(f"{what} must be >= 1, got {value}", axis)
+    return value
+
+
+@dataclass(eq=False)
+class Schedule:
+    """A schedule for a graph of operations: ``s[tensor]`` is the stage of its operation."""
+
+    outputs: list
+    stages: list = field(default_factory=list)
+    _stage_of: dict = field(default_factory=dict)
+
+    def __getitem__(self, key) -> Stage:
+        op = key.op if isinstance(key, Tensor) else key
+        stage = self._stage_of.get(id(op))
+        if stage is None:
+            name = getattr(op, "name", repr(op))
+            raise ScheduleError(f"{name!r} is not part of this schedule; the schedule covers "
+                                + ", ".join(repr(s.op.name) for s in self.stages))
+        return stage
+
+    def __contains__(self, key) -> bool:
+        op = key.op if isinstance(key, Tensor) else key
+        return id(op) in self._stage_of
+
+    def stage_of_tensor(self, tensor: Tensor) -> Stage:
+        return self[tensor]
+
+    def _register(self, op: Operation, stage: Stage) -> None:
+        self._stage_of[id(op)] = stage
+
+    def _owner_of(self, iv: IterVar) -> Stage | None:
+        for st in self.stages:
+            if any(v is iv for v in st.all_iter_vars):
+                return st
+        return None
+
+    def consumers(self, stage: Stage) -> list[Stage]:
+        """Stages whose operation reads ``stage``'s result directly."""
+        out = []
+        for st in self.stages:
+            if isinstance(st.op, ComputeOp) and any(
+                    self[t] is stage for t in st.op.input_tensors):
+                out.append(st)
+        return out
+
+    def _depends_on(self, consumer: Stage, producer: Stage) -> bool:
+        """Whether ``consumer`` reads ``producer``'s result, directly or through other stages."""
+        seen: set[int] = set()
+        todo = [consumer]
+        while todo:
+            st = todo.pop()
+            if not isinstance(st.op, ComputeOp):
+                continue
+            for t in st.op.input_tensors:
+                dep = self[t]
+                if dep is producer:
+                    return True
+                if id(dep) not in seen:
+                    seen.add(id(dep))
+                    todo.append(dep)
+        return False
+
+    def _insert_before(self, anchor: Stage, stage: Stage) -> None:
+        self.stages.insert(_index_of(self.stages, anchor), stage)
+
+    def _insert_after(self, anchor: Stage, stage: Stage) -> None:
+        self.stages.insert(_index_of(self.stages, anchor) + 1, stage)
+
+    # Graph-rewriting primitives are defined in dataflow.py.
+    def cache_read(self, tensor: Tensor, scope: str, readers) -> Tensor:
+        """Read ``tensor`` through a copy in ``scope`` for the given reader stages."""
+        from .dataflow import cache_read
+
+        return cache_read(self, tensor, scope, readers)
+
+    def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
+        """Compute ``tensor`` into a buffer in ``scope`` first, then copy it to its destination."""
+        from .dataflow import cache_write
+
+        return cache_write(self, tensor, scope)
+
+    def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
+        """Factor a reduction over ``axis`` into a data-parallel stage of partial results."""
+        from .dataflow import rfactor
+
+        return rfactor(self, tensor, axis, factor_axis)
+
+
+def create_schedule(ops) -> Schedule:
+    """A default schedule for the graph ending in ``ops`` (an operation or a list of them)."""
+    if isinstance(ops, (Operation, Tensor)):
+        ops = [ops]
+    ops = [o.op if isinstance(o, Tensor) else o for o in ops]
+    for o in ops:
+        if not isinstance(o, Operation):
+            raise ScheduleError(f"create_schedule needs operations (tensor.op), got {o!r}")
+    sch = Schedule(outputs=list(ops))
+    visited: set[int] = set()
+
+    def visit(op: Operation) -> None:
+        if id(op) in visited:
+            return
+        visited.add(id(op))
+        for t in op.input_tensors:
+            visit(t.op)
+        stage = Stage(op, sch)
+        sch.stages.append(stage)
+        sch._register(op, stage)
+
+    for o in ops:
+        visit(o)
+    for o in ops:
+        sch[o].is_output = True
+    return sch

@@ -1,0 +1,52 @@
+"""Tensor expressions: describe what to compute, then schedule how.
+
+>>> n = te.var("n")
+>>> A = te.placeholder((n,), name="A")
+>>> B = te.compute(A.shape, lambda i: A[i] * 2, name="B")
+>>> s = te.create_schedule(B.op)
+"""
+
+from ..schedule import Schedule, Stage, create_schedule
+from ..tir.expr import IterVar, PrimExpr, Range, Var
+from .intrin import (  # noqa: A004
+                     abs,
+                     all,
+                     any,
+                     ceil,
+                     const,
+                     cos,
+                     erf,
+                     exp,
+                     exp2,
+                     floor,
+                     floordiv,
+                     floormod,
+                     if_then_else,
+                     isnan,
+                     log,
+                     log2,
+                     log10,
+                     max,
+                     max_value,
+                     min,
+                     min_value,
+                     power,
+                     round,
+                     rsqrt,
+                     sigmoid,
+                     sin,
+                     sqrt,
+                     sum,
+                     tanh,
+                     trunc,
+)
+from .operation import compute, placeholder, reduce_axis, size_var, thread_axis, var
+from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+
+__all__ = [
+    "placeholder", "compute", "reduce_axis", "var", "size_var", "thread_axis", "create_schedule",
+    "Schedule", "Stage", "Tensor", "Operation", "PlaceholderOp", "ComputeOp", "IterVar", "PrimExpr",
+    "Range", "Var", "sum", "max", "min", "exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt",
+    "tanh", "sin", "cos", "sigmoid", "erf", "abs", "floor", "ceil", "round", "trunc", "power",
+    "isnan", "if_then_else", "all", "any", "max_value", "min_value", "const", "floordiv", "floormod",
+]

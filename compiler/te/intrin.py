@@ -1,0 +1,153 @@
+"""Reductions and intrinsic functions for tensor expressions.
+
+This module defines ``sum``, ``max``, ``all`` and other names of builtins, as the
+seed's ``te`` does; inside it, the builtins are reached through :mod:`builtins`.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+from .. import dtypes
+from ..errors import DTypeError
+from ..tir import expr as E
+from ..tir.expr import Call, CommReducer, IterVar, PrimExpr, Reduce, convert
+
+__all__ = ["sum", "max", "min", "exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt", "tanh",
+           "sin", "cos", "sigmoid", "erf", "abs", "floor", "ceil", "round", "trunc", "power",
+           "isnan", "if_then_else", "all", "any", "max_value", "min_value", "const", "floordiv",
+           "floormod"]
+
+
+def _reducer(kind: CommReducer):
+    def reduce(expr, axis=None, where=None, *, init=None):
+        if axis is None or not (isinstance(axis, IterVar) or (
+                isinstance(axis, (list, tuple)) and axis
+                and builtins.all(isinstance(a, IterVar) for a in axis))):
+            if axis is None:
+                raise TypeError(f"te.{kind.value} needs axis=... (a reduce_axis or a list of them)")
+            # Called with two values: the elementwise combination (like the seed's reducers).
+            return kind.combine(expr, axis)
+        axes = (axis,) if isinstance(axis, IterVar) else tuple(axis)
+        for a in axes:
+            if a.iter_type is not E.IterType.COMM_REDUCE:
+                raise TypeError(f"te.{kind.value}: axis {a.var.name!r} is not a reduce_axis")
+        source = convert(expr)
+        cond = E.const(True) if where is None else E.all_of(where)
+        if init is not None:
+            raise NotImplementedError("custom init values are not supported")
+        return Reduce(kind, source, axes, cond, source.dtype)
+
+    reduce.__name__ = kind.value
+    reduce.__doc__ = (
+        f"``te.{kind.value}(expr, axis=k, where=cond)``: the {kind.value} of ``expr`` over the "
+        "reduce axis (or axes) ``k``, counting only points where ``cond`` holds. "
+        f"With two expressions, ``te.{kind.value}(a, b)`` combines them elementwise."
+    )
+    return reduce
+
+
+sum = _reducer(CommReducer.SUM)  # noqa: A001
+max = _reducer(CommReducer.MAX)  # noqa: A001
+min = _reducer(CommReducer.MIN)  # noqa: A001
+
+
+def _float_call(op: str):
+    def fn(x) -> PrimExpr:
+        x = convert(x)
+        if not dtypes.is_float(x.dtype):
+            raise DTypeError(f"te.{op} needs a float expression, got {x.dtype}; cast it with .astype()")
+        return Call(x.dtype, op, (x,))
+
+    fn.__name__ = op
+    fn.__doc__ = f"Elementwise ``{op}`` of a float expression."
+    return fn
+
+
+exp = _float_call("exp")
+exp2 = _float_call("exp2")
+log = _float_call("log")
+log2 = _float_call("log2")
+log10 = _float_call("log10")
+sqrt = _float_call("sqrt")
+rsqrt = _float_call("rsqrt")
+tanh = _float_call("tanh")
+sin = _float_call("sin")
+cos = _float_call("cos")
+sigmoid = _float_call("sigmoid")
+erf = _float_call("erf")
+floor = _float_call("floor")
+ceil = _float_call("ceil")
+round = _float_call("round")  # noqa: A001
+trunc = _float_call("trunc")
+
+
+def abs(x) -> PrimExpr:  # noqa: A001
+    """Absolute value of an integer or float expression."""
+    x = convert(x)
+    if dtypes.is_uint(x.dtype) or x.dtype == "bool":
+        return x
+    return Call(x.dtype, "fabs" if dtypes.is_float(x.dtype) else "abs", (x,))
+
+
+def power(x, y) -> PrimExpr:
+    """``x ** y`` for float expressions."""
+    x, y = E._convert_pair(x, y)
+    dtype = dtypes.promote(x.dtype, y.dtype)
+    if not dtypes.is_float(dtype):
+        raise DTypeError("te.power needs float operands; cast with .astype()")
+    return Call(dtype, "pow", (E._cast_to(x, dtype), E._cast_to(y, dtype)))
+
+
+def isnan(x) -> PrimExpr:
+    """True where a float expression is NaN."""
+    x = convert(x)
+    if not dtypes.is_float(x.dtype):
+        return E.const(False)
+    return Call("bool", "isnan", (x,))
+
+
+def if_then_else(cond, then_value, else_value) -> PrimExpr:
+    """``then_value`` where ``cond`` holds, else ``else_value``; the other side is not evaluated,
+    so it may guard an out-of-bounds read (padding)."""
+    cond = convert(cond)
+    if cond.dtype != "bool":
+        cond = E._as_bool(cond)
+    t, f = E._convert_pair(then_value, else_value)
+    dtype = dtypes.promote(t.dtype, f.dtype)
+    return E.Select(cond, E._cast_to(t, dtype), E._cast_to(f, dtype), dtype)
+
+
+def all(*conds) -> PrimExpr:  # noqa: A001
+    """Logical and of the conditions."""
+    return E.all_of(*conds)
+
+
+def any(*conds) -> PrimExpr:  # noqa: A001
+    """Logical or of the conditions."""
+    return E.any_of(*conds)
+
+
+def max_value(dtype: str) -> PrimExpr:
+    """The largest value of ``dtype`` (infinity for floats)."""
+    return E.max_value(dtype)
+
+
+def min_value(dtype: str) -> PrimExpr:
+    """The smallest value of ``dtype`` (minus infinity for floats)."""
+    return E.min_value(dtype)
+
+
+def const(value, dtype: str | None = None) -> PrimExpr:
+    """A constant expression."""
+    return E.const(value, dtype)
+
+
+def floordiv(a, b) -> PrimExpr:
+    """Integer division rounding towards minus infinity."""
+    return E._binary(E.FloorDiv, a, b)
+
+
+def floormod(a, b) -> PrimExpr:
+    """Remainder with the sign of the divisor."""
+    return E._binary(E.FloorMod, a, b)

@@ -1,0 +1,118 @@
+"""Building tensor expressions: placeholders, computations, axes and variables."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+from .. import dtypes
+from ..errors import CompilerError
+from ..tir.analysis import post_order_visit
+from ..tir.expr import IterType, IterVar, PrimExpr, Range, Reduce, Var, const, convert
+from .tensor import ComputeOp, PlaceholderOp, Tensor
+
+__all__ = ["placeholder", "compute", "reduce_axis", "var", "size_var", "thread_axis"]
+
+
+def _shape(shape) -> tuple:
+    if isinstance(shape, (int, PrimExpr)):
+        shape = (shape,)
+    out = []
+    for s in shape:
+        e = convert(s)
+        if dtypes.is_float(e.dtype) or e.dtype == "bool":
+            raise CompilerError(f"shape entries must be integers, got {e} of dtype {e.dtype}")
+        if isinstance(s, int) and s < 0:
+            raise CompilerError(f"shape entries must not be negative, got {s}")
+        out.append(e)
+    return tuple(out)
+
+
+def placeholder(shape, dtype: str = "float32", name: str = "placeholder") -> Tensor:
+    """An input tensor of ``shape`` (ints or symbolic ``var``s) and ``dtype``."""
+    return PlaceholderOp(name, _shape(shape), dtype).output(0)
+
+
+def var(name: str = "tindex", dtype: str = "int32") -> Var:
+    """A symbolic scalar, typically a size bound when the compiled function is called."""
+    return Var(name, dtypes.check(dtype))
+
+
+size_var = var
+
+
+def reduce_axis(dom, name: str = "rv") -> IterVar:
+    """A reduction axis over ``dom``, given as ``(begin, end)`` or a Range."""
+    rng = _range(dom, name)
+    return IterVar(rng, Var(name, rng.extent.dtype if rng.extent.dtype != "bool" else "int32"),
+                   IterType.COMM_REDUCE)
+
+
+def _range(dom, name: str) -> Range:
+    if isinstance(dom, Range):
+        return dom
+    if isinstance(dom, (tuple, list)) and len(dom) == 2:
+        lo, hi = convert(dom[0]), convert(dom[1])
+        from ..arith import simplify
+
+        return Range(lo, simplify(hi - lo))
+    raise CompilerError(f"axis {name!r}: domain must be (begin, end) or a Range, got {dom!r}")
+
+
+def thread_axis(dom=None, tag: str = "", name: str = "") -> IterVar:
+    """A GPU thread axis: ``thread_axis("threadIdx.x")`` or ``thread_axis((0, 4), "vthread")``."""
+    if isinstance(dom, str):
+        tag, dom = dom, None
+    if not tag:
+        raise CompilerError("thread_axis needs a tag such as 'blockIdx.x', 'threadIdx.y' or 'vthread'")
+    valid = ("blockIdx.", "threadIdx.", "vthread")
+    if not tag.startswith(valid):
+        raise CompilerError(f"unknown thread tag {tag!r}; "
+                            "expected blockIdx.x/y/z, threadIdx.x/y/z or vthread")
+    rng = None if dom is None else _range(dom, tag)
+    return IterVar(rng, Var(name or tag), IterType.THREAD_INDEX, tag)
+
+
+def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "",
+            attrs: dict | None = None) -> Tensor:
+    """A tensor whose element at index ``(i, j, ...)`` is ``fcompute(i, j, ...)``.
+
+    The lambda's parameter names name the axes. A reduction (``te.sum`` and
+    friends) may only appear as the whole body.
+    """
+    shape = _shape(shape)
+    try:
+        params = list(inspect.signature(fcompute).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    if params and params[0].kind is inspect.Parameter.VAR_POSITIONAL:
+        names = [f"i{k}" for k in range(len(shape))]
+    else:
+        names = [p.name for p in params]
+        if len(names) != len(shape):
+            raise CompilerError(
+                f"compute {name!r}: the function takes {len(names)} indices but the shape has "
+                f"{len(shape)} dimensions"
+            )
+    axis = tuple(IterVar(Range(const(0, s.dtype), s), Var(n, s.dtype)) for n, s in zip(names, shape))
+    body = fcompute(*[iv.var for iv in axis])
+    if isinstance(body, (list, tuple)):
+        raise CompilerError(f"compute {name!r}: only single-output computations are supported")
+    body = convert(body)
+    _check_reduce_top_level(body, name)
+    return ComputeOp(name, axis, body, tag, attrs).output(0)
+
+
+def _check_reduce_top_level(body: PrimExpr, name: str) -> None:
+    nested = []
+
+    def visit(node):
+        if isinstance(node, Reduce) and node is not body:
+            nested.append(node)
+
+    post_order_visit(body, visit)
+    if nested:
+        raise CompilerError(
+            f"compute {name!r}: a reduction must be the whole body of a compute; "
+            "compute it in a stage of its own and combine the results in another"
+        )
