@@ -336,3 +336,38 @@ def test_intrinsics_and_casts(rng):
             + np.abs(a) ** 1.5 + (idx % 5) + (idx - 3) // 4).astype("float32")
     s = te.create_schedule(B.op)
     build_and_check(s, [A, B], [a], [want], rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "int8", "uint8", "int64", "float64"])
+def test_small_and_wide_dtypes_through_te(rng, dtype):
+    A = te.placeholder((37,), name="A", dtype=dtype)
+    B = te.compute((37,), lambda i: A[i] * 2 + A[i], name="B")
+    mask = te.compute((37,), lambda i: A[i] > 1, name="mask")
+    a = random_array(rng, 37, dtype)
+    s = te.create_schedule(B.op)
+    xo, xi = s[B].split(B.op.axis[0], factor=8)
+    s[B].vectorize(xi)
+    build_and_check(s, [A, B], [a], [(a * 2 + a).astype(dtype)], rtol=1e-3)
+    s = te.create_schedule(mask.op)
+    build_and_check(s, [A, mask], [a], [a > 1])
+
+
+def test_casts_between_dtypes(rng):
+    A = te.placeholder((29,), name="A", dtype="float32")
+    B = te.compute((29,), lambda i: (A[i] * 10).astype("int8").astype("int32")
+                   + (A[i] > 0).astype("int32") + te.abs(A[i]).astype("uint8").astype("int32"), name="B")
+    a = random_array(rng, 29, "float32")
+    want = ((a * 10).astype("int8").astype("int32") + (a > 0).astype("int32")
+            + np.abs(a).astype("uint8").astype("int32"))
+    build_and_check(te.create_schedule(B.op), [A, B], [a], [want])
+
+
+def test_max_min_value_and_symbolic_2d(rng):
+    n, m = te.var("n"), te.var("m")
+    A = te.placeholder((n, m), name="A")
+    k = te.reduce_axis((0, m), name="k")
+    R = te.compute((n,), lambda i: te.max(te.if_then_else(A[i, k] > 0, A[i, k], te.min_value("float32")),
+                                          axis=k), name="R")
+    a = np.abs(random_array(rng, (5, 9), "float32"))
+    s = te.create_schedule(R.op)
+    build_and_check(s, [A, R], [a], [a.max(axis=1)])
