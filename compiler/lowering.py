@@ -18,6 +18,8 @@ def _passes(func: PrimFunc, simple_mode: bool) -> PrimFunc:
         func = transform.loop_partition(func)
         func = transform.unroll_loops(func)
         func = transform.simplify(func)
+        # Last: later passes (the simplifier in particular) do not know vector nodes.
+        func = transform.vectorize_loops(func)
     func = transform.remove_no_op(func)
     return func
 
@@ -31,8 +33,8 @@ def lower(inp, args=None, name: str = "main", binds: dict | None = None,
     :class:`~compiler.tir.PrimFunc` or an :class:`~compiler.tir.IRModule`.
     ``binds`` maps argument tensors to buffers declared with
     :func:`compiler.tir.decl_buffer` (custom strides or offsets).
-    ``simple_mode`` skips loop partitioning and unrolling, leaving the loop nest
-    as the schedule describes it (handy to read).
+    ``simple_mode`` skips loop partitioning, unrolling and vectorization, leaving
+    the loop nest as the schedule describes it (handy to read).
     """
     from .schedule import Schedule
     from .schedule.build_loops import schedule_to_primfunc

@@ -96,6 +96,11 @@ _FLOAT_OPS = {E.Add: lambda a, b: a + b, E.Sub: lambda a, b: a - b, E.Mul: lambd
               E.Min: np.minimum, E.Max: np.maximum}
 
 
+def _lane(value, k: int):
+    """Lane ``k`` of a vector value (a scalar stands for all of its lanes)."""
+    return value[k] if isinstance(value, np.ndarray) else value
+
+
 def _lanes(value) -> int | None:
     return len(value) if isinstance(value, np.ndarray) else None
 
@@ -203,7 +208,14 @@ class Evaluator:
     def buffer_load(self, e: E.BufferLoad):
         if self.load is None:
             raise KeyError(f"no buffers given to evaluate a load of {e.buffer.name!r}")
-        return self.load(e.buffer, tuple(self.eval(i) for i in e.indices))
+        indices = tuple(self.eval(i) for i in e.indices)
+        if e.predicate is None:
+            return self.load(e.buffer, indices)
+        # Inactive lanes read no memory (their address may be out of bounds); they hold 0.
+        mask = self.eval(e.predicate)
+        lanes = [self.load(e.buffer, tuple(_lane(i, k) for i in indices)) if _lane(mask, k)
+                 else cast_value(0, e.dtype) for k in range(e.lanes)]
+        return np.array(lanes, dtype=object)
 
     def ramp(self, e: E.Ramp):
         base, stride = self.eval(e.base), self.eval(e.stride)

@@ -14,6 +14,12 @@ Parallel loops are outlined and run with libgomp's ``GOMP_parallel`` (see
 ``__autotune_num_threads`` that the exported ``__autotune_set_num_threads(int)``
 sets (the runtime calls it before each call; 0 means libgomp's default).
 
+Vectors (see :mod:`compiler.tir.transform.vectorize`): vector values are LLVM
+vectors of the node's width; vector loads and stores, masked or gathered, are
+emitted by :mod:`.llvm_vector`, which also tracks which buffer pointers are
+64-byte aligned. Float ``+ - *`` carry the ``contract`` flag (FMA formation);
+everything else is strict IEEE unless the target asks for ``-fast-math``.
+
 Indices: a load or store with one index uses it as the flattened element offset
 (lowering has folded any ``elem_offset`` into it); with several indices the
 code generator flattens them itself (strides or row-major, plus ``elem_offset``).
@@ -51,6 +57,7 @@ from .llvm_types import (
     split_dtype,
     type_suffix,
 )
+from .llvm_vector import ALIGNED_BYTES, VectorMemory
 from .loop_metadata import LoopMetadata
 
 __all__ = ["CodeGenLLVM", "generate_llvm_ir", "NUM_THREADS_GLOBAL", "MAX_STACK_BYTES"]
@@ -84,7 +91,7 @@ class _FunctionScope:
     in_parallel: bool = False
 
 
-class CodeGenLLVM(ParallelLoops):
+class CodeGenLLVM(ParallelLoops, VectorMemory):
     """Builds one LLVM module from PrimFuncs; :meth:`finish` returns its text."""
 
     def __init__(self, triple: str = "", data_layout: str = "", fast_math: bool = False):
@@ -92,11 +99,15 @@ class CodeGenLLVM(ParallelLoops):
         self.module.triple = triple or self.module.triple
         self.module.data_layout = data_layout
         self.fm: tuple = ("fast",) if fast_math else ()
+        # Additions and products may fuse into FMAs (as with clang's -ffp-contract=on): one
+        # rounding instead of two, never less accurate, and what makes a matmul loop fast.
+        self.fm_arith: tuple = self.fm or ("contract",)
         self.math = MathEmitter(self.module)
         self.loop_md = LoopMetadata()
         self._scope: _FunctionScope | None = None
         self._func_name = ""
         self._outlined = 0
+        self._aligned: dict = {}
         self._num_threads = self._define_thread_count()
 
     # ================================================================== module level
@@ -134,7 +145,11 @@ class CodeGenLLVM(ParallelLoops):
         kernel.linkage = "internal"
         for buf, arg in zip(buffers, kernel.args[:len(buffers)], strict=True):
             arg.name = buf.name
-            pointer_attrs(arg, None if buf.strides else min(buf.align, 64))
+            # The runtime aligns every compact array it passes (see runtime.arguments).
+            align = None if buf.strides else min(buf.align, ALIGNED_BYTES)
+            pointer_attrs(arg, align)
+            if align:
+                self._note_aligned(buf.data, align)
         for var, arg in zip(scalars, kernel.args[len(buffers):], strict=True):
             arg.name = var.name
         bindings = [b.data for b in buffers] + scalars
@@ -157,6 +172,8 @@ class CodeGenLLVM(ParallelLoops):
         args = []
         for k, buf in enumerate(buffers):
             raw = b.load(b.gep(fn.args[0], [ir.Constant(I64, k)], inbounds=True), align=8)
+            if not buf.strides:
+                self._mark_aligned_load(raw, min(buf.align, ALIGNED_BYTES))
             args.append(b.bitcast(raw, memory_type(buf.dtype).as_pointer()))
         for k, var in enumerate(scalars):
             slot = b.load(b.gep(fn.args[1], [ir.Constant(I64, k)], inbounds=True), align=8)
@@ -246,18 +263,12 @@ class CodeGenLLVM(ParallelLoops):
         ptr = self._buffer_ptr(buf)
         index = self._flat_index(buf, s.indices)
         if lanes == 1:
+            if s.predicate is not None:
+                raise CodegenError(f"in {self._func_name!r}: a scalar store to {buf.name!r} has a predicate; "
+                                   "use an if statement")
             self.b.store(value, self.b.gep(ptr, [self.expr(index)], inbounds=True), align=_elem_align(buf))
             return
-        base = _ramp_base(index)
-        if base is not None:
-            vptr = self.b.bitcast(self.b.gep(ptr, [self.expr(base)], inbounds=True), value.type.as_pointer())
-            self.b.store(value, vptr, align=_elem_align(buf))
-            return
-        idx = self._vector(self.expr(index), lanes)
-        for k in range(lanes):  # scatter, one lane at a time
-            lane = ir.Constant(I32, k)
-            addr = self.b.gep(ptr, [self.b.extract_element(idx, lane)], inbounds=True)
-            self.b.store(self.b.extract_element(value, lane), addr, align=_elem_align(buf))
+        self._vector_store(buf, ptr, index, value, self._mask(s.predicate, lanes))
 
     def _s_IfThenElse(self, s: S.IfThenElse) -> None:
         cond = self._truth(s.condition)
@@ -285,12 +296,14 @@ class CodeGenLLVM(ParallelLoops):
         if nbytes is not None and nbytes <= MAX_STACK_BYTES:
             # In the entry block, so that loops around the allocation do not grow the stack.
             slot = self._scope.allocas.alloca(ir.ArrayType(elem, _const_int(count)), name=buf.name)
-            slot.align = max(64, buf.align)
+            slot.align = max(ALIGNED_BYTES, buf.align)
+            self._note_aligned(buf.data, slot.align)
             ptr = self._scope.allocas.bitcast(slot, elem.as_pointer())
             with self._bind(buf.data, ptr):
                 self.emit(s.body)
             return
         raw = self._heap_alloc(buf, count)
+        self._note_aligned(buf.data, max(_HEAP_ALIGN, buf.align))
         with self._bind(buf.data, self.b.bitcast(raw, elem.as_pointer())):
             self.emit(s.body)
         self.b.call(self._declare("free", VOID, [I8PTR]), [raw])
@@ -386,7 +399,7 @@ class CodeGenLLVM(ParallelLoops):
     def _arith(self, e, float_op: str, int_op: str) -> ir.Value:
         a, b, dtype = self._operands(e)
         if dtypes.is_float(dtype):
-            return getattr(self.b, float_op)(a, b, flags=self.fm)
+            return getattr(self.b, float_op)(a, b, flags=self.fm_arith)
         flags = ("nsw",) if dtype.startswith("int") else ()
         return getattr(self.b, int_op)(a, b, flags=flags)
 
@@ -463,11 +476,16 @@ class CodeGenLLVM(ParallelLoops):
 
     _e_EQ = _e_NE = _e_LT = _e_LE = _e_GT = _e_GE = _compare
 
+    def _logical_operands(self, e) -> tuple[ir.Value, ir.Value]:
+        a, b = self._truth(e.a), self._truth(e.b)
+        lanes = max(lanes_of(a), lanes_of(b))
+        return self._vector(a, lanes), self._vector(b, lanes)
+
     def _e_And(self, e):
-        return self.b.and_(self._truth(e.a), self._truth(e.b))
+        return self.b.and_(*self._logical_operands(e))
 
     def _e_Or(self, e):
-        return self.b.or_(self._truth(e.a), self._truth(e.b))
+        return self.b.or_(*self._logical_operands(e))
 
     def _e_Not(self, e):
         return self.b.not_(self._truth(e.a))
@@ -540,26 +558,19 @@ class CodeGenLLVM(ParallelLoops):
         index = self._flat_index(buf, e.indices)
         lanes = max(e.lanes, split_dtype(e.dtype)[1])
         if lanes == 1:
+            if e.predicate is not None:
+                raise CodegenError(f"in {self._func_name!r}: a scalar load of {buf.name!r} has a predicate; "
+                                   "use a select")
             value = self.b.load(self.b.gep(ptr, [self.expr(index)], inbounds=True), align=_elem_align(buf))
         else:
-            value = self._vector_load(buf, ptr, index, lanes)
+            value = self._vector_load(buf, ptr, index, lanes, self._mask(e.predicate, lanes))
         if buf.dtype == "bool":
             value = self.b.icmp_unsigned("!=", value, splat_constant(value.type, 0))
         return value
 
-    def _vector_load(self, buf: Buffer, ptr: ir.Value, index: E.PrimExpr, lanes: int) -> ir.Value:
-        vec_t = ir.VectorType(memory_type(buf.dtype), lanes)
-        base = _ramp_base(index)
-        if base is not None:
-            vptr = self.b.bitcast(self.b.gep(ptr, [self.expr(base)], inbounds=True), vec_t.as_pointer())
-            return self.b.load(vptr, align=_elem_align(buf))
-        idx = self._vector(self.expr(index), lanes)
-        out = ir.Constant(vec_t, ir.Undefined)
-        for k in range(lanes):  # gather, one lane at a time
-            lane = ir.Constant(I32, k)
-            addr = self.b.gep(ptr, [self.b.extract_element(idx, lane)], inbounds=True)
-            out = self.b.insert_element(out, self.b.load(addr, align=_elem_align(buf)), lane)
-        return out
+    def _mask(self, predicate: E.PrimExpr | None, lanes: int) -> ir.Value | None:
+        """The ``<lanes x i1>`` mask of a predicated access (None: every lane)."""
+        return None if predicate is None else self._vector(self._truth(predicate), lanes)
 
     def _e_Ramp(self, e: E.Ramp) -> ir.Value:
         base, stride = self.expr(e.base), self.expr(e.stride)
@@ -656,13 +667,6 @@ def _unsigned(dtype: str) -> bool:
 
 def _elem_align(buf: Buffer) -> int:
     return max(1, dtypes.bits(buf.dtype) // 8)
-
-
-def _ramp_base(index: E.PrimExpr) -> E.PrimExpr | None:
-    """The base of a unit-stride Ramp index (a contiguous vector access), else None."""
-    if isinstance(index, E.Ramp) and E.is_const_int(index.stride, 1):
-        return index.base
-    return None
 
 
 def _may_fault(e: E.PrimExpr) -> bool:

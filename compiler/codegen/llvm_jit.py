@@ -6,13 +6,14 @@ code compiled in this process (see :mod:`compiler.runtime.module`).
 
 from __future__ import annotations
 
-import ctypes.util
 import functools
 import logging
 
 import llvmlite.binding as llvm
 
 from ..errors import CodegenError
+from ..runtime.threads import load_libgomp
+from ..runtime.timer import TIMER_SYMBOL
 from ..target import Target, host_cpu_name
 
 __all__ = ["LLVMBackend", "create_target_machine", "optimize", "parse"]
@@ -26,7 +27,7 @@ def _initialize() -> None:
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     llvm.initialize_native_asmparser()
-    gomp = ctypes.util.find_library("gomp") or "libgomp.so.1"
+    gomp = load_libgomp()  # first, so that libgomp starts with the runtime's wait policy
     try:
         llvm.load_library_permanently(gomp)
     except RuntimeError as e:
@@ -92,6 +93,10 @@ class LLVMBackend:
         self._engine.finalize_object()
 
     def address(self, name: str) -> int:
+        if name == TIMER_SYMBOL:  # one copy per process, shared by every module
+            from . import llvm_timer
+
+            return llvm_timer.address()
         return self._engine.get_function_address(name) or 0
 
     def source(self, fmt: str) -> str:
@@ -109,5 +114,6 @@ class LLVMBackend:
 
     def export(self, path: str, metadata_json: str) -> None:
         from ..runtime.library import link_shared
+        from . import llvm_timer
 
-        link_shared(path, [self.emit_object()], metadata_json)
+        link_shared(path, [self.emit_object(), llvm_timer.object_code(self.target)], metadata_json)

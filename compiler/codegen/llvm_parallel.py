@@ -56,7 +56,8 @@ class ParallelLoops:
         self._outlined += 1
         prefix = f"{self._func_name}__parallel{self._outlined}"
         body_fn = self._parallel_body(prefix, s, free, values)
-        worker = self._parallel_worker(prefix, body_fn, [v.type for v in values])
+        aligns = [self._aligned.get(id(v)) for v in free]
+        worker = self._parallel_worker(prefix, body_fn, [v.type for v in values], aligns)
 
         closure_t = ir.LiteralStructType([I64, I64, *(v.type for v in values)])
         closure = self._scope.allocas.alloca(closure_t, name=f"{prefix}.closure")
@@ -82,7 +83,8 @@ class ParallelLoops:
             self._loop(s.loop_var, fn.args[0], fn.args[1], lambda: self.emit(s.body))
         return fn
 
-    def _parallel_worker(self, prefix: str, body_fn: ir.Function, value_types: list[ir.Type]) -> ir.Function:
+    def _parallel_worker(self, prefix: str, body_fn: ir.Function, value_types: list[ir.Type],
+                         aligns: list) -> ir.Function:
         fn = ir.Function(self.module, ir.FunctionType(VOID, [I8PTR]), prefix)
         fn.linkage = "internal"
         closure_t = ir.LiteralStructType([I64, I64, *value_types])
@@ -91,6 +93,9 @@ class ParallelLoops:
             closure = b.bitcast(fn.args[0], closure_t.as_pointer())
             fields = [b.load(b.gep(closure, [ir.Constant(I32, 0), ir.Constant(I32, k)], inbounds=True))
                       for k in range(len(value_types) + 2)]
+            for field, align in zip(fields[2:], aligns, strict=True):
+                if align:  # an aligned buffer pointer: keep that known across the closure
+                    self._mark_aligned_load(field, align)
             begin, extent = fields[0], fields[1]
             tid = b.sext(b.call(self._declare("omp_get_thread_num", I32, []), []), I64)
             nth = b.sext(b.call(self._declare("omp_get_num_threads", I32, []), []), I64)

@@ -18,6 +18,7 @@ import tempfile
 from ..errors import CompilerError
 from .arguments import FunctionInfo
 from .module import METADATA_VERSION, Module
+from .threads import load_libgomp
 
 __all__ = ["link_shared", "load_module", "SharedLibrary", "METADATA_SYMBOL"]
 
@@ -92,6 +93,7 @@ def load_module(path) -> Module:
     path = os.path.abspath(os.fspath(path))
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such library: {path}")
+    load_libgomp()  # before the library pulls it in, so that it starts with the runtime's wait policy
     try:
         lib = ctypes.CDLL(path)
     except OSError as e:

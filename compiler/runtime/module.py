@@ -5,7 +5,8 @@ it (an LLVM JIT, a loaded shared library) is a small backend object:
 
 * ``type_key`` -- "llvm" for CPU code;
 * ``address(name) -> int`` -- the address of an exported ``void name(void **, int64_t *)``,
-  or of the thread-count setter (:data:`threads.SETTER_SYMBOL`), 0 when absent;
+  of the thread-count setter (:data:`threads.SETTER_SYMBOL`) or of the native timing
+  loop (:data:`timer.TIMER_SYMBOL`), 0 when absent;
 * ``source(fmt) -> str`` -- the code as text (``"ll"``, ``"asm"``);
 * ``export(path, metadata_json)`` -- write a shared library.
 """
@@ -20,7 +21,7 @@ from ..errors import CompilerError
 from .arguments import ArgumentPacker, FunctionInfo
 from .device import Device
 from .threads import SETTER_SYMBOL, ThreadCountSetter
-from .timer import BenchmarkResult, time_calls
+from .timer import TIMER_SYMBOL, BenchmarkResult, NativeTimer, time_calls
 
 __all__ = ["Module", "Function", "Backend", "METADATA_VERSION"]
 
@@ -44,6 +45,7 @@ class Function:
     def __init__(self, info: FunctionInfo, address: int, threads: ThreadCountSetter, owner: Module):
         self.info = info
         self._packer = ArgumentPacker(info)
+        self._address = address
         self._cfunc = _KERNEL(address)
         self._threads = threads
         self._owner = owner  # keeps the machine code alive as long as the function is
@@ -59,11 +61,15 @@ class Function:
         packed.finish()
 
     def time(self, args: tuple, **options) -> BenchmarkResult:
-        """Time calls on ``args`` (checked and packed once); see :func:`timer.time_calls`."""
+        """Time calls on ``args`` (checked and packed once) in the native loop (see :mod:`.timer`)."""
         packed = self._packer.pack(args)
         self._threads.update()
         cfunc, buffers, scalars = self._cfunc, packed.buffers, packed.scalars
-        result = time_calls(lambda: cfunc(buffers, scalars), **options)
+        timer = self._owner._native_timer()
+        if timer is not None:
+            result = timer.time(self._address, buffers, scalars, packed.keep_alive, **options)
+        else:  # a library exported before the native timer existed
+            result = time_calls(lambda: cfunc(buffers, scalars), **options)
         packed.finish()
         return result
 
@@ -81,6 +87,7 @@ class Module:
         self._infos = dict(functions)
         self._functions: dict[str, Function] = {}
         self._threads = ThreadCountSetter(backend.address(SETTER_SYMBOL))
+        self._timer: NativeTimer | None | bool = False  # looked up on first use
         self.entry_name = entry_name
 
     @property
@@ -116,6 +123,12 @@ class Module:
 
     __getitem__ = get_function
 
+    def _native_timer(self) -> NativeTimer | None:
+        if self._timer is False:
+            address = self._backend.address(TIMER_SYMBOL)
+            self._timer = NativeTimer(address) if address else None
+        return self._timer
+
     def __call__(self, *args) -> None:
         self.get_function(self.entry_name)(*args)
 
@@ -127,7 +140,10 @@ class Module:
                        min_repeat_ms: float = 0, cache_flush: bool = False):
         """A callable that times ``func_name`` on its arguments and returns a BenchmarkResult.
 
-        ``results`` holds ``repeat`` entries, each the mean seconds of ``number`` calls.
+        ``results`` holds ``repeat`` entries, each the mean seconds of ``number`` calls
+        (``number`` grows until one measurement takes ``min_repeat_ms``); ``cache_flush``
+        evicts the arguments from the caches before every call (untimed). The loop
+        runs in native code; see :mod:`compiler.runtime.timer`.
         """
         if dev is not None and dev.device_type != "cpu":
             raise ValueError(f"a {self.type_key} module runs on the CPU, not on {dev}")

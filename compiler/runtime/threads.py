@@ -1,4 +1,21 @@
-"""How many threads parallel loops use: ``AUTOTUNE_NUM_THREADS`` or the CPUs we may run on.
+"""Threads for parallel loops: libgomp's persistent pool, sized by ``AUTOTUNE_NUM_THREADS``.
+
+Parallel loops run on the thread pool of libgomp, the OpenMP runtime that ships
+with GCC: ``GOMP_parallel`` hands the loop to threads that live as long as the
+process (created on the first region, reused by every later one).
+
+How idle pool threads wait decides what a parallel region costs. libgomp's
+default is to spin for ~300,000 iterations (milliseconds) before sleeping on a
+futex. On a machine with few cores that is the worst of both: a sleeping worker
+that the kernel wakes onto the core where the caller is spinning at the region's
+end barrier runs only once the caller's spin ends, so a region after an idle gap
+took 1-8 ms on a 2-vCPU VM. ``OMP_WAIT_POLICY=passive`` (no spinning) costs ~40
+us per region even back to back. A short spin gives both: before libgomp is
+loaded (:func:`load_libgomp`), the runtime sets ``GOMP_SPINCOUNT`` to
+:data:`SPIN_COUNT` (a few microseconds of spinning) unless the user set
+``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY``, then restores the environment. Back-to-
+back regions (a timing loop, consecutive layers) then cost ~1 us, a region after a
+gap tens of microseconds (``scripts/bench_cpu.py`` measures both).
 
 Compiled modules keep the count in a module-level variable that the runtime sets
 before each call, so changing the environment variable takes effect at the next
@@ -13,16 +30,40 @@ worker processes with "spawn" or "forkserver" to keep them parallel.
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import functools
 import logging
 import os
 
-__all__ = ["num_threads", "ThreadCountSetter", "ENV_VAR", "SETTER_SYMBOL"]
+__all__ = ["num_threads", "load_libgomp", "ThreadCountSetter", "ENV_VAR", "SETTER_SYMBOL", "SPIN_COUNT"]
 
 logger = logging.getLogger(__name__)
 
 ENV_VAR = "AUTOTUNE_NUM_THREADS"
 SETTER_SYMBOL = "__autotune_set_num_threads"  # void(int32), exported by every compiled CPU module
+
+
+SPIN_COUNT = "300"  # libgomp spin iterations before a waiting thread sleeps (default 300000)
+
+
+@functools.lru_cache(maxsize=1)
+def load_libgomp() -> str:
+    """Load libgomp (globally, once) with a short spin count; return the name it was loaded by.
+
+    Call it before anything else loads libgomp: it reads its environment only then.
+    """
+    name = ctypes.util.find_library("gomp") or "libgomp.so.1"
+    tuned = "GOMP_SPINCOUNT" not in os.environ and "OMP_WAIT_POLICY" not in os.environ
+    if tuned:
+        os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
+    try:
+        ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+    except OSError as e:
+        logger.warning("cannot load libgomp (%s): %s", name, e)
+    finally:
+        if tuned:
+            del os.environ["GOMP_SPINCOUNT"]
+    return name
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,7 +1,22 @@
-"""Timing compiled functions: the object behind ``Module.time_evaluator``."""
+"""Timing compiled functions: the object behind ``Module.time_evaluator``.
+
+The repeat loop runs in native code: :data:`TIMER_SYMBOL` (emitted by
+:mod:`compiler.codegen.llvm_timer`, JIT-compiled once per process and linked into
+every exported library) calls the kernel's exported wrapper through its address,
+``number`` times per measurement, timing with ``clock_gettime(CLOCK_MONOTONIC)``;
+no Python runs between calls. Arguments are checked and packed once, in Python,
+before the loop starts. :func:`time_calls` is the same loop in Python, for
+callables and for libraries exported before the native timer existed.
+
+``cache_flush=True`` evicts the kernel's arguments from every cache level before
+*each* call (``clflush`` line by line on x86, outside the timed interval; elsewhere a
+64 MiB scratch buffer is overwritten), so every call starts from memory.
+"""
 
 from __future__ import annotations
 
+import ctypes
+import platform
 import statistics
 import time
 from collections.abc import Callable
@@ -9,10 +24,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["BenchmarkResult", "time_calls"]
+__all__ = ["BenchmarkResult", "time_calls", "NativeTimer", "TIMER_SYMBOL"]
 
+TIMER_SYMBOL = "__autotune_time_evaluator"
 _FLUSH_BYTES = 64 << 20  # larger than the last-level cache of the CPUs we tune for
 _flush_buffer: np.ndarray | None = None
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
 
 @dataclass(frozen=True)
@@ -46,24 +63,62 @@ class BenchmarkResult:
                 f"min={self.min:.3e}s, max={self.max:.3e}s, std={self.std:.3e}s, repeat={len(self.results)})")
 
 
-def flush_cache() -> None:
-    """Evict the CPU caches by writing a buffer larger than the last-level cache."""
+def _scratch() -> np.ndarray:
     global _flush_buffer
     if _flush_buffer is None:
         _flush_buffer = np.empty(_FLUSH_BYTES, dtype=np.uint8)
-    _flush_buffer.fill(1)
+    return _flush_buffer
+
+
+def flush_cache() -> None:
+    """Evict the CPU caches by writing a buffer larger than the last-level cache."""
+    _scratch().fill(1)
+
+
+def _check_counts(number: int, repeat: int, min_repeat_ms: float) -> None:
+    if number < 1 or repeat < 1:
+        raise ValueError(f"number and repeat must be positive, got number={number}, repeat={repeat}")
+    if min_repeat_ms < 0:
+        raise ValueError(f"min_repeat_ms must not be negative, got {min_repeat_ms}")
+
+
+class NativeTimer:
+    """Calls :data:`TIMER_SYMBOL` at ``address`` on a kernel and its packed arguments."""
+
+    _PROTO = ctypes.CFUNCTYPE(
+        ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+        ctypes.c_double, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)
+
+    def __init__(self, address: int):
+        self._fn = self._PROTO(address)
+
+    def time(self, kernel: int, buffers, scalars, arrays: list, number: int = 10, repeat: int = 1,
+             min_repeat_ms: float = 0, cache_flush: bool = False) -> BenchmarkResult:
+        """Time the kernel at address ``kernel``; ``arrays`` are the buffers (flushed with cache_flush)."""
+        _check_counts(number, repeat, min_repeat_ms)
+        if not cache_flush:
+            mode, ranges = 0, []
+        elif _X86:
+            mode, ranges = 1, [(a.ctypes.data, a.nbytes) for a in arrays if a.nbytes]
+        else:
+            scratch = _scratch()
+            mode, ranges = 2, [(scratch.ctypes.data, scratch.nbytes)]
+        ptrs = (ctypes.c_void_p * max(1, len(ranges)))(*(p for p, _ in ranges))
+        sizes = (ctypes.c_int64 * max(1, len(ranges)))(*(n for _, n in ranges))
+        out = (ctypes.c_double * repeat)()
+        self._fn(kernel, buffers, scalars, number, repeat, float(min_repeat_ms), mode, ptrs, sizes,
+                 len(ranges), out)
+        return BenchmarkResult(tuple(out))
 
 
 def time_calls(run: Callable[[], None], number: int = 10, repeat: int = 1, min_repeat_ms: float = 0,
                cache_flush: bool = False, sync: Callable[[], None] | None = None) -> BenchmarkResult:
-    """Time ``run``: ``repeat`` measurements, each the mean of ``number`` calls.
+    """Time ``run`` from Python: ``repeat`` measurements, each the mean of ``number`` calls.
 
-    As in TVM, when one measurement takes less than ``min_repeat_ms`` the number of
-    calls per measurement grows until it does not. ``cache_flush`` flushes the
-    caches before every measurement. One untimed call warms up first.
+    The same protocol as the native timer, except that ``cache_flush`` overwrites a
+    64 MiB buffer once before each measurement. One untimed call warms up first.
     """
-    if number < 1 or repeat < 1:
-        raise ValueError(f"number and repeat must be positive, got number={number}, repeat={repeat}")
+    _check_counts(number, repeat, min_repeat_ms)
     sync = sync or (lambda: None)
     run()
     sync()

@@ -3,6 +3,14 @@
 Every node is an immutable dataclass compared by identity: ``a == b`` builds an
 ``EQ`` node (as in the seed), whose truth value is "the same node". Use
 :func:`structural_equal` to compare structure.
+
+Vectors: ``dtype`` is always the *element* type (``float32``, never
+``float32x16``). Width is carried by the nodes that create vectors -- ``Ramp``,
+``Broadcast`` and ``BufferLoad`` (``lanes``) -- and every other node (arithmetic,
+comparisons, ``Select``, ``Cast``, ``Call``, ``Let``) is as wide as its widest
+operand; scalar operands of a vector operation are broadcast. The
+vectorize pass (:mod:`compiler.tir.transform.vectorize`) makes the broadcasts
+explicit; the code generator tolerates implicit ones.
 """
 
 from __future__ import annotations
@@ -307,12 +315,19 @@ class ProducerLoad(PrimExpr):
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class BufferLoad(PrimExpr):
-    """A read of a buffer in the loop IR; ``dtype`` may be a vector of the buffer's type."""
+    """A read of a buffer in the loop IR; ``dtype`` is the element type.
+
+    With ``lanes > 1`` the single (flattened) index is a vector: a unit-stride
+    ``Ramp`` reads contiguous elements, any other vector index gathers.
+    ``predicate`` (a bool vector, or None for "all lanes") masks lanes off: a
+    masked-off lane reads no memory and its value is unspecified.
+    """
 
     buffer: Any  # tir.Buffer
     indices: tuple
     dtype: str
     lanes: int = 1
+    predicate: PrimExpr | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)

@@ -143,13 +143,18 @@ class _Interpreter(IRVisitor):
         indices = tuple(self.ev.eval(i) for i in s.indices)
         mem = self._flat(s.buffer)
         flat = self._offset(s.buffer, indices)
-        idx = self._check(s.buffer, mem, flat)
-        if isinstance(flat, np.ndarray):
-            values = value if isinstance(value, np.ndarray) else [value] * len(idx)
-            for i, v in zip(idx, values, strict=True):
-                mem[i] = v
-        else:
-            mem[idx[0]] = value
+        if not isinstance(flat, np.ndarray):
+            mem[self._check(s.buffer, mem, flat)[0]] = value
+            return
+        lanes = len(flat)
+        values = value if isinstance(value, np.ndarray) else [value] * lanes
+        mask = [True] * lanes if s.predicate is None else self.ev.eval(s.predicate)
+        if not isinstance(mask, np.ndarray):
+            mask = [mask] * lanes
+        # Lane by lane, as the vector store orders them; inactive lanes touch no memory.
+        for k in range(lanes):
+            if mask[k]:
+                mem[self._check(s.buffer, mem, flat[k])[0]] = values[k]
 
     def visit_Allocate(self, s: S.Allocate) -> None:
         buf = s.buffer

@@ -70,7 +70,8 @@ def expr_to_str(e, prec: int = 0) -> str:
         return f"{e.producer.name}[{', '.join(expr_to_str(i) for i in e.indices)}]"
     if isinstance(e, E.BufferLoad):
         lanes = f"<x{e.lanes}>" if e.lanes > 1 else ""
-        return f"{e.buffer.name}{lanes}[{', '.join(expr_to_str(i) for i in e.indices)}]"
+        mask = "" if e.predicate is None else f", mask={expr_to_str(e.predicate)}"
+        return f"{e.buffer.name}{lanes}[{', '.join(expr_to_str(i) for i in e.indices)}{mask}]"
     if isinstance(e, E.Ramp):
         return f"ramp({expr_to_str(e.base)}, {expr_to_str(e.stride)}, {e.lanes})"
     if isinstance(e, E.Broadcast):
@@ -106,7 +107,8 @@ def _stmt(s, ind: int, out: list[str]) -> None:
         _stmt(s.body, ind + 1, out)
     elif isinstance(s, S.BufferStore):
         idx = ", ".join(expr_to_str(i) for i in s.indices)
-        out.append(f"{pad}{s.buffer.name}[{idx}] = {expr_to_str(s.value)}")
+        mask = "" if s.predicate is None else f", mask={expr_to_str(s.predicate)}"
+        out.append(f"{pad}{s.buffer.name}[{idx}{mask}] = {expr_to_str(s.value)}")
     elif isinstance(s, S.Allocate):
         b = s.buffer
         shape = ", ".join(expr_to_str(x) for x in b.shape)

@@ -49,9 +49,14 @@ class For(Stmt):
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class BufferStore(Stmt):
+    """``buffer[indices] = value``. A vector ``value`` is stored at a vector index
+    (contiguous for a unit-stride ``Ramp``, a scatter otherwise); ``predicate``
+    (a bool vector, or None) names the lanes that are written."""
+
     buffer: Any  # Buffer
     value: PrimExpr
     indices: tuple
+    predicate: PrimExpr | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)

@@ -28,7 +28,7 @@ def test_seed_vector_add(rng):
     s[C].vectorize(xi)
     s[C].parallel(xo)
     mod = compiler.lower(s, [A, B, C], name="vadd")
-    assert "vadd" in str(mod) and "parallel" in str(mod) and "vectorized" in str(mod)
+    assert "vadd" in str(mod) and "parallel" in str(mod) and "ramp(" in str(mod)
     f = compiler.build(s, [A, B, C], target="llvm", name="vadd")
     dev = compiler.device("llvm", 0)
     a = compiler.nd.array(random_array(rng, 1024, "float32"), dev)

@@ -338,6 +338,42 @@ def test_time_evaluator(vadd):
         vadd.time_evaluator("vadd", cpu(0))(a, c)
 
 
+def test_native_timer_results_and_growth(vadd):
+    from compiler.runtime.timer import TIMER_SYMBOL, NativeTimer
+
+    assert isinstance(vadd._native_timer(), NativeTimer)  # not the Python fallback
+    other = build(_vadd("other"))
+    assert vadd._backend.address(TIMER_SYMBOL) == other._backend.address(TIMER_SYMBOL)  # one per process
+    a = nd.array(RNG.random(256, dtype=np.float32))
+    c = nd.empty((256,), "float32")
+    for repeat in (1, 4, 9):
+        res = vadd.time_evaluator("vadd", cpu(0), number=3, repeat=repeat)(a, a, c)
+        assert len(res.results) == repeat and all(t > 0 for t in res.results)
+    # min_repeat_ms: each measurement runs until it took 5 ms, so its mean stays small
+    grown = vadd.time_evaluator("vadd", cpu(0), number=1, repeat=2, min_repeat_ms=5)(a, a, c)
+    assert len(grown.results) == 2 and all(0 < t < 5e-3 for t in grown.results)
+    flushed = vadd.time_evaluator("vadd", cpu(0), number=4, repeat=3, cache_flush=True)(a, a, c)
+    assert len(flushed.results) == 3 and all(t > 0 for t in flushed.results)
+    np.testing.assert_allclose(c.numpy(), a.numpy() * 2)
+    with pytest.raises(ValueError, match="positive"):
+        vadd.time_evaluator("vadd", cpu(0), number=0)(a, a, c)
+
+
+def test_parallel_loop_uses_the_requested_thread_count(monkeypatch):
+    """Each iteration records the OpenMP id of the thread that ran it: contiguous chunks."""
+    n = Var("n")
+    T = decl_buffer((n,), "int32", "T")
+    i = Var("i")
+    from compiler.tir import Call
+    mod = build(PrimFunc((T,), For(i, const(0), n, ForKind.PARALLEL,
+                                   BufferStore(T, Call("int32", "omp_thread_id", ()), (i,))), "tids"))
+    for threads, expected in ((1, [0] * 8), (2, [0] * 4 + [1] * 4), (4, [0, 0, 1, 1, 2, 2, 3, 3])):
+        monkeypatch.setenv("AUTOTUNE_NUM_THREADS", str(threads))
+        ids = np.full(8, -1, np.int32)
+        mod(ids)
+        assert ids.tolist() == expected
+
+
 # ------------------------------------------------------------------ build entry points
 
 
@@ -382,6 +418,7 @@ def test_export_and_load_in_a_new_process(tmp_path, vadd):
             mod(a, b)
         except RuntimeArgumentError as e:
             print("checked:", e)
+        assert mod._native_timer() is not None, "exported libraries carry the native timer"
         print(mod.entry_name, mod.time_evaluator(mod.entry_name, None, number=2, repeat=2)(a, b, c).results)
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)

@@ -4,6 +4,7 @@ from .loop_partition import loop_partition
 from .remove_no_op import remove_no_op
 from .simplify import StmtSimplifier, simplify
 from .unroll_loops import MAX_UNROLLED_STATEMENTS, unroll_loops
+from .vectorize import MAX_LANES, vectorize_loops
 
-__all__ = ["simplify", "remove_no_op", "unroll_loops", "loop_partition", "StmtSimplifier",
-           "MAX_UNROLLED_STATEMENTS"]
+__all__ = ["simplify", "remove_no_op", "unroll_loops", "loop_partition", "vectorize_loops",
+           "StmtSimplifier", "MAX_UNROLLED_STATEMENTS", "MAX_LANES"]

@@ -1,0 +1,194 @@
+"""The native timing loop behind ``time_evaluator``: LLVM IR for one C function, emitted once.
+
+::
+
+    int64_t __autotune_time_evaluator(
+        void (*kernel)(void **buffers, int64_t *scalars), void **buffers, int64_t *scalars,
+        int64_t number, int64_t repeat, double min_repeat_ms,
+        int32_t flush_mode, void **flush_ptrs, int64_t *flush_bytes, int64_t n_flush,
+        double *out);
+
+calls ``kernel`` once to warm up, then fills ``out[0..repeat)`` with the mean seconds
+per call of ``number`` calls, timed with ``clock_gettime(CLOCK_MONOTONIC)``. When one
+measurement takes less than ``min_repeat_ms``, ``number`` grows (as in TVM: at least
+doubling, aiming 1.618 times past the minimum) and the measurement is taken again.
+It returns the final ``number``.
+
+``flush_mode`` evicts memory from the CPU caches before *every* call, outside the
+timed interval (each call is then timed on its own): 1 writes back and evicts each
+range ``flush_ptrs[k]``, ``flush_bytes[k]`` line by line (``clflush``, x86 only),
+2 overwrites them (a scratch buffer larger than the last-level cache), 0 does nothing.
+
+In this process the function is JIT-compiled once (:func:`address`); exported
+libraries link their own copy (:func:`object_code`), so modules loaded without
+llvmlite time natively too. The runtime calls it: :mod:`compiler.runtime.timer`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+from ..runtime.timer import TIMER_SYMBOL
+from .llvm_types import I8, I8PTR, I32, I64, VOID
+
+__all__ = ["timer_ir", "address", "object_code", "TIMER_SYMBOL"]
+
+_F64 = ir.DoubleType()
+_CLOCK_MONOTONIC = 1
+_LINE = 64  # bytes per cache line flushed
+
+
+def _counted_loop(b: ir.IRBuilder, fn: ir.Function, n: ir.Value, name: str, body, step: int = 1) -> None:
+    """``for (i = 0; i < n; i += step) body(i)``."""
+    pre = b.block
+    head = fn.append_basic_block(f"{name}.head")
+    loop = fn.append_basic_block(f"{name}.body")
+    done = fn.append_basic_block(f"{name}.end")
+    b.branch(head)
+    b.position_at_end(head)
+    i = b.phi(n.type, name=name)
+    i.add_incoming(ir.Constant(n.type, 0), pre)
+    b.cbranch(b.icmp_signed("<", i, n), loop, done)
+    b.position_at_end(loop)
+    body(i)
+    i.add_incoming(b.add(i, ir.Constant(n.type, step)), b.block)
+    b.branch(head)
+    b.position_at_end(done)
+
+
+def timer_ir(triple: str, data_layout: str = "") -> str:
+    """The LLVM IR text of :data:`TIMER_SYMBOL` for ``triple`` (clflush only on x86)."""
+    m = ir.Module(name="autotune_timer")
+    m.triple = triple
+    m.data_layout = data_layout
+    timespec = ir.LiteralStructType([I64, I64])
+    clock_gettime = ir.Function(m, ir.FunctionType(I32, [I32, timespec.as_pointer()]), "clock_gettime")
+    kernel_t = ir.FunctionType(VOID, [I8PTR.as_pointer(), I64.as_pointer()]).as_pointer()
+    fn_t = ir.FunctionType(I64, [kernel_t, I8PTR.as_pointer(), I64.as_pointer(), I64, I64, _F64,
+                                 I32, I8PTR.as_pointer(), I64.as_pointer(), I64, _F64.as_pointer()])
+    fn = ir.Function(m, fn_t, TIMER_SYMBOL)
+    (kernel, buffers, scalars, number0, repeat, min_ms, mode, fptrs, fbytes, nflush, out) = fn.args
+    for arg, name in zip(fn.args, ("kernel", "buffers", "scalars", "number", "repeat", "min_repeat_ms",
+                                   "flush_mode", "flush_ptrs", "flush_bytes", "n_flush", "out"), strict=True):
+        arg.name = name
+    x86 = triple.startswith(("x86_64", "i386", "i686"))
+    clflush = ir.Function(m, ir.FunctionType(VOID, [I8PTR]), "llvm.x86.sse2.clflush") if x86 else None
+    mfence = ir.Function(m, ir.FunctionType(VOID, []), "llvm.x86.sse2.mfence") if x86 else None
+    memset = m.declare_intrinsic("llvm.memset", [I8PTR, I64])
+
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    ts = b.alloca(timespec, name="ts")
+    number_slot = b.alloca(I64, name="number.slot")
+    total_slot = b.alloca(I64, name="total_ns.slot")
+    b.store(number0, number_slot)
+
+    def now_ns() -> ir.Value:
+        b.call(clock_gettime, [ir.Constant(I32, _CLOCK_MONOTONIC), ts])
+        sec = b.load(b.gep(ts, [ir.Constant(I32, 0), ir.Constant(I32, 0)]))
+        nsec = b.load(b.gep(ts, [ir.Constant(I32, 0), ir.Constant(I32, 1)]))
+        return b.add(b.mul(sec, ir.Constant(I64, 1_000_000_000)), nsec)
+
+    def call_kernel() -> None:
+        b.call(kernel, [buffers, scalars])
+
+    def flush() -> None:
+        def one_range(k: ir.Value) -> None:
+            base = b.load(b.gep(fptrs, [k]))
+            nbytes = b.load(b.gep(fbytes, [k]))
+            if x86:
+                is_clflush = b.icmp_signed("==", mode, ir.Constant(I32, 1))
+                with b.if_else(is_clflush) as (then, otherwise):
+                    with then:
+                        _counted_loop(b, fn, nbytes, "line",
+                                      lambda off: b.call(clflush, [b.gep(base, [off])]), step=_LINE)
+                    with otherwise:
+                        b.call(memset, [base, ir.Constant(I8, 1), nbytes, ir.Constant(ir.IntType(1), 1)])
+            else:
+                b.call(memset, [base, ir.Constant(I8, 1), nbytes, ir.Constant(ir.IntType(1), 1)])
+
+        _counted_loop(b, fn, nflush, "range", one_range)
+        if x86:
+            b.call(mfence, [])
+
+    def measure() -> None:
+        """One measurement of ``number`` calls into total_slot (nanoseconds)."""
+        number = b.load(number_slot)
+        with b.if_else(b.icmp_signed("==", mode, ir.Constant(I32, 0))) as (plain, flushed):
+            with plain:
+                start = now_ns()
+                _counted_loop(b, fn, number, "call", lambda _: call_kernel())
+                b.store(b.sub(now_ns(), start), total_slot)
+            with flushed:
+                b.store(ir.Constant(I64, 0), total_slot)
+
+                def one_call(_):
+                    flush()
+                    t0 = now_ns()
+                    call_kernel()
+                    b.store(b.add(b.load(total_slot), b.sub(now_ns(), t0)), total_slot)
+
+                _counted_loop(b, fn, number, "flushed_call", one_call)
+
+    call_kernel()  # warm-up
+
+    def one_repeat(r: ir.Value) -> None:
+        retry = fn.append_basic_block("measure")
+        grow = fn.append_basic_block("grow")
+        done = fn.append_basic_block("measured")
+        b.branch(retry)
+        b.position_at_end(retry)
+        measure()
+        total_ms = b.fdiv(b.sitofp(b.load(total_slot), _F64), ir.Constant(_F64, 1e6))
+        b.cbranch(b.fcmp_ordered(">=", total_ms, min_ms), done, grow)
+        b.position_at_end(grow)
+        # number = max(2 * number, number * min_ms / max(total_ms, 1e-3) * 1.618)
+        number = b.load(number_slot)
+        floor = ir.Constant(_F64, 1e-3)
+        safe_ms = b.select(b.fcmp_ordered(">", total_ms, floor), total_ms, floor)
+        aim = b.fmul(b.fdiv(b.fmul(b.sitofp(number, _F64), min_ms), safe_ms), ir.Constant(_F64, 1.618))
+        aim = b.fptosi(aim, I64)
+        doubled = b.mul(number, ir.Constant(I64, 2))
+        b.store(b.select(b.icmp_signed(">", aim, doubled), aim, doubled), number_slot)
+        b.branch(retry)
+        b.position_at_end(done)
+        seconds = b.fdiv(b.sitofp(b.load(total_slot), _F64), ir.Constant(_F64, 1e9))
+        b.store(b.fdiv(seconds, b.sitofp(b.load(number_slot), _F64)), b.gep(out, [r]))
+
+    _counted_loop(b, fn, repeat, "repeat", one_repeat)
+    b.ret(b.load(number_slot))
+    return str(m)
+
+
+def _compiled(tm):
+    from .llvm_jit import parse
+
+    module = parse(timer_ir(tm.triple, str(tm.target_data)))
+    module.triple = tm.triple
+    return module
+
+
+@functools.lru_cache(maxsize=1)
+def _engine():
+    from ..target import Target
+    from .llvm_jit import create_target_machine
+
+    tm = create_target_machine(Target("llvm"))
+    engine = llvm.create_mcjit_compiler(_compiled(tm), tm)
+    engine.finalize_object()
+    return engine
+
+
+def address() -> int:
+    """The address of the timing function, JIT-compiled on first use in this process."""
+    return _engine().get_function_address(TIMER_SYMBOL)
+
+
+def object_code(target) -> bytes:
+    """Position-independent object code of the timing function, to link into a shared library."""
+    from .llvm_jit import create_target_machine
+
+    tm = create_target_machine(target, reloc="pic", codemodel="default")
+    return tm.emit_object(_compiled(tm))
