@@ -1,7 +1,9 @@
 """The front door of tuning: tuners, ``tune()``, dispatch contexts and the CLI.
 
-The tuner arrives in later work; for now the package provides its version, its error
-types and the ``autotune`` command line.
+The template API lives in :mod:`search_spaces` and is re-exported here
+(``autotune.template``, ``autotune.get_config``, ``autotune.create_task``, ...). It is
+imported on first use, so that ``import autotune`` (and ``autotune --version``) stays
+fast.
 """
 
 from importlib import metadata as _metadata
@@ -13,4 +15,24 @@ try:
 except _metadata.PackageNotFoundError:  # running from a source tree without installing
     __version__ = "0.1.0"
 
-__all__ = ["AutotuneError", "__version__"]
+# Names re-exported from search_spaces, resolved lazily by __getattr__ below.
+_FROM_SEARCH_SPACES = (
+    "template", "get_config", "create_task", "Task", "ConfigSpace", "ConfigEntity",
+    "DispatchContext", "ApplyConfig", "FallbackContext", "InstantiationError", "SearchSpaceError",
+)
+
+__all__ = ["AutotuneError", "__version__", *_FROM_SEARCH_SPACES]
+
+
+def __getattr__(name: str):
+    if name in _FROM_SEARCH_SPACES:
+        import search_spaces
+
+        value = getattr(search_spaces, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'autotune' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_FROM_SEARCH_SPACES))

@@ -1,0 +1,331 @@
+"""Tasks: a template, its arguments and a target; the unit of tuning.
+
+A :class:`Task` is plain data (template name, JSON-serialisable args, target string)
+plus what follows from it: the workload key that tuning logs use, the config space
+(defined by running the template once in define mode), the FLOP count of the compute
+definition, and :meth:`Task.instantiate` turning a config into a schedule.
+
+Tasks cross process boundaries by JSON (``to_json``/``from_json``, which rebuild the
+space from the registry) or by pickle. A pickled task names its template by
+reference, importing the template's module on the other side, except for templates
+defined in ``__main__`` (or in modules that cannot be imported by name): those travel
+by value, pickled with cloudpickle, and are registered again where they land.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+
+from search_spaces.errors import InstantiationError, SearchSpaceError
+from search_spaces.space import ConfigEntity, ConfigSpace
+from search_spaces.template import TemplateImpl, _ConfigScope, get_template, target_kind
+
+__all__ = ["Task", "create_task", "workload_key"]
+
+_CACHE_SIZE = 256
+_tasks: OrderedDict = OrderedDict()  # (name, args JSON, target) -> Task; reused by template calls
+_tasks_lock = threading.Lock()
+
+
+def _forget_tasks(name: str) -> None:
+    """Drop cached tasks of template ``name`` (it was redefined or removed)."""
+    with _tasks_lock:
+        for key in [k for k in _tasks if k[0] == name]:
+            del _tasks[key]
+
+
+def _plain(value, where: str):
+    """``value`` as JSON-able data: tuples and lists become tuples, numpy scalars Python ones."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value)
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        return tuple(_plain(v, where) for v in value)
+    if isinstance(value, np.dtype):
+        return str(value)
+    raise SearchSpaceError(f"{where}: argument {value!r} is not JSON-serialisable data "
+                           "(use ints, floats, strings, bools, None and lists of them)")
+
+
+def _canonical_args(impl: TemplateImpl, args: Sequence, kwargs: dict | None) -> tuple:
+    """All of the template's parameters, positionally, with defaults filled in."""
+    import inspect
+
+    sig = inspect.signature(impl.func)
+    try:
+        bound = sig.bind(*args, **(kwargs or {}))
+    except TypeError as exc:
+        raise SearchSpaceError(f"template {impl.name!r}{sig}: {exc}") from None
+    bound.apply_defaults()
+    return _plain(tuple(bound.args), f"template {impl.name!r}")
+
+
+def _args_json(args: tuple) -> str:
+    return json.dumps(list(args), separators=(",", ":"), sort_keys=True)
+
+
+def workload_key(template: str, args: Sequence, target) -> str:
+    """A stable fingerprint of (template, args, target kind and model): a sha1 hex digest."""
+    from search_spaces.dispatch import target_key
+
+    payload = json.dumps({"template": template, "args": json.loads(_args_json(tuple(args))),
+                          "target": target_key(target)}, separators=(",", ":"), sort_keys=True)
+    return hashlib.sha1(payload.encode()).hexdigest()
+
+
+class Task:
+    """A template instantiated on concrete arguments for a target.
+
+    Build one with :func:`create_task`. ``config_space``, ``flop`` and the keys are
+    computed on first use; :meth:`instantiate` gives ``(schedule, tensors)``.
+    """
+
+    def __init__(self, template: str, args: Sequence, target):
+        from compiler.target import Target
+
+        self.template = template
+        tgt = Target.from_any(target) or Target("llvm")
+        self.target = str(tgt)
+        self.args = _plain(tuple(args), f"task {template!r}")
+        self._impl = get_template(template).impl(target_kind(tgt))
+        self._space: ConfigSpace | None = None
+        self._flop: int | None = None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ identity
+
+    @property
+    def name(self) -> str:
+        """The template name (as AutoTVM calls it)."""
+        return self.template
+
+    @property
+    def target_kind(self) -> str:
+        """"cpu" or "cuda": which implementation of the template this task uses."""
+        return self._impl.kind
+
+    @property
+    def workload_key(self) -> str:
+        """Stable fingerprint of (template, args, target kind and model); see :func:`workload_key`."""
+        return workload_key(self.template, self.args, self.target)
+
+    @property
+    def workload_name(self) -> str:
+        """A readable form of the workload, e.g. ``matmul(64,64,64,float32)@llvm:znver4``."""
+        from search_spaces.dispatch import target_key
+
+        def fmt(v) -> str:
+            if isinstance(v, tuple):
+                return "(" + ",".join(fmt(x) for x in v) + ")"
+            return str(v)
+
+        return f"{self.template}({','.join(fmt(a) for a in self.args)})@{target_key(self.target)}"
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, Task) and self.template == other.template
+                and self.args == other.args and self.target == other.target)
+
+    def __hash__(self) -> int:
+        return hash((self.template, self.args, self.target))
+
+    def __repr__(self) -> str:
+        return f"Task({self.template!r}, args={list(self.args)!r}, target={self.target!r})"
+
+    # ------------------------------------------------------------------ space, flops, reference
+
+    def _define(self) -> None:
+        with self._lock:
+            if self._space is not None:
+                return
+            from compiler.target import Target
+            from search_spaces.flops import count_flops
+
+            space = ConfigSpace()
+            with Target(self.target), _ConfigScope(space):
+                try:
+                    _, tensors = _call(self._impl, self.args)
+                except InstantiationError:
+                    raise
+                except Exception as exc:
+                    raise InstantiationError(
+                        f"template {self.template!r} failed while defining its space for args "
+                        f"{list(self.args)!r}: {type(exc).__name__}: {exc}",
+                        self.template, None, exc) from exc
+            self._flop = count_flops(tensors)
+            self._space = space
+
+    @property
+    def config_space(self) -> ConfigSpace:
+        """The template's knobs and constraints for these arguments."""
+        if self._space is None:
+            self._define()
+        return self._space
+
+    @property
+    def flop(self) -> int:
+        """Arithmetic operations of one run (multiply-adds count two), from the compute definition."""
+        if self._space is None:
+            self._define()
+        return self._flop
+
+    @property
+    def reference(self):
+        """The template's numpy reference ``fn(*args) -> (inputs, expected)``, or None."""
+        return self._impl.reference
+
+    def reference_data(self, rng: np.random.Generator | int | None = None):
+        """``(inputs, expected_outputs)`` from the numpy reference (lists of arrays).
+
+        References that accept an ``rng`` keyword get it, so the data is reproducible.
+        """
+        ref = self._impl.reference
+        if ref is None:
+            raise SearchSpaceError(f"template {self.template!r} has no numpy reference")
+        import inspect
+
+        if "rng" in inspect.signature(ref).parameters:
+            rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+            return ref(*self.args, rng=rng)
+        return ref(*self.args)
+
+    # ------------------------------------------------------------------ instantiation
+
+    def instantiate(self, config: ConfigEntity | None = None):
+        """``(schedule, tensors)`` for ``config`` (the space's default when None).
+
+        A config that does not belong to the space, or a template that fails with it,
+        raises :class:`InstantiationError` naming the template, the config and the cause.
+        """
+        from compiler.target import Target
+
+        space = self.config_space
+        if config is None:
+            config = space.default_config
+        if not isinstance(config, ConfigEntity):
+            raise InstantiationError(f"template {self.template!r}: a config is a ConfigEntity, "
+                                     f"got {type(config).__name__}", self.template, config)
+        try:
+            checked = space.from_json(config.to_json())
+        except SearchSpaceError as exc:
+            raise InstantiationError(f"template {self.template!r}: config {config.knob_values()!r} "
+                                     f"is not in its space: {exc}", self.template, config, exc) from exc
+        checked.is_fallback = config.is_fallback
+        with Target(self.target), _ConfigScope(checked):
+            try:
+                return _call(self._impl, self.args)
+            except Exception as exc:
+                raise InstantiationError(
+                    f"template {self.template!r} failed with config {config.knob_values()!r}: "
+                    f"{type(exc).__name__}: {exc}", self.template, config, exc) from exc
+
+    # ------------------------------------------------------------------ transport
+
+    def to_json(self) -> dict:
+        """``{"template", "args", "target"}`` (and ``"module"`` for templates outside this package)."""
+        out = {"template": self.template, "args": json.loads(_args_json(self.args)), "target": self.target}
+        if not self._impl.module.startswith("search_spaces.") and _by_reference(self._impl):
+            out["module"] = self._impl.module
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict | str) -> Task:
+        """The task described by ``data``; imports ``data["module"]`` if its template is not
+        registered yet."""
+        if isinstance(data, str):
+            data = json.loads(data)
+        if not isinstance(data, dict) or not {"template", "args", "target"} <= set(data):
+            raise SearchSpaceError(f"a task is {{'template', 'args', 'target'}}, got {data!r}")
+        _ensure_registered(data["template"], data.get("module"), None)
+        return create_task(data["template"], data["args"], data["target"])
+
+    def __reduce__(self):
+        module = self._impl.module
+        blob = None
+        if not _by_reference(self._impl):
+            blob = _cloudpickle().dumps((self._impl.func, self._impl.reference, self._impl.kind))
+            module = None
+        return (_rebuild_task, (self.template, self.args, self.target, module, blob))
+
+
+def _call(impl: TemplateImpl, args: tuple):
+    out = impl.func(*args)
+    if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], (list, tuple))):
+        raise SearchSpaceError(f"template {impl.name!r} must return (schedule, [tensors...]), got {out!r}")
+    return out[0], list(out[1])
+
+
+def _by_reference(impl: TemplateImpl) -> bool:
+    """Whether another process can find ``impl`` by importing its module: it is defined at
+    the top level of a module that is not ``__main__`` and can be imported by name."""
+    if impl.module == "__main__" or "<locals>" in getattr(impl.func, "__qualname__", "<locals>"):
+        return False
+    try:
+        return importlib.util.find_spec(impl.module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _cloudpickle():
+    try:
+        import cloudpickle
+    except ImportError:  # ray ships a copy
+        from ray import cloudpickle
+    return cloudpickle
+
+
+def _ensure_registered(name: str, module: str | None, blob: bytes | None) -> None:
+    from search_spaces.template import _registry, template
+
+    if name in _registry:
+        return
+    if module is not None:
+        importlib.import_module(module)
+    elif blob is not None:
+        func, reference, kind = _cloudpickle().loads(blob)
+        template(name, target=kind, reference=reference)(func)
+
+
+def _rebuild_task(name: str, args, target: str, module: str | None, blob: bytes | None) -> Task:
+    _ensure_registered(name, module, blob)
+    return create_task(name, args, target)
+
+
+def create_task(name: str, args: Sequence, target=None, kwargs: dict | None = None) -> Task:
+    """The task of template ``name`` on ``args`` (plus ``kwargs``) for ``target``.
+
+    ``target`` is a Target or a string, defaulting to the current target, else "llvm".
+    Args are normalised to every parameter of the template, in order, with defaults
+    filled in. Tasks are cached, so the space is defined once per workload.
+    """
+    from compiler.target import Target
+
+    tgt = Target.from_any(target) or Target("llvm")
+    impl = get_template(name).impl(target_kind(tgt))
+    if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
+        raise SearchSpaceError(f"create_task({name!r}): args is a list or tuple, got {args!r}")
+    full = _canonical_args(impl, tuple(args), kwargs)
+    key = (name, _args_json(full), str(tgt))
+    with _tasks_lock:
+        task = _tasks.get(key)
+        if task is not None:
+            _tasks.move_to_end(key)
+            return task
+    task = Task(name, full, tgt)
+    with _tasks_lock:
+        task = _tasks.setdefault(key, task)
+        while len(_tasks) > _CACHE_SIZE:
+            _tasks.popitem(last=False)
+    return task

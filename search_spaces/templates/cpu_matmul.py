@@ -1,0 +1,35 @@
+"""``matmul(N, L, M, dtype)``: ``C = A @ B`` with A ``(N, L)`` and B ``(L, M)``, for CPUs."""
+
+from __future__ import annotations
+
+from compiler import te
+from search_spaces.template import get_config, template
+from search_spaces.templates._common import random_data
+from search_spaces.templates._gemm import define_gemm_knobs, gemm_compute, schedule_gemm
+
+__all__ = ["matmul", "matmul_reference"]
+
+
+def matmul_reference(N: int, L: int, M: int, dtype: str = "float32", rng=None):
+    """Random ``A``, ``B`` and ``A @ B`` (accumulated in float64)."""
+    a, b = random_data(rng, (N, L), dtype), random_data(rng, (L, M), dtype)
+    return [a, b], [(a.astype("float64") @ b.astype("float64")).astype(dtype)]
+
+
+@template("matmul", target="cpu", reference=matmul_reference)
+def matmul(N: int, L: int, M: int, dtype: str = "float32"):
+    """Blocked GEMM with a packed right-hand operand (see ``_gemm``)."""
+    cfg = get_config()
+    A = te.placeholder((N, L), name="A", dtype=dtype)
+    B = te.placeholder((L, M), name="B", dtype=dtype)
+    bn = define_gemm_knobs(cfg, N, L, M, dtype)
+    if cfg["pack_b"].val:
+        packed = te.compute((M // bn, L, bn), lambda xo, k, xi: B[k, xo * bn + xi], name="B_packed")
+        C = gemm_compute(lambda i, k: A[i, k], lambda k, j: packed[j // bn, k, j % bn], (N, M), L, dtype)
+    else:
+        packed = None
+        C = gemm_compute(lambda i, k: A[i, k], lambda k, j: B[k, j], (N, M), L, dtype)
+    s = te.create_schedule(C.op)
+    schedule_gemm(cfg, s, C, C, packed)
+    return s, [A, B, C]
+

@@ -1,0 +1,122 @@
+"""Row-wise normalisations for CPUs: ``softmax(M, N, dtype)`` and ``layer_norm(M, N, dtype)``.
+
+Both reduce over the last axis. Rows are blocked (``tile_m``) and the blocks run in
+parallel; the per-row statistics are computed inside the row loop (or, as a knob,
+in loops of their own), and the final elementwise pass is split into vector-width
+pieces (``tile_n``) and vectorized.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compiler import te
+from search_spaces.template import get_config, template
+from search_spaces.templates._common import float_dtype_check, random_data, vector_lanes
+
+__all__ = ["softmax", "layer_norm", "softmax_reference", "layer_norm_reference", "LAYER_NORM_EPS"]
+
+LAYER_NORM_EPS = 1e-5
+
+
+def _row_knobs(cfg, M: int, N: int, dtype: str) -> None:
+    lanes = vector_lanes(dtype)
+    cfg.define_split("tile_m", M, num_outputs=2, filter=lambda e: e.size[-1] <= 64, default=[-1, 1])
+    cfg.define_split("tile_n", N, policy="verbose", num_outputs=2, filter=lambda e: e.size[-1] <= 4 * lanes,
+                     default=[-1, lanes])
+    cfg.define_knob("stats_at", ["row", "root"])
+    cfg.define_knob("vec", [True, False])
+    cfg.define_knob("parallel", [True, False])
+
+
+def _schedule_rows(cfg, s, out, row_stages, elem_stages) -> None:
+    """Tile ``out``'s rows and columns; compute the per-row reductions ``row_stages`` and
+    the elementwise ``elem_stages`` inside its row loop (or at the root)."""
+    i, j = s[out].op.axis
+    io, ii = cfg["tile_m"].apply(s, out, i)
+    jo, ji = cfg["tile_n"].apply(s, out, j)
+    s[out].reorder(io, ii, jo, ji)
+    if cfg["parallel"].val:
+        s[out].parallel(io)
+    if cfg["vec"].val:
+        s[out].vectorize(ji)
+    at_row = cfg["stats_at"].val == "row"
+    for st in row_stages + elem_stages:
+        if at_row:
+            s[st].compute_at(s[out], ii)
+        elif cfg["parallel"].val:
+            s[st].parallel(s[st].op.axis[0])
+    for st in elem_stages:  # elementwise (M, N) stages get the same vector split
+        _, je = s[st].op.axis
+        _, jei = s[st].split(je, factor=cfg["tile_n"].size[-1])
+        if cfg["vec"].val:
+            s[st].vectorize(jei)
+
+
+# ---------------------------------------------------------------------------- softmax
+
+
+def softmax_reference(M: int, N: int, dtype: str = "float32", rng=None):
+    """Random ``X`` and its softmax over the last axis."""
+    x = random_data(rng, (M, N), dtype)
+    e = np.exp(x.astype("float64") - x.max(axis=1, keepdims=True))
+    return [x], [(e / e.sum(axis=1, keepdims=True)).astype(dtype)]
+
+
+@template("softmax", target="cpu", reference=softmax_reference)
+def softmax(M: int, N: int, dtype: str = "float32"):
+    """Stable softmax: row max, ``exp(x - max)`` (stored, or recomputed where used), row sum, divide."""
+    float_dtype_check(dtype, "softmax")
+    cfg = get_config()
+    _row_knobs(cfg, M, N, dtype)
+    cfg.define_knob("inline_exp", [False, True])
+    X = te.placeholder((M, N), name="X", dtype=dtype)
+    k = te.reduce_axis((0, N), name="k")
+    mx = te.compute((M,), lambda i: te.max(X[i, k], axis=k), name="row_max")
+    ex = te.compute((M, N), lambda i, j: te.exp(X[i, j] - mx[i]), name="exp")
+    k2 = te.reduce_axis((0, N), name="k2")
+    sm = te.compute((M,), lambda i: te.sum(ex[i, k2], axis=k2), name="row_sum")
+    out = te.compute((M, N), lambda i, j: ex[i, j] / sm[i], name="softmax")
+    s = te.create_schedule(out.op)
+    if cfg["inline_exp"].val:
+        s[ex].compute_inline()
+        _schedule_rows(cfg, s, out, [mx, sm], [])
+    else:
+        _schedule_rows(cfg, s, out, [mx, sm], [ex])
+    return s, [X, out]
+
+
+# ---------------------------------------------------------------------------- layer norm
+
+
+def layer_norm_reference(M: int, N: int, dtype: str = "float32", rng=None):
+    """Random ``X``, ``gamma``, ``beta`` and the layer norm of ``X`` over its last axis."""
+    x = random_data(rng, (M, N), dtype)
+    gamma, beta = random_data(rng, (N,), dtype), random_data(rng, (N,), dtype)
+    x64 = x.astype("float64")
+    mean = x64.mean(axis=1, keepdims=True)
+    var = ((x64 - mean) ** 2).mean(axis=1, keepdims=True)
+    out = (x64 - mean) / np.sqrt(var + LAYER_NORM_EPS) * gamma + beta
+    return [x, gamma, beta], [out.astype(dtype)]
+
+
+@template("layer_norm", target="cpu", reference=layer_norm_reference)
+def layer_norm(M: int, N: int, dtype: str = "float32"):
+    """``(x - mean) / sqrt(var + eps) * gamma + beta`` per row; two passes (mean, then variance)."""
+    float_dtype_check(dtype, "layer_norm")
+    cfg = get_config()
+    _row_knobs(cfg, M, N, dtype)
+    X = te.placeholder((M, N), name="X", dtype=dtype)
+    gamma = te.placeholder((N,), name="gamma", dtype=dtype)
+    beta = te.placeholder((N,), name="beta", dtype=dtype)
+    inv_n = 1.0 / N
+    k = te.reduce_axis((0, N), name="k")
+    total = te.compute((M,), lambda i: te.sum(X[i, k], axis=k), name="row_sum")
+    k2 = te.reduce_axis((0, N), name="k2")
+    sq = te.compute((M,), lambda i: te.sum((X[i, k2] - total[i] * inv_n) * (X[i, k2] - total[i] * inv_n),
+                                           axis=k2), name="row_sqdev")
+    out = te.compute((M, N), lambda i, j: (X[i, j] - total[i] * inv_n)
+                     * te.rsqrt(sq[i] * inv_n + LAYER_NORM_EPS) * gamma[j] + beta[j], name="layer_norm")
+    s = te.create_schedule(out.op)
+    _schedule_rows(cfg, s, out, [total, sq], [])
+    return s, [X, gamma, beta, out]

@@ -1,0 +1,151 @@
+"""Every CPU template computes what its numpy reference computes, at every point tried.
+
+For each template: the default config and 20 seeded random configs at small shapes,
+each built and run on random data with poisoned outputs. Extra shapes (strides,
+dilations, odd sizes, other dtypes) get a few configs each. Hypothesis then roams the
+matmul and conv2d spaces.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+from helpers import poisoned
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import compiler
+from search_spaces import create_task
+
+# (template, args, configs to draw besides the default)
+MAIN_CASES = [
+    ("matmul", (16, 24, 32, "float32"), 20),
+    ("dense", (8, 24, 32, "float32", True), 20),
+    ("batch_matmul", (2, 8, 12, 16, "float32"), 20),
+    ("conv2d_nchw", (1, 4, 8, 8, 4, 3, 3, 1, 1, 1, "float32"), 20),
+    ("conv2d_nhwc", (1, 8, 8, 4, 8, 3, 3, 1, 1, 1, "float32"), 20),
+    ("depthwise_conv2d_nchw", (1, 4, 8, 8, 3, 3, 1, 1, 1, "float32"), 20),
+    ("pool2d", (1, 4, 8, 8, 3, 3, 1, 1, "max", "float32"), 20),
+    ("pool2d", (1, 3, 9, 8, 2, 3, 2, (1, 0, 0, 1), "avg", "float32"), 20),
+    ("softmax", (9, 33, "float32"), 20),
+    ("layer_norm", (8, 40, "float32"), 20),
+    ("elementwise", (8, 32, "add,mul,relu,gelu", "float32"), 20),
+]
+
+EXTRA_CASES = [
+    ("matmul", (12, 10, 14, "int32"), 4),
+    ("matmul", (7, 5, 9, "float64"), 4),
+    ("dense", (3, 17, 10, "float32"), 4),
+    ("conv2d_nchw", (2, 3, 9, 7, 6, 3, 2, 2, (1, 0), (1, 2), "float32"), 5),
+    ("conv2d_nhwc", (2, 9, 7, 3, 6, 3, 2, 2, (1, 0, 2, 1), (2, 1), "float32"), 5),
+    ("depthwise_conv2d_nchw", (2, 3, 9, 7, 3, 2, 2, (1, 0), (1, 2), "float32"), 5),
+    ("softmax", (4, 19, "float64"), 4),
+    ("elementwise", (7, 19, "sub,div,sigmoid,max,tanh,min,exp,neg,abs", "float32"), 5),
+    ("elementwise", (5, 12, "add,max,relu,mul,abs", "int32"), 4),
+]
+
+
+@functools.cache
+def _data(name: str, args: tuple):
+    task = create_task(name, args, "llvm")
+    return task.reference_data(np.random.default_rng(1234))
+
+
+def _check(task, config) -> None:
+    inputs, expected = _data(task.template, task.args)
+    s, args = task.instantiate(config)
+    f = compiler.build(s, args, target="llvm", name=task.template)
+    outputs = [poisoned(e.shape, e.dtype) for e in expected]
+    f(*inputs, *outputs)
+    for got, want in zip(outputs, expected):
+        tol = 1e-4 if want.dtype == np.float32 else 1e-10
+        if want.dtype.kind == "f":
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol,
+                                       err_msg=f"{task.workload_name} with {config}")
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=f"{task.workload_name} with {config}")
+
+
+def _ids(cases):
+    return [f"{name}-{'-'.join(str(a) for a in args)}" for name, args, _ in cases]
+
+
+@pytest.mark.parametrize("name, args, count", MAIN_CASES + EXTRA_CASES, ids=_ids(MAIN_CASES + EXTRA_CASES))
+def test_template_matches_reference_on_random_configs(name, args, count):
+    task = create_task(name, args, "llvm")
+    space = task.config_space
+    configs = [space.default_config] + space.sample(count, np.random.default_rng(2024))
+    assert len({c.index for c in configs[1:]}) == min(count, len(space))
+    for cfg in configs:
+        _check(task, cfg)
+
+
+@pytest.mark.parametrize("name, args, count", MAIN_CASES, ids=_ids(MAIN_CASES))
+def test_default_config_is_sensible(name, args, count):
+    task = create_task(name, args, "llvm")
+    space = task.config_space
+    default = space.default_config
+    assert default == create_task(name, args, "llvm").config_space.default_config
+    assert space.is_valid(default.index)
+    values = default.knob_values()
+    if "vec" in values:
+        assert values["vec"] is True
+    if "parallel" in values:
+        assert values["parallel"] is True
+    splits = [v for k, v in values.items() if k.startswith("tile_")]
+    assert not all(all(x == 1 for x in v[1:]) for v in splits), "defaults must not be all ones"
+    assert task.flop > 0 and task.reference is not None
+
+
+def test_default_matmul_tiles_aim_at_vector_width():
+    task = create_task("matmul", (256, 256, 256, "float32"), "llvm")
+    cfg = task.config_space.default_config
+    from search_spaces.templates._common import vector_lanes
+
+    with compiler.Target("llvm"):
+        lanes = vector_lanes("float32")
+    assert cfg["tile_x"].size[-1] == lanes
+    assert cfg["pack_b"].val and cfg["parallel"].val
+    assert task.config_space.size > 10 ** 5
+
+
+def test_template_called_with_no_config_uses_the_default():
+    import search_spaces
+
+    s, args = search_spaces.matmul(16, 24, 32, "float32", target="llvm")
+    task = create_task("matmul", (16, 24, 32, "float32"), "llvm")
+    s2, args2 = task.instantiate(None)
+    assert str(compiler.lower(s, args)) == str(compiler.lower(s2, args2))
+
+
+def test_bad_template_arguments_are_clear():
+    from search_spaces import InstantiationError
+
+    with pytest.raises(InstantiationError, match="pool_type"):
+        create_task("pool2d", (1, 1, 4, 4, 2, 2, 1, 0, "median", "float32"), "llvm").config_space  # noqa: B018
+    with pytest.raises(InstantiationError, match="unknown elementwise op 'cube'"):
+        create_task("elementwise", (4, 4, "add,cube", "float32"), "llvm").config_space  # noqa: B018
+    with pytest.raises(InstantiationError, match="does not fit"):
+        create_task("conv2d_nchw", (1, 1, 2, 2, 1, 5, 5, 1, 0, 1, "float32"), "llvm").config_space  # noqa: B018
+
+
+_MATMUL = create_task("matmul", (12, 8, 20, "float32"), "llvm")
+_CONV = create_task("conv2d_nchw", (1, 4, 6, 6, 4, 3, 3, 1, 1, 1, "float32"), "llvm")
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_hypothesis_matmul_space(data):
+    space = _MATMUL.config_space
+    index = data.draw(st.integers(0, space.raw_size - 1).filter(space.is_valid), label="index")
+    _check(_MATMUL, space.get(index))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_hypothesis_conv2d_space(data):
+    space = _CONV.config_space
+    index = data.draw(st.integers(0, space.raw_size - 1).filter(space.is_valid), label="index")
+    _check(_CONV, space.get(index))
