@@ -103,7 +103,12 @@ def matmul(M: int, N: int, K: int, rows: int = 4, cols: int = 64):
 
 
 def softmax(rows: int, cols: int, lanes: int = 16):
-    """Softmax over each row, fused: max, exp and sum, then scale, one row at a time in parallel."""
+    """Softmax over each row, fused: max, exp and sum, then scale, one row at a time in parallel.
+
+    Everything of a row is computed at the row (it stays in L1): the max and the sum as
+    ``lanes`` vector accumulators (rfactor), the exp as vector code (the code generator's
+    own vector exp, no libm calls), the division vectorized.
+    """
     X = te.placeholder((rows, cols), name="X")
     k1 = te.reduce_axis((0, cols), name="k1")
     mx = te.compute((rows,), lambda i: te.max(X[i, k1], axis=k1), name="mx")

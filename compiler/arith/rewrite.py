@@ -196,7 +196,12 @@ class Simplifier(IRMutator):
         return LinearSum.atom(op(sa.to_expr(), sb.to_expr(), sa.dtype))
 
     def merge_divmod(self, s: LinearSum) -> LinearSum:
-        """Use ``c*(A//c) + A%c == A`` wherever it removes terms: ``(n//8)*8 - n -> 0 - n%8``."""
+        """Use ``c*(A//c) + A%c == A`` wherever it makes the sum simpler.
+
+        ``(n//8)*8 - n -> 0 - n%8``, ``(f//10)*10 + f%10 + 3 -> f + 3``,
+        ``((x+y)//4)*4 + (x+y)%4 -> x + y``, ``(x//4)*5 + x%4 -> x + x//4``. Simpler means
+        a smaller :func:`_divmod_cost` (terms plus divisions), so rewriting terminates.
+        """
         changed = True
         while changed and len(s.terms) > 1:
             changed = False
@@ -215,7 +220,7 @@ class Simplifier(IRMutator):
                     cand.iadd(num, m).iadd(self.floormod(num, LinearSum(atom.dtype, c)), -m)
                 else:
                     cand.iadd(num, coef).iadd(self.floordiv(num, LinearSum(atom.dtype, c)), -coef * c)
-                if len(cand.terms) < len(s.terms):
+                if _divmod_cost(cand) < _divmod_cost(s):
                     s, changed = cand, True
                     break
         return s
@@ -360,6 +365,12 @@ class Simplifier(IRMutator):
         if op in (E.Min, E.Max) and expr_key(a) == expr_key(b):
             return a
         return e if a is e.a and b is e.b else op(a, b, e.dtype)
+
+
+def _divmod_cost(s: LinearSum) -> int:
+    """How complex a sum is for :meth:`Simplifier.merge_divmod`: its terms, and its
+    ``//``/``%`` terms once more (so trading ``(A//c)*c + A%c`` for ``A``'s terms pays off)."""
+    return sum(2 if isinstance(atom, (E.FloorDiv, E.FloorMod)) else 1 for atom, _ in s.terms.values())
 
 
 def _is_value(e: E.PrimExpr, v) -> bool:

@@ -1,4 +1,10 @@
-"""Floating-point math of ``Call`` nodes: LLVM intrinsics where they exist, libm otherwise."""
+"""Floating-point math of ``Call`` nodes.
+
+``exp``, ``log``, ``tanh`` and ``sigmoid`` of float32/float64 (and float16, computed in
+float32) are our own inline implementations (:mod:`.vector_math`): LLVM would turn a
+vector ``exp`` into one libm call per lane. Everything else is an LLVM intrinsic where
+one exists, libm otherwise (one call per lane of a vector).
+"""
 
 from __future__ import annotations
 
@@ -6,18 +12,19 @@ from llvmlite import ir
 
 from ..errors import CodegenError
 from .llvm_types import splat_constant, type_suffix
+from .vector_math import VECTOR_MATH_OPS, VectorMath, supports
 
 __all__ = ["MathEmitter", "FLOAT_OPS", "CALL_OPS"]
 
 # Call.op -> LLVM intrinsic base name. ``round`` rounds half to even, as numpy does.
-_INTRINSICS = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "log10": "log10",
+_INTRINSICS = {"exp2": "exp2", "log2": "log2", "log10": "log10",
                "sqrt": "sqrt", "sin": "sin", "cos": "cos", "fabs": "fabs", "floor": "floor",
                "ceil": "ceil", "round": "roundeven", "trunc": "trunc"}
 # Call.op -> libm names for (float, double).
-_LIBM = {"tanh": ("tanhf", "tanh"), "erf": ("erff", "erf")}
-_COMPOSED = ("rsqrt", "sigmoid")
+_LIBM = {"erf": ("erff", "erf")}
+_COMPOSED = ("rsqrt",)
 
-FLOAT_OPS = frozenset((*_INTRINSICS, *_LIBM, *_COMPOSED, "pow"))
+FLOAT_OPS = frozenset((*VECTOR_MATH_OPS, *_INTRINSICS, *_LIBM, *_COMPOSED, "pow"))
 # Every Call.op the LLVM backend knows. ``omp_thread_id``/``omp_num_threads`` give the
 # OpenMP thread number and team size inside a parallel loop (0 and 1 outside one).
 CALL_OPS = frozenset((*FLOAT_OPS, "abs", "isnan", "omp_thread_id", "omp_num_threads"))
@@ -28,6 +35,7 @@ class MathEmitter:
 
     def __init__(self, module: ir.Module):
         self.module = module
+        self.ours = VectorMath(module)
 
     def declare(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
         existing = self.module.globals.get(name)
@@ -42,6 +50,10 @@ class MathEmitter:
         """``op`` applied to ``args`` (already of the result's float type)."""
         x = args[0]
         t = x.type
+        if supports(op, t):  # strict IEEE inside whatever ``fm`` says: see vector_math
+            return self.ours.call(b, op, x)
+        if _is_half(t) and supports(op, _as_float(t)):
+            return b.fptrunc(self.ours.call(b, op, b.fpext(x, _as_float(t))), t)
         if op in _INTRINSICS:
             return b.call(self.intrinsic(_INTRINSICS[op], t), [x], fastmath=fm)
         if op == "pow":
@@ -49,10 +61,6 @@ class MathEmitter:
         if op == "rsqrt":
             root = b.call(self.intrinsic("sqrt", t), [x], fastmath=fm)
             return b.fdiv(splat_constant(t, 1.0), root, flags=fm)
-        if op == "sigmoid":
-            neg = b.fneg(x, flags=fm)
-            e = b.call(self.intrinsic("exp", t), [neg], fastmath=fm)
-            return b.fdiv(splat_constant(t, 1.0), b.fadd(splat_constant(t, 1.0), e, flags=fm), flags=fm)
         if op in _LIBM:
             return self._libm(b, _LIBM[op], x, fm)
         raise CodegenError(f"unknown float math op {op!r}")
@@ -70,3 +78,45 @@ class MathEmitter:
         wide = b.fpext(x, f32) if isinstance(x.type, ir.HalfType) else x  # half computes in float
         y = b.call(self.declare(names[0], f32, [f32]), [wide], fastmath=fm)
         return b.fptrunc(y, x.type) if isinstance(x.type, ir.HalfType) else y
+
+
+def _is_half(t: ir.Type) -> bool:
+    return isinstance(t.element if isinstance(t, ir.VectorType) else t, ir.HalfType)
+
+
+def _as_float(t: ir.Type) -> ir.Type:
+    """The float32 type with as many lanes as ``t``."""
+    return ir.VectorType(ir.FloatType(), t.count) if isinstance(t, ir.VectorType) else ir.FloatType()
+
+
+# ---------------------------------------------------------------------------- te.call_extern
+
+
+def emit_call_extern(gen, e) -> ir.Value:
+    """``te.call_extern(dtype, name, *args)``: declare ``dtype name(args...)`` and call it.
+
+    ``gen`` is the LLVM code generator (its ``b``, ``expr`` and ``_declare``). The name
+    is ``e.args[0]`` (a StringImm, broadcast if the call was vectorised); vector
+    arguments are called lane by lane, since C functions take scalars.
+    """
+    from ..tir import expr as E
+    from .llvm_types import scalar_type, split_dtype
+
+    name = e.args[0]
+    while isinstance(name, E.Broadcast):
+        name = name.value
+    if not isinstance(name, E.StringImm):
+        raise CodegenError(f"call_extern needs the function name as its first argument, got {name!r}")
+    values = [gen.expr(a) for a in e.args[1:]]
+    ret = scalar_type(split_dtype(e.dtype)[0])
+    scalar_args = [v.type.element if isinstance(v.type, ir.VectorType) else v.type for v in values]
+    fn = gen._declare(name.value, ret, scalar_args)
+    lanes = max([v.type.count for v in values if isinstance(v.type, ir.VectorType)], default=1)
+    if lanes == 1:
+        return gen.b.call(fn, values)
+    out = ir.Constant(ir.VectorType(ret, lanes), ir.Undefined)
+    for k in range(lanes):
+        idx = ir.Constant(ir.IntType(32), k)
+        lane_args = [gen.b.extract_element(v, idx) if isinstance(v.type, ir.VectorType) else v for v in values]
+        out = gen.b.insert_element(out, gen.b.call(fn, lane_args), idx)
+    return out

@@ -95,6 +95,36 @@ def test_canonical_cancellations():
     assert s((x * 8 + 3) % 8) == "3"
 
 
+def test_divmod_recombines():
+    f = tir.Var("f")
+    assert s((x // 8) * 8 + x % 8) == "x"
+    assert s(x % 8 + (x // 8) * 8) == "x"
+    assert s((f // 10) * 10 + f % 10 + 3) == "f + 3"
+    assert s((f // 10) * 10 + y + f % 10) == "y + f"
+    assert s(((x + y) // 4) * 4 + (x + y) % 4) == "x + y"  # a sum as the numerator
+    assert s((x // 8) * 16 + (x % 8) * 2) == "x * 2"  # scaled together
+    assert s((x // 4) * 5 + x % 4) == "x // 4 + x"  # a leftover multiple of the quotient
+    assert s((f // 10) * 10 + f % 10 - f) == "0"
+    assert s((x // 8) * 8 + x % 4) == "x // 8 * 8 + x % 4"  # different divisors: no identity
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 64), st.integers(-9, 9), st.integers(-50, 50),
+       st.lists(st.tuples(st.integers(-10**6, 10**6), st.integers(-10**6, 10**6)), min_size=1, max_size=8))
+def test_divmod_recombination_preserves_value(c, k, offset, points):
+    """``k*((A//c)*c + A%c) + offset`` for a sum ``A``, also with an extra quotient term."""
+    num = x * 3 + y - 7
+    e = ((num // c) * c + num % c) * k + tir.const(offset)
+    extra = e + num // c
+    for expr in (e, extra):
+        simple = simplify(expr)
+        for px, py in points:
+            env = {x: px, y: py}
+            assert evaluate(simple, env) == evaluate(expr, env), (expr, simple, px, py)
+    if k:
+        assert "//" not in str(simplify(e)) and "%" not in str(simplify(e))
+
+
 def test_output_is_deterministic_and_idempotent():
     e = (y - x * 3 + 7) * 2 + z // 4 - (z // 4) * 2
     first = simplify(e)
