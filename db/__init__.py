@@ -1,9 +1,39 @@
 """The tuning log: an SQL store (SQLAlchemy) of measurement records.
 
-Records are plain data (JSON and SQL rows, never pickles); this package imports none
-of the others. The contents arrive with the tuner; for now it holds its error types.
+Records are plain data (JSON and SQL rows, never pickles); this package imports none of
+the others. ``db.open(path_or_url)`` returns a :class:`TuningLog`::
+
+    import db
+    with db.open("tuning.db") as log:          # or "postgresql://user:pw@host/autotune"
+        run = log.start_run("xgb", {"trials": 500})
+        log.add(db.Record(workload_key=key, template="matmul", args=[1024, 1024, 1024, "float32"],
+                          target="llvm -mcpu=znver4", target_model="znver4",
+                          config={"tile_y": [32, 32]}, costs=[1.2e-3, 1.1e-3], run_id=run))
+        log.end_run(run, "finished")
+        best = log.best(key, validate=space_check)   # [Record, ...], fastest first
+
+Workload keys come from the caller (the task); configs read back are plain dicts for the
+caller to validate against its space (``best(..., validate=...)``) before applying them.
 """
 
-from db.errors import TuningLogError
+from db.errors import RecordError, SchemaVersionError, TuningLogError
+from db.log import BUSY_TIMEOUT_S, TaskOrKey, TuningLog, open
+from db.record import Record, RunInfo, SummaryRow, Workload, canonical_json, target_kind
+from db.schema import SCHEMA_VERSION
 
-__all__ = ["TuningLogError"]
+__all__ = [
+    "open",
+    "TuningLog",
+    "TaskOrKey",
+    "Record",
+    "Workload",
+    "RunInfo",
+    "SummaryRow",
+    "canonical_json",
+    "target_kind",
+    "SCHEMA_VERSION",
+    "BUSY_TIMEOUT_S",
+    "TuningLogError",
+    "RecordError",
+    "SchemaVersionError",
+]

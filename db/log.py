@@ -1,0 +1,668 @@
+"""The tuning log: :func:`open` a path or URL, get a :class:`TuningLog`.
+
+A plain path names an SQLite file; a URL (``sqlite:///...``, ``postgresql://...``) selects
+the engine. SQLite runs in WAL mode with a busy timeout and takes its write lock at the
+start of each write transaction, so several tuning processes on one machine can write
+into one file. PostgreSQL is the log of a cluster: every worker opens the same URL.
+
+A log is data only. Nothing read from it is executed or unpickled; a row that does not
+decode into a valid :class:`~db.record.Record` is reported (logged) and skipped, and
+:meth:`TuningLog.best` takes a ``validate`` callable so that configs which are not valid
+in the caller's space are reported rather than applied.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import json
+import logging
+import os
+import random
+import re
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+from sqlalchemy import (
+    Connection,
+    Engine,
+    create_engine,
+    delete,
+    event,
+    exists,
+    func,
+    select,
+    update,
+)
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.pool import StaticPool
+
+from db.errors import RecordError, TuningLogError
+from db.record import Record, RunInfo, SummaryRow, Workload, canonical_json, target_kind
+from db.schema import RecordRow, RunRow, WorkloadRow, ensure_schema, is_current
+
+__all__ = ["TuningLog", "open", "BUSY_TIMEOUT_S", "TaskOrKey"]
+
+log = logging.getLogger(__name__)
+
+#: How long (seconds) an SQLite writer waits for another process's write to finish.
+BUSY_TIMEOUT_S = 60.0
+
+#: A workload key, a :class:`Record` or :class:`Workload`, or any object with a
+#: ``workload_key`` attribute (a task); a task's ``template`` (or ``name``), ``args`` and
+#: ``target`` attributes, where present, let :meth:`TuningLog.best` borrow across models.
+TaskOrKey = Any
+
+_BATCH = 500
+_PG_INIT_LOCK = 0x61757475_6E65  # advisory-lock id under which PostgreSQL openers create the tables
+_R, _W = RecordRow, WorkloadRow
+_RECORD_COLUMNS = (
+    _R.id, _R.config, _R.config_index, _R.costs, _R.gflops, _R.error_kind, _R.error_msg,
+    _R.build_time, _R.run_time, _R.host, _R.device, _R.timestamp, _R.run_id,
+    _W.key, _W.template, _W.args, _W.target, _W.target_model,
+)
+OrderBy = Literal["mean", "median"]
+
+
+def open(path_or_url: str | os.PathLike[str], *, busy_timeout: float = BUSY_TIMEOUT_S) -> TuningLog:
+    """Open (creating if needed) the tuning log at a path or SQLAlchemy URL.
+
+    A path (``"tuning.db"``) or ``":memory:"`` means SQLite; a string with ``://`` is a URL:
+    ``sqlite:///tuning.db``, ``postgresql://user:pw@host/db`` (the psycopg 3 driver is used
+    when none is named). A fresh log gets the current schema, an older one is migrated, a
+    newer one raises :class:`~db.errors.SchemaVersionError`. An unreachable or unreadable
+    database raises :class:`~db.errors.TuningLogError` naming it (never its password).
+    ``busy_timeout`` is how long an SQLite writer waits for another one.
+    """
+    url, where, memory = _url_of(path_or_url)
+    backend = url.get_backend_name()
+    if backend not in ("sqlite", "postgresql"):
+        raise TuningLogError(f"cannot open tuning log {where}: unsupported database {backend!r} "
+                             f"(use an SQLite path or URL, or a postgresql:// URL)")
+    try:
+        if backend == "sqlite":
+            engine = _sqlite_engine(url, where, memory, busy_timeout)
+        else:
+            engine = create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 10})
+    except (ImportError, sa_exc.NoSuchModuleError) as err:
+        raise TuningLogError(f"cannot open tuning log {where}: its database driver is not installed ({err}); "
+                             f"for PostgreSQL: pip install 'autotune-compiler[postgres]'") from None
+    tlog = TuningLog(engine, where, backend)
+    try:
+        tlog._init_schema()
+    except TuningLogError:
+        engine.dispose()
+        raise
+    except sa_exc.SQLAlchemyError as err:
+        engine.dispose()
+        raise TuningLogError(f"cannot open tuning log {where}: {_reason(err)}") from err
+    return tlog
+
+
+class TuningLog:
+    """An open tuning log (see :func:`open`). Use it as a context manager or :meth:`close` it.
+
+    Every method runs in its own transaction; a method that writes is atomic (all its rows
+    or none). One ``TuningLog`` per process: open the log again in each worker.
+    """
+
+    def __init__(self, engine: Engine, where: str, backend: str) -> None:
+        self._engine = engine
+        self._where = where
+        self._backend = backend
+
+    # --- opening and closing ---------------------------------------------------------------
+
+    @property
+    def where(self) -> str:
+        """The log's path or URL, without a password: what messages name it by."""
+        return self._where
+
+    @property
+    def backend(self) -> str:
+        """``"sqlite"`` or ``"postgresql"``."""
+        return self._backend
+
+    def close(self) -> None:
+        """Close the log's connections. The log may not be used afterwards."""
+        self._engine.dispose()
+
+    def __enter__(self) -> TuningLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"TuningLog({self._where!r})"
+
+    def _init_schema(self) -> None:
+        with self._reading() as conn:
+            if is_current(conn):
+                return
+        with self._writing() as conn:
+            if self._backend == "postgresql":
+                conn.execute(select(func.pg_advisory_xact_lock(_PG_INIT_LOCK)))
+            ensure_schema(conn, self._where)
+
+    # --- writing ---------------------------------------------------------------------------
+
+    def add(self, records: Record | Iterable[Record]) -> int:
+        """Store one record or many, atomically; returns how many were new.
+
+        A record whose :attr:`~db.record.Record.uid` the log already holds is not stored
+        again. Its workload is created on first sight (key, template, args, target, model);
+        a ``run_id`` the log does not know gets a placeholder run.
+        """
+        batch = [records] if isinstance(records, Record) else list(records)
+        for r in batch:
+            if not isinstance(r, Record):
+                raise TypeError(f"TuningLog.add takes Record objects, got {type(r).__name__}")
+        batch = [dataclasses.replace(r) for r in batch]  # re-checks fields changed after construction
+        if not batch:
+            return 0
+        with self._guard("adding records"), self._writing() as conn:
+            return self._store(conn, batch)
+
+    def start_run(self, tuner: str, options: dict[str, Any] | None = None) -> str:
+        """Record the start of a tuning run; returns its id (a hex string unique across logs)."""
+        run = RunInfo(run_id=uuid.uuid4().hex, tuner=tuner, options=options or {}, started=time.time(),
+                      ended=None, status="running")
+        run = RunInfo.from_dict(run.to_dict())  # checks that the options are JSON data
+        with self._guard("starting a run"), self._writing() as conn:
+            self._store_runs(conn, [run])
+        return run.run_id
+
+    def end_run(self, run_id: str, status: str = "finished") -> None:
+        """Record the end of a run (``status``: ``"finished"``, ``"failed"``, ``"interrupted"``...)."""
+        with self._guard("ending a run"), self._writing() as conn:
+            done = conn.execute(update(RunRow).where(RunRow.id == run_id)
+                                .values(ended=time.time(), status=status))
+            if done.rowcount == 0:
+                raise TuningLogError(f"tuning log {self._where} has no run {run_id!r}")
+
+    def import_jsonl(self, path: str | os.PathLike[str]) -> int:
+        """Add the runs and records of a JSONL file (as :meth:`export_jsonl` writes); returns how many
+        records were new. Importing a file twice adds nothing the second time.
+
+        The import is atomic: a malformed line raises :class:`~db.errors.RecordError` naming the
+        file and line, and nothing of the file is stored.
+        """
+        added = 0
+        runs: list[RunInfo] = []
+        records: list[Record] = []
+        try:
+            with builtins.open(path, encoding="utf-8") as f, self._guard("importing"), \
+                    self._writing() as conn:
+                for lineno, line in enumerate(f, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        data = json.loads(line)
+                        if isinstance(data, dict) and data.keys() == {"run"}:
+                            runs.append(RunInfo.from_dict(data["run"]))
+                        else:
+                            records.append(Record.from_dict(data))
+                    except (ValueError, TypeError) as err:  # RecordError is a ValueError
+                        raise RecordError(f"{path}:{lineno}: {err}") from None
+                    if len(records) >= _BATCH:
+                        added += self._flush(conn, runs, records)
+                added += self._flush(conn, runs, records)
+        except OSError as err:
+            raise TuningLogError(f"cannot read {path}: {err.strerror or err}") from None
+        return added
+
+    def merge(self, other: TuningLog | str | os.PathLike[str]) -> int:
+        """Add every run and record of another log (an open one, a path or a URL); returns how
+        many records were new. Merging the same log twice adds nothing the second time."""
+        if other is self:
+            return 0
+        source = other if isinstance(other, TuningLog) else open(other)
+        try:
+            runs = source.runs()
+            added = 0
+            with self._guard("merging"), self._writing() as conn:
+                self._store_runs(conn, runs)
+                for batch in source._record_batches():
+                    added += self._store(conn, batch)
+            return added
+        finally:
+            if source is not other:
+                source.close()
+
+    def prune(self, keep_best: int = 1, *, order_by: OrderBy = "mean") -> int:
+        """Keep, per workload, the records of its ``keep_best`` best distinct configs (the best
+        record of each); delete every other record, error records included, and workloads left
+        with no records. Returns the number of records deleted."""
+        if isinstance(keep_best, bool) or not isinstance(keep_best, int) or keep_best < 1:
+            raise ValueError(f"prune: keep_best must be a positive int, got {keep_best!r}")
+        cost = _cost_column(order_by)
+        per_config = (
+            select(_R.id.label("rid"), _R.workload_id.label("wid"), cost.label("cost"),
+                   _R.timestamp.label("ts"),
+                   func.row_number().over(partition_by=(_R.workload_id, _R.config),
+                                          order_by=(cost, _R.timestamp, _R.id)).label("rc"))
+            .where(cost.is_not(None), _R.error_kind.is_(None))
+            .subquery())
+        ranked = (
+            select(per_config.c.rid,
+                   func.row_number().over(partition_by=per_config.c.wid,
+                                          order_by=(per_config.c.cost, per_config.c.ts, per_config.c.rid))
+                   .label("rw"))
+            .where(per_config.c.rc == 1)
+            .subquery())
+        keep = select(ranked.c.rid).where(ranked.c.rw <= keep_best)
+        with self._guard("pruning"), self._writing() as conn:
+            deleted = conn.execute(delete(_R).where(_R.id.not_in(keep))).rowcount
+            conn.execute(delete(_W).where(~exists().where(_R.workload_id == _W.id)))
+        return deleted
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def best(self, task_or_key: TaskOrKey, target: str | None = None, k: int = 1, *,
+             order_by: OrderBy = "mean", any_model: bool = False,
+             validate: Callable[[Record], object] | None = None) -> list[Record]:
+        """The best records of a workload, fastest first: at most ``k``, one per distinct config.
+
+        ``task_or_key`` is a workload key or an object with a ``workload_key`` (see
+        :data:`TaskOrKey`). ``target``, when given, keeps only workloads with exactly that target
+        string. ``order_by`` ranks by mean (default) or median cost. Error records never come out.
+
+        ``validate(record)`` is called on each candidate; one that raises or returns ``False``
+        is reported through logging and skipped (the next best takes its place).
+
+        With ``any_model=True``, a workload with no usable record on this target model borrows
+        from the same template and arguments on other models of the same target kind (e.g.
+        ``"llvm"`` tuned on znver4 for a znver3 machine). Without it, lookups are per model.
+        """
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"best: k must be a positive int, got {k!r}")
+        cost = _cost_column(order_by)
+        ref = _Ref.of(task_or_key)
+        with self._guard("looking up the best records"), self._reading() as conn:
+            query = select(_W.id, _W.template, _W.args, _W.target).where(_W.key == ref.key)
+            if target is not None:
+                query = query.where(_W.target == target)
+            exact = conn.execute(query).all()
+            found = self._best_among(conn, [w.id for w in exact], cost, k, validate)
+            if found or not any_model:
+                return found
+            template = ref.template or (exact[0].template if exact else None)
+            args = ref.args or (exact[0].args if exact else None)
+            kind_of = target or ref.target or (exact[0].target if exact else None)
+            if template is None or args is None or kind_of is None:
+                return []
+            family = conn.scalars(select(_W.id).where(
+                _W.template == template, _W.args == args, _W.target_kind == target_kind(kind_of),
+                _W.key != ref.key)).all()
+            borrowed = self._best_among(conn, list(family), cost, k, validate)
+        if borrowed:
+            models = sorted({r.target_model for r in borrowed})
+            log.info("tuning log %s: no record of workload %s on its own target model; borrowing %d "
+                     "from %s", self._where, ref.key, len(borrowed), models)
+        return borrowed
+
+    def records(self, task_or_key: TaskOrKey | None = None, *, target: str | None = None,
+                target_model: str | None = None, run_id: str | None = None, errors: bool | None = None,
+                limit: int | None = None) -> list[Record]:
+        """Records in the order they were stored, filtered by workload, target string, target model,
+        run, and ``errors`` (``True``: only errors, ``False``: only successes, ``None``: all)."""
+        query = (select(*_RECORD_COLUMNS).join(_W, _W.id == _R.workload_id).order_by(_R.id))
+        if task_or_key is not None:
+            query = query.where(_W.key == _Ref.of(task_or_key).key)
+        if target is not None:
+            query = query.where(_W.target == target)
+        if target_model is not None:
+            query = query.where(_W.target_model == target_model)
+        if run_id is not None:
+            query = query.where(_R.run_id == run_id)
+        if errors is not None:
+            query = query.where(_R.error_kind.is_not(None) if errors else _R.error_kind.is_(None))
+        if limit is not None:
+            query = query.limit(limit)
+        with self._guard("reading records"), self._reading() as conn:
+            return [r for r in map(self._decode, conn.execute(query)) if r is not None]
+
+    def workloads(self) -> list[Workload]:
+        """Every workload of the log, in the order they first appeared."""
+        query = select(_W.key, _W.template, _W.args, _W.target, _W.target_model).order_by(_W.id)
+        with self._guard("reading workloads"), self._reading() as conn:
+            return [Workload(key=w.key, template=w.template, args=json.loads(w.args), target=w.target,
+                             target_model=w.target_model) for w in conn.execute(query)]
+
+    def runs(self) -> list[RunInfo]:
+        """Every tuning run of the log, oldest first."""
+        query = select(RunRow).order_by(RunRow.started, RunRow.id)
+        with self._guard("reading runs"), self._reading() as conn:
+            return [RunInfo(run_id=r.id, tuner=r.tuner, options=json.loads(r.options), started=r.started,
+                            ended=r.ended, status=r.status) for r in conn.execute(query)]
+
+    def count(self, task_or_key: TaskOrKey | None = None, *, errors: bool | None = None) -> int:
+        """The number of records (of one workload, and/or only errors or successes)."""
+        query = select(func.count(_R.id))
+        if task_or_key is not None:
+            query = query.join(_W, _W.id == _R.workload_id).where(_W.key == _Ref.of(task_or_key).key)
+        if errors is not None:
+            query = query.where(_R.error_kind.is_not(None) if errors else _R.error_kind.is_(None))
+        with self._guard("counting records"), self._reading() as conn:
+            return int(conn.scalar(query) or 0)
+
+    def summary(self, *, order_by: OrderBy = "mean") -> list[SummaryRow]:
+        """One row per workload: best cost (seconds) and its GFLOPS, trials and errors; sorted by
+        template then key. What ``autotune best`` prints."""
+        cost = _cost_column(order_by)
+        counts = (select(_W.id, _W.key, _W.template, _W.target, _W.target_model,
+                         func.count(_R.id).label("trials"), func.count(_R.error_kind).label("errors"))
+                  .select_from(_W).outerjoin(_R, _R.workload_id == _W.id)
+                  .group_by(_W.id, _W.key, _W.template, _W.target, _W.target_model)
+                  .order_by(_W.template, _W.key))
+        ranked = (select(_R.workload_id, cost.label("cost"), _R.gflops,
+                         func.row_number().over(partition_by=_R.workload_id,
+                                                order_by=(cost, _R.timestamp, _R.id)).label("rn"))
+                  .where(cost.is_not(None), _R.error_kind.is_(None)).subquery())
+        with self._guard("summarising"), self._reading() as conn:
+            best = {r.workload_id: r for r in conn.execute(select(ranked).where(ranked.c.rn == 1))}
+            rows = conn.execute(counts).all()
+        return [SummaryRow(workload_key=w.key, template=w.template, target=w.target,
+                           target_model=w.target_model,
+                           best_cost=best[w.id].cost if w.id in best else None,
+                           best_gflops=best[w.id].gflops if w.id in best else None,
+                           trials=int(w.trials), errors=int(w.errors)) for w in rows]
+
+    def export_jsonl(self, path: str | os.PathLike[str]) -> int:
+        """Write every run (``{"run": {...}}`` lines) then every record (one JSON object per line)
+        to ``path``; returns the number of records written. :meth:`import_jsonl` reads it back."""
+        n = 0
+        try:
+            with builtins.open(path, "w", encoding="utf-8") as f:
+                for run in self.runs():
+                    f.write(json.dumps({"run": run.to_dict()}, separators=(",", ":")) + "\n")
+                for batch in self._record_batches():
+                    f.writelines(r.to_json() + "\n" for r in batch)
+                    n += len(batch)
+        except OSError as err:
+            raise TuningLogError(f"cannot write {path}: {err.strerror or err}") from None
+        return n
+
+    # --- internals -------------------------------------------------------------------------
+
+    @contextmanager
+    def _reading(self) -> Iterator[Connection]:
+        with self._engine.connect() as conn, conn.begin():
+            yield conn
+
+    @contextmanager
+    def _writing(self) -> Iterator[Connection]:
+        # On SQLite the "begin" hook turns this option into BEGIN IMMEDIATE: the write lock is
+        # taken up front (waiting up to the busy timeout), never upgraded from a read snapshot.
+        with self._engine.connect() as conn:
+            conn.execution_options(autotune_write=True)
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def _guard(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except sa_exc.SQLAlchemyError as err:
+            raise TuningLogError(f"tuning log {self._where}: {what} failed: {_reason(err)}") from err
+
+    def _insert(self, table: Any) -> Any:
+        return (postgresql.insert if self._backend == "postgresql" else sqlite.insert)(table)
+
+    def _store_runs(self, conn: Connection, runs: Sequence[RunInfo]) -> None:
+        if runs:
+            conn.execute(self._insert(RunRow).on_conflict_do_nothing(index_elements=["id"]),
+                         [{"id": r.run_id, "tuner": r.tuner, "options": canonical_json(r.options),
+                           "started": r.started, "ended": r.ended, "status": r.status} for r in runs])
+
+    def _flush(self, conn: Connection, runs: list[RunInfo], records: list[Record]) -> int:
+        self._store_runs(conn, runs)
+        added = self._store(conn, records) if records else 0
+        runs.clear()
+        records.clear()
+        return added
+
+    def _store(self, conn: Connection, records: Sequence[Record]) -> int:
+        """Insert records (with their workloads and placeholder runs) in ``conn``'s transaction."""
+        first: dict[str, Record] = {}
+        for r in records:
+            first.setdefault(r.workload_key, r)
+        conn.execute(self._insert(_W).on_conflict_do_nothing(index_elements=["key"]),
+                     [{"key": key, "template": r.template, "args": canonical_json(r.args), "target": r.target,
+                       "target_kind": target_kind(r.target), "target_model": r.target_model}
+                      for key, r in first.items()])
+        ids: dict[str, int] = {}
+        keys = list(first)
+        for start in range(0, len(keys), _BATCH):
+            for w in conn.execute(select(_W.id, _W.key, _W.template, _W.args, _W.target, _W.target_model)
+                                  .where(_W.key.in_(keys[start:start + _BATCH]))):
+                ids[w.key] = w.id
+                r = first[w.key]
+                if (w.template, w.args, w.target, w.target_model) != (
+                        r.template, canonical_json(r.args), r.target, r.target_model):
+                    log.warning("tuning log %s: workload key %s already names %s%s on %s (%s); records "
+                                "for %s%s on %s (%s) are stored under it", self._where, w.key,
+                                w.template, w.args, w.target, w.target_model,
+                                r.template, r.args, r.target, r.target_model)
+        started: dict[str, float] = {}
+        for r in records:
+            if r.run_id is not None:
+                started[r.run_id] = min(started.get(r.run_id, r.timestamp), r.timestamp)
+        self._store_runs(conn, [RunInfo(run_id=rid, tuner="unknown", options={}, started=t, ended=None,
+                                        status="unknown") for rid, t in started.items()])
+        rows: dict[str, dict[str, Any]] = {}
+        for r in records:
+            rows.setdefault(r.uid, {
+                "uid": r.uid, "workload_id": ids[r.workload_key], "run_id": r.run_id,
+                "config": canonical_json(r.config), "config_index": r.config_index,
+                "costs": json.dumps(r.costs), "mean_cost": r.mean_cost, "median_cost": r.median_cost,
+                "gflops": r.gflops, "error_kind": r.error_kind, "error_msg": r.error_msg,
+                "build_time": r.build_time, "run_time": r.run_time, "host": r.host, "device": r.device,
+                "timestamp": r.timestamp})
+        values = list(rows.values())
+        insert = self._insert(_R).on_conflict_do_nothing(index_elements=["uid"]).returning(_R.id)
+        added = 0
+        for start in range(0, len(values), _BATCH):
+            added += len(conn.execute(insert, values[start:start + _BATCH]).all())
+        return added
+
+    def _best_among(self, conn: Connection, workload_ids: list[int], cost: Any, k: int,
+                    validate: Callable[[Record], object] | None) -> list[Record]:
+        if not workload_ids:
+            return []
+        ranked = (select(_R.id.label("rid"), cost.label("cost"),
+                         func.row_number().over(partition_by=_R.config,
+                                                order_by=(cost, _R.timestamp, _R.id)).label("rn"))
+                  .where(_R.workload_id.in_(workload_ids), cost.is_not(None), _R.error_kind.is_(None))
+                  .subquery())
+        query = (select(*_RECORD_COLUMNS).join(_W, _W.id == _R.workload_id)
+                 .join(ranked, ranked.c.rid == _R.id)
+                 .where(ranked.c.rn == 1).order_by(ranked.c.cost, _R.timestamp, _R.id))
+        page = k if validate is None else max(4 * k, 32)
+        found: list[Record] = []
+        for offset in range(0, 1 << 62, page):
+            rows = conn.execute(query.limit(page).offset(offset)).all()
+            for row in rows:
+                record = self._decode(row)
+                if record is not None and (validate is None or self._valid(record, validate)):
+                    found.append(record)
+                    if len(found) == k:
+                        return found
+            if len(rows) < page:
+                break
+        return found
+
+    def _valid(self, record: Record, validate: Callable[[Record], object]) -> bool:
+        try:
+            verdict = validate(record)
+        except Exception as err:  # any failure of the validator means "invalid"
+            reason = f"{type(err).__name__}: {err}"
+        else:
+            if verdict is not False:
+                return True
+            reason = "rejected by the validator"
+        log.warning("tuning log %s: skipping a record of workload %s: config %s is not valid (%s)",
+                    self._where, record.workload_key, record.config, reason)
+        return False
+
+    def _decode(self, row: Any) -> Record | None:
+        """A :class:`Record` from a row of :data:`_RECORD_COLUMNS`; ``None`` (and a warning) if malformed."""
+        try:
+            return Record(workload_key=row.key, template=row.template, args=json.loads(row.args),
+                          target=row.target, target_model=row.target_model, config=json.loads(row.config),
+                          config_index=row.config_index, costs=json.loads(row.costs),
+                          error_kind=row.error_kind, error_msg=row.error_msg, build_time=row.build_time,
+                          run_time=row.run_time, host=row.host, device=row.device,
+                          timestamp=row.timestamp, run_id=row.run_id, gflops=row.gflops)
+        except (ValueError, TypeError) as err:
+            log.warning("tuning log %s: skipping malformed record row %s: %s", self._where, row.id, err)
+            return None
+
+    def _record_batches(self) -> Iterator[list[Record]]:
+        """Every record, in id order, a batch at a time (keyset pagination: no long cursor)."""
+        last = 0
+        while True:
+            query = (select(*_RECORD_COLUMNS).join(_W, _W.id == _R.workload_id)
+                     .where(_R.id > last).order_by(_R.id).limit(_BATCH))
+            with self._guard("reading records"), self._reading() as conn:
+                rows = conn.execute(query).all()
+            if not rows:
+                return
+            last = rows[-1].id
+            yield [r for r in map(self._decode, rows) if r is not None]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Ref:
+    """What a lookup needs from a key or task: the key, and what names its family across models."""
+
+    key: str
+    template: str | None = None
+    args: str | None = None  # canonical JSON
+    target: str | None = None
+
+    @classmethod
+    def of(cls, obj: TaskOrKey) -> _Ref:
+        if isinstance(obj, str):
+            return cls(obj)
+        key = getattr(obj, "workload_key", None)
+        if not isinstance(key, str):
+            raise TypeError(f"expected a workload key (str) or a task with a workload_key, "
+                            f"got {type(obj).__name__}")
+        template = next((t for t in (getattr(obj, a, None) for a in ("template_name", "template", "name"))
+                         if isinstance(t, str)), None)
+        args = getattr(obj, "args", None)
+        try:
+            args_json = canonical_json(list(args)) if isinstance(args, list | tuple) else None
+        except (TypeError, ValueError):
+            args_json = None
+        target = getattr(obj, "target", None)
+        return cls(key, template, args_json, None if target is None else str(target))
+
+
+def _cost_column(order_by: str) -> Any:
+    if order_by == "mean":
+        return _R.mean_cost
+    if order_by == "median":
+        return _R.median_cost
+    raise ValueError(f"order_by must be 'mean' or 'median', got {order_by!r}")
+
+
+def _mask(text: str) -> str:
+    """``text`` with the password of any URL in it replaced by ``***``."""
+    return re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", text)
+
+
+def _reason(err: BaseException) -> str:
+    """The driver's message of a database error, on one line, without the SQL and parameters."""
+    cause = getattr(err, "orig", None) or err
+    text = " ".join(str(cause).split()) or type(cause).__name__
+    return _mask(text if len(text) <= 500 else text[:497] + "...")
+
+
+def _url_of(path_or_url: str | os.PathLike[str]) -> tuple[URL, str, bool]:
+    """The SQLAlchemy URL of a path or URL, how messages name it, and whether it is in memory."""
+    if isinstance(path_or_url, TuningLog):
+        raise TypeError("open() takes a path or URL, not an open TuningLog")
+    text = os.fspath(path_or_url)
+    if not isinstance(text, str):
+        raise TypeError(f"open() takes a path or URL string, got {type(path_or_url).__name__}")
+    if text == ":memory:":
+        return URL.create("sqlite"), ":memory:", True
+    if "://" not in text:
+        path = Path(text).expanduser().absolute()
+        if path.is_dir():
+            raise TuningLogError(f"cannot open tuning log {path}: it is a directory")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise TuningLogError(f"cannot open tuning log {path}: {err.strerror or err}") from None
+        return URL.create("sqlite", database=str(path)), str(path), False
+    try:
+        url = make_url(text)
+    except sa_exc.ArgumentError:
+        raise TuningLogError(f"not a database URL: {_mask(text)}") from None
+    if url.drivername in ("postgresql", "postgres"):
+        url = url.set(drivername="postgresql+psycopg")
+    where = url.render_as_string(hide_password=True)
+    memory = url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
+    return url, where, memory
+
+
+def _sqlite_engine(url: URL, where: str, memory: bool, busy_timeout: float) -> Engine:
+    kwargs: dict[str, Any] = {"connect_args": {"timeout": busy_timeout, "check_same_thread": False}}
+    if memory:
+        kwargs["poolclass"] = StaticPool
+    engine = create_engine(url, **kwargs)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # transactions are begun by the hook below
+        cursor = dbapi_conn.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        if not memory:
+            mode = _enable_wal(cursor, busy_timeout)
+            if mode != "wal":
+                log.warning("tuning log %s: SQLite refused WAL mode (journal mode %s); concurrent "
+                            "writers may wait longer", where, mode)
+            cursor.execute("PRAGMA synchronous = NORMAL")  # with WAL: durable across process crashes
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        write = conn.get_execution_options().get("autotune_write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    return engine
+
+
+def _enable_wal(cursor: Any, busy_timeout: float) -> str:
+    """Switch an SQLite database to WAL mode; returns the journal mode it ends in.
+
+    Switching needs an exclusive lock, and SQLite answers "database is locked" at once
+    (without its busy handler) while other connections hold the file, as when several
+    processes open a fresh log together; so retry, with jittered backoff, for up to
+    ``busy_timeout`` seconds.
+    """
+    deadline = time.monotonic() + busy_timeout
+    delay = 0.002
+    while True:
+        try:
+            mode = str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+            if mode == "wal":
+                return mode
+            return str(cursor.execute("PRAGMA journal_mode = WAL").fetchone()[0]).lower()
+        except sqlite3.OperationalError as err:
+            if "locked" not in str(err) and "busy" not in str(err) or time.monotonic() > deadline:
+                raise
+        time.sleep(delay * (0.5 + random.random()))
+        delay = min(delay * 2, 0.1)

@@ -1,0 +1,192 @@
+"""The SQL schema of a tuning log (SQLAlchemy 2 ORM tables) and its versioning.
+
+Tables:
+
+``schema_version``
+    one row: the schema version the log was written with. Opening a log from a newer
+    version fails with :class:`~db.errors.SchemaVersionError`; an older one is migrated in
+    place, one step of :data:`MIGRATIONS` at a time, in one transaction.
+``workloads``
+    one row per workload key: template name, canonical JSON arguments, target string, its
+    kind (first word) and model (``"znver4"``, ``"sm_90"``).
+``tuning_runs``
+    one row per tuning run (id: a random hex string, unique across logs): tuner, JSON
+    options, start and end (seconds since the epoch), status.
+``records``
+    one row per measurement: workload, run, canonical JSON config and its index, JSON
+    costs with their mean and median (``NULL`` for errors), GFLOPS, error kind and message,
+    build and run times, host, device, timestamp, and ``uid``, the record's fingerprint,
+    which makes adding, importing and merging idempotent.
+
+JSON lives in text columns (portable, and floats come back bit for bit). The indexes
+``(workload_id, mean_cost)`` and ``(workload_id, median_cost)`` serve "the best records of
+this workload"; ``(template, target_kind)`` on workloads serves borrowing across models.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    insert,
+    inspect,
+    select,
+    update,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from db.errors import SchemaVersionError, TuningLogError
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "MIGRATIONS",
+    "Base",
+    "SchemaVersionRow",
+    "WorkloadRow",
+    "RunRow",
+    "RecordRow",
+    "ensure_schema",
+    "schema_version",
+    "is_current",
+]
+
+log = logging.getLogger(__name__)
+
+#: The version of the schema this library writes. Bump it with each change of the tables
+#: and add the step from the previous version to :data:`MIGRATIONS`.
+SCHEMA_VERSION = 1
+
+#: ``MIGRATIONS[v]`` upgrades a log from version ``v`` to ``v + 1`` on an open connection
+#: (inside the transaction that also records the new version).
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+
+# SQLite only auto-increments an "INTEGER PRIMARY KEY"; elsewhere ids are 64-bit.
+_Id = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    """The declarative base of the tuning-log tables."""
+
+
+class SchemaVersionRow(Base):
+    """The single row that names the schema version of a log."""
+
+    __tablename__ = "schema_version"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)
+
+
+class WorkloadRow(Base):
+    """A workload: template, canonical JSON arguments and target, under its stable key."""
+
+    __tablename__ = "workloads"
+
+    id: Mapped[int] = mapped_column(_Id, primary_key=True, autoincrement=True)
+    key: Mapped[str] = mapped_column(Text, unique=True)
+    template: Mapped[str] = mapped_column(String(255))
+    args: Mapped[str] = mapped_column(Text)
+    target: Mapped[str] = mapped_column(Text)
+    target_kind: Mapped[str] = mapped_column(String(64))
+    target_model: Mapped[str] = mapped_column(String(255))
+
+    __table_args__ = (Index("ix_workloads_family", "template", "target_kind"),)
+
+
+class RunRow(Base):
+    """A tuning run."""
+
+    __tablename__ = "tuning_runs"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tuner: Mapped[str] = mapped_column(String(255))
+    options: Mapped[str] = mapped_column(Text)
+    started: Mapped[float] = mapped_column(Float)
+    ended: Mapped[float | None] = mapped_column(Float)
+    status: Mapped[str] = mapped_column(String(64))
+
+
+class RecordRow(Base):
+    """A measurement of one configuration (or its failure)."""
+
+    __tablename__ = "records"
+
+    id: Mapped[int] = mapped_column(_Id, primary_key=True, autoincrement=True)
+    uid: Mapped[str] = mapped_column(String(64), unique=True)
+    workload_id: Mapped[int] = mapped_column(_Id, ForeignKey("workloads.id", ondelete="CASCADE"))
+    run_id: Mapped[str | None] = mapped_column(String(64), ForeignKey("tuning_runs.id", ondelete="SET NULL"))
+    config: Mapped[str] = mapped_column(Text)
+    config_index: Mapped[int | None] = mapped_column(BigInteger)
+    costs: Mapped[str] = mapped_column(Text)
+    mean_cost: Mapped[float | None] = mapped_column(Float)
+    median_cost: Mapped[float | None] = mapped_column(Float)
+    gflops: Mapped[float | None] = mapped_column(Float)
+    error_kind: Mapped[str | None] = mapped_column(String(255))
+    error_msg: Mapped[str] = mapped_column(Text)
+    build_time: Mapped[float | None] = mapped_column(Float)
+    run_time: Mapped[float | None] = mapped_column(Float)
+    host: Mapped[str] = mapped_column(String(255))
+    device: Mapped[str] = mapped_column(String(255))
+    timestamp: Mapped[float] = mapped_column(Float)
+
+    __table_args__ = (
+        Index("ix_records_best_mean", "workload_id", "mean_cost"),
+        Index("ix_records_best_median", "workload_id", "median_cost"),
+        Index("ix_records_run", "run_id"),
+    )
+
+
+def schema_version(conn: Connection) -> int | None:
+    """The schema version of the log on ``conn``; ``None`` when it has no tuning-log tables."""
+    tables = set(inspect(conn).get_table_names())
+    if SchemaVersionRow.__tablename__ not in tables:
+        ours = {t.name for t in Base.metadata.sorted_tables} - {SchemaVersionRow.__tablename__}
+        if tables & ours:
+            raise TuningLogError(f"the database has tables {sorted(tables & ours)} but no schema_version "
+                                 f"table: it is not a tuning log written by this library")
+        return None
+    version = conn.scalar(select(SchemaVersionRow.version).where(SchemaVersionRow.id == 1))
+    if version is None:
+        raise TuningLogError("the tuning log's schema_version table is empty")
+    return int(version)
+
+
+def is_current(conn: Connection) -> bool:
+    """Whether the log on ``conn`` exists with the current schema (nothing to create or migrate)."""
+    return schema_version(conn) == SCHEMA_VERSION
+
+
+def ensure_schema(conn: Connection, where: str) -> None:
+    """Create the tables of a fresh log, or migrate an older one, inside ``conn``'s transaction.
+
+    ``where`` names the log in messages (a path, or a URL without its password). The caller
+    holds the log's write lock, so concurrent openers do this one at a time.
+    """
+    version = schema_version(conn)
+    if version is None:
+        Base.metadata.create_all(conn)
+        conn.execute(insert(SchemaVersionRow).values(id=1, version=SCHEMA_VERSION))
+        log.debug("created tuning log %s (schema version %d)", where, SCHEMA_VERSION)
+        return
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"tuning log {where} was written with schema version {version}, but this library reads "
+            f"versions up to {SCHEMA_VERSION}: upgrade autotune-compiler to open it")
+    while version < SCHEMA_VERSION:
+        step = MIGRATIONS.get(version)
+        if step is None:
+            raise SchemaVersionError(f"tuning log {where} has schema version {version}, and no migration "
+                                     f"from it to version {SCHEMA_VERSION} exists")
+        log.info("migrating tuning log %s from schema version %d to %d", where, version, version + 1)
+        step(conn)
+        version += 1
+        conn.execute(update(SchemaVersionRow).where(SchemaVersionRow.id == 1).values(version=version))
