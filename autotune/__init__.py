@@ -21,10 +21,23 @@ _FROM_SEARCH_SPACES = (
     "DispatchContext", "ApplyConfig", "FallbackContext", "InstantiationError", "SearchSpaceError",
 )
 
-__all__ = ["AutotuneError", "__version__", *_FROM_SEARCH_SPACES]
+# Names of this package, also imported on first use (they pull in the compiler and the log).
+_OWN = {
+    "apply_history_best": "autotune.history",
+    "ApplyHistoryBest": "autotune.history",
+    "build": "autotune.deploy",
+}
+
+__all__ = ["AutotuneError", "__version__", *_FROM_SEARCH_SPACES, *_OWN]
 
 
 def __getattr__(name: str):
+    if name in _OWN:
+        import importlib
+
+        value = getattr(importlib.import_module(_OWN[name]), name)
+        globals()[name] = value
+        return value
     if name in _FROM_SEARCH_SPACES:
         import search_spaces
 
@@ -35,4 +48,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_FROM_SEARCH_SPACES))
+    return sorted(set(globals()) | set(_FROM_SEARCH_SPACES) | set(_OWN))

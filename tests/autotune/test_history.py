@@ -1,0 +1,126 @@
+"""apply_history_best and autotune.build: the tuning log flows back into build()."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import pytest
+from helpers import random_array
+
+import autotune
+import db
+from db import Record
+from search_spaces.dispatch import current_context
+
+
+def _record(task, cfg, cost, error_kind=None):
+    return Record(workload_key=task.workload_key, template=task.name, args=list(task.args),
+                  target=task.target, target_model="znver4", config=cfg.to_json(),
+                  config_index=cfg.index, costs=[] if error_kind else [cost], error_kind=error_kind,
+                  error_msg="boom" if error_kind else "", build_time=0.1, run_time=0.1, host="h",
+                  device="cpu", timestamp=time.time(), run_id=None, gflops=None)
+
+
+@pytest.fixture
+def log(tmp_path):
+    with db.open(tmp_path / "tuning.db") as opened:
+        yield opened
+
+
+@pytest.fixture
+def task():
+    return autotune.create_task("matmul", (32, 32, 32, "float32"), "llvm")
+
+
+def _query(t):
+    return current_context().query(t.target, t)
+
+
+def test_picks_the_fastest_valid_record_and_ignores_errors(log, task):
+    a, b, c = task.config_space.sample(3, rng=1)
+    log.add([_record(task, a, 3e-3), _record(task, b, 2e-3), _record(task, c, 1e-9, "runtime_error")])
+    with autotune.apply_history_best(log):
+        assert _query(task).index == b.index
+
+
+def test_invalid_config_rows_are_reported_not_applied(log, task, caplog):
+    a, b = task.config_space.sample(2, rng=2)
+    bad = _record(task, a, 1e-6)
+    bad.config = {"index": a.index, "knobs": {"no_such_knob": 3}}
+    log.add([bad, _record(task, b, 5e-3)])
+    with caplog.at_level(logging.WARNING), autotune.apply_history_best(log):
+        assert _query(task).index == b.index
+    assert "invalid tuning record" in caplog.text
+
+
+def test_unknown_workload_falls_back_to_default_with_a_warning(log, task, caplog):
+    with caplog.at_level(logging.WARNING), autotune.apply_history_best(log, transfer=False):
+        cfg = _query(task)
+    assert cfg.index == task.config_space.default_config.index
+    assert "no tuned config" in caplog.text
+
+
+def test_nested_contexts_innermost_wins(tmp_path, task):
+    a, b = task.config_space.sample(2, rng=3)
+    with db.open(tmp_path / "outer.db") as outer, db.open(tmp_path / "inner.db") as inner:
+        outer.add(_record(task, a, 1e-3))
+        inner.add(_record(task, b, 1e-3))
+        with autotune.apply_history_best(outer):
+            assert _query(task).index == a.index
+            with autotune.apply_history_best(inner):
+                assert _query(task).index == b.index
+            assert _query(task).index == a.index
+
+
+@autotune.template("test_history_scale")
+def _scale(n, dtype):
+    """A template whose knobs do not depend on its shape, so configs transfer between shapes."""
+    from compiler import te
+
+    A = te.placeholder((n,), name="A", dtype=dtype)
+    B = te.compute((n,), lambda i: A[i] * 2, name="B")
+    s = te.create_schedule(B.op)
+    cfg = autotune.get_config()
+    cfg.define_knob("factor", [4, 8, 16])
+    cfg.define_knob("parallel", [False, True])
+    xo, xi = s[B].split(B.op.axis[0], factor=cfg["factor"].val)
+    s[B].vectorize(xi)
+    if cfg["parallel"].val:
+        s[B].parallel(xo)
+    return s, [A, B]
+
+
+def test_borrows_from_the_nearest_tuned_shape(log, caplog):
+    near = autotune.create_task("test_history_scale", (1000, "float32"), "llvm")
+    far = autotune.create_task("test_history_scale", (64, "float32"), "llvm")
+    other_dtype = autotune.create_task("test_history_scale", (1024, "float64"), "llvm")
+    new = autotune.create_task("test_history_scale", (1024, "float32"), "llvm")
+    near_cfg, far_cfg, dtype_cfg = (t.config_space.get(i)
+                                    for t, i in ((near, 1), (far, 2), (other_dtype, 3)))
+    log.add([_record(near, near_cfg, 1e-3), _record(far, far_cfg, 1e-4),
+             _record(other_dtype, dtype_cfg, 1e-5)])
+    with caplog.at_level(logging.WARNING), autotune.apply_history_best(log):
+        cfg = _query(new)
+    assert cfg.index == near_cfg.index  # nearest in shape, same dtype; not the fastest elsewhere
+    assert "borrowing" in caplog.text and "1000" in caplog.text
+    with autotune.apply_history_best(log, transfer=False):
+        assert _query(new).is_fallback
+
+
+def test_autotune_build_uses_the_log_and_exports(log, task, tmp_path, rng):
+    cfg = task.config_space.sample(1, rng=6)[0]
+    log.add(_record(task, cfg, 1e-4))
+    f = autotune.build("matmul", (32, 32, 32, "float32"), "llvm", db=log)
+    a, b = random_array(rng, (32, 32), "float32"), random_array(rng, (32, 32), "float32")
+    c = np.full((32, 32), np.nan, "float32")
+    f(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+    f.export_library(str(tmp_path / "mm.so"))
+    import compiler.runtime
+
+    g = compiler.runtime.load_module(str(tmp_path / "mm.so"))
+    c2 = np.full((32, 32), np.nan, "float32")
+    g(a, b, c2)
+    np.testing.assert_array_equal(c, c2)
