@@ -26,6 +26,18 @@ _OWN = {
     "apply_history_best": "autotune.history",
     "ApplyHistoryBest": "autotune.history",
     "build": "autotune.deploy",
+    "tune": "autotune.tuning",
+    "tune_tasks": "autotune.tuning",
+    "TuneResult": "autotune.tuning",
+    "Trial": "autotune.tuning",
+    "Tuner": "autotune.tuner",
+    "get_tuner": "autotune.tuner",
+    "TUNERS": "autotune.tuner",
+    "RandomTuner": "autotune.tuner",
+    "GridTuner": "autotune.tuner",
+    "GATuner": "autotune.tuner",
+    "XGBTuner": "autotune.tuner",
+    "OptunaTuner": "autotune.tuner",
 }
 
 __all__ = ["AutotuneError", "__version__", *_FROM_SEARCH_SPACES, *_OWN]

@@ -16,9 +16,18 @@ import db
 from search_spaces.dispatch import DispatchContext
 from search_spaces.space import ConfigEntity
 
+from .selection import rank_configs
+
 __all__ = ["ApplyHistoryBest", "apply_history_best"]
 
 logger = logging.getLogger(__name__)
+
+
+class _Row:
+    """A stand-in record holding just a config."""
+
+    def __init__(self, config: dict):
+        self.config = config
 
 
 def _open(log) -> db.TuningLog:
@@ -92,9 +101,17 @@ class ApplyHistoryBest(DispatchContext):
         return validate
 
     def _lookup(self, task) -> ConfigEntity | None:
-        best = self.log.best(task, k=1, validate=self._validator(task), any_model=self.any_model)
-        if best:
-            return self._valid_config(task, best[0])
+        # Every measurement of a config counts: the winner is the best confident median.
+        records = self.log.records(task, errors=False)
+        for entry in rank_configs((r.config, r.costs) for r in records):
+            try:
+                return self._valid_config(task, _Row(entry.config))
+            except Exception as err:  # noqa: BLE001 - any invalid row is reported and skipped
+                logger.warning("ignoring an invalid tuning record for %s: %s", task.workload_name, err)
+        if self.any_model:
+            best = self.log.best(task, k=1, validate=self._validator(task), any_model=True)
+            if best:
+                return self._valid_config(task, best[0])
         if self.transfer:
             return self._borrow(task)
         return None

@@ -1,0 +1,342 @@
+"""Features of candidate configs for cost models: ``knob`` and ``itervar``.
+
+``knob`` features are the config's encoding in its space (:meth:`ConfigSpace.encode`:
+log2 split sizes, permutations, annotation codes, option values).
+
+``itervar`` features are read off the loop IR of the candidate, lowered with
+``simple_mode=True`` so that loops keep their kinds (a vectorized loop is still a
+loop, not ramps). Every store is a *statement* with its enclosing loops and the
+buffers it touches; for the loop levels of a statement, innermost first, the features
+are the loop's extent and kind, and for each buffer the stride of its (flattened)
+index along the loop, the bytes it touches in the loops from that level inwards, and
+the reuse of those bytes (iterations per touched element). Statements fill a fixed
+number of slots (reductions by work, then other statements by work), so every
+config of every template maps to a vector of :data:`ITERVAR_LENGTH` numbers. All
+sizes are ``log2(1 + x)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compiler.tir import expr as E
+from compiler.tir import stmt as S
+from compiler.tir.functor import IRVisitor
+
+__all__ = ["FEATURE_TYPES", "ITERVAR_LENGTH", "itervar_features", "itervar_feature_names",
+           "config_features", "FeatureCache"]
+
+FEATURE_TYPES = ("itervar", "knob")
+
+_MAX_LEVELS = 6        # loop levels per statement, innermost first
+_MAX_ACCESSES = 4      # buffers per statement: the stored one, then loads in expression order
+_REDUCE_SLOTS = 2      # statements that update their own output (reductions)
+_OTHER_SLOTS = 2       # other statements (init, copy-out, packing)
+_KINDS = (S.ForKind.SERIAL, S.ForKind.PARALLEL, S.ForKind.VECTORIZED, S.ForKind.UNROLLED)
+_STMT_HEAD = ("work", "loops", "guarded", "local_dest", "vector_width", "unroll_length", "parallel_extent")
+_LEVEL = ("extent", *(f"is_{k.value}" for k in _KINDS))
+_ACCESS = ("stride", "bytes", "reuse")
+_GLOBAL = ("statements", "global_alloc_bytes", "local_alloc_bytes", "shared_alloc_bytes")
+_STMT_LENGTH = len(_STMT_HEAD) + _MAX_LEVELS * (len(_LEVEL) + _MAX_ACCESSES * len(_ACCESS))
+ITERVAR_LENGTH = len(_GLOBAL) + (_REDUCE_SLOTS + _OTHER_SLOTS) * _STMT_LENGTH
+
+
+def _log(x: float) -> float:
+    return math.log2(1.0 + abs(x))
+
+
+# ---------------------------------------------------------------------------- IR walk
+
+
+@dataclass
+class _Loop:
+    var_id: int
+    extent: int
+    kind: S.ForKind
+
+
+@dataclass
+class _Access:
+    buffer: object
+    coeffs: dict[int, float]   # loop var id -> stride of the flattened index (elements)
+    elem_bytes: int
+
+
+@dataclass
+class _Statement:
+    loops: list[_Loop]
+    accesses: list[_Access]
+    guarded: bool
+    is_update: bool
+    dest_scope: str
+    order: int
+    work: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.work = math.prod(lp.extent for lp in self.loops)
+
+
+def _elem_bytes(dtype: str) -> int:
+    digits = "".join(ch for ch in dtype if ch.isdigit())
+    return max(1, int(digits) // 8) if digits else 1
+
+
+def _coeffs(e, out: dict[int, float], scale: float = 1.0) -> None:
+    """Add ``scale`` times the linear coefficients of ``e``'s variables to ``out``.
+
+    Affine parts are exact; ``x // c`` counts as ``x / c`` and ``x % c`` as ``x``
+    (strides, not addresses); any other node marks its variables with stride 1.
+    """
+    if isinstance(e, E.Var):
+        out[id(e)] = out.get(id(e), 0.0) + scale
+    elif isinstance(e, (E.IntImm, E.FloatImm)):
+        return
+    elif isinstance(e, E.Add):
+        _coeffs(e.a, out, scale)
+        _coeffs(e.b, out, scale)
+    elif isinstance(e, E.Sub):
+        _coeffs(e.a, out, scale)
+        _coeffs(e.b, out, -scale)
+    elif isinstance(e, E.Mul):
+        a, b = E.const_value(e.a), E.const_value(e.b)
+        if b is not None:
+            _coeffs(e.a, out, scale * b)
+        elif a is not None:
+            _coeffs(e.b, out, scale * a)
+        else:
+            _coeffs(e.a, out, scale)
+            _coeffs(e.b, out, scale)
+    elif isinstance(e, (E.FloorDiv, E.Div)):
+        c = E.const_value(e.b)
+        _coeffs(e.a, out, scale / c if c else scale)
+    elif isinstance(e, E.FloorMod):
+        _coeffs(e.a, out, scale)
+    elif isinstance(e, E.Cast):
+        _coeffs(e.value, out, scale)
+    elif isinstance(e, E.Ramp):
+        _coeffs(e.base, out, scale)
+    elif isinstance(e, E.Broadcast):
+        _coeffs(e.value, out, scale)
+    else:  # min/max/select/calls: dependence, stride unknown
+        for child in _children(e):
+            _coeffs(child, out, scale)
+
+
+def _children(e) -> list:
+    from compiler.tir.functor import child_fields
+
+    out = []
+    for name in child_fields(type(e)):
+        value = getattr(e, name)
+        if isinstance(value, E.PrimExpr):
+            out.append(value)
+        elif isinstance(value, tuple):
+            out += [v for v in value if isinstance(v, E.PrimExpr)]
+    return out
+
+
+class _Loads(IRVisitor):
+    """The buffer loads of an expression, in evaluation order."""
+
+    def __init__(self):
+        self.loads: list[E.BufferLoad] = []
+
+    def visit_BufferLoad(self, node: E.BufferLoad) -> None:
+        self.loads.append(node)
+
+
+class _Collector(IRVisitor):
+    """Statements with their loop nests; allocation sizes per scope."""
+
+    def __init__(self):
+        self.loops: list[_Loop] = []
+        self.guards = 0
+        self.statements: list[_Statement] = []
+        self.alloc_bytes = {"global": 0, "local": 0, "shared": 0}
+
+    def visit_For(self, node: S.For) -> None:
+        extent = E.const_value(node.extent)
+        if not isinstance(extent, int):
+            extent = _upper_extent(node.extent)
+        kind = S.ForKind.PARALLEL if node.kind is S.ForKind.THREAD_BINDING else node.kind
+        self.loops.append(_Loop(id(node.loop_var), max(1, extent), kind))
+        self.visit(node.body)
+        self.loops.pop()
+
+    def visit_IfThenElse(self, node: S.IfThenElse) -> None:
+        self.guards += 1
+        self.visit(node.then_case)
+        if node.else_case is not None:
+            self.visit(node.else_case)
+        self.guards -= 1
+
+    def visit_Allocate(self, node: S.Allocate) -> None:
+        size = math.prod(int(E.const_value(d) or 1) for d in node.buffer.shape)
+        scope = node.buffer.scope if node.buffer.scope in self.alloc_bytes else "global"
+        self.alloc_bytes[scope] += size * _elem_bytes(node.buffer.dtype)
+        self.visit(node.body)
+
+    def visit_BufferStore(self, node: S.BufferStore) -> None:
+        finder = _Loads()
+        finder.visit(node.value)
+        dest = _access(node.buffer, node.indices)
+        accesses = [dest]
+        seen = {id(node.buffer.data)}
+        is_update = False
+        for load in finder.loads:
+            if load.buffer.data is node.buffer.data:
+                is_update = True
+            if id(load.buffer.data) in seen:
+                continue
+            seen.add(id(load.buffer.data))
+            accesses.append(_access(load.buffer, load.indices))
+        self.statements.append(_Statement(list(self.loops), accesses, self.guards > 0, is_update,
+                                          node.buffer.scope, len(self.statements)))
+
+
+def _access(buffer, indices) -> _Access:
+    coeffs: dict[int, float] = {}
+    if len(indices) == 1:
+        _coeffs(indices[0], coeffs)
+    else:  # not flattened: row-major strides of constant shapes
+        stride = 1.0
+        for idx, dim in zip(reversed(indices), reversed(buffer.shape)):
+            _coeffs(idx, coeffs, stride)
+            stride *= float(E.const_value(dim) or 1)
+    return _Access(buffer, coeffs, _elem_bytes(buffer.dtype))
+
+
+def _upper_extent(extent) -> int:
+    """A constant upper bound of a symbolic loop extent (1 when none is known)."""
+    from compiler.arith import Analyzer
+
+    hi = Analyzer().upper_bound(extent)
+    return int(hi) if hi is not None and hi > 0 else 1
+
+
+# ---------------------------------------------------------------------------- encoding
+
+
+def _statement_features(st: _Statement) -> list[float]:
+    inner = st.loops[::-1][:_MAX_LEVELS]
+    vector = math.prod(lp.extent for lp in st.loops if lp.kind is S.ForKind.VECTORIZED)
+    unroll = math.prod(lp.extent for lp in st.loops if lp.kind is S.ForKind.UNROLLED)
+    parallel = math.prod(lp.extent for lp in st.loops if lp.kind is S.ForKind.PARALLEL)
+    out = [_log(st.work), float(len(st.loops)), float(st.guarded), float(st.dest_scope != "global"),
+           _log(vector), _log(unroll), _log(parallel)]
+    for lp in inner:
+        out.append(_log(lp.extent))
+        out += [float(lp.kind is k) for k in _KINDS]
+    out += [0.0] * ((_MAX_LEVELS - len(inner)) * len(_LEVEL))
+    for acc in st.accesses[:_MAX_ACCESSES]:
+        iters, touched, span = 1, 1, 1.0
+        for lp in inner:
+            stride = acc.coeffs.get(lp.var_id, 0.0)
+            iters *= lp.extent
+            if stride:
+                touched *= lp.extent
+                span += abs(stride) * (lp.extent - 1)
+            footprint = max(1.0, min(float(touched), span))
+            out += [_log(stride), _log(footprint * acc.elem_bytes), _log(iters / footprint)]
+        out += [0.0] * ((_MAX_LEVELS - len(inner)) * len(_ACCESS))
+    out += [0.0] * ((_MAX_ACCESSES - len(st.accesses[:_MAX_ACCESSES])) * _MAX_LEVELS * len(_ACCESS))
+    return out
+
+
+def itervar_features(func_or_module) -> np.ndarray:
+    """The ``itervar`` feature vector (length :data:`ITERVAR_LENGTH`) of a lowered function.
+
+    Takes a :class:`~compiler.tir.PrimFunc` or an :class:`~compiler.tir.IRModule` (whose
+    functions' statements are pooled). Lower with ``simple_mode=True`` to keep loop kinds.
+    """
+    from compiler.tir.function import IRModule
+
+    funcs = list(func_or_module.functions.values()) if isinstance(func_or_module, IRModule) \
+        else [func_or_module]
+    collector = _Collector()
+    for f in funcs:
+        collector.visit(f.body)
+    stmts = collector.statements
+
+    def by_work(group):
+        return sorted(group, key=lambda st: (-st.work, st.order))
+
+    reductions = by_work([st for st in stmts if st.is_update])[:_REDUCE_SLOTS]
+    others = by_work([st for st in stmts if not st.is_update])[:_OTHER_SLOTS]
+    out = [float(len(stmts))] + [_log(collector.alloc_bytes[s]) for s in ("global", "local", "shared")]
+    for group, slots in ((reductions, _REDUCE_SLOTS), (others, _OTHER_SLOTS)):
+        for st in group:
+            out += _statement_features(st)
+        out += [0.0] * ((slots - len(group)) * _STMT_LENGTH)
+    return np.asarray(out, dtype=np.float32)
+
+
+def itervar_feature_names() -> list[str]:
+    """Names of the entries of :func:`itervar_features`, in order."""
+    names = list(_GLOBAL)
+    slots = [f"reduce{k}" for k in range(_REDUCE_SLOTS)] + [f"other{k}" for k in range(_OTHER_SLOTS)]
+    for slot in slots:
+        names += [f"{slot}.{h}" for h in _STMT_HEAD]
+        for lv in range(_MAX_LEVELS):
+            names += [f"{slot}.L{lv}.{x}" for x in _LEVEL]
+        for a in range(_MAX_ACCESSES):
+            for lv in range(_MAX_LEVELS):
+                names += [f"{slot}.buf{a}.L{lv}.{x}" for x in _ACCESS]
+    return names
+
+
+def config_features(task, config, feature_type: str = "itervar") -> np.ndarray | None:
+    """Features of ``config`` (a ConfigEntity of ``task``'s space); None when the
+    template cannot instantiate or lower it (the config will fail to build)."""
+    if feature_type == "knob":
+        return task.config_space.encode(config).astype(np.float32)
+    if feature_type != "itervar":
+        raise ValueError(f"unknown feature type {feature_type!r}; use one of {FEATURE_TYPES}")
+    import compiler
+
+    try:
+        s, args = task.instantiate(config)
+        mod = compiler.lower(s, args, simple_mode=True)
+    except Exception:  # a config the template rejects: no features, predicted worst
+        return None
+    return itervar_features(mod)
+
+
+class FeatureCache:
+    """Features by (workload, config index), computed once.
+
+    ``get(task, indices)`` returns ``(matrix, ok)``: one row per index (NaN rows where
+    :func:`config_features` gave None) and a bool mask of the rows that have features.
+    Rows of knob features are padded with zeros to the longest seen for a template.
+    """
+
+    def __init__(self, feature_type: str = "itervar"):
+        if feature_type not in FEATURE_TYPES:
+            raise ValueError(f"unknown feature type {feature_type!r}; use one of {FEATURE_TYPES}")
+        self.feature_type = feature_type
+        self._rows: dict[tuple[str, int], np.ndarray | None] = {}
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def row(self, task, index: int) -> np.ndarray | None:
+        key = (task.workload_key, int(index))
+        if key not in self._rows:
+            self._rows[key] = config_features(task, task.config_space.get(int(index), check=False),
+                                              self.feature_type)
+        return self._rows[key]
+
+    def get(self, task, indices, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        rows = [self.row(task, i) for i in indices]
+        ok = np.array([r is not None for r in rows], dtype=bool)
+        if width is None:
+            width = max((len(r) for r in rows if r is not None), default=0)
+        out = np.full((len(rows), width), np.nan, dtype=np.float32)
+        for k, r in enumerate(rows):
+            if r is not None:
+                out[k, :] = 0.0
+                out[k, :min(width, len(r))] = r[:width]
+        return out, ok

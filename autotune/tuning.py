@@ -1,0 +1,333 @@
+"""``tune()``: the tuning loop, written once for every tuner.
+
+Each round asks the tuner for a batch, measures it (results stream back as they
+finish), writes every result to the tuning log at once and tells the tuner. Tuning
+a task again resumes: configs already in the log for this workload are not
+measured again and seed the tuner. At the end the few best configs are measured
+again and the winner is chosen by a confident median (:mod:`autotune.selection`).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import db as tuning_db
+
+from .errors import AutotuneError
+from .selection import rank_configs
+
+__all__ = ["Trial", "TuneResult", "tune", "tune_tasks"]
+
+logger = logging.getLogger(__name__)
+
+# How many of the best configs are measured again at the end, and how often.
+FINAL_TOP_K = 3
+FINAL_ROUNDS = 2
+
+
+@dataclass
+class Trial:
+    """One measured candidate of a run: its config and its measure result."""
+
+    config: object  # ConfigEntity
+    result: object  # measure.MeasureResult
+
+
+@dataclass
+class TuneResult:
+    """What a tuning run found.
+
+    ``best_cost`` is in seconds (a confident median over every measurement of the
+    best config, earlier runs included); ``history`` lists this run's trials in
+    order; ``errors`` counts failed trials by error kind; ``stopped`` says why the
+    run ended: "budget", "early_stopping", "exhausted" or "interrupted".
+    """
+
+    task: object
+    best_config: object | None
+    best_cost: float
+    best_gflops: float
+    history: list = field(default_factory=list)
+    errors: dict = field(default_factory=dict)
+    stopped: str = "budget"
+    run_id: str | None = None
+    resumed: int = 0
+
+    @property
+    def error_counts(self) -> dict:
+        return dict(self.errors)
+
+    @property
+    def trials(self) -> int:
+        return len(self.history)
+
+
+def _open_log(log):
+    if log is None:
+        return tuning_db.open(":memory:"), True
+    if isinstance(log, tuning_db.TuningLog):
+        return log, False
+    return tuning_db.open(log), True
+
+
+def _gflops(task, cost: float) -> float:
+    return task.flop / cost / 1e9 if cost and cost < float("inf") and task.flop else 0.0
+
+
+class _Recorder:
+    """Turns measure results into tuning-log records, one commit per result."""
+
+    def __init__(self, log, task, run_id: str):
+        from compiler.target import Target
+
+        self.log, self.task, self.run_id = log, task, run_id
+        self.model = Target(task.target).model
+        self.host = socket.gethostname()
+
+    def add(self, config, result) -> None:
+        ok = result.error_kind is None
+        costs = list(result.costs) if ok else []
+        mean = sum(costs) / len(costs) if costs else None
+        self.log.add(tuning_db.Record(
+            workload_key=self.task.workload_key, template=self.task.name, args=list(self.task.args),
+            target=self.task.target, target_model=self.model, config=config.to_json(),
+            config_index=config.index, costs=costs,
+            error_kind=None if ok else result.error_kind.value, error_msg=result.error_msg or "",
+            build_time=result.build_time, run_time=result.run_time, host=self.host,
+            device=result.worker or "", timestamp=result.timestamp, run_id=self.run_id,
+            gflops=_gflops(self.task, mean) if mean else None))
+
+
+def _resume(log, task, tuner) -> list:
+    """Earlier records of this workload: fed to the tuner, returned as (config, costs) pairs."""
+    records = log.records(task)
+    pairs = [(r.config, r.costs if r.error_kind is None else []) for r in records]
+    if pairs:
+        tuner.load_history((cfg, (sum(c) / len(c)) if c else None) for cfg, c in pairs)
+        logger.info("resuming %s: %d earlier measurements", task.workload_name, len(pairs))
+    return pairs
+
+
+def _pretrain(log, task, tuner, limit: int = 2000) -> None:
+    """Give a learning tuner the records of other workloads of the same template."""
+    if not hasattr(tuner, "pretrain"):
+        return
+    from search_spaces import create_task
+
+    triples = []
+    for w in log.workloads():
+        if w.template != task.name or w.key == task.workload_key or w.target_kind != task.target.split()[0]:
+            continue
+        try:
+            other = create_task(w.template, w.args, w.target)
+        except Exception as err:  # noqa: BLE001 - a workload this code can no longer build
+            logger.debug("skipping workload %s for pre-training: %s", w.key, err)
+            continue
+        for r in log.records(w.key, errors=False, limit=limit - len(triples)):
+            triples.append((r.config, other, r.mean_cost))
+        if len(triples) >= limit:
+            break
+    if triples:
+        tuner.pretrain(triples)
+        logger.info("pre-trained the cost model on %d records of other %s workloads", len(triples), task.name)
+
+
+def _progress(total: int, enabled: bool, name: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, disable=not enabled, desc=name, unit="trial", leave=True,
+                dynamic_ncols=True)
+
+
+class _Session:
+    """The state of tuning one task: its tuner, its log records and its best so far."""
+
+    def __init__(self, task, tuner, log, seed, batch_size, options_note: dict):
+        from .tuner import get_tuner
+
+        self.task = task
+        self.tuner = get_tuner(tuner, task, seed=seed)
+        self.batch_size = batch_size or (16 if self.tuner.name in ("xgb", "ga") else 8)
+        self.run_id = log.start_run(self.tuner.name, {**options_note, "batch_size": self.batch_size,
+                                                      "seed": seed, "workload": task.workload_name})
+        self.log = log
+        self.recorder = _Recorder(log, task, self.run_id)
+        self.earlier = _resume(log, task, self.tuner)
+        _pretrain(log, task, self.tuner)
+        self.history: list[Trial] = []
+        self.errors: Counter = Counter()
+        self.best_cost = min((sum(c) / len(c) for _, c in self.earlier if c), default=float("inf"))
+        self.best_curve: list[float] = []  # best cost after each trial of this run
+        self.since_best = 0
+        self.stopped: str | None = None
+
+    def step(self, n: int, options, callbacks, on_result) -> int:
+        """Measure up to ``n`` new candidates; returns how many were measured."""
+        from measure import MeasureInput, measure_stream
+
+        if not self.tuner.has_next():
+            self.stopped = "exhausted"
+            return 0
+        configs = self.tuner.next_batch(min(self.batch_size, n))
+        if not configs:
+            self.stopped = "exhausted"
+            return 0
+        done_inputs, done_results = [], []
+        try:
+            for inp, res in measure_stream([MeasureInput(self.task, c) for c in configs], options):
+                self.recorder.add(inp.config, res)
+                self.history.append(Trial(inp.config, res))
+                done_inputs.append(inp)
+                done_results.append(res)
+                if res.error_kind is not None:
+                    self.errors[res.error_kind.value] += 1
+                if res.mean_cost < self.best_cost:
+                    self.best_cost, self.since_best = res.mean_cost, 0
+                else:
+                    self.since_best += 1
+                self.best_curve.append(self.best_cost)
+                for cb in callbacks:
+                    cb(inp, res)
+                on_result(self)
+        finally:
+            if done_inputs:
+                self.tuner.update(done_inputs, done_results)
+        return len(done_inputs)
+
+    def finish(self, options, remeasure: bool) -> TuneResult:
+        """Measure the best few again (unless interrupted), close the run and report."""
+        from measure import MeasureInput, measure_batch
+
+        pairs = self.earlier + [(t.config.to_json(), list(t.result.costs) if t.result.error_kind is None
+                                 else []) for t in self.history]
+        ranked = rank_configs(pairs)
+        if ranked and remeasure:
+            top = [self.task.config_space.from_json(r.config) for r in ranked[:FINAL_TOP_K]]
+            inputs = [MeasureInput(self.task, c) for _ in range(FINAL_ROUNDS) for c in top]
+            for inp, res in zip(inputs, measure_batch(inputs, options)):
+                self.recorder.add(inp.config, res)
+                pairs.append((inp.config.to_json(), list(res.costs) if res.error_kind is None else []))
+            ranked = rank_configs(pairs)
+        stopped = self.stopped or "budget"
+        self.log.end_run(self.run_id, stopped)
+        best_config = self.task.config_space.from_json(ranked[0].config) if ranked else None
+        best = ranked[0].score if ranked else float("inf")
+        return TuneResult(self.task, best_config, best, _gflops(self.task, best), self.history,
+                          dict(self.errors), stopped, self.run_id, resumed=len(self.earlier))
+
+
+def _postfix(bar, sessions) -> None:
+    best = ", ".join(f"{_gflops(s.task, s.best_cost):.1f}" for s in sessions)
+    bar.set_postfix(best_gflops=best, errors=sum(sum(s.errors.values()) for s in sessions))
+
+
+def tune(task, trials: int = 500, tuner="xgb", db="tuning.db", measure_option=None,
+         early_stopping: int | None = None, batch_size: int | None = None, seed: int | None = None,
+         callbacks: Sequence[Callable] = (), progress: bool = True) -> TuneResult:
+    """Search ``task``'s config space for its fastest config.
+
+    ``tuner`` is "random", "grid", "ga", "xgb", "optuna" or a Tuner instance;
+    ``db`` the tuning log (path, URL, open log, or None for an in-memory log);
+    ``measure_option`` a :class:`measure.MeasureOptions` (default: local workers);
+    ``early_stopping=N`` stops after N trials without improvement; ``callbacks``
+    are called as ``cb(input, result)`` once per measured candidate. Ctrl-C stops
+    cleanly: every finished measurement is already in the log.
+    """
+    return tune_tasks([task], trials, tuner=tuner, db=db, measure_option=measure_option,
+                      early_stopping=early_stopping, batch_size=batch_size, seed=seed,
+                      callbacks=callbacks, progress=progress)[0]
+
+
+def tune_tasks(tasks: Sequence, trials: int, tuner="xgb", db="tuning.db", measure_option=None,
+               early_stopping: int | None = None, batch_size: int | None = None,
+               seed: int | None = None, callbacks: Sequence[Callable] = (), progress: bool = True,
+               weights: Sequence[float] | None = None) -> list[TuneResult]:
+    """Tune several tasks with one budget of ``trials``, shared where it gains most.
+
+    Each task first gets one batch (round-robin warm-up); then each batch goes to the
+    task whose end-to-end time (its best cost times its ``weights`` entry, how often
+    it runs) is expected to fall most, judged from its recent improvement and an
+    optimistic guess, as Ansor's task scheduler does. One progress bar covers all.
+    Returns one :class:`TuneResult` per task, in order.
+    """
+    from measure import MeasureOptions
+
+    tasks = list(tasks)
+    if not tasks:
+        raise AutotuneError("tune_tasks needs at least one task")
+    if trials < 0:
+        raise AutotuneError(f"trials must be >= 0, got {trials}")
+    weights = list(weights) if weights is not None else [1.0] * len(tasks)
+    if len(weights) != len(tasks):
+        raise AutotuneError(f"{len(weights)} weights for {len(tasks)} tasks")
+    log, own_log = _open_log(db)
+    options = measure_option if measure_option is not None else MeasureOptions()
+    note = {"trials": trials, "early_stopping": early_stopping, "tasks": len(tasks)}
+    sessions = [_Session(t, tuner, log, seed, batch_size, note) for t in tasks]
+    name = tasks[0].workload_name if len(tasks) == 1 else f"{len(tasks)} tasks"
+    bar = _progress(trials, progress, name)
+
+    def on_result(session) -> None:
+        bar.update(1)
+        _postfix(bar, sessions)
+
+    interrupted = False
+    try:
+        done = 0
+        while done < trials:
+            session = _next_session(sessions, weights)
+            if session is None:
+                break
+            done += session.step(trials - done, options, callbacks, on_result)
+            if early_stopping is not None and session.since_best >= early_stopping:
+                session.stopped = "early_stopping"
+    except KeyboardInterrupt:
+        interrupted = True
+        for s in sessions:
+            s.stopped = "interrupted"
+        logger.warning("tuning interrupted; every finished measurement is in the log")
+    finally:
+        bar.close()
+    try:
+        results = [s.finish(options, remeasure=not interrupted) for s in sessions]
+    finally:
+        if measure_option is None:
+            options.close()
+        if own_log:
+            log.close()
+    return results
+
+
+# Ansor's scheduler: weight of the observed improvement against the optimistic guess,
+# and how many recent trials the observed improvement is measured over.
+_ALPHA = 0.2
+_WINDOW = 16
+
+
+def _next_session(sessions: list, weights: list):
+    """The session to measure next: warm-up first, then the largest expected gain."""
+    active = [(s, w) for s, w in zip(sessions, weights) if s.stopped is None]
+    if not active:
+        return None
+    for s, _ in active:
+        if not s.history:
+            return s
+    best, best_gain = None, -1.0
+    for s, w in active:
+        curve = s.best_curve
+        cost = curve[-1] if curve and curve[-1] < float("inf") else None
+        if cost is None:
+            gain = float("inf")  # nothing works yet: keep looking
+        else:
+            back = curve[-1 - _WINDOW] if len(curve) > _WINDOW else curve[0]
+            observed = max(0.0, back if back < float("inf") else cost) - cost
+            observed /= min(_WINDOW, len(curve))
+            optimistic = cost / len(curve)
+            gain = w * (_ALPHA * observed + (1 - _ALPHA) * optimistic)
+        if gain > best_gain:
+            best, best_gain = s, gain
+    return best

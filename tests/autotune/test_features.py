@@ -1,0 +1,107 @@
+"""Cost-model features: itervar features follow the loops; knob features are the encoding."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import compiler
+import search_spaces
+from autotune.tuner.features import (
+    ITERVAR_LENGTH,
+    FeatureCache,
+    config_features,
+    itervar_feature_names,
+    itervar_features,
+)
+from compiler import te
+
+NAMES = itervar_feature_names()
+
+
+def matmul_features(schedule_fn, n: int = 64) -> dict[str, float]:
+    """Itervar features of an ``n`` cubed matmul scheduled by ``schedule_fn(s, C)``, by name."""
+    A = te.placeholder((n, n), name="A")
+    B = te.placeholder((n, n), name="B")
+    k = te.reduce_axis((0, n), name="k")
+    C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    s = te.create_schedule(C.op)
+    schedule_fn(s, C)
+    feats = itervar_features(compiler.lower(s, [A, B, C], simple_mode=True))
+    assert feats.shape == (ITERVAR_LENGTH,) and np.isfinite(feats).all()
+    return dict(zip(NAMES, feats.tolist()))
+
+
+def plain(s, C):
+    pass
+
+
+def tiled(s, C):
+    i, j = C.op.axis
+    (k,) = C.op.reduce_axis
+    jo, ji = s[C].split(j, factor=8)
+    s[C].reorder(i, jo, k, ji)
+    s[C].vectorize(ji)
+    s[C].parallel(i)
+
+
+def test_names_cover_the_vector():
+    assert len(NAMES) == ITERVAR_LENGTH == len(set(NAMES))
+
+
+def test_hand_written_schedules_differ_where_their_loops_differ():
+    a, b = matmul_features(plain), matmul_features(tiled)
+    assert matmul_features(plain) == a  # deterministic
+    differ = {name for name in NAMES if a[name] != b[name]}
+    # Same work and the same allocations...
+    assert a["reduce0.work"] == b["reduce0.work"] == pytest.approx(np.log2(1 + 64 ** 3))
+    assert "global_alloc_bytes" not in differ
+    # ...but the innermost loop is 64 serial iterations of k in one, 8 vector lanes of j in the other.
+    assert a["reduce0.L0.extent"] == pytest.approx(np.log2(65)) and a["reduce0.L0.is_serial"] == 1
+    assert b["reduce0.L0.extent"] == pytest.approx(np.log2(9)) and b["reduce0.L0.is_vectorized"] == 1
+    assert b["reduce0.vector_width"] == pytest.approx(np.log2(9)) and a["reduce0.vector_width"] == 1
+    assert b["reduce0.L3.is_parallel"] == 1 and a["reduce0.parallel_extent"] == 1
+    assert b["reduce0.loops"] == 4 and a["reduce0.loops"] == 3
+    # Strides along the innermost loop: k walks B by rows (64) in one, j walks it by 1 in the other.
+    assert a["reduce0.buf2.L0.stride"] == pytest.approx(np.log2(65))
+    assert b["reduce0.buf2.L0.stride"] == pytest.approx(1.0)
+    # The stored C is reused across the k loop in one, not within the vector loop of the other.
+    assert a["reduce0.buf0.L0.reuse"] == pytest.approx(np.log2(65))
+    assert b["reduce0.buf0.L0.reuse"] == pytest.approx(1.0)
+    assert {"reduce0.L0.extent", "reduce0.buf1.L0.bytes", "reduce0.L2.extent"} <= differ
+
+
+def test_unroll_shows_up():
+    def unrolled(s, C):
+        (k,) = C.op.reduce_axis
+        ko, ki = s[C].split(k, factor=4)
+        s[C].unroll(ki)
+
+    u = matmul_features(unrolled)
+    assert u["reduce0.L0.is_unrolled"] == 1 and u["reduce0.unroll_length"] == pytest.approx(np.log2(5))
+
+
+def test_template_configs_have_fixed_length_and_are_fast():
+    task = search_spaces.create_task("matmul", (512, 512, 512, "float32"), "llvm")
+    configs = task.config_space.sample(12, np.random.default_rng(0))
+    config_features(task, configs[0])  # warm up imports
+    start = time.perf_counter()
+    rows = [config_features(task, c) for c in configs[1:]]
+    per_config = (time.perf_counter() - start) / len(rows)
+    assert all(r.shape == (ITERVAR_LENGTH,) for r in rows)
+    assert len({r.tobytes() for r in rows}) == len(rows)
+    assert per_config < 0.1, f"{per_config * 1e3:.1f} ms per config"  # ~5 ms on a quiet machine
+
+
+def test_knob_features_and_cache():
+    task = search_spaces.create_task("matmul", (64, 64, 64, "float32"), "llvm")
+    space = task.config_space
+    config = space.sample(1, np.random.default_rng(1))[0]
+    np.testing.assert_array_equal(config_features(task, config, "knob"), space.encode(config))
+    cache = FeatureCache("itervar")
+    x, ok = cache.get(task, [config.index, config.index])
+    assert ok.all() and len(cache) == 1 and (x[0] == x[1]).all()
+    with pytest.raises(ValueError, match="unknown feature type"):
+        FeatureCache("pixels")
