@@ -172,7 +172,7 @@ class _Session:
         if not self.tuner.has_next():
             self.stopped = "exhausted"
             return 0
-        configs = self.tuner.next_batch(min(self.batch_size, n))
+        configs = self._with_default(self.tuner.next_batch(min(self.batch_size, n)))
         if not configs:
             self.stopped = "exhausted"
             return 0
@@ -197,6 +197,15 @@ class _Session:
             if done_inputs:
                 self.tuner.update(done_inputs, done_results)
         return len(done_inputs)
+
+    def _with_default(self, configs: list) -> list:
+        """Put the default config first in the first batch of a workload, so the tuned result
+        is never judged without the baseline a user would otherwise get."""
+        default = self.task.config_space.default_config
+        if self.history or default.index in self.tuner.measured or not configs:
+            return configs
+        rest = [c for c in configs if c.index != default.index]
+        return [default, *rest[:len(configs) - 1]]
 
     def finish(self, options, remeasure: bool) -> TuneResult:
         """Measure the best few again (unless interrupted), close the run and report."""

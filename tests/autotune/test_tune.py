@@ -84,3 +84,24 @@ def test_tune_tasks_shares_one_budget(tmp_path, options):
     assert sum(len(r.history) for r in results) == 12
     assert all(len(r.history) >= 3 for r in results)  # round-robin warm-up
     assert all(r.best_gflops > 0 for r in results)
+
+
+def test_applied_log_is_never_slower_than_the_default(tmp_path, options):
+    # The default config is measured in the first batch, so the config the log applies
+    # has a confident median no worse than the default's, by the same measurements.
+    from autotune.selection import rank_configs
+    from search_spaces.dispatch import current_context
+
+    task = autotune.create_task("matmul", (64, 64, 64, "float32"), "llvm")
+    autotune.tune(task, trials=10, tuner="random", db=tmp_path / "t.db", measure_option=options,
+                  batch_size=5, seed=5, progress=False)
+    default = task.config_space.default_config
+    with db.open(tmp_path / "t.db") as log:
+        records = log.records(task, errors=False)
+        assert any(r.config_index == default.index for r in records)
+        ranked = rank_configs((r.config, r.costs) for r in records)
+        with autotune.apply_history_best(log):
+            chosen = current_context().query(task.target, task)
+    score = {task.config_space.from_json(e.config).index: e for e in ranked}
+    assert chosen.index == task.config_space.from_json(ranked[0].config).index
+    assert score[chosen.index].median <= score[default.index].median * 1.05
