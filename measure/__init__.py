@@ -1,10 +1,21 @@
 """Measurement: builders and runners that compile and time candidates in isolation.
 
 Workers receive tasks and configs as plain data, rebuild them, and return plain
-results (local processes or Ray workers, with timeouts and correctness checks). The
-contents arrive with the tuner; for now the package holds its error types.
+results::
+
+    from measure import MeasureInput, MeasureOptions, measure_batch
+    with MeasureOptions() as options:                   # LocalBuilder() + LocalRunner()
+        results = measure_batch([MeasureInput(task, c) for c in configs], options)
+
+``measure.ray`` has ``RayBuilder`` and ``RayRunner`` for a Ray cluster.
 """
 
+from measure.base import Builder, Runner
 from measure.errors import MeasureError
+from measure.local import LocalBuilder, LocalRunner
+from measure.pipeline import MeasureOptions, measure_batch, measure_stream
+from measure.records import Artifact, BuildResult, ErrorKind, MeasureInput, MeasureResult
 
-__all__ = ["MeasureError"]
+__all__ = ["MeasureError", "ErrorKind", "MeasureInput", "Artifact", "BuildResult", "MeasureResult",
+           "Builder", "Runner", "LocalBuilder", "LocalRunner", "MeasureOptions", "measure_batch",
+           "measure_stream"]

@@ -117,6 +117,7 @@ def emit_call_extern(gen, e) -> ir.Value:
     out = ir.Constant(ir.VectorType(ret, lanes), ir.Undefined)
     for k in range(lanes):
         idx = ir.Constant(ir.IntType(32), k)
-        lane_args = [gen.b.extract_element(v, idx) if isinstance(v.type, ir.VectorType) else v for v in values]
+        lane_args = [gen.b.extract_element(v, idx) if isinstance(v.type, ir.VectorType) else v
+                     for v in values]
         out = gen.b.insert_element(out, gen.b.call(fn, lane_args), idx)
     return out

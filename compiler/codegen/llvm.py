@@ -40,7 +40,7 @@ from ..tir.analysis import collect, free_vars
 from ..tir.buffer import Buffer
 from ..tir.function import IRModule, PrimFunc
 from . import loop_metadata
-from .intrinsics import CALL_OPS, MathEmitter
+from .intrinsics import CALL_OPS, MathEmitter, emit_call_extern
 from .llvm_parallel import ParallelLoops, pointer_attrs
 from .llvm_types import (
     I1,
@@ -525,6 +525,8 @@ class CodeGenLLVM(ParallelLoops, VectorMemory):
 
     def _e_Call(self, e: E.Call) -> ir.Value:
         op = e.op
+        if op == "call_extern":
+            return emit_call_extern(self, e)
         if op not in CALL_OPS:
             known = ", ".join(sorted(CALL_OPS))
             raise CodegenError(f"unknown intrinsic {op!r}; the LLVM backend knows {known}")

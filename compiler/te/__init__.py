@@ -12,6 +12,7 @@ from .intrin import (  # noqa: A004
                      abs,
                      all,
                      any,
+                     call_extern,
                      ceil,
                      const,
                      cos,
@@ -49,4 +50,5 @@ __all__ = [
     "Range", "Var", "sum", "max", "min", "exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt",
     "tanh", "sin", "cos", "sigmoid", "erf", "abs", "floor", "ceil", "round", "trunc", "power",
     "isnan", "if_then_else", "all", "any", "max_value", "min_value", "const", "floordiv", "floormod",
+    "call_extern",
 ]

@@ -16,7 +16,7 @@ from ..tir.expr import Call, CommReducer, IterVar, PrimExpr, Reduce, convert
 __all__ = ["sum", "max", "min", "exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt", "tanh",
            "sin", "cos", "sigmoid", "erf", "abs", "floor", "ceil", "round", "trunc", "power",
            "isnan", "if_then_else", "all", "any", "max_value", "min_value", "const", "floordiv",
-           "floormod"]
+           "floormod", "call_extern"]
 
 
 def _reducer(kind: CommReducer):
@@ -151,3 +151,18 @@ def floordiv(a, b) -> PrimExpr:
 def floormod(a, b) -> PrimExpr:
     """Remainder with the sign of the divisor."""
     return E._binary(E.FloorMod, a, b)
+
+
+def call_extern(dtype: str, name: str, *args) -> PrimExpr:
+    """A call of the C function ``name`` on ``args``, returning ``dtype``.
+
+    The generated code declares ``dtype name(args...)`` with the arguments' types
+    and calls it wherever the expression is evaluated (lane by lane for vector arguments).
+    The symbol must be visible to the loaded code (libc, libm, a loaded library).
+    For a function returning void (``abort``) give any scalar dtype: the value is
+    undefined. Fault-injection tests use ``te.call_extern("int32", "abort")``.
+    """
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"te.call_extern: the function name must be a C identifier, got {name!r}")
+    dtype = dtypes.check(dtype)
+    return Call(dtype, "call_extern", (E.StringImm(name), *(convert(a) for a in args)))

@@ -1,0 +1,102 @@
+"""Artifacts: compiling a candidate to bytes, and loading those bytes as a runtime Module.
+
+For CPU targets the artifact is a relocatable object file plus the functions'
+metadata. The builder lowers, generates and optimises LLVM IR and emits the object
+directly (no JIT compile in the builder, no ``cc -shared`` link anywhere); the
+runner hands the object to an MCJIT engine, which relocates it in about 2 ms
+against the symbols of its own process (libgomp, libm, libc). Timing then uses the
+runtime's native timer like any other Module.
+"""
+
+from __future__ import annotations
+
+from compiler.errors import CompilerError
+from compiler.runtime.arguments import FunctionInfo
+from compiler.runtime.module import Module
+from compiler.target import Target
+from compiler.tir.function import IRModule
+from measure.records import Artifact
+
+__all__ = ["build_artifact", "compile_object", "load_artifact", "ENTRY_NAME"]
+
+ENTRY_NAME = "default_function"
+
+
+def build_artifact(task, config) -> Artifact:
+    """Instantiate ``task`` with ``config``, lower and compile it (raises on failure:
+    :class:`search_spaces.InstantiationError`, :class:`compiler.CompilerError`, ...)."""
+    import compiler
+
+    s, args = task.instantiate(config)
+    target = Target(task.target)
+    if target.kind == "cuda":
+        # PTX artifacts ("ptx") come with the CUDA backend; until then this raises its error.
+        compiler.build(s, args, target=target, name=ENTRY_NAME)
+        raise CompilerError("CUDA artifacts are not supported yet")
+    return compile_object(compiler.lower(s, args, name=ENTRY_NAME), target)
+
+
+def compile_object(mod: IRModule, target: Target) -> Artifact:
+    """What ``compiler.build`` does for a CPU target, ending in an object file instead of a JIT."""
+    from compiler.codegen import function_info
+    from compiler.codegen.llvm import generate_llvm_ir
+    from compiler.codegen.llvm_jit import create_target_machine, optimize, parse
+
+    if len(mod) == 0:
+        raise CompilerError("cannot build an empty IRModule")
+    funcs = {name: (f if f.name == name else f.with_name(name)) for name, f in mod.items()}
+    tm = create_target_machine(target, reloc="pic", codemodel="default")
+    text = generate_llvm_ir(IRModule(funcs, mod.attrs), tm.triple, str(tm.target_data), target.fast_math)
+    module = parse(text)
+    module.triple = tm.triple
+    module.data_layout = str(tm.target_data)
+    optimize(module, tm)
+    metadata = {"target": str(target), "entry": next(iter(funcs)),
+                "functions": [function_info(f).to_json() for f in funcs.values()]}
+    return Artifact("object", tm.emit_object(module), metadata)
+
+
+class _ObjectCode:
+    """A :class:`compiler.runtime.module.Backend` over an object file loaded by MCJIT."""
+
+    type_key = "llvm"
+
+    def __init__(self, data: bytes, target: Target):
+        import llvmlite.binding as llvm
+
+        from compiler.codegen.llvm_jit import create_target_machine
+
+        self.target = target
+        self._data = data
+        tm = create_target_machine(target)  # also loads libgomp for the engine to link against
+        self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+        self._engine.add_object_file(llvm.ObjectFileRef.from_data(data))
+        self._engine.finalize_object()
+
+    def address(self, name: str) -> int:
+        from compiler.runtime.timer import TIMER_SYMBOL
+
+        if name == TIMER_SYMBOL:
+            from compiler.codegen import llvm_timer
+
+            return llvm_timer.address()
+        return self._engine.get_function_address(name) or 0
+
+    def source(self, fmt: str) -> str:
+        raise CompilerError(f"a module loaded from an artifact has no {fmt!r} source")
+
+    def export(self, path: str, metadata_json: str) -> None:
+        from compiler.codegen import llvm_timer
+        from compiler.runtime.library import link_shared
+
+        link_shared(path, [self._data, llvm_timer.object_code(self.target)], metadata_json)
+
+
+def load_artifact(artifact: Artifact) -> Module:
+    """The callable Module of ``artifact`` (no rebuilding)."""
+    if artifact.kind != "object":
+        raise CompilerError(f"cannot load a {artifact.kind!r} artifact on this runner")
+    meta = artifact.metadata
+    infos = [FunctionInfo.from_json(f) for f in meta["functions"]]
+    backend = _ObjectCode(artifact.data, Target(meta["target"]))
+    return Module(backend, {info.name: info for info in infos}, meta["entry"])

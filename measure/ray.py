@@ -1,0 +1,414 @@
+"""Measuring on a Ray cluster: builds as Ray tasks, timing in Ray actors.
+
+``address=None`` starts a local Ray instance; ``"auto"`` or ``"ray://host:port"``
+joins a cluster (already initialised Ray is used as it is). The tasks and configs
+that travel are plain data (templates from ``__main__`` by value); workers import
+the project and rebuild.
+
+* :class:`RayBuilder`: one Ray task per candidate (``num_cpus=1``), placed on a node
+  with a free CPU, so builds spread over every CPU of the cluster. A build that
+  crashes its Ray worker is retried once on another node, then gets a worker-crash
+  result; one that runs past ``timeout`` gets a build-timeout result (a build still
+  running ``startup_grace`` seconds later is cancelled by force, killing its worker).
+* :class:`RayRunner`: one actor per node for CPU targets (one per GPU, ``num_gpus=1``,
+  for CUDA), so no two timings share a device. Each actor runs a
+  :class:`~measure.local.LocalRunner`, whose sandbox process absorbs crashes and
+  hangs of generated code exactly as locally. An actor that dies (its process
+  killed, its node lost) is restarted by Ray; its candidate is retried once on
+  another actor before it gets a worker-crash result. Results reach the driver as
+  they finish, so a node that leaves loses no finished trial.
+
+On each node builds pause while that node's actor times (:mod:`measure.gate`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from measure.base import Builder, Runner, error_result
+from measure.gate import Gates
+from measure.records import BuildResult, ErrorKind, MeasureInput, MeasureResult
+
+__all__ = ["RayBuilder", "RayRunner", "connect"]
+
+logger = logging.getLogger(__name__)
+
+_POLL_S = 0.02
+_REFRESH_S = 2.0  # how often the set of alive nodes is read again
+
+
+def connect(address: str | None = None, **init_kwargs) -> None:
+    """Join (``address``) or start (None) Ray, unless this process is connected already."""
+    if ray.is_initialized():
+        return
+    init_kwargs.setdefault("include_dashboard", False)
+    init_kwargs.setdefault("log_to_driver", False)
+    if address is None:
+        # Workers of a local instance import the project from where this process did.
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+        init_kwargs.setdefault("runtime_env", {"env_vars": {"PYTHONPATH": path}})
+    ray.init(address=address, **init_kwargs)
+
+
+def _alive_nodes() -> dict[str, dict]:
+    return {n["NodeID"]: n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")}
+
+
+def _on(node: str) -> NodeAffinitySchedulingStrategy:
+    return NodeAffinitySchedulingStrategy(node, soft=False)
+
+
+@ray.remote(num_cpus=1, max_retries=0)
+def _build(task, config_json: dict) -> BuildResult:
+    from measure.worker import build_candidate
+
+    return build_candidate(task, config_json)
+
+
+# ---------------------------------------------------------------------------- builder
+
+
+@dataclass
+class _BuildJob:
+    index: int
+    attempt: int = 0
+    avoid: str | None = None  # the node where the first attempt died
+    node: str = ""
+    start: float = 0.0
+
+
+class RayBuilder(Builder):
+    """Builds candidates as Ray tasks over every CPU of the cluster."""
+
+    def __init__(self, address: str | None = None, timeout: float = 10, startup_grace: float = 30,
+                 init_kwargs: dict | None = None):
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive, got {timeout}")
+        self.address = address
+        self.timeout = timeout
+        self.startup_grace = startup_grace
+        self.init_kwargs = dict(init_kwargs or {})
+
+    def build(self, inputs: Sequence[MeasureInput], gates: Gates) -> Iterator[tuple[int, BuildResult]]:
+        connect(self.address, **self.init_kwargs)
+        todo = deque(_BuildJob(i) for i in range(len(inputs)))
+        running: dict = {}  # ObjectRef -> _BuildJob
+        nodes, refreshed = {}, 0.0
+        try:
+            while todo or running:
+                if gates.stop.is_set():
+                    todo.clear()
+                if time.monotonic() - refreshed > _REFRESH_S:
+                    nodes = {n: int(r.get("CPU", 0)) for n, r in _alive_nodes().items()
+                             if r.get("CPU", 0) >= 1}
+                    refreshed = time.monotonic()
+                self._dispatch(inputs, todo, running, nodes, gates)
+                if not running:
+                    time.sleep(_POLL_S)
+                    continue
+                ready, _ = ray.wait(list(running), num_returns=1, timeout=_POLL_S)
+                for ref in ready:
+                    job = running.pop(ref)
+                    gates(job.node).build_done()
+                    result = self._result(ref, job, todo, nodes)
+                    if result is not None:
+                        yield job.index, result
+                now = time.monotonic()
+                for ref, job in list(running.items()):
+                    if now - job.start > self.timeout + self.startup_grace:
+                        ray.cancel(ref, force=True)
+                        del running[ref]
+                        gates(job.node).build_done()
+                        why = f"build took more than {self.timeout:g} s; cancelled"
+                        yield job.index, BuildResult(None, why, now - job.start, ErrorKind.BUILD_TIMEOUT,
+                                                     job.node)
+        finally:
+            for ref, job in running.items():  # abandoned: the consumer went away
+                ray.cancel(ref, force=True)
+                gates(job.node).build_done()
+
+    def _dispatch(self, inputs, todo: deque, running: dict, nodes: dict, gates: Gates) -> None:
+        load: dict[str, int] = {}
+        for job in running.values():
+            load[job.node] = load.get(job.node, 0) + 1
+        for node, cpus in nodes.items():
+            while todo and load.get(node, 0) < cpus:
+                job = next((j for j in todo if j.avoid != node or len(nodes) == 1), None)
+                if job is None or not gates(node).try_build():
+                    break
+                todo.remove(job)
+                inp = inputs[job.index]
+                ref = _build.options(scheduling_strategy=_on(node)).remote(inp.task, inp.config.to_json())
+                job.node, job.start = node, time.monotonic()
+                running[ref] = job
+                load[node] = load.get(node, 0) + 1
+
+    def _result(self, ref, job: _BuildJob, todo: deque, nodes: dict) -> BuildResult | None:
+        elapsed = time.monotonic() - job.start
+        try:
+            result: BuildResult = ray.get(ref)
+        except ray.exceptions.RayTaskError as exc:
+            return BuildResult(None, f"the build task failed: {exc}", elapsed, ErrorKind.COMPILE_ERROR,
+                               job.node)
+        except ray.exceptions.RayError as exc:
+            if job.attempt == 0:
+                logger.info("build of candidate %d lost on node %s (%s); retrying elsewhere", job.index,
+                            job.node, type(exc).__name__)
+                todo.appendleft(_BuildJob(job.index, 1, job.node))
+                return None
+            return BuildResult(None, f"the build worker died twice: {type(exc).__name__}: {exc}", elapsed,
+                               ErrorKind.WORKER_CRASH, job.node)
+        if result.artifact is not None and result.build_time > self.timeout:
+            return BuildResult(None, f"build took {result.build_time:.1f} s, more than {self.timeout:g} s",
+                               result.build_time, ErrorKind.BUILD_TIMEOUT, result.worker)
+        return result
+
+    def __repr__(self) -> str:
+        return f"RayBuilder(address={self.address!r}, timeout={self.timeout})"
+
+
+# ---------------------------------------------------------------------------- runner
+
+
+@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
+class _RunActor:
+    """Times candidates on one node (or one GPU) through a LocalRunner and its sandbox."""
+
+    def __init__(self, runner_kwargs: dict):
+        from measure.local import LocalRunner
+
+        self.runner = LocalRunner(**runner_kwargs)
+        self.node = ray.get_runtime_context().get_node_id()
+
+    def ready(self) -> str:
+        return self.node
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def run(self, task, build: BuildResult) -> MeasureResult:
+        result = self.runner.measure_one(task, build)
+        result.worker = self.node
+        return result
+
+
+@dataclass
+class _Actor:
+    key: str
+    node: str
+    handle: object
+    busy: bool = False
+    restarting: object = None  # the ObjectRef of a ping while Ray restarts it
+    holds_gate: bool = False
+    asked_gate: bool = False
+
+
+@dataclass
+class _RunJob:
+    index: int
+    input: MeasureInput
+    build: BuildResult
+    attempt: int = 0
+    avoid: str | None = None
+    actor: str = ""
+    start: float = field(default=0.0)
+
+
+class RayRunner(Runner):
+    """Times candidates in Ray actors: one per node (CPU targets) or per GPU (``gpu=True``).
+
+    The timing parameters are those of :class:`~measure.local.LocalRunner`.
+    """
+
+    def __init__(self, address: str | None = None, number: int = 4, repeat: int = 3,
+                 min_repeat_ms: float = 50, timeout: float = 10, cooldown_ms: float = 0,
+                 cache_flush: bool = False, check_correctness: bool = True, gpu: bool = False,
+                 init_kwargs: dict | None = None):
+        from measure.local import LocalRunner
+
+        # Check the parameters as LocalRunner does.
+        LocalRunner(number, repeat, min_repeat_ms, timeout, cooldown_ms, cache_flush, check_correctness)
+        self.address = address
+        self.runner_kwargs = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms,
+                              "timeout": timeout, "cooldown_ms": cooldown_ms, "cache_flush": cache_flush,
+                              "check_correctness": check_correctness}
+        self.gpu = gpu
+        self.init_kwargs = dict(init_kwargs or {})
+        self._actors: dict[str, _Actor] = {}
+
+    @property
+    def _deadline(self) -> float:
+        """Seconds after which a call that is still running means a stuck actor (it is killed)."""
+        t = self.runner_kwargs["timeout"]
+        return max(60.0, 6 * t) + 2 * t + 30
+
+    # ------------------------------------------------------------------ actors
+
+    def _refresh(self) -> None:
+        nodes = _alive_nodes()
+        for key, actor in list(self._actors.items()):
+            if actor.node not in nodes:
+                ray.kill(actor.handle, no_restart=True)
+                del self._actors[key]
+        for node, resources in nodes.items():
+            slots = int(resources.get("GPU", 0)) if self.gpu else 1
+            for k in range(slots):
+                key = f"{node}/gpu{k}" if self.gpu else node
+                if key not in self._actors:
+                    opts = {"scheduling_strategy": _on(node)}
+                    if self.gpu:
+                        opts["num_gpus"] = 1
+                    handle = _RunActor.options(**opts).remote(self.runner_kwargs)
+                    self._actors[key] = _Actor(key, node, handle, restarting=handle.ready.remote())
+
+    def actor_pids(self) -> dict[str, int]:
+        """``{actor key: process id}`` of the idle actors (for tests and diagnostics)."""
+        connect(self.address, **self.init_kwargs)
+        self._refresh()
+        return dict(zip(self._actors, ray.get([a.handle.pid.remote() for a in self._actors.values()])))
+
+    # ------------------------------------------------------------------ running
+
+    def run(self, jobs: queue.Queue, gates: Gates) -> Iterator[tuple[int, MeasureResult]]:
+        connect(self.address, **self.init_kwargs)
+        pending: deque[_RunJob] = deque()
+        running: dict = {}  # ObjectRef -> _RunJob
+        closed, refreshed = False, 0.0
+        try:
+            while not closed or pending or running:
+                if time.monotonic() - refreshed > _REFRESH_S:
+                    self._refresh()
+                    refreshed = time.monotonic()
+                closed = self._take(jobs, pending, closed, idle=not running and not pending, gates=gates)
+                self._dispatch(pending, running, gates)
+                waiting = list(running) + [a.restarting for a in self._actors.values() if a.restarting]
+                if not waiting:
+                    if pending:  # waiting for a gate (builds finishing on that node)
+                        time.sleep(_POLL_S)
+                    continue
+                ready, _ = ray.wait(waiting, num_returns=1, timeout=_POLL_S)
+                for ref in ready:
+                    if ref in running:
+                        job = running.pop(ref)
+                        result = self._result(ref, job, pending)
+                        if result is not None:
+                            yield job.index, result
+                    else:
+                        self._restarted(ref)
+                self._check_deadlines(running)
+                if not pending:
+                    self._release(gates)
+        finally:
+            self._release(gates, everything=True)
+
+    def _take(self, jobs: queue.Queue, pending: deque, closed: bool, idle: bool, gates: Gates) -> bool:
+        while not closed:
+            try:
+                job = jobs.get(timeout=_POLL_S) if idle and not pending else jobs.get_nowait()
+            except queue.Empty:
+                return closed
+            if job is None:
+                return True
+            if not gates.stop.is_set():
+                i, inp, build = job
+                pending.append(_RunJob(i, inp, build))
+        return closed
+
+    def _gate_open(self, actor: _Actor, gates: Gates) -> bool:
+        if self.gpu or actor.holds_gate:
+            return True
+        gate = gates(actor.node)
+        if not actor.asked_gate:
+            gate.request_timing()
+            actor.asked_gate = True
+        if gate.try_timing():
+            actor.asked_gate, actor.holds_gate = False, True
+        return actor.holds_gate
+
+    def _release(self, gates: Gates, everything: bool = False) -> None:
+        for actor in self._actors.values():
+            if actor.holds_gate and (everything or not actor.busy):
+                gates(actor.node).release_timing()
+                actor.holds_gate = False
+            if actor.asked_gate and everything:
+                # An unanswered request: take the gate once the builds end, then give it back.
+                gates(actor.node).try_timing() and gates(actor.node).release_timing()
+                actor.asked_gate = False
+
+    def _dispatch(self, pending: deque, running: dict, gates: Gates) -> None:
+        for job in list(pending):
+            idle = [a for a in self._actors.values() if not a.busy and a.restarting is None]
+            others = [a for a in idle if a.key != job.avoid]
+            choice = others or (idle if len(self._actors) == 1 else [])
+            actor = next((a for a in choice if self._gate_open(a, gates)), None)
+            if actor is None:
+                continue
+            pending.remove(job)
+            job.actor, job.start = actor.key, time.monotonic()
+            actor.busy = True
+            running[actor.handle.run.remote(job.input.task, job.build)] = job
+
+    def _result(self, ref, job: _RunJob, pending: deque) -> MeasureResult | None:
+        actor = self._actors.get(job.actor)
+        try:
+            result = ray.get(ref)
+        except ray.exceptions.RayActorError as exc:
+            if actor is not None:  # Ray restarts it; ping it to know when it is back
+                actor.restarting = actor.handle.ready.remote()
+            if job.attempt == 0:
+                logger.info("run of candidate %d lost with actor %s (%s); retrying", job.index, job.actor,
+                            type(exc).__name__)
+                pending.appendleft(_RunJob(job.index, job.input, job.build, 1, job.actor))
+                return None
+            why = f"the run actor died twice: {type(exc).__name__}: {exc}"
+            return error_result(ErrorKind.WORKER_CRASH, why, job.build.build_time,
+                                time.monotonic() - job.start, job.actor)
+        except ray.exceptions.RayError as exc:
+            result = error_result(ErrorKind.RUNTIME_ERROR, f"the run call failed: {exc}",
+                                  job.build.build_time, time.monotonic() - job.start, job.actor)
+        if actor is not None:
+            actor.busy = False
+        return result
+
+    def _restarted(self, ping) -> None:
+        for key, actor in list(self._actors.items()):
+            if actor.restarting is ping:
+                try:
+                    ray.get(ping)
+                    actor.restarting, actor.busy = None, False
+                except ray.exceptions.RayError:  # gone for good (its node left): forget it
+                    del self._actors[key]
+                return
+
+    def _check_deadlines(self, running: dict) -> None:
+        now = time.monotonic()
+        for job in running.values():
+            actor = self._actors.get(job.actor)
+            if actor is not None and now - job.start > self._deadline:
+                logger.warning("actor %s is stuck; restarting it", job.actor)
+                ray.kill(actor.handle, no_restart=False)
+                job.start = now  # its call now fails, and the candidate is retried
+
+    def close(self) -> None:
+        for actor in self._actors.values():
+            try:
+                ray.kill(actor.handle, no_restart=True)
+            except Exception:
+                pass
+        self._actors.clear()
+
+    def __getstate__(self):
+        return {**self.__dict__, "_actors": {}}
+
+    def __repr__(self) -> str:
+        return f"RayRunner(address={self.address!r}, gpu={self.gpu}, {self.runner_kwargs})"
