@@ -115,3 +115,22 @@ def random_data(rng: np.random.Generator | None, shape, dtype: str) -> np.ndarra
 def float_dtype_check(dtype: str, what: str) -> None:
     if np.dtype(dtype).kind != "f":
         raise ValueError(f"{what} needs a floating-point dtype, got {dtype!r}")
+
+
+def parallel_and_vectorize(s, cfg, stage, outer, inner) -> None:
+    """Apply the "parallel" and "vec" knobs: ``outer`` on threads, ``inner`` as vector lanes."""
+    if cfg["parallel"].val:
+        s[stage].parallel(outer)
+    if cfg["vec"].val:
+        s[stage].vectorize(inner)
+
+
+def place_padding(s, cfg, P, X, stage, axis) -> None:
+    """Apply the "pad" knob: inline the padding stage ``P`` (when there is one, i.e. ``P is
+    not X``) into its reader, or compute it once per iteration of ``stage``'s loop ``axis``."""
+    if P is X:
+        return
+    if cfg["pad"].val == "inline":
+        s[P].compute_inline()
+    else:
+        s[P].compute_at(s[stage], axis)

@@ -15,7 +15,7 @@ cache block with the k blocks outermost), ``unroll_k``, ``vec``, ``parallel``.
 from __future__ import annotations
 
 from compiler import te
-from search_spaces.templates._common import accumulator, vector_lanes
+from search_spaces.templates._common import accumulator, parallel_and_vectorize, vector_lanes
 
 __all__ = ["define_gemm_knobs", "schedule_gemm", "MAX_REGISTER_TILE"]
 
@@ -50,10 +50,7 @@ def schedule_gemm(cfg, s, C, out, packed=None, nbatch: int = 0) -> None:
     xo, xm, xi = cfg["tile_x"].apply(s, out, x)
     s[out].reorder(*batch, yo, xo, ym, xm, yi, xi)
     outer = s[out].fuse(*batch, yo, xo)
-    if cfg["parallel"].val:
-        s[out].parallel(outer)
-    if cfg["vec"].val:
-        s[out].vectorize(xi)
+    parallel_and_vectorize(s, cfg, out, outer, xi)
 
     *batch_c, yc, xc = s[acc].op.axis
     (kc,) = s[acc].op.reduce_axis
@@ -77,10 +74,7 @@ def schedule_gemm(cfg, s, C, out, packed=None, nbatch: int = 0) -> None:
     if packed is not None:
         *pb, pxo, pk, pxi = s[packed].op.axis
         pouter = s[packed].fuse(*pb, pxo)
-        if cfg["parallel"].val:
-            s[packed].parallel(pouter)
-        if cfg["vec"].val:
-            s[packed].vectorize(pxi)
+        parallel_and_vectorize(s, cfg, packed, pouter, pxi)
 
 
 def gemm_compute(A_at, B_at, shape_out, L: int, dtype: str, name: str = "C"):

@@ -24,6 +24,8 @@ from search_spaces.templates._common import (
     pad_nchw_like,
     padding4,
     pair,
+    parallel_and_vectorize,
+    place_padding,
     random_data,
     vector_lanes,
 )
@@ -102,10 +104,7 @@ def conv2d_nchw(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, stride
     xo, xi = cfg["tile_x"].apply(s, Y, x)
     s[Y].reorder(n, fo, yo, xo, fi, yi, xi)
     outer = s[Y].fuse(n, fo, yo)
-    if cfg["parallel"].val:
-        s[Y].parallel(outer)
-    if cfg["vec"].val:
-        s[Y].vectorize(xi)
+    parallel_and_vectorize(s, cfg, Y, outer, xi)
 
     s[acc].compute_at(s[Y], xo)
     nc, fc, yc, xc = s[acc].op.axis
@@ -117,17 +116,10 @@ def conv2d_nchw(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, stride
     if cfg["vec"].val:
         s[acc].vectorize(xc)
 
-    if P is not X:
-        if cfg["pad"].val == "inline":
-            s[P].compute_inline()
-        else:
-            s[P].compute_at(s[Y], outer)
+    place_padding(s, cfg, P, X, Y, outer)
     if Wp is not None:
         wfo, *_, wfi = s[Wp].op.axis
-        if cfg["parallel"].val:
-            s[Wp].parallel(wfo)
-        if cfg["vec"].val:
-            s[Wp].vectorize(wfi)
+        parallel_and_vectorize(s, cfg, Wp, wfo, wfi)
     return s, [X, Wt, Y]
 
 
@@ -181,10 +173,7 @@ def conv2d_nhwc(N: int, H: int, W: int, C: int, F: int, KH: int, KW: int, stride
     fo, fi = cfg["tile_f"].apply(s, Y, f)
     s[Y].reorder(n, yo, xo, fo, yi, xi, fi)
     outer = s[Y].fuse(n, yo)
-    if cfg["parallel"].val:
-        s[Y].parallel(outer)
-    if cfg["vec"].val:
-        s[Y].vectorize(fi)
+    parallel_and_vectorize(s, cfg, Y, outer, fi)
 
     s[acc].compute_at(s[Y], fo)
     nc, yc, xc, fc = s[acc].op.axis
@@ -196,9 +185,5 @@ def conv2d_nhwc(N: int, H: int, W: int, C: int, F: int, KH: int, KW: int, stride
     if cfg["vec"].val:
         s[acc].vectorize(fc)
 
-    if P is not X:
-        if cfg["pad"].val == "inline":
-            s[P].compute_inline()
-        else:
-            s[P].compute_at(s[Y], outer)
+    place_padding(s, cfg, P, X, Y, outer)
     return s, [X, Wt, Y]

@@ -16,6 +16,8 @@ from search_spaces.templates._common import (
     pad_nchw_like,
     padding4,
     pair,
+    parallel_and_vectorize,
+    place_padding,
     random_data,
     vector_lanes,
 )
@@ -74,10 +76,7 @@ def depthwise_conv2d_nchw(N: int, C: int, H: int, W: int, KH: int, KW: int, stri
     xo, xi = cfg["tile_x"].apply(s, Y, x)
     s[Y].reorder(n, co, yo, xo, ci, yi, xi)
     outer = s[Y].fuse(n, co)
-    if cfg["parallel"].val:
-        s[Y].parallel(outer)
-    if cfg["vec"].val:
-        s[Y].vectorize(xi)
+    parallel_and_vectorize(s, cfg, Y, outer, xi)
 
     s[acc].compute_at(s[Y], xo)
     nc, cc, yc, xc = s[acc].op.axis
@@ -86,9 +85,5 @@ def depthwise_conv2d_nchw(N: int, C: int, H: int, W: int, KH: int, KW: int, stri
     cfg["unroll_kernel"].apply(s, acc, [ry_, rx_])
     if cfg["vec"].val:
         s[acc].vectorize(xc)
-    if P is not X:
-        if cfg["pad"].val == "inline":
-            s[P].compute_inline()
-        else:
-            s[P].compute_at(s[Y], outer)
+    place_padding(s, cfg, P, X, Y, outer)
     return s, [X, Wt, Y]

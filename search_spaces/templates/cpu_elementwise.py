@@ -20,7 +20,7 @@ import numpy as np
 
 from compiler import te
 from search_spaces.template import get_config, template
-from search_spaces.templates._common import random_data, vector_lanes
+from search_spaces.templates._common import parallel_and_vectorize, random_data, vector_lanes
 
 __all__ = ["elementwise", "elementwise_reference", "BINARY_OPS", "UNARY_OPS"]
 
@@ -161,10 +161,7 @@ def elementwise(M: int, N: int, ops: str, dtype: str = "float32"):
     io, ii = cfg["tile_m"].apply(s, out, i)
     jo, ji = cfg["tile_n"].apply(s, out, j)
     s[out].reorder(io, jo, ii, ji)
-    if cfg["parallel"].val:
-        s[out].parallel(io)
-    if cfg["vec"].val:
-        s[out].vectorize(ji)
+    parallel_and_vectorize(s, cfg, out, io, ji)
     for st in stages[:-1]:
         if cfg["fuse"].val == "inline":
             s[st].compute_inline()

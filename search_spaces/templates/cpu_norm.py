@@ -12,7 +12,12 @@ import numpy as np
 
 from compiler import te
 from search_spaces.template import get_config, template
-from search_spaces.templates._common import float_dtype_check, random_data, vector_lanes
+from search_spaces.templates._common import (
+    float_dtype_check,
+    parallel_and_vectorize,
+    random_data,
+    vector_lanes,
+)
 
 __all__ = ["softmax", "layer_norm", "softmax_reference", "layer_norm_reference", "LAYER_NORM_EPS"]
 
@@ -36,10 +41,7 @@ def _schedule_rows(cfg, s, out, row_stages, elem_stages) -> None:
     io, ii = cfg["tile_m"].apply(s, out, i)
     jo, ji = cfg["tile_n"].apply(s, out, j)
     s[out].reorder(io, ii, jo, ji)
-    if cfg["parallel"].val:
-        s[out].parallel(io)
-    if cfg["vec"].val:
-        s[out].vectorize(ji)
+    parallel_and_vectorize(s, cfg, out, io, ji)
     at_row = cfg["stats_at"].val == "row"
     for st in row_stages + elem_stages:
         if at_row:

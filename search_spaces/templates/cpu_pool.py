@@ -19,6 +19,8 @@ from search_spaces.templates._common import (
     pad_nchw_like,
     padding4,
     pair,
+    parallel_and_vectorize,
+    place_padding,
     random_data,
     vector_lanes,
 )
@@ -84,10 +86,7 @@ def pool2d(N: int, C: int, H: int, W: int, KH: int, KW: int, stride=1, padding=0
     xo, xi = cfg["tile_x"].apply(s, out, x)
     s[out].reorder(n, c, yo, xo, yi, xi)
     outer = s[out].fuse(n, c)
-    if cfg["parallel"].val:
-        s[out].parallel(outer)
-    if cfg["vec"].val:
-        s[out].vectorize(xi)
+    parallel_and_vectorize(s, cfg, out, outer, xi)
     s[acc].compute_at(s[out], xo)
     nc, cc, yc, xc = s[acc].op.axis
     ry_, rx_ = s[acc].op.reduce_axis
@@ -95,9 +94,5 @@ def pool2d(N: int, C: int, H: int, W: int, KH: int, KW: int, stride=1, padding=0
     cfg["unroll_kernel"].apply(s, acc, [ry_, rx_])
     if cfg["vec"].val:
         s[acc].vectorize(xc)
-    if P is not X:
-        if cfg["pad"].val == "inline":
-            s[P].compute_inline()
-        else:
-            s[P].compute_at(s[out], outer)
+    place_padding(s, cfg, P, X, out, outer)
     return s, [X, out]
