@@ -46,13 +46,15 @@ def _build_one(mod: IRModule, target: Target) -> Module:
     from .codegen import build_module
 
     if target.kind == "cuda":
-        raise CompilerError("CUDA code generation is not available yet; build for 'llvm'")
+        from .codegen.cuda import build_cuda
+
+        return build_cuda(mod, target)
     return build_module(mod, target)
 
 
 def _build_per_target(inputs: dict, target_host) -> Module:
-    # Every entry is CPU code for now, so target_host has nothing to add; the functions
-    # are compiled together for the first entry's target.
+    # The functions of one kind are compiled together for the first entry's target of that
+    # kind. The host code of CUDA functions runs in Python, so target_host has nothing to add.
     del target_host
     merged: dict = {}
     first: Target | None = None
@@ -61,8 +63,9 @@ def _build_per_target(inputs: dict, target_host) -> Module:
         if not isinstance(mod, IRModule):
             raise CompilerError(f"build({{target: module}}) expects IRModules as values, got "
                                 f"{type(mod).__name__} for {tgt}")
-        if tgt.kind == "cuda":
-            raise CompilerError("CUDA code generation is not available yet; build for 'llvm'")
+        if first is not None and first.kind != tgt.kind:
+            raise CompilerError(f"build({{target: module}}) mixes {first.kind} and {tgt.kind} functions; "
+                                "build each kind separately")
         first = first or tgt
         for name, func in mod.items():
             if name in merged:

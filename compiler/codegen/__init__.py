@@ -1,7 +1,7 @@
 """Code generators: from an IRModule of lowered PrimFuncs to a runtime Module.
 
-Only the LLVM CPU backend exists so far (:mod:`.llvm` builds the IR,
-:mod:`.llvm_jit` optimises and JIT-compiles it).
+CPUs: :mod:`.llvm` builds the IR, :mod:`.llvm_jit` optimises and JIT-compiles it.
+NVIDIA GPUs: :mod:`.cuda` lowers for the GPU, :mod:`.nvptx` emits PTX.
 """
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ def _is_var(p) -> bool:
 def build_module(mod: IRModule, target: Target) -> Module:
     """Compile every function of ``mod`` for ``target``; the first is the entry function."""
     if target.kind == "cuda":
-        raise CompilerError("CUDA code generation is not available yet; build for 'llvm'")
+        from .cuda import build_cuda
+
+        return build_cuda(mod, target)
     if len(mod) == 0:
         raise CompilerError("cannot build an empty IRModule")
     from .llvm import generate_llvm_ir

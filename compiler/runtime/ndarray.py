@@ -1,4 +1,5 @@
-"""Device arrays (``compiler.nd``): C-contiguous, 64-byte aligned host storage for the CPU."""
+"""Device arrays (``compiler.nd``): C-contiguous, 64-byte aligned host storage for the CPU,
+device memory (:class:`compiler.runtime.cuda.DeviceStorage`, through pycuda) for CUDA GPUs."""
 
 from __future__ import annotations
 
@@ -59,6 +60,8 @@ class NDArray:
     @property
     def host_array(self) -> np.ndarray:
         """The numpy array holding the data (shared, not a copy). For the runtime."""
+        if self._device.device_type != "cpu":
+            raise ValueError(f"an array on {self._device} has no host array; use .numpy()")
         return self._data
 
     def numpy(self) -> np.ndarray:
@@ -77,7 +80,10 @@ class NDArray:
         source = np.asarray(source, dtype=self._data.dtype)
         if source.shape != self.shape:
             raise ValueError(f"copyfrom: shape {source.shape} does not match the array's {self.shape}")
-        np.copyto(self._data, source)
+        if self._device.device_type == "cuda":
+            self._data.upload(source)
+        else:
+            np.copyto(self._data, source)
         return self
 
     def copyto(self, target):
@@ -85,12 +91,12 @@ class NDArray:
         if isinstance(target, Device):
             return array(self._data, target)
         if isinstance(target, NDArray):
-            target.copyfrom(self._data)
+            target.copyfrom(self.numpy())
             return target
         if isinstance(target, np.ndarray):
             if target.shape != self.shape:
                 raise ValueError(f"copyto: shape {target.shape} does not match the array's {self.shape}")
-            np.copyto(target, self._data)
+            np.copyto(target, self.numpy())
             return target
         raise TypeError(f"copyto expects a numpy array, an NDArray or a Device, got {type(target).__name__}")
 
@@ -104,7 +110,6 @@ def _check_device(device: Device | None) -> Device:
         raise TypeError(f"expected a Device such as compiler.cpu(0), got {device!r}")
     if device.device_type == "cuda":
         require_pycuda()
-        raise RuntimeError("CUDA device arrays are not available yet")
     return device
 
 
@@ -112,9 +117,13 @@ def array(obj, device: Device | None = None, dtype=None) -> NDArray:
     """An array on ``device`` holding a copy of ``obj`` (numpy array, list, NDArray)."""
     device = _check_device(device)
     if isinstance(obj, NDArray):
-        obj = obj._data
+        obj = obj.numpy()
     src = np.asarray(obj, dtype=None if dtype is None else dtypes.to_numpy(dtype))
     dtypes.check(src.dtype)
+    if device.device_type == "cuda":
+        from .cuda import array_storage
+
+        return NDArray(array_storage(src, device), device)
     data = aligned_empty(src.shape, src.dtype)
     np.copyto(data, src)
     return NDArray(data, device)
@@ -125,4 +134,8 @@ def empty(shape, dtype="float32", device: Device | None = None) -> NDArray:
     device = _check_device(device)
     if isinstance(shape, int):
         shape = (shape,)
+    if device.device_type == "cuda":
+        from .cuda import empty_storage
+
+        return NDArray(empty_storage(shape, dtypes.to_numpy(dtype), device), device)
     return NDArray(aligned_empty(shape, dtypes.to_numpy(dtype)), device)

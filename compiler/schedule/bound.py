@@ -168,10 +168,34 @@ def _derive_loops(info: StageBounds, analyzer: Analyzer) -> None:
         analyzer.bind(iv.var, Range(lo, info.extent[id(iv)]))
 
 
-def _relax_map(ctx: list[IterVar], start: int, infos: dict, owner: dict) -> dict:
+# How widely a storage scope is shared, and how many of each thread axis's iterations
+# see one copy: a buffer in ``scope`` computed inside a loop bound to a thread axis of
+# rank >= the scope's rank holds the region of every thread of that axis (as in TVM).
+_SCOPE_RANK = {"global": 0, "shared": 1, "local": 3}
+
+
+def _thread_rank(tag: str) -> int | None:
+    if tag.startswith("blockIdx."):
+        return 0
+    if tag.startswith("threadIdx.") or tag == "vthread":
+        return 1
+    return None
+
+
+def _relax_map(ctx: list[IterVar], start: int, infos: dict, owner: dict, scope: str = "global") -> dict:
+    """The loops of ``ctx`` a region is relaxed over: every loop from ``start`` on, and
+    the enclosing loops bound to thread axes that share a buffer of ``scope``."""
     relax = {}
-    for iv in ctx[start:]:
-        info = infos[id(owner[id(iv)])]
+    rank = _SCOPE_RANK.get(scope, 0)
+    for k, iv in enumerate(ctx):
+        st = owner[id(iv)]
+        if k < start:
+            attr = st.iter_attrs.get(id(iv))
+            tag = attr.bind.thread_tag if attr is not None and attr.bind is not None else ""
+            trank = _thread_rank(tag)
+            if trank is None or trank < rank:
+                continue
+        info = infos[id(st)]
         lo = info.loop_min[id(iv)]
         relax[id(iv.var)] = (lo, lo + info.extent[id(iv)] - 1)
     return relax
@@ -248,7 +272,7 @@ def _region_needed(st: Stage, sch: Schedule, active: list, infos: dict, prefix: 
                 f"{st.attach_stage.op.name!r}, but stage {reader.op.name!r} also reads it outside "
                 "that loop; compute it at a loop that encloses all of its readers")
         rinfo = infos[id(reader)]
-        relax = _relax_map(ctx, len(my_prefix), infos, owner)
+        relax = _relax_map(ctx, len(my_prefix), infos, owner, st.scope)
         values = {r.var: rinfo.value[id(r)] for r in reader.op.root_iter_vars}
         for indices in reads:
             for d, idx in enumerate(indices):

@@ -217,8 +217,10 @@ class Stage:
         attr = self._attr(iv)
         if attr.kind is not ForKind.SERIAL:
             raise self._fail(f"cannot bind an axis marked {attr.kind.value}", iv)
-        if iv.iter_type is IterType.COMM_REDUCE and thread_ivar.thread_tag.startswith("blockIdx"):
-            raise self._fail("cannot bind a reduction axis to blocks", iv)
+        if iv.iter_type is IterType.COMM_REDUCE:
+            # Threads would race on the accumulator: cross-thread reduction is not lowered.
+            raise self._fail(f"cannot bind a reduction axis to {thread_ivar.thread_tag}; rfactor the "
+                             "reduction and bind the factored (data-parallel) axis instead", iv)
         for other_id, other in self.iter_attrs.items():
             if other.bind is not None and other_id != id(iv) and (
                     other.bind.thread_tag == thread_ivar.thread_tag and thread_ivar.thread_tag != "vthread"):

@@ -10,4 +10,6 @@ from search_spaces.templates import (  # noqa: F401
     cpu_matmul,
     cpu_norm,
     cpu_pool,
+    cuda_gemm,
+    cuda_ops,
 )

@@ -391,10 +391,11 @@ def test_build_inputs():
     assert m3.entry_name == "vadd"
     with Target("llvm -fast-math"):
         assert "fadd fast" in build(_vadd()).get_source()
-    with pytest.raises(CompilerError, match="CUDA code generation is not available yet"):
-        build(_vadd(), target="cuda")
-    with pytest.raises(CompilerError, match="CUDA code generation is not available yet"):
-        build({"cuda": IRModule({"vadd": _vadd()})})
+    # A CPU loop nest has no thread bindings, so it cannot become CUDA kernels.
+    with pytest.raises(CompilerError, match="not bound to GPU threads"):
+        build(_vadd(), target="cuda -arch=sm_80")
+    with pytest.raises(CompilerError, match="not bound to GPU threads"):
+        build({"cuda -arch=sm_80": IRModule({"vadd": _vadd()})})
 
 
 # ------------------------------------------------------------------ export and load

@@ -128,6 +128,13 @@ def test_annotation_conflicts_and_bind():
         s2[B].bind(bj, te.thread_axis("blockIdx.x"))
 
 
+def test_bind_reduction_axis_to_threads():
+    A, B, C = _graph()
+    s = te.create_schedule(C.op)
+    with pytest.raises(ScheduleError, match=r"stage 'C', axis 'k'.*reduction axis to threadIdx.x.*rfactor"):
+        s[C].bind(C.op.reduce_axis[0], te.thread_axis("threadIdx.x"))
+
+
 def test_rfactor_errors():
     A, B, C = _graph()
     s = te.create_schedule(C.op)

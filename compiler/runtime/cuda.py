@@ -1,0 +1,531 @@
+"""CUDA glue: device memory, PTX modules and kernel launches through pycuda.
+
+Nothing here imports pycuda until it is needed: building for CUDA (PTX included)
+works without it and without a GPU; running does not.
+
+A CUDA build gives a host :class:`CUDAModule`, the one ``build()`` returns. Calling it
+checks the arguments as a CPU module does (shapes, dtypes, symbolic sizes bound
+consistently), evaluates the launch dimensions from those sizes, allocates the
+workspaces of intermediate buffers and launches the kernels in order. Its device code
+is ``mod.imported_modules[0]`` (:class:`CUDADeviceModule`, ``get_source("ptx")``).
+
+The artifact a measure worker ships is :meth:`CUDAModule.save_artifact` (JSON bytes:
+the PTX and the launch plans); :func:`load_artifact` turns it back into a module in
+another process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import re
+import threading
+
+import numpy as np
+
+from ..errors import CompilerError, RuntimeArgumentError
+from .arguments import ArgumentPacker, FunctionInfo, _evaluate, _Unsupported
+from .device import Device, require_pycuda
+from .timer import BenchmarkResult
+
+__all__ = ["CUDAModule", "CUDADeviceModule", "CUDAFunction", "DeviceStorage", "load_artifact",
+           "attached_arch", "unavailable_reason", "ARTIFACT_VERSION"]
+
+ARTIFACT_VERSION = 1
+_CAST = re.compile(r"\b(?:u?int(?:8|16|32|64))\(")
+_lock = threading.Lock()
+_contexts: dict[int, object] = {}
+
+
+# ---------------------------------------------------------------------------- driver and contexts
+
+
+def driver():
+    """pycuda.driver, initialised; a RuntimeError that says what is missing otherwise."""
+    drv = require_pycuda()
+    try:
+        drv.init()
+    except Exception as e:  # pycuda.driver.Error, or a missing libcuda
+        raise RuntimeError(f"pycuda is installed but the CUDA driver cannot start ({e}); "
+                           "is there an NVIDIA GPU and driver on this machine?") from None
+    return drv
+
+
+def ensure_context(device_id: int = 0):
+    """Make the primary context of GPU ``device_id`` current in this thread."""
+    drv = driver()
+    with _lock:
+        ctx = _contexts.get(device_id)
+        if ctx is None:
+            count = drv.Device.count()
+            if device_id >= count:
+                raise RuntimeError(f"cuda({device_id}) does not exist: this machine has {count} GPU(s)")
+            ctx = drv.Device(device_id).retain_primary_context()
+            _contexts[device_id] = ctx
+            if len(_contexts) == 1:
+                atexit.register(_release_contexts)
+    current = drv.Context.get_current()
+    if current is None or current != ctx:
+        ctx.push()
+    return ctx
+
+
+def _release_contexts() -> None:
+    try:
+        import pycuda.driver as drv
+
+        while drv.Context.get_current() is not None:
+            drv.Context.pop()
+    except Exception:  # noqa: BLE001 - interpreter shutdown
+        pass
+
+
+def attached_arch(device_id: int = 0) -> str | None:
+    """``sm_XX`` of the attached GPU, or None without pycuda, driver or GPU."""
+    try:
+        drv = driver()
+        major, minor = drv.Device(device_id).compute_capability()
+    except Exception:  # noqa: BLE001 - any failure means "no GPU to ask"
+        return None
+    return f"sm_{major}{minor}"
+
+
+def unavailable_reason() -> str | None:
+    """Why CUDA code cannot run here (pycuda, driver or GPU missing), or None when it can."""
+    try:
+        drv = driver()
+        if drv.Device.count() == 0:
+            return "the CUDA driver reports no GPU"
+    except RuntimeError as e:
+        return str(e)
+    except Exception as e:  # noqa: BLE001
+        return f"CUDA is not usable: {e}"
+    return None
+
+
+def device_limits(device_id: int = 0):
+    """The block limits of GPU ``device_id`` (the defaults without one)."""
+    from ..tir.transform.split_host_device import DeviceLimits
+
+    try:
+        drv = driver()
+        dev = drv.Device(device_id)
+        attr = drv.device_attribute
+        return DeviceLimits(dev.get_attribute(attr.MAX_THREADS_PER_BLOCK),
+                            min(48 * 1024, dev.get_attribute(attr.MAX_SHARED_MEMORY_PER_BLOCK)))
+    except Exception:  # noqa: BLE001
+        return DeviceLimits()
+
+
+# ---------------------------------------------------------------------------- device memory
+
+
+class DeviceStorage:
+    """The memory of an NDArray on a GPU (what ``NDArray._data`` holds for CUDA arrays)."""
+
+    def __init__(self, shape: tuple, dtype, device_id: int = 0):
+        ensure_context(device_id)
+        drv = driver()
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+        self.device_id = device_id
+        self.size = int(np.prod(self.shape, dtype=np.int64))
+        self.nbytes = self.size * self.dtype.itemsize
+        self.allocation = drv.mem_alloc(max(1, self.nbytes))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def ptr(self) -> int:
+        return int(self.allocation)
+
+    def upload(self, host: np.ndarray) -> None:
+        host = np.ascontiguousarray(host, dtype=self.dtype)
+        if host.shape != self.shape:
+            raise ValueError(f"copyfrom: shape {host.shape} does not match the array's {self.shape}")
+        if self.nbytes:
+            ensure_context(self.device_id)
+            driver().memcpy_htod(self.allocation, host)
+
+    def download(self) -> np.ndarray:
+        out = np.empty(self.shape, self.dtype)
+        if self.nbytes:
+            ensure_context(self.device_id)
+            driver().memcpy_dtoh(out, self.allocation)
+        return out
+
+    # The NDArray methods written for numpy storage use these.
+    def copy(self) -> np.ndarray:
+        return self.download()
+
+    def astype(self, dtype) -> np.ndarray:
+        return self.download().astype(dtype)
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.download()
+        return out if dtype is None else out.astype(dtype)
+
+    def __repr__(self) -> str:
+        return f"<{self.nbytes} bytes on cuda({self.device_id})>"
+
+
+def empty_storage(shape, dtype, device: Device) -> DeviceStorage:
+    return DeviceStorage(shape, dtype, device.device_id)
+
+
+def array_storage(host: np.ndarray, device: Device) -> DeviceStorage:
+    st = DeviceStorage(host.shape, host.dtype, device.device_id)
+    st.upload(host)
+    return st
+
+
+# ---------------------------------------------------------------------------- modules
+
+
+class CUDADeviceModule:
+    """The device side of a CUDA build: the PTX of every kernel (loaded on first launch)."""
+
+    type_key = "cuda"
+
+    def __init__(self, ptx: str, arch: str, kernels: list[str], sources: dict | None = None):
+        self.ptx = ptx
+        self.arch = arch
+        self.kernel_names = list(kernels)
+        self._sources = dict(sources or {})
+        self._loaded: dict[int, object] = {}
+
+    @property
+    def imported_modules(self) -> list:
+        return []
+
+    def get_source(self, fmt: str = "ptx") -> str:
+        """``"ptx"``; also ``"ll"`` (the LLVM IR) and ``"cuda"`` (a readable CUDA C rendering)
+        for modules built in this process."""
+        if fmt == "ptx":
+            return self.ptx
+        if fmt in self._sources:
+            return self._sources[fmt]
+        raise ValueError(f"unknown source format {fmt!r} for a CUDA device module; use "
+                         f"{', '.join(['ptx', *self._sources])}")
+
+    def kernel(self, name: str, device_id: int):
+        """The pycuda function of kernel ``name`` on GPU ``device_id``."""
+        ensure_context(device_id)
+        mod = self._loaded.get(device_id)
+        if mod is None:
+            drv = driver()
+            try:
+                mod = drv.module_from_buffer(self.ptx.encode("utf-8"))
+            except Exception as e:
+                raise CompilerError(f"the GPU driver rejected the PTX (built for {self.arch}): {e}") from None
+            self._loaded[device_id] = mod
+        return mod.get_function(name)
+
+    def __repr__(self) -> str:
+        return f"<CUDADeviceModule {self.arch} kernels={self.kernel_names}>"
+
+
+class CUDAModule:
+    """The host module of a CUDA build: call it like a CPU module, on CUDA arrays or numpy arrays."""
+
+    type_key = "cuda_host"
+
+    def __init__(self, device_module: CUDADeviceModule, plans: dict, infos: dict, entry_name: str):
+        if entry_name not in infos:
+            raise CompilerError(f"entry function {entry_name!r} is not among {list(infos)}")
+        self._dev = device_module
+        self._plans = dict(plans)
+        self._infos = dict(infos)
+        self._functions: dict[str, CUDAFunction] = {}
+        self.entry_name = entry_name
+
+    @property
+    def imported_modules(self) -> list:
+        return [self._dev]
+
+    @property
+    def function_names(self) -> list[str]:
+        return list(self._infos)
+
+    def function_info(self, name: str) -> FunctionInfo:
+        return self._lookup(name)
+
+    def launch_plan(self, name: str | None = None) -> dict:
+        """The kernels ``name`` launches, their launch dimensions and workspaces (plain data)."""
+        self._lookup(name or self.entry_name)
+        return json.loads(json.dumps(self._plans[name or self.entry_name]))
+
+    def _lookup(self, name: str) -> FunctionInfo:
+        try:
+            return self._infos[name]
+        except KeyError:
+            raise AttributeError(f"module has no function {name!r}; it has {list(self._infos)}") from None
+
+    def get_function(self, name: str) -> CUDAFunction:
+        func = self._functions.get(name)
+        if func is None:
+            func = CUDAFunction(self._lookup(name), self._plans[name], self._dev)
+            self._functions[name] = func
+        return func
+
+    __getitem__ = get_function
+
+    def __call__(self, *args) -> None:
+        self.get_function(self.entry_name)(*args)
+
+    def get_source(self, fmt: str = "ptx") -> str:
+        """The device code: ``"ptx"``, ``"ll"`` or ``"cuda"`` (see :class:`CUDADeviceModule`)."""
+        return self._dev.get_source(fmt)
+
+    def time_evaluator(self, func_name: str, dev: Device | None = None, number: int = 10, repeat: int = 1,
+                       min_repeat_ms: float = 0, cache_flush: bool = False):
+        """A callable timing ``func_name`` with CUDA events; returns a BenchmarkResult (seconds per call).
+
+        ``cache_flush`` is accepted for symmetry with CPU modules and ignored.
+        """
+        del cache_flush
+        if dev is not None and dev.device_type != "cuda":
+            raise ValueError(f"a CUDA module runs on a GPU, not on {dev}")
+        func = self.get_function(func_name)
+        device_id = dev.device_id if dev is not None else None
+
+        def evaluate(*args) -> BenchmarkResult:
+            return func.time(args, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
+                             device_id=device_id)
+
+        return evaluate
+
+    # ------------------------------------------------------------------ artifacts
+
+    def artifact(self) -> dict:
+        """Everything needed to run this module in another process, as plain data."""
+        return {"version": ARTIFACT_VERSION, "type_key": "cuda", "arch": self._dev.arch, "ptx": self._dev.ptx,
+                "kernels": self._dev.kernel_names, "entry": self.entry_name,
+                "functions": [{"info": self._infos[n].to_json(), "plan": self._plans[n]}
+                              for n in self._infos]}
+
+    def save_artifact(self) -> bytes:
+        """The artifact as JSON bytes (see :func:`load_artifact`)."""
+        return json.dumps(self.artifact()).encode("utf-8")
+
+    def export_library(self, path) -> None:
+        """Write the artifact to ``path`` (load it with :func:`compiler.runtime.cuda.load_artifact`)."""
+        with open(path, "wb") as f:
+            f.write(self.save_artifact())
+
+    def __repr__(self) -> str:
+        return f"<CUDAModule {self._dev.arch} functions={list(self._infos)} entry={self.entry_name!r}>"
+
+
+def load_artifact(data) -> CUDAModule:
+    """A :class:`CUDAModule` from :meth:`CUDAModule.save_artifact` bytes (or the dict, or a path)."""
+    if isinstance(data, (bytes, bytearray)):
+        data = json.loads(data.decode("utf-8"))
+    elif isinstance(data, str):
+        with open(data, "rb") as f:
+            data = json.loads(f.read().decode("utf-8"))
+    if not isinstance(data, dict) or data.get("type_key") != "cuda":
+        raise CompilerError("not a CUDA module artifact")
+    if data.get("version") != ARTIFACT_VERSION:
+        raise CompilerError(f"CUDA artifact version {data.get('version')}, expected {ARTIFACT_VERSION}")
+    dev = CUDADeviceModule(data["ptx"], data["arch"], data["kernels"])
+    infos, plans = {}, {}
+    for f in data["functions"]:
+        info = FunctionInfo.from_json(f["info"])
+        infos[info.name] = info
+        plans[info.name] = f["plan"]
+    return CUDAModule(dev, plans, infos, data["entry"])
+
+
+# ---------------------------------------------------------------------------- calls
+
+
+class _CudaChecker(ArgumentPacker):
+    """The CPU argument checks, for arrays on a GPU as well as numpy arrays."""
+
+    def _check_buffer(self, i, spec, value, bound, deferred):
+        from .ndarray import NDArray
+
+        if isinstance(value, NDArray) and value.device.device_type == "cuda":
+            st = value._data
+            if st.dtype != self._np_dtype[i]:
+                raise self._err(i, f"dtype {st.dtype.name} does not match the expected {spec.dtype}")
+            shape = spec.shape or []
+            if st.ndim != len(shape):
+                raise self._err(i, f"expected {len(shape)} dimensions {tuple(shape)}, "
+                                   f"got {st.ndim} {st.shape}")
+            for d, (want, got) in enumerate(zip(shape, st.shape, strict=True)):
+                self._match(i, f"dimension {d}", want, got, bound, deferred)
+            if spec.strides is not None:  # device arrays are compact
+                for d, want in enumerate(spec.strides):
+                    got = int(np.prod(st.shape[d + 1:], dtype=np.int64))
+                    self._match(i, f"stride {d} (in elements)", want, got, bound, deferred)
+            if spec.elem_offset is not None:
+                self._match(i, "elem_offset", spec.elem_offset, 0, bound, deferred)
+            return value
+        if isinstance(value, NDArray) and value.device.device_type != "cuda":
+            raise self._err(i, f"array is on {value.device}, but this function runs on a GPU; "
+                               "copy it with nd.array(..., compiler.cuda(0))")
+        return super()._check_buffer(i, spec, value, bound, deferred)
+
+    def _check_overlap(self, arrays: dict) -> None:
+        for w in self.written:
+            for j, other in arrays.items():
+                a = arrays[w]
+                if j == w:
+                    continue
+                same = (a is other or getattr(a, "_data", None) is getattr(other, "_data", 0)) \
+                    if not isinstance(a, np.ndarray) or not isinstance(other, np.ndarray) \
+                    else np.may_share_memory(a, other)
+                if same:
+                    raise self._err(w, f"the function writes this argument, but it shares memory with "
+                                       f"argument {j} ('{self.sig.args[j].name}')")
+
+    def check(self, args: tuple) -> tuple[dict, dict]:
+        """``(arrays by position, {scalar name: value})`` after every check."""
+        sig = self.sig
+        if len(args) != len(sig.args):
+            names = ", ".join(a.name for a in sig.args)
+            raise RuntimeArgumentError(f"{sig.name}: expected {len(sig.args)} arguments ({names}), "
+                                       f"got {len(args)}")
+        bound: dict = {}
+        arrays: dict = {}
+        deferred: list = []
+        for i, (spec, value) in enumerate(zip(sig.args, args, strict=True)):
+            if spec.kind == "buffer":
+                arrays[i] = self._check_buffer(i, spec, value, bound, deferred)
+            else:
+                self._bind(bound, spec.name, self._scalar_value(i, spec, value), f"argument '{spec.name}'", i)
+        for i, what, text, actual in deferred:
+            self._check_derived(i, what, text, actual, bound)
+        self._check_overlap(arrays)
+        return arrays, {k: v for k, (v, _) in bound.items()}
+
+
+def evaluate_size(text: str, env: dict) -> int:
+    """A launch dimension or workspace size (printed expression) for the bound scalars ``env``."""
+    try:
+        return int(_evaluate(_CAST.sub("(", str(text)), env))
+    except _Unsupported:
+        raise CompilerError(f"cannot evaluate the launch size {text!r}") from None
+    except KeyError as e:
+        raise RuntimeArgumentError(f"the launch size {text!r} needs {e.args[0]}, "
+                                   "which no argument binds") from None
+
+
+_SCALAR_TYPES = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64, "uint8": np.uint8,
+                 "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64, "float16": np.float16,
+                 "float32": np.float32, "float64": np.float64, "bool": np.int8}
+
+
+class _Prepared:
+    """A call with checked arguments on the GPU: ``run()`` launches its kernels."""
+
+    def __init__(self, launches: list, copy_back: list, keep: list):
+        self.launches = launches
+        self.copy_back = copy_back
+        self.keep = keep
+
+    def run(self) -> None:
+        for fn, args, grid, block in self.launches:
+            fn(*args, block=block, grid=grid)
+
+    def finish(self) -> None:
+        for storage, host in self.copy_back:
+            np.copyto(host, storage.download())
+
+
+class CUDAFunction:
+    """One host function of a CUDA module: checks, then launches its kernels."""
+
+    def __init__(self, info: FunctionInfo, plan: dict, device_module: CUDADeviceModule):
+        self.info = info
+        self.plan = plan
+        self._dev = device_module
+        self._checker = _CudaChecker(info)
+        self._scalar_dtypes = {a.name: a.dtype for a in info.signature.args if a.kind == "scalar"}
+        self._scalar_dtypes.update({n: d for n, d in info.signature.scalar_vars})
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    def prepare(self, args: tuple, device_id: int | None = None) -> _Prepared:
+        from .ndarray import NDArray
+
+        arrays, env = self._checker.check(args)
+        devices = {a.device.device_id for a in arrays.values() if isinstance(a, NDArray)}
+        if device_id is None:
+            device_id = min(devices) if devices else 0
+        if devices - {device_id}:
+            raise RuntimeArgumentError(f"{self.name}: arrays on several GPUs ({sorted(devices)}); "
+                                       f"the call runs on cuda({device_id})")
+        ensure_context(device_id)
+        storages: dict = {}
+        copy_back: list = []
+        for i, a in arrays.items():
+            if isinstance(a, NDArray):
+                storages[i] = a._data
+            else:
+                st = array_storage(np.asarray(a), Device("cuda", device_id))
+                storages[i] = st
+                if i in self._checker.written:
+                    copy_back.append((st, a))
+        workspaces = []
+        for w in self.plan["workspaces"]:
+            size = evaluate_size(w["size"], env)
+            workspaces.append(DeviceStorage((max(0, size),), w["dtype"], device_id))
+        launches = []
+        for launch in self.plan["launches"]:
+            grid = tuple(evaluate_size(g, env) for g in launch["grid"])
+            if min(grid) <= 0:
+                continue  # nothing to compute for these sizes
+            if grid[0] >= 2**31 or grid[1] > 65535 or grid[2] > 65535:
+                raise RuntimeArgumentError(f"{self.name}: grid {grid} of kernel {launch['kernel']} exceeds "
+                                           "the device's limits")
+            kargs = []
+            for kind, ref in launch["args"]:
+                if kind == "param":
+                    kargs.append(storages[ref].allocation)
+                elif kind == "workspace":
+                    kargs.append(workspaces[ref].allocation)
+                else:
+                    kargs.append(_SCALAR_TYPES[self._scalar_dtypes.get(ref, "int32")](env[ref]))
+            fn = self._dev.kernel(launch["kernel"], device_id)
+            launches.append((fn, kargs, grid, tuple(launch["block"])))
+        return _Prepared(launches, copy_back, [storages, workspaces])
+
+    def __call__(self, *args) -> None:
+        prepared = self.prepare(args)
+        prepared.run()
+        prepared.finish()  # numpy results back (synchronises); CUDA arrays stay on the device
+
+    def time(self, args: tuple, number: int = 10, repeat: int = 1, min_repeat_ms: float = 0,
+             device_id: int | None = None) -> BenchmarkResult:
+        """Seconds per call, timed with CUDA events around ``number`` launches, ``repeat`` times."""
+        drv = driver()
+        prepared = self.prepare(args, device_id)
+        prepared.run()  # warm up: module load, caches
+        drv.Context.synchronize()
+        results = []
+        for _ in range(max(1, repeat)):
+            n = max(1, number)
+            while True:
+                start, end = drv.Event(), drv.Event()
+                start.record()
+                for _ in range(n):
+                    prepared.run()
+                end.record()
+                end.synchronize()
+                ms = start.time_till(end)
+                if ms >= min_repeat_ms or n >= 1 << 20:
+                    break
+                n = max(n * 2, int(n * min_repeat_ms / max(ms, 1e-3)) + 1)
+            results.append(ms / 1e3 / n)
+        prepared.finish()
+        return BenchmarkResult(tuple(results))
+
+    def __repr__(self) -> str:
+        return f"<CUDAFunction {self.name}>"

@@ -1,0 +1,187 @@
+"""Virtual threads: a loop bound to ``vthread`` becomes interleaved work of one real thread.
+
+As in TVM's InjectVirtualThread, the ``vthread`` loop disappears and its iterations
+are pushed down to the statements that depend on them: a statement that does not
+mention the virtual thread index runs once (a cooperative load into shared memory,
+say), a loop that does not depend on it is kept and the injection continues in its
+body, and a leaf statement that does is replicated once per virtual thread (or put
+in a loop when there are many). The local buffers allocated inside the virtual
+thread get one copy per virtual thread when what is stored into them depends on it.
+The replicated statements of the virtual
+threads sit side by side in the innermost loops: independent work for the
+instruction scheduler, and accesses strided across banks.
+
+Runs on flattened IR (after :func:`~compiler.tir.transform.storage_flatten`).
+"""
+
+from __future__ import annotations
+
+from ...errors import LoweringError
+from .. import expr as E
+from .. import stmt as S
+from ..analysis import collect, substitute, uses_var
+from ..buffer import Buffer
+from ..function import PrimFunc
+from ..functor import IRMutator
+
+__all__ = ["inject_virtual_thread"]
+
+# More virtual threads than this around a statement with loops become a loop, not copies.
+_MAX_UNROLL = 16
+
+
+def inject_virtual_thread(func: PrimFunc | S.Stmt) -> PrimFunc | S.Stmt:
+    """Replace every ``vthread`` loop of ``func`` by interleaved statements."""
+    if isinstance(func, PrimFunc):
+        body = _Lower().visit(func.body)
+        return func if body is func.body else func.with_body(body)
+    return _Lower().visit(func)
+
+
+class _Lower(IRMutator):
+    def visit_For(self, s: S.For):
+        body = self.visit(s.body)
+        if s.kind is S.ForKind.THREAD_BINDING and s.thread_tag == "vthread":
+            n = E.const_value(s.extent)
+            if not isinstance(n, int):
+                raise LoweringError(f"virtual thread loop {s.loop_var.name!r} needs a constant extent, "
+                                    f"got {s.extent}")
+            if not E.is_const_int(s.min, 0):
+                body = substitute(body, {s.loop_var: s.loop_var + s.min})
+            injector = _Injector(s.loop_var, n)
+            return injector.inject(injector.expand_buffers(body))
+        if body is s.body:
+            return s
+        return S.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_tag)
+
+
+class _Injector:
+    def __init__(self, var: E.Var, n: int):
+        self.var, self.n = var, n
+        self.ids = {id(var)}
+
+    def touches(self, node) -> bool:
+        return uses_var(node, self.ids)
+
+    def inject(self, s: S.Stmt) -> S.Stmt:
+        if not self.touches(s):
+            return s
+        if isinstance(s, S.SeqStmt):
+            return S.seq(*[self.inject(c) for c in s.seq])
+        if isinstance(s, S.For):
+            if self.touches(s.min) or self.touches(s.extent):
+                return self.replicate(s)
+            return S.For(s.loop_var, s.min, s.extent, s.kind, self.inject(s.body), s.thread_tag)
+        if isinstance(s, S.Allocate):
+            return S.Allocate(s.buffer, self.inject(s.body))
+        if isinstance(s, S.IfThenElse) and not self.touches(s.condition):
+            other = None if s.else_case is None else self.inject(s.else_case)
+            return S.IfThenElse(s.condition, self.inject(s.then_case), other)
+        if isinstance(s, S.LetStmt) and not self.touches(s.value):
+            return S.LetStmt(s.var, s.value, self.inject(s.body))
+        if isinstance(s, S.AttrStmt) and not self.touches(s.value):
+            return S.AttrStmt(s.node, s.key, s.value, self.inject(s.body))
+        return self.replicate(s)
+
+    def expand_buffers(self, body: S.Stmt) -> S.Stmt:
+        """Give one copy per virtual thread to every local buffer whose contents depend on
+        it: stores that mention it, sit in loops or conditions that do, or read another
+        such buffer (to a fixed point)."""
+        allocs = [a for a in collect(body, lambda n: isinstance(n, S.Allocate)) if a.buffer.scope == "local"]
+        dep: set[int] = set()
+        changed = True
+        while changed:
+            changed = False
+            for a in allocs:
+                if id(a.buffer.data) not in dep and self.writes_depend(a.buffer.data, a.body, dep):
+                    dep.add(id(a.buffer.data))
+                    changed = True
+        if not dep:
+            return body
+        return _ExpandAll(dep, self.var, self.n).visit(body)
+
+    def writes_depend(self, data: E.Var, body: S.Stmt, dep: set) -> bool:
+        """Whether what a virtual thread stores into the buffer ``data`` depends on it."""
+        found = False
+
+        def reads_dep(s: S.BufferStore) -> bool:
+            return bool(collect(s.value, lambda n: isinstance(n, E.BufferLoad) and id(n.buffer.data) in dep))
+
+        def visit(s: S.Stmt, around: bool) -> None:
+            nonlocal found
+            if found:
+                return
+            if isinstance(s, S.BufferStore):
+                found = s.buffer.data is data and (around or self.touches(s) or reads_dep(s))
+            elif isinstance(s, S.SeqStmt):
+                for c in s.seq:
+                    visit(c, around)
+            elif isinstance(s, S.For):
+                visit(s.body, around or self.touches(s.min) or self.touches(s.extent))
+            elif isinstance(s, S.IfThenElse):
+                around = around or self.touches(s.condition)
+                visit(s.then_case, around)
+                if s.else_case is not None:
+                    visit(s.else_case, around)
+            elif isinstance(s, (S.LetStmt, S.AttrStmt)):
+                visit(s.body, around or self.touches(s.value))
+            elif isinstance(s, S.Allocate):
+                visit(s.body, around)
+
+        visit(body, False)
+        return found
+
+    def replicate(self, s: S.Stmt) -> S.Stmt:
+        has_loop = bool(collect(s, lambda n: isinstance(n, S.For)))
+        if has_loop and self.n > _MAX_UNROLL:
+            return S.For(self.var, E.const(0, self.var.dtype), E.const(self.n, self.var.dtype),
+                         S.ForKind.SERIAL, s)
+        return S.seq(*[substitute(s, {self.var: E.const(k, self.var.dtype)}) for k in range(self.n)])
+
+
+def _expand(buf: Buffer, body: S.Stmt, var: E.Var, n: int) -> tuple[Buffer, S.Stmt]:
+    """One copy of the (flattened) local ``buf`` per virtual thread: copy ``var`` at ``var * size``."""
+    if len(buf.shape) != 1:
+        raise LoweringError(f"virtual threads need flattened buffers; {buf.name!r} has shape {buf.shape}")
+    size = buf.shape[0]
+    value = E.const_value(size)
+    wide_size = E.const(value * n, size.dtype) if isinstance(value, int) else size * n
+    wide = Buffer(buf.name, (wide_size,), buf.dtype, buf.data, (), None, buf.scope, buf.align)
+    offset = E.Cast(size.dtype, var) * size if var.dtype != size.dtype else var * size
+    return wide, _Offset(buf.data, wide, offset).visit(body)
+
+
+class _ExpandAll(IRMutator):
+    def __init__(self, dep: set, var: E.Var, n: int):
+        self.dep, self.var, self.n = dep, var, n
+
+    def visit_Allocate(self, s: S.Allocate):
+        body = self.visit(s.body)
+        if id(s.buffer.data) not in self.dep:
+            return s if body is s.body else S.Allocate(s.buffer, body)
+        buf, body = _expand(s.buffer, body, self.var, self.n)
+        return S.Allocate(buf, body)
+
+
+class _Offset(IRMutator):
+    def __init__(self, data: E.Var, wide: Buffer, offset: E.PrimExpr):
+        self.data, self.wide, self.offset = data, wide, offset
+
+    def _index(self, index: E.PrimExpr) -> E.PrimExpr:
+        if isinstance(index, E.Ramp):
+            return E.Ramp(self._index(index.base), index.stride, index.lanes, index.dtype)
+        off = self.offset if self.offset.dtype == index.dtype else E.Cast(index.dtype, self.offset)
+        return index + off
+
+    def visit_BufferLoad(self, node: E.BufferLoad):
+        node = self.generic_visit(node)
+        if node.buffer.data is not self.data:
+            return node
+        index = (self._index(node.indices[0]),)
+        return E.BufferLoad(self.wide, index, node.dtype, node.lanes, node.predicate)
+
+    def visit_BufferStore(self, node: S.BufferStore):
+        node = self.generic_visit(node)
+        if node.buffer.data is not self.data:
+            return node
+        return S.BufferStore(self.wide, node.value, (self._index(node.indices[0]),), node.predicate)

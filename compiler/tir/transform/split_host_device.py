@@ -1,0 +1,282 @@
+"""Splitting a lowered CUDA function into kernels and the host code that launches them.
+
+The body of a function lowered for a GPU is a sequence of loop nests, one per root
+stage, inside the allocations of the intermediate global buffers. Each nest must start
+with loops bound to GPU thread axes; it becomes one kernel:
+
+* every loop bound to ``blockIdx.*``/``threadIdx.*`` disappears, its variable replaced
+  by the thread index, and the kernel body starts with one ``thread_extent``
+  attribute per axis (``// attr [threadIdx.x] thread_extent = 16``); every loop bound
+  to one axis in a kernel must have the same extent;
+* its parameters are the global buffers it touches and the scalar variables it uses;
+* its launch dimensions are the extents: constants for the block, expressions of the
+  function's scalar variables for the grid (evaluated at call time);
+* barriers go where its shared buffers need them (:mod:`.thread_sync`).
+
+The host side is a :class:`GPUFunction`: the workspaces to allocate and the kernels
+to launch in order, as plain data (:meth:`GPUFunction.to_json`), plus a readable host
+``PrimFunc`` that says the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...arith import Analyzer
+from ...errors import LoweringError
+from .. import expr as E
+from .. import stmt as S
+from ..analysis import collect, free_vars, substitute
+from ..buffer import Buffer
+from ..function import PrimFunc
+from ..functor import IRMutator
+from ..printer import expr_to_str
+from .thread_sync import insert_thread_sync
+
+__all__ = ["split_host_device", "GPUFunction", "KernelLaunch", "DeviceLimits", "THREAD_TAGS"]
+
+THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
+_MAX_BLOCK_DIM = {"threadIdx.x": 1024, "threadIdx.y": 1024, "threadIdx.z": 64}
+
+
+@dataclass(frozen=True)
+class DeviceLimits:
+    """What one block may use: threads, and bytes of static shared memory."""
+
+    max_threads_per_block: int = 1024
+    max_shared_memory_per_block: int = 48 * 1024
+
+
+@dataclass
+class KernelLaunch:
+    """One kernel launch of a host function, as plain data.
+
+    ``args`` lists where each kernel parameter comes from: ``["param", i]`` (the host
+    function's i-th argument), ``["workspace", j]`` or ``["scalar", name]``. ``grid``
+    holds three size expressions (text of :func:`~compiler.tir.printer.expr_to_str`,
+    in the function's scalar variables), ``block`` three ints.
+    """
+
+    kernel: str
+    args: list
+    grid: list
+    block: list
+    shared_bytes: int = 0
+
+    def to_json(self) -> dict:
+        return {"kernel": self.kernel, "args": [list(a) for a in self.args], "grid": list(self.grid),
+                "block": list(self.block), "shared_bytes": self.shared_bytes}
+
+    @staticmethod
+    def from_json(d: dict) -> KernelLaunch:
+        return KernelLaunch(d["kernel"], [list(a) for a in d["args"]], list(d["grid"]), list(d["block"]),
+                            int(d.get("shared_bytes", 0)))
+
+
+@dataclass
+class GPUFunction:
+    """A function lowered for a GPU: the kernels and the host plan that runs them."""
+
+    host: PrimFunc
+    kernels: list                                   # device PrimFuncs
+    launches: list = field(default_factory=list)    # KernelLaunch, in order
+    workspaces: list = field(default_factory=list)  # [{"name", "dtype", "size"}] (size: text)
+
+    def to_json(self) -> dict:
+        return {"name": self.host.name, "launches": [x.to_json() for x in self.launches],
+                "workspaces": [dict(w) for w in self.workspaces]}
+
+
+def split_host_device(func: PrimFunc, limits: DeviceLimits | None = None) -> GPUFunction:
+    """Split ``func`` (lowered, flattened, virtual threads injected) into kernels."""
+    return _Splitter(func, limits or DeviceLimits()).run()
+
+
+class _Splitter:
+    def __init__(self, func: PrimFunc, limits: DeviceLimits):
+        self.func = func
+        self.limits = limits
+        self.kernels: list[PrimFunc] = []
+        self.launches: list[KernelLaunch] = []
+        self.workspaces: list[Buffer] = []
+        self.host_steps: list = []
+        self.param_index = {id(p.data): i for i, p in enumerate(func.params) if isinstance(p, Buffer)}
+        self.scalars = {id(v): v for v in func.scalar_vars()}
+
+    def run(self) -> GPUFunction:
+        host_body = self.walk(self.func.body)
+        host = PrimFunc(self.func.params, host_body, self.func.name,
+                        {**self.func.attrs, "target": "cuda"})
+        ws = [{"name": b.name, "dtype": b.dtype, "size": expr_to_str(b.shape[0])} for b in self.workspaces]
+        return GPUFunction(host, self.kernels, self.launches, ws)
+
+    # ------------------------------------------------------------------ host level
+
+    def walk(self, s: S.Stmt) -> S.Stmt:
+        if isinstance(s, S.SeqStmt):
+            return S.seq(*[self.walk(c) for c in s.seq])
+        if isinstance(s, S.Allocate):
+            if s.buffer.scope != "global":
+                raise LoweringError(
+                    f"buffer {s.buffer.name!r} in {s.buffer.scope!r} memory is allocated outside every "
+                    "kernel: compute it at a loop inside the thread bindings (compute_at)")
+            bad = [v.name for v in free_vars(s.buffer.shape[0]) if id(v) not in self.scalars]
+            if bad:
+                raise LoweringError(f"the size of buffer {s.buffer.name!r} depends on {', '.join(bad)}, "
+                                    "which the host cannot know")
+            self.workspaces.append(s.buffer)
+            return S.Allocate(s.buffer, self.walk(s.body))
+        if isinstance(s, S.For) and s.kind is S.ForKind.THREAD_BINDING:
+            return self.kernel(s)
+        if isinstance(s, S.Evaluate) and isinstance(s.value, (E.IntImm, E.FloatImm)):
+            return s
+        stores = collect(s, lambda n: isinstance(n, S.BufferStore))
+        names = sorted({st.buffer.name for st in stores})
+        what = f"stage {', '.join(map(repr, names))}" if names else "a statement"
+        if collect(s, lambda n: isinstance(n, S.For) and n.kind is S.ForKind.THREAD_BINDING):
+            loop = s.loop_var.name if isinstance(s, S.For) else type(s).__name__
+            raise LoweringError(
+                f"{what} of CUDA function {self.func.name!r}: loop {loop!r} runs outside the thread "
+                "bindings; put the loops bound to blockIdx/threadIdx outermost (reorder), or bind it too")
+        raise LoweringError(
+            f"{what} of CUDA function {self.func.name!r} is not bound to GPU threads: every output "
+            "stage of a CUDA function must bind its outer loops to thread axes, e.g. "
+            "s[C].bind(xo, te.thread_axis('blockIdx.x')); s[C].bind(xi, te.thread_axis('threadIdx.x'))")
+
+    # ------------------------------------------------------------------ one kernel
+
+    def kernel(self, root: S.For) -> S.Stmt:
+        name = f"{self.func.name}_kernel{len(self.kernels)}"
+        extents: dict[str, E.PrimExpr] = {}
+        an = Analyzer()
+        for loop in collect(root, lambda n: isinstance(n, S.For) and n.kind is S.ForKind.THREAD_BINDING):
+            tag = loop.thread_tag
+            if tag not in THREAD_TAGS:
+                raise LoweringError(f"kernel {name!r}: loop {loop.loop_var.name!r} is bound to {tag!r}, "
+                                    "which is left after virtual thread injection")
+            ext = an.simplify(loop.extent)
+            if tag in extents:
+                old = extents[tag]
+                if expr_to_str(old) != expr_to_str(ext) and not an.can_prove(E.EQ(old, ext, "bool")):
+                    raise LoweringError(
+                        f"kernel {name!r}: {tag} is bound with extents {old} and {ext}; every loop "
+                        f"bound to {tag} in one kernel must have the same extent")
+            else:
+                extents[tag] = ext
+        thread_vars = {tag: E.Var(tag, "int32") for tag in extents}
+        body = _RemoveThreadLoops(thread_vars).visit(root)
+        block = []
+        for axis in "xyz":
+            tag = f"threadIdx.{axis}"
+            ext = extents.get(tag, E.const(1))
+            value = E.const_value(ext)
+            if not isinstance(value, int):
+                raise LoweringError(f"kernel {name!r}: the extent of {tag} must be a constant, got {ext}")
+            if value > _MAX_BLOCK_DIM[tag]:
+                raise LoweringError(f"kernel {name!r}: {tag} has extent {value}, more than the "
+                                    f"{_MAX_BLOCK_DIM[tag]} a block may have")
+            block.append(value)
+        threads = block[0] * block[1] * block[2]
+        if threads > self.limits.max_threads_per_block:
+            raise LoweringError(f"kernel {name!r}: a block of {block[0]} x {block[1]} x {block[2]} = "
+                                f"{threads} "
+                                f"threads exceeds the device limit of {self.limits.max_threads_per_block}")
+        grid = []
+        for axis in "xyz":
+            ext = extents.get(f"blockIdx.{axis}", E.const(1))
+            bad = [v.name for v in free_vars(ext) if id(v) not in self.scalars]
+            if bad:
+                raise LoweringError(f"kernel {name!r}: the extent of blockIdx.{axis} ({ext}) depends on "
+                                    f"{', '.join(bad)}, which the host cannot know")
+            grid.append(expr_to_str(ext))
+        shared = self.check_memory(name, body)
+        for tag in reversed(THREAD_TAGS):
+            if tag in extents:
+                body = S.AttrStmt(thread_vars[tag], "thread_extent", extents[tag], body)
+        body = insert_thread_sync(body)
+        params, args = self.parameters(name, body, set(map(id, thread_vars.values())))
+        kernel = PrimFunc(tuple(params), body, name,
+                          {"calling_conv": "kernel", "target": "cuda", "grid": grid, "block": block,
+                           "shared_bytes": shared})
+        self.kernels.append(kernel)
+        self.launches.append(KernelLaunch(name, args, grid, block, shared))
+        call_args = [E.StringImm(name)] + [_arg_expr(p) for p in params]
+        return S.Evaluate(E.Call("int32", "cuda_launch", tuple(call_args)))
+
+    def check_memory(self, name: str, body: S.Stmt) -> int:
+        total = 0
+        for alloc in collect(body, lambda n: isinstance(n, S.Allocate)):
+            buf = alloc.buffer
+            size = E.const_value(buf.shape[0])
+            if buf.scope == "global":
+                raise LoweringError(f"kernel {name!r}: buffer {buf.name!r} is a global buffer allocated "
+                                    "inside a kernel; give it 'shared' or 'local' scope, or compute it at "
+                                    "the root")
+            if not isinstance(size, int):
+                raise LoweringError(f"kernel {name!r}: {buf.scope} buffer {buf.name!r} needs a constant "
+                                    f"size, got {buf.shape[0]}")
+            if buf.scope == "shared":
+                from ... import dtypes
+
+                total += size * max(1, dtypes.bits(buf.dtype) // 8)
+        if total > self.limits.max_shared_memory_per_block:
+            raise LoweringError(f"kernel {name!r} uses {total} bytes of shared memory, more than the "
+                                f"{self.limits.max_shared_memory_per_block} bytes a block may have")
+        return total
+
+    def parameters(self, name: str, body: S.Stmt, thread_ids: set) -> tuple[list, list]:
+        buffers: dict[int, Buffer] = {}
+        for n in collect(body, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore))):
+            buffers.setdefault(id(n.buffer.data), n.buffer)
+        params: list = []
+        args: list = []
+        for v in free_vars(body):
+            if id(v) in thread_ids:
+                continue
+            if v.dtype == "handle":
+                buf = buffers.get(id(v))
+                if id(v) in self.param_index:
+                    args.append(["param", self.param_index[id(v)]])
+                    buf = self.func.params[self.param_index[id(v)]]
+                else:
+                    k = next((k for k, w in enumerate(self.workspaces) if w.data is v), None)
+                    if k is None or buf is None:
+                        raise LoweringError(f"kernel {name!r} uses buffer {v.name!r}, which is neither an "
+                                            "argument nor allocated by the host")
+                    args.append(["workspace", k])
+                    buf = self.workspaces[k]
+                params.append(buf)
+            elif id(v) in self.scalars:
+                params.append(v)
+                args.append(["scalar", v.name])
+            else:
+                raise LoweringError(f"kernel {name!r} uses variable {v.name!r}, which is not known "
+                                    "outside it")
+        rank = {"param": 0, "workspace": 1, "scalar": 2}
+        def key(k):
+            kind, ref = args[k]
+            return rank[kind], ref if kind != "scalar" else 0
+
+        order = sorted(range(len(params)), key=key)
+        return [params[k] for k in order], [args[k] for k in order]
+
+
+def _arg_expr(p) -> E.PrimExpr:
+    return p.data if isinstance(p, Buffer) else p
+
+
+class _RemoveThreadLoops(IRMutator):
+    def __init__(self, thread_vars: dict):
+        self.thread_vars = thread_vars
+
+    def visit_For(self, s: S.For):
+        body = self.visit(s.body)
+        if s.kind is not S.ForKind.THREAD_BINDING:
+            if body is s.body:
+                return s
+            return S.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_tag)
+        tv = self.thread_vars[s.thread_tag]
+        value = tv if s.loop_var.dtype == tv.dtype else E.Cast(s.loop_var.dtype, tv)
+        if not E.is_const_int(s.min, 0):
+            value = value + s.min
+        return substitute(body, {s.loop_var: value})

@@ -1,0 +1,174 @@
+"""Barrier insertion: ``__syncthreads()`` where threads of a block exchange data through
+shared memory, and only there.
+
+A barrier goes into a statement sequence of the kernel before the first statement
+that reads a shared buffer other threads wrote since the last barrier (a read after
+a cooperative load), or writes a location other threads may still read or write
+(the next tile's load in a loop over tiles). Loops are checked for the dependence
+their iterations carry: when the accesses after the body's last barrier conflict
+with those before its first one, a barrier ends the body (the classic second
+barrier of a tiled matmul's k loop).
+
+Two accesses conflict when they touch the same shared buffer, one of them writes and
+the other reads (a write after a write is left alone, as in TVM), and they are not
+provably the same element of the same thread: the same index
+expression that mentions no loop varying between them (as TVM's planner decides).
+Conditionals are not split: a barrier inside a branch that some threads skip would
+hang the block, so a conditional statement counts as one access of all it touches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import expr as E
+from .. import stmt as S
+from ..analysis import free_vars, post_order_visit
+from ..function import PrimFunc
+from ..printer import expr_to_str
+
+__all__ = ["insert_thread_sync", "SYNC_OP", "sync_stmt", "is_sync"]
+
+SYNC_OP = "tvm_storage_sync"
+
+
+def sync_stmt() -> S.Stmt:
+    """The barrier statement: ``tvm_storage_sync('shared')``."""
+    return S.Evaluate(E.Call("int32", SYNC_OP, (E.StringImm("shared"),)))
+
+
+def is_sync(s) -> bool:
+    return isinstance(s, S.Evaluate) and isinstance(s.value, E.Call) and s.value.op == SYNC_OP
+
+
+@dataclass(frozen=True)
+class _Access:
+    data: int          # id of the buffer's data Var
+    write: bool
+    index: str         # the index expression, as text
+    index_vars: frozenset  # ids of the variables the index mentions
+    loops: frozenset   # ids of the loop variables enclosing the access
+
+
+@dataclass
+class _Summary:
+    synced: bool       # whether the statement contains a barrier
+    head: list         # accesses before its first barrier (all accesses when not synced)
+    tail: list         # accesses after its last barrier
+
+
+def insert_thread_sync(func: PrimFunc | S.Stmt) -> PrimFunc | S.Stmt:
+    """Insert the barriers that the shared buffers of a kernel body need."""
+    body = func.body if isinstance(func, PrimFunc) else func
+    shared: set[int] = set()
+
+    def note(n):
+        if isinstance(n, S.Allocate) and n.buffer.scope == "shared":
+            shared.add(id(n.buffer.data))
+
+    post_order_visit(body, note)
+    if not shared:
+        return func
+    new, _ = _Planner(shared).stmt(body, frozenset())
+    return func.with_body(new) if isinstance(func, PrimFunc) else new
+
+
+def _conflict(before: list, after: list, outer: frozenset) -> bool:
+    for a in before:
+        for b in after:
+            if a.data != b.data or a.write == b.write:
+                continue  # two reads never conflict; nor, as in TVM, do two writes
+            if a.index == b.index and not (a.index_vars & (a.loops - outer)) \
+                    and not (b.index_vars & (b.loops - outer)):
+                continue  # the same element, touched by the same thread
+            return True
+    return False
+
+
+class _Planner:
+    def __init__(self, shared: set[int]):
+        self.shared = shared
+
+    def stmt(self, s: S.Stmt, loops: frozenset) -> tuple[S.Stmt, _Summary]:
+        if isinstance(s, S.SeqStmt):
+            return self.seq(list(s.seq), loops)
+        if isinstance(s, S.For):
+            return self.loop(s, loops)
+        if isinstance(s, (S.AttrStmt, S.Allocate, S.LetStmt)):
+            body, summary = self.stmt(s.body, loops)
+            if isinstance(s, S.LetStmt):
+                summary.head = self.accesses(s.value, loops) + summary.head
+                return S.LetStmt(s.var, s.value, body), summary
+            if isinstance(s, S.Allocate):
+                return S.Allocate(s.buffer, body), summary
+            return S.AttrStmt(s.node, s.key, s.value, body), summary
+        if is_sync(s):
+            return s, _Summary(True, [], [])
+        acc = self.accesses(s, loops)
+        return s, _Summary(False, acc, acc)
+
+    def seq(self, children: list, loops: frozenset) -> tuple[S.Stmt, _Summary]:
+        out: list = []
+        head: list = []
+        head_done = False
+        pending: list = []
+        for c in children:
+            new, sm = self.stmt(c, loops)
+            if pending and _conflict(pending, sm.head, loops):
+                out.append(sync_stmt())
+                pending = []
+                head_done = True
+            out.append(new)
+            if not head_done:
+                head += sm.head
+            if sm.synced:
+                head_done = True
+                pending = list(sm.tail)
+            else:
+                pending += sm.head
+        return S.seq(*out), _Summary(head_done, head, pending)
+
+    def loop(self, s: S.For, loops: frozenset) -> tuple[S.Stmt, _Summary]:
+        body, sm = self.stmt(s.body, loops | {id(s.loop_var)})
+        # Iteration i's last accesses against iteration i + 1's first ones: the loop variable
+        # differs between them, so indices that mention it are different elements.
+        if sm.tail and sm.head and _conflict(sm.tail, sm.head, loops):
+            body = S.seq(body, sync_stmt())
+            sm = _Summary(True, sm.head, [])
+        new = S.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_tag)
+        return new, sm
+
+    def accesses(self, node, loops: frozenset) -> list:
+        """Shared-buffer accesses anywhere in ``node`` (loops inside it included)."""
+        found: list = []
+        shared = self.shared
+
+        def visit(n, enclosing: frozenset):
+            if isinstance(n, S.For):
+                visit(n.min, enclosing)
+                visit(n.extent, enclosing)
+                visit(n.body, enclosing | {id(n.loop_var)})
+                return
+            if isinstance(n, (E.BufferLoad, S.BufferStore)) and id(n.buffer.data) in shared:
+                text = ", ".join(expr_to_str(i) for i in n.indices)
+                found.append(_Access(id(n.buffer.data), isinstance(n, S.BufferStore), text,
+                                     frozenset(id(v) for i in n.indices for v in free_vars(i)),
+                                     enclosing))
+            for child in _children(n):
+                visit(child, enclosing)
+
+        visit(node, loops)
+        return found
+
+
+def _children(n) -> list:
+    from ..functor import child_fields
+
+    out = []
+    for name in child_fields(type(n)):
+        value = getattr(n, name)
+        if isinstance(value, (E.PrimExpr, S.Stmt)):
+            out.append(value)
+        elif isinstance(value, tuple):
+            out.extend(v for v in value if isinstance(v, (E.PrimExpr, S.Stmt)))
+    return out

@@ -1,0 +1,154 @@
+"""GEMMs for NVIDIA GPUs: ``matmul``, ``dense`` and ``batch_matmul`` (target "cuda").
+
+The schedule of TVM's CUDA dense/batch_matmul templates: the output is tiled into
+block tiles (``blockIdx``), each split over virtual threads (against shared-memory bank
+conflicts), threads (``threadIdx``) and a per-thread register tile accumulated in a
+``local`` buffer over the whole reduction. The reduction is split into tiles of
+``tile_k``; each tile of both operands is staged in shared memory by a cooperative load
+of all threads of the block (vectorized by ``vec`` elements per thread), and from there
+into registers per step of the inner reduction loop, which may be unrolled.
+
+Constraints keep every config launchable: at most 1024 threads per block, at most
+48 KiB of static shared memory, at most 256 accumulators per thread.
+"""
+
+from __future__ import annotations
+
+from compiler import te
+from search_spaces.template import get_config, template
+from search_spaces.templates.cpu_batch_matmul import batch_matmul_reference
+from search_spaces.templates.cpu_dense import dense_reference
+from search_spaces.templates.cpu_matmul import matmul_reference
+
+__all__ = ["matmul_cuda", "dense_cuda", "batch_matmul_cuda", "schedule_gemm_cuda", "define_gemm_cuda_knobs"]
+
+MAX_THREADS = 1024
+MAX_SHARED_BYTES = 48 * 1024
+MAX_ACCUMULATORS = 256
+
+
+def define_gemm_cuda_knobs(cfg, N: int, L: int, M: int, dtype: str) -> None:
+    """The knobs of :func:`schedule_gemm_cuda` for an ``N x L`` by ``L x M`` product."""
+    cfg.define_split("tile_y", N, num_outputs=4, policy="factors")
+    cfg.define_split("tile_x", M, num_outputs=4, policy="factors")
+    cfg.define_split("tile_k", L, num_outputs=2, policy="factors")
+    cfg.define_knob("unroll_k", [1, 0])
+    cfg.define_knob("vec", [1, 2, 4])
+    itemsize = 8 if dtype == "float64" else 4 if dtype in ("float32", "int32") else 2
+
+    def threads(c):
+        return c["tile_y"].size[2] * c["tile_x"].size[2]
+
+    cfg.add_constraint(lambda c: 32 <= threads(c) <= MAX_THREADS or threads(c) == N * M,
+                       knobs=["tile_y", "tile_x"], name="threads per block")
+    cfg.add_constraint(lambda c: c["tile_y"].size[3] * c["tile_x"].size[3] * c["tile_y"].size[1]
+                       * c["tile_x"].size[1] <= MAX_ACCUMULATORS, knobs=["tile_y", "tile_x"],
+                       name="register tile")
+    cfg.add_constraint(lambda c: itemsize * c["tile_k"].size[1] * (
+        _prod(c["tile_y"].size[1:]) + _prod(c["tile_x"].size[1:])) <= MAX_SHARED_BYTES,
+        knobs=["tile_y", "tile_x", "tile_k"], name="shared memory")
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+def schedule_gemm_cuda(cfg, s, out, acc, operands, batch_axis=None) -> None:
+    """Schedule ``out`` (2-D, or 3-D with ``batch_axis``) whose values come from the
+    reduction ``acc`` (a ``local`` stage computed per thread) reading ``operands``."""
+    y, x = out.op.axis[-2:]
+    tx, ty = te.thread_axis("threadIdx.x"), te.thread_axis("threadIdx.y")
+    by, vy, ty_, yi = cfg["tile_y"].apply(s, out, y)
+    bx, vx, tx_, xi = cfg["tile_x"].apply(s, out, x)
+    outer = [batch_axis] if batch_axis is not None else []
+    s[out].reorder(*outer, by, bx, vy, vx, ty_, tx_, yi, xi)
+    if batch_axis is not None:
+        s[out].bind(batch_axis, te.thread_axis("blockIdx.z"))
+    s[out].bind(by, te.thread_axis("blockIdx.y"))
+    s[out].bind(bx, te.thread_axis("blockIdx.x"))
+    s[out].bind(vy, te.thread_axis("vthread", name="vy"))
+    s[out].bind(vx, te.thread_axis("vthread", name="vx"))
+    s[out].bind(ty_, ty)
+    s[out].bind(tx_, tx)
+    s[acc].compute_at(s[out], tx_)
+    ko, ki = cfg["tile_k"].apply(s, acc, acc.op.reduce_axis[0])
+    s[acc].reorder(ko, ki, *acc.op.axis)
+    if cfg["unroll_k"].val:
+        s[acc].unroll(ki)
+    nty, ntx = cfg["tile_y"].size[2], cfg["tile_x"].size[2]
+    vec = cfg["vec"].val
+    for operand in operands:
+        shared = s.cache_read(operand, "shared", [acc])
+        local = s.cache_read(shared, "local", [acc])
+        s[shared].compute_at(s[acc], ko)
+        s[local].compute_at(s[acc], ki)
+        fused = s[shared].fuse(*s[shared].op.axis)
+        rest, v = s[shared].split(fused, factor=vec)
+        rest, t_x = s[shared].split(rest, factor=ntx)
+        _, t_y = s[shared].split(rest, factor=nty)
+        s[shared].bind(t_x, tx)
+        s[shared].bind(t_y, ty)
+        if vec > 1:
+            s[shared].vectorize(v)
+
+
+def _gemm(a_at, b_at, shape, L: int, dtype: str, name: str = "C"):
+    k = te.reduce_axis((0, L), name="k")
+    if len(shape) == 2:
+        return te.compute(shape, lambda i, j: te.sum(a_at(i, k) * b_at(k, j), axis=k), name=name)
+    return te.compute(shape, lambda b, i, j: te.sum(a_at(b, i, k) * b_at(b, k, j), axis=k), name=name)
+
+
+@template("matmul", target="cuda", reference=matmul_reference)
+def matmul_cuda(N: int, L: int, M: int, dtype: str = "float32"):
+    """``C = A @ B``: shared-memory block tiles and register tiles (see the module doc)."""
+    cfg = get_config()
+    A = te.placeholder((N, L), name="A", dtype=dtype)
+    B = te.placeholder((L, M), name="B", dtype=dtype)
+    C = _gemm(lambda i, k: A[i, k], lambda k, j: B[k, j], (N, M), L, dtype)
+    s = te.create_schedule(C.op)
+    define_gemm_cuda_knobs(cfg, N, L, M, dtype)
+    CC = s.cache_write(C, "local")
+    schedule_gemm_cuda(cfg, s, C, CC, [A, B])
+    return s, [A, B, C]
+
+
+@template("dense", target="cuda", reference=dense_reference)
+def dense_cuda(batch: int, in_dim: int, out_dim: int, dtype: str = "float32", bias: bool = False):
+    """``X @ W.T (+ b)`` with the GEMM schedule; the bias is added as results leave registers."""
+    cfg = get_config()
+    X = te.placeholder((batch, in_dim), name="X", dtype=dtype)
+    W = te.placeholder((out_dim, in_dim), name="W", dtype=dtype)
+    D = _gemm(lambda i, k: X[i, k], lambda k, j: W[j, k], (batch, out_dim), in_dim, dtype, name="dense")
+    tensors = [X, W]
+    define_gemm_cuda_knobs(cfg, batch, in_dim, out_dim, dtype)
+    if bias:
+        b = te.placeholder((out_dim,), name="b", dtype=dtype)
+        out = te.compute((batch, out_dim), lambda i, j: D[i, j] + b[j], name="dense_bias")
+        tensors.append(b)
+        s = te.create_schedule(out.op)
+        s[D].set_scope("local")
+        schedule_gemm_cuda(cfg, s, out, D, [X, W])
+    else:
+        out = D
+        s = te.create_schedule(out.op)
+        DD = s.cache_write(D, "local")
+        schedule_gemm_cuda(cfg, s, D, DD, [X, W])
+    return s, tensors + [out]
+
+
+@template("batch_matmul", target="cuda", reference=batch_matmul_reference)
+def batch_matmul_cuda(B: int, N: int, L: int, M: int, dtype: str = "float32"):
+    """One GEMM per batch element, the batch on ``blockIdx.z``."""
+    cfg = get_config()
+    A = te.placeholder((B, N, L), name="A", dtype=dtype)
+    Bt = te.placeholder((B, L, M), name="B", dtype=dtype)
+    C = _gemm(lambda b, i, k: A[b, i, k], lambda b, k, j: Bt[b, k, j], (B, N, M), L, dtype)
+    s = te.create_schedule(C.op)
+    define_gemm_cuda_knobs(cfg, N, L, M, dtype)
+    CC = s.cache_write(C, "local")
+    schedule_gemm_cuda(cfg, s, C, CC, [A, Bt], batch_axis=C.op.axis[0])
+    return s, [A, Bt, C]
