@@ -1,0 +1,362 @@
+"""Reading a tuning log for people: summary tables, tuning curves and an HTML report.
+
+>>> import db, autotune.report as report
+>>> with db.open("tuning.db") as log:
+...     rows = report.summarize(log)
+...     print(report.format_table(report.summary_table(rows)))
+...     report.write_html(log, "report.html")      # one page: a plot per workload + the table
+...     report.write_plot(log, "curve.png")        # the curves alone
+
+A workload's best config is chosen as :func:`autotune.apply_history_best` chooses it
+(:func:`autotune.selection.rank_configs`: the best confident median over every
+measurement of a config), so the tables name the config a build would use. Trials are
+ordered by timestamp; failed trials are drawn as red crosses on the x axis.
+
+Only :mod:`db` is needed to summarise; plots need matplotlib (drawn off-screen with
+the Agg backend).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+import statistics
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autotune.selection import rank_configs
+
+__all__ = ["WorkloadSummary", "summarize", "summarize_workload", "summary_table", "format_table",
+           "workload_label", "config_median", "gflops", "plot_workload", "write_plot", "write_html",
+           "IMAGE_SUFFIXES", "SUMMARY_HEADER"]
+
+#: File suffixes :func:`write_plot` can write (matplotlib's formats).
+IMAGE_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def workload_label(template: str, args: Sequence) -> str:
+    """``matmul(1024,1024,1024,float32)``: a workload as people read it."""
+    def fmt(v) -> str:
+        if isinstance(v, list | tuple):
+            return "(" + ",".join(fmt(x) for x in v) + ")"
+        return str(v)
+
+    return f"{template}({','.join(fmt(a) for a in args)})"
+
+
+def _knobs(config: dict) -> dict:
+    return config.get("knobs", config) if isinstance(config, dict) else {}
+
+
+@dataclass
+class WorkloadSummary:
+    """What a log knows about one workload.
+
+    ``best_cost`` is the median (seconds) of every measurement of the best config,
+    ``best_gflops`` its rate; ``flop`` is the work of one run (None when no record
+    says); ``records`` are the workload's records ordered by timestamp.
+    """
+
+    key: str
+    template: str
+    args: list
+    target: str
+    target_model: str
+    trials: int
+    errors: int
+    error_kinds: dict
+    best_config: dict | None
+    best_cost: float | None
+    best_measurements: int
+    flop: float | None
+    records: list = field(default_factory=list, repr=False)
+
+    @property
+    def label(self) -> str:
+        """``matmul(1024,1024,1024,float32)``."""
+        return workload_label(self.template, self.args)
+
+    @property
+    def target_label(self) -> str:
+        """The target string, with the CPU or GPU model when the string does not name it."""
+        if self.target_model and self.target_model not in self.target:
+            return f"{self.target} ({self.target_model})"
+        return self.target
+
+    @property
+    def best_gflops(self) -> float | None:
+        """The rate of the best config (None without a FLOP count or a success)."""
+        return gflops(self.flop, self.best_cost)
+
+    def record_gflops(self, record) -> float | None:
+        """A record's GFLOPS (its own figure, else from the workload's FLOP count); None for errors."""
+        if record.error_kind is not None:
+            return None
+        if record.gflops:
+            return record.gflops
+        return gflops(self.flop, record.mean_cost)
+
+
+def gflops(flop: float | None, seconds: float | None) -> float | None:
+    """``flop / seconds`` in GFLOPS; None when either is missing or not positive."""
+    if not flop or not seconds or not math.isfinite(seconds) or seconds <= 0:
+        return None
+    return flop / seconds / 1e9
+
+
+def _flop_of(records: Sequence) -> float | None:
+    for r in records:
+        if r.error_kind is None and r.gflops and r.mean_cost:
+            return r.gflops * 1e9 * r.mean_cost
+    return None
+
+
+def config_median(records: Sequence, knobs: dict) -> tuple[float | None, int]:
+    """The median cost (seconds) of every successful measurement of the config with ``knobs``,
+    and how many there were."""
+    costs = [c for r in records if r.error_kind is None and _knobs(r.config) == knobs for c in r.costs]
+    return (statistics.median(costs) if costs else None), len(costs)
+
+
+def summarize_workload(log, workload) -> WorkloadSummary:
+    """The :class:`WorkloadSummary` of one workload (a :class:`db.Workload`) of ``log``."""
+    records = sorted(log.records(workload.key), key=lambda r: r.timestamp)
+    ranked = rank_configs((r.config, r.costs) for r in records if r.error_kind is None)
+    best = ranked[0] if ranked else None
+    kinds = Counter(r.error_kind for r in records if r.error_kind is not None)
+    return WorkloadSummary(
+        key=workload.key, template=workload.template, args=list(workload.args), target=workload.target,
+        target_model=workload.target_model, trials=len(records), errors=sum(kinds.values()),
+        error_kinds=dict(kinds), best_config=_knobs(best.config) if best else None,
+        best_cost=best.median if best else None, best_measurements=len(best.costs) if best else 0,
+        flop=_flop_of(records), records=records)
+
+
+def summarize(log, match: str | None = None) -> list[WorkloadSummary]:
+    """One :class:`WorkloadSummary` per workload of ``log``, sorted by template then label.
+
+    ``match`` keeps the workloads whose key starts with it or whose label contains it.
+    """
+    out = []
+    for w in log.workloads():
+        label = workload_label(w.template, w.args)
+        if match and not (w.key.startswith(match) or match in label):
+            continue
+        out.append(summarize_workload(log, w))
+    return sorted(out, key=lambda s: (s.template, s.label, s.target))
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.4g}"
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+#: The columns of :func:`summary_table` (and of ``autotune best``).
+SUMMARY_HEADER = ("workload", "target", "best ms", "GFLOPS", "trials", "errors")
+
+
+def summary_table(rows: Sequence[WorkloadSummary]) -> list[tuple]:
+    """The rows of ``autotune best``: header first."""
+    return [SUMMARY_HEADER, *[(s.label, s.target_label, _ms(s.best_cost), _num(s.best_gflops),
+                               str(s.trials), str(s.errors)) for s in rows]]
+
+
+def format_table(rows: Sequence[Sequence], right: Sequence[int] | None = None) -> str:
+    """``rows`` (header first) as aligned text columns; columns in ``right`` align right
+    (by default every column whose cells, header aside, look like numbers)."""
+    if not rows:
+        return ""
+    ncol = max(len(r) for r in rows)
+    cells = [[str(c) for c in r] + [""] * (ncol - len(r)) for r in rows]
+    widths = [max(len(r[k]) for r in cells) for k in range(ncol)]
+    if right is None:
+        right = [k for k in range(ncol) if len(cells) > 1 and all(_numeric(r[k]) for r in cells[1:])]
+    lines = []
+    for r in cells:
+        parts = [c.rjust(w) if k in right else c.ljust(w) for k, (c, w) in enumerate(zip(r, widths))]
+        lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+def _numeric(text: str) -> bool:
+    if text in ("-", ""):
+        return True
+    try:
+        float(text.rstrip("x%"))
+        return True
+    except ValueError:
+        return False
+
+
+# ---------------------------------------------------------------------------- plots
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_workload(ax, summary: WorkloadSummary) -> None:
+    """Draw ``summary``'s tuning curve on matplotlib axes ``ax``: every trial as a point
+    (GFLOPS), the best so far as a line, failed trials as red crosses at zero, and a
+    dotted line where a new tuning run starts."""
+    records = summary.records
+    xs = list(range(1, len(records) + 1))
+    ys = [summary.record_gflops(r) for r in records]
+    have_flop = summary.flop is not None or any(y is not None for y in ys)
+    if not have_flop:  # no FLOP count anywhere: plot runs per second instead
+        ys = [1.0 / r.mean_cost if r.error_kind is None and r.mean_cost else None for r in records]
+    ok = [(x, y) for x, y in zip(xs, ys) if y is not None]
+    bad = [x for x, r in zip(xs, records) if r.error_kind is not None]
+    best, curve = 0.0, []
+    for y in ys:
+        best = max(best, y or 0.0)
+        curve.append(best)
+    if ok:
+        ax.scatter([p[0] for p in ok], [p[1] for p in ok], s=12, color="#4c72b0", alpha=0.55,
+                   label="trial", zorder=2)
+    if xs:
+        ax.step(xs, curve, where="post", color="#dd8452", linewidth=2, label="best so far", zorder=3)
+    if bad:
+        ax.scatter(bad, [0.0] * len(bad), marker="x", s=30, color="#c44e52",
+                   label=f"error ({len(bad)})", zorder=4)
+    runs = [r.run_id for r in records]
+    for k in range(1, len(runs)):
+        if runs[k] != runs[k - 1]:
+            ax.axvline(k + 0.5, color="#999999", linestyle=":", linewidth=1)
+    ax.set_title(f"{summary.label} on {summary.target_label}", fontsize=9)
+    ax.set_xlabel("trial (in time order)")
+    ax.set_ylabel("GFLOPS" if have_flop else "runs per second")
+    ax.set_ylim(bottom=0)
+    if xs:
+        ax.set_xlim(0, len(xs) + 1)
+        ax.legend(loc="lower right", fontsize=8)
+    ax.grid(True, alpha=0.3)
+
+
+def _figure(summaries: Sequence[WorkloadSummary]):
+    plt = _pyplot()
+    n = max(1, len(summaries))
+    cols = 1 if n == 1 else 2
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(7 * cols, 4 * rows), squeeze=False)
+    for ax in axes.flat[len(summaries):]:
+        ax.set_visible(False)
+    for ax, s in zip(axes.flat, summaries):
+        plot_workload(ax, s)
+    fig.tight_layout()
+    return plt, fig
+
+
+def _png_base64(summary: WorkloadSummary) -> str:
+    plt, fig = _figure([summary])
+    buf = io.BytesIO()
+    try:
+        fig.savefig(buf, format="png", dpi=100)
+    finally:
+        plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def write_plot(log, path, match: str | None = None) -> int:
+    """Write the tuning curves of ``log``'s workloads (those ``match`` selects) as one
+    image (``.png``, ``.svg`` or ``.pdf``): one panel per workload. Returns the number
+    of panels."""
+    path = Path(path)
+    if path.suffix.lower() not in IMAGE_SUFFIXES:
+        raise ValueError(f"{path}: an image file ends in {', '.join(IMAGE_SUFFIXES)}")
+    summaries = summarize(log, match)
+    plt, fig = _figure(summaries)
+    try:
+        fig.savefig(path, dpi=100)
+    finally:
+        plt.close(fig)
+    return len(summaries)
+
+
+# ---------------------------------------------------------------------------- HTML
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 2em; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.3em 0.7em; text-align: left; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+th { background: #f3f3f3; }
+.meta { color: #666; font-size: 0.85em; }
+code { background: #f6f6f6; padding: 0 0.2em; }
+img { max-width: 100%; }
+"""
+
+
+def _html_table(rows: Sequence[Sequence], numeric: Sequence[int] = ()) -> str:
+    head, *body = rows
+    out = ["<table>", "<tr>" + "".join(f"<th>{html.escape(str(c))}</th>" for c in head) + "</tr>"]
+    for r in body:
+        cells = "".join(f'<td class="num">{html.escape(str(c))}</td>' if k in numeric
+                        else f"<td>{html.escape(str(c))}</td>" for k, c in enumerate(r))
+        out.append(f"<tr>{cells}</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def _workload_section(s: WorkloadSummary) -> str:
+    parts = [f'<h2 id="w-{s.key[:12]}">{html.escape(s.label)} on {html.escape(s.target_label)}</h2>']
+    stats = [f"{s.trials} trials", f"{s.errors} errors"]
+    if s.error_kinds:
+        stats[-1] += " (" + ", ".join(f"{k}: {n}" for k, n in sorted(s.error_kinds.items())) + ")"
+    if s.best_cost is not None:
+        rate = f", {s.best_gflops:.1f} GFLOPS" if s.best_gflops is not None else ""
+        stats.append(f"best {s.best_cost * 1e3:.4g} ms{rate} (median of {s.best_measurements} "
+                     "measurements)")
+    parts.append(f'<p class="meta">{html.escape("; ".join(stats))}. Workload key '
+                 f"<code>{html.escape(s.key)}</code>.</p>")
+    parts.append(f'<img alt="tuning curve of {html.escape(s.label)}" '
+                 f'src="data:image/png;base64,{_png_base64(s)}">')
+    if s.best_config:
+        rows = [("knob", "best value"), *[(k, repr(v)) for k, v in s.best_config.items()]]
+        parts.append(_html_table(rows))
+    return "\n".join(parts)
+
+
+def write_html(log, path, match: str | None = None, title: str = "Tuning report") -> int:
+    """Write a self-contained HTML page: the summary table, then per workload its tuning
+    curve (an embedded PNG), its error counts and its best config. Returns the number of
+    workloads."""
+    summaries = summarize(log, match)
+    runs = log.runs()
+    when = time.strftime("%Y-%m-%d %H:%M:%S")
+    body = [f"<h1>{html.escape(title)}</h1>",
+            f'<p class="meta">Tuning log <code>{html.escape(log.where)}</code>: {len(summaries)} '
+            f"workloads, {sum(s.trials for s in summaries)} trials, {len(runs)} runs. Generated {when}. "
+            "Best times are medians over every measurement of the best config (the one "
+            "<code>apply_history_best</code> builds).</p>",
+            '<h2 id="summary">Summary</h2>',
+            _html_table(summary_table(summaries), numeric=(2, 3, 4, 5))]
+    if not summaries:
+        body.append("<p>The log holds no records yet.</p>")
+    body += [_workload_section(s) for s in summaries]
+    if runs:
+        rows = [("run", "tuner", "started", "status", "options")]
+        for r in runs:
+            started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started))
+            opts = ", ".join(f"{k}={v}" for k, v in sorted(r.options.items()))
+            rows.append((r.run_id[:12], r.tuner, started, r.status, opts))
+        body += ['<h2 id="runs">Runs</h2>', _html_table(rows)]
+    page = (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            f"<title>{html.escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+            + "\n".join(body) + "\n</body>\n</html>\n")
+    Path(path).write_text(page, encoding="utf-8")
+    return len(summaries)
