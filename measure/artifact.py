@@ -1,5 +1,9 @@
 """Artifacts: compiling a candidate to bytes, and loading those bytes as a runtime Module.
 
+For CUDA targets the artifact is ``"ptx"``: the bytes of
+:meth:`compiler.runtime.cuda.CUDAModule.save_artifact` (the PTX and the launch plans,
+as JSON); building it needs neither a GPU nor pycuda, running it needs both.
+
 For CPU targets the artifact is a relocatable object file plus the functions'
 metadata. The builder lowers, generates and optimises LLVM IR and emits the object
 directly (no JIT compile in the builder, no ``cc -shared`` link anywhere); the
@@ -17,7 +21,7 @@ from compiler.target import Target
 from compiler.tir.function import IRModule
 from measure.records import Artifact
 
-__all__ = ["build_artifact", "compile_object", "load_artifact", "ENTRY_NAME"]
+__all__ = ["build_artifact", "compile_object", "ptx_artifact", "load_artifact", "ENTRY_NAME"]
 
 ENTRY_NAME = "default_function"
 
@@ -30,10 +34,16 @@ def build_artifact(task, config) -> Artifact:
     s, args = task.instantiate(config)
     target = Target(task.target)
     if target.kind == "cuda":
-        # PTX artifacts ("ptx") come with the CUDA backend; until then this raises its error.
-        compiler.build(s, args, target=target, name=ENTRY_NAME)
-        raise CompilerError("CUDA artifacts are not supported yet")
+        return ptx_artifact(compiler.build(s, args, target=target, name=ENTRY_NAME), target)
     return compile_object(compiler.lower(s, args, name=ENTRY_NAME), target)
+
+
+def ptx_artifact(module, target: Target) -> Artifact:
+    """The artifact of a built CUDA module (:class:`compiler.runtime.cuda.CUDAModule`)."""
+    metadata = {"target": str(target), "entry": module.entry_name,
+                "arch": module.imported_modules[0].arch,
+                "functions": [module.function_info(n).to_json() for n in module.function_names]}
+    return Artifact("ptx", module.save_artifact(), metadata)
 
 
 def compile_object(mod: IRModule, target: Target) -> Artifact:
@@ -93,7 +103,12 @@ class _ObjectCode:
 
 
 def load_artifact(artifact: Artifact) -> Module:
-    """The callable Module of ``artifact`` (no rebuilding)."""
+    """The callable Module of ``artifact`` (no rebuilding); a CUDAModule for ``"ptx"``
+    (loading needs no GPU, calling it does)."""
+    if artifact.kind == "ptx":
+        from compiler.runtime.cuda import load_artifact as load_cuda
+
+        return load_cuda(artifact.data)
     if artifact.kind != "object":
         raise CompilerError(f"cannot load a {artifact.kind!r} artifact on this runner")
     meta = artifact.metadata

@@ -1,16 +1,19 @@
-"""Measuring on this machine: a pool of build processes and one run process.
+"""Measuring on this machine: a pool of build processes and one run process (per GPU).
 
 :class:`LocalBuilder` builds in ``n_parallel`` spawn workers (:mod:`measure.pool`).
 :class:`LocalRunner` times in one spawn worker, one candidate at a time, so a crash
 in generated code takes down that worker, never the tuner; the worker is replaced
 and the candidate gets a runtime-error result. Builds and timing do not share cores
-(see :mod:`measure.gate`).
+(see :mod:`measure.gate`). CUDA candidates (``"ptx"`` artifacts) run in one worker per
+GPU, one candidate per GPU at a time, several GPUs side by side; the GPUs are
+``devices=`` or every GPU a worker sees.
 """
 
 from __future__ import annotations
 
 import os
 import queue
+import threading
 import time
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -121,14 +124,23 @@ class LocalRunner(Runner):
     timer: ``repeat`` measurements of ``number`` calls each (more calls until one
     measurement takes ``min_repeat_ms``), ``cooldown_ms`` apart, evicting the caches
     before each call with ``cache_flush``. A run past ``timeout`` seconds is killed.
+
+    CUDA candidates are timed with CUDA events (``cache_flush`` does not apply), in one
+    worker per GPU of ``devices`` (CUDA device ordinals; by default every GPU that a
+    worker sees, which ``CUDA_VISIBLE_DEVICES`` limits), one candidate per GPU at a time.
     """
 
     def __init__(self, number: int = 4, repeat: int = 3, min_repeat_ms: float = 50, timeout: float = 10,
-                 cooldown_ms: float = 0, cache_flush: bool = False, check_correctness: bool = True):
+                 cooldown_ms: float = 0, cache_flush: bool = False, check_correctness: bool = True,
+                 devices: Sequence[int] | None = None):
         if number < 1 or repeat < 1:
             raise ValueError(f"number and repeat must be positive, got number={number}, repeat={repeat}")
         if timeout <= 0 or min_repeat_ms < 0 or cooldown_ms < 0:
             raise ValueError("timeout must be positive; min_repeat_ms and cooldown_ms not negative")
+        if devices is not None:
+            devices = [int(d) for d in devices]
+            if not devices or any(d < 0 for d in devices) or len(set(devices)) != len(devices):
+                raise ValueError(f"devices must be distinct GPU ordinals (>= 0), got {devices}")
         self.number = number
         self.repeat = repeat
         self.min_repeat_ms = min_repeat_ms
@@ -136,8 +148,11 @@ class LocalRunner(Runner):
         self.cooldown_ms = cooldown_ms
         self.cache_flush = cache_flush
         self.check_correctness = check_correctness
+        self.devices = devices
         self.cpus: list[int] | None = None  # set by MeasureOptions when timing gets its own cores
         self._pool: WorkerPool | None = None
+        self._gpu_pools: dict[int, WorkerPool] = {}
+        self._gpu_ids: list[int] | None = None
         self._broken: dict = {}  # task key -> why its reference data cannot be made
 
     @property
@@ -151,13 +166,31 @@ class LocalRunner(Runner):
         """Seconds allowed to make a task's inputs and expected outputs (once per task and worker)."""
         return max(60.0, 6 * self.timeout)
 
-    def _worker(self) -> WorkerPool:
+    def _worker(self, device: int | None = None) -> WorkerPool:
+        if device is not None:
+            pool = self._gpu_pools.get(device)
+            if pool is None:
+                pool = self._gpu_pools[device] = WorkerPool(1, self.cpus, name=f"run-gpu{device}")
+            return pool
         if self._pool is None:
             self._pool = WorkerPool(1, self.cpus, name="run")
         return self._pool
 
-    def _call(self, fn, args: tuple, timeout: float) -> Completion:
-        pool = self._worker()
+    def gpu_ids(self) -> list[int]:
+        """The GPUs that CUDA candidates run on: ``devices``, or those a worker sees (at least [0])."""
+        if self._gpu_ids is None:
+            if self.devices is not None:
+                self._gpu_ids = list(self.devices)
+            else:
+                from measure.worker import cuda_device_count
+
+                c = self._call(cuda_device_count, (), self.prepare_timeout, device=0)
+                count = c.value if c.status == "ok" else 0
+                self._gpu_ids = list(range(count)) or [0]  # without a GPU, candidates say why
+        return self._gpu_ids
+
+    def _call(self, fn, args: tuple, timeout: float, device: int | None = None) -> Completion:
+        pool = self._worker(device)
         failed = pool.submit(None, fn, args, timeout)
         if failed is not None:
             return failed
@@ -166,24 +199,93 @@ class LocalRunner(Runner):
             if done:
                 return done[0]
 
-    def measure_one(self, task, build: BuildResult) -> MeasureResult:
-        """Check and time one built candidate in the run worker."""
+    def measure_one(self, task, build: BuildResult, device: int | None = None) -> MeasureResult:
+        """Check and time one built candidate in the run worker (of GPU ``device``, default the
+        first, for a CUDA candidate)."""
         from measure.worker import prepare_task, run_candidate, task_key
 
         key = task_key(task, self.check_correctness)
         if key in self._broken:
             return error_result(ErrorKind.RUNTIME_ERROR, self._broken[key], build.build_time)
-        args = (task, build.artifact, self.options)
-        c = self._call(run_candidate, args, self.timeout)
+        options = self.options
+        prepare = (task, self.check_correctness)
+        if _is_cuda(build):
+            device = self.gpu_ids()[0] if device is None else device
+            options = {**options, "device_id": device}
+            prepare = (*prepare, device)
+        else:
+            device = None
+        args = (task, build.artifact, options)
+        c = self._call(run_candidate, args, self.timeout, device)
         if c.status == "ok" and c.value == ("unprepared",):
-            p = self._call(prepare_task, (task, self.check_correctness), self.prepare_timeout)
+            p = self._call(prepare_task, prepare, self.prepare_timeout, device)
             if p.status != "ok":
                 why = p.value if p.status == "error" else f"the worker {p.status}: {p.value}"
                 self._broken[key] = f"cannot make the inputs and expected outputs of {task}: {why}"
                 return error_result(ErrorKind.RUNTIME_ERROR, self._broken[key], build.build_time,
                                     p.elapsed, p.worker)
-            c = self._call(run_candidate, args, self.timeout)
+            c = self._call(run_candidate, args, self.timeout, device)
+        if c.status == "ok" and len(c.value) > 3 and c.value[3]:  # the worker's CUDA context is spoilt
+            self._worker(device).close()
         return _run_result(c, build.build_time)
+
+    def _run_gpu(self, jobs: queue.Queue, first, gates: Gates) -> Iterator[tuple[int, MeasureResult]]:
+        """Run CUDA jobs (``first``, then the rest of ``jobs``) on every GPU at once, one
+        candidate per GPU; CPU jobs among them run as usual, in between."""
+        free = list(self.gpu_ids())
+        done: queue.Queue = queue.Queue()
+        running = 0
+        pending, closed = first, False  # pending: a job taken from the queue, not started yet
+
+        def work(i, inp, build, device):
+            try:
+                result = self.measure_one(inp.task, build, device)
+            except BaseException as exc:  # noqa: BLE001 - reported, never lost
+                result = error_result(ErrorKind.RUNTIME_ERROR, f"the run failed: {type(exc).__name__}: {exc}",
+                                      build.build_time)
+            done.put((i, result, device))
+
+        while pending is not None or not closed or running:
+            if pending is not None:
+                i, inp, build = pending
+                if gates.stop.is_set():
+                    pending = None
+                elif not _is_cuda(build):
+                    pending = None
+                    yield from self._run_cpu(i, inp, build, gates)
+                elif free:
+                    pending = None
+                    running += 1
+                    threading.Thread(target=work, args=(i, inp, build, free.pop(0)), name="measure-gpu",
+                                     daemon=True).start()
+            if pending is None and not closed:
+                try:
+                    item = jobs.get(timeout=_POLL_S) if running else jobs.get()
+                except queue.Empty:
+                    item = ()
+                if item is None:
+                    closed = True
+                elif item:
+                    pending = item
+            block = pending is not None or closed
+            while running:
+                try:
+                    i, result, device = done.get(timeout=_POLL_S) if block else done.get_nowait()
+                except queue.Empty:
+                    break
+                running -= 1
+                free.append(device)
+                block = False
+                yield i, result
+
+    def _run_cpu(self, i, inp, build, gates: Gates) -> Iterator[tuple[int, MeasureResult]]:
+        gate = gates(LOCAL)
+        gate.acquire_timing()
+        try:
+            result = self.measure_one(inp.task, build)
+        finally:
+            gate.release_timing()
+        yield i, result
 
     def run(self, jobs: queue.Queue, gates: Gates) -> Iterator[tuple[int, MeasureResult]]:
         gate = gates(LOCAL)
@@ -202,6 +304,12 @@ class LocalRunner(Runner):
                 if gates.stop.is_set():
                     continue
                 i, inp, build = job
+                if _is_cuda(build):  # GPU timing leaves the cores to the builds
+                    if holding:
+                        gate.release_timing()
+                        holding = False
+                    yield from self._run_gpu(jobs, job, gates)
+                    return
                 if not holding:
                     gate.acquire_timing()
                     holding = True
@@ -214,15 +322,23 @@ class LocalRunner(Runner):
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+        for pool in self._gpu_pools.values():
+            pool.close()
+        self._gpu_pools = {}
 
     def __getstate__(self):
-        return {**self.__dict__, "_pool": None, "_broken": {}}
+        return {**self.__dict__, "_pool": None, "_gpu_pools": {}, "_gpu_ids": None, "_broken": {}}
 
     def __repr__(self) -> str:
         return (f"LocalRunner(number={self.number}, repeat={self.repeat}, "
                 f"min_repeat_ms={self.min_repeat_ms}, "
                 f"timeout={self.timeout}, cooldown_ms={self.cooldown_ms}, cache_flush={self.cache_flush}, "
-                f"check_correctness={self.check_correctness})")
+                f"check_correctness={self.check_correctness}"
+                + (f", devices={self.devices})" if self.devices is not None else ")"))
+
+
+def _is_cuda(build: BuildResult) -> bool:
+    return build.artifact is not None and build.artifact.kind == "ptx"
 
 
 def _run_result(c: Completion, build_time: float) -> MeasureResult:
@@ -230,7 +346,7 @@ def _run_result(c: Completion, build_time: float) -> MeasureResult:
     if c.status == "ok":
         if c.value[0] == "ok":
             return MeasureResult(tuple(c.value[1]), None, "", build_time, c.elapsed, now, c.worker)
-        _, kind, message = c.value
+        _, kind, message = c.value[:3]
         return MeasureResult((), ErrorKind(kind), message, build_time, c.elapsed, now, c.worker)
     if c.status == "timeout":
         return MeasureResult((), ErrorKind.RUN_TIMEOUT, f"run {c.value}", build_time, c.elapsed, now,

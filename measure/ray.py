@@ -227,7 +227,10 @@ class _RunJob:
 class RayRunner(Runner):
     """Times candidates in Ray actors: one per node (CPU targets) or per GPU (``gpu=True``).
 
-    The timing parameters are those of :class:`~measure.local.LocalRunner`.
+    The timing parameters are those of :class:`~measure.local.LocalRunner`. With
+    ``gpu=True`` each actor holds one GPU (``num_gpus=1``; Ray sets its
+    ``CUDA_VISIBLE_DEVICES``), and its LocalRunner times CUDA candidates there with CUDA
+    events, exactly as locally.
     """
 
     def __init__(self, address: str | None = None, number: int = 4, repeat: int = 3,
@@ -254,12 +257,15 @@ class RayRunner(Runner):
 
     # ------------------------------------------------------------------ actors
 
-    def _refresh(self) -> None:
+    def _refresh(self, gates: Gates | None = None) -> None:
         nodes = _alive_nodes()
         for key, actor in list(self._actors.items()):
             if actor.node not in nodes:
                 ray.kill(actor.handle, no_restart=True)
-                del self._actors[key]
+                if gates is not None:
+                    self._forget(key, gates)
+                else:
+                    del self._actors[key]
         for node, resources in nodes.items():
             slots = int(resources.get("GPU", 0)) if self.gpu else 1
             for k in range(slots):
@@ -268,7 +274,10 @@ class RayRunner(Runner):
                     opts = {"scheduling_strategy": _on(node)}
                     if self.gpu:
                         opts["num_gpus"] = 1
-                    handle = _RunActor.options(**opts).remote(self.runner_kwargs)
+                    kwargs = self.runner_kwargs
+                    if self.gpu:  # Ray gives the actor one GPU (CUDA_VISIBLE_DEVICES): ordinal 0
+                        kwargs = {**kwargs, "devices": [0]}
+                    handle = _RunActor.options(**opts).remote(kwargs)
                     self._actors[key] = _Actor(key, node, handle, restarting=handle.ready.remote())
 
     def actor_pids(self) -> dict[str, int]:
@@ -287,7 +296,7 @@ class RayRunner(Runner):
         try:
             while not closed or pending or running:
                 if time.monotonic() - refreshed > _REFRESH_S:
-                    self._refresh()
+                    self._refresh(gates)
                     refreshed = time.monotonic()
                 closed = self._take(jobs, pending, closed, idle=not running and not pending, gates=gates)
                 self._dispatch(pending, running, gates)
@@ -304,7 +313,7 @@ class RayRunner(Runner):
                         if result is not None:
                             yield job.index, result
                     else:
-                        self._restarted(ref)
+                        self._restarted(ref, gates)
                 self._check_deadlines(running)
                 if not pending:
                     self._release(gates)
@@ -380,15 +389,27 @@ class RayRunner(Runner):
             actor.busy = False
         return result
 
-    def _restarted(self, ping) -> None:
+    def _restarted(self, ping, gates: Gates) -> None:
         for key, actor in list(self._actors.items()):
             if actor.restarting is ping:
                 try:
                     ray.get(ping)
                     actor.restarting, actor.busy = None, False
-                except ray.exceptions.RayError:  # gone for good (its node left): forget it
-                    del self._actors[key]
+                except ray.exceptions.RayError:
+                    if actor.node in _alive_nodes():  # a call made while Ray restarts it fails: ask again
+                        time.sleep(_POLL_S)
+                        actor.restarting = actor.handle.ready.remote()
+                    else:  # gone for good with its node: forget it, and free its node's gate
+                        self._forget(key, gates)
                 return
+
+    def _forget(self, key: str, gates: Gates) -> None:
+        """Drop an actor, giving back the timing gate it holds or asked for (else builds wait forever)."""
+        actor = self._actors.pop(key)
+        if actor.holds_gate:
+            gates(actor.node).release_timing()
+        elif actor.asked_gate:
+            gates(actor.node).try_timing() and gates(actor.node).release_timing()
 
     def _check_deadlines(self, running: dict) -> None:
         now = time.monotonic()

@@ -4,6 +4,15 @@ These functions run in spawn workers (:mod:`measure.pool`), in Ray tasks and in 
 sandbox processes of Ray actors; they take plain data and a task (which pickles by
 reference, or by value for templates defined in ``__main__``) and return plain data.
 
+CUDA candidates (``"ptx"`` artifacts) run on the worker's GPU, ``options["device_id"]``
+(default 0: the first of ``CUDA_VISIBLE_DEVICES``, which is how a Ray actor with
+``num_gpus=1`` sees its GPU), in the primary context of that GPU in this process:
+inputs are copied to the device once per task, outputs start poisoned, the result is
+checked on the host and the time comes from CUDA events (the module's
+``time_evaluator``). Without pycuda or a GPU the candidate gets a runtime-error result
+that says so. After a CUDA error the context of the process may be unusable, so the
+reply asks the runner to replace the worker.
+
 A run worker keeps the data of the last few tasks: inputs drawn once per task with a
 fixed seed, and the expected outputs, from the template's numpy reference or, for a
 template without one, from running its default config. :func:`run_candidate` answers
@@ -25,7 +34,8 @@ import search_spaces  # noqa: F401  (registers the built-in templates)
 from measure.artifact import build_artifact, load_artifact
 from measure.records import BuildResult, ErrorKind
 
-__all__ = ["build_candidate", "prepare_task", "run_candidate", "compare_outputs", "worker_name", "SEED"]
+__all__ = ["build_candidate", "prepare_task", "run_candidate", "compare_outputs", "worker_name",
+           "cuda_device_count", "SEED"]
 
 SEED = 20240601          # the inputs of every task are drawn from this seed
 _KEEP_TASKS = 4          # task data kept per run worker
@@ -62,6 +72,7 @@ class _TaskData:
     def __init__(self, inputs: list, expected: list | None):
         self.inputs = inputs
         self.expected = expected
+        self.on_device: dict = {}  # device id -> the inputs as CUDA arrays
 
 
 def task_key(task, check: bool) -> tuple:
@@ -88,8 +99,11 @@ def _concrete_buffers(info) -> list:
     return out
 
 
-def prepare_task(task, check: bool) -> None:
-    """Draw the inputs of ``task`` (and its expected outputs when ``check``) and keep them."""
+def prepare_task(task, check: bool, device_id: int = 0) -> None:
+    """Draw the inputs of ``task`` (and its expected outputs when ``check``) and keep them.
+
+    Without a reference, the default config computes the expected outputs (on GPU
+    ``device_id`` for CUDA tasks)."""
     key = task_key(task, check)
     if key in _tasks:
         return
@@ -108,7 +122,13 @@ def prepare_task(task, check: bool) -> None:
         expected = None
         if check:
             outputs = [_poisoned(shape, dt) for pos, shape, dt in buffers if pos in written]
-            module(*_arguments(info, inputs, outputs))
+            if module.type_key == "cuda_host":
+                dev = compiler.cuda(device_id)
+                on_device = [compiler.nd.array(x, dev) for x in outputs]
+                module(*_arguments(info, [compiler.nd.array(x, dev) for x in inputs], on_device))
+                outputs = [x.numpy() for x in on_device]
+            else:
+                module(*_arguments(info, inputs, outputs))
             expected = outputs
         data = _TaskData(inputs, expected)
     _tasks[key] = data
@@ -178,10 +198,13 @@ def compare_outputs(got: list, expected: list, names: list) -> str | None:
 def run_candidate(task, artifact, options: dict) -> tuple:
     """Load, check and time one artifact.
 
-    Returns ``("ok", costs)``, ``("error", ErrorKind value, message)`` or
-    ``("unprepared",)``. ``options``: number, repeat, min_repeat_ms, cooldown_ms,
-    cache_flush, check_correctness.
+    Returns ``("ok", costs)``, ``("error", ErrorKind value, message)`` (with a fourth
+    item, True, when the worker should be replaced) or ``("unprepared",)``. ``options``:
+    number, repeat, min_repeat_ms, cooldown_ms, cache_flush, check_correctness, and
+    device_id for CUDA candidates.
     """
+    if artifact.kind == "ptx":
+        return _run_cuda(task, artifact, options)
     check = options["check_correctness"]
     data = _tasks.get(task_key(task, check))
     if data is None:
@@ -209,10 +232,62 @@ def run_candidate(task, artifact, options: dict) -> tuple:
     return ("ok", costs)
 
 
-def _time(module, args: list, options: dict) -> tuple:
+def cuda_device_count() -> int:
+    """How many GPUs this process sees (0 without pycuda, a driver or a GPU)."""
+    from compiler.runtime.cuda import driver, unavailable_reason
+
+    if unavailable_reason() is not None:
+        return 0
+    return int(driver().Device.count())
+
+
+def _run_cuda(task, artifact, options: dict) -> tuple:
+    """:func:`run_candidate` for a ``"ptx"`` artifact, on GPU ``options["device_id"]``."""
+    from compiler.runtime.cuda import unavailable_reason
+
+    why = unavailable_reason()
+    if why is not None:
+        return ("error", ErrorKind.RUNTIME_ERROR.value,
+                f"cannot run a CUDA candidate on {worker_name()}: no usable GPU ({why})")
+    check = options["check_correctness"]
+    data = _tasks.get(task_key(task, check))
+    if data is None:
+        return ("unprepared",)
+    device_id = int(options.get("device_id", 0))
+    dev = compiler.cuda(device_id)
+    try:
+        module = load_artifact(artifact)
+        info = module.function_info(module.entry_name)
+        buffers = _concrete_buffers(info)
+        written = set(info.written)
+        if device_id not in data.on_device:
+            data.on_device[device_id] = [compiler.nd.array(x, dev) for x in data.inputs]
+        outputs = [compiler.nd.array(_poisoned(shape, dt), dev)
+                   for pos, shape, dt in buffers if pos in written]
+        args = _arguments(info, data.on_device[device_id], outputs)
+    except Exception as exc:
+        why = f"cannot load the candidate: {type(exc).__name__}: {exc}"
+        return ("error", ErrorKind.RUNTIME_ERROR.value, why, True)
+    try:
+        if check:
+            module(*args)
+            got = [x.numpy() for x in outputs]  # synchronises: a failed launch raises here
+            names = [info.signature.args[pos].name for pos, _, _ in buffers if pos in written]
+            wrong = compare_outputs(got, data.expected, names)
+            if wrong is not None:
+                return ("error", ErrorKind.WRONG_ANSWER.value, wrong)
+        costs = _time(module, args, options, dev)
+    except Exception as exc:
+        # A launch that failed (an illegal address, a trap) leaves the context unusable: ask
+        # for a fresh worker.
+        return ("error", ErrorKind.RUNTIME_ERROR.value, f"{type(exc).__name__}: {exc}", True)
+    return ("ok", costs)
+
+
+def _time(module, args: list, options: dict, dev=None) -> tuple:
     cooldown = options.get("cooldown_ms", 0) / 1e3
     repeat = options["repeat"]
-    timer = module.time_evaluator(module.entry_name, number=options["number"],
+    timer = module.time_evaluator(module.entry_name, dev, number=options["number"],
                                   repeat=1 if cooldown else repeat, min_repeat_ms=options["min_repeat_ms"],
                                   cache_flush=options["cache_flush"])
     if not cooldown:

@@ -8,6 +8,8 @@ from ..te.tensor import ComputeOp, Tensor
 from ..tir.analysis import free_vars, substitute
 from ..tir.buffer import Buffer, decl_buffer
 from ..tir.expr import (
+    EQ,
+    LT,
     BufferLoad,
     IntImm,
     IterType,
@@ -93,6 +95,11 @@ class _LoopBuilder:
         body = info.body
         leaves = st.leaf_iter_vars
         if isinstance(body, Reduce):
+            cross = self._cross_thread_leaf(st)
+            if cross is not None:
+                return self._cross_thread_stmt(st, cross, buf, index, lower_expr, spatial_guards,
+                                               reduce_guards)
+
             current = BufferLoad(buf, index, buf.dtype)
             update_value = body.combiner.combine(current, lower_expr(body.source))
             cond = lower_expr(body.condition)
@@ -116,6 +123,113 @@ class _LoopBuilder:
             stmt = seq(init, stmt)  # a reduction with every reduce loop removed (extent 1)
         return stmt
 
+    # ------------------------------------------------------------------ cross-thread reduction
+
+    def _cross_thread_leaf(self, st: Stage):
+        """The reduction leaf of ``st`` bound to threadIdx.x, if any."""
+        for iv in st.leaf_iter_vars:
+            attr = st.iter_attrs.get(id(iv))
+            if iv.iter_type is IterType.COMM_REDUCE and attr is not None and attr.bind is not None:
+                return iv
+        return None
+
+    def _cross_thread_stmt(self, st: Stage, tiv, buf: Buffer, index: tuple, lower_expr,
+                           spatial_guards: list, reduce_guards: list) -> Stmt:
+        """A reduction whose leaf ``tiv`` is bound to threadIdx.x, as a shared-memory tree.
+
+        Every thread folds its share (the other reduction leaves, serial) into a local
+        accumulator and stores it at ``red[tid]``; then ``log2(n)`` steps halve the live
+        threads, ``red[tid] = combine(red[tid], red[tid + s])`` for ``tid < s``, with a
+        barrier after each (a first step folds the tail in when ``n`` is not a power of
+        two). Thread 0 writes ``red[0]`` to a global result; every thread writes it to a
+        shared or local one, which other stages of the kernel then read in the same thread.
+        The data-parallel leaves and ``tiv`` enclose the tree in their order (a serial
+        data-parallel loop inside ``tiv`` runs one tree per iteration); the other
+        reduction leaves go inside, around the serial part.
+        """
+        from ..tir.transform.thread_sync import sync_stmt
+
+        info: StageBounds = self.infos[id(st)]
+        red_body: Reduce = info.body
+        n = info.extent[id(tiv)]
+        n = self.analyzer.simplify(n)
+        if not is_const_int(n):
+            raise LoweringError(f"stage {st.op.name!r}: the reduction axis {tiv.var.name!r} bound to "
+                                f"threadIdx.x needs a constant extent, got {n}")
+        n = n.value
+        dtype = red_body.dtype
+        combiner = red_body.combiner
+        groups, group = self._reduction_groups(st, tiv)
+        red = decl_buffer((groups * n,), dtype, f"{st.op.name}.red", scope="shared")
+        acc = decl_buffer((1,), dtype, f"{st.op.name}.acc", scope="local")
+        zero = const(0, "int32")
+        tmin = info.loop_min[id(tiv)]
+        tid = tiv.var if is_const_int(tmin, 0) else tiv.var - tmin
+        base = None if group is None else group * n
+        source = lower_expr(red_body.source)
+        cond = lower_expr(red_body.condition)
+        acc_load = BufferLoad(acc, (zero,), dtype)
+        update = _guard(BufferStore(acc, combiner.combine(acc_load, source), (zero,)),
+                        spatial_guards + reduce_guards + [cond])
+        leaves = st.leaf_iter_vars
+        serial = [iv for iv in leaves if iv.iter_type is IterType.COMM_REDUCE and iv is not tiv]
+        stmt = update
+        for iv in reversed(serial):
+            stmt = self._loop(st, iv, self.place(self.children.get((id(st), id(iv)), []), stmt))
+        def at(offset=None):  # red[group * n + tid + offset]
+            pos = tid if offset is None else tid + offset
+            return (pos if base is None else base + pos,)
+
+        steps = [BufferStore(acc, combiner.identity(dtype), (zero,)), stmt,
+                 BufferStore(red, acc_load, at()), sync_stmt()]
+        width = 1 << (n.bit_length() - 1)  # the largest power of two <= n
+        offsets = ([(n - width, width)] if width < n else []) + \
+            [(s, s) for s in _halvings(width)]
+        for live, offset in offsets:
+            mine = BufferLoad(red, at(), dtype)
+            other = BufferLoad(red, at(offset), dtype)
+            steps.append(IfThenElse(LT(tid, const(live, tid.dtype), "bool"),
+                                    BufferStore(red, combiner.combine(mine, other), at())))
+            steps.append(sync_stmt())
+        result = BufferStore(buf, BufferLoad(red, (zero if base is None else base,), dtype), index)
+        first = [] if st.scope != "global" else [EQ(tid, const(0, tid.dtype), "bool")]
+        steps.append(_guard(result, first + spatial_guards))
+        stmt = Allocate(red, Allocate(acc, seq(*steps)))
+        for iv in reversed([iv for iv in leaves if iv is tiv or iv.iter_type is not IterType.COMM_REDUCE]):
+            stmt = self._loop(st, iv, self.place(self.children.get((id(st), id(iv)), []), stmt))
+        return stmt
+
+    def _reduction_groups(self, st: Stage, tiv) -> tuple[int, PrimExpr | None]:
+        """How many reductions a block runs side by side, and which one this thread's is.
+
+        The loops around the tree that are bound to threadIdx.y/z (this stage's own, or
+        those of the stages it is computed in) each run one reduction per thread index;
+        each gets its own row of the shared buffer.
+        """
+        owners = {id(iv): s for s in self.sch.stages if id(s) in self.infos for iv in s.leaf_iter_vars}
+        loops = list(self.prefix.get(id(st), [])) + [iv for iv in st.leaf_iter_vars if iv is not tiv]
+        groups, group = 1, None
+        for iv in loops:
+            owner = owners[id(iv)]
+            attr = owner.iter_attrs.get(id(iv))
+            tag = attr.bind.thread_tag if attr is not None and attr.bind is not None else ""
+            if not tag.startswith("threadIdx") and tag != "vthread":
+                continue
+            if tag in ("threadIdx.x", "vthread"):
+                raise LoweringError(f"stage {st.op.name!r}: its reduction across threadIdx.x runs inside "
+                                    f"loop {iv.var.name!r}, bound to {tag}; compute it outside the "
+                                    f"{tag} loops (compute_at an outer loop)")
+            info = self.infos[id(owner)]
+            ext = self.analyzer.simplify(info.extent[id(iv)])
+            if not is_const_int(ext):
+                raise LoweringError(f"stage {st.op.name!r}: loop {iv.var.name!r} bound to {tag} needs a "
+                                    f"constant extent, got {ext}")
+            lo = info.loop_min[id(iv)]
+            pos = iv.var if is_const_int(lo, 0) else iv.var - lo
+            group = pos if group is None else group * ext.value + pos
+            groups *= ext.value
+        return groups, group
+
     def _init_nest(self, st: Stage, inner_leaves: list, init: Stmt) -> Stmt:
         stmt = init
         for iv in reversed(inner_leaves):
@@ -129,6 +243,15 @@ class _LoopBuilder:
         kind = attr.kind if attr is not None else ForKind.SERIAL
         tag = attr.bind.thread_tag if attr is not None and attr.bind is not None else ""
         return For(iv.var, info.loop_min[id(iv)], info.extent[id(iv)], kind, body, tag)
+
+
+def _halvings(width: int) -> list[int]:
+    """``width / 2, width / 4, ..., 1`` (empty for 1)."""
+    out = []
+    while width > 1:
+        width //= 2
+        out.append(width)
+    return out
 
 
 def _guard(stmt: Stmt, conds: list) -> Stmt:

@@ -210,7 +210,11 @@ class Stage:
         self._annotate(iv, ForKind.PARALLEL, "parallel")
 
     def bind(self, iv: IterVar, thread_ivar: IterVar) -> None:
-        """Map this axis to a GPU thread axis (``te.thread_axis("threadIdx.x")``)."""
+        """Map this axis to a GPU thread axis (``te.thread_axis("threadIdx.x")``).
+
+        A reduction axis may be bound to threadIdx.x: the threads then reduce together
+        (each its share, then a tree in shared memory; see
+        :meth:`compiler.schedule.build_loops._LoopBuilder._cross_thread_stmt`)."""
         self._leaf_index(iv, "bind")
         if not isinstance(thread_ivar, IterVar) or thread_ivar.iter_type is not IterType.THREAD_INDEX:
             raise self._fail("bind needs a thread axis made with te.thread_axis(...)", iv)
@@ -218,15 +222,24 @@ class Stage:
         if attr.kind is not ForKind.SERIAL:
             raise self._fail(f"cannot bind an axis marked {attr.kind.value}", iv)
         if iv.iter_type is IterType.COMM_REDUCE:
-            # Threads would race on the accumulator: cross-thread reduction is not lowered.
-            raise self._fail(f"cannot bind a reduction axis to {thread_ivar.thread_tag}; rfactor the "
-                             "reduction and bind the factored (data-parallel) axis instead", iv)
+            self._check_reduce_bind(iv, thread_ivar.thread_tag)
         for other_id, other in self.iter_attrs.items():
             if other.bind is not None and other_id != id(iv) and (
                     other.bind.thread_tag == thread_ivar.thread_tag and thread_ivar.thread_tag != "vthread"):
                 raise self._fail(f"{thread_ivar.thread_tag} is already bound to another axis", iv)
         attr.bind = thread_ivar
         attr.kind = ForKind.THREAD_BINDING
+
+    def _check_reduce_bind(self, iv: IterVar, tag: str) -> None:
+        """A reduction axis may go to threadIdx.x only (lowered to a cross-thread tree reduction)."""
+        if tag.startswith("blockIdx"):
+            raise self._fail(f"cannot bind a reduction axis to {tag}: blocks cannot combine their "
+                             "partial results; bind it to threadIdx.x (a cross-thread reduction), or "
+                             "rfactor the reduction and bind the factored (data-parallel) axis", iv)
+        if tag != "threadIdx.x":
+            raise self._fail(f"cannot bind a reduction axis to {tag}: cross-thread reductions are only "
+                             "implemented for threadIdx.x; bind it to threadIdx.x, or rfactor the "
+                             "reduction and bind the factored (data-parallel) axis", iv)
 
     def compute_at(self, parent: Stage, iv: IterVar) -> None:
         """Compute this stage inside ``parent``'s loop ``iv``, for just the region it needs there."""

@@ -3,9 +3,10 @@
 
 * ``elementwise``: the chain inlined into one kernel over the flattened output, split
   into blocks, threads and a per-thread run of consecutive elements (unrolled).
-* ``softmax``: one row per thread of a block for the two row reductions (max, sum),
-  2-D thread blocks for the elementwise stages; the row statistics live in global
-  workspaces between the kernels.
+* ``softmax``: the two row reductions (max, sum) either keep one row per thread of a
+  block (``row_threads`` = 0) or give each row a block whose ``row_threads`` threads
+  reduce it together (a shared-memory tree); 2-D thread blocks for the elementwise
+  stages; the row statistics live in global workspaces between the kernels.
 * convolutions: the output tiled into blocks (``blockIdx.z/y/x`` over batch x channels,
   rows, columns), threads and a per-thread register tile accumulated in a ``local``
   buffer, with virtual threads over channels; inputs are read through the read-only
@@ -86,6 +87,7 @@ def softmax_cuda(M: int, N: int, dtype: str = "float32"):
     float_dtype_check(dtype, "softmax")
     cfg = get_config()
     cfg.define_split("rows", M, num_outputs=2, filter=lambda e: e.size[1] <= MAX_THREADS)
+    cfg.define_knob("row_threads", [0, 32, 64, 256])  # 0: a row per thread; else threads per row
     cfg.define_split("tile_n", N, num_outputs=2, policy="verbose", filter=lambda e: e.size[1] <= 256)
     cfg.define_split("tile_m", M, num_outputs=2, filter=lambda e: e.size[1] <= 16)
     cfg.add_constraint(lambda c: c["tile_n"].size[1] * c["tile_m"].size[1] <= MAX_THREADS,
@@ -99,6 +101,11 @@ def softmax_cuda(M: int, N: int, dtype: str = "float32"):
     out = te.compute((M, N), lambda i, j: ex[i, j] / sm[i], name="softmax")
     s = te.create_schedule(out.op)
     for red in (mx, sm):
+        if cfg["row_threads"].val:  # a block per row, reduced across its threads
+            s[red].bind(red.op.axis[0], te.thread_axis("blockIdx.x"))
+            _, kt = s[red].split(red.op.reduce_axis[0], factor=cfg["row_threads"].val)
+            s[red].bind(kt, te.thread_axis("threadIdx.x"))
+            continue
         bo, ti = cfg["rows"].apply(s, red, red.op.axis[0])
         s[red].bind(bo, te.thread_axis("blockIdx.x"))
         s[red].bind(ti, te.thread_axis("threadIdx.x"))

@@ -256,8 +256,11 @@ def test_bind_primitive_errors():
         s[B].bind(k, te.thread_axis("blockIdx.x"))
     with pytest.raises(compiler.errors.ScheduleError, match="thread axis"):
         s[B].bind(B.op.axis[0], k)
-    with pytest.raises(compiler.errors.ScheduleError, match="reduction axis to threadIdx.x"):
-        s[B].bind(k, te.thread_axis("threadIdx.x"))
+    with pytest.raises(compiler.errors.ScheduleError, match="to threadIdx.z.*only implemented"):
+        s[B].bind(k, te.thread_axis("threadIdx.z"))
+    with pytest.raises(compiler.errors.ScheduleError, match="reduction axis to vthread"):
+        s[B].bind(k, te.thread_axis("vthread"))
+    s[B].bind(k, te.thread_axis("threadIdx.x"))  # a cross-thread reduction (see test_cuda_reduction.py)
     C = te.compute((8, 8), lambda i, j: A[i * 8 + j], name="C")
     s = te.create_schedule(C.op)
     s[C].bind(C.op.axis[0], te.thread_axis("threadIdx.x"))

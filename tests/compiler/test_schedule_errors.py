@@ -131,8 +131,13 @@ def test_annotation_conflicts_and_bind():
 def test_bind_reduction_axis_to_threads():
     A, B, C = _graph()
     s = te.create_schedule(C.op)
-    with pytest.raises(ScheduleError, match=r"stage 'C', axis 'k'.*reduction axis to threadIdx.x.*rfactor"):
-        s[C].bind(C.op.reduce_axis[0], te.thread_axis("threadIdx.x"))
+    # threadIdx.x: a cross-thread reduction; the other thread axes and blocks stay errors.
+    with pytest.raises(ScheduleError, match=r"stage 'C', axis 'k'.*reduction axis to threadIdx.y.*only "
+                                            r"implemented for threadIdx.x.*rfactor"):
+        s[C].bind(C.op.reduce_axis[0], te.thread_axis("threadIdx.y"))
+    with pytest.raises(ScheduleError, match=r"stage 'C', axis 'k'.*reduction axis to blockIdx.x.*rfactor"):
+        s[C].bind(C.op.reduce_axis[0], te.thread_axis("blockIdx.x"))
+    s[C].bind(C.op.reduce_axis[0], te.thread_axis("threadIdx.x"))
 
 
 def test_rfactor_errors():

@@ -66,3 +66,23 @@ def test_cuda_template_on_gpu(name, args):
         mod(*inputs, *outs)
         for got, want in zip(outs, expected):
             _check(got, want, f"{task.workload_name} with {cfg}")
+
+
+@pytest.mark.parametrize("threads", [32, 64, 256])
+def test_cuda_softmax_reduces_rows_across_threads(threads):
+    task = create_task("softmax", (3, 70, "float32"), "cuda -arch=sm_80")
+    inputs, expected = task.reference_data(np.random.default_rng(3))
+    cfgs = [c for c in task.config_space.sample(40, np.random.default_rng(5))
+            if c["row_threads"].val == threads]
+    assert cfgs
+    s, args_ = task.instantiate(cfgs[0])
+    gf = lower_cuda(compiler.lower(s, args_))[0]
+    reductions = [gf.kernels[0], gf.kernels[2]]  # row max, row sum
+    for kernel, launch in zip(reductions, [gf.launches[0], gf.launches[2]]):
+        assert launch.block == [threads, 1, 1]
+        assert ".red" in str(kernel) and "tvm_storage_sync" in str(kernel)
+    assemble(compiler.build(s, args_, target="cuda -arch=sm_80").get_source("ptx"))
+    outs = [np.full(e.shape, np.nan, e.dtype) for e in expected]
+    run_gpu_function(gf, [np.array(x) for x in inputs] + outs)
+    for got, want in zip(outs, expected):
+        _check(got, want, f"softmax with {cfgs[0]}")

@@ -1,0 +1,137 @@
+"""Measuring CUDA candidates: PTX artifacts (built and checked with ptxas without a GPU),
+their JSON round trip, the clear error a runner without pycuda or GPU gives, and, on a
+GPU, checked and timed runs through LocalRunner and RayRunner(gpu=True)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from cuda_helpers import assemble
+from measure_faults import costs_ok
+
+from compiler.runtime.cuda import CUDAModule
+from measure import (
+    Artifact,
+    BuildResult,
+    ErrorKind,
+    LocalBuilder,
+    LocalRunner,
+    MeasureInput,
+    MeasureOptions,
+    measure_batch,
+)
+from measure.artifact import build_artifact, load_artifact
+from measure.worker import build_candidate, prepare_task, run_candidate
+from search_spaces import create_task
+
+TARGET = "cuda -arch=sm_80"
+OPTIONS = {"number": 2, "repeat": 2, "min_repeat_ms": 1, "cooldown_ms": 0, "cache_flush": False,
+           "check_correctness": True}
+
+
+@pytest.fixture(scope="module")
+def cuda_matmul():
+    return create_task("matmul", (64, 32, 64, "float32"), TARGET)
+
+
+def test_cuda_build_gives_an_assembling_ptx_artifact(cuda_matmul):
+    config = cuda_matmul.config_space.sample(1, rng=3)[0]
+    art = build_artifact(cuda_matmul, config)
+    assert art.kind == "ptx"
+    assert art.metadata["target"] == TARGET and art.metadata["arch"] == "sm_80"
+    assert art.metadata["entry"] == "default_function"
+    assert [f["signature"]["name"] for f in art.metadata["functions"]] == ["default_function"]
+    payload = json.loads(art.data)
+    assert payload["type_key"] == "cuda" and ".entry" in payload["ptx"]
+    assemble(payload["ptx"])
+    module = load_artifact(art)  # no GPU needed to load, only to run
+    assert isinstance(module, CUDAModule) and module.entry_name == "default_function"
+    assert module.get_source("ptx") == payload["ptx"]
+    assert module.launch_plan()["launches"]
+
+
+def test_ptx_artifact_round_trips_through_json(cuda_matmul):
+    result = build_candidate(cuda_matmul, cuda_matmul.config_space.default_config.to_json())
+    assert result.error is None and result.artifact.kind == "ptx", result.error
+    again = BuildResult.from_json(json.loads(json.dumps(result.to_json())))
+    assert again.artifact == result.artifact
+    assert Artifact.from_json(again.artifact.to_json()).data == result.artifact.data
+    a, b = load_artifact(result.artifact), load_artifact(again.artifact)
+    assert a.get_source("ptx") == b.get_source("ptx") and a.launch_plan() == b.launch_plan()
+
+
+def _no_gpu() -> bool:
+    from compiler.runtime.cuda import unavailable_reason
+
+    return unavailable_reason() is not None
+
+
+@pytest.mark.skipif("not _no_gpu()", reason="checks the behaviour without a GPU")
+def test_run_without_pycuda_or_gpu_is_a_runtime_error(cuda_matmul):
+    art = build_artifact(cuda_matmul, cuda_matmul.config_space.default_config)
+    reply = run_candidate(cuda_matmul, art, OPTIONS)
+    assert reply[:2] == ("error", ErrorKind.RUNTIME_ERROR.value)
+    assert "no usable GPU" in reply[2] and ("pycuda" in reply[2] or "GPU" in reply[2])
+
+
+@pytest.mark.skipif("not _no_gpu()", reason="checks the behaviour without a GPU")
+def test_local_runner_reports_the_missing_gpu_for_every_candidate(cuda_matmul):
+    configs = cuda_matmul.config_space.sample(3, rng=5)
+    with MeasureOptions(LocalBuilder(n_parallel=2, timeout=20),
+                        LocalRunner(number=1, repeat=1, min_repeat_ms=1, timeout=10)) as options:
+        results = measure_batch([MeasureInput(cuda_matmul, c) for c in configs], options)
+        assert options.runner.gpu_ids() == [0]
+    for r in results:
+        assert r.error_kind is ErrorKind.RUNTIME_ERROR and r.costs == (), r
+        assert "no usable GPU" in r.error_msg and ("pycuda" in r.error_msg or "GPU" in r.error_msg)
+
+
+def test_local_runner_devices_option():
+    assert LocalRunner(devices=[1, 0]).devices == [1, 0]
+    assert "devices=[0]" in repr(LocalRunner(devices=(0,)))
+    for bad in ([], [0, 0], [-1]):
+        with pytest.raises(ValueError, match="devices"):
+            LocalRunner(devices=bad)
+
+
+# ---------------------------------------------------------------------------- on a GPU
+
+
+@pytest.mark.cuda
+def test_local_runner_times_cuda_candidates_on_every_gpu():
+    task = create_task("matmul", (128, 64, 128, "float32"), "cuda")
+    configs = task.config_space.sample(6, rng=8)
+    with MeasureOptions(LocalBuilder(n_parallel=2, timeout=30),
+                        LocalRunner(number=3, repeat=2, min_repeat_ms=1, timeout=20)) as options:
+        results = measure_batch([MeasureInput(task, c) for c in configs], options)
+        gpus = options.runner.gpu_ids()
+    assert gpus and all(costs_ok(r) for r in results), [(r.error_kind, r.error_msg) for r in results]
+    assert all(len(r.costs) == 2 and max(r.costs) < 0.1 for r in results)
+
+
+@pytest.mark.cuda
+def test_cuda_candidate_with_wrong_outputs_is_a_wrong_answer():
+    task = create_task("elementwise", (8, 64, "add", "float32"), "cuda")
+    other = create_task("elementwise", (8, 64, "sub", "float32"), "cuda")
+    prepare_task(task, True)
+    good = run_candidate(task, build_artifact(task, task.config_space.default_config), OPTIONS)
+    assert good[0] == "ok" and all(c > 0 for c in good[1]), good
+    bad = run_candidate(task, build_artifact(other, other.config_space.default_config), OPTIONS)
+    assert bad[:2] == ("error", ErrorKind.WRONG_ANSWER.value), bad
+
+
+@pytest.mark.cuda
+def test_ray_runner_with_gpu_actors(ray_cluster):
+    ray_measure = pytest.importorskip("measure.ray")
+    if not ray_cluster.cluster_resources().get("GPU"):
+        pytest.skip("the local Ray instance has no GPU")
+    task = create_task("matmul", (64, 64, 64, "float32"), "cuda")
+    configs = task.config_space.sample(3, rng=9)
+    with MeasureOptions(ray_measure.RayBuilder(timeout=30),
+                        ray_measure.RayRunner(number=2, repeat=2, min_repeat_ms=1, timeout=20,
+                                              gpu=True)) as options:
+        results = measure_batch([MeasureInput(task, c) for c in configs], options)
+    assert all(costs_ok(r) for r in results), [(r.error_kind, r.error_msg) for r in results]
+    assert np.isfinite([r.mean_cost for r in results]).all()
