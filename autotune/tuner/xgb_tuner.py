@@ -6,10 +6,15 @@ arrived by the next call of :meth:`next_batch`. Parallel simulated annealing ove
 the model (:func:`~autotune.tuner.sa.anneal`, chains started from random configs and
 the best measured ones) yields a *plan* of the ``plan_size`` best-predicted unvisited
 configs; batches are taken from the plan, each pick replaced by a random config with
-probability ``epsilon`` (exploration). A retrained model re-ranks the rest of the
-plan; the search runs again once ``plan_size`` new results arrived or the plan runs
-short. Until the model can be trained (fewer than
-``min_train`` measurements and no pre-training), batches are random.
+probability ``epsilon`` (exploration). While fewer than ``replan_until`` configs are
+measured, the search runs again for every batch that follows new results: early models
+change a lot with every batch, and a plan searched with the first model would steer
+the next ``plan_size`` trials. Later, a retrained model only re-ranks the rest of the
+plan and the search runs again once ``plan_size`` new results arrived or the plan runs
+short. A batch takes the plan's picks in order but skips, while others are left, a
+config only one knob away from one already in the batch (near-duplicates teach the
+model little and waste trials on one neighbourhood). Until the model can be trained
+(fewer than ``min_train`` measurements and no pre-training), batches are random.
 
 Transfer learning: :meth:`XGBTuner.pretrain` takes measurements of other workloads of
 the same template; they train the model from the start and stay in its training set
@@ -39,7 +44,8 @@ class XGBTuner(Tuner):
     ``plan_size`` (configs planned per search), ``epsilon`` (share of random picks),
     ``min_train`` (measurements before the first model), ``num_threads`` (XGBoost
     threads; fixed, so training is deterministic), ``num_rounds`` (boosting rounds),
-    ``sa_chains``, ``sa_iters`` and ``sa_early_stop`` (the annealing search).
+    ``sa_chains``, ``sa_iters`` and ``sa_early_stop`` (the annealing search),
+    ``replan_until`` (measurements up to which the plan is searched again for every batch).
     """
 
     name = "xgb"
@@ -47,7 +53,7 @@ class XGBTuner(Tuner):
     def __init__(self, task=None, seed: int | None = None, feature_type: str = "itervar",
                  loss_type: str = "rank", plan_size: int = 64, epsilon: float = 0.1, min_train: int = 8,
                  num_threads: int = 1, num_rounds: int = 150, sa_chains: int = 32, sa_iters: int = 60,
-                 sa_early_stop: int = 20, **options):
+                 sa_early_stop: int = 20, replan_until: int = 256, **options):
         if feature_type not in FEATURE_TYPES:
             raise AutotuneError(f"XGBTuner: unknown feature_type {feature_type!r}; "
                                 f"use one of {FEATURE_TYPES}")
@@ -60,6 +66,7 @@ class XGBTuner(Tuner):
         self.plan_size, self.epsilon, self.min_train = plan_size, epsilon, min_train
         self.num_threads, self.num_rounds = num_threads, num_rounds
         self.sa_chains, self.sa_iters, self.sa_early_stop = sa_chains, sa_iters, sa_early_stop
+        self.replan_until = replan_until
         super().__init__(task, seed, **options)
 
     def _setup(self) -> None:
@@ -134,22 +141,42 @@ class XGBTuner(Tuner):
         if not self.model.trained:
             return self._random_indices(n)
         self._plan = [i for i in self._plan if i not in self._visited]
-        stale = len(self._indices) - self._searched_at >= self.plan_size
+        new_results = len(self._indices) - self._searched_at
+        stale = new_results >= self.plan_size or (new_results > 0 and len(self._indices) < self.replan_until)
         if len(self._plan) < n or stale:
             self._plan = self._search(max(self.plan_size, n))
             self._searched_at = len(self._indices)
         elif retrained:  # cheap: the plan's features are cached; re-rank it by the new model
             scores = self.model.predict(self.task, self._plan)
             self._plan = [self._plan[k] for k in sorted(range(len(self._plan)), key=lambda k: -scores[k])]
-        out: list[int] = []
-        for _ in range(n):
-            if self.rng.random() < self.epsilon or not self._plan:
-                pick = self._random_indices(1, exclude=set(out))
-                if pick:
-                    out.append(pick[0])
-            else:
-                out.append(self._plan.pop(0))
+        n_explore = sum(self.rng.random() < self.epsilon for _ in range(n))
+        out = self._diverse_picks(n - n_explore)
+        out += self._random_indices(n - len(out), exclude=set(out))
         return out
+
+    def _diverse_picks(self, n: int) -> list[int]:
+        """Up to ``n`` configs off the front of the plan (removed from it), skipping those one
+        knob away from an earlier pick while the plan has others."""
+        if n <= 0:
+            return []
+        picked: list[int] = []
+        picked_digits: list[list[int]] = []
+        skipped: list[int] = []
+        rest = list(self._plan)
+        while rest and len(picked) < n:
+            i = rest.pop(0)
+            d = self.space.index_to_choices(i)
+            if any(sum(a != b for a, b in zip(d, p)) <= 1 for p in picked_digits):
+                skipped.append(i)
+                continue
+            picked.append(i)
+            picked_digits.append(d)
+        if len(picked) < n:  # the plan ran out of distinct configs: take near-duplicates, best first
+            take = n - len(picked)
+            picked += skipped[:take]
+            skipped = skipped[take:]
+        self._plan = skipped + rest
+        return picked
 
     def _search(self, n: int) -> list[int]:
         """The ``n`` best-predicted unvisited configs, by annealing from random and top measured starts."""
