@@ -1,0 +1,244 @@
+"""Tuner benchmark: random, ga, xgb and optuna on the CPU ``matmul`` template, against numpy.
+
+Run with ``python3 scripts/bench_tuners.py [--trials 200] [--seeds 3]
+[--tuners random,ga,xgb,optuna] [--shape 512] [--out tuners.png] [--db DIR]``.
+
+Every (tuner, seed) run tunes the same task with the same budget into a fresh tuning
+log of its own (in memory, or ``DIR/<tuner>-seed<seed>.db`` with ``--db``), so no run
+resumes another; all runs share one :class:`measure.MeasureOptions`, whose workers
+start once. "Best GFLOPS after k trials" is ``task.flop / min(mean cost of the first k
+trials) / 1e9``, from each run's per-trial costs; the table shows its median over
+seeds (min-max beside it). numpy's ``a @ b`` on the same shapes is timed in this
+process, before and after tuning. The curves (median over seeds, min-max band, numpy
+as a line) go to a PNG.
+
+Goals checked (PASS/FAIL): xgb and optuna reach, within half the budget, at least 95%
+of what random search reaches with the whole budget; the best config found (its
+re-measured confident median) is at least as fast as numpy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+import autotune
+import search_spaces  # noqa: F401 - registers the templates
+from measure import MeasureOptions
+
+CHECKPOINTS = (25, 50, 100, 200)
+GOAL_SHARE = 0.95
+GOAL_TUNERS = ("xgb", "optuna")
+
+
+@dataclass
+class Run:
+    """One (tuner, seed) tuning run: its best-so-far curve in GFLOPS, one entry per trial."""
+
+    tuner: str
+    seed: int
+    curve: list[float]
+    final_gflops: float  # the re-measured best of the run (tune()'s confident median)
+    wall: float
+    errors: dict = field(default_factory=dict)
+
+    def best_after(self, k: int) -> float:
+        """Best GFLOPS within the first ``k`` trials (the whole run if it stopped earlier)."""
+        if not self.curve:
+            return 0.0
+        return self.curve[min(k, len(self.curve)) - 1]
+
+
+def parse_shape(text: str) -> tuple[int, int, int]:
+    """``"512"`` -> (512, 512, 512); ``"512x256x128"`` -> (N, L, M)."""
+    parts = [int(p) for p in text.lower().split("x")]
+    if len(parts) == 1:
+        return parts[0], parts[0], parts[0]
+    if len(parts) == 3:
+        return parts[0], parts[1], parts[2]
+    raise ValueError(f"--shape is N or NxLxM, got {text!r}")
+
+
+def numpy_seconds(N: int, L: int, M: int, repeat: int = 15, min_ms: float = 100.0) -> list[float]:
+    """Seconds per ``a @ b`` (float32), one entry per repeat, each over enough calls for ``min_ms``."""
+    rng = np.random.default_rng(0)
+    a = rng.random((N, L), dtype=np.float32)
+    b = rng.random((L, M), dtype=np.float32)
+    a @ b
+    start = time.perf_counter()
+    a @ b
+    number = max(1, int(min_ms / 1e3 / max(time.perf_counter() - start, 1e-7)))
+    runs = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(number):
+            a @ b
+        runs.append((time.perf_counter() - start) / number)
+    return runs
+
+
+def best_curve(task, history) -> list[float]:
+    """Best-so-far GFLOPS after each trial of ``history`` (failed trials count as infinitely slow)."""
+    curve, best = [], math.inf
+    for trial in history:
+        best = min(best, trial.result.mean_cost)
+        curve.append(task.flop / best / 1e9 if best < math.inf else 0.0)
+    return curve
+
+
+def run_one(task, tuner: str, seed: int, trials: int, options: MeasureOptions,
+            db_dir: Path | None = None) -> Run:
+    """Tune ``task`` with ``tuner`` from scratch: a fresh log, no resume."""
+    log = None
+    if db_dir is not None:
+        db_dir.mkdir(parents=True, exist_ok=True)
+        log = db_dir / f"{tuner}-seed{seed}.db"
+        log.unlink(missing_ok=True)
+    start = time.perf_counter()
+    result = autotune.tune(task, trials=trials, tuner=tuner, db=log, measure_option=options,
+                           seed=seed, progress=False)
+    wall = time.perf_counter() - start
+    return Run(tuner, seed, best_curve(task, result.history), result.best_gflops, wall, result.errors)
+
+
+def benchmark(task, tuners: list[str], seeds: int, trials: int, options: MeasureOptions,
+              db_dir: Path | None = None, verbose: bool = True) -> dict[str, list[Run]]:
+    """Every tuner with every seed 0..seeds-1; one line per run if ``verbose``."""
+    runs: dict[str, list[Run]] = {t: [] for t in tuners}
+    for tuner in tuners:
+        for seed in range(seeds):
+            run = run_one(task, tuner, seed, trials, options, db_dir)
+            runs[tuner].append(run)
+            if verbose:
+                errors = sum(run.errors.values())
+                print(f"  {tuner:>7} seed {seed}: {len(run.curve)} trials, best {run.best_after(trials):.1f} "
+                      f"GFLOPS (re-measured {run.final_gflops:.1f}), {errors} failed, {run.wall:.0f} s",
+                      flush=True)
+    return runs
+
+
+def checkpoints(trials: int) -> list[int]:
+    points = [k for k in CHECKPOINTS if k < trials]
+    return [*points, trials]
+
+
+def summary(runs: list[Run], k: int) -> tuple[float, float, float]:
+    """Median, min and max over seeds of the best GFLOPS after ``k`` trials."""
+    values = [r.best_after(k) for r in runs]
+    return statistics.median(values), min(values), max(values)
+
+
+def report(task, runs: dict[str, list[Run]], trials: int, numpy_gflops: float) -> bool:
+    """Print the table and the goal lines; True if every checked goal holds."""
+    half = trials // 2
+    points = checkpoints(trials)
+    seeds = len(next(iter(runs.values())))
+    print(f"\n{task.workload_name}, {trials} trials x {seeds} seeds; best GFLOPS after k trials, "
+          "median over seeds [min-max]")
+    width = 20
+    print(f"{'tuner':<8}" + "".join(f"{'k=' + str(k):>{width}}" for k in points)
+          + f"{'@' + str(half) + '/random@' + str(trials):>20}{'wall s':>9}")
+    random_full = summary(runs["random"], trials)[0] if "random" in runs else None
+    for tuner, rs in runs.items():
+        cells = ""
+        for k in points:
+            med, lo, hi = summary(rs, k)
+            cells += f"{f'{med:.1f} [{lo:.1f}-{hi:.1f}]':>{width}}"
+        share = f"{summary(rs, half)[0] / random_full:.0%}" if random_full else "-"
+        wall = sum(r.wall for r in rs)
+        print(f"{tuner:<8}{cells}{share:>20}{wall:>9.0f}")
+    print(f"{'numpy':<8}{f'{numpy_gflops:.1f}':>{width}}  (a @ b, median in this process)")
+
+    ok = True
+    print()
+    if random_full is None:
+        print("goal 1 not checked: random is not among the tuners")
+    for tuner in GOAL_TUNERS:
+        if tuner not in runs or random_full is None:
+            continue
+        reached = summary(runs[tuner], half)[0]
+        passed = reached >= GOAL_SHARE * random_full
+        ok &= passed
+        print(f"{'PASS' if passed else 'FAIL'}: {tuner} reaches {reached:.1f} GFLOPS within {half} trials "
+              f"= {reached / random_full:.0%} of random@{trials} ({random_full:.1f}); "
+              f"goal >= {GOAL_SHARE:.0%}")
+    all_runs = [r for rs in runs.values() for r in rs]
+    best = max(all_runs, key=lambda r: r.final_gflops)
+    best_trial = max(r.best_after(trials) for r in all_runs)
+    passed = best.final_gflops >= numpy_gflops
+    ok &= passed
+    print(f"{'PASS' if passed else 'FAIL'}: best found {best.final_gflops:.1f} GFLOPS re-measured "
+          f"({best.tuner} seed {best.seed}; best single trial {best_trial:.1f}) = "
+          f"{best.final_gflops / numpy_gflops:.2f}x numpy ({numpy_gflops:.1f}); goal >= 1.00x")
+    return ok
+
+
+def plot(runs: dict[str, list[Run]], trials: int, numpy_gflops: float, title: str, out: Path) -> None:
+    """Best-so-far GFLOPS against trials: median over seeds with a min-max band, numpy as a line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    x = np.arange(1, trials + 1)
+    for tuner, rs in runs.items():
+        curves = np.array([[r.best_after(k) for k in x] for r in rs])
+        line, = ax.plot(x, np.median(curves, axis=0), label=tuner)
+        ax.fill_between(x, curves.min(axis=0), curves.max(axis=0), color=line.get_color(), alpha=0.2)
+    ax.axhline(numpy_gflops, color="black", linestyle="--", label="numpy a @ b")
+    ax.set_xlabel("trials")
+    ax.set_ylabel("best GFLOPS so far")
+    ax.set_title(title)
+    ax.set_xlim(1, trials)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=200)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--tuners", default="random,ga,xgb,optuna")
+    parser.add_argument("--shape", default="512", help="N (square) or NxLxM")
+    parser.add_argument("--out", type=Path, default=Path("tuners.png"))
+    parser.add_argument("--db", type=Path, default=None,
+                        help="a folder for one fresh tuning log per run (default: in memory)")
+    args = parser.parse_args(argv)
+    if args.trials < 1 or args.seeds < 1:
+        parser.error("--trials and --seeds must be >= 1")
+    tuners = [t.strip() for t in args.tuners.split(",") if t.strip()]
+    unknown = [t for t in tuners if t not in autotune.TUNERS]
+    if unknown:
+        parser.error(f"unknown tuners {unknown}; choose from {', '.join(autotune.TUNERS)}")
+    N, L, M = parse_shape(args.shape)
+    task = autotune.create_task("matmul", (N, L, M, "float32"), "llvm")
+    print(f"{task.workload_name}: {len(task.config_space)} configs; tuners {', '.join(tuners)}", flush=True)
+
+    start = time.perf_counter()
+    numpy_runs = numpy_seconds(N, L, M)
+    with MeasureOptions() as options:
+        runs = benchmark(task, tuners, args.seeds, args.trials, options, args.db)
+    numpy_runs += numpy_seconds(N, L, M)
+    numpy_gflops = task.flop / statistics.median(numpy_runs) / 1e9
+    total = time.perf_counter() - start
+
+    ok = report(task, runs, args.trials, numpy_gflops)
+    plot(runs, args.trials, numpy_gflops, f"{task.workload_name}, {args.seeds} seeds", args.out)
+    print(f"\nplot: {args.out.resolve()}\ntotal wall time: {total / 60:.1f} min")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
