@@ -73,6 +73,7 @@ def schedule_gemm_cuda(cfg, s, out, acc, operands, batch_axis=None) -> None:
     s[out].bind(vx, te.thread_axis("vthread", name="vx"))
     s[out].bind(ty_, ty)
     s[out].bind(tx_, tx)
+    s[out].vectorize(xi)  # each thread's row of results leaves in vector stores
     s[acc].compute_at(s[out], tx_)
     ko, ki = cfg["tile_k"].apply(s, acc, acc.op.reduce_axis[0])
     s[acc].reorder(ko, ki, *acc.op.axis)
@@ -85,6 +86,7 @@ def schedule_gemm_cuda(cfg, s, out, acc, operands, batch_axis=None) -> None:
         local = s.cache_read(shared, "local", [acc])
         s[shared].compute_at(s[acc], ko)
         s[local].compute_at(s[acc], ki)
+        s[local].vectorize(s[local].op.axis[-1])
         fused = s[shared].fuse(*s[shared].op.axis)
         rest, v = s[shared].split(fused, factor=vec)
         rest, t_x = s[shared].split(rest, factor=ntx)

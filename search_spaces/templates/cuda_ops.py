@@ -8,14 +8,20 @@
   reduce it together (a shared-memory tree); 2-D thread blocks for the elementwise
   stages; the row statistics live in global workspaces between the kernels.
 * convolutions: the output tiled into blocks (``blockIdx.z/y/x`` over batch x channels,
-  rows, columns), threads and a per-thread register tile accumulated in a ``local``
-  buffer, with virtual threads over channels; inputs are read through the read-only
-  cache (no shared-memory staging yet), kernel taps optionally unrolled.
+  rows, columns), virtual threads, threads and a per-thread register tile accumulated in
+  a ``local`` buffer. The reduction (input channels, window rows, window columns) is
+  split in two; at each step of its outer loops the block's threads load the input
+  window (padding computed on the fly) and the weights it needs into shared memory
+  together, consecutive threads reading consecutive elements; the window taps of the
+  inner loops may be unrolled.
 
-Constraints keep every config within 1024 threads per block and a bounded register tile.
+Constraints keep every config within 1024 threads per block, 48 KiB of shared memory
+and a bounded register tile.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from compiler import te
 from search_spaces.template import get_config, template
@@ -41,6 +47,7 @@ __all__ = ["elementwise_cuda", "softmax_cuda", "conv2d_nchw_cuda", "depthwise_co
 
 MAX_THREADS = 1024
 MAX_REGISTER_TILE = 128
+MAX_SHARED_BYTES = 48 * 1024
 
 
 def _bind_flat(cfg, s, out, name: str = "tile") -> None:
@@ -121,61 +128,112 @@ def softmax_cuda(M: int, N: int, dtype: str = "float32"):
     return s, [X, out]
 
 
-def _conv_knobs(cfg, F: int, Ho: int, Wo: int) -> None:
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= int(x)
+    return out
+
+
+def _conv_knobs(cfg, F: int, Ho: int, Wo: int, reduce_extents: dict, window: tuple, itemsize: int,
+                per_channel: bool) -> None:
+    """Knobs and constraints of :func:`_schedule_conv`.
+
+    ``reduce_extents`` maps the reduction axes (``rc``, ``ry``, ``rx``) to their extents;
+    ``window`` is ``(stride_h, stride_w, dilation_h, dilation_w)``; ``per_channel``
+    (depthwise) means that each output channel reads its own input channel.
+    """
     cfg.define_split("tile_f", F, num_outputs=4, filter=lambda e: e.size[1] <= 4)
-    cfg.define_split("tile_y", Ho, num_outputs=3)
-    cfg.define_split("tile_x", Wo, num_outputs=3)
-    cfg.define_knob("unroll_kw", [1, 0])
+    cfg.define_split("tile_y", Ho, num_outputs=4, filter=lambda e: e.size[1] <= 2)
+    cfg.define_split("tile_x", Wo, num_outputs=4, filter=lambda e: e.size[1] <= 2)
+    for name, extent in reduce_extents.items():
+        cfg.define_split(f"tile_{name}", extent, num_outputs=2)
+    cfg.define_knob("unroll_inner", [1, 0])
+    sh, sw, dh, dw = window
 
     def threads(c):
-        return c["tile_f"].size[2] * c["tile_y"].size[1] * c["tile_x"].size[1]
+        return c["tile_f"].size[2] * c["tile_y"].size[2] * c["tile_x"].size[2]
 
-    cfg.add_constraint(lambda c: threads(c) <= MAX_THREADS, knobs=["tile_f", "tile_y", "tile_x"],
-                       name="threads per block")
-    cfg.add_constraint(lambda c: c["tile_f"].size[1] * c["tile_f"].size[3] * c["tile_y"].size[2]
-                       * c["tile_x"].size[2] <= MAX_REGISTER_TILE, knobs=["tile_f", "tile_y", "tile_x"],
+    def inner(c, name):
+        return c[f"tile_{name}"].size[1] if name in reduce_extents else 1
+
+    def shared_bytes(c):
+        f_block = _prod(c["tile_f"].size[1:])
+        y_block = _prod(c["tile_y"].size[1:])
+        x_block = _prod(c["tile_x"].size[1:])
+        ry, rx = inner(c, "ry"), inner(c, "rx")
+        channels = f_block if per_channel else inner(c, "rc")
+        rows = (y_block - 1) * sh + (ry - 1) * dh + 1
+        cols = (x_block - 1) * sw + (rx - 1) * dw + 1
+        weights = f_block * inner(c, "rc") * ry * rx
+        return itemsize * (channels * rows * cols + weights)
+
+    tiles = ["tile_f", "tile_y", "tile_x"]
+    cfg.add_constraint(lambda c: threads(c) <= MAX_THREADS, knobs=tiles, name="threads per block")
+    cfg.add_constraint(lambda c: c["tile_f"].size[2] <= 64, knobs=["tile_f"], name="threadIdx.z extent")
+    cfg.add_constraint(lambda c: _prod(c["tile_f"].size[1::2]) * _prod(c["tile_y"].size[1::2])
+                       * _prod(c["tile_x"].size[1::2]) <= MAX_REGISTER_TILE, knobs=tiles,
                        name="register tile")
+    cfg.add_constraint(lambda c: shared_bytes(c) <= MAX_SHARED_BYTES,
+                       knobs=tiles + [f"tile_{n}" for n in reduce_extents], name="shared memory")
 
 
-def _schedule_conv(cfg, s, Y, P, kw_axis) -> None:
-    if P is not None:
-        s[P].compute_inline()
+def _schedule_conv(cfg, s, Y, P, Wt) -> None:
+    """Block tiles of the output; at each step of the outer reduction loops the block
+    stages its window of the (padded) input and of the weights in shared memory, loaded
+    by all its threads together; each thread accumulates a register tile in ``local``."""
     acc = s.cache_write(Y, "local")
+    data_shared = s.cache_read(P, "shared", [acc])
+    weights_shared = s.cache_read(Wt, "shared", [acc])
+    if P.op.input_tensors:  # the padding is computed while the tile is loaded
+        s[P].compute_inline()
     n, f, y, x = s[Y].op.axis
     bf, vf, tf, fi = cfg["tile_f"].apply(s, Y, f)
-    by, ty, yi = cfg["tile_y"].apply(s, Y, y)
-    bx, tx, xi = cfg["tile_x"].apply(s, Y, x)
-    s[Y].reorder(n, bf, by, bx, vf, tf, ty, tx, fi, yi, xi)
+    by, vy, ty, yi = cfg["tile_y"].apply(s, Y, y)
+    bx, vx, tx, xi = cfg["tile_x"].apply(s, Y, x)
+    s[Y].reorder(n, bf, by, bx, vf, vy, vx, tf, ty, tx, fi, yi, xi)
     s[Y].bind(s[Y].fuse(n, bf), te.thread_axis("blockIdx.z"))
     s[Y].bind(by, te.thread_axis("blockIdx.y"))
     s[Y].bind(bx, te.thread_axis("blockIdx.x"))
     s[Y].bind(vf, te.thread_axis("vthread", name="vf"))
+    s[Y].bind(vy, te.thread_axis("vthread", name="vy"))
+    s[Y].bind(vx, te.thread_axis("vthread", name="vx"))
     s[Y].bind(tf, te.thread_axis("threadIdx.z"))
     s[Y].bind(ty, te.thread_axis("threadIdx.y"))
     s[Y].bind(tx, te.thread_axis("threadIdx.x"))
     s[acc].compute_at(s[Y], tx)
-    reduce_axes = list(s[acc].op.reduce_axis)
-    s[acc].reorder(*reduce_axes, *s[acc].op.axis)
-    if cfg["unroll_kw"].val:
-        s[acc].unroll(reduce_axes[kw_axis])
-
-
-def _thread_z_ok(cfg) -> None:
-    cfg.add_constraint(lambda c: c["tile_f"].size[2] <= 64, knobs=["tile_f"], name="threadIdx.z extent")
+    outer, inner = [], []
+    for axis in s[acc].op.reduce_axis:
+        o, i = cfg[f"tile_{axis.var.name}"].apply(s, acc, axis)
+        outer.append(o)
+        inner.append(i)
+    s[acc].reorder(*outer, *inner, *s[acc].op.axis)
+    if cfg["unroll_inner"].val:
+        for axis in inner[-2:]:  # the window taps
+            s[acc].unroll(axis)
+    threads = [(cfg["tile_x"].size[2], "threadIdx.x"), (cfg["tile_y"].size[2], "threadIdx.y"),
+               (cfg["tile_f"].size[2], "threadIdx.z")]
+    for load in (data_shared, weights_shared):
+        s[load].compute_at(s[acc], outer[-1])
+        rest = s[load].fuse(*s[load].op.axis)
+        for count, tag in threads:  # consecutive threads read consecutive elements
+            rest, t = s[load].split(rest, factor=count)
+            s[load].bind(t, te.thread_axis(tag))
 
 
 @template("conv2d_nchw", target="cuda", reference=conv2d_nchw_reference)
 def conv2d_nchw_cuda(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, stride=1, padding=0,
                      dilation=1, dtype: str = "float32"):
-    """Direct NCHW convolution with thread and register tiling (see the module doc)."""
+    """Direct NCHW convolution: shared-memory tiles of input and weights, register tiles
+    of outputs (see the module doc)."""
     cfg = get_config()
     sh, sw = pair(stride, "stride")
     dh, dw = pair(dilation, "dilation")
     pads = padding4(padding)
     Ho = conv_out_size(H, KH, sh, pads[0], pads[2], dh)
     Wo = conv_out_size(W, KW, sw, pads[1], pads[3], dw)
-    _conv_knobs(cfg, F, Ho, Wo)
-    _thread_z_ok(cfg)
+    _conv_knobs(cfg, F, Ho, Wo, {"rc": C, "ry": KH, "rx": KW}, (sh, sw, dh, dw), np.dtype(dtype).itemsize,
+                per_channel=False)
     X = te.placeholder((N, C, H, W), name="X", dtype=dtype)
     Wt = te.placeholder((F, C, KH, KW), name="W", dtype=dtype)
     P = pad_nchw_like(X, 2, pads, 0.0, name="X_pad")
@@ -186,22 +244,23 @@ def conv2d_nchw_cuda(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, s
         P[n, rc, y * sh + ry * dh, x * sw + rx * dw] * Wt[f, rc, ry, rx], axis=[rc, ry, rx]),
         name="conv2d_nchw")
     s = te.create_schedule(Y.op)
-    _schedule_conv(cfg, s, Y, P if P is not X else None, 2)
+    _schedule_conv(cfg, s, Y, P, Wt)
     return s, [X, Wt, Y]
 
 
 @template("depthwise_conv2d_nchw", target="cuda", reference=depthwise_conv2d_nchw_reference)
 def depthwise_conv2d_nchw_cuda(N: int, C: int, H: int, W: int, KH: int, KW: int, stride=1, padding=0,
                                dilation=1, dtype: str = "float32"):
-    """Depthwise convolution with thread and register tiling over channels, rows, columns."""
+    """Depthwise convolution with the same shared-memory and register tiling, each block's
+    channels staging their own input windows."""
     cfg = get_config()
     sh, sw = pair(stride, "stride")
     dh, dw = pair(dilation, "dilation")
     pads = padding4(padding)
     Ho = conv_out_size(H, KH, sh, pads[0], pads[2], dh)
     Wo = conv_out_size(W, KW, sw, pads[1], pads[3], dw)
-    _conv_knobs(cfg, C, Ho, Wo)
-    _thread_z_ok(cfg)
+    _conv_knobs(cfg, C, Ho, Wo, {"ry": KH, "rx": KW}, (sh, sw, dh, dw), np.dtype(dtype).itemsize,
+                per_channel=True)
     X = te.placeholder((N, C, H, W), name="X", dtype=dtype)
     Wt = te.placeholder((C, 1, KH, KW), name="W", dtype=dtype)
     P = pad_nchw_like(X, 2, pads, 0.0, name="X_pad")
@@ -211,5 +270,5 @@ def depthwise_conv2d_nchw_cuda(N: int, C: int, H: int, W: int, KH: int, KW: int,
         P[n, c, y * sh + ry * dh, x * sw + rx * dw] * Wt[c, 0, ry, rx], axis=[ry, rx]),
         name="depthwise_conv2d_nchw")
     s = te.create_schedule(Y.op)
-    _schedule_conv(cfg, s, Y, P if P is not X else None, 1)
+    _schedule_conv(cfg, s, Y, P, Wt)
     return s, [X, Wt, Y]
