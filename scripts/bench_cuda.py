@@ -27,17 +27,18 @@ WORKLOADS = [
 
 
 def _peer():
-    try:
-        import cupy as cp  # noqa: F401
-
-        return "cupy"
-    except ImportError:
-        pass
+    """PyTorch where it sees the GPU (cuBLAS and cuDNN), else CuPy (cuBLAS only)."""
     try:
         import torch
 
         if torch.cuda.is_available():
             return "torch"
+    except ImportError:
+        pass
+    try:
+        import cupy as cp  # noqa: F401
+
+        return "cupy"
     except ImportError:
         pass
     return None
@@ -93,6 +94,8 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=500)
     parser.add_argument("--db", default="bench_cuda.db")
     parser.add_argument("--tuner", default="xgb")
+    parser.add_argument("--only", choices=[w[0] for w in WORKLOADS], action="append",
+                        help="run only this workload (may be repeated)")
     opts = parser.parse_args()
 
     from compiler.runtime.cuda import unavailable_reason
@@ -112,6 +115,8 @@ def main() -> int:
     dev = compiler.cuda(0)
     rows = []
     for name, args, label in WORKLOADS:
+        if opts.only and name not in opts.only:
+            continue
         task = autotune.create_task(name, args, target="cuda")
         result = autotune.tune(task, trials=opts.trials, tuner=opts.tuner, db=opts.db)
         with autotune.apply_history_best(opts.db):
