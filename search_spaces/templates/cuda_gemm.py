@@ -8,8 +8,11 @@ conflicts), threads (``threadIdx``) and a per-thread register tile accumulated i
 of all threads of the block (vectorized by ``vec`` elements per thread), and from there
 into registers per step of the inner reduction loop, which may be unrolled.
 
-Constraints keep every config launchable: at most 1024 threads per block, at most
-48 KiB of static shared memory, at most 256 accumulators per thread.
+Constraints keep every config launchable and its register tile in registers: at most
+1024 threads per block, at most 48 KiB of static shared memory, and a register tile
+that fits the registers a thread can have (255, and the block's 64 K shared by its
+threads). The loops over the register tile are unrolled, so that the accumulators are
+indexed by constants and can live in registers at all.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ __all__ = ["matmul_cuda", "dense_cuda", "batch_matmul_cuda", "schedule_gemm_cuda
 
 MAX_THREADS = 1024
 MAX_SHARED_BYTES = 48 * 1024
-MAX_ACCUMULATORS = 256
+MAX_REGISTERS = 255         # per thread
+REGISTER_FILE = 64 * 1024   # 32-bit registers per block
+REGISTER_OVERHEAD = 16
 
 
 def define_gemm_cuda_knobs(cfg, N: int, L: int, M: int, dtype: str) -> None:
@@ -41,9 +46,13 @@ def define_gemm_cuda_knobs(cfg, N: int, L: int, M: int, dtype: str) -> None:
 
     cfg.add_constraint(lambda c: 32 <= threads(c) <= MAX_THREADS or threads(c) == N * M,
                        knobs=["tile_y", "tile_x"], name="threads per block")
-    cfg.add_constraint(lambda c: c["tile_y"].size[3] * c["tile_x"].size[3] * c["tile_y"].size[1]
-                       * c["tile_x"].size[1] <= MAX_ACCUMULATORS, knobs=["tile_y", "tile_x"],
-                       name="register tile")
+    def registers(c):  # accumulators, one step of both operands, addressing and loop state
+        rows = c["tile_y"].size[1] * c["tile_y"].size[3]
+        cols = c["tile_x"].size[1] * c["tile_x"].size[3]
+        return rows * cols + rows + cols + REGISTER_OVERHEAD
+
+    cfg.add_constraint(lambda c: registers(c) <= min(MAX_REGISTERS, REGISTER_FILE // threads(c)),
+                       knobs=["tile_y", "tile_x"], name="register tile")
     cfg.add_constraint(lambda c: itemsize * c["tile_k"].size[1] * (
         _prod(c["tile_y"].size[1:]) + _prod(c["tile_x"].size[1:])) <= MAX_SHARED_BYTES,
         knobs=["tile_y", "tile_x", "tile_k"], name="shared memory")
@@ -77,6 +86,11 @@ def schedule_gemm_cuda(cfg, s, out, acc, operands, batch_axis=None) -> None:
     s[acc].compute_at(s[out], tx_)
     ko, ki = cfg["tile_k"].apply(s, acc, acc.op.reduce_axis[0])
     s[acc].reorder(ko, ki, *acc.op.axis)
+    # The register tile is indexed by constants only once its loops are unrolled;
+    # otherwise the accumulators live in (slow) local memory instead of registers.
+    for axis in acc.op.axis:
+        s[acc].unroll(axis)
+    s[out].unroll(yi)
     if cfg["unroll_k"].val:
         s[acc].unroll(ki)
     nty, ntx = cfg["tile_y"].size[2], cfg["tile_x"].size[2]
@@ -86,6 +100,8 @@ def schedule_gemm_cuda(cfg, s, out, acc, operands, batch_axis=None) -> None:
         local = s.cache_read(shared, "local", [acc])
         s[shared].compute_at(s[acc], ko)
         s[local].compute_at(s[acc], ki)
+        for axis in s[local].op.axis[:-1]:
+            s[local].unroll(axis)
         s[local].vectorize(s[local].op.axis[-1])
         fused = s[shared].fuse(*s[shared].op.axis)
         rest, v = s[shared].split(fused, factor=vec)

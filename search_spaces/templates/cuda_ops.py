@@ -15,8 +15,9 @@
   together, consecutive threads reading consecutive elements; the window taps of the
   inner loops may be unrolled.
 
-Constraints keep every config within 1024 threads per block, 48 KiB of shared memory
-and a bounded register tile.
+Constraints keep every config within 1024 threads per block and 48 KiB of shared
+memory, and its register tile within the registers a thread can have; the loops over
+the register tile are unrolled so that the accumulators can live in registers.
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ from search_spaces.templates.cpu_norm import softmax_reference
 __all__ = ["elementwise_cuda", "softmax_cuda", "conv2d_nchw_cuda", "depthwise_conv2d_nchw_cuda"]
 
 MAX_THREADS = 1024
-MAX_REGISTER_TILE = 128
+MAX_REGISTERS = 255         # per thread
+REGISTER_FILE = 64 * 1024   # 32-bit registers per block
+REGISTER_OVERHEAD = 16
 MAX_SHARED_BYTES = 48 * 1024
 
 
@@ -169,11 +172,16 @@ def _conv_knobs(cfg, F: int, Ho: int, Wo: int, reduce_extents: dict, window: tup
         return itemsize * (channels * rows * cols + weights)
 
     tiles = ["tile_f", "tile_y", "tile_x"]
-    cfg.add_constraint(lambda c: threads(c) <= MAX_THREADS, knobs=tiles, name="threads per block")
+    warp = min(32, F * Ho * Wo)  # fewer threads than a warp leave its lanes idle
+    cfg.add_constraint(lambda c: warp <= threads(c) <= MAX_THREADS, knobs=tiles, name="threads per block")
     cfg.add_constraint(lambda c: c["tile_f"].size[2] <= 64, knobs=["tile_f"], name="threadIdx.z extent")
-    cfg.add_constraint(lambda c: _prod(c["tile_f"].size[1::2]) * _prod(c["tile_y"].size[1::2])
-                       * _prod(c["tile_x"].size[1::2]) <= MAX_REGISTER_TILE, knobs=tiles,
-                       name="register tile")
+    def registers(c):  # accumulators, one tap of weights and inputs, addressing and loop state
+        channels = _prod(c["tile_f"].size[1::2])
+        pixels = _prod(c["tile_y"].size[1::2]) * _prod(c["tile_x"].size[1::2])
+        return channels * pixels + channels + pixels + REGISTER_OVERHEAD
+
+    cfg.add_constraint(lambda c: registers(c) <= min(MAX_REGISTERS, REGISTER_FILE // threads(c)),
+                       knobs=tiles, name="register tile")
     cfg.add_constraint(lambda c: shared_bytes(c) <= MAX_SHARED_BYTES,
                        knobs=tiles + [f"tile_{n}" for n in reduce_extents], name="shared memory")
 
@@ -201,7 +209,11 @@ def _schedule_conv(cfg, s, Y, P, Wt) -> None:
     s[Y].bind(tf, te.thread_axis("threadIdx.z"))
     s[Y].bind(ty, te.thread_axis("threadIdx.y"))
     s[Y].bind(tx, te.thread_axis("threadIdx.x"))
+    for axis in (fi, yi, xi):
+        s[Y].unroll(axis)
     s[acc].compute_at(s[Y], tx)
+    for axis in s[acc].op.axis:  # constant indices keep the accumulators in registers
+        s[acc].unroll(axis)
     outer, inner = [], []
     for axis in s[acc].op.reduce_axis:
         o, i = cfg[f"tile_{axis.var.name}"].apply(s, acc, axis)

@@ -126,3 +126,35 @@ def test_cuda_gemm_reads_registers_from_shared_memory_in_vectors():
     ptx = compiler.build(s, args_, target="cuda -arch=sm_80").get_source("ptx")
     assert "ld.shared.v4" in ptx and "st.global.v4" in ptx
     assemble(ptx)
+
+
+def _constant_index(index) -> bool:
+    from compiler.tir import expr as E
+
+    if isinstance(index, E.Ramp):
+        return isinstance(index.base, E.IntImm)
+    return isinstance(index, E.IntImm)
+
+
+@pytest.mark.parametrize("name, args", [
+    ("matmul", (64, 32, 64, "float32")),
+    ("batch_matmul", (2, 32, 16, 32, "float32")),
+    ("conv2d_nchw", (1, 8, 10, 10, 16, 3, 3, 1, 1, 1, "float32")),
+    ("depthwise_conv2d_nchw", (1, 16, 10, 10, 3, 3, 1, 1, 1, "float32")),
+])
+def test_cuda_register_tiles_are_indexed_by_constants(name, args):
+    """Every access to a thread's accumulators and operand registers has a constant index
+    (its loops are unrolled): a variable index would put the array in local memory."""
+    from compiler.tir import expr as E
+    from compiler.tir import stmt as S
+    from compiler.tir.analysis import collect
+
+    task = create_task(name, args, "cuda -arch=sm_80")
+    for cfg in task.config_space.sample(10, np.random.default_rng(3)):
+        s, args_ = task.instantiate(cfg)
+        (kernel,) = lower_cuda(compiler.lower(s, args_))[0].kernels
+        accesses = collect(kernel.body, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore))
+                           and n.buffer.scope == "local")
+        assert accesses, cfg
+        for access in accesses:
+            assert all(_constant_index(i) for i in access.indices), f"{cfg}: {access}"
