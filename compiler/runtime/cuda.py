@@ -12,11 +12,20 @@ is ``mod.imported_modules[0]`` (:class:`CUDADeviceModule`, ``get_source("ptx")``
 The artifact a measure worker ships is :meth:`CUDAModule.save_artifact` (JSON bytes:
 the PTX and the launch plans); :func:`load_artifact` turns it back into a module in
 another process.
+
+Contexts: every GPU is used through its primary context (the CUDA runtime's), retained
+once per process and made current only for the duration of each operation
+(:func:`activate`), as pycuda's own ``scoped_context_activation`` does; none is left on
+a thread's context stack, because pycuda aborts the process when a thread (or the
+interpreter) ends with a context still on it. Temporaries are dropped inside the
+operation; arrays that Python frees later are freed by pycuda, which activates the
+context for that itself in the thread that first used the GPU (elsewhere it skips the
+free: memory of arrays dropped in other threads outlives them until the process ends).
 """
 
 from __future__ import annotations
 
-import atexit
+import contextlib
 import json
 import re
 import threading
@@ -29,12 +38,12 @@ from .device import Device, require_pycuda
 from .timer import BenchmarkResult
 
 __all__ = ["CUDAModule", "CUDADeviceModule", "CUDAFunction", "DeviceStorage", "load_artifact",
-           "attached_arch", "unavailable_reason", "ARTIFACT_VERSION"]
+           "activate", "synchronize", "attached_arch", "unavailable_reason", "ARTIFACT_VERSION"]
 
 ARTIFACT_VERSION = 1
 _CAST = re.compile(r"\b(?:u?int(?:8|16|32|64))\(")
 _lock = threading.Lock()
-_contexts: dict[int, object] = {}
+_contexts: dict[int, object] = {}  # device id -> its retained primary context (pycuda Context)
 
 
 # ---------------------------------------------------------------------------- driver and contexts
@@ -51,33 +60,43 @@ def driver():
     return drv
 
 
-def ensure_context(device_id: int = 0):
-    """Make the primary context of GPU ``device_id`` current in this thread."""
-    drv = driver()
+def _primary_context(drv, device_id: int):
+    """The primary context of GPU ``device_id``, retained on first use (not made current)."""
     with _lock:
         ctx = _contexts.get(device_id)
         if ctx is None:
             count = drv.Device.count()
             if device_id >= count:
                 raise RuntimeError(f"cuda({device_id}) does not exist: this machine has {count} GPU(s)")
-            ctx = drv.Device(device_id).retain_primary_context()
-            _contexts[device_id] = ctx
-            if len(_contexts) == 1:
-                atexit.register(_release_contexts)
-    current = drv.Context.get_current()
-    if current is None or current != ctx:
-        ctx.push()
+            ctx = _contexts[device_id] = drv.Device(device_id).retain_primary_context()
     return ctx
 
 
-def _release_contexts() -> None:
-    try:
-        import pycuda.driver as drv
+@contextlib.contextmanager
+def activate(device_id: int = 0):
+    """Make the primary context of GPU ``device_id`` current in this thread for a ``with``
+    block (yields pycuda.driver); the previous context, if any, is current again after it.
 
-        while drv.Context.get_current() is not None:
-            drv.Context.pop()
-    except Exception:  # noqa: BLE001 - interpreter shutdown
-        pass
+    A no-op when that context is current already, so blocks nest. Device memory, modules
+    and events made inside belong to that context.
+    """
+    drv = driver()
+    ctx = _primary_context(drv, device_id)
+    current = drv.Context.get_current()
+    if current is not None and current == ctx:
+        yield drv
+        return
+    ctx.push()
+    try:
+        yield drv
+    finally:
+        drv.Context.pop()
+
+
+def synchronize(device_id: int = 0) -> None:
+    """Wait until GPU ``device_id`` has finished the work this process queued on it."""
+    with activate(device_id) as drv:
+        drv.Context.synchronize()
 
 
 def attached_arch(device_id: int = 0) -> str | None:
@@ -124,14 +143,13 @@ class DeviceStorage:
     """The memory of an NDArray on a GPU (what ``NDArray._data`` holds for CUDA arrays)."""
 
     def __init__(self, shape: tuple, dtype, device_id: int = 0):
-        ensure_context(device_id)
-        drv = driver()
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
         self.device_id = device_id
         self.size = int(np.prod(self.shape, dtype=np.int64))
         self.nbytes = self.size * self.dtype.itemsize
-        self.allocation = drv.mem_alloc(max(1, self.nbytes))
+        with activate(device_id) as drv:
+            self.allocation = drv.mem_alloc(max(1, self.nbytes))  # cuMemAlloc rejects 0 bytes
 
     @property
     def ndim(self) -> int:
@@ -146,14 +164,14 @@ class DeviceStorage:
         if host.shape != self.shape:
             raise ValueError(f"copyfrom: shape {host.shape} does not match the array's {self.shape}")
         if self.nbytes:
-            ensure_context(self.device_id)
-            driver().memcpy_htod(self.allocation, host)
+            with activate(self.device_id) as drv:
+                drv.memcpy_htod(self.allocation, host)
 
     def download(self) -> np.ndarray:
         out = np.empty(self.shape, self.dtype)
         if self.nbytes:
-            ensure_context(self.device_id)
-            driver().memcpy_dtoh(out, self.allocation)
+            with activate(self.device_id) as drv:
+                drv.memcpy_dtoh(out, self.allocation)  # synchronous: earlier kernel faults raise here
         return out
 
     # The NDArray methods written for numpy storage use these.
@@ -211,17 +229,20 @@ class CUDADeviceModule:
                          f"{', '.join(['ptx', *self._sources])}")
 
     def kernel(self, name: str, device_id: int):
-        """The pycuda function of kernel ``name`` on GPU ``device_id``."""
-        ensure_context(device_id)
-        mod = self._loaded.get(device_id)
-        if mod is None:
-            drv = driver()
-            try:
-                mod = drv.module_from_buffer(self.ptx.encode("utf-8"))
-            except Exception as e:
-                raise CompilerError(f"the GPU driver rejected the PTX (built for {self.arch}): {e}") from None
-            self._loaded[device_id] = mod
-        return mod.get_function(name)
+        """The pycuda function of kernel ``name`` on GPU ``device_id`` (the module is loaded into
+        that GPU's primary context on first use)."""
+        with activate(device_id) as drv:
+            mod = self._loaded.get(device_id)
+            if mod is None:
+                # cuModuleLoadDataEx takes PTX as a NUL-terminated string (pycuda passes only the
+                # buffer's address, not its length).
+                try:
+                    mod = drv.module_from_buffer(self.ptx.encode("utf-8") + b"\0")
+                except Exception as e:
+                    raise CompilerError(f"the GPU driver rejected the PTX (built for {self.arch}): "
+                                        f"{e}") from None
+                mod = self._loaded.setdefault(device_id, mod)
+            return mod.get_function(name)
 
     def __repr__(self) -> str:
         return f"<CUDADeviceModule {self.arch} kernels={self.kernel_names}>"
@@ -368,7 +389,11 @@ class _CudaChecker(ArgumentPacker):
         if isinstance(value, NDArray) and value.device.device_type != "cuda":
             raise self._err(i, f"array is on {value.device}, but this function runs on a GPU; "
                                "copy it with nd.array(..., compiler.cuda(0))")
-        return super()._check_buffer(i, spec, value, bound, deferred)
+        arr = super()._check_buffer(i, spec, value, bound, deferred)
+        if not arr.flags.c_contiguous:  # its device copy is compact: the strides bound here would lie
+            raise self._err(i, "a numpy array is copied to the GPU compactly, so it must be C-contiguous; "
+                               "pass np.ascontiguousarray(...)")
+        return arr
 
     def _check_overlap(self, arrays: dict) -> None:
         for w in self.written:
@@ -421,20 +446,29 @@ _SCALAR_TYPES = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64":
 
 
 class _Prepared:
-    """A call with checked arguments on the GPU: ``run()`` launches its kernels."""
+    """A call with checked arguments on GPU ``device_id``: ``run()`` launches its kernels (with
+    that GPU's context current, see :func:`activate`)."""
 
-    def __init__(self, launches: list, copy_back: list, keep: list):
-        self.launches = launches
-        self.copy_back = copy_back
-        self.keep = keep
+    def __init__(self, device_id: int, launches: list, copy_back: list, keep: list):
+        self.device_id = device_id
+        self.launches = launches    # (pycuda Function prepared for its argument types, grid, block, args)
+        self.copy_back = copy_back  # (DeviceStorage, numpy array it goes back to)
+        self.keep = keep            # the device memory the launches' pointers point into
 
     def run(self) -> None:
-        for fn, args, grid, block in self.launches:
-            fn(*args, block=block, grid=grid)
+        # Function.prepared_call packs the arguments with the format given to prepare(); __call__
+        # would work out that format again on every launch, inside the timed loop.
+        for fn, grid, block, args in self.launches:
+            fn.prepared_call(grid, block, *args)
 
     def finish(self) -> None:
         for storage, host in self.copy_back:
             np.copyto(host, storage.download())
+
+    def release(self) -> None:
+        """Drop the temporary device memory; call it with the context current, so that pycuda
+        frees it in any thread."""
+        self.launches, self.copy_back, self.keep = [], [], []
 
 
 class CUDAFunction:
@@ -462,7 +496,12 @@ class CUDAFunction:
         if devices - {device_id}:
             raise RuntimeArgumentError(f"{self.name}: arrays on several GPUs ({sorted(devices)}); "
                                        f"the call runs on cuda({device_id})")
-        ensure_context(device_id)
+        with activate(device_id):
+            return self._prepare(arrays, env, device_id)
+
+    def _prepare(self, arrays: dict, env: dict, device_id: int) -> _Prepared:
+        from .ndarray import NDArray
+
         storages: dict = {}
         copy_back: list = []
         for i, a in arrays.items():
@@ -485,46 +524,66 @@ class CUDAFunction:
             if grid[0] >= 2**31 or grid[1] > 65535 or grid[2] > 65535:
                 raise RuntimeArgumentError(f"{self.name}: grid {grid} of kernel {launch['kernel']} exceeds "
                                            "the device's limits")
-            kargs = []
+            # The argument types Function.__call__ would infer: "P" for a device pointer, the
+            # numpy type's struct character for a scalar.
+            fmt, kargs = "", []
             for kind, ref in launch["args"]:
-                if kind == "param":
-                    kargs.append(storages[ref].allocation)
-                elif kind == "workspace":
-                    kargs.append(workspaces[ref].allocation)
+                if kind in ("param", "workspace"):
+                    st = storages[ref] if kind == "param" else workspaces[ref]
+                    fmt += "P"
+                    kargs.append(int(st.allocation))
                 else:
-                    kargs.append(_SCALAR_TYPES[self._scalar_dtypes.get(ref, "int32")](env[ref]))
+                    scalar = _SCALAR_TYPES[self._scalar_dtypes.get(ref, "int32")]
+                    if scalar is np.float16:  # pycuda's struct packer has no "e": pass the bits
+                        fmt += "H"
+                        kargs.append(int(np.float16(env[ref]).view(np.uint16)))
+                    else:
+                        fmt += np.dtype(scalar).char
+                        kargs.append(scalar(env[ref]))
             fn = self._dev.kernel(launch["kernel"], device_id)
-            launches.append((fn, kargs, grid, tuple(launch["block"])))
-        return _Prepared(launches, copy_back, [storages, workspaces])
+            fn.prepare(fmt)
+            # pycuda reads grid and block as tuples of Python ints (Boost.Python takes no numpy ints)
+            block = tuple(int(b) for b in launch["block"])
+            launches.append((fn, grid, block, tuple(kargs)))
+        return _Prepared(device_id, launches, copy_back, [storages, workspaces])
 
     def __call__(self, *args) -> None:
         prepared = self.prepare(args)
-        prepared.run()
-        prepared.finish()  # numpy results back (synchronises); CUDA arrays stay on the device
+        with activate(prepared.device_id):
+            try:
+                prepared.run()
+                prepared.finish()  # numpy results back (synchronises); CUDA arrays stay on the device
+            finally:
+                prepared.release()
 
     def time(self, args: tuple, number: int = 10, repeat: int = 1, min_repeat_ms: float = 0,
              device_id: int | None = None) -> BenchmarkResult:
         """Seconds per call, timed with CUDA events around ``number`` launches, ``repeat`` times."""
-        drv = driver()
         prepared = self.prepare(args, device_id)
-        prepared.run()  # warm up: module load, caches
-        drv.Context.synchronize()
-        results = []
-        for _ in range(max(1, repeat)):
-            n = max(1, number)
-            while True:
-                start, end = drv.Event(), drv.Event()
-                start.record()
-                for _ in range(n):
-                    prepared.run()
-                end.record()
-                end.synchronize()
-                ms = start.time_till(end)
-                if ms >= min_repeat_ms or n >= 1 << 20:
-                    break
-                n = max(n * 2, int(n * min_repeat_ms / max(ms, 1e-3)) + 1)
-            results.append(ms / 1e3 / n)
-        prepared.finish()
+        with activate(prepared.device_id) as drv:
+            start = end = None
+            try:
+                prepared.run()  # warm up: caches
+                drv.Context.synchronize()
+                results = []
+                for _ in range(max(1, repeat)):
+                    n = max(1, number)
+                    while True:
+                        start, end = drv.Event(), drv.Event()
+                        start.record()
+                        for _ in range(n):
+                            prepared.run()
+                        end.record()
+                        end.synchronize()
+                        ms = start.time_till(end)
+                        if ms >= min_repeat_ms or n >= 1 << 20:
+                            break
+                        n = max(n * 2, int(n * min_repeat_ms / max(ms, 1e-3)) + 1)
+                    results.append(ms / 1e3 / n)
+                prepared.finish()
+            finally:
+                start = end = None  # events, like memory, are destroyed with the context current
+                prepared.release()
         return BenchmarkResult(tuple(results))
 
     def __repr__(self) -> str:

@@ -31,7 +31,9 @@ class Device:
     def sync(self) -> None:
         """Wait for the device's pending work (nothing to wait for on the CPU)."""
         if self.device_type == "cuda":
-            require_pycuda()
+            from .cuda import synchronize
+
+            synchronize(self.device_id)
 
 
 def device(name: str, device_id: int = 0) -> Device:
@@ -54,9 +56,15 @@ def cuda(device_id: int = 0) -> Device:
 
 
 def require_pycuda():
-    """Import and return pycuda.driver, or raise a RuntimeError saying how to install it."""
+    """Import and return pycuda.driver, or raise a RuntimeError saying how to install it (or, for
+    an installed pycuda that fails to import, why: typically no NVIDIA driver, libcuda.so)."""
     try:
         import pycuda.driver as drv  # noqa: F401
-    except ImportError:
+    except ModuleNotFoundError as e:
+        if e.name != "pycuda":  # pycuda is there, something it needs is not
+            raise RuntimeError(f"pycuda is installed but cannot be imported ({e})") from None
         raise RuntimeError(PYCUDA_MISSING) from None
+    except ImportError as e:  # e.g. its extension is there but libcuda.so (the driver) is not
+        raise RuntimeError(f"pycuda is installed but cannot be imported ({e}); is the NVIDIA driver "
+                           "installed?") from None
     return drv
