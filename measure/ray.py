@@ -44,6 +44,7 @@ logger = logging.getLogger(__name__)
 
 _POLL_S = 0.02
 _REFRESH_S = 2.0  # how often the set of alive nodes is read again
+_NO_GPU = "RayRunner(gpu=True): no alive node of the Ray cluster has a GPU resource"
 
 
 def connect(address: str | None = None, **init_kwargs) -> None:
@@ -299,6 +300,10 @@ class RayRunner(Runner):
                     self._refresh(gates)
                     refreshed = time.monotonic()
                 closed = self._take(jobs, pending, closed, idle=not running and not pending, gates=gates)
+                if self.gpu and not self._actors:  # no node has a GPU: no actor would ever take them
+                    while pending:
+                        job = pending.popleft()
+                        yield job.index, error_result(ErrorKind.RUNTIME_ERROR, _NO_GPU, job.build.build_time)
                 self._dispatch(pending, running, gates)
                 waiting = list(running) + [a.restarting for a in self._actors.values() if a.restarting]
                 if not waiting:

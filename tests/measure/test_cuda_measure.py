@@ -88,6 +88,20 @@ def test_local_runner_reports_the_missing_gpu_for_every_candidate(cuda_matmul):
         assert "no usable GPU" in r.error_msg and ("pycuda" in r.error_msg or "GPU" in r.error_msg)
 
 
+@pytest.mark.skipif("not _no_gpu()", reason="checks the behaviour without a GPU")
+def test_ray_gpu_runner_on_a_cluster_without_gpus_reports_instead_of_waiting(cuda_matmul, ray_cluster):
+    from measure.ray import RayRunner
+
+    assert not ray_cluster.cluster_resources().get("GPU")
+    configs = cuda_matmul.config_space.sample(2, rng=6)
+    with MeasureOptions(LocalBuilder(n_parallel=2, timeout=20),
+                        RayRunner(gpu=True, number=1, repeat=1, min_repeat_ms=1, timeout=10)) as options:
+        results = measure_batch([MeasureInput(cuda_matmul, c) for c in configs], options)
+    for r in results:
+        assert r.error_kind is ErrorKind.RUNTIME_ERROR and r.costs == (), r
+        assert "no alive node of the Ray cluster has a GPU" in r.error_msg
+
+
 def test_local_runner_devices_option():
     assert LocalRunner(devices=[1, 0]).devices == [1, 0]
     assert "devices=[0]" in repr(LocalRunner(devices=(0,)))
