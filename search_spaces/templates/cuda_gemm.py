@@ -1,12 +1,15 @@
 """GEMMs for NVIDIA GPUs: ``matmul``, ``dense`` and ``batch_matmul`` (target "cuda").
 
-The schedule of TVM's CUDA dense/batch_matmul templates: the output is tiled into
+In the style of the best known GPU GEMM schedules: the output is tiled into
 block tiles (``blockIdx``), each split over virtual threads (against shared-memory bank
 conflicts), threads (``threadIdx``) and a per-thread register tile accumulated in a
 ``local`` buffer over the whole reduction. The reduction is split into tiles of
 ``tile_k``; each tile of both operands is staged in shared memory by a cooperative load
 of all threads of the block (vectorized by ``vec`` elements per thread), and from there
-into registers per step of the inner reduction loop, which may be unrolled.
+into registers per step of the inner reduction loop, which may be unrolled. Register
+reads of contiguous columns are vector loads; with the ``k_major`` knob, operands whose
+rows run along k (``A`` of a matmul, both of a dense) are stored transposed in shared
+memory so that their reads are vector loads too.
 
 Constraints keep every config launchable and its register tile in registers: at most
 1024 threads per block, at most 48 KiB of static shared memory, and a register tile
@@ -23,7 +26,8 @@ from search_spaces.templates.cpu_batch_matmul import batch_matmul_reference
 from search_spaces.templates.cpu_dense import dense_reference
 from search_spaces.templates.cpu_matmul import matmul_reference
 
-__all__ = ["matmul_cuda", "dense_cuda", "batch_matmul_cuda", "schedule_gemm_cuda", "define_gemm_cuda_knobs"]
+__all__ = ["matmul_cuda", "dense_cuda", "batch_matmul_cuda", "schedule_gemm_cuda", "define_gemm_cuda_knobs",
+           "k_major_view"]
 
 MAX_THREADS = 1024
 MAX_SHARED_BYTES = 48 * 1024
@@ -39,6 +43,7 @@ def define_gemm_cuda_knobs(cfg, N: int, L: int, M: int, dtype: str) -> None:
     cfg.define_split("tile_k", L, num_outputs=2, policy="factors")
     cfg.define_knob("unroll_k", [1, 0])
     cfg.define_knob("vec", [1, 2, 4])
+    cfg.define_knob("k_major", [0, 1])  # operands whose rows run along k staged transposed
     itemsize = 8 if dtype == "float64" else 4 if dtype in ("float32", "int32") else 2
 
     def threads(c):
@@ -65,9 +70,22 @@ def _prod(xs) -> int:
     return out
 
 
+def k_major_view(cfg, operand):
+    """What the GEMM reads of ``operand`` (``[..., rows, k]``, k contiguous): the operand,
+    or with the ``k_major`` knob a transposed view ``[..., k, rows]``. The view is inlined
+    by :func:`schedule_gemm_cuda`; only its shared-memory copy exists, laid out so that
+    each thread reads its rows of one k step with vector loads."""
+    if not cfg["k_major"].val:
+        return operand
+    *batch, rows, k = operand.shape
+    return te.compute((*batch, k, rows), lambda *i: operand[(*i[:-2], i[-1], i[-2])],
+                      name=f"{operand.op.name}_T")
+
+
 def schedule_gemm_cuda(cfg, s, out, acc, operands, batch_axis=None) -> None:
     """Schedule ``out`` (2-D, or 3-D with ``batch_axis``) whose values come from the
-    reduction ``acc`` (a ``local`` stage computed per thread) reading ``operands``."""
+    reduction ``acc`` (a ``local`` stage computed per thread) reading ``operands``
+    (placeholders, or views made by :func:`k_major_view`)."""
     y, x = out.op.axis[-2:]
     tx, ty = te.thread_axis("threadIdx.x"), te.thread_axis("threadIdx.y")
     by, vy, ty_, yi = cfg["tile_y"].apply(s, out, y)
@@ -103,7 +121,12 @@ def schedule_gemm_cuda(cfg, s, out, acc, operands, batch_axis=None) -> None:
         for axis in s[local].op.axis[:-1]:
             s[local].unroll(axis)
         s[local].vectorize(s[local].op.axis[-1])
-        fused = s[shared].fuse(*s[shared].op.axis)
+        axes = list(s[shared].op.axis)
+        if operand.op.input_tensors:  # a transposed view: copy along the source's rows
+            s[operand].compute_inline()
+            axes[-2:] = axes[-1], axes[-2]
+            s[shared].reorder(*axes)
+        fused = s[shared].fuse(*axes)
         rest, v = s[shared].split(fused, factor=vec)
         rest, t_x = s[shared].split(rest, factor=ntx)
         _, t_y = s[shared].split(rest, factor=nty)
@@ -124,13 +147,15 @@ def _gemm(a_at, b_at, shape, L: int, dtype: str, name: str = "C"):
 def matmul_cuda(N: int, L: int, M: int, dtype: str = "float32"):
     """``C = A @ B``: shared-memory block tiles and register tiles (see the module doc)."""
     cfg = get_config()
+    define_gemm_cuda_knobs(cfg, N, L, M, dtype)
     A = te.placeholder((N, L), name="A", dtype=dtype)
     B = te.placeholder((L, M), name="B", dtype=dtype)
-    C = _gemm(lambda i, k: A[i, k], lambda k, j: B[k, j], (N, M), L, dtype)
+    A_view = k_major_view(cfg, A)
+    a_at = (lambda i, k: A_view[k, i]) if A_view is not A else (lambda i, k: A[i, k])
+    C = _gemm(a_at, lambda k, j: B[k, j], (N, M), L, dtype)
     s = te.create_schedule(C.op)
-    define_gemm_cuda_knobs(cfg, N, L, M, dtype)
     CC = s.cache_write(C, "local")
-    schedule_gemm_cuda(cfg, s, C, CC, [A, B])
+    schedule_gemm_cuda(cfg, s, C, CC, [A_view, B])
     return s, [A, B, C]
 
 
@@ -138,23 +163,28 @@ def matmul_cuda(N: int, L: int, M: int, dtype: str = "float32"):
 def dense_cuda(batch: int, in_dim: int, out_dim: int, dtype: str = "float32", bias: bool = False):
     """``X @ W.T (+ b)`` with the GEMM schedule; the bias is added as results leave registers."""
     cfg = get_config()
+    define_gemm_cuda_knobs(cfg, batch, in_dim, out_dim, dtype)
     X = te.placeholder((batch, in_dim), name="X", dtype=dtype)
     W = te.placeholder((out_dim, in_dim), name="W", dtype=dtype)
-    D = _gemm(lambda i, k: X[i, k], lambda k, j: W[j, k], (batch, out_dim), in_dim, dtype, name="dense")
+    X_view, W_view = k_major_view(cfg, X), k_major_view(cfg, W)
+    if X_view is X:
+        D = _gemm(lambda i, k: X[i, k], lambda k, j: W[j, k], (batch, out_dim), in_dim, dtype, name="dense")
+    else:
+        D = _gemm(lambda i, k: X_view[k, i], lambda k, j: W_view[k, j], (batch, out_dim), in_dim, dtype,
+                  name="dense")
     tensors = [X, W]
-    define_gemm_cuda_knobs(cfg, batch, in_dim, out_dim, dtype)
     if bias:
         b = te.placeholder((out_dim,), name="b", dtype=dtype)
         out = te.compute((batch, out_dim), lambda i, j: D[i, j] + b[j], name="dense_bias")
         tensors.append(b)
         s = te.create_schedule(out.op)
         s[D].set_scope("local")
-        schedule_gemm_cuda(cfg, s, out, D, [X, W])
+        schedule_gemm_cuda(cfg, s, out, D, [X_view, W_view])
     else:
         out = D
         s = te.create_schedule(out.op)
         DD = s.cache_write(D, "local")
-        schedule_gemm_cuda(cfg, s, D, DD, [X, W])
+        schedule_gemm_cuda(cfg, s, D, DD, [X_view, W_view])
     return s, tensors + [out]
 
 
@@ -162,11 +192,13 @@ def dense_cuda(batch: int, in_dim: int, out_dim: int, dtype: str = "float32", bi
 def batch_matmul_cuda(B: int, N: int, L: int, M: int, dtype: str = "float32"):
     """One GEMM per batch element, the batch on ``blockIdx.z``."""
     cfg = get_config()
+    define_gemm_cuda_knobs(cfg, N, L, M, dtype)
     A = te.placeholder((B, N, L), name="A", dtype=dtype)
     Bt = te.placeholder((B, L, M), name="B", dtype=dtype)
-    C = _gemm(lambda b, i, k: A[b, i, k], lambda b, k, j: Bt[b, k, j], (B, N, M), L, dtype)
+    A_view = k_major_view(cfg, A)
+    a_at = (lambda b, i, k: A_view[b, k, i]) if A_view is not A else (lambda b, i, k: A[b, i, k])
+    C = _gemm(a_at, lambda b, k, j: Bt[b, k, j], (B, N, M), L, dtype)
     s = te.create_schedule(C.op)
-    define_gemm_cuda_knobs(cfg, N, L, M, dtype)
     CC = s.cache_write(C, "local")
-    schedule_gemm_cuda(cfg, s, C, CC, [A, Bt], batch_axis=C.op.axis[0])
+    schedule_gemm_cuda(cfg, s, C, CC, [A_view, Bt], batch_axis=C.op.axis[0])
     return s, [A, Bt, C]

@@ -116,16 +116,30 @@ def test_cuda_conv_stages_tiles_through_shared_memory(name, args):
         assert np.prod(launch.block) <= 1024, cfg
 
 
-def test_cuda_gemm_reads_registers_from_shared_memory_in_vectors():
-    """With four consecutive columns per thread, B's shared-memory reads are 128-bit loads
-    and the results leave in 128-bit stores."""
-    task = create_task("matmul", (64, 32, 64, "float32"), "cuda -arch=sm_80")
+@pytest.mark.parametrize("name, args", [("matmul", (64, 32, 64, "float32")),
+                                        ("dense", (64, 32, 64, "float32", False))])
+@pytest.mark.parametrize("k_major", [0, 1])
+def test_cuda_gemm_reads_registers_from_shared_memory_in_vectors(name, args, k_major):
+    """With four consecutive columns per thread, the column operand's shared-memory reads
+    are 128-bit loads and results leave in 128-bit stores; with ``k_major`` the row
+    operands are staged transposed and every shared-memory read is a 128-bit load."""
+    task = create_task(name, args, "cuda -arch=sm_80")
     cfg = task.config_space.from_json({"knobs": {"tile_y": [1, 2, 8, 4], "tile_x": [1, 2, 8, 4],
-                                                 "tile_k": [4, 8], "unroll_k": 1, "vec": 4}})
+                                                 "tile_k": [4, 8], "unroll_k": 1, "vec": 4,
+                                                 "k_major": k_major}})
     s, args_ = task.instantiate(cfg)
     ptx = compiler.build(s, args_, target="cuda -arch=sm_80").get_source("ptx")
-    assert "ld.shared.v4" in ptx and "st.global.v4" in ptx
     assemble(ptx)
+    assert "st.global.v4" in ptx
+    if k_major:
+        assert "ld.shared.v4" in ptx and "ld.shared.b32" not in ptx and "ld.shared.f32" not in ptx
+    elif name == "matmul":
+        assert "ld.shared.v4" in ptx
+    inputs, expected = task.reference_data(np.random.default_rng(5))
+    s, args_ = task.instantiate(cfg)
+    out = np.full(expected[0].shape, np.nan, expected[0].dtype)
+    run_gpu_function(lower_cuda(compiler.lower(s, args_))[0], [np.array(x) for x in inputs] + [out])
+    _check(out, expected[0], f"{name} with {cfg}")
 
 
 def _constant_index(index) -> bool:
