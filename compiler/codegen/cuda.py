@@ -2,8 +2,9 @@
 
 :func:`lower_cuda` runs the GPU passes on functions that :func:`compiler.lower` produced
 (target-agnostic): loops from 0 (:mod:`~compiler.tir.transform.normalize_loops`),
-virtual threads (:mod:`~compiler.tir.transform.inject_virtual_thread`),
-then the split into kernels with their launch dimensions and barriers
+virtual threads (:mod:`~compiler.tir.transform.inject_virtual_thread`), double
+buffers (:mod:`~compiler.tir.transform.inject_double_buffer`), then the split into
+kernels with their launch dimensions and barriers
 (:mod:`~compiler.tir.transform.split_host_device`). :func:`build_cuda` compiles the
 kernels of every function into one PTX module (:mod:`.nvptx`) and wraps it in a
 :class:`~compiler.runtime.cuda.CUDAModule`.
@@ -16,6 +17,7 @@ from ..runtime.cuda import CUDADeviceModule, CUDAModule
 from ..target import Target
 from ..tir import transform
 from ..tir.function import IRModule
+from ..tir.transform.inject_double_buffer import inject_double_buffer
 from ..tir.transform.inject_virtual_thread import inject_virtual_thread
 from ..tir.transform.normalize_loops import normalize_loops
 from ..tir.transform.split_host_device import DeviceLimits, GPUFunction, split_host_device
@@ -28,7 +30,7 @@ def lower_cuda(mod: IRModule, limits: DeviceLimits | None = None) -> list[GPUFun
     out = []
     for name, func in mod.items():
         func = func if func.name == name else func.with_name(name)
-        func = transform.simplify(inject_virtual_thread(normalize_loops(func)))
+        func = transform.simplify(inject_double_buffer(inject_virtual_thread(normalize_loops(func))))
         gf = split_host_device(func, limits)
         gf.kernels = [transform.remove_no_op(transform.simplify(k)) for k in gf.kernels]
         out.append(gf)

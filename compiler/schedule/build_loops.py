@@ -23,7 +23,8 @@ from ..tir.expr import (
 )
 from ..tir.function import PrimFunc
 from ..tir.functor import IRMutator
-from ..tir.stmt import Allocate, BufferStore, For, ForKind, IfThenElse, Stmt, seq
+from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, ForKind, IfThenElse, Stmt, seq
+from ..tir.transform.inject_double_buffer import DOUBLE_BUFFER_SCOPE
 from .bound import StageBounds, infer_bounds
 from .schedule import Schedule, Stage
 
@@ -70,7 +71,10 @@ class _LoopBuilder:
     def _with_allocs(self, stages: list[Stage], body: Stmt) -> Stmt:
         for st in reversed(stages):
             if id(st) in self.allocated:
-                body = Allocate(self.buffers[id(st)], body)
+                buf = self.buffers[id(st)]
+                body = Allocate(buf, body)
+                if st.double_buffered:  # for inject_double_buffer (GPU lowering)
+                    body = AttrStmt(buf.data, DOUBLE_BUFFER_SCOPE, const(1), body)
         return body
 
     def place(self, stages: list[Stage], rest: Stmt | None) -> Stmt:

@@ -66,6 +66,7 @@ class Stage:
         self.scope = "global"
         self.is_output = False
         self.storage_aligns: list[StorageAlign] = []
+        self.double_buffered = False
         self._reset_iter_vars()
 
     def _reset_iter_vars(self) -> None:
@@ -302,6 +303,17 @@ class Stage:
             raise self._fail(f"storage_align offset must be an int in [0, {factor}), got {offset!r}",
                              axis)
         self.storage_aligns.append(StorageAlign(k, factor, offset))
+
+    def double_buffer(self) -> None:
+        """Keep two copies of this (shared-memory) stage's buffer: in the loop it is computed
+        in, the next iteration's copy is loaded while the current one is read, with one
+        barrier per iteration instead of two (CUDA). Lowering checks that the stage is
+        computed at the start of a serial loop's body and only read after it."""
+        self._require_compute("double_buffer")
+        if self.scope != "shared":
+            raise self._fail(f"double_buffer needs a shared-memory stage (cache_read(..., 'shared', ...)); "
+                             f"this one is stored in {self.scope!r}")
+        self.double_buffered = True
 
     def set_scope(self, scope: str) -> None:
         """Store this stage's result in ``scope`` ("global", "shared" or "local")."""

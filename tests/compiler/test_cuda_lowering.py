@@ -11,7 +11,7 @@ from cuda_helpers import gpu_function, matmul_schedule, simulate, vector_add_sch
 
 import compiler
 from compiler import te
-from compiler.errors import LoweringError
+from compiler.errors import LoweringError, ScheduleError
 from compiler.runtime.cuda import evaluate_size
 from compiler.tir import stmt as S
 from compiler.tir.analysis import collect
@@ -82,6 +82,58 @@ def test_matmul_shared_tiles_registers_and_two_barriers(rng):
     c = np.zeros((32, 32), "float32")
     simulate(s, args, [a, b, c])
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def _double_buffered_matmul():
+    s, args = matmul_schedule(N=32, K=16, M=32, bn=16, vt=2, nt=4, kf=4)
+    for st in s.stages:
+        if st.op.name in ("A.shared", "B.shared"):
+            st.double_buffer()
+    return s, args
+
+
+def test_double_buffered_matmul_loads_ahead_with_one_barrier_per_step(rng):
+    s, args = _double_buffered_matmul()
+    gf = gpu_function(s, args)
+    (kernel,) = gf.kernels
+    shared = _allocs(kernel, "shared")
+    assert sorted(b.name for b in shared) == ["A.shared", "B.shared"]
+    assert [b.shape[0].value for b in shared] == [2 * 64, 2 * 64]  # two halves each
+    assert gf.launches[0].shared_bytes == 2 * 2 * 64 * 4
+    (ko,) = [f for f in collect(kernel.body, lambda n: isinstance(n, S.For)) if f.loop_var.name == "k.outer"]
+    # before the loop: the first tile, then a barrier; in it: the next tile, the arithmetic, a barrier
+    (parent,) = collect(kernel.body, lambda n: isinstance(n, S.SeqStmt) and any(c is ko for c in n.seq))
+    seq = _flat(parent)
+    at = next(k for k, x in enumerate(seq) if x is ko)
+    assert [type(x).__name__ for x in seq[at - 3:at]] == ["For", "For", "Evaluate"] and is_sync(seq[at - 1])
+    body = _flat(ko.body)
+    assert isinstance(body[0], S.AttrStmt) and body[0].key == "double_buffer_write"
+    assert isinstance(body[0].body, S.IfThenElse)
+    assert is_sync(body[-1]) and _syncs(kernel) == 2
+    a, b = rng.standard_normal((32, 16)).astype("float32"), rng.standard_normal((16, 32)).astype("float32")
+    c = np.full((32, 32), np.nan, "float32")
+    s, args = _double_buffered_matmul()
+    simulate(s, args, [a, b, c])
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_double_buffer_errors():
+    s, _ = matmul_schedule()
+    with pytest.raises(ScheduleError, match="'A.shared.local'.*double_buffer needs a shared-memory stage"):
+        next(st for st in s.stages if st.op.name == "A.shared.local").double_buffer()
+    n = 128
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    AA = s.cache_read(A, "shared", [B])
+    bx, tx = s[B].split(B.op.axis[0], factor=32)
+    s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].bind(tx, te.thread_axis("threadIdx.x"))
+    s[AA].compute_at(s[B], bx)  # at a thread-bound loop, not a serial one
+    s[AA].bind(s[AA].op.axis[0], te.thread_axis("threadIdx.x"))
+    s[AA].double_buffer()
+    with pytest.raises(LoweringError, match="double_buffer of A.shared: the loop .* must be serial"):
+        gpu_function(s, [A, B])
 
 
 def test_same_thread_shared_access_needs_no_barrier(rng):

@@ -15,10 +15,13 @@ provably the same element of the same thread: the same index
 expression that mentions no loop varying between them (as TVM's planner decides).
 Conditionals are not split: a barrier inside a branch that some threads skip would
 hang the block, so a conditional statement counts as one access of all it touches.
+A write inside a ``double_buffer_write`` (:mod:`.inject_double_buffer`) does not
+conflict with the reads that follow it in its loop iteration: they read the other half.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from .. import expr as E
@@ -26,6 +29,7 @@ from .. import stmt as S
 from ..analysis import free_vars, post_order_visit
 from ..function import PrimFunc
 from ..printer import expr_to_str
+from .inject_double_buffer import DOUBLE_BUFFER_WRITE
 
 __all__ = ["insert_thread_sync", "SYNC_OP", "sync_stmt", "is_sync"]
 
@@ -48,6 +52,7 @@ class _Access:
     index: str         # the index expression, as text
     index_vars: frozenset  # ids of the variables the index mentions
     loops: frozenset   # ids of the loop variables enclosing the access
+    double_write: bool = False  # a load of the next tile into the other half of a double buffer
 
 
 @dataclass
@@ -73,11 +78,17 @@ def insert_thread_sync(func: PrimFunc | S.Stmt) -> PrimFunc | S.Stmt:
     return func.with_body(new) if isinstance(func, PrimFunc) else new
 
 
+def _as_double_write(a: _Access) -> _Access:
+    return dataclasses.replace(a, double_write=True) if a.write else a
+
+
 def _conflict(before: list, after: list, outer: frozenset) -> bool:
     for a in before:
         for b in after:
             if a.data != b.data or a.write == b.write:
                 continue  # two reads never conflict; nor, as in TVM, do two writes
+            if a.double_write:
+                continue  # the reads after it in its iteration read the other half
             if a.index == b.index and not (a.index_vars & (a.loops - outer)) \
                     and not (b.index_vars & (b.loops - outer)):
                 continue  # the same element, touched by the same thread
@@ -96,6 +107,9 @@ class _Planner:
             return self.loop(s, loops)
         if isinstance(s, (S.AttrStmt, S.Allocate, S.LetStmt)):
             body, summary = self.stmt(s.body, loops)
+            if isinstance(s, S.AttrStmt) and s.key == DOUBLE_BUFFER_WRITE:
+                summary.head = [_as_double_write(a) for a in summary.head]
+                summary.tail = [_as_double_write(a) for a in summary.tail]
             if isinstance(s, S.LetStmt):
                 summary.head = self.accesses(s.value, loops) + summary.head
                 return S.LetStmt(s.var, s.value, body), summary
