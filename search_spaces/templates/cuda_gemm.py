@@ -9,7 +9,9 @@ of all threads of the block (vectorized by ``vec`` elements per thread), and fro
 into registers per step of the inner reduction loop, which may be unrolled. Register
 reads of contiguous columns are vector loads; with the ``k_major`` knob, operands whose
 rows run along k (``A`` of a matmul, both of a dense) are stored transposed in shared
-memory so that their reads are vector loads too.
+memory so that their reads are vector loads too. With ``double_buffer`` the shared
+tiles are doubled: the next k tile is loaded while the current one is used, with one
+barrier per k step instead of two.
 
 Constraints keep every config launchable and its register tile in registers: at most
 1024 threads per block, at most 48 KiB of static shared memory, and a register tile
@@ -44,6 +46,7 @@ def define_gemm_cuda_knobs(cfg, N: int, L: int, M: int, dtype: str) -> None:
     cfg.define_knob("unroll_k", [1, 0])
     cfg.define_knob("vec", [1, 2, 4])
     cfg.define_knob("k_major", [0, 1])  # operands whose rows run along k staged transposed
+    cfg.define_knob("double_buffer", [0, 1])  # load the next k tile while computing this one
     itemsize = 8 if dtype == "float64" else 4 if dtype in ("float32", "int32") else 2
 
     def threads(c):
@@ -58,9 +61,9 @@ def define_gemm_cuda_knobs(cfg, N: int, L: int, M: int, dtype: str) -> None:
 
     cfg.add_constraint(lambda c: registers(c) <= min(MAX_REGISTERS, REGISTER_FILE // threads(c)),
                        knobs=["tile_y", "tile_x"], name="register tile")
-    cfg.add_constraint(lambda c: itemsize * c["tile_k"].size[1] * (
+    cfg.add_constraint(lambda c: (1 + c["double_buffer"].val) * itemsize * c["tile_k"].size[1] * (
         _prod(c["tile_y"].size[1:]) + _prod(c["tile_x"].size[1:])) <= MAX_SHARED_BYTES,
-        knobs=["tile_y", "tile_x", "tile_k"], name="shared memory")
+        knobs=["tile_y", "tile_x", "tile_k", "double_buffer"], name="shared memory")
 
 
 def _prod(xs) -> int:
@@ -117,6 +120,8 @@ def schedule_gemm_cuda(cfg, s, out, acc, operands, batch_axis=None) -> None:
         shared = s.cache_read(operand, "shared", [acc])
         local = s.cache_read(shared, "local", [acc])
         s[shared].compute_at(s[acc], ko)
+        if cfg["double_buffer"].val:
+            s[shared].double_buffer()
         s[local].compute_at(s[acc], ki)
         for axis in s[local].op.axis[:-1]:
             s[local].unroll(axis)

@@ -118,19 +118,28 @@ def test_cuda_conv_stages_tiles_through_shared_memory(name, args):
 
 @pytest.mark.parametrize("name, args", [("matmul", (64, 32, 64, "float32")),
                                         ("dense", (64, 32, 64, "float32", False))])
-@pytest.mark.parametrize("k_major", [0, 1])
-def test_cuda_gemm_reads_registers_from_shared_memory_in_vectors(name, args, k_major):
+@pytest.mark.parametrize("k_major, double_buffer", [(0, 0), (1, 0), (1, 1)])
+def test_cuda_gemm_reads_registers_from_shared_memory_in_vectors(name, args, k_major, double_buffer):
     """With four consecutive columns per thread, the column operand's shared-memory reads
     are 128-bit loads and results leave in 128-bit stores; with ``k_major`` the row
-    operands are staged transposed and every shared-memory read is a 128-bit load."""
+    operands are staged transposed and every shared-memory read is a 128-bit load; with
+    ``double_buffer`` the k loop has one barrier instead of two."""
     task = create_task(name, args, "cuda -arch=sm_80")
     cfg = task.config_space.from_json({"knobs": {"tile_y": [1, 2, 8, 4], "tile_x": [1, 2, 8, 4],
                                                  "tile_k": [4, 8], "unroll_k": 1, "vec": 4,
-                                                 "k_major": k_major}})
+                                                 "double_buffer": double_buffer, "k_major": k_major}})
     s, args_ = task.instantiate(cfg)
     ptx = compiler.build(s, args_, target="cuda -arch=sm_80").get_source("ptx")
     assemble(ptx)
     assert "st.global.v4" in ptx
+    from compiler.tir import stmt as S
+    from compiler.tir.analysis import collect
+    from compiler.tir.transform.thread_sync import is_sync
+
+    (kernel,) = lower_cuda(compiler.lower(*task.instantiate(cfg)))[0].kernels
+    (k_loop,) = collect(kernel.body, lambda n: isinstance(n, S.For) and n.loop_var.name == "k.outer")
+    assert len(collect(k_loop.body, is_sync)) == (1 if double_buffer else 2)
+    assert len(collect(kernel.body, is_sync)) == 2
     if k_major:
         assert "ld.shared.v4" in ptx and "ld.shared.b32" not in ptx and "ld.shared.f32" not in ptx
     elif name == "matmul":
