@@ -10,10 +10,10 @@
 * convolutions: the output tiled into blocks (``blockIdx.z/y/x`` over batch x channels,
   rows, columns), virtual threads, threads and a per-thread register tile accumulated in
   a ``local`` buffer. The reduction (input channels, window rows, window columns) is
-  split in two; at each step of its outer loops the block's threads load the input
-  window (padding computed on the fly) and the weights it needs into shared memory
-  together, consecutive threads reading consecutive elements; the window taps of the
-  inner loops may be unrolled.
+  split in two; at each step of its outer loops (fused into one) the block's threads
+  load the input window (padding computed on the fly) and the weights it needs into
+  shared memory together, consecutive threads reading consecutive elements, optionally
+  double-buffered; the window taps of the inner loops may be unrolled.
 
 Constraints keep every config within 1024 threads per block and 48 KiB of shared
 memory, and its register tile within the registers a thread can have; the loops over
@@ -152,6 +152,7 @@ def _conv_knobs(cfg, F: int, Ho: int, Wo: int, reduce_extents: dict, window: tup
     for name, extent in reduce_extents.items():
         cfg.define_split(f"tile_{name}", extent, num_outputs=2)
     cfg.define_knob("unroll_inner", [1, 0])
+    cfg.define_knob("double_buffer", [0, 1])  # load the next reduction step while computing this one
     sh, sw, dh, dw = window
 
     def threads(c):
@@ -182,8 +183,9 @@ def _conv_knobs(cfg, F: int, Ho: int, Wo: int, reduce_extents: dict, window: tup
 
     cfg.add_constraint(lambda c: registers(c) <= min(MAX_REGISTERS, REGISTER_FILE // threads(c)),
                        knobs=tiles, name="register tile")
-    cfg.add_constraint(lambda c: shared_bytes(c) <= MAX_SHARED_BYTES,
-                       knobs=tiles + [f"tile_{n}" for n in reduce_extents], name="shared memory")
+    cfg.add_constraint(lambda c: (1 + c["double_buffer"].val) * shared_bytes(c) <= MAX_SHARED_BYTES,
+                       knobs=tiles + [f"tile_{n}" for n in reduce_extents] + ["double_buffer"],
+                       name="shared memory")
 
 
 def _schedule_conv(cfg, s, Y, P, Wt) -> None:
@@ -220,13 +222,16 @@ def _schedule_conv(cfg, s, Y, P, Wt) -> None:
         outer.append(o)
         inner.append(i)
     s[acc].reorder(*outer, *inner, *s[acc].op.axis)
+    step = s[acc].fuse(*outer) if len(outer) > 1 else outer[0]  # one loop over the reduction steps
     if cfg["unroll_inner"].val:
         for axis in inner[-2:]:  # the window taps
             s[acc].unroll(axis)
     threads = [(cfg["tile_x"].size[2], "threadIdx.x"), (cfg["tile_y"].size[2], "threadIdx.y"),
                (cfg["tile_f"].size[2], "threadIdx.z")]
     for load in (data_shared, weights_shared):
-        s[load].compute_at(s[acc], outer[-1])
+        s[load].compute_at(s[acc], step)
+        if cfg["double_buffer"].val:
+            s[load].double_buffer()
         rest = s[load].fuse(*s[load].op.axis)
         for count, tag in threads:  # consecutive threads read consecutive elements
             rest, t = s[load].split(rest, factor=count)

@@ -91,18 +91,20 @@ def test_cuda_softmax_reduces_rows_across_threads(threads):
 
 
 @pytest.mark.parametrize("name, args", [
-    ("conv2d_nchw", (1, 16, 14, 14, 32, 3, 3, 1, 1, 1, "float32")),
-    ("depthwise_conv2d_nchw", (1, 32, 14, 14, 3, 3, 2, 1, 1, "float32")),
+    ("conv2d_nchw", (1, 8, 10, 10, 8, 3, 3, 1, 1, 1, "float32")),
+    ("depthwise_conv2d_nchw", (1, 16, 10, 10, 3, 3, 2, 1, 1, "float32")),
 ])
 def test_cuda_conv_stages_tiles_through_shared_memory(name, args):
     """Every config loads input and weight tiles into shared memory, stays within the
     shared memory its constraint allows, and synchronises after the loads and, when the
-    outer reduction loop runs more than once, before the next loads: nowhere else."""
+    outer reduction loop runs more than once, before the next loads (double-buffered:
+    before the loop and once per step): nowhere else."""
     from compiler.tir import stmt as S
     from compiler.tir.analysis import collect
     from compiler.tir.transform.thread_sync import is_sync
 
     task = create_task(name, args, "cuda -arch=sm_80")
+    double_buffered = None
     for cfg in task.config_space.sample(30, np.random.default_rng(11)):
         s, args_ = task.instantiate(cfg)
         gf = lower_cuda(compiler.lower(s, args_))[0]
@@ -113,7 +115,15 @@ def test_cuda_conv_stages_tiles_through_shared_memory(name, args):
         assert 0 < launch.shared_bytes <= 48 * 1024, cfg
         steps = np.prod([cfg[k].size[0] for k in cfg.keys() if k.startswith("tile_r")])
         assert len(collect(kernel.body, is_sync)) == (1 if steps == 1 else 2), cfg
+        if cfg["double_buffer"].val and steps > 1:
+            double_buffered = cfg
         assert np.prod(launch.block) <= 1024, cfg
+    assert double_buffered is not None  # a double-buffered config computes what numpy does
+    inputs, expected = task.reference_data(np.random.default_rng(8))
+    s, args_ = task.instantiate(double_buffered)
+    out = np.full(expected[0].shape, np.nan, expected[0].dtype)
+    run_gpu_function(lower_cuda(compiler.lower(s, args_))[0], [np.array(x) for x in inputs] + [out])
+    _check(out, expected[0], f"{task.workload_name} with {double_buffered}")
 
 
 @pytest.mark.parametrize("name, args", [("matmul", (64, 32, 64, "float32")),
