@@ -25,6 +25,7 @@ import numpy as np
 from compiler.tir import expr as E
 from compiler.tir import stmt as S
 from compiler.tir.functor import IRVisitor
+from compiler.tir.transform.inject_double_buffer import DOUBLE_BUFFER_SCOPE
 
 __all__ = ["FEATURE_TYPES", "ITERVAR_LENGTH", "itervar_features", "itervar_feature_names",
            "config_features", "FeatureCache"]
@@ -156,6 +157,12 @@ class _Collector(IRVisitor):
         self.guards = 0
         self.statements: list[_Statement] = []
         self.alloc_bytes = {"global": 0, "local": 0, "shared": 0}
+        self.double_buffered: set[int] = set()  # ids of the data Vars of double-buffered stages
+
+    def visit_AttrStmt(self, node: S.AttrStmt) -> None:
+        if node.key == DOUBLE_BUFFER_SCOPE:
+            self.double_buffered.add(id(node.node))
+        self.visit(node.body)
 
     def visit_For(self, node: S.For) -> None:
         extent = E.const_value(node.extent)
@@ -176,7 +183,8 @@ class _Collector(IRVisitor):
     def visit_Allocate(self, node: S.Allocate) -> None:
         size = math.prod(int(E.const_value(d) or 1) for d in node.buffer.shape)
         scope = node.buffer.scope if node.buffer.scope in self.alloc_bytes else "global"
-        self.alloc_bytes[scope] += size * _elem_bytes(node.buffer.dtype)
+        copies = 2 if id(node.buffer.data) in self.double_buffered else 1  # what the GPU will hold
+        self.alloc_bytes[scope] += copies * size * _elem_bytes(node.buffer.dtype)
         self.visit(node.body)
 
     def visit_BufferStore(self, node: S.BufferStore) -> None:

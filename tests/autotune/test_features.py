@@ -105,3 +105,18 @@ def test_knob_features_and_cache():
     assert ok.all() and len(cache) == 1 and (x[0] == x[1]).all()
     with pytest.raises(ValueError, match="unknown feature type"):
         FeatureCache("pixels")
+
+
+def test_double_buffered_shared_tiles_count_twice():
+    """Configs that differ only in double buffering differ in the shared memory they hold."""
+    task = search_spaces.create_task("matmul", (256, 256, 256, "float32"), "cuda -arch=sm_80")
+    knobs = {"tile_y": [2, 2, 16, 4], "tile_x": [2, 2, 16, 4], "tile_k": [32, 8], "unroll_k": 1, "vec": 4,
+             "k_major": 1}
+    space = task.config_space
+    single, double = (config_features(task, space.from_json({"knobs": {**knobs, "double_buffer": d}}))
+                      for d in (0, 1))
+    shared = itervar_feature_names().index("shared_alloc_bytes")
+    tile_bytes = 4 * 8 * (128 + 128)  # float32, a k tile of 8, both 128-wide operand tiles
+    assert single[shared] == pytest.approx(np.log2(1 + tile_bytes))
+    assert double[shared] == pytest.approx(np.log2(1 + 2 * tile_bytes))
+    assert np.array_equal(np.delete(single, shared), np.delete(double, shared))
