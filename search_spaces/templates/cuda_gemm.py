@@ -22,20 +22,17 @@ indexed by constants and can live in registers at all.
 
 from __future__ import annotations
 
+import math
+
 from compiler import te
 from search_spaces.template import get_config, template
+from search_spaces.templates._cuda_limits import MAX_SHARED_BYTES, MAX_THREADS, register_tile_fits
 from search_spaces.templates.cpu_batch_matmul import batch_matmul_reference
 from search_spaces.templates.cpu_dense import dense_reference
 from search_spaces.templates.cpu_matmul import matmul_reference
 
 __all__ = ["matmul_cuda", "dense_cuda", "batch_matmul_cuda", "schedule_gemm_cuda", "define_gemm_cuda_knobs",
            "k_major_view"]
-
-MAX_THREADS = 1024
-MAX_SHARED_BYTES = 48 * 1024
-MAX_REGISTERS = 255         # per thread
-REGISTER_FILE = 64 * 1024   # 32-bit registers per block
-REGISTER_OVERHEAD = 16
 
 
 def define_gemm_cuda_knobs(cfg, N: int, L: int, M: int, dtype: str) -> None:
@@ -54,23 +51,12 @@ def define_gemm_cuda_knobs(cfg, N: int, L: int, M: int, dtype: str) -> None:
 
     cfg.add_constraint(lambda c: 32 <= threads(c) <= MAX_THREADS or threads(c) == N * M,
                        knobs=["tile_y", "tile_x"], name="threads per block")
-    def registers(c):  # accumulators, one step of both operands, addressing and loop state
-        rows = c["tile_y"].size[1] * c["tile_y"].size[3]
-        cols = c["tile_x"].size[1] * c["tile_x"].size[3]
-        return rows * cols + rows + cols + REGISTER_OVERHEAD
-
-    cfg.add_constraint(lambda c: registers(c) <= min(MAX_REGISTERS, REGISTER_FILE // threads(c)),
+    cfg.add_constraint(lambda c: register_tile_fits(c["tile_y"].size[1] * c["tile_y"].size[3],
+                                                    c["tile_x"].size[1] * c["tile_x"].size[3], threads(c)),
                        knobs=["tile_y", "tile_x"], name="register tile")
     cfg.add_constraint(lambda c: (1 + c["double_buffer"].val) * itemsize * c["tile_k"].size[1] * (
-        _prod(c["tile_y"].size[1:]) + _prod(c["tile_x"].size[1:])) <= MAX_SHARED_BYTES,
+        math.prod(c["tile_y"].size[1:]) + math.prod(c["tile_x"].size[1:])) <= MAX_SHARED_BYTES,
         knobs=["tile_y", "tile_x", "tile_k", "double_buffer"], name="shared memory")
-
-
-def _prod(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= x
-    return out
 
 
 def k_major_view(cfg, operand):

@@ -22,6 +22,8 @@ the register tile are unrolled so that the accumulators can live in registers.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from compiler import te
@@ -33,6 +35,7 @@ from search_spaces.templates._common import (
     padding4,
     pair,
 )
+from search_spaces.templates._cuda_limits import MAX_SHARED_BYTES, MAX_THREADS, register_tile_fits
 from search_spaces.templates.cpu_conv2d import conv2d_nchw_reference
 from search_spaces.templates.cpu_depthwise import depthwise_conv2d_nchw_reference
 from search_spaces.templates.cpu_elementwise import (
@@ -45,12 +48,6 @@ from search_spaces.templates.cpu_elementwise import (
 from search_spaces.templates.cpu_norm import softmax_reference
 
 __all__ = ["elementwise_cuda", "softmax_cuda", "conv2d_nchw_cuda", "depthwise_conv2d_nchw_cuda"]
-
-MAX_THREADS = 1024
-MAX_REGISTERS = 255         # per thread
-REGISTER_FILE = 64 * 1024   # 32-bit registers per block
-REGISTER_OVERHEAD = 16
-MAX_SHARED_BYTES = 48 * 1024
 
 
 def _bind_flat(cfg, s, out, name: str = "tile") -> None:
@@ -131,13 +128,6 @@ def softmax_cuda(M: int, N: int, dtype: str = "float32"):
     return s, [X, out]
 
 
-def _prod(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= int(x)
-    return out
-
-
 def _conv_knobs(cfg, F: int, Ho: int, Wo: int, reduce_extents: dict, window: tuple, itemsize: int,
                 per_channel: bool) -> None:
     """Knobs and constraints of :func:`_schedule_conv`.
@@ -162,9 +152,9 @@ def _conv_knobs(cfg, F: int, Ho: int, Wo: int, reduce_extents: dict, window: tup
         return c[f"tile_{name}"].size[1] if name in reduce_extents else 1
 
     def shared_bytes(c):
-        f_block = _prod(c["tile_f"].size[1:])
-        y_block = _prod(c["tile_y"].size[1:])
-        x_block = _prod(c["tile_x"].size[1:])
+        f_block = math.prod(c["tile_f"].size[1:])
+        y_block = math.prod(c["tile_y"].size[1:])
+        x_block = math.prod(c["tile_x"].size[1:])
         ry, rx = inner(c, "ry"), inner(c, "rx")
         channels = f_block if per_channel else inner(c, "rc")
         rows = (y_block - 1) * sh + (ry - 1) * dh + 1
@@ -176,12 +166,10 @@ def _conv_knobs(cfg, F: int, Ho: int, Wo: int, reduce_extents: dict, window: tup
     warp = min(32, F * Ho * Wo)  # fewer threads than a warp leave its lanes idle
     cfg.add_constraint(lambda c: warp <= threads(c) <= MAX_THREADS, knobs=tiles, name="threads per block")
     cfg.add_constraint(lambda c: c["tile_f"].size[2] <= 64, knobs=["tile_f"], name="threadIdx.z extent")
-    def registers(c):  # accumulators, one tap of weights and inputs, addressing and loop state
-        channels = _prod(c["tile_f"].size[1::2])
-        pixels = _prod(c["tile_y"].size[1::2]) * _prod(c["tile_x"].size[1::2])
-        return channels * pixels + channels + pixels + REGISTER_OVERHEAD
+    def pixels(c):  # per thread: virtual threads x register tile, over rows and columns
+        return math.prod(c["tile_y"].size[1::2]) * math.prod(c["tile_x"].size[1::2])
 
-    cfg.add_constraint(lambda c: registers(c) <= min(MAX_REGISTERS, REGISTER_FILE // threads(c)),
+    cfg.add_constraint(lambda c: register_tile_fits(math.prod(c["tile_f"].size[1::2]), pixels(c), threads(c)),
                        knobs=tiles, name="register tile")
     cfg.add_constraint(lambda c: (1 + c["double_buffer"].val) * shared_bytes(c) <= MAX_SHARED_BYTES,
                        knobs=tiles + [f"tile_{n}" for n in reduce_extents] + ["double_buffer"],
