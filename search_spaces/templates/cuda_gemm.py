@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from compiler import te
 from search_spaces.template import get_config, template
 from search_spaces.templates._cuda_limits import MAX_SHARED_BYTES, MAX_THREADS, register_tile_fits
@@ -44,7 +46,7 @@ def define_gemm_cuda_knobs(cfg, N: int, L: int, M: int, dtype: str) -> None:
     cfg.define_knob("vec", [1, 2, 4])
     cfg.define_knob("k_major", [0, 1])  # operands whose rows run along k staged transposed
     cfg.define_knob("double_buffer", [0, 1])  # load the next k tile while computing this one
-    itemsize = 8 if dtype == "float64" else 4 if dtype in ("float32", "int32") else 2
+    itemsize = np.dtype(dtype).itemsize
 
     def threads(c):
         return c["tile_y"].size[2] * c["tile_x"].size[2]

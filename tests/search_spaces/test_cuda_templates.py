@@ -191,3 +191,12 @@ def test_cuda_register_tiles_are_indexed_by_constants(name, args):
         assert accesses, cfg
         for access in accesses:
             assert all(_constant_index(i) for i in access.indices), f"{cfg}: {access}"
+
+
+def test_cuda_gemm_shared_memory_constraint_counts_the_element_size():
+    """Every config the space admits lowers within 48 KiB of shared memory, 8-byte elements too."""
+    task = create_task("matmul", (128, 128, 128, "int64"), "cuda -arch=sm_80")
+    for cfg in task.config_space.sample(20, np.random.default_rng(0)):
+        s, args_ = task.instantiate(cfg)
+        (launch,) = lower_cuda(compiler.lower(s, args_))[0].launches
+        assert launch.shared_bytes <= 48 * 1024, cfg
