@@ -62,15 +62,20 @@ def define_gemm_cuda_knobs(cfg, N: int, L: int, M: int, dtype: str) -> None:
 
 
 def k_major_view(cfg, operand):
-    """What the GEMM reads of ``operand`` (``[..., rows, k]``, k contiguous): the operand,
-    or with the ``k_major`` knob a transposed view ``[..., k, rows]``. The view is inlined
-    by :func:`schedule_gemm_cuda`; only its shared-memory copy exists, laid out so that
+    """``(tensor, read)``: what the GEMM reads of ``operand`` (``[..., rows, k]``, k
+    contiguous), and ``read(*batch, row, k)`` reading it. The tensor is the operand, or
+    with the ``k_major`` knob a transposed view ``[..., k, rows]``; the view is inlined by
+    :func:`schedule_gemm_cuda`, so only its shared-memory copy exists, laid out so that
     each thread reads its rows of one k step with vector loads."""
     if not cfg["k_major"].val:
-        return operand
+        return operand, lambda *i: operand[i]
+
+    def swap_last(i):
+        return (*i[:-2], i[-1], i[-2])
+
     *batch, rows, k = operand.shape
-    return te.compute((*batch, k, rows), lambda *i: operand[(*i[:-2], i[-1], i[-2])],
-                      name=f"{operand.op.name}_T")
+    view = te.compute((*batch, k, rows), lambda *i: operand[swap_last(i)], name=f"{operand.op.name}_T")
+    return view, lambda *i: view[swap_last(i)]
 
 
 def schedule_gemm_cuda(cfg, s, out, acc, operands, batch_axis=None) -> None:
@@ -143,8 +148,7 @@ def matmul_cuda(N: int, L: int, M: int, dtype: str = "float32"):
     define_gemm_cuda_knobs(cfg, N, L, M, dtype)
     A = te.placeholder((N, L), name="A", dtype=dtype)
     B = te.placeholder((L, M), name="B", dtype=dtype)
-    A_view = k_major_view(cfg, A)
-    a_at = (lambda i, k: A_view[k, i]) if A_view is not A else (lambda i, k: A[i, k])
+    A_view, a_at = k_major_view(cfg, A)
     C = _gemm(a_at, lambda k, j: B[k, j], (N, M), L, dtype)
     s = te.create_schedule(C.op)
     CC = s.cache_write(C, "local")
@@ -159,12 +163,8 @@ def dense_cuda(batch: int, in_dim: int, out_dim: int, dtype: str = "float32", bi
     define_gemm_cuda_knobs(cfg, batch, in_dim, out_dim, dtype)
     X = te.placeholder((batch, in_dim), name="X", dtype=dtype)
     W = te.placeholder((out_dim, in_dim), name="W", dtype=dtype)
-    X_view, W_view = k_major_view(cfg, X), k_major_view(cfg, W)
-    if X_view is X:
-        D = _gemm(lambda i, k: X[i, k], lambda k, j: W[j, k], (batch, out_dim), in_dim, dtype, name="dense")
-    else:
-        D = _gemm(lambda i, k: X_view[k, i], lambda k, j: W_view[k, j], (batch, out_dim), in_dim, dtype,
-                  name="dense")
+    (X_view, x_at), (W_view, w_at) = k_major_view(cfg, X), k_major_view(cfg, W)
+    D = _gemm(x_at, lambda k, j: w_at(j, k), (batch, out_dim), in_dim, dtype, name="dense")
     tensors = [X, W]
     if bias:
         b = te.placeholder((out_dim,), name="b", dtype=dtype)
@@ -188,8 +188,7 @@ def batch_matmul_cuda(B: int, N: int, L: int, M: int, dtype: str = "float32"):
     define_gemm_cuda_knobs(cfg, N, L, M, dtype)
     A = te.placeholder((B, N, L), name="A", dtype=dtype)
     Bt = te.placeholder((B, L, M), name="B", dtype=dtype)
-    A_view = k_major_view(cfg, A)
-    a_at = (lambda b, i, k: A_view[b, k, i]) if A_view is not A else (lambda b, i, k: A[b, i, k])
+    A_view, a_at = k_major_view(cfg, A)
     C = _gemm(a_at, lambda b, k, j: Bt[b, k, j], (B, N, M), L, dtype)
     s = te.create_schedule(C.op)
     CC = s.cache_write(C, "local")
