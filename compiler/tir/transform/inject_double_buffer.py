@@ -25,7 +25,7 @@ import dataclasses
 from ...errors import LoweringError
 from .. import expr as E
 from .. import stmt as S
-from ..analysis import collect, post_order_visit, substitute
+from ..analysis import collect, substitute
 from ..function import PrimFunc
 from ..functor import IRMutator
 from ._common import apply_to_body
@@ -38,11 +38,8 @@ DOUBLE_BUFFER_WRITE = "double_buffer_write"  # AttrStmt around the loads of the 
 
 def inject_double_buffer(func: PrimFunc | S.Stmt) -> PrimFunc | S.Stmt:
     """Double the buffers marked ``double_buffer_scope`` and pipeline their loops."""
-    marked: list = []
-    post_order_visit(func.body if isinstance(func, PrimFunc) else func,
-                     lambda n: marked.append(n) if isinstance(n, S.AttrStmt)
-                     and n.key == DOUBLE_BUFFER_SCOPE else None)
-    if not marked:
+    body = func.body if isinstance(func, PrimFunc) else func
+    if not collect(body, lambda n: isinstance(n, S.AttrStmt) and n.key == DOUBLE_BUFFER_SCOPE):
         return func
     return apply_to_body(func, lambda body, an: _Injector().visit(body))
 
@@ -64,16 +61,15 @@ def _peel(body: S.Stmt) -> tuple[list, list, S.Stmt]:
             return doubled, others, body
 
 
-def _stores_into(s: S.Stmt) -> set:
-    found: set = set()
-    post_order_visit(s, lambda n: found.add(id(n.buffer.data)) if isinstance(n, S.BufferStore) else None)
-    return found
+def _buffers(s: S.Stmt, kind: type) -> set:
+    """Ids of the data of the buffers that ``kind`` nodes (stores or loads) in ``s`` touch."""
+    return {id(n.buffer.data) for n in collect(s, lambda n: isinstance(n, kind))}
 
 
-def _loads_from(s: S.Stmt) -> set:
-    found: set = set()
-    post_order_visit(s, lambda n: found.add(id(n.buffer.data)) if isinstance(n, E.BufferLoad) else None)
-    return found
+def _loads_only_into(s: S.Stmt, ids: set) -> bool:
+    """Whether ``s`` stores into some of ``ids`` and nothing else, reading none of them."""
+    stores = _buffers(s, S.BufferStore)
+    return bool(stores) and stores <= ids and not _buffers(s, E.BufferLoad) & ids
 
 
 class _Injector(IRMutator):
@@ -100,23 +96,23 @@ class _Injector(IRMutator):
         ids = {id(a.buffer.data) for a in doubled}
         children = list(inner.seq) if isinstance(inner, S.SeqStmt) else [inner]
         split = 0
-        while split < len(children) and _stores_into(children[split]) and \
-                _stores_into(children[split]) <= ids and not _loads_from(children[split]) & ids:
+        while split < len(children) and _loads_only_into(children[split], ids):
             split += 1
         producers, rest = children[:split], children[split:]
         if not producers:
             raise LoweringError(f"double_buffer of {names}: the loop {s.loop_var.name!r} does not start "
                                 "by computing it")
-        if any(_stores_into(c) & ids for c in rest):
+        if any(_buffers(c, S.BufferStore) & ids for c in rest):
             raise LoweringError(f"double_buffer of {names}: the body of loop {s.loop_var.name!r} writes it "
                                 "after reading it")
-        sizes = {}
+        sizes, twins = {}, {}  # by data id: elements of one copy; the buffer holding two
         for a in doubled:
-            if len(a.buffer.shape) != 1 or not isinstance(E.const_value(a.buffer.shape[0]), int):
-                raise LoweringError(f"double_buffer of {a.buffer.name}: needs a constant-size buffer")
-            sizes[id(a.buffer.data)] = E.const_value(a.buffer.shape[0])
-        twins = {i: dataclasses.replace(a.buffer, shape=(E.const(2 * sizes[i], a.buffer.shape[0].dtype),))
-                 for i, a in zip([id(a.buffer.data) for a in doubled], doubled, strict=True)}
+            buf = a.buffer
+            if len(buf.shape) != 1 or not isinstance(E.const_value(buf.shape[0]), int):
+                raise LoweringError(f"double_buffer of {buf.name}: needs a constant-size buffer")
+            sizes[id(buf.data)] = E.const_value(buf.shape[0])
+            twins[id(buf.data)] = dataclasses.replace(buf, shape=(E.const(2 * sizes[id(buf.data)],
+                                                                          buf.shape[0].dtype),))
         k = s.loop_var
         one = E.const(1, k.dtype)
         two = E.const(2, k.dtype)
