@@ -11,14 +11,18 @@ from helpers import random_array
 
 import autotune
 import db
+from compiler.target import Target
 from db import Record
 from search_spaces.dispatch import current_context
 
 
-def _record(task, cfg, cost, error_kind=None):
+def _record(task, cfg, cost, error_kind=None, costs=None):
+    """A log row for ``cfg``, keyed by the model of the task's target as ``tune()`` keys it."""
+    if costs is None:
+        costs = [] if error_kind else [cost]
     return Record(workload_key=task.workload_key, template=task.name, args=list(task.args),
-                  target=task.target, target_model="znver4", config=cfg.to_json(),
-                  config_index=cfg.index, costs=[] if error_kind else [cost], error_kind=error_kind,
+                  target=task.target, target_model=Target(task.target).model, config=cfg.to_json(),
+                  config_index=cfg.index, costs=costs, error_kind=error_kind,
                   error_msg="boom" if error_kind else "", build_time=0.1, run_time=0.1, host="h",
                   device="cpu", timestamp=time.time(), run_id=None, gflops=None)
 
@@ -92,27 +96,61 @@ def _scale(n, dtype):
     return s, [A, B]
 
 
+# Pinned CPU models: the log is keyed by the model of the target, so the test reads the
+# same on every machine. A log made on another CPU model is not borrowed from by default.
+_HERE = "llvm -mcpu=znver4"
+_ELSEWHERE = "llvm -mcpu=skylake-avx512"
+
+
 def test_borrows_from_the_nearest_tuned_shape(log, caplog):
-    near = autotune.create_task("test_history_scale", (1000, "float32"), "llvm")
-    far = autotune.create_task("test_history_scale", (64, "float32"), "llvm")
-    other_dtype = autotune.create_task("test_history_scale", (1024, "float64"), "llvm")
-    new = autotune.create_task("test_history_scale", (1024, "float32"), "llvm")
-    near_cfg, far_cfg, dtype_cfg = (t.config_space.get(i)
-                                    for t, i in ((near, 1), (far, 2), (other_dtype, 3)))
+    def scale(args, target=_HERE):
+        return autotune.create_task("test_history_scale", args, target)
+
+    near, far, other_dtype, new = (scale(a) for a in ((1000, "float32"), (64, "float32"),
+                                                      (1024, "float64"), (1024, "float32")))
+    nearer_elsewhere = scale((1020, "float32"), _ELSEWHERE)
+    near_cfg, far_cfg, dtype_cfg, elsewhere_cfg = (
+        t.config_space.get(i) for t, i in ((near, 1), (far, 2), (other_dtype, 3), (nearer_elsewhere, 4)))
     log.add([_record(near, near_cfg, 1e-3), _record(far, far_cfg, 1e-4),
-             _record(other_dtype, dtype_cfg, 1e-5)])
+             _record(other_dtype, dtype_cfg, 1e-5), _record(nearer_elsewhere, elsewhere_cfg, 1e-6)])
     with caplog.at_level(logging.WARNING), autotune.apply_history_best(log):
         cfg = _query(new)
-    assert cfg.index == near_cfg.index  # nearest in shape, same dtype; not the fastest elsewhere
+    # nearest in shape, same dtype and CPU model; not the fastest elsewhere
+    assert cfg.index == near_cfg.index
     assert "borrowing" in caplog.text and "1000" in caplog.text
+    with autotune.apply_history_best(log, any_model=True):
+        assert _query(new).index == elsewhere_cfg.index  # other models count when asked to
     with autotune.apply_history_best(log, transfer=False):
         assert _query(new).is_fallback
 
 
-def test_autotune_build_uses_the_log_and_exports(log, task, tmp_path, rng):
-    cfg = task.config_space.sample(1, rng=6)[0]
+def test_a_well_measured_config_beats_one_lucky_sample(log, task):
+    lucky, steady = task.config_space.sample(2, rng=7)
+    # Every measurement of a config counts. lucky: 1.0 * (1 + 0.1 / 1) = 1.1 (ms);
+    # steady, its three records pooled: median 1.05 of 9 costs, 1.05 * (1 + 0.1 / 3) = 1.085.
+    # (Ranked record by record, steady would score 1.05 * (1 + 0.1 / sqrt(3)) = 1.111 and lose.)
+    log.add([_record(task, lucky, 1.0e-3)]
+            + [_record(task, steady, None, costs=[1.0e-3, 1.05e-3, 1.1e-3]) for _ in range(3)])
+    with autotune.apply_history_best(log):
+        assert _query(task).index == steady.index
+
+
+def _source(task, config) -> str:
+    """The LLVM IR of ``task`` built with ``config``, named as ``autotune.build`` names it."""
+    import compiler
+
+    s, args = task.instantiate(config)
+    return compiler.build(s, args, target=task.target, name=task.name).get_source("ll")
+
+
+def test_autotune_build_uses_the_logged_config_and_exports(log, task, tmp_path, rng):
+    default = task.config_space.default_config
+    cfg = next(c for c in task.config_space.sample(8, rng=6) if c.index != default.index)
     log.add(_record(task, cfg, 1e-4))
     f = autotune.build("matmul", (32, 32, 32, "float32"), "llvm", db=log)
+    logged = _source(task, cfg)
+    assert logged != _source(task, default)  # so the next line can tell the two apart
+    assert f.get_source("ll") == logged
     a, b = random_array(rng, (32, 32), "float32"), random_array(rng, (32, 32), "float32")
     c = np.full((32, 32), np.nan, "float32")
     f(a, b, c)
