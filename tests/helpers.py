@@ -1,22 +1,30 @@
-"""Shared test helpers: arrays that expose unwritten outputs, and random inputs of any dtype."""
+"""Shared test helpers: arrays that expose unwritten outputs, random inputs of any dtype,
+and the CPU models that code-generation tests compile for whatever the host is."""
 
 from __future__ import annotations
 
-import numpy as np
+import functools
+from dataclasses import dataclass
 
-__all__ = ["SENTINEL", "SUPPORTED_DTYPES", "poisoned", "random_array", "build_and_check"]
+import numpy as np
+import pytest
+
+__all__ = ["SENTINEL", "BOOL_POISON", "SUPPORTED_DTYPES", "poisoned", "random_array", "assert_written",
+           "build_and_check", "Cpu", "CPUS", "for_each_cpu", "host_features"]
 
 SUPPORTED_DTYPES = ("float16", "float32", "float64", "int8", "int32", "int64", "uint8", "bool")
 
 SENTINEL = -123456789  # clipped to the range of each integer dtype
+BOOL_POISON = 0x5A  # the byte of a poisoned bool: neither False (0) nor True (1)
 
 
 def poisoned(shape: tuple[int, ...] | int, dtype: str | np.dtype) -> np.ndarray:
     """An array whose every element is a value no kernel should produce.
 
-    Floats are NaN, integers the sentinel clipped to the dtype's range, bools True.
-    Compare a kernel's output written into it against a reference to detect elements
-    that the kernel never wrote.
+    Floats are NaN, integers the sentinel clipped to the dtype's range, and bools hold
+    the byte :data:`BOOL_POISON`, which is neither True nor False (numpy reads it as True,
+    so compare with :func:`assert_written`, which looks at the bytes). Compare a kernel's
+    output written into it against a reference to detect elements it never wrote.
     """
     dt = np.dtype(dtype)
     if dt.kind == "f":
@@ -25,8 +33,29 @@ def poisoned(shape: tuple[int, ...] | int, dtype: str | np.dtype) -> np.ndarray:
         info = np.iinfo(dt)
         return np.full(shape, int(np.clip(SENTINEL, info.min, info.max)), dtype=dt)
     if dt.kind == "b":
-        return np.ones(shape, dtype=dt)
+        return np.full(shape, BOOL_POISON, dtype=np.uint8).view(dt)
     raise TypeError(f"poisoned: unsupported dtype {dt}")
+
+
+def assert_written(got: np.ndarray, want: np.ndarray, *, rtol: float = 1e-7, atol: float = 0.0,
+                   err_msg: str = "") -> None:
+    """Check that ``got``, a kernel's output written into a :func:`poisoned` array, equals ``want``.
+
+    Floats compare with ``rtol``/``atol`` and NaN never equals NaN, so an element left
+    NaN fails even where ``want`` was produced the same way; a ``want`` that is NaN
+    somewhere is refused (NaN poison cannot tell it from an unwritten element: poison
+    such outputs with a finite value instead). Bools compare byte by byte, so the
+    poison byte fails where numpy would read it as True; integers compare exactly.
+    """
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, f"shape {got.shape} != {want.shape} {err_msg}"
+    if got.dtype.kind == "f":
+        assert not np.isnan(want).any(), "the reference holds NaN: NaN poison cannot reveal unwritten ones"
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, equal_nan=False, err_msg=err_msg)
+    elif got.dtype.kind == "b":
+        np.testing.assert_array_equal(got.view(np.uint8), want.astype(np.uint8), err_msg=err_msg)
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=err_msg)
 
 
 def random_array(rng: np.random.Generator, shape: tuple[int, ...] | int, dtype: str | np.dtype) -> np.ndarray:
@@ -51,20 +80,79 @@ def random_array(rng: np.random.Generator, shape: tuple[int, ...] | int, dtype: 
 
 
 def build_and_check(schedule, args, inputs, expected, *, rtol=1e-5, atol=1e-5, name="kernel",
-                    target="llvm"):
+                    target="llvm", run=True):
     """Build ``schedule`` for ``args``, run it on ``inputs`` with poisoned outputs, compare.
 
     ``args`` lists the input tensors then the output tensor(s); ``expected`` holds the
-    reference result for each output, in order. Returns the built module.
+    reference result for each output, in order. ``run=False`` only builds (for code
+    compiled for a CPU this machine is not, see :meth:`Cpu.runs_here`). Returns the
+    built module.
     """
     import compiler
 
     f = compiler.build(schedule, list(args), target=target, name=name)
-    outputs = [poisoned(e.shape, e.dtype) for e in expected]
-    f(*inputs, *outputs)
-    for got, want in zip(outputs, expected):
-        if np.dtype(want.dtype).kind == "f":
-            np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
-        else:
-            np.testing.assert_array_equal(got, want)
+    if run:
+        outputs = [poisoned(e.shape, e.dtype) for e in expected]
+        f(*inputs, *outputs)
+        for got, want in zip(outputs, expected, strict=True):
+            assert_written(got, want, rtol=rtol, atol=atol)
     return f
+
+
+# ----------------------------------------------------------------------------- CPU models
+
+
+@functools.lru_cache(maxsize=1)
+def host_features() -> frozenset[str]:
+    """The CPU features this machine has, as LLVM names them."""
+    import llvmlite.binding as llvm
+
+    return frozenset(name for name, on in llvm.get_host_cpu_features().items() if on)
+
+
+_AVX2 = frozenset({"sse", "sse2", "sse3", "ssse3", "sse4.1", "sse4.2", "popcnt", "cx16", "sahf",
+                   "avx", "avx2", "fma", "f16c", "bmi", "bmi2", "lzcnt", "movbe"})
+_AVX512 = frozenset({"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"})
+_ZEN = frozenset({"sse4a", "prfchw"})
+_ZEN4 = frozenset({"avx512ifma", "avx512vbmi", "avx512vbmi2", "avx512vnni", "avx512bitalg",
+                   "avx512vpopcntdq", "avx512bf16", "gfni"})
+
+
+@dataclass(frozen=True)
+class Cpu:
+    """An x86-64 CPU model that code-generation tests compile for, whatever the host is.
+
+    ``vector_bits`` is the vector width LLVM prefers for it (its ``prefer-vector-width``
+    tuning: Intel's AVX-512 parts prefer 256 bits, Zen 4 512), which decides the width
+    of the loops LLVM vectorizes itself. ``features`` are the instruction-set extensions
+    of the model (as in LLVM's X86.td) that LLVM may select from plain IR, without target
+    intrinsics: code compiled for the model can run where all of them are present.
+    """
+
+    name: str
+    vector_bits: int
+    features: frozenset[str]
+
+    @property
+    def target(self) -> str:
+        return f"llvm -mcpu={self.name}"
+
+    def runs_here(self) -> bool:
+        """Whether this machine has every feature the model's code may use."""
+        return self.features <= host_features()
+
+    def __str__(self) -> str:
+        return self.name
+
+
+# Two AVX-512 models (Intel, preferring 256-bit vectors, and AMD, preferring 512) and two
+# AVX2-only ones (Intel, AMD): whatever machine runs the suite, the code for each is checked.
+CPUS = (
+    Cpu("skylake-avx512", 256, _AVX2 | _AVX512 | {"prfchw"}),
+    Cpu("znver4", 512, _AVX2 | _ZEN | _AVX512 | _ZEN4),
+    Cpu("haswell", 256, _AVX2),
+    Cpu("znver3", 256, _AVX2 | _ZEN),
+)
+
+for_each_cpu = pytest.mark.parametrize("cpu", CPUS, ids=str)
+"""Decorator: run a test once per model of :data:`CPUS`, as its ``cpu`` argument."""
