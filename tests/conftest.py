@@ -1,8 +1,18 @@
-"""Fixtures shared by the whole suite; ``tests/`` is put on ``sys.path`` for ``helpers``."""
+"""Fixtures shared by the whole suite; ``tests/`` is put on ``sys.path`` for ``helpers``.
+
+PostgreSQL comes from ``AUTOTUNE_TEST_POSTGRES_URL`` (e.g.
+``postgresql+psycopg://autotune:autotune@127.0.0.1:5432/autotune_test``; ``.ci/run`` starts
+such a server). A test that needs it gets a schema of its own in that database, dropped
+afterwards. Where the variable is unset or the server unreachable, such tests skip and say
+why; under ``CI=true`` they fail instead, since CI must run them.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -10,11 +20,83 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+POSTGRES_ENV = "AUTOTUNE_TEST_POSTGRES_URL"
+
 
 @pytest.fixture
 def rng() -> np.random.Generator:
     """A seeded random generator, the same in every test run."""
     return np.random.default_rng(20240601)
+
+
+def in_ci() -> bool:
+    """Whether the suite runs in CI (``CI=true``), where nothing that should run may skip."""
+    return os.environ.get("CI", "").strip().lower() == "true"
+
+
+def skip_or_fail_in_ci(reason: str) -> None:
+    """Skip the test with ``reason``; in CI, fail it instead."""
+    if in_ci():
+        pytest.fail(f"{reason} (CI=true: this test must run)", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def postgres_admin() -> Iterator[object]:
+    """An SQLAlchemy engine on the test PostgreSQL database; skips the test when there is none
+    (fails it under ``CI=true``)."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    raw = os.environ.get(POSTGRES_ENV)
+    if not raw:
+        skip_or_fail_in_ci(f"PostgreSQL tests need {POSTGRES_ENV} (e.g. postgresql+psycopg://autotune:"
+                           f"autotune@127.0.0.1:5432/autotune_test); it is unset")
+    try:
+        url = make_url(raw)
+        if url.drivername in ("postgresql", "postgres"):
+            url = url.set(drivername="postgresql+psycopg")
+        engine = create_engine(url, connect_args={"connect_timeout": 3})
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except Exception as err:  # unreachable server, missing driver, bad URL: all make it unusable
+        shown = make_url(raw).render_as_string(hide_password=True) if "://" in raw else raw
+        reason = (f"PostgreSQL at {shown} ({POSTGRES_ENV}) is unusable: {type(err).__name__}: "
+                  f"{' '.join(str(err).split())[:200]}")
+    else:
+        reason = None
+    if reason is not None:
+        skip_or_fail_in_ci(reason)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def new_postgres_url(postgres_admin: object) -> Iterator[Callable[[], str]]:
+    """A function that creates a fresh schema in the test database and returns a URL (with its
+    password) whose search path is that schema; every schema made is dropped after the test."""
+    from sqlalchemy import text
+
+    made: list[str] = []
+
+    def make() -> str:
+        schema = f"t_{uuid.uuid4().hex[:12]}"
+        with postgres_admin.begin() as conn:
+            conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+        made.append(schema)
+        url = postgres_admin.url.update_query_dict({"options": f"-csearch_path={schema}"})
+        return url.render_as_string(hide_password=False)
+
+    yield make
+    with postgres_admin.begin() as conn:
+        for schema in made:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+
+
+@pytest.fixture
+def postgres_url(new_postgres_url: Callable[[], str]) -> str:
+    """The URL of a fresh, empty schema in the test PostgreSQL database."""
+    return new_postgres_url()
 
 
 def _cuda_unavailable() -> str | None:
