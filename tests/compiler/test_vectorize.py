@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 import pytest
-from helpers import SUPPORTED_DTYPES, build_and_check, poisoned, random_array
+from helpers import SUPPORTED_DTYPES, assert_written, build_and_check, for_each_cpu, poisoned, random_array
 
 import compiler
 from compiler import te, tir
@@ -98,7 +98,7 @@ def _ld(buf, idx):
 
 
 @pytest.mark.parametrize("case", ["same_element", "carried", "serial_prefix"])
-def test_loops_with_cross_lane_effects_stay_scalar_and_correct(case):
+def test_loops_with_cross_lane_effects_stay_scalar_and_correct(case, rng):
     if case == "same_element":  # every lane accumulates into B[0]
         def body(A, B, i):
             return BufferStore(B, _ld(B, const(0)) + _ld(A, i), (const(0),))
@@ -111,8 +111,7 @@ def test_loops_with_cross_lane_effects_stay_scalar_and_correct(case):
     func = _hand_loop(body)
     lowered = compiler.lower(func)
     assert len(_vectorized_loops(lowered["main"])) == 1  # kept: LLVM may still vectorize it safely
-    a = np.arange(17, dtype="float32")
-    b = np.zeros(17, dtype="float32")
+    a, b = random_array(rng, 17, "float32"), random_array(rng, 17, "float32")
     want_a, want_b = a.copy(), b.copy()
     interpreter.run(func, {"A": want_a, "B": want_b})
     compiler.build(lowered)(a, b)
@@ -131,18 +130,20 @@ def test_vectorize_pass_on_a_bare_statement():
 # ----------------------------------------------------------------------------- emitted LLVM IR
 
 
+@for_each_cpu
 @pytest.mark.parametrize("lanes", [8, 16])
-def test_emitted_ir_has_vectors_of_the_loop_width(lanes):
+def test_emitted_ir_has_vectors_of_the_loop_width(lanes, cpu):
     s, args = _elementwise(1024, lanes)
-    ll = compiler.build(s, args, name="vadd").get_source("ll")
+    ll = compiler.build(s, args, target=cpu.target, name="vadd").get_source("ll")
     assert re.search(rf"load <{lanes} x float>", ll)
     assert re.search(rf"fadd contract <{lanes} x float>", ll)
     assert re.search(rf"store <{lanes} x float>", ll)
 
 
-def test_aligned_contiguous_accesses_are_marked_aligned():
+@for_each_cpu
+def test_aligned_contiguous_accesses_are_marked_aligned(cpu, rng):
     s, args = _elementwise(1024, 16)
-    ll = compiler.build(s, args, name="vadd").get_source("ll")
+    ll = compiler.build(s, args, target=cpu.target, name="vadd").get_source("ll")
     assert re.search(r"load <16 x float>, ptr %[\w.]+, align 64", ll)
     assert re.search(r"store <16 x float> %[\w.]+, ptr %[\w.]+, align 64", ll)
     # One element off: only element alignment may be claimed.
@@ -151,21 +152,31 @@ def test_aligned_contiguous_accesses_are_marked_aligned():
     s = te.create_schedule(C.op)
     _, xi = s[C].split(C.op.axis[0], factor=16)
     s[C].vectorize(xi)
-    ll = compiler.build(s, [A, C], name="shifted").get_source("ll")
-    assert not re.search(r"load <16 x float>, ptr %[\w.]+, align (8|16|32|64)\b", ll)
-    a = np.random.default_rng(0).random(1025, dtype=np.float32)
-    c = poisoned(1024, "float32")
-    compiler.build(s, [A, C], name="shifted")(a, c)
-    np.testing.assert_allclose(c, a[1:] * 2)
+    a = random_array(rng, 1025, "float32")
+    f = build_and_check(s, [A, C], [a], [a[1:] * 2], name="shifted", target=cpu.target, run=cpu.runs_here())
+    assert not re.search(r"load <16 x float>, ptr %[\w.]+, align (8|16|32|64)\b", f.get_source("ll"))
 
 
-def test_alignment_survives_inlining_into_the_wrapper():
-    """A loop LLVM vectorizes itself still learns that the runtime's buffers are aligned."""
+@for_each_cpu
+def test_alignment_survives_inlining_into_the_wrapper(cpu, rng):
+    """A loop LLVM vectorizes itself still learns that the runtime's buffers are aligned.
+
+    LLVM picks the vector width the CPU prefers: 512 bits on Zen 4, 256 on Intel's AVX-512
+    parts and AVX2-only ones, where every other vector starts 32 bytes into a 64-byte line.
+    """
     A = te.placeholder((1024,), name="A")
     C = te.compute((1024,), lambda i: A[i] * 3.0, name="C")
-    ll = compiler.build(te.create_schedule(C.op), [A, C], name="scale").get_source("ll")
-    vec_loads = re.findall(r"load <\d+ x float>, ptr %[\w.]+, align (\d+)", ll)
-    assert vec_loads and all(a == "64" for a in vec_loads)
+    a = random_array(rng, 1024, "float32")
+    f = build_and_check(te.create_schedule(C.op), [A, C], [a], [a * 3], name="scale", target=cpu.target,
+                        run=cpu.runs_here())
+    vec_loads = re.findall(r"load <(\d+) x float>, ptr %[\w.]+, align (\d+)", f.get_source("ll"))
+    lanes = cpu.vector_bits // 32
+    assert vec_loads and {int(n) for n, _ in vec_loads} == {lanes}
+    aligns = [int(al) for _, al in vec_loads]
+    assert 64 in aligns and all(al >= min(64, lanes * 4) for al in aligns)  # never just the element's 4
+    asm = f.get_source("asm")
+    registers = {r for r in ("ymm", "zmm") if f"%{r}" in asm}
+    assert registers == {"zmm" if cpu.vector_bits == 512 else "ymm"}
 
 
 def test_transposed_access_is_a_gather(rng):
@@ -211,7 +222,7 @@ def test_symbolic_extent_tail(rng):
         a, b = random_array(rng, size, "float32"), random_array(rng, size, "float32")
         c = poisoned(size, "float32")
         f(a, b, c)
-        np.testing.assert_allclose(c, a + b, rtol=1e-6)
+        assert_written(c, a + b, rtol=1e-6)
 
 
 @pytest.mark.parametrize("dtype", SUPPORTED_DTYPES)
@@ -311,7 +322,15 @@ def test_register_tiled_matmul(shape, rng):
     n, m, k = shape
     s, args = _register_tiled_matmul(n, m, k)
     a, b = random_array(rng, (n, k), "float32"), random_array(rng, (k, m), "float32")
-    f = build_and_check(s, args, [a, b], [a @ b], rtol=1e-4, atol=1e-4)
+    build_and_check(s, args, [a, b], [a @ b], rtol=1e-4, atol=1e-4)
+
+
+@for_each_cpu
+def test_register_tile_stays_in_registers(cpu, rng):
+    s, args = _register_tiled_matmul(64, 64, 64)
+    a, b = random_array(rng, (64, 64), "float32"), random_array(rng, (64, 64), "float32")
+    f = build_and_check(s, args, [a, b], [a @ b], rtol=1e-4, atol=1e-4, target=cpu.target,
+                        run=cpu.runs_here())
     ll = f.get_source("ll")
     # The 4 x 32 accumulator lives in registers: no stack slot, vector FMAs on 32 lanes.
     assert not re.search(r"alloca \[\d+ x float\]", ll)
@@ -369,4 +388,4 @@ def test_vector_ir_interprets_like_the_scalar_ir(case, rng):
         bufs = {k: v.copy() for k, v in inputs.items()}
         bufs[args[-1].name] = poisoned(shapes[args[-1].name], "float32")
         results.append(interpreter.run(func, bufs)[args[-1].name])
-    np.testing.assert_allclose(results[1], results[0], rtol=1e-6)
+    assert_written(results[1], results[0], rtol=1e-6)
