@@ -37,11 +37,11 @@ def poisoned(shape: tuple[int, ...] | int, dtype: str | np.dtype) -> np.ndarray:
     raise TypeError(f"poisoned: unsupported dtype {dt}")
 
 
-def assert_written(got: np.ndarray, want: np.ndarray, *, rtol: float = 1e-7, atol: float = 0.0,
+def assert_written(got: np.ndarray, want: np.ndarray, *, rtol: float = 0.0, atol: float = 0.0,
                    err_msg: str = "") -> None:
     """Check that ``got``, a kernel's output written into a :func:`poisoned` array, equals ``want``.
 
-    Floats compare with ``rtol``/``atol`` and NaN never equals NaN, so an element left
+    Floats compare with ``rtol``/``atol`` (exactly by default) and NaN never equals NaN, so an element left
     NaN fails even where ``want`` was produced the same way; a ``want`` that is NaN
     somewhere is refused (NaN poison cannot tell it from an unwritten element: poison
     such outputs with a finite value instead). Bools compare byte by byte, so the
