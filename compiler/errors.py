@@ -40,4 +40,4 @@ class RuntimeArgumentError(CompilerError, ValueError):
 
 
 class TargetError(CompilerError, ValueError):
-    """An unknown or malformed target string."""
+    """An unknown or malformed target string, or a CPU, feature or triple LLVM does not know."""

@@ -9,16 +9,30 @@ A target is written as a string, a kind followed by options::
 ``str(target)`` gives the canonical spelling (options in a fixed order), which
 parses back to an equal target. ``with Target(...):`` makes a target current for
 the calls inside the block (a per-thread stack).
+
+An ``llvm`` target that names a CPU, features or a triple is checked against LLVM
+when it is constructed (once per process and spelling): an unknown CPU or feature
+raises :class:`~compiler.errors.TargetError` naming the close matches, instead of
+LLVM printing a warning and later aborting the process. :func:`llvm_cpus` and
+:func:`llvm_features` list what LLVM knows.
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
+import logging
+import re
+import subprocess
+import sys
 import threading
+from dataclasses import dataclass
 
 from .errors import TargetError
 
-__all__ = ["Target", "host_cpu_name"]
+__all__ = ["Target", "host_cpu_name", "llvm_cpus", "llvm_features"]
+
+logger = logging.getLogger(__name__)
 
 # Options each kind accepts: name -> whether it takes a value.
 _OPTIONS = {
@@ -53,6 +67,8 @@ class Target:
         if self.kind not in _OPTIONS:
             raise TargetError(f"unknown target kind {self.kind!r} in {spec!r}; known: {', '.join(_OPTIONS)}")
         self.options: dict = _parse_options(self.kind, tokens[1:], spec)
+        if self.kind == "llvm":
+            _check_llvm_options(self.options, spec)
 
     # ------------------------------------------------------------------ attributes
 
@@ -175,3 +191,154 @@ def _parse_options(kind: str, tokens: list[str], spec: str) -> dict:
         else:
             options[key] = value if known[key] else True
     return options
+
+
+# ---------------------------------------------------------------------- checking against LLVM
+#
+# LLVM only warns about a CPU or feature it does not know ("'zen4' is not a recognized
+# processor for this target"), then compiles for a generic CPU, which on x86-64 aborts
+# the process ("64-bit code requested on a subtarget that doesn't support it"); some CPUs
+# it knows (i686) and features (-sse2) abort it too. So the target is tried in a child
+# interpreter: it creates the target machine, lists the CPUs and features LLVM knows
+# (LLVM prints them for the CPU "help") and compiles a small function.
+
+_PROBE = r'''
+import sys
+import llvmlite.binding as llvm
+triple, cpu, features = sys.argv[1:4]
+llvm.initialize_all_targets()
+llvm.initialize_all_asmprinters()
+triple = triple or llvm.get_process_triple()
+try:
+    target = llvm.Target.from_triple(triple)
+except RuntimeError as e:
+    print("unknown-triple", e, flush=True)
+    sys.exit(0)
+print("triple", triple, flush=True)
+def mark(name):
+    sys.stderr.write(f"@@{name}\n")
+    sys.stderr.flush()
+mark("warnings")
+tm = target.create_target_machine(cpu=cpu, features=features, opt=2)
+mark("help")
+target.create_target_machine(cpu="help", features="")
+mark("compile")
+module = llvm.parse_assembly("""
+define double @f(double %x, i64 %n) {
+  %y = fmul double %x, %x
+  %m = sitofp i64 %n to double
+  %z = fadd double %y, %m
+  ret double %z
+}
+define <8 x float> @g(<8 x float> %a, <8 x float> %b) {
+  %c = fadd <8 x float> %a, %b
+  ret <8 x float> %c
+}
+""")
+module.triple = tm.triple
+tm.emit_object(module)
+print("compiled", flush=True)
+'''
+
+_HELP_ENTRY = re.compile(r"^\s+(\S+)\s+- ", re.M)
+
+
+@dataclass(frozen=True)
+class _Probe:
+    """What LLVM said about one (triple, cpu, features)."""
+
+    triple: str
+    error: str  # empty when the target compiles, else what went wrong
+    bad_cpu: bool
+    bad_features: tuple
+    cpus: tuple
+    features: tuple
+
+
+def _section(text: str, start: str, end: str) -> str:
+    return text.partition(start)[2].partition(end)[0]
+
+
+@functools.cache
+def _probe(triple: str, cpu: str, features: str) -> _Probe | None:
+    """Try the target in a child interpreter (LLVM may abort); None if the child could not run."""
+    try:
+        proc = subprocess.run([sys.executable, "-c", _PROBE, triple, cpu, features],
+                              capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        logger.warning("could not check cpu=%r features=%r against LLVM: %s", cpu, features, e)
+        return None
+    out, err = proc.stdout, proc.stderr
+    if out.startswith("unknown-triple"):
+        said = out.split(maxsplit=1)[1].strip()
+        return _Probe(triple, f"LLVM does not know the triple {triple!r} ({said})", False, (), (), ())
+    if not out.startswith("triple") or "@@warnings" not in err:
+        logger.warning("could not check cpu=%r features=%r against LLVM: %s", cpu, features,
+                       err.strip()[-500:])
+        return None
+    warnings = _section(err, "@@warnings\n", "@@help\n")
+    listing = _section(err, "@@help\n", "@@compile\n")
+    error = ""
+    if proc.returncode != 0 or "compiled" not in out:
+        tail = err.partition("@@compile\n")[2].strip() or err.strip()
+        error = tail.splitlines()[-1] if tail else f"the compiling process exited with {proc.returncode}"
+    return _Probe(
+        triple=out.split()[1],
+        error=error,
+        bad_cpu="is not a recognized processor" in warnings,
+        bad_features=tuple(re.findall(r"'([^']*)' is not a recognized feature", warnings)),
+        cpus=tuple(_HELP_ENTRY.findall(_section(listing, "Available CPUs", "Available features"))),
+        features=tuple(_HELP_ENTRY.findall(_section(listing, "Available features", "Use +feature"))),
+    )
+
+
+def _known(triple: str | None) -> _Probe:
+    probe = _probe(triple or "", "", "")
+    if probe is None or probe.error:
+        reason = probe.error if probe else "the check could not run (see the log)"
+        raise TargetError(f"cannot list what LLVM knows for triple {triple or 'of this machine'}: {reason}")
+    return probe
+
+
+def llvm_cpus(triple: str | None = None) -> list[str]:
+    """The CPU names LLVM accepts in ``-mcpu`` for ``triple`` (default: this machine's)."""
+    return list(_known(triple).cpus)
+
+
+def llvm_features(triple: str | None = None) -> list[str]:
+    """The feature names LLVM accepts in ``-mattr`` (write each with ``+`` or ``-`` in front)."""
+    return list(_known(triple).features)
+
+
+def _suggest(name: str, choices: tuple, what: str, listing: str) -> str:
+    close = difflib.get_close_matches(name, choices, n=5, cutoff=0.5)
+    hint = f"close matches: {', '.join(close)}" if close else \
+        f"no close match among the {len(choices)} {what}"
+    return f"{hint}; the full list: {listing}"
+
+
+def _check_llvm_options(options: dict, spec: str) -> None:
+    """Raise TargetError if LLVM does not know the CPU or a feature, or cannot compile for them."""
+    cpu, feats, triple = options.get("mcpu"), options.get("mattr", []), options.get("mtriple")
+    if cpu is None and not feats and triple is None:
+        return  # this machine as it is: nothing for LLVM to refuse
+    if cpu == "help" or any(f[1:] in ("help", "cpuhelp") for f in feats):
+        raise TargetError(f"target {spec!r}: the CPUs and features LLVM knows are listed by "
+                          "compiler.target.llvm_cpus() and compiler.target.llvm_features()")
+    if cpu == host_cpu_name() and not feats and triple is None:
+        return
+    probe = _probe(triple or "", cpu or "", ",".join(feats))
+    if probe is None:
+        return  # the check could not run; building reports what LLVM says
+    where = f"in target {spec!r} (triple {probe.triple})"
+    arg = f"{triple!r}" if triple else ""
+    if probe.bad_cpu:
+        raise TargetError(f"unknown CPU {cpu!r} {where}; "
+                          + _suggest(cpu, probe.cpus, "CPUs", f"compiler.target.llvm_cpus({arg})"))
+    if probe.bad_features:
+        bad = probe.bad_features[0]
+        listing = f"compiler.target.llvm_features({arg})"
+        raise TargetError(f"unknown feature {bad!r} {where}; "
+                          + _suggest(bad[1:], probe.features, "features", listing))
+    if probe.error:
+        raise TargetError(f"LLVM cannot compile for target {spec!r}: {probe.error}")
