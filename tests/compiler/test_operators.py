@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import build_and_check, random_array
+from helpers import assert_written, build_and_check, poisoned, random_array
 
 import compiler
 from compiler import te
@@ -33,9 +33,9 @@ def test_seed_vector_add(rng):
     dev = compiler.device("llvm", 0)
     a = compiler.nd.array(random_array(rng, 1024, "float32"), dev)
     b = compiler.nd.array(random_array(rng, 1024, "float32"), dev)
-    c = compiler.nd.empty((1024,), "float32", dev)
+    c = compiler.nd.array(poisoned(1024, "float32"), dev)
     f(a, b, c)
-    np.testing.assert_allclose(c.numpy(), a.numpy() + b.numpy(), rtol=1e-6)
+    assert_written(c.numpy(), a.numpy() + b.numpy(), rtol=1e-6)
     timing = f.time_evaluator(f.entry_name, dev, number=10, repeat=3)(a, b, c)
     assert timing.median > 0
 
@@ -362,12 +362,31 @@ def test_casts_between_dtypes(rng):
     build_and_check(te.create_schedule(B.op), [A, B], [a], [want])
 
 
-def test_max_min_value_and_symbolic_2d(rng):
+def _extremes(dtype):
+    """The smallest and largest values of ``dtype``: infinities for floats."""
+    if np.dtype(dtype).kind == "f":
+        return -np.inf, np.inf
+    return np.iinfo(dtype).min, np.iinfo(dtype).max
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_max_min_value_and_symbolic_2d(rng, dtype):
+    """Elements a condition drops become ``min_value``/``max_value``: a row with none left
+    reduces to the dtype's extreme, a row with some to their max/min."""
     n, m = te.var("n"), te.var("m")
-    A = te.placeholder((n, m), name="A")
+    A = te.placeholder((n, m), name="A", dtype=dtype)
     k = te.reduce_axis((0, m), name="k")
-    R = te.compute((n,), lambda i: te.max(te.if_then_else(A[i, k] > 0, A[i, k], te.min_value("float32")),
+    R = te.compute((n,), lambda i: te.max(te.if_then_else(A[i, k] > 0, A[i, k], te.min_value(dtype)),
                                           axis=k), name="R")
-    a = np.abs(random_array(rng, (5, 9), "float32"))
-    s = te.create_schedule(R.op)
-    build_and_check(s, [A, R], [a], [a.max(axis=1)])
+    k2 = te.reduce_axis((0, m), name="k2")
+    Q = te.compute((n,), lambda i: te.min(te.if_then_else(A[i, k2] < 0, A[i, k2], te.max_value(dtype)),
+                                          axis=k2), name="Q")
+    a = np.abs(random_array(rng, (5, 9), dtype))
+    a[[0, 2, 4], ::2] *= -1  # both signs
+    a[1] *= -1  # no positive element; row 3: no negative one
+    lowest, highest = _extremes(dtype)
+    want_r = np.where(a > 0, a, lowest).max(axis=1).astype(dtype)
+    want_q = np.where(a < 0, a, highest).min(axis=1).astype(dtype)
+    assert want_r[1] == lowest and want_q[3] == highest and (want_r[[0, 2, 4]] > 0).all()
+    build_and_check(te.create_schedule(R.op), [A, R], [a], [want_r])
+    build_and_check(te.create_schedule(Q.op), [A, Q], [a], [want_q])
