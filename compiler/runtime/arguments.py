@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import dtypes
-from ..errors import RuntimeArgumentError
+from ..errors import CompilerError, RuntimeArgumentError
 from ..tir.function import ArgSpec, Signature
 from .ndarray import ALIGNMENT, NDArray, aligned_empty
 
@@ -49,7 +49,29 @@ class FunctionInfo:
 
     @staticmethod
     def from_json(d: dict) -> FunctionInfo:
-        return FunctionInfo(Signature.from_json(d["signature"]), list(d.get("written", [])))
+        """Read back :meth:`to_json`; malformed data raises CompilerError naming the field."""
+        _expect(isinstance(d, dict) and isinstance(d.get("signature"), dict), "a function",
+                "an object with a 'signature'", d)
+        sig = d["signature"]
+        _expect(isinstance(sig.get("name"), str) and _NAME.match(sig["name"]), "a function name",
+                "an identifier", sig.get("name"))
+        where = f"function {sig['name']!r}"
+        _expect(isinstance(sig.get("args"), list), f"{where}: 'args'", "a list", sig.get("args"))
+        _expect(isinstance(sig.get("scalar_vars"), list), f"{where}: 'scalar_vars'", "a list",
+                sig.get("scalar_vars"))
+        for k, a in enumerate(sig["args"]):
+            _check_arg_json(f"{where}, argument {k}", a)
+        for v in sig["scalar_vars"]:
+            _expect(isinstance(v, list | tuple) and len(v) == 2 and isinstance(v[0], str)
+                    and _is_dtype(v[1]), f"{where}: scalar variable", "[name, dtype]", v)
+        written = d.get("written", [])
+        buffers = [k for k, a in enumerate(sig["args"]) if a["kind"] == "buffer"]
+        _expect(isinstance(written, list) and all(type(w) is int and w in buffers for w in written),
+                f"{where}: 'written'", f"positions of buffer arguments {buffers}", written)
+        try:
+            return FunctionInfo(Signature.from_json(sig), list(written))
+        except (KeyError, TypeError, ValueError) as e:
+            raise CompilerError(f"{where}: malformed signature ({e!r})") from None
 
 
 @dataclass
@@ -225,6 +247,37 @@ class ArgumentPacker:
                                            "from the arguments")
             scalars[k] = _to_slot(bound[name][0], dtype)
         return PackedArgs(buffers, scalars, keep, copy_back)
+
+
+def _expect(ok, what: str, expected: str, got) -> None:
+    if not ok:
+        raise CompilerError(f"{what} should be {expected}, got {got!r}")
+
+
+def _is_dtype(dtype) -> bool:
+    return isinstance(dtype, str) and dtype in dtypes.SUPPORTED
+
+
+def _is_dim(d) -> bool:
+    """A shape, stride or offset entry: an int, or the text of an expression over variables."""
+    return type(d) is int or (isinstance(d, str) and bool(d.strip()))
+
+
+def _check_arg_json(where: str, a) -> None:
+    _expect(isinstance(a, dict) and a.get("kind") in ("buffer", "scalar"), where,
+            "an object of kind 'buffer' or 'scalar'", a)
+    _expect(isinstance(a.get("name"), str), f"{where}: 'name'", "a string", a.get("name"))
+    _expect(_is_dtype(a.get("dtype")), f"{where}: 'dtype'", f"one of {dtypes.SUPPORTED}", a.get("dtype"))
+    if a["kind"] == "scalar":
+        return
+    shape, strides, offset = a.get("shape"), a.get("strides"), a.get("elem_offset")
+    _expect(isinstance(shape, list) and all(_is_dim(d) for d in shape)
+            and all(d >= 0 for d in shape if type(d) is int), f"{where}: 'shape'",
+            "a list of sizes", shape)
+    _expect(strides is None or (isinstance(strides, list) and len(strides) == len(shape)
+                                and all(_is_dim(d) for d in strides)),
+            f"{where}: 'strides'", "null or one stride per dimension", strides)
+    _expect(offset is None or _is_dim(offset), f"{where}: 'elem_offset'", "null, an int or a name", offset)
 
 
 def _to_slot(value, dtype: str) -> int:

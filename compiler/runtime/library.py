@@ -1,17 +1,23 @@
 """Shared libraries: linking compiled objects into one, and loading one back as a Module.
 
 An exported library holds the kernels (``void name(void **buffers, int64_t *scalars)``),
-the thread-count setter, and ``const char *__autotune_metadata(void)`` returning
-the JSON that :meth:`Module.metadata_json` produced. Loading uses ctypes only, so a
-process that runs exported modules needs neither llvmlite nor a compiler.
+the thread-count setter, ``const char *__autotune_metadata(void)`` returning
+the JSON that :meth:`Module.metadata_json` produced, and
+``const char *__autotune_metadata_sha256(void)`` returning that JSON's checksum.
+Loading uses ctypes only, so a process that runs exported modules needs neither
+llvmlite nor a compiler.
 """
 
 from __future__ import annotations
 
 import ctypes
+import hashlib
+import itertools
 import json
 import os
+import platform
 import shutil
+import struct
 import subprocess
 import tempfile
 
@@ -20,9 +26,10 @@ from .arguments import FunctionInfo
 from .module import METADATA_VERSION, Module
 from .threads import load_libgomp
 
-__all__ = ["link_shared", "load_module", "SharedLibrary", "METADATA_SYMBOL"]
+__all__ = ["link_shared", "load_module", "check_elf", "SharedLibrary", "METADATA_SYMBOL", "CHECKSUM_SYMBOL"]
 
 METADATA_SYMBOL = "__autotune_metadata"
+CHECKSUM_SYMBOL = "__autotune_metadata_sha256"  # hex SHA-256 of the metadata's bytes
 
 
 def _c_compiler() -> str:
@@ -34,10 +41,12 @@ def _c_compiler() -> str:
 
 def _metadata_source(metadata_json: str) -> str:
     # Bytes as integers: no escaping rules to get wrong, whatever the JSON holds.
-    data = metadata_json.encode("utf-8") + b"\0"
+    text = metadata_json.encode("utf-8")
+    data = text + b"\0"
     body = ",".join(str(b) for b in data)
     return (f"static const char metadata[{len(data)}] = {{{body}}};\n"
-            f"const char *{METADATA_SYMBOL}(void) {{ return metadata; }}\n")
+            f"const char *{METADATA_SYMBOL}(void) {{ return metadata; }}\n"
+            f"const char *{CHECKSUM_SYMBOL}(void) {{ return \"{hashlib.sha256(text).hexdigest()}\"; }}\n")
 
 
 def link_shared(path: str, objects: list[bytes], metadata_json: str) -> None:
@@ -66,12 +75,17 @@ def link_shared(path: str, objects: list[bytes], metadata_json: str) -> None:
 
 
 class SharedLibrary:
-    """The backend of a Module loaded from a shared library (see :mod:`runtime.module`)."""
+    """The backend of a Module loaded from a shared library (see :mod:`runtime.module`).
 
-    def __init__(self, path: str, lib: ctypes.CDLL, type_key: str):
+    ``data`` is the file as it was loaded: exporting the module writes it again,
+    whatever has happened to ``path`` since.
+    """
+
+    def __init__(self, path: str, lib: ctypes.CDLL, type_key: str, data: bytes):
         self.path = path
         self.type_key = type_key
         self._lib = lib
+        self._data = data
 
     def address(self, name: str) -> int:
         try:
@@ -84,20 +98,118 @@ class SharedLibrary:
                             "call get_source on the module returned by build()")
 
     def export(self, path: str, metadata_json: str) -> None:
-        if os.path.abspath(path) != os.path.abspath(self.path):
-            shutil.copyfile(self.path, path)
+        path = os.path.abspath(path)
+        staged = f"{path}.tmp{os.getpid()}"
+        with open(staged, "wb") as f:
+            f.write(self._data)
+        os.replace(staged, path)
 
 
 def load_module(path) -> Module:
-    """Load a library written by :meth:`Module.export_library` as a callable Module."""
+    """Load a library written by :meth:`Module.export_library` as a callable Module.
+
+    Every call loads what the file holds now, even if a library of the same path
+    was loaded before (the dynamic loader would hand back the old one). A file that
+    is not a complete shared library of this machine, or whose metadata is damaged,
+    raises :class:`CompilerError` before any of its code is mapped or run.
+    """
     path = os.path.abspath(os.fspath(path))
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such library: {path}")
+    with open(path, "rb") as f:
+        data = f.read()
+    check_elf(path, data)
     load_libgomp()  # before the library pulls it in, so that it starts with the runtime's wait policy
+    lib = _load_private_copy(path, data)
+    meta = _metadata(path, lib)
     try:
-        lib = ctypes.CDLL(path)
-    except OSError as e:
-        raise CompilerError(f"cannot load {path}: {e}") from None
+        infos = [FunctionInfo.from_json(f) for f in meta["functions"]]
+    except CompilerError as e:
+        raise CompilerError(f"{path} has corrupt metadata: {e}") from None
+    functions = {info.name: info for info in infos}
+    if len(functions) != len(infos) or meta["entry"] not in functions:
+        raise CompilerError(f"{path} has corrupt metadata: entry {meta['entry']!r} among "
+                            f"functions {[i.name for i in infos]}")
+    backend = SharedLibrary(path, lib, meta["type_key"], data)
+    missing = [name for name in functions if not backend.address(name)]
+    if missing:
+        raise CompilerError(f"{path} has corrupt metadata: it names functions the library does not "
+                            f"define: {missing}")
+    return Module(backend, functions, meta["entry"])
+
+
+# ---------------------------------------------------------------------- loading safely
+
+_ELF_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
+_PROGRAM_HEADER = struct.Struct("<IIQQQQQQ")
+_PT_LOAD, _PT_DYNAMIC, _ET_DYN = 1, 2, 3
+_MACHINES = {"x86_64": 62, "aarch64": 183, "ppc64le": 21, "riscv64": 243}
+
+
+def check_elf(path: str, data: bytes) -> None:
+    """Raise CompilerError unless ``data`` is a whole 64-bit little-endian shared library
+    for this machine: every part its headers point to lies inside the file.
+
+    The dynamic loader maps a library by its headers; mapping a truncated file and
+    touching a page past its end kills the process with SIGBUS.
+    """
+    def bad(why: str) -> CompilerError:
+        return CompilerError(f"{path} is not a usable shared library: {why} ({len(data)} bytes)")
+
+    if len(data) < _ELF_HEADER.size or not data.startswith(b"\x7fELF"):
+        raise bad("it does not start with an ELF header")
+    (ident, e_type, machine, _version, _entry, phoff, shoff, _flags, _ehsize, phentsize, phnum,
+     shentsize, shnum, _shstrndx) = _ELF_HEADER.unpack_from(data)
+    if ident[4] != 2 or ident[5] != 1:
+        raise bad("it is not a 64-bit little-endian ELF file")
+    if e_type != _ET_DYN:
+        raise bad(f"its ELF type is {e_type}, not a shared object (3)")
+    want = _MACHINES.get(platform.machine())
+    if want is not None and machine != want:
+        raise bad(f"it is built for ELF machine {machine}, this machine ({platform.machine()}) is {want}")
+    if phentsize != _PROGRAM_HEADER.size or phnum == 0 or phoff + phnum * phentsize > len(data):
+        raise bad("its program headers are missing or lie past the end of the file (truncated?)")
+    if shoff + shnum * shentsize > len(data):
+        raise bad("its section headers lie past the end of the file (truncated?)")
+    for k in range(phnum):
+        p_type, _, offset, _, _, filesz, _, _ = _PROGRAM_HEADER.unpack_from(data, phoff + k * phentsize)
+        if p_type in (_PT_LOAD, _PT_DYNAMIC) and offset + filesz > len(data):
+            raise bad(f"segment {k} ends at byte {offset + filesz}, past the end of the file (truncated?)")
+
+
+_staging: tempfile.TemporaryDirectory | None = None
+_loads = itertools.count()
+
+
+def _load_private_copy(path: str, data: bytes) -> ctypes.CDLL:
+    """dlopen a copy of ``data`` under a name never used before in this process.
+
+    The dynamic loader hands back an already loaded library for a known path (or file),
+    so loading ``path`` itself would run the code of its first load forever. The copy
+    is removed once loaded (its mapping stays); it goes beside ``path`` if the
+    temporary directory does not allow running code.
+    """
+    global _staging
+    if _staging is None:
+        _staging = tempfile.TemporaryDirectory(prefix="autotune_load_")
+    name = f"{os.getpid()}-{next(_loads)}-{os.path.basename(path)}"
+    errors = []
+    for folder, prefix in ((_staging.name, ""), (os.path.dirname(path), ".")):
+        copy = os.path.join(folder, prefix + name)
+        try:
+            with open(copy, "wb") as f:
+                f.write(data)
+            try:
+                return ctypes.CDLL(copy)
+            finally:
+                os.unlink(copy)
+        except OSError as e:
+            errors.append(str(e))
+    raise CompilerError(f"cannot load {path}: {'; '.join(errors)}")
+
+
+def _metadata(path: str, lib: ctypes.CDLL) -> dict:
+    """The library's metadata, checked against its checksum and for the fields load_module reads."""
     try:
         get_meta = getattr(lib, METADATA_SYMBOL)
     except AttributeError:
@@ -105,9 +217,34 @@ def load_module(path) -> Module:
                             f"(it has no {METADATA_SYMBOL})") from None
     get_meta.restype = ctypes.c_char_p
     get_meta.argtypes = []
-    meta = json.loads(get_meta().decode("utf-8"))
+    raw = get_meta() or b""
+    digest = _symbol_text(lib, CHECKSUM_SYMBOL)
+    if digest is not None and digest != hashlib.sha256(raw).hexdigest():
+        raise CompilerError(f"{path} has corrupt metadata: it does not match its checksum")
+    try:
+        meta = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CompilerError(f"{path} has corrupt metadata: not JSON text ({e})") from None
+    if not isinstance(meta, dict):
+        raise CompilerError(f"{path} has corrupt metadata: expected a JSON object, got {type(meta).__name__}")
     if meta.get("version") != METADATA_VERSION:
-        raise CompilerError(f"{path} has metadata version {meta.get('version')}, expected {METADATA_VERSION}")
-    infos = [FunctionInfo.from_json(f) for f in meta["functions"]]
-    backend = SharedLibrary(path, lib, meta.get("type_key", "llvm"))
-    return Module(backend, {info.name: info for info in infos}, meta["entry"])
+        raise CompilerError(f"{path} has metadata version {meta.get('version')!r}, "
+                            f"expected {METADATA_VERSION}")
+    meta.setdefault("type_key", "llvm")
+    if meta["type_key"] != "llvm":
+        raise CompilerError(f"{path} has corrupt metadata: type_key {meta['type_key']!r}, expected 'llvm'")
+    if not isinstance(meta.get("entry"), str) or not isinstance(meta.get("functions"), list) \
+            or not meta["functions"]:
+        raise CompilerError(f"{path} has corrupt metadata: it needs an 'entry' name and a non-empty "
+                            "'functions' list")
+    return meta
+
+
+def _symbol_text(lib: ctypes.CDLL, name: str) -> str | None:
+    try:
+        func = getattr(lib, name)
+    except AttributeError:
+        return None  # libraries exported before the checksum existed
+    func.restype = ctypes.c_char_p
+    func.argtypes = []
+    return (func() or b"").decode("ascii", "replace")

@@ -45,3 +45,111 @@ def test_export_library_then_load_in_new_process(tmp_path, rng):
     subprocess.run([sys.executable, "-c", script], check=True, cwd=str(tmp_path))
     np.testing.assert_array_equal(np.load(tmp_path / "c.npy"), c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------------------------ reloading and damaged files
+
+
+def _unary(name: str, fcompute, n: int = 64):
+    A = te.placeholder((n,), name="A")
+    B = te.compute(A.shape, lambda i: fcompute(A[i]), name="B")
+    return compiler.build(te.create_schedule(B.op), [A, B], name=name)
+
+
+def _run(mod, a):
+    out = np.full(a.shape, np.nan, a.dtype)
+    mod(a, out)
+    return out
+
+
+def test_each_load_runs_what_the_file_holds(tmp_path, rng):
+    a = random_array(rng, 64, "float32")
+    path = tmp_path / "kernel.so"
+    _unary("kernel", lambda x: x * 2.0).export_library(path)
+    first = compiler.runtime.load_module(path)
+    np.testing.assert_array_equal(_run(first, a), a * 2)
+    _unary("kernel", lambda x: x + 10.0).export_library(path)
+    second = compiler.runtime.load_module(path)
+    np.testing.assert_array_equal(_run(second, a), a + 10)
+    np.testing.assert_array_equal(_run(first, a), a * 2)  # the first load keeps its own code
+    # Re-exporting a loaded module writes what it loaded, not what the path holds now.
+    first.export_library(tmp_path / "again.so")
+    np.testing.assert_array_equal(_run(compiler.runtime.load_module(tmp_path / "again.so"), a), a * 2)
+
+
+def _load_in_child(paths) -> list[str]:
+    """load_module of each path in a fresh interpreter (a crash there is a failed test, not a
+    dead pytest): one line per path, "loaded" or the CompilerError's message."""
+    code = textwrap.dedent(f"""
+        from compiler.errors import CompilerError
+        from compiler.runtime import load_module
+        for path in {[str(p) for p in paths]!r}:
+            try:
+                load_module(path)
+            except CompilerError as e:
+                print("CompilerError:", str(e).replace("\\n", " "))
+            else:
+                print("loaded")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"load_module died: {proc.stderr[-2000:]}"
+    lines = proc.stdout.splitlines()
+    assert len(lines) == len(paths), proc.stdout
+    return lines
+
+
+def _exported(tmp_path) -> bytes:
+    path = tmp_path / "good.so"
+    _unary("kernel", lambda x: x * 2.0).export_library(path)
+    return path.read_bytes()
+
+
+def test_a_truncated_library_is_a_clear_error(tmp_path):
+    data = _exported(tmp_path)
+    paths = []
+    for keep in (len(data) // 2, len(data) - 64, 100, 40):
+        paths.append(tmp_path / f"cut{keep}.so")
+        paths[-1].write_bytes(data[:keep])
+    not_elf = tmp_path / "text.so"
+    not_elf.write_text("not a library")
+    lines = _load_in_child([*paths, not_elf])
+    for line in lines:
+        assert line.startswith("CompilerError:") and "not a usable shared library" in line, line
+    assert "does not start with an ELF header" in lines[-1]
+
+
+# (bytes in the exported file, what they become, what the error names)
+_CORRUPTIONS = [
+    (b'"functions"', b'"functionz"', "'functions' list"),
+    (b'"entry": "kernel"', b'"entry": "kernex"', "entry 'kernex'"),
+    (b'"dtype": "float32"', b'"dtype": "float99"', "'dtype' should be one of"),
+    (b'"shape": [64]', b'"shape": "64"', "'shape' should be a list of sizes"),
+    (b'"name": "kernel"', b'"name": "kerne!"', "function name should be"),
+    (b'"version": 1', b'"version": 7', "metadata version 7"),
+    (b'{"version"', b'["version"', "not JSON text"),
+]
+
+
+def test_corrupt_metadata_is_a_clear_error(tmp_path):
+    data = _exported(tmp_path)
+    # Without the checksum (as in libraries exported before it existed), each field is checked.
+    unsummed = data.replace(b"__autotune_metadata_sha256", b"__autotune_metadata_xxxxxx")
+    paths = []
+    for k, (old, new, _) in enumerate(_CORRUPTIONS):
+        assert old in data and len(old) == len(new)
+        paths.append(tmp_path / f"summed{k}.so")
+        paths[-1].write_bytes(data.replace(old, new, 1))
+        paths.append(tmp_path / f"unsummed{k}.so")
+        paths[-1].write_bytes(unsummed.replace(old, new, 1))
+    # A change that leaves valid metadata is caught by the checksum alone.
+    resized = tmp_path / "resized.so"
+    resized.write_bytes(data.replace(b'"shape": [64]', b'"shape": [99]'))
+    intact = tmp_path / "intact.so"
+    intact.write_bytes(unsummed)
+    lines = _load_in_child([*paths, resized, intact])
+    for k, (_, _, said) in enumerate(_CORRUPTIONS):
+        summed, unsummed_line = lines[2 * k], lines[2 * k + 1]
+        assert summed.startswith("CompilerError:") and "does not match its checksum" in summed, summed
+        assert unsummed_line.startswith("CompilerError:") and said in unsummed_line, unsummed_line
+    assert "does not match its checksum" in lines[-2]
+    assert lines[-1] == "loaded"
