@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from cuda_helpers import assemble, gpu_function, simulate
+from helpers import assert_written, poisoned
 
 import compiler
 from compiler import te
@@ -86,11 +87,6 @@ def _data(rng, shape, dtype):
     return rng.integers(-50, 50, size=shape).astype(dtype)
 
 
-def _poisoned(shape, dtype):
-    dt = np.dtype(dtype)
-    return np.full(shape, np.nan if dt.kind == "f" else np.iinfo(dt).max, dtype=dt)
-
-
 ROW_CASES = [  # N, K, threads, kind, dtype, split, rows per block
     (4, 256, 64, "sum", "float32", True, 1),
     (3, 100, 32, "max", "float32", True, 1),   # 100 = 3 x 32 + 4: guarded serial part
@@ -114,13 +110,10 @@ def test_row_reduction_across_threads_simulated(rng, N, K, threads, kind, dtype,
     assert _syncs(kernel) == 1 + steps
     assert gf.launches[0].block == [threads, rows, 1]
     a = _data(rng, (N, K), dtype)
-    b = _poisoned((N,), dtype)
+    b = poisoned((N,), dtype)
     simulate(s, args, [a, b])
-    want = _REDUCERS[kind][1](a, axis=1)
-    if np.dtype(dtype).kind == "f":
-        np.testing.assert_allclose(b, want, rtol=1e-5, atol=1e-5)
-    else:
-        np.testing.assert_array_equal(b, want)
+    tol = 1e-5 if np.dtype(dtype).kind == "f" else 0
+    assert_written(b, _REDUCERS[kind][1](a, axis=1), rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("N, K, threads, kind, dtype, split, rows", ROW_CASES)
@@ -154,9 +147,9 @@ def test_softmax_with_rows_reduced_across_threads(rng, threads, scope):
     trees = sorted(b.name for b in _shared(kernel) if b.name.endswith(".red"))
     assert trees == ["row_max.red", "row_sum.red"]
     x = rng.standard_normal((M, N)).astype("float32")
-    y = np.full((M, N), np.nan, "float32")
+    y = poisoned((M, N), "float32")
     simulate(s, args, [x, y])
-    np.testing.assert_allclose(y, _softmax_ref(x), rtol=1e-5, atol=1e-6)
+    assert_written(y, _softmax_ref(x), rtol=1e-5, atol=1e-6)
     assemble(compiler.build(s, args, target="cuda -arch=sm_80").get_source("ptx"))
 
 
@@ -180,13 +173,10 @@ def test_row_reduction_across_threads_on_gpu(rng, N, K, threads, kind, dtype, sp
     s, args = row_reduce(N, K, threads, kind, dtype, split, rows)
     mod = compiler.build(s, args, target="cuda")
     a = _data(rng, (N, K), dtype)
-    b = _poisoned((N,), dtype)
+    b = poisoned((N,), dtype)
     mod(a, b)
-    want = _REDUCERS[kind][1](a, axis=1)
-    if np.dtype(dtype).kind == "f":
-        np.testing.assert_allclose(b, want, rtol=1e-5, atol=1e-5)
-    else:
-        np.testing.assert_array_equal(b, want)
+    tol = 1e-5 if np.dtype(dtype).kind == "f" else 0
+    assert_written(b, _REDUCERS[kind][1](a, axis=1), rtol=tol, atol=tol)
 
 
 @pytest.mark.cuda
@@ -196,9 +186,9 @@ def test_softmax_across_threads_on_gpu(rng, threads, scope):
     s, args = softmax(M, N, threads, scope)
     mod = compiler.build(s, args, target="cuda")
     x = rng.standard_normal((M, N)).astype("float32")
-    y = np.full((M, N), np.nan, "float32")
+    y = poisoned((M, N), "float32")
     mod(x, y)
-    np.testing.assert_allclose(y, _softmax_ref(x), rtol=1e-5, atol=1e-6)
+    assert_written(y, _softmax_ref(x), rtol=1e-5, atol=1e-6)
 
 
 def test_serial_rows_inside_the_thread_loop(rng):
@@ -213,7 +203,7 @@ def test_serial_rows_inside_the_thread_loop(rng):
     s[B].bind(ki, te.thread_axis("threadIdx.x"))
     gf = gpu_function(s, [A, B])
     assert gf.launches[0].block == [16, 1, 1] and gf.launches[0].grid == ["1", "1", "1"]
-    a, b = rng.standard_normal((N, K)).astype("float32"), np.full(N, np.nan, "float32")
+    a, b = rng.standard_normal((N, K)).astype("float32"), poisoned(N, "float32")
     simulate(s, [A, B], [a, b])
-    np.testing.assert_allclose(b, a.sum(axis=1), rtol=1e-5, atol=1e-5)
+    assert_written(b, a.sum(axis=1), rtol=1e-5, atol=1e-5)
     assemble(compiler.build(s, [A, B], target="cuda -arch=sm_80").get_source("ptx"))
