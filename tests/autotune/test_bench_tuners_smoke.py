@@ -1,18 +1,30 @@
-"""scripts/bench_tuners.py: its core runs end to end on a small matmul (2 tuners x 6 trials)."""
+"""scripts/bench_tuners.py: its core runs end to end on a small matmul (2 tuners x 6 trials), and
+its table and verdicts say what the runs hold (checked on hand-made runs, numbers by hand)."""
 
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
+
+import pytest
 
 import autotune
 from measure import MeasureOptions
 
 _SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_tuners.py"
+_CELL = re.compile(r"(\d+\.\d) \[(\d+\.\d)-(\d+\.\d)\]")
+_ROW = re.compile(r"^(?P<tuner>\w+)\s+(?P<cells>(?:\d+\.\d \[\d+\.\d-\d+\.\d\]\s+)+)"
+                  r"(?P<share>\d+%|-)\s+(?P<wall>\d+)$")
+_GOAL = re.compile(r"^(PASS|FAIL): (\w+) reaches (\d+\.\d) GFLOPS within (\d+) trials = (\d+)% of "
+                   r"random@(\d+) \((\d+\.\d)\); goal >= 95%$")
+_BEST = re.compile(r"^(PASS|FAIL): best found (\d+\.\d) GFLOPS re-measured \((\w+) seed (\d+); best single "
+                   r"trial (\d+\.\d)\) = (\d+\.\d\d)x numpy \((\d+\.\d)\); goal >= 1\.00x$")
 
 
-def _load_script():
+@pytest.fixture(scope="module")
+def bench():
     spec = importlib.util.spec_from_file_location("bench_tuners", _SCRIPT)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
@@ -20,8 +32,26 @@ def _load_script():
     return module
 
 
-def test_bench_tuners_small(tmp_path, capsys):
-    bench = _load_script()
+def _parse(out: str) -> dict:
+    """The report's header, table rows, numpy row and verdict lines; every line accounted for."""
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    parsed = {"title": lines[0], "columns": lines[1].split(), "rows": {}, "goals": {}, "best": None}
+    for line in lines[2:]:
+        if m := _ROW.match(line):
+            cells = [tuple(map(float, c)) for c in _CELL.findall(m["cells"])]
+            parsed["rows"][m["tuner"]] = (cells, m["share"], int(m["wall"]))
+        elif m := re.match(r"^numpy\s+(\d+\.\d)  \(a @ b, median in this process\)$", line):
+            parsed["numpy"] = float(m[1])
+        elif m := _GOAL.match(line):
+            parsed["goals"][m[2]] = (m[1], float(m[3]), int(m[4]), int(m[5]), float(m[7]))
+        elif m := _BEST.match(line):
+            parsed["best"] = (m[1], float(m[2]), m[3], int(m[4]), float(m[5]), float(m[6]), float(m[7]))
+        elif not line.startswith("goal 1 not checked"):
+            raise AssertionError(f"unexpected report line {line!r}")
+    return parsed
+
+
+def test_bench_tuners_small(bench, tmp_path, capsys):
     task = autotune.create_task("matmul", (32, 32, 32, "float32"), "llvm")
     with MeasureOptions() as options:
         runs = bench.benchmark(task, ["random", "xgb"], seeds=1, trials=6, options=options,
@@ -31,13 +61,87 @@ def test_bench_tuners_small(tmp_path, capsys):
         (run,) = rs
         assert len(run.curve) == 6
         assert all(a <= b for a, b in zip(run.curve, run.curve[1:]))  # best so far never drops
-        assert run.curve[-1] > 0 and run.wall > 0
+        assert run.curve[-1] > 0 and run.wall > 0 and run.final_gflops > 0
     assert {p.name for p in tmp_path.glob("*.db")} == {"random-seed0.db", "xgb-seed0.db"}
 
     numpy_gflops = task.flop / min(bench.numpy_seconds(32, 32, 32, repeat=3, min_ms=5)) / 1e9
-    bench.report(task, runs, 6, numpy_gflops)
-    out = capsys.readouterr().out
-    assert "random" in out and "xgb" in out and ("PASS" in out or "FAIL" in out)
+    ok = bench.report(task, runs, 6, numpy_gflops)
+    report = _parse(capsys.readouterr().out)
+    assert report["title"].startswith(f"{task.workload_name}, 6 trials x 1 seeds")
+    assert report["columns"] == ["tuner", "k=6", "@3/random@6", "wall", "s"]
+    assert list(report["rows"]) == ["random", "xgb"]
+    random_full = runs["random"][0].curve[5]
+    for tuner, (cells, share, wall) in report["rows"].items():
+        (run,) = runs[tuner]
+        # one seed: median, min and max are the run's best after 6 trials
+        assert cells == [(pytest.approx(run.curve[5], abs=0.051),) * 3]
+        assert share == f"{run.curve[2] / random_full:.0%}"
+        assert wall == pytest.approx(run.wall, abs=0.51)
+    assert report["numpy"] == pytest.approx(numpy_gflops, abs=0.051)
+    # The verdicts follow from the numbers, whichever way they go on this machine.
+    verdict, reached, half, share, random_shown = report["goals"]["xgb"]
+    xgb_half = runs["xgb"][0].curve[2]
+    assert (reached, half, random_shown) == (pytest.approx(xgb_half, abs=0.051), 3,
+                                             pytest.approx(random_full, abs=0.051))
+    assert verdict == ("PASS" if xgb_half >= 0.95 * random_full else "FAIL")
+    best = max((rs[0] for rs in runs.values()), key=lambda r: r.final_gflops)
+    verdict, found, tuner, seed, *_ = report["best"]
+    assert (found, tuner, seed) == (pytest.approx(best.final_gflops, abs=0.051), best.tuner, 0)
+    assert verdict == ("PASS" if best.final_gflops >= numpy_gflops else "FAIL")
+    assert ok == (report["goals"]["xgb"][0] == verdict == "PASS")
     png = tmp_path / "curves.png"
     bench.plot(runs, 6, numpy_gflops, "smoke", png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _runs(bench, tuners):
+    """Three seeds per tuner (so that a median is not a mean), 60 trials each, 2 s of wall each."""
+    curves = {
+        "random": ([10] * 30 + [20] * 30, [12] * 50 + [16] * 10, [11] * 60),
+        "ga": ([19] * 60,) * 3,
+        "xgb": ([18] * 60, [17] * 60, [15.5] * 60),
+        "optuna": ([15] * 60, [5] * 20 + [16] * 40, [10] * 60),
+    }
+    finals = {"random": (20.0, 18.0, 17.0), "ga": (19.5, 21.0, 19.0), "xgb": (18.5, 17.0, 15.0),
+              "optuna": (15.0, 16.0, 10.0)}
+    return {t: [bench.Run(t, seed, [float(v) for v in curves[t][seed]], finals[t][seed], 2.0)
+                for seed in range(3)] for t in tuners}
+
+
+# Best after k trials over the seeds, as "median [min-max]", for k = 25, 50, 60, and the
+# median at half the budget (30) over random's median at 60, by hand:
+# random: k=25 {10, 12, 11}, k=50 {20, 12, 11}, k=60 {20, 16, 11}; at 30 {10, 12, 11}: 11 / 16.
+_ROWS = {
+    "random": ([(11.0, 10.0, 12.0), (12.0, 11.0, 20.0), (16.0, 11.0, 20.0)], "69%", 6),
+    "ga": ([(19.0, 19.0, 19.0)] * 3, "119%", 6),
+    "xgb": ([(17.0, 15.5, 18.0)] * 3, "106%", 6),  # the mean would be 16.8
+    "optuna": ([(15.0, 10.0, 16.0)] * 3, "94%", 6),  # at 25: {15, 16, 10}
+}
+_XGB_GOAL = ("PASS", 17.0, 30, 106, 16.0)
+
+
+@pytest.mark.parametrize("tuners, numpy_gflops, goals, best, ok", [
+    # xgb reaches 17 of random's 16 within 30 trials (106%), optuna 15 (94%, short of 95%);
+    # ga seed 1 re-measured 21.0, 21 / 19 = 1.11x numpy; the best single trial is random's 20.0.
+    (["random", "ga", "xgb", "optuna"], 19.0, {"xgb": _XGB_GOAL, "optuna": ("FAIL", 15.0, 30, 94, 16.0)},
+     ("PASS", 21.0, "ga", 1, 20.0, 1.11, 19.0), False),
+    (["random", "ga", "xgb"], 19.0, {"xgb": _XGB_GOAL}, ("PASS", 21.0, "ga", 1, 20.0, 1.11, 19.0), True),
+    # numpy faster than anything found: 21 / 25 = 0.84x
+    (["random", "ga", "xgb"], 25.0, {"xgb": _XGB_GOAL}, ("FAIL", 21.0, "ga", 1, 20.0, 0.84, 25.0), False),
+    # no random search to compare with: no goal lines; xgb seed 0 re-measured 18.5 = 1.23x of 15
+    (["xgb", "optuna"], 15.0, {}, ("PASS", 18.5, "xgb", 0, 18.0, 1.23, 15.0), True),
+])
+def test_report_table_and_verdicts_by_hand(bench, capsys, tuners, numpy_gflops, goals, best, ok):
+    task = autotune.create_task("matmul", (32, 32, 32, "float32"), "llvm")
+    assert bench.report(task, _runs(bench, tuners), 60, numpy_gflops) is ok
+    report = _parse(capsys.readouterr().out)
+    assert report["title"].startswith(f"{task.workload_name}, 60 trials x 3 seeds")
+    assert report["columns"] == ["tuner", "k=25", "k=50", "k=60", "@30/random@60", "wall", "s"]
+    expected_rows = {t: _ROWS[t] for t in tuners}
+    if "random" not in tuners:
+        expected_rows = {t: (cells, "-", wall) for t, (cells, _, wall) in expected_rows.items()}
+    assert report["rows"] == expected_rows
+    assert list(report["rows"]) == tuners
+    assert report["numpy"] == numpy_gflops
+    assert report["goals"] == goals
+    assert report["best"] == best
