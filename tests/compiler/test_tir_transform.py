@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import poisoned
 
 from compiler import tir
 from compiler.tir import transform
@@ -32,7 +33,11 @@ def text(f) -> str:
 
 
 def same_results(f, g, arrays: dict, scalars: dict | None = None) -> None:
-    """Run ``f`` and ``g`` on copies of ``arrays`` and check they write the same values."""
+    """Run ``f`` and ``g`` on copies of ``arrays`` and check they write the same values.
+
+    Give outputs :func:`poisoned`: an element ``g`` fails to write then differs from ``f``'s.
+    Elements ``f`` leaves poisoned (NaN included) must stay so in ``g``.
+    """
     out_f = run(f, {k: v.copy() for k, v in arrays.items()}, scalars)
     out_g = run(g, {k: v.copy() for k, v in arrays.items()}, scalars)
     for k in arrays:
@@ -53,7 +58,7 @@ def test_interpreter_runs_loops_lets_ifs_and_allocations():
         tir.IfThenElse(t < 6, store(B, load(T, 0), i), store(B, c(-1.0), i))))))
     f = tir.PrimFunc((A, B), body)
     a = np.arange(5, dtype="float32")
-    out = run(f, {"A": a, "B": np.zeros(5, "float32")})
+    out = run(f, {"A": a, "B": poisoned(5, "float32")})
     np.testing.assert_array_equal(out["B"], [1, 2, 3, -1, -1])
 
 
@@ -108,7 +113,7 @@ def test_simplify_folds_unit_loops_drops_empty_ones_and_inlines_lets():
     assert text(g) == ("A[3] = 5\n"
                        "for k in range(4):\n"
                        "  A[k + 5] = k * 5")
-    same_results(f, g, {"A": np.zeros(16, "int32")})
+    same_results(f, g, {"A": poisoned(16, "int32")})
 
 
 def test_simplify_keeps_unprovable_guards_and_uses_branch_facts():
@@ -121,7 +126,7 @@ def test_simplify_keeps_unprovable_guards_and_uses_branch_facts():
     assert text(g) == ("for i in range(n):\n"
                        "  if i < 10:\n"
                        "    A[i] = 1")
-    same_results(f, g, {"A": np.zeros(20, "int32")})
+    same_results(f, g, {"A": poisoned(20, "int32")})
 
 
 def test_simplify_accepts_a_bare_statement():
@@ -173,7 +178,7 @@ def test_unroll_constant_loop():
     f = tir.PrimFunc((A,), loop(i, 4, store(A, i * 2, i * 2 + 1), kind=UNROLLED))
     g = transform.unroll_loops(f)
     assert text(g) == "A[1] = 0\nA[3] = 2\nA[5] = 4\nA[7] = 6"
-    same_results(f, g, {"A": np.zeros(8, "int32")})
+    same_results(f, g, {"A": poisoned(8, "int32")})
 
 
 def test_unroll_inner_loop_with_symbolic_min_and_symbolic_extent_becomes_serial():
@@ -207,7 +212,7 @@ def test_auto_unroll_small_innermost_serial_loops():
                        "  A[i * 3] = i\n"
                        "  A[i * 3 + 1] = i + 1\n"
                        "  A[i * 3 + 2] = i + 2")
-    same_results(f, g, {"A": np.zeros(12, "int32")})
+    same_results(f, g, {"A": poisoned(12, "int32")})
 
 
 # ----------------------------------------------------------------------------- loop_partition
@@ -234,7 +239,7 @@ def test_partition_constant_bounds():
                        "    if xo * 8 + xi < 100:\n"
                        "      B[xo * 8 + xi] = A[xo * 8 + xi] * 2.0f")
     a = np.arange(100, dtype="float32")
-    same_results(f, g, {"A": a, "B": np.zeros(100, "float32")})
+    same_results(f, g, {"A": a, "B": poisoned(100, "float32")})
 
 
 def test_partition_symbolic_bounds():
@@ -248,7 +253,7 @@ def test_partition_symbolic_bounds():
     assert "if xo * 8 + xi < n:" in lines[5]
     for size in (0, 1, 7, 8, 9, 16, 23):
         a = np.arange(size, dtype="float32")
-        same_results(f, g, {"A": a, "B": np.zeros(size, "float32")})
+        same_results(f, g, {"A": a, "B": poisoned(size, "float32")})
 
 
 def test_partition_uses_affine_conjuncts_only():
@@ -269,7 +274,7 @@ def test_partition_uses_affine_conjuncts_only():
                        "    A[ii] = 1.0f")
     m = np.array([1, 0, 1, 1, 1, 0, 1, 1], "int32")
     for size in (0, 2, 3, 4, 8):
-        same_results(f, g, {"A": np.zeros(size, "float32"), "M": m[:size].copy()})
+        same_results(f, g, {"A": poisoned(size, "float32"), "M": m[:size].copy()})
 
 
 def test_partition_lower_and_upper_guards_padding():
@@ -302,7 +307,7 @@ def test_partition_2d_guards():
                               "    for yi in range(4):\n      for xi in range(4):\n"
                               "        A[yo * 4 + yi, xo * 4 + xi] = ")
     for shape in ((5, 7), (8, 8), (3, 9), (0, 4)):
-        same_results(f, g, {"A": np.zeros(shape, "float32")})
+        same_results(f, g, {"A": poisoned(shape, "float32")})
 
 
 def test_partition_leaves_non_affine_and_always_false_guards():
@@ -323,7 +328,7 @@ def test_partition_keeps_else_branch_in_tail_and_negative_coefficient():
                                                       store(A, -i, i))))
     g = transform.loop_partition(f)
     assert text(g).startswith("for i in range(5):\n  A[i] = i\nfor i in range(5, 10):\n  if ")
-    same_results(f, g, {"A": np.zeros(10, "int32")})
+    same_results(f, g, {"A": poisoned(10, "int32")})
 
 
 def test_passes_compose_like_lowering():
@@ -333,4 +338,4 @@ def test_passes_compose_like_lowering():
         transform.loop_partition(transform.simplify(f)))))
     for size in (0, 5, 8, 21):
         same_results(f, g, {"A": np.arange(size, dtype="float32"),
-                            "B": np.zeros(size, "float32")})
+                            "B": poisoned(size, "float32")})
