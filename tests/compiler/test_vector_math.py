@@ -175,6 +175,9 @@ def test_vectorized_loop_has_no_libm_calls(op, cpu):
         assert libm not in ir_text, f"{op}: {libm} in the optimized IR"
     # the loop body works on whole vectors: a 16-lane fma of the polynomial is there
     assert "<16 x float>" in ir_text and "llvm.fma.v16f32" in ir_text
+    if cpu.runs_here():  # the same results as the host's code, special values included
+        x = np.concatenate([_special("float32"), sample(op, "float32", np.random.default_rng(5))[:4096]])
+        np.testing.assert_array_equal(call(f, x), run(op, "float32", True, x))
 
 
 def test_fast_math_target_gives_the_same_results():
