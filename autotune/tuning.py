@@ -4,7 +4,9 @@ Each round asks the tuner for a batch, measures it (results stream back as they
 finish), writes every result to the tuning log at once and tells the tuner. Tuning
 a task again resumes: configs already in the log for this workload are not
 measured again and seed the tuner. At the end the few best configs are measured
-again and the winner is chosen by a confident median (:mod:`autotune.selection`).
+again (``FINAL_ROUNDS`` times each of the ``FINAL_TOP_K`` best; these are ordinary
+records of the run, stored after its search trials) and the winner is chosen by a
+confident median (:mod:`autotune.selection`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import db as tuning_db
 from .errors import AutotuneError
 from .selection import rank_configs
 
-__all__ = ["Trial", "TuneResult", "tune", "tune_tasks"]
+__all__ = ["Trial", "TuneResult", "tune", "tune_tasks", "check_measurable"]
 
 logger = logging.getLogger(__name__)
 
@@ -244,7 +246,8 @@ def tune(task, trials: int = 500, tuner="xgb", db="tuning.db", measure_option=No
     ``measure_option`` a :class:`measure.MeasureOptions` (default: local workers);
     ``early_stopping=N`` stops after N trials without improvement; ``callbacks``
     are called as ``cb(input, result)`` once per measured candidate. Ctrl-C stops
-    cleanly: every finished measurement is already in the log.
+    cleanly: every finished measurement is already in the log. A task that cannot be
+    measured here (see :func:`check_measurable`) raises :class:`AutotuneError` at once.
     """
     return tune_tasks([task], trials, tuner=tuner, db=db, measure_option=measure_option,
                       early_stopping=early_stopping, batch_size=batch_size, seed=seed,
@@ -273,6 +276,7 @@ def tune_tasks(tasks: Sequence, trials: int, tuner="xgb", db="tuning.db", measur
     weights = list(weights) if weights is not None else [1.0] * len(tasks)
     if len(weights) != len(tasks):
         raise AutotuneError(f"{len(weights)} weights for {len(tasks)} tasks")
+    check_measurable(tasks, measure_option)
     log, own_log = _open_log(db)
     options = measure_option if measure_option is not None else MeasureOptions()
     note = {"trials": trials, "early_stopping": early_stopping, "tasks": len(tasks)}
@@ -309,6 +313,31 @@ def tune_tasks(tasks: Sequence, trials: int, tuner="xgb", db="tuning.db", measur
         if own_log:
             log.close()
     return results
+
+
+def check_measurable(tasks: Sequence, measure_option=None) -> None:
+    """Raise :class:`AutotuneError` when ``tasks`` cannot be measured with ``measure_option``.
+
+    A CUDA task timed by a local runner (the default) needs a GPU and pycuda on this
+    machine; without them every trial would only record why, so tuning stops before
+    any worker starts or any record is written. A Ray runner is not judged here: its
+    cluster may have GPUs elsewhere.
+    """
+    from compiler.target import Target
+    from measure import LocalRunner
+
+    if measure_option is not None and not isinstance(measure_option.runner, LocalRunner):
+        return
+    cuda = [t for t in tasks if Target(t.target).kind == "cuda"]
+    if not cuda:
+        return
+    from compiler.runtime.cuda import unavailable_reason
+
+    reason = unavailable_reason()
+    if reason is not None:
+        raise AutotuneError(f"cannot tune {cuda[0].workload_name.split('@')[0]} for {cuda[0].target!r} on "
+                            f"this machine: CUDA code cannot run here: {reason}. Tune on a machine with an "
+                            f"NVIDIA GPU and pycuda, or measure on a Ray cluster (measure.ray.RayRunner)")
 
 
 # Ansor's scheduler: weight of the observed improvement against the optimistic guess,
