@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
+import re
 import shlex
 import sys
 import time
@@ -62,7 +64,15 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argument parser whose usage errors are one line on stderr (exit status 2)."""
+    """An argument parser whose usage errors are one line on stderr (exit status 2), and
+    which reads a word that starts with '-' and a digit as a value, never as an option."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # argparse up to Python 3.12 takes "-64" for a value but "-64,128,128,float32" for an
+        # unknown option ("--args: expected one argument"); newer versions match this prefix
+        # instead. No option of ours looks like a number, so nothing else changes meaning.
+        self._negative_number_matcher = re.compile(r"-\.?\d")
 
     def error(self, message: str):  # noqa: D401 - argparse's hook
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
@@ -109,10 +119,10 @@ def _build_parser() -> _Parser:
                         "or 'local' (start Ray here)")
     p.add_argument("--early-stopping", type=_positive_int, metavar="N",
                    help="stop after N trials without improvement")
-    p.add_argument("--seed", type=int, help="random seed of the tuner")
+    p.add_argument("--seed", type=_seed, help="random seed of the tuner (0 to 2**32-1)")
     p.add_argument("--batch-size", type=_positive_int, metavar="N",
                    help="candidates per round (default: 16 for xgb and ga, 8 otherwise)")
-    p.add_argument("--timeout", type=float, default=10.0, metavar="S",
+    p.add_argument("--timeout", type=_positive_seconds, default=10.0, metavar="S",
                    help="seconds a build or a run may take before it counts as an error (default: 10)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="show a progress bar (default: when stderr is a terminal)")
@@ -177,6 +187,10 @@ def _build_parser() -> _Parser:
     return parser
 
 
+# Type functions of numeric options: argparse prefixes their message with the option's name
+# ("argument --timeout: ...") and exits with status 2 before anything runs.
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -187,6 +201,29 @@ def _positive_int(text: str) -> int:
     return value
 
 
+_MAX_SEED = 2**32 - 1  # the largest seed numpy's RandomState (optuna's sampler) accepts
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 <= value <= _MAX_SEED:
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to {_MAX_SEED}, got {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
 # ---------------------------------------------------------------------------- shared steps
 
 
@@ -194,17 +231,37 @@ def _out(text: str = "") -> None:
     print(text, flush=True)
 
 
+# scheme://user:PASSWORD@host (up to the last '@' of the word: a password may hold one),
+# and a password given as a query parameter (...?password=PASSWORD).
+_URL_PASSWORD = re.compile(r"(://[^/@\s]*?:)\S*@")
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&\s]*", re.IGNORECASE)
+
+
+def _hide_passwords(text: str) -> str:
+    """``text`` with the password of every database URL in it replaced by ``***``.
+
+    Everything the command line prints that may hold a ``--db`` URL goes through here:
+    the log named in its output and hints, error lines, log messages and tracebacks.
+    """
+    return _QUERY_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", text))
+
+
+def _db_arg(where: str) -> str:
+    """A ``--db`` value as the hints print it: shell-quoted, its password hidden."""
+    return shlex.quote(_hide_passwords(where))
+
+
 def _make_task(ns):
     """The task of ``ns.template`` on ``ns.args`` for ``ns.target``, its space defined;
     every mistake in them is a UsageError."""
     from autotune.cli_args import ArgsError, bind_template_args, parse_args_text
-    from compiler.errors import TargetError
+    from compiler.errors import CompilerError
     from compiler.target import Target
 
     try:
-        Target(ns.target)
-    except TargetError as err:
-        raise UsageError(str(err)) from None
+        Target(ns.target)  # an unknown kind, option or CPU stops here, before any worker starts
+    except CompilerError as err:
+        raise UsageError(f"--target: {err}") from None
     positional, keywords = parse_args_text(ns.args)
 
     import search_spaces
@@ -345,7 +402,7 @@ def _cmd_tune(ns) -> int:
         where = f"Ray cluster {ns.cluster}" if ns.cluster else "this machine"
         _out(f"Tuning {task.workload_name.split('@')[0]} on {_target_label(task)}")
         _out(f"  {space.size:,} configs, {len(space.knobs)} knobs; tuner {ns.tuner}, {ns.trials} trials "
-             f"on {where}; log {log.where}")
+             f"on {where}; log {_hide_passwords(log.where)}")
         progress = sys.stderr.isatty() if ns.progress is None else ns.progress
         options = _measure_options(ns)
         start = time.perf_counter()
@@ -367,8 +424,7 @@ def _cmd_tune(ns) -> int:
          + f", {sum(result.errors.values())} errors" + (f" ({errors})" if errors else "")
          + f"; stopped: {result.stopped}; {wall:.1f} s")
     if result.best_config is None:
-        _out("no config ran successfully; see the errors with: autotune report --db "
-             + shlex.quote(ns.db))
+        _out("no config ran successfully; see the errors with: autotune report --db " + _db_arg(ns.db))
         return EXIT_FAILURE
     best_knobs = result.best_config.knob_values()
     best, n_best = config_median(records, best_knobs)
@@ -384,7 +440,7 @@ def _cmd_tune(ns) -> int:
     _out("best config:")
     _out(format_table([(f"  {k}", repr(v)) for k, v in best_knobs.items()], right=()))
     _out()
-    db_arg = shlex.quote(ns.db)
+    db_arg = _db_arg(ns.db)
     target = "" if ns.target == "llvm" else f" --target {shlex.quote(ns.target)}"
     _out(f"next: autotune build {task.name} --args {_shell_args(task)}{target} --db {db_arg} "
          f"-o {task.name}.so")
@@ -398,7 +454,8 @@ def _cmd_best(ns) -> int:
     with _open_log(ns.db, must_exist=True) as log:
         rows = summarize(log, ns.workload)
     if not rows:
-        _out(f"{ns.db}: no records" + (f" of a workload matching {ns.workload!r}" if ns.workload else ""))
+        matching = f" of a workload matching {ns.workload!r}" if ns.workload else ""
+        _out(f"{_hide_passwords(ns.db)}: no records{matching}")
         return EXIT_OK
     _out(format_table(summary_table(rows)))
     if ns.configs:
@@ -432,7 +489,7 @@ def _cmd_export(ns) -> int:
     with _open_log(ns.db, must_exist=True) as log:
         n = log.export_jsonl(ns.out)
         runs = len(log.runs())
-    _out(f"exported {n} records and {runs} runs from {ns.db} to {ns.out}")
+    _out(f"exported {n} records and {runs} runs from {_hide_passwords(ns.db)} to {ns.out}")
     return EXIT_OK
 
 
@@ -448,7 +505,7 @@ def _cmd_import(ns) -> int:
             added = log.import_jsonl(path)
             _out(f"imported {added} new records from {path}")
         total = log.count()
-    _out(f"{ns.db} now holds {total} records ({total - before} new)")
+    _out(f"{_hide_passwords(ns.db)} now holds {total} records ({total - before} new)")
     return EXIT_OK
 
 
@@ -473,10 +530,10 @@ def _cmd_build(ns) -> int:
     if config is None:
         source = "the untuned default config"
         if ns.db:
-            source += f" ({ns.db} has no record of this workload)"
+            source += f" ({_hide_passwords(ns.db)} has no record of this workload)"
     else:
         when = f", {_fmt_ms(measured)} when tuned" if measured is not None else ""
-        source = f"the best config of {ns.db}{when}"
+        source = f"the best config of {_hide_passwords(ns.db)}{when}"
     _out(f"built {task.workload_name.split('@')[0]} for {_target_label(task)} with {source}")
     _out(f"wrote {ns.out}: entry function {mod.entry_name!r}; load it with "
          f"compiler.runtime.load_module({ns.out!r})")
@@ -492,7 +549,7 @@ def _exit_code(err: BaseException) -> tuple[int, str]:
     from autotune.errors import AutotuneError
     from compiler.errors import CompilerError, TargetError
 
-    message = " ".join(str(err).split()) or type(err).__name__
+    message = _hide_passwords(" ".join(str(err).split())) or type(err).__name__
     if isinstance(err, UsageError | ArgsError | TargetError):
         return EXIT_USAGE, message
     db_errors: tuple = ()
@@ -514,7 +571,7 @@ def _exit_code(err: BaseException) -> tuple[int, str]:
 
 class _Formatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        return f"autotune: {record.levelname.lower()}: {record.getMessage()}"
+        return f"autotune: {record.levelname.lower()}: {_hide_passwords(record.getMessage())}"
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -549,7 +606,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if ns.debug:
             import traceback
 
-            traceback.print_exc()
+            print(_hide_passwords(traceback.format_exc()), end="", file=sys.stderr)
         code, message = _exit_code(err)
         print(f"autotune {ns.command}: error: {message}", file=sys.stderr)
         return code

@@ -11,7 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
-import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -68,16 +68,14 @@ def test_help_describes_tool_and_subcommands():
         assert name in p.stdout
 
 
-def test_help_is_fast_and_imports_nothing_heavy():
+def test_help_imports_nothing_heavy():
     code = ("import sys; from autotune.cli import main; import contextlib, io\n"
             "with contextlib.redirect_stdout(io.StringIO()): main(['--help'])\n"
             "print(sorted(m for m in ('compiler', 'search_spaces', 'measure', 'db', 'numpy', 'sqlalchemy')"
             " if m in sys.modules))")
-    start = time.perf_counter()
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=ENV)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "[]"
-    assert time.perf_counter() - start < 5
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -267,6 +265,9 @@ def test_cluster_flag_builds_ray_options():
     (["space", "matmul", "--args", "16,16,16,flaot32"], 2, ["flaot32"]),
     (["space", "elementwise", "--args", "64,128,add,mul"], 2, ["must be quoted"]),
     (["space", "matmul", "--args", "16,(16,16"], 2, ["unclosed"]),
+    (["space", "matmul", "--args", "-64,128,128,float32"], 2, ["'matmul'", "-64"]),
+    (["space", "matmul", "--args=-64,128,128,float32"], 2, ["'matmul'", "-64"]),
+    (["tune", "matmul", "--args", "-16,16,16,float32", "--trials", "1"], 2, ["'matmul'", "-16"]),
     (["tune", "matmul", "--args", ARGS, "--target", "tpu", "--trials", "1"], 2,
      ["unknown target kind 'tpu'"]),
     (["tune", "matmul", "--args", ARGS, "--trials", "0"], 2, ["--trials"]),
@@ -293,52 +294,148 @@ def test_bad_jsonl_import_names_the_line(tmp_path):
     assert "bad.jsonl:1" in line
 
 
-# ---------------------------------------------------------------------------- dependencies and errors
+@pytest.mark.parametrize("flag, value", [
+    ("--timeout", "0"), ("--timeout", "-1"), ("--timeout", "nan"), ("--timeout", "inf"),
+    ("--seed", "-1"), ("--seed", str(2**32)), ("--seed", "1.5"),
+    ("--trials", "-1"), ("--early-stopping", "0"), ("--batch-size", "0"),
+])
+def test_bad_numbers_are_rejected_before_anything_runs(tmp_path, flag, value):
+    p = _run("tune", "matmul", "--args", ARGS, "--db", "t.db", flag, value, cwd=tmp_path)
+    line = _one_line_error(p, 2)
+    assert f"argument {flag}:" in line and repr(value) in line, line
+    assert p.stdout == ""  # not even the header
+    assert not (tmp_path / "t.db").exists()
 
 
-@pytest.mark.parametrize(
-    "package, forbidden",
-    [
-        ("db", ("compiler", "search_spaces", "measure", "autotune")),
-        ("compiler", ("search_spaces", "measure", "autotune", "db")),
-    ],
-)
-def test_dependencies_point_one_way(package, forbidden):
-    # compiler <- search_spaces <- measure <- autotune, and db <- autotune.
-    code = f"import sys, {package}; print(sorted(m for m in {forbidden!r} if m in sys.modules))"
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0, p.stderr
-    assert p.stdout.strip() == "[]"
+@pytest.mark.parametrize("argv", [
+    ["tune", "matmul", "--args", "-64,128,128,float32"],
+    ["build", "matmul", "--args", "-64,128,128,float32", "-o", "k.so"],
+    ["tune", "matmul", "--args", "-.5,1,1", "--seed", "7", "--timeout", "2.5"],
+])
+def test_values_that_start_with_a_minus_are_values(argv):
+    from autotune.cli import _build_parser
+
+    ns = _build_parser().parse_args(argv)
+    assert ns.args == argv[argv.index("--args") + 1]
 
 
-@pytest.mark.parametrize(
-    "module, names",
-    [
-        ("search_spaces.errors", ["SearchSpaceError", "InstantiationError"]),
-        ("measure.errors", ["MeasureError"]),
-        ("db.errors", ["TuningLogError"]),
-        ("autotune.errors", ["AutotuneError"]),
-    ],
-)
-def test_error_types(module, names):
-    import importlib
+def test_an_unknown_cpu_stops_tune_before_any_worker(tmp_path):
+    # "zen4" is a typo of "znver4": LLVM would kill the process that compiles for it.
+    p = _run("tune", "matmul", "--args", "64,64,64,float32", "--target", "llvm -mcpu=zen4",
+             "--trials", "2", "--db", "t.db", cwd=tmp_path)
+    line = _one_line_error(p, 2)
+    assert "zen4" in line, line
+    assert p.stdout == ""  # the header comes before the workers start
+    if (tmp_path / "t.db").exists():
+        import db
 
-    mod = importlib.import_module(module)
-    for name in names:
-        cls = getattr(mod, name)
-        assert issubclass(cls, Exception) and name in mod.__all__
+        with db.open(str(tmp_path / "t.db")) as log:
+            assert log.count() == 0
 
 
-# ---------------------------------------------------------------------------- the quick start
+@pytest.mark.parametrize("error", ["TargetError", "CompilerError"])
+def test_a_target_the_compiler_refuses_is_one_usage_line(tmp_path, error):
+    # Whatever the compiler says about a target, on however many lines, the CLI prints one line.
+    code = ("import sys, compiler.target, compiler.errors as e\n"
+            "def refuse(self, spec):\n"
+            f"    raise e.{error}('unknown CPU zen4 in ' + repr(spec) + ';\\nvalid: znver4, haswell')\n"
+            "compiler.target.Target.__init__ = refuse\n"
+            "from autotune.cli import main\n"
+            "sys.exit(main(['tune', 'matmul', '--args', '16,16,16,float32', '--target', 'llvm -mcpu=zen4',"
+            " '--db', 't.db']))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=tmp_path, env=ENV)
+    line = _one_line_error(p, 2)
+    assert "--target" in line and "zen4" in line and "valid: znver4" in line, line
+    assert p.stdout == "" and not (tmp_path / "t.db").exists()
 
 
-@pytest.mark.slow
-def test_quickstart_runs_to_the_end_in_three_minutes(tmp_path):
-    start = time.perf_counter()
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "quickstart.py")], capture_output=True,
-                       text=True, timeout=180, cwd=tmp_path, env=ENV)
-    assert p.returncode == 0, p.stderr[-2000:]
-    assert time.perf_counter() - start < 180
-    assert "results match numpy" in p.stdout
-    assert "over the default config" in p.stdout and "over numpy" in p.stdout
-    assert (tmp_path / "tuning.db").exists()
+# ---------------------------------------------------------------------------- passwords
+
+PASSWORD = "Zq9-not-shown"  # distinctive: any output that holds it leaks the password
+UNREACHABLE = f"postgresql://alice:{PASSWORD}@127.0.0.1:1/x"
+
+
+@pytest.mark.parametrize("argv", [
+    ["tune", "matmul", "--args", ARGS, "--trials", "1", "--db", UNREACHABLE],
+    ["best", "--db", UNREACHABLE],
+    ["best", "--db", UNREACHABLE, "--debug"],
+    ["best", "--db", f"postgresql://alice@127.0.0.1:1/x?password={PASSWORD}"],
+    ["report", "--db", UNREACHABLE, "--out", "r.html"],
+    ["export", "--db", UNREACHABLE, "-o", "log.jsonl"],
+    ["import", "log.jsonl", "--db", UNREACHABLE],
+    ["build", "matmul", "--args", ARGS, "--db", UNREACHABLE, "-o", "k.so"],
+])
+def test_an_unreachable_database_hides_its_password(tmp_path, argv):
+    (tmp_path / "log.jsonl").write_text("")
+    p = _run(*argv, cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    assert "cannot open tuning log" in p.stderr
+    assert PASSWORD not in p.stdout + p.stderr
+    assert "***" in p.stderr
+    if "--debug" not in argv:
+        _one_line_error(p, 1)
+
+
+@pytest.fixture(scope="module")
+def postgres_log():
+    """The URL (password included) of a fresh schema in the test PostgreSQL database, dropped
+    afterwards. Without a usable server it skips, or fails when CI=true."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    def unusable(reason: str):
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL: {reason}")
+        pytest.skip(f"PostgreSQL: {reason}")
+
+    raw = os.environ.get("AUTOTUNE_TEST_POSTGRES_URL")
+    if not raw:
+        unusable("AUTOTUNE_TEST_POSTGRES_URL is unset")
+    url = make_url(raw)
+    if url.drivername in ("postgresql", "postgres"):
+        url = url.set(drivername="postgresql+psycopg")
+    if not url.password:
+        unusable("AUTOTUNE_TEST_POSTGRES_URL has no password to hide")
+    engine = create_engine(url, connect_args={"connect_timeout": 3})
+    schema = f"cli_{uuid.uuid4().hex[:12]}"
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    except Exception as err:  # noqa: BLE001 - an unreachable server or a refused login
+        engine.dispose()
+        unusable(f"cannot create a schema: {type(err).__name__}: {' '.join(str(err).split())[:200]}")
+    try:
+        yield url.update_query_dict({"options": f"-csearch_path={schema}"})
+    finally:
+        with engine.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        engine.dispose()
+
+
+def test_postgres_passwords_never_print(tuned, postgres_log):
+    d, _ = tuned
+    where = postgres_log.render_as_string(hide_password=False)
+    clear = f"{postgres_log.username}:{postgres_log.password}@"
+    hidden = f"{postgres_log.username}:***@"
+    assert _run("export", "--db", "tuning.db", "-o", "pg.jsonl", cwd=d).returncode == 0
+    runs = {
+        "import": _run("import", "pg.jsonl", "--db", where, cwd=d),
+        "tune": _run("tune", "matmul", "--args", ARGS, "--trials", "1", "--tuner", "random", "--db", where,
+                     "--no-progress", cwd=d, timeout=300),
+        "best": _run("best", "--db", where, "--workload", "nosuch", cwd=d),
+        "export": _run("export", "--db", where, "-o", "pg2.jsonl", cwd=d),
+        "build": _run("build", "matmul", "--args", ARGS, "--db", where, "-o", "pg.so", cwd=d),
+        "build, no record": _run("build", "matmul", "--args", "8,8,8,float32", "--db", where, "-o", "pg.so",
+                                 cwd=d),
+        "report": _run("report", "--db", where, "--out", "pg.html", cwd=d),
+    }
+    for name, p in runs.items():
+        assert p.returncode == 0, (name, p.stderr)
+        assert clear not in p.stdout + p.stderr, name
+        if name != "report":  # which names the log in the page it writes
+            assert hidden in p.stdout, (name, p.stdout)
+    page = (d / "pg.html").read_text()
+    assert hidden in page and clear not in page
+    hints = [line for line in runs["tune"].stdout.splitlines() if "--db" in line]
+    assert len(hints) == 2 and all(hidden in line for line in hints), hints
