@@ -7,15 +7,22 @@ results::
     with MeasureOptions() as options:                   # LocalBuilder() + LocalRunner()
         results = measure_batch([MeasureInput(task, c) for c in configs], options)
 
-``measure.ray`` has ``RayBuilder`` and ``RayRunner`` for a Ray cluster.
+``measure.ray`` has ``RayBuilder`` and ``RayRunner`` for a Ray cluster. Workers are
+fresh interpreters that never import the tuner's ``__main__`` (a tuning script needs
+no ``if __name__ == "__main__":`` guard), and what crosses to them is the messages
+of :mod:`measure.protocol`.
 """
 
 from measure.base import Builder, Runner
 from measure.errors import MeasureError
 from measure.local import LocalBuilder, LocalRunner
 from measure.pipeline import MeasureOptions, measure_batch, measure_stream
-from measure.records import Artifact, BuildResult, ErrorKind, MeasureInput, MeasureResult
+from measure.protocol import BuildReply, BuildRequest, RunReply, RunRequest
+from measure.records import Artifact, ErrorKind, MeasureInput, MeasureResult
+
+BuildResult = BuildReply  # the earlier name of a build's outcome
 
 __all__ = ["MeasureError", "ErrorKind", "MeasureInput", "Artifact", "BuildResult", "MeasureResult",
+           "BuildRequest", "BuildReply", "RunRequest", "RunReply",
            "Builder", "Runner", "LocalBuilder", "LocalRunner", "MeasureOptions", "measure_batch",
            "measure_stream"]

@@ -1,6 +1,6 @@
 """What a builder and a runner are: the two stages of measurement.
 
-A :class:`Builder` turns measure inputs into build results, yielding each as it
+A :class:`Builder` turns measure inputs into build replies, yielding each as it
 finishes; a :class:`Runner` takes built candidates from a queue as they arrive and
 yields measure results. Both are plain picklable objects whose worker pools (or
 Ray actors) start on first use and are reused across batches; ``close()`` stops them.
@@ -13,7 +13,8 @@ import time
 from collections.abc import Iterator, Sequence
 
 from measure.gate import Gates
-from measure.records import BuildResult, ErrorKind, MeasureInput, MeasureResult
+from measure.protocol import BuildReply
+from measure.records import ErrorKind, MeasureInput, MeasureResult
 
 __all__ = ["Builder", "Runner", "error_result"]
 
@@ -21,7 +22,7 @@ __all__ = ["Builder", "Runner", "error_result"]
 class Builder:
     """Builds candidates; subclasses implement :meth:`build`."""
 
-    def build(self, inputs: Sequence[MeasureInput], gates: Gates) -> Iterator[tuple[int, BuildResult]]:
+    def build(self, inputs: Sequence[MeasureInput], gates: Gates) -> Iterator[tuple[int, BuildReply]]:
         """``(index into inputs, result)`` pairs, as builds finish."""
         raise NotImplementedError
 
@@ -39,7 +40,7 @@ class Runner:
     """Checks and times built candidates; subclasses implement :meth:`run`."""
 
     def run(self, jobs: queue.Queue, gates: Gates) -> Iterator[tuple[int, MeasureResult]]:
-        """Take ``(index, MeasureInput, BuildResult)`` from ``jobs`` until ``None`` arrives;
+        """Take ``(index, MeasureInput, BuildReply)`` from ``jobs`` until ``None`` arrives;
         yield ``(index, result)`` as runs finish."""
         raise NotImplementedError
 

@@ -1,12 +1,14 @@
 """Measuring on this machine: a pool of build processes and one run process (per GPU).
 
-:class:`LocalBuilder` builds in ``n_parallel`` spawn workers (:mod:`measure.pool`).
-:class:`LocalRunner` times in one spawn worker, one candidate at a time, so a crash
+:class:`LocalBuilder` builds in ``n_parallel`` workers (:mod:`measure.pool`: fresh
+interpreters that never import the tuner's ``__main__``), sending each a
+:class:`~measure.protocol.BuildRequest`. :class:`LocalRunner` sends each built
+candidate as a :class:`~measure.protocol.RunRequest` to one worker, one at a time, so a crash
 in generated code takes down that worker, never the tuner; the worker is replaced
 and the candidate gets a runtime-error result. Builds and timing do not share cores
 (see :mod:`measure.gate`). CUDA candidates (``"ptx"`` artifacts) run in one worker per
 GPU, one candidate per GPU at a time, several GPUs side by side; the GPUs are
-``devices=`` or every GPU a worker sees.
+``devices=`` or every GPU this process sees.
 """
 
 from __future__ import annotations
@@ -14,14 +16,14 @@ from __future__ import annotations
 import os
 import queue
 import threading
-import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 
-from measure.base import Builder, Runner, error_result
+from measure.base import Builder, Runner
 from measure.gate import Gates
 from measure.pool import Completion, WorkerPool
-from measure.records import BuildResult, ErrorKind, MeasureInput, MeasureResult
+from measure.protocol import BuildReply, BuildRequest, RunReply, RunRequest
+from measure.records import ErrorKind, MeasureInput, MeasureResult
 
 __all__ = ["LocalBuilder", "LocalRunner", "LOCAL"]
 
@@ -36,16 +38,33 @@ def _usable_cpus() -> list[int]:
         return list(range(os.cpu_count() or 1))
 
 
-def build_completion(c: Completion) -> BuildResult:
-    """The BuildResult of a finished build job, whatever became of its worker."""
+def build_completion(c: Completion) -> BuildReply:
+    """The BuildReply of a finished build call, whatever became of its worker."""
     if c.status == "ok":
-        return c.value
+        return BuildReply.from_json(c.value)
     if c.status == "timeout":
-        return BuildResult(None, f"build {c.value}", c.elapsed, ErrorKind.BUILD_TIMEOUT, c.worker)
+        return BuildReply(None, f"build {c.value}", c.elapsed, ErrorKind.BUILD_TIMEOUT, c.worker)
     if c.status == "crash":
-        return BuildResult(None, f"the build {c.value}", c.elapsed, ErrorKind.WORKER_CRASH, c.worker)
-    return BuildResult(None, f"the build job failed:\n{c.value}", c.elapsed, ErrorKind.COMPILE_ERROR,
-                       c.worker)
+        return BuildReply(None, f"the build {c.value}", c.elapsed, ErrorKind.WORKER_CRASH, c.worker)
+    return BuildReply(None, f"the build call failed:\n{c.value}", c.elapsed, ErrorKind.COMPILE_ERROR,
+                      c.worker)
+
+
+def run_completion(c: Completion, task_name: str) -> RunReply:
+    """The RunReply of a finished run call (of a candidate of ``task_name``), whatever became
+    of its worker."""
+    if c.status == "ok":
+        return RunReply.from_json(c.value)
+    if c.phase != "run":  # it never got to the candidate: making the task's data failed
+        how = c.value if c.status == "timeout" else f"crashed the run worker: {c.value}"
+        return RunReply.failure(ErrorKind.RUNTIME_ERROR, f"making the inputs and expected outputs of "
+                                f"{task_name}: {how}", c.elapsed, c.worker)
+    if c.status == "timeout":
+        return RunReply.failure(ErrorKind.RUN_TIMEOUT, f"run {c.value}", c.elapsed, c.worker)
+    if c.status == "crash":
+        return RunReply.failure(ErrorKind.RUNTIME_ERROR, f"the candidate crashed the run worker: {c.value}",
+                                c.elapsed, c.worker)
+    return RunReply.failure(ErrorKind.RUNTIME_ERROR, f"the run call failed:\n{c.value}", c.elapsed, c.worker)
 
 
 class LocalBuilder(Builder):
@@ -71,9 +90,7 @@ class LocalBuilder(Builder):
             self._pool = WorkerPool(n, self.cpus, name="build")
         return self._pool
 
-    def build(self, inputs: Sequence[MeasureInput], gates: Gates) -> Iterator[tuple[int, BuildResult]]:
-        from measure.worker import build_candidate
-
+    def build(self, inputs: Sequence[MeasureInput], gates: Gates) -> Iterator[tuple[int, BuildReply]]:
         pool, gate = self._workers(), gates(LOCAL)
         todo = deque(range(len(inputs)))
         running = 0
@@ -84,12 +101,7 @@ class LocalBuilder(Builder):
                 while todo and pool.free and gate.try_build():
                     i = todo.popleft()
                     running += 1
-                    failed = pool.submit(i, build_candidate, (inputs[i].task, inputs[i].config.to_json()),
-                                         self.timeout)
-                    if failed is not None:
-                        running -= 1
-                        gate.build_done()
-                        yield i, build_completion(failed)
+                    pool.submit(i, "build", BuildRequest.of(inputs[i]).to_json(), self.timeout)
                 if not running:
                     if todo:
                         gate.wait_open(_POLL_S)
@@ -126,8 +138,8 @@ class LocalRunner(Runner):
     before each call with ``cache_flush``. A run past ``timeout`` seconds is killed.
 
     CUDA candidates are timed with CUDA events (``cache_flush`` does not apply), in one
-    worker per GPU of ``devices`` (CUDA device ordinals; by default every GPU that a
-    worker sees, which ``CUDA_VISIBLE_DEVICES`` limits), one candidate per GPU at a time.
+    worker per GPU of ``devices`` (CUDA device ordinals; by default every GPU that this
+    process sees, which ``CUDA_VISIBLE_DEVICES`` limits), one candidate per GPU at a time.
     """
 
     def __init__(self, number: int = 4, repeat: int = 3, min_repeat_ms: float = 50, timeout: float = 10,
@@ -156,12 +168,6 @@ class LocalRunner(Runner):
         self._broken: dict = {}  # task key -> why its reference data cannot be made
 
     @property
-    def options(self) -> dict:
-        return {"number": self.number, "repeat": self.repeat, "min_repeat_ms": self.min_repeat_ms,
-                "cooldown_ms": self.cooldown_ms, "cache_flush": self.cache_flush,
-                "check_correctness": self.check_correctness}
-
-    @property
     def prepare_timeout(self) -> float:
         """Seconds allowed to make a task's inputs and expected outputs (once per task and worker)."""
         return max(60.0, 6 * self.timeout)
@@ -177,57 +183,46 @@ class LocalRunner(Runner):
         return self._pool
 
     def gpu_ids(self) -> list[int]:
-        """The GPUs that CUDA candidates run on: ``devices``, or those a worker sees (at least [0])."""
+        """The GPUs that CUDA candidates run on: ``devices``, or those this process sees (at least [0])."""
         if self._gpu_ids is None:
             if self.devices is not None:
                 self._gpu_ids = list(self.devices)
             else:
                 from measure.worker import cuda_device_count
 
-                c = self._call(cuda_device_count, (), self.prepare_timeout, device=0)
-                count = c.value if c.status == "ok" else 0
-                self._gpu_ids = list(range(count)) or [0]  # without a GPU, candidates say why
+                self._gpu_ids = list(range(cuda_device_count())) or [0]  # without a GPU, candidates say why
         return self._gpu_ids
 
-    def _call(self, fn, args: tuple, timeout: float, device: int | None = None) -> Completion:
-        pool = self._worker(device)
-        failed = pool.submit(None, fn, args, timeout)
-        if failed is not None:
-            return failed
-        while True:
-            done = pool.wait()
-            if done:
-                return done[0]
-
-    def measure_one(self, task, build: BuildResult, device: int | None = None) -> MeasureResult:
-        """Check and time one built candidate in the run worker (of GPU ``device``, default the
-        first, for a CUDA candidate)."""
-        from measure.worker import prepare_task, run_candidate, task_key
-
-        key = task_key(task, self.check_correctness)
-        if key in self._broken:
-            return error_result(ErrorKind.RUNTIME_ERROR, self._broken[key], build.build_time)
-        options = self.options
-        prepare = (task, self.check_correctness)
+    def request(self, task, build: BuildReply, device: int | None = None) -> RunRequest:
+        """The RunRequest that checks and times ``build`` with this runner's settings (on GPU
+        ``device``, default the first, for a CUDA candidate)."""
         if _is_cuda(build):
             device = self.gpu_ids()[0] if device is None else device
-            options = {**options, "device_id": device}
-            prepare = (*prepare, device)
         else:
             device = None
-        args = (task, build.artifact, options)
-        c = self._call(run_candidate, args, self.timeout, device)
-        if c.status == "ok" and c.value == ("unprepared",):
-            p = self._call(prepare_task, prepare, self.prepare_timeout, device)
-            if p.status != "ok":
-                why = p.value if p.status == "error" else f"the worker {p.status}: {p.value}"
-                self._broken[key] = f"cannot make the inputs and expected outputs of {task}: {why}"
-                return error_result(ErrorKind.RUNTIME_ERROR, self._broken[key], build.build_time,
-                                    p.elapsed, p.worker)
-            c = self._call(run_candidate, args, self.timeout, device)
-        if c.status == "ok" and len(c.value) > 3 and c.value[3]:  # the worker's CUDA context is spoilt
-            self._worker(device).close()
-        return _run_result(c, build.build_time)
+        return RunRequest(task.to_json(by_value=True), build.artifact, self.number, self.repeat,
+                          self.min_repeat_ms, self.cooldown_ms, self.cache_flush, self.check_correctness,
+                          self.timeout, self.prepare_timeout, device)
+
+    def call(self, request: RunRequest) -> RunReply:
+        """Send ``request`` to the run worker (of its GPU for a CUDA candidate) and wait for the
+        reply; a worker that dies or hangs is replaced and the reply says what happened."""
+        key = request.task_key
+        if key in self._broken:
+            return RunReply.failure(ErrorKind.RUNTIME_ERROR, self._broken[key])
+        pool = self._worker(request.device_id if request.artifact.kind == "ptx" else None)
+        c = pool.call("run", request.to_json(), request.prepare_timeout)
+        reply = run_completion(c, request.task.get("template", "?"))
+        if c.status in ("timeout", "crash") and c.phase != "run":  # each new worker would fail the same way
+            self._broken[key] = reply.message
+        if reply.replace_worker:  # e.g. the worker's CUDA context is spoilt
+            pool.close()
+        return reply
+
+    def measure_one(self, task, build: BuildReply, device: int | None = None) -> MeasureResult:
+        """Check and time one built candidate in the run worker (of GPU ``device``, default the
+        first, for a CUDA candidate)."""
+        return self.call(self.request(task, build, device)).result(build.build_time)
 
     def _run_gpu(self, jobs: queue.Queue, first, gates: Gates) -> Iterator[tuple[int, MeasureResult]]:
         """Run CUDA jobs (``first``, then the rest of ``jobs``) on every GPU at once, one
@@ -241,8 +236,8 @@ class LocalRunner(Runner):
             try:
                 result = self.measure_one(inp.task, build, device)
             except BaseException as exc:  # noqa: BLE001 - reported, never lost
-                result = error_result(ErrorKind.RUNTIME_ERROR, f"the run failed: {type(exc).__name__}: {exc}",
-                                      build.build_time)
+                why = f"the run failed: {type(exc).__name__}: {exc}"
+                result = RunReply.failure(ErrorKind.RUNTIME_ERROR, why).result(build.build_time)
             done.put((i, result, device))
 
         while pending is not None or not closed or running:
@@ -337,22 +332,5 @@ class LocalRunner(Runner):
                 + (f", devices={self.devices})" if self.devices is not None else ")"))
 
 
-def _is_cuda(build: BuildResult) -> bool:
+def _is_cuda(build: BuildReply) -> bool:
     return build.artifact is not None and build.artifact.kind == "ptx"
-
-
-def _run_result(c: Completion, build_time: float) -> MeasureResult:
-    now = time.time()
-    if c.status == "ok":
-        if c.value[0] == "ok":
-            return MeasureResult(tuple(c.value[1]), None, "", build_time, c.elapsed, now, c.worker)
-        _, kind, message = c.value[:3]
-        return MeasureResult((), ErrorKind(kind), message, build_time, c.elapsed, now, c.worker)
-    if c.status == "timeout":
-        return MeasureResult((), ErrorKind.RUN_TIMEOUT, f"run {c.value}", build_time, c.elapsed, now,
-                             c.worker)
-    if c.status == "crash":
-        return MeasureResult((), ErrorKind.RUNTIME_ERROR, f"the candidate crashed the run worker: {c.value}",
-                             build_time, c.elapsed, now, c.worker)
-    return MeasureResult((), ErrorKind.RUNTIME_ERROR, f"the run job failed:\n{c.value}", build_time,
-                         c.elapsed, now, c.worker)

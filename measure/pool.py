@@ -1,14 +1,30 @@
 """A small pool of worker processes that outlives its workers.
 
-Each worker is a "spawn" process (never fork: libgomp cannot run parallel loops in
-a child forked after its parent ran one) connected by a pipe. It imports the
-project once, says it is ready, then runs one job at a time: ``fn(*args)`` with
-``fn`` a module-level function. The parent owns every clock: a job's timeout
-starts when it is handed to a ready worker, so start-up (spawn and imports, about a
-second) never counts against a candidate. A worker that runs past its job's
-timeout is killed; one that dies (segfault, abort) is noticed through its process
-sentinel. Either way the job gets a ``"timeout"`` or ``"crash"`` completion and a
-fresh worker takes the slot; the pool goes on.
+Each worker is a fresh interpreter, ``python -m measure.worker_main``, started with
+:class:`subprocess.Popen` (never fork: libgomp cannot run parallel loops in a child
+forked after its parent ran one). It never imports the tuner's ``__main__``, so a
+tuning script needs no ``if __name__ == "__main__":`` guard, and ``python -c``,
+``python -`` and notebooks work alike. The worker takes the tuner's ``sys.path``
+(so templates in the script's directory import), imports the project once, says it
+is ready, then answers one call at a time.
+
+Parent and worker talk over the worker's stdin and stdout (its own prints go to
+stderr) in frames: a 4-byte big-endian length, then a UTF-8 JSON object. The
+parent sends ``{"init": {...}}`` once, then ``{"call": name, "request": {...}}``;
+the worker answers ``{"ready": worker}`` or ``{"fatal": traceback}`` once, then per
+call ``{"reply": {...}}`` or ``{"error": traceback}``, and in between
+``{"phase": name, "timeout": s}`` when it enters a phase with a budget of its own
+(a run worker that made a task's data starts the candidate's clock).
+
+The parent owns every clock: a call's timeout starts when it is handed to a ready
+worker, so start-up (interpreter and imports, about a second) never counts against
+a candidate. A worker that runs past its call's timeout is killed; one that dies
+(segfault, abort) is noticed by the end of its stdout. Either way the call gets a
+``"timeout"`` or ``"crash"`` completion and a fresh worker takes the slot.
+
+Workers stay in the tuner's process group (a signal to the group reaches them) but
+ignore SIGINT (Ctrl-C interrupts the tuner, which then stops them). A worker exits
+when its stdin closes or its parent dies, even in the middle of a call.
 
 The pool is driven by its caller (:meth:`WorkerPool.submit`, then
 :meth:`WorkerPool.wait`); it has no threads of its own.
@@ -16,54 +32,100 @@ The pool is driven by its caller (:meth:`WorkerPool.submit`, then
 
 from __future__ import annotations
 
+import atexit
 import collections
-import multiprocessing
+import json
 import os
-import pickle
+import selectors
 import signal
-import socket
+import struct
+import subprocess
+import sys
 import time
-import traceback
+import weakref
 from dataclasses import dataclass
-from multiprocessing.connection import wait as wait_ready
 
 from measure.errors import MeasureError
 
-__all__ = ["WorkerPool", "Completion", "describe_exit"]
+__all__ = ["WorkerPool", "Completion", "describe_exit", "encode_frame", "FrameReader"]
 
 _START_FAILURES = 3  # a slot whose worker fails to start this many times in a row: give up
+_HEADER = struct.Struct(">I")
+_READ_CHUNK = 1 << 20
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where `measure` is imported from
+_pools: weakref.WeakSet = weakref.WeakSet()
+
+
+def encode_frame(message: dict) -> bytes:
+    """One frame: the length, then the JSON of ``message``."""
+    body = json.dumps(message, separators=(",", ":")).encode()
+    return _HEADER.pack(len(body)) + body
+
+
+class FrameReader:
+    """Collects bytes as they arrive and gives back the complete messages among them."""
+
+    def __init__(self):
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[dict]:
+        self._buf += data
+        out = []
+        while len(self._buf) >= _HEADER.size:
+            (size,) = _HEADER.unpack_from(self._buf)
+            if len(self._buf) < _HEADER.size + size:
+                break
+            body = bytes(self._buf[_HEADER.size:_HEADER.size + size])
+            del self._buf[:_HEADER.size + size]
+            out.append(json.loads(body))
+        return out
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` to ``fd`` (a pipe may take it in pieces)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 @dataclass
 class Completion:
-    """How a job ended: ``status`` is "ok" (``value`` is what ``fn`` returned), "error"
-    (``value`` is a traceback: the job could not even be called), "timeout" or "crash"
-    (``value`` says how the worker died)."""
+    """How a call ended: ``status`` is "ok" (``value`` is the reply's JSON), "error"
+    (``value`` is a traceback: the call raised in the worker), "timeout" or "crash"
+    (``value`` says how the worker died). ``phase`` is the last phase the worker
+    announced ("" if none) and ``elapsed`` the seconds since it began (since the call
+    began without phases)."""
 
     tag: object
     status: str
     value: object
     worker: str
     elapsed: float
+    phase: str = ""
 
 
 @dataclass
 class _Job:
     tag: object
-    payload: bytes
+    frame: bytes
     timeout: float
+    phase: str = ""
 
 
 class _Slot:
     def __init__(self):
-        self.process = None
-        self.conn = None
+        self.process: subprocess.Popen | None = None
+        self.reader = FrameReader()
         self.ready = False
         self.worker = ""
         self.job: _Job | None = None
         self.started = 0.0
         self.failed_starts = 0
         self.fatal = ""
+
+    @property
+    def out(self) -> int:
+        return self.process.stdout.fileno()
 
 
 def describe_exit(exitcode: int | None) -> str:
@@ -78,75 +140,53 @@ def describe_exit(exitcode: int | None) -> str:
     return f"exited with status {exitcode}"
 
 
-def _serve(conn, cpus) -> None:
-    """The worker's main loop (runs in the child)."""
-    try:
-        if cpus:
-            os.sched_setaffinity(0, cpus)
-        import measure.worker  # noqa: F401  (compiler, llvmlite, search_spaces: once, before any job)
-    except BaseException:
-        conn.send(("fatal", traceback.format_exc()))
-        return
-    conn.send(("ready", f"{socket.gethostname()}:{os.getpid()}"))
-    while True:
-        try:
-            data = conn.recv_bytes()
-        except (EOFError, OSError):  # the parent went away
-            return
-        try:
-            fn, args = pickle.loads(data)
-            reply = ("ok", fn(*args))
-        except BaseException:
-            reply = ("error", traceback.format_exc())
-        try:
-            conn.send(reply)
-        except Exception:  # a result that does not pickle
-            conn.send(("error", traceback.format_exc()))
+def _worker_env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
+    return env
 
 
 class WorkerPool:
-    """``size`` spawn workers (pinned to ``cpus`` when given), started on first use."""
+    """``size`` workers (pinned to ``cpus`` when given), started on first use."""
 
     def __init__(self, size: int, cpus=None, name: str = "measure"):
         if size < 1:
             raise ValueError(f"a worker pool needs at least one worker, got {size}")
+        if not sys.executable:
+            raise MeasureError("cannot start measurement workers: sys.executable is empty")
         self.size = size
         self.cpus = sorted(cpus) if cpus else None
         self.name = name
-        self._ctx = multiprocessing.get_context("spawn")
         self._slots = [_Slot() for _ in range(size)]
         self._queue: collections.deque[_Job] = collections.deque()
         self._started = False
+        _pools.add(self)
 
     # ------------------------------------------------------------------ caller's side
 
     @property
     def busy(self) -> int:
-        """Jobs submitted and not completed yet."""
+        """Calls submitted and not completed yet."""
         return len(self._queue) + sum(s.job is not None for s in self._slots)
 
     @property
     def free(self) -> int:
-        """How many more jobs can start right away (or as soon as a worker is up)."""
+        """How many more calls can start right away (or as soon as a worker is up)."""
         return self.size - self.busy
 
-    def submit(self, tag, fn, args: tuple, timeout: float) -> Completion | None:
-        """Queue ``fn(*args)``; it starts on the next ready worker. Returns an "error"
-        completion at once if the job cannot be pickled."""
-        try:
-            payload = pickle.dumps((fn, args), protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception:
-            return Completion(tag, "error", traceback.format_exc(), "", 0.0)
-        self._queue.append(_Job(tag, payload, float(timeout)))
+    def submit(self, tag, call: str, request: dict, timeout: float) -> None:
+        """Queue ``call`` (a name the worker knows) with ``request`` (JSON data); it starts on
+        the next ready worker and may run ``timeout`` seconds (or what a phase announces)."""
+        frame = encode_frame({"call": call, "request": request})
+        self._queue.append(_Job(tag, frame, float(timeout)))
         if not self._started:
             self._started = True
             for slot in self._slots:
                 self._start(slot)
         self._dispatch()
-        return None
 
     def wait(self, timeout: float | None = None) -> list[Completion]:
-        """Completions of jobs, blocking until there is one or ``timeout`` seconds passed."""
+        """Completions of calls, blocking until there is one or ``timeout`` seconds passed."""
         end = None if timeout is None else time.monotonic() + timeout
         while True:
             self._dispatch()
@@ -154,8 +194,16 @@ class WorkerPool:
             if done or self.busy == 0 or (end is not None and time.monotonic() >= end):
                 return done
 
+    def call(self, call: str, request: dict, timeout: float) -> Completion:
+        """Run one call and wait for it (the pool must have nothing else running)."""
+        self.submit(None, call, request, timeout)
+        while True:
+            done = self.wait()
+            if done:
+                return done[0]
+
     def close(self) -> None:
-        """Stop every worker (a running job is abandoned)."""
+        """Stop every worker (a running call is abandoned)."""
         for slot in self._slots:
             self._stop(slot, kill=slot.job is not None)
         self._queue.clear()
@@ -170,16 +218,23 @@ class WorkerPool:
     # ------------------------------------------------------------------ inside
 
     def _start(self, slot: _Slot) -> None:
-        parent, child = self._ctx.Pipe(duplex=True)
-        proc = self._ctx.Process(target=_serve, args=(child, self.cpus), name=f"{self.name}-worker",
-                                 daemon=True)
-        proc.start()
-        child.close()
-        slot.process, slot.conn, slot.ready, slot.job = proc, parent, False, None
+        proc = subprocess.Popen([sys.executable, "-m", "measure.worker_main", self.name],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0, close_fds=True,
+                                env=_worker_env())
+        slot.process, slot.reader, slot.ready, slot.job, slot.fatal = proc, FrameReader(), False, None, ""
+        init = {"sys_path": [p for p in sys.path if isinstance(p, str)], "cpus": self.cpus,
+                "parent": os.getpid()}
+        self._send(slot, encode_frame({"init": init}))
+
+    def _send(self, slot: _Slot, frame: bytes) -> None:
+        try:
+            write_all(slot.process.stdin.fileno(), frame)
+        except OSError:  # it died: the end of its stdout reports it in _poll
+            pass
 
     def _stop(self, slot: _Slot, kill: bool) -> None:
-        proc, conn = slot.process, slot.conn
-        slot.process = slot.conn = None
+        proc = slot.process
+        slot.process = None
         slot.ready, slot.job = False, None
         if proc is None:
             return
@@ -187,13 +242,18 @@ class WorkerPool:
             if kill:
                 proc.kill()
             else:
-                conn.close()  # the worker sees EOF and returns
-            proc.join(timeout=None if kill else 2)
-            if proc.is_alive():
+                proc.stdin.close()  # the worker sees the end of its input and returns
+            try:
+                proc.wait(timeout=None if kill else 2)
+            except subprocess.TimeoutExpired:
                 proc.kill()
-                proc.join()
+                proc.wait()
         finally:
-            conn.close()
+            for f in (proc.stdin, proc.stdout):
+                try:
+                    f.close()
+                except OSError:
+                    pass
 
     def _restart(self, slot: _Slot, kill: bool) -> None:
         self._stop(slot, kill)
@@ -206,10 +266,7 @@ class WorkerPool:
             if slot.ready and slot.job is None:
                 job = self._queue.popleft()
                 slot.job, slot.started = job, time.monotonic()
-                try:
-                    slot.conn.send_bytes(job.payload)
-                except OSError:  # died between jobs: the sentinel reports it in _poll
-                    pass
+                self._send(slot, job.frame)
 
     def _poll(self, end: float | None) -> list[Completion]:
         live = [s for s in self._slots if s.process is not None]
@@ -219,56 +276,71 @@ class WorkerPool:
         deadlines = [s.started + s.job.timeout for s in live if s.job is not None]
         limit = min(deadlines + ([end] if end is not None else []), default=None)
         wait_s = None if limit is None else max(0.0, limit - now)
-        handles = {}
-        for s in live:
-            handles[s.conn] = s
-            handles[s.process.sentinel] = s
-        ready = wait_ready(list(handles), wait_s)
         done: list[Completion] = []
-        for handle in ready:
-            slot = handles[handle]
-            if handle is slot.conn:
-                self._drain(slot, done)
-        for slot in live:
-            if slot.process is not None and not slot.process.is_alive():
-                self._drain(slot, done)  # what it sent before it died counts
+        with selectors.DefaultSelector() as sel:
+            for s in live:
+                sel.register(s.out, selectors.EVENT_READ, s)
+            ready = [key.data for key, _ in sel.select(wait_s)]
+        for slot in ready:
+            try:
+                data = os.read(slot.out, _READ_CHUNK)
+            except OSError:
+                data = b""
+            if data:
+                for msg in slot.reader.feed(data):
+                    self._message(slot, msg, done)
+            else:  # the end of its stdout: the worker died
                 self._died(slot, done)
         now = time.monotonic()
         for slot in live:
             job = slot.job
             if job is not None and slot.process is not None and now - slot.started >= job.timeout:
                 why = f"no result after {job.timeout:g} s; worker killed"
-                done.append(Completion(job.tag, "timeout", why, slot.worker, now - slot.started))
+                done.append(Completion(job.tag, "timeout", why, slot.worker, now - slot.started, job.phase))
                 self._restart(slot, kill=True)
         return done
 
-    def _drain(self, slot: _Slot, done: list) -> None:
-        try:
-            while slot.conn.poll():
-                self._message(slot, slot.conn.recv(), done)
-        except (EOFError, OSError):  # the worker died; the sentinel tells
-            pass
-
-    def _message(self, slot: _Slot, msg, done: list) -> None:
-        kind, value = msg
-        if kind == "ready":
-            slot.ready, slot.worker, slot.failed_starts = True, value, 0
-        elif kind == "fatal":  # the worker exits next; _died counts the failure
-            slot.fatal = value
+    def _message(self, slot: _Slot, msg: dict, done: list) -> None:
+        if "ready" in msg:
+            slot.ready, slot.worker, slot.failed_starts = True, msg["ready"], 0
+        elif "fatal" in msg:  # the worker exits next; _died counts the failure
+            slot.fatal = msg["fatal"]
+        elif "phase" in msg:
+            if slot.job is not None:  # a new phase with a clock of its own
+                slot.job.phase, slot.job.timeout = msg["phase"], float(msg["timeout"])
+                slot.started = time.monotonic()
         elif slot.job is not None:
             job, slot.job = slot.job, None
-            done.append(Completion(job.tag, kind, value, slot.worker, time.monotonic() - slot.started))
+            status, value = ("ok", msg["reply"]) if "reply" in msg else ("error", msg.get("error", repr(msg)))
+            done.append(Completion(job.tag, status, value, slot.worker, time.monotonic() - slot.started,
+                                   job.phase))
 
     def _died(self, slot: _Slot, done: list) -> None:
-        how = describe_exit(slot.process.exitcode)
+        try:
+            code = slot.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # closed its stdout but lives on: finish it
+            slot.process.kill()
+            code = slot.process.wait()
+        how = describe_exit(code)
         job = slot.job
         if job is not None:
             done.append(Completion(job.tag, "crash", f"worker {slot.worker or '?'} {how}", slot.worker,
-                                   time.monotonic() - slot.started))
+                                   time.monotonic() - slot.started, job.phase))
         elif not slot.ready:
             slot.failed_starts += 1
             if slot.failed_starts >= _START_FAILURES:
-                raise MeasureError(f"{self.name} workers cannot start: the worker {how}\n{slot.fatal}")
+                fatal = slot.fatal
+                self.close()
+                raise MeasureError(f"{self.name} workers cannot start: the worker {how}\n{fatal}")
         failed = slot.failed_starts
         self._restart(slot, kill=False)
         slot.failed_starts = failed
+
+
+@atexit.register
+def _close_all() -> None:
+    for pool in list(_pools):
+        try:
+            pool.close()
+        except Exception:
+            pass

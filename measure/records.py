@@ -1,8 +1,9 @@
-"""The plain data of measurement: inputs, artifacts, build and measure results.
+"""The plain data of measurement: inputs, artifacts and measure results.
 
 Every record here is a dataclass that round-trips through JSON (``to_json`` /
 ``from_json``); an artifact's bytes travel base64-encoded. A failed candidate is a
 :class:`MeasureResult` whose ``error_kind`` says what went wrong, never a lost trial.
+The messages between processes are in :mod:`measure.protocol`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
-__all__ = ["ErrorKind", "MeasureInput", "Artifact", "BuildResult", "MeasureResult"]
+__all__ = ["ErrorKind", "MeasureInput", "Artifact", "MeasureResult"]
 
 
 class ErrorKind(enum.Enum):
@@ -67,31 +68,6 @@ class Artifact:
     @classmethod
     def from_json(cls, data: dict) -> Artifact:
         return cls(data["kind"], base64.b64decode(data["data"]), dict(data.get("metadata", {})))
-
-
-@dataclass
-class BuildResult:
-    """The artifact of one candidate, or why there is none (``error``, ``error_kind``)."""
-
-    artifact: Artifact | None
-    error: str | None
-    build_time: float
-    error_kind: ErrorKind | None = None
-    worker: str = ""
-
-    def to_json(self) -> dict:
-        return {"artifact": None if self.artifact is None else self.artifact.to_json(), "error": self.error,
-                "build_time": self.build_time,
-                "error_kind": None if self.error_kind is None else self.error_kind.value,
-                "worker": self.worker}
-
-    @classmethod
-    def from_json(cls, data: dict) -> BuildResult:
-        art = data.get("artifact")
-        kind = data.get("error_kind")
-        return cls(None if art is None else Artifact.from_json(art), data.get("error"),
-                   float(data["build_time"]), None if kind is None else ErrorKind(kind),
-                   data.get("worker", ""))
 
 
 @dataclass

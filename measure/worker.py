@@ -1,23 +1,24 @@
-"""The work done inside worker processes: building a candidate, and checking and timing one.
+"""The work done inside workers: building a candidate, and checking and timing one.
 
-These functions run in spawn workers (:mod:`measure.pool`), in Ray tasks and in the
-sandbox processes of Ray actors; they take plain data and a task (which pickles by
-reference, or by value for templates defined in ``__main__``) and return plain data.
+:func:`build` and :func:`run` take a request of :mod:`measure.protocol` and return
+its reply. They run in local workers (:mod:`measure.worker_main`), in Ray tasks and
+in the sandbox processes of Ray actors; tasks arrive as JSON and are rebuilt here
+(templates only the tuner can import arrive by value).
 
-CUDA candidates (``"ptx"`` artifacts) run on the worker's GPU, ``options["device_id"]``
+CUDA candidates (``"ptx"`` artifacts) run on the worker's GPU, ``device_id``
 (default 0: the first of ``CUDA_VISIBLE_DEVICES``, which is how a Ray actor with
 ``num_gpus=1`` sees its GPU), in the primary context of that GPU in this process:
 inputs are copied to the device once per task, outputs start poisoned, the result is
 checked on the host and the time comes from CUDA events (the module's
-``time_evaluator``). Without pycuda or a GPU the candidate gets a runtime-error result
+``time_evaluator``). Without pycuda or a GPU the candidate gets a runtime-error reply
 that says so. After a CUDA error the context of the process may be unusable, so the
-reply asks the runner to replace the worker.
+reply asks for a fresh worker (``replace_worker``).
 
 A run worker keeps the data of the last few tasks: inputs drawn once per task with a
 fixed seed, and the expected outputs, from the template's numpy reference or, for a
-template without one, from running its default config. :func:`run_candidate` answers
-``("unprepared",)`` for a task it has no data for; the runner then calls
-:func:`prepare_task` (under a longer timeout) and asks again.
+template without one, from running its default config. :func:`run` makes them when
+a request names a task it has no data for, then calls ``on_prepared(timeout)``, which
+starts the candidate's own clock, and goes on to check and time it in the same call.
 """
 
 from __future__ import annotations
@@ -32,14 +33,16 @@ import numpy as np
 import compiler  # noqa: F401  (workers import everything up front)
 import search_spaces  # noqa: F401  (registers the built-in templates)
 from measure.artifact import build_artifact, load_artifact
-from measure.records import BuildResult, ErrorKind
+from measure.protocol import BuildReply, BuildRequest, RunReply, RunRequest, task_key
+from measure.records import ErrorKind
+from search_spaces.task import Task
 
-__all__ = ["build_candidate", "prepare_task", "run_candidate", "compare_outputs", "worker_name",
-           "cuda_device_count", "SEED"]
+__all__ = ["build", "run", "prepare_task", "compare_outputs", "worker_name", "cuda_device_count", "SEED"]
 
 SEED = 20240601          # the inputs of every task are drawn from this seed
 _KEEP_TASKS = 4          # task data kept per run worker
 _tasks: collections.OrderedDict = collections.OrderedDict()
+_broken: dict = {}       # task key -> why its data cannot be made here
 
 
 def worker_name() -> str:
@@ -49,20 +52,21 @@ def worker_name() -> str:
 # ---------------------------------------------------------------------------- building
 
 
-def build_candidate(task, config_json: dict) -> BuildResult:
-    """Instantiate and compile one config; Python errors become error results."""
+def build(request: BuildRequest) -> BuildReply:
+    """Rebuild the task and config of ``request`` and compile them; Python errors become
+    error replies."""
     from search_spaces.errors import InstantiationError, SearchSpaceError
 
     start = time.perf_counter()
     kind, error, artifact = None, None, None
     try:
-        config = task.config_space.from_json(config_json)
-        artifact = build_artifact(task, config)
+        task = Task.from_json(request.task, allow_code=True)
+        artifact = build_artifact(task, task.config_space.from_json(request.config))
     except (InstantiationError, SearchSpaceError) as exc:
         kind, error = ErrorKind.INSTANTIATION_ERROR, f"{type(exc).__name__}: {exc}"
     except Exception as exc:
         kind, error = ErrorKind.COMPILE_ERROR, f"{type(exc).__name__}: {exc}"
-    return BuildResult(artifact, error, time.perf_counter() - start, kind, worker_name())
+    return BuildReply(artifact, error, time.perf_counter() - start, kind, worker_name())
 
 
 # ---------------------------------------------------------------------------- task data
@@ -73,10 +77,6 @@ class _TaskData:
         self.inputs = inputs
         self.expected = expected
         self.on_device: dict = {}  # device id -> the inputs as CUDA arrays
-
-
-def task_key(task, check: bool) -> tuple:
-    return (task.template, task.args, task.target, bool(check))
 
 
 def _random_array(rng: np.random.Generator, shape, dtype: str) -> np.ndarray:
@@ -99,14 +99,16 @@ def _concrete_buffers(info) -> list:
     return out
 
 
-def prepare_task(task, check: bool, device_id: int = 0) -> None:
-    """Draw the inputs of ``task`` (and its expected outputs when ``check``) and keep them.
+def prepare_task(task: Task, check: bool, device_id: int = 0) -> _TaskData:
+    """The inputs of ``task`` (and its expected outputs when ``check``), made once and kept.
 
     Without a reference, the default config computes the expected outputs (on GPU
     ``device_id`` for CUDA tasks)."""
-    key = task_key(task, check)
-    if key in _tasks:
-        return
+    key = task_key(task.to_json(by_value=True), check)
+    data = _tasks.get(key)
+    if data is not None:
+        _tasks.move_to_end(key)
+        return data
     if task.reference is not None:
         inputs, expected = task.reference_data(np.random.default_rng(SEED))
         data = _TaskData([np.ascontiguousarray(a) for a in inputs], list(expected) if check else None)
@@ -134,6 +136,7 @@ def prepare_task(task, check: bool, device_id: int = 0) -> None:
     _tasks[key] = data
     while len(_tasks) > _KEEP_TASKS:
         _tasks.popitem(last=False)
+    return data
 
 
 def _poisoned(shape, dtype) -> np.ndarray:
@@ -195,41 +198,68 @@ def compare_outputs(got: list, expected: list, names: list) -> str | None:
 # ---------------------------------------------------------------------------- running
 
 
-def run_candidate(task, artifact, options: dict) -> tuple:
-    """Load, check and time one artifact.
+def run(request: RunRequest, on_prepared=None) -> RunReply:
+    """Check and time the artifact of ``request``, first making the task's data if this
+    worker has none; ``on_prepared(timeout)`` is called once the data is there."""
+    if request.artifact.kind == "ptx":
+        from compiler.runtime.cuda import unavailable_reason
 
-    Returns ``("ok", costs)``, ``("error", ErrorKind value, message)`` (with a fourth
-    item, True, when the worker should be replaced) or ``("unprepared",)``. ``options``:
-    number, repeat, min_repeat_ms, cooldown_ms, cache_flush, check_correctness, and
-    device_id for CUDA candidates.
-    """
-    if artifact.kind == "ptx":
-        return _run_cuda(task, artifact, options)
-    check = options["check_correctness"]
-    data = _tasks.get(task_key(task, check))
-    if data is None:
-        return ("unprepared",)
+        why = unavailable_reason()
+        if why is not None:
+            why = f"cannot run a CUDA candidate on {worker_name()}: no usable GPU ({why})"
+            return RunReply.failure(ErrorKind.RUNTIME_ERROR, why, worker=worker_name())
+    data = _data_for(request)
+    if isinstance(data, RunReply):
+        return data
+    if on_prepared is not None:
+        on_prepared(request.timeout)
+    start = time.perf_counter()
+    reply = _run_cuda(data, request) if request.artifact.kind == "ptx" else _run_cpu(data, request)
+    reply.run_time, reply.worker = time.perf_counter() - start, worker_name()
+    return reply
+
+
+def _data_for(request: RunRequest) -> _TaskData | RunReply:
+    """The task data of ``request``, or the error reply of a task whose data cannot be made."""
+    key = request.task_key
+    data = _tasks.get(key)
+    if data is not None:
+        _tasks.move_to_end(key)
+        return data
+    if key not in _broken:
+        name = request.task.get("template")
+        try:
+            task = Task.from_json(request.task, allow_code=True)
+            name = task.workload_name
+            return prepare_task(task, request.check_correctness, request.device_id or 0)
+        except Exception as exc:
+            why = f"{type(exc).__name__}: {exc}"
+            _broken[key] = f"cannot make the inputs and expected outputs of {name}: {why}"
+    return RunReply.failure(ErrorKind.RUNTIME_ERROR, _broken[key], worker=worker_name())
+
+
+def _run_cpu(data: _TaskData, request: RunRequest) -> RunReply:
     try:
-        module = load_artifact(artifact)
+        module = load_artifact(request.artifact)
         info = module.function_info(module.entry_name)
         buffers = _concrete_buffers(info)
         written = set(info.written)
         outputs = [_poisoned(shape, dt) for pos, shape, dt in buffers if pos in written]
         args = _arguments(info, data.inputs, outputs)
     except Exception as exc:
-        why = f"cannot load the candidate: {type(exc).__name__}: {exc}"
-        return ("error", ErrorKind.RUNTIME_ERROR.value, why)
+        return RunReply.failure(ErrorKind.RUNTIME_ERROR,
+                                f"cannot load the candidate: {type(exc).__name__}: {exc}")
     try:
-        if check:
+        if request.check_correctness:
             module(*args)
             names = [info.signature.args[pos].name for pos, _, _ in buffers if pos in written]
             wrong = compare_outputs(outputs, data.expected, names)
             if wrong is not None:
-                return ("error", ErrorKind.WRONG_ANSWER.value, wrong)
-        costs = _time(module, args, options)
+                return RunReply.failure(ErrorKind.WRONG_ANSWER, wrong)
+        costs = _time(module, args, request)
     except Exception as exc:
-        return ("error", ErrorKind.RUNTIME_ERROR.value, f"{type(exc).__name__}: {exc}")
-    return ("ok", costs)
+        return RunReply.failure(ErrorKind.RUNTIME_ERROR, f"{type(exc).__name__}: {exc}")
+    return RunReply(costs)
 
 
 def cuda_device_count() -> int:
@@ -241,22 +271,12 @@ def cuda_device_count() -> int:
     return int(driver().Device.count())
 
 
-def _run_cuda(task, artifact, options: dict) -> tuple:
-    """:func:`run_candidate` for a ``"ptx"`` artifact, on GPU ``options["device_id"]``."""
-    from compiler.runtime.cuda import unavailable_reason
-
-    why = unavailable_reason()
-    if why is not None:
-        return ("error", ErrorKind.RUNTIME_ERROR.value,
-                f"cannot run a CUDA candidate on {worker_name()}: no usable GPU ({why})")
-    check = options["check_correctness"]
-    data = _tasks.get(task_key(task, check))
-    if data is None:
-        return ("unprepared",)
-    device_id = int(options.get("device_id", 0))
+def _run_cuda(data: _TaskData, request: RunRequest) -> RunReply:
+    """:func:`run` for a ``"ptx"`` artifact, on GPU ``request.device_id``."""
+    device_id = int(request.device_id or 0)
     dev = compiler.cuda(device_id)
     try:
-        module = load_artifact(artifact)
+        module = load_artifact(request.artifact)
         info = module.function_info(module.entry_name)
         buffers = _concrete_buffers(info)
         written = set(info.written)
@@ -267,29 +287,29 @@ def _run_cuda(task, artifact, options: dict) -> tuple:
         args = _arguments(info, data.on_device[device_id], outputs)
     except Exception as exc:
         why = f"cannot load the candidate: {type(exc).__name__}: {exc}"
-        return ("error", ErrorKind.RUNTIME_ERROR.value, why, True)
+        return RunReply.failure(ErrorKind.RUNTIME_ERROR, why, replace_worker=True)
     try:
-        if check:
+        if request.check_correctness:
             module(*args)
             got = [x.numpy() for x in outputs]  # synchronises: a failed launch raises here
             names = [info.signature.args[pos].name for pos, _, _ in buffers if pos in written]
             wrong = compare_outputs(got, data.expected, names)
             if wrong is not None:
-                return ("error", ErrorKind.WRONG_ANSWER.value, wrong)
-        costs = _time(module, args, options, dev)
+                return RunReply.failure(ErrorKind.WRONG_ANSWER, wrong)
+        costs = _time(module, args, request, dev)
     except Exception as exc:
         # A launch that failed (an illegal address, a trap) leaves the context unusable: ask
         # for a fresh worker.
-        return ("error", ErrorKind.RUNTIME_ERROR.value, f"{type(exc).__name__}: {exc}", True)
-    return ("ok", costs)
+        return RunReply.failure(ErrorKind.RUNTIME_ERROR, f"{type(exc).__name__}: {exc}", replace_worker=True)
+    return RunReply(costs)
 
 
-def _time(module, args: list, options: dict, dev=None) -> tuple:
-    cooldown = options.get("cooldown_ms", 0) / 1e3
-    repeat = options["repeat"]
-    timer = module.time_evaluator(module.entry_name, dev, number=options["number"],
-                                  repeat=1 if cooldown else repeat, min_repeat_ms=options["min_repeat_ms"],
-                                  cache_flush=options["cache_flush"])
+def _time(module, args: list, request: RunRequest, dev=None) -> tuple:
+    cooldown = request.cooldown_ms / 1e3
+    repeat = request.repeat
+    timer = module.time_evaluator(module.entry_name, dev, number=request.number,
+                                  repeat=1 if cooldown else repeat, min_repeat_ms=request.min_repeat_ms,
+                                  cache_flush=request.cache_flush)
     if not cooldown:
         return tuple(timer(*args).results)
     costs = []

@@ -5,15 +5,20 @@ plus what follows from it: the workload key that tuning logs use, the config spa
 (defined by running the template once in define mode), the FLOP count of the compute
 definition, and :meth:`Task.instantiate` turning a config into a schedule.
 
-Tasks cross process boundaries by JSON (``to_json``/``from_json``, which rebuild the
-space from the registry) or by pickle. A pickled task names its template by
-reference, importing the template's module on the other side, except for templates
-defined in ``__main__`` (or in modules that cannot be imported by name): those travel
-by value, pickled with cloudpickle, and are registered again where they land.
+Tasks cross process boundaries as JSON (``to_json``/``from_json``, which rebuild the
+space from the registry). The JSON names the template by reference: the other side
+imports the template's module. Templates defined in ``__main__`` (or in modules that
+cannot be imported by name) cannot be found that way; ``to_json(by_value=True)``,
+which measurement workers receive, adds them by value (``"code"``: the template,
+its reference and its kind, pickled with cloudpickle, base64), and
+``from_json(data, allow_code=True)`` registers them again where they land. Plain
+``to_json()`` is data only, as tuning logs require. Pickling a task goes through the
+same by-value JSON.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import importlib
 import importlib.util
@@ -33,6 +38,7 @@ __all__ = ["Task", "create_task", "workload_key"]
 _CACHE_SIZE = 256
 _tasks: OrderedDict = OrderedDict()  # (name, args JSON, target) -> Task; reused by template calls
 _tasks_lock = threading.Lock()
+_from_code: dict[str, str] = {}  # template name -> digest of the code it was registered from here
 
 
 def _forget_tasks(name: str) -> None:
@@ -103,6 +109,7 @@ class Task:
         self._impl = get_template(template).impl(target_kind(tgt))
         self._space: ConfigSpace | None = None
         self._flop: int | None = None
+        self._code: str | None = None  # the template by value (base64 cloudpickle), made once
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ identity
@@ -233,31 +240,48 @@ class Task:
 
     # ------------------------------------------------------------------ transport
 
-    def to_json(self) -> dict:
-        """``{"template", "args", "target"}`` (and ``"module"`` for templates outside this package)."""
+    def to_json(self, by_value: bool = False) -> dict:
+        """``{"template", "args", "target"}``, plus ``"module"`` for an importable template
+        outside this package.
+
+        With ``by_value`` a template that no other process can import (defined in
+        ``__main__`` or inside a function) comes along as ``"code"``: pickled code, for
+        measurement workers only, never for a tuning log.
+        """
         out = {"template": self.template, "args": json.loads(_args_json(self.args)), "target": self.target}
-        if not self._impl.module.startswith("search_spaces.") and _by_reference(self._impl):
-            out["module"] = self._impl.module
+        if _by_reference(self._impl):
+            if not self._impl.module.startswith("search_spaces."):
+                out["module"] = self._impl.module
+        elif by_value:
+            out["code"] = self._template_code()
         return out
 
+    def _template_code(self) -> str:
+        with self._lock:
+            if self._code is None:
+                impl = self._impl
+                blob = _cloudpickle().dumps((impl.func, impl.reference, impl.kind))
+                self._code = base64.b64encode(blob).decode("ascii")
+            return self._code
+
     @classmethod
-    def from_json(cls, data: dict | str) -> Task:
+    def from_json(cls, data: dict | str, allow_code: bool = False) -> Task:
         """The task described by ``data``; imports ``data["module"]`` if its template is not
-        registered yet."""
+        registered yet. A template sent by value (``"code"``) is unpickled and registered
+        only with ``allow_code`` (data from a process this one trusts: its tuner)."""
         if isinstance(data, str):
             data = json.loads(data)
         if not isinstance(data, dict) or not {"template", "args", "target"} <= set(data):
             raise SearchSpaceError(f"a task is {{'template', 'args', 'target'}}, got {data!r}")
-        _ensure_registered(data["template"], data.get("module"), None)
+        code = data.get("code")
+        if code is not None and not allow_code:
+            raise SearchSpaceError(f"task of template {data['template']!r} carries pickled code; only "
+                                   "measurement workers load it (from_json(..., allow_code=True))")
+        _ensure_registered(data["template"], data.get("module"), code)
         return create_task(data["template"], data["args"], data["target"])
 
     def __reduce__(self):
-        module = self._impl.module
-        blob = None
-        if not _by_reference(self._impl):
-            blob = _cloudpickle().dumps((self._impl.func, self._impl.reference, self._impl.kind))
-            module = None
-        return (_rebuild_task, (self.template, self.args, self.target, module, blob))
+        return (_task_from_json, (self.to_json(by_value=True),))
 
 
 def _call(impl: TemplateImpl, args: tuple):
@@ -286,21 +310,25 @@ def _cloudpickle():
     return cloudpickle
 
 
-def _ensure_registered(name: str, module: str | None, blob: bytes | None) -> None:
+def _ensure_registered(name: str, module: str | None, code: str | None) -> None:
+    """Make template ``name`` known here: import its module, or register it from ``code``
+    (again when the code changed: a redefined template in the tuner's notebook)."""
     from search_spaces.template import _registry, template
 
-    if name in _registry:
+    digest = None if code is None else hashlib.sha1(code.encode("ascii")).hexdigest()
+    if name in _registry and (digest is None or _from_code.get(name, digest) == digest):
         return
     if module is not None:
         importlib.import_module(module)
-    elif blob is not None:
-        func, reference, kind = _cloudpickle().loads(blob)
+    elif code is not None:
+        func, reference, kind = _cloudpickle().loads(base64.b64decode(code))
         template(name, target=kind, reference=reference)(func)
+        _from_code[name] = digest
 
 
-def _rebuild_task(name: str, args, target: str, module: str | None, blob: bytes | None) -> Task:
-    _ensure_registered(name, module, blob)
-    return create_task(name, args, target)
+def _task_from_json(data: dict) -> Task:
+    """Unpickling a task (pickles are code already)."""
+    return Task.from_json(data, allow_code=True)
 
 
 def create_task(name: str, args: Sequence, target=None, kwargs: dict | None = None) -> Task:
