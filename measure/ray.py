@@ -1,9 +1,17 @@
 """Measuring on a Ray cluster: builds as Ray tasks, timing in Ray actors.
 
 ``address=None`` starts a local Ray instance; ``"auto"`` or ``"ray://host:port"``
-joins a cluster (already initialised Ray is used as it is). The tasks and configs
-that travel are plain data (templates from ``__main__`` by value); workers import
-the project and rebuild.
+joins a cluster (already initialised Ray is used as it is). What travels are the
+messages of :mod:`measure.protocol`, encoded as bytes: a Ray task receives a
+:class:`~measure.protocol.BuildRequest` and returns a
+:class:`~measure.protocol.BuildReply`, an actor receives a
+:class:`~measure.protocol.RunRequest` and returns a :class:`~measure.protocol.RunReply`
+(templates from ``__main__`` travel by value inside them); workers import the
+project and rebuild.
+
+Connecting is thread-safe (the builder and the runner connect from their own
+threads at once). Ray that a builder or runner initialised itself is shut down when
+the last of them closes, so the processes of a local instance end with the tuning.
 
 * :class:`RayBuilder`: one Ray task per candidate (``num_cpus=1``), placed on a node
   with a free CPU, so builds spread over every CPU of the cluster. A build that
@@ -26,6 +34,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import threading
 import time
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -36,7 +45,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from measure.base import Builder, Runner, error_result
 from measure.gate import Gates
-from measure.records import BuildResult, ErrorKind, MeasureInput, MeasureResult
+from measure.protocol import BuildReply, BuildRequest, RunReply, RunRequest
+from measure.records import ErrorKind, MeasureInput, MeasureResult
 
 __all__ = ["RayBuilder", "RayRunner", "connect"]
 
@@ -47,10 +57,27 @@ _REFRESH_S = 2.0  # how often the set of alive nodes is read again
 _NO_GPU = "RayRunner(gpu=True): no alive node of the Ray cluster has a GPU resource"
 
 
+_connect_lock = threading.Lock()
+_users = 0          # builders and runners that hold the connection they made
+_initialised = False  # whether they initialised Ray (then the last to close shuts it down)
+
+
 def connect(address: str | None = None, **init_kwargs) -> None:
-    """Join (``address``) or start (None) Ray, unless this process is connected already."""
+    """Join (``address``) or start (None) Ray, unless this process is connected already.
+
+    Safe to call from several threads at once. Ray initialised here stays up until
+    ``ray.shutdown()``; builders and runners use :func:`_acquire` instead, which shuts
+    down what they started when the last of them closes.
+    """
+    with _connect_lock:
+        _init(address, init_kwargs)
+
+
+def _init(address: str | None, init_kwargs: dict) -> bool:
+    """``ray.init`` unless connected; whether it was called (the lock is held)."""
     if ray.is_initialized():
-        return
+        return False
+    init_kwargs = dict(init_kwargs)
     init_kwargs.setdefault("include_dashboard", False)
     init_kwargs.setdefault("log_to_driver", False)
     if address is None:
@@ -59,6 +86,44 @@ def connect(address: str | None = None, **init_kwargs) -> None:
         path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
         init_kwargs.setdefault("runtime_env", {"env_vars": {"PYTHONPATH": path}})
     ray.init(address=address, **init_kwargs)
+    return True
+
+
+def _acquire(address: str | None, init_kwargs: dict) -> None:
+    """Connect for a builder or runner, which calls :func:`_release` when it closes."""
+    global _users, _initialised
+    with _connect_lock:
+        if _init(address, init_kwargs):
+            _initialised = True
+        _users += 1
+
+
+def _release() -> None:
+    """The end of an :func:`_acquire`; the last one shuts down the Ray that they started."""
+    global _users, _initialised
+    with _connect_lock:
+        _users -= 1
+        if _users == 0 and _initialised:
+            _initialised = False
+            if ray.is_initialized():
+                ray.shutdown()
+
+
+class _Connection:
+    """A builder's or runner's hold on Ray: taken on first use, given back by :meth:`close`."""
+
+    def __init__(self):
+        self.held = False
+
+    def open(self, address: str | None, init_kwargs: dict) -> None:
+        if not self.held:
+            _acquire(address, init_kwargs)
+            self.held = True
+
+    def close(self) -> None:
+        if self.held:
+            self.held = False
+            _release()
 
 
 def _alive_nodes() -> dict[str, dict]:
@@ -70,10 +135,11 @@ def _on(node: str) -> NodeAffinitySchedulingStrategy:
 
 
 @ray.remote(num_cpus=1, max_retries=0)
-def _build(task, config_json: dict) -> BuildResult:
-    from measure.worker import build_candidate
+def _build(request: bytes) -> bytes:
+    """A :class:`BuildRequest` in, a :class:`BuildReply` out (both encoded)."""
+    from measure.worker import build
 
-    return build_candidate(task, config_json)
+    return build(BuildRequest.decode(request)).encode()
 
 
 # ---------------------------------------------------------------------------- builder
@@ -99,9 +165,10 @@ class RayBuilder(Builder):
         self.timeout = timeout
         self.startup_grace = startup_grace
         self.init_kwargs = dict(init_kwargs or {})
+        self._connection = _Connection()
 
-    def build(self, inputs: Sequence[MeasureInput], gates: Gates) -> Iterator[tuple[int, BuildResult]]:
-        connect(self.address, **self.init_kwargs)
+    def build(self, inputs: Sequence[MeasureInput], gates: Gates) -> Iterator[tuple[int, BuildReply]]:
+        self._connection.open(self.address, self.init_kwargs)
         todo = deque(_BuildJob(i) for i in range(len(inputs)))
         running: dict = {}  # ObjectRef -> _BuildJob
         nodes, refreshed = {}, 0.0
@@ -131,7 +198,7 @@ class RayBuilder(Builder):
                         del running[ref]
                         gates(job.node).build_done()
                         why = f"build took more than {self.timeout:g} s; cancelled"
-                        yield job.index, BuildResult(None, why, now - job.start, ErrorKind.BUILD_TIMEOUT,
+                        yield job.index, BuildReply(None, why, now - job.start, ErrorKind.BUILD_TIMEOUT,
                                                      job.node)
         finally:
             for ref, job in running.items():  # abandoned: the consumer went away
@@ -149,17 +216,17 @@ class RayBuilder(Builder):
                     break
                 todo.remove(job)
                 inp = inputs[job.index]
-                ref = _build.options(scheduling_strategy=_on(node)).remote(inp.task, inp.config.to_json())
+                ref = _build.options(scheduling_strategy=_on(node)).remote(BuildRequest.of(inp).encode())
                 job.node, job.start = node, time.monotonic()
                 running[ref] = job
                 load[node] = load.get(node, 0) + 1
 
-    def _result(self, ref, job: _BuildJob, todo: deque, nodes: dict) -> BuildResult | None:
+    def _result(self, ref, job: _BuildJob, todo: deque, nodes: dict) -> BuildReply | None:
         elapsed = time.monotonic() - job.start
         try:
-            result: BuildResult = ray.get(ref)
+            result = BuildReply.decode(ray.get(ref))
         except ray.exceptions.RayTaskError as exc:
-            return BuildResult(None, f"the build task failed: {exc}", elapsed, ErrorKind.COMPILE_ERROR,
+            return BuildReply(None, f"the build task failed: {exc}", elapsed, ErrorKind.COMPILE_ERROR,
                                job.node)
         except ray.exceptions.RayError as exc:
             if job.attempt == 0:
@@ -167,12 +234,18 @@ class RayBuilder(Builder):
                             job.node, type(exc).__name__)
                 todo.appendleft(_BuildJob(job.index, 1, job.node))
                 return None
-            return BuildResult(None, f"the build worker died twice: {type(exc).__name__}: {exc}", elapsed,
+            return BuildReply(None, f"the build worker died twice: {type(exc).__name__}: {exc}", elapsed,
                                ErrorKind.WORKER_CRASH, job.node)
         if result.artifact is not None and result.build_time > self.timeout:
-            return BuildResult(None, f"build took {result.build_time:.1f} s, more than {self.timeout:g} s",
+            return BuildReply(None, f"build took {result.build_time:.1f} s, more than {self.timeout:g} s",
                                result.build_time, ErrorKind.BUILD_TIMEOUT, result.worker)
         return result
+
+    def close(self) -> None:
+        self._connection.close()
+
+    def __getstate__(self):
+        return {**self.__dict__, "_connection": _Connection()}
 
     def __repr__(self) -> str:
         return f"RayBuilder(address={self.address!r}, timeout={self.timeout})"
@@ -183,12 +256,13 @@ class RayBuilder(Builder):
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
 class _RunActor:
-    """Times candidates on one node (or one GPU) through a LocalRunner and its sandbox."""
+    """Times candidates on one node (or one GPU) through a LocalRunner and its sandbox; the
+    timing settings come with each request."""
 
-    def __init__(self, runner_kwargs: dict):
+    def __init__(self, devices: list[int] | None):
         from measure.local import LocalRunner
 
-        self.runner = LocalRunner(**runner_kwargs)
+        self.runner = LocalRunner(devices=devices)
         self.node = ray.get_runtime_context().get_node_id()
 
     def ready(self) -> str:
@@ -197,10 +271,11 @@ class _RunActor:
     def pid(self) -> int:
         return os.getpid()
 
-    def run(self, task, build: BuildResult) -> MeasureResult:
-        result = self.runner.measure_one(task, build)
-        result.worker = self.node
-        return result
+    def run(self, request: bytes) -> bytes:
+        """A :class:`RunRequest` in, a :class:`RunReply` out (both encoded)."""
+        reply = self.runner.call(RunRequest.decode(request))
+        reply.worker = self.node
+        return reply.encode()
 
 
 @dataclass
@@ -218,7 +293,7 @@ class _Actor:
 class _RunJob:
     index: int
     input: MeasureInput
-    build: BuildResult
+    build: BuildReply
     attempt: int = 0
     avoid: str | None = None
     actor: str = ""
@@ -240,8 +315,9 @@ class RayRunner(Runner):
                  init_kwargs: dict | None = None):
         from measure.local import LocalRunner
 
-        # Check the parameters as LocalRunner does.
-        LocalRunner(number, repeat, min_repeat_ms, timeout, cooldown_ms, cache_flush, check_correctness)
+        # The settings, checked as LocalRunner checks them; it also writes the requests.
+        self._settings = LocalRunner(number, repeat, min_repeat_ms, timeout, cooldown_ms, cache_flush,
+                                     check_correctness)
         self.address = address
         self.runner_kwargs = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms,
                               "timeout": timeout, "cooldown_ms": cooldown_ms, "cache_flush": cache_flush,
@@ -249,6 +325,7 @@ class RayRunner(Runner):
         self.gpu = gpu
         self.init_kwargs = dict(init_kwargs or {})
         self._actors: dict[str, _Actor] = {}
+        self._connection = _Connection()
 
     @property
     def _deadline(self) -> float:
@@ -275,22 +352,20 @@ class RayRunner(Runner):
                     opts = {"scheduling_strategy": _on(node)}
                     if self.gpu:
                         opts["num_gpus"] = 1
-                    kwargs = self.runner_kwargs
-                    if self.gpu:  # Ray gives the actor one GPU (CUDA_VISIBLE_DEVICES): ordinal 0
-                        kwargs = {**kwargs, "devices": [0]}
-                    handle = _RunActor.options(**opts).remote(kwargs)
+                    # Ray gives a GPU actor one GPU (CUDA_VISIBLE_DEVICES): ordinal 0.
+                    handle = _RunActor.options(**opts).remote([0] if self.gpu else None)
                     self._actors[key] = _Actor(key, node, handle, restarting=handle.ready.remote())
 
     def actor_pids(self) -> dict[str, int]:
         """``{actor key: process id}`` of the idle actors (for tests and diagnostics)."""
-        connect(self.address, **self.init_kwargs)
+        self._connection.open(self.address, self.init_kwargs)
         self._refresh()
         return dict(zip(self._actors, ray.get([a.handle.pid.remote() for a in self._actors.values()])))
 
     # ------------------------------------------------------------------ running
 
     def run(self, jobs: queue.Queue, gates: Gates) -> Iterator[tuple[int, MeasureResult]]:
-        connect(self.address, **self.init_kwargs)
+        self._connection.open(self.address, self.init_kwargs)
         pending: deque[_RunJob] = deque()
         running: dict = {}  # ObjectRef -> _RunJob
         closed, refreshed = False, 0.0
@@ -370,12 +445,13 @@ class RayRunner(Runner):
             pending.remove(job)
             job.actor, job.start = actor.key, time.monotonic()
             actor.busy = True
-            running[actor.handle.run.remote(job.input.task, job.build)] = job
+            request = self._settings.request(job.input.task, job.build, device=0)
+            running[actor.handle.run.remote(request.encode())] = job
 
     def _result(self, ref, job: _RunJob, pending: deque) -> MeasureResult | None:
         actor = self._actors.get(job.actor)
         try:
-            result = ray.get(ref)
+            result = RunReply.decode(ray.get(ref)).result(job.build.build_time)
         except ray.exceptions.RayActorError as exc:
             if actor is not None:  # Ray restarts it; ping it to know when it is back
                 actor.restarting = actor.handle.ready.remote()
@@ -432,9 +508,10 @@ class RayRunner(Runner):
             except Exception:
                 pass
         self._actors.clear()
+        self._connection.close()
 
     def __getstate__(self):
-        return {**self.__dict__, "_actors": {}}
+        return {**self.__dict__, "_actors": {}, "_connection": _Connection()}
 
     def __repr__(self) -> str:
         return f"RayRunner(address={self.address!r}, gpu={self.gpu}, {self.runner_kwargs})"
