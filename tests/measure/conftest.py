@@ -36,7 +36,8 @@ def local_options():
 @pytest.fixture(scope="session")
 def ray_cluster():
     """A local Ray instance with two CPUs, started once per test session."""
-    ray = pytest.importorskip("ray")
+    import ray
+
     from measure.ray import connect
 
     started = not ray.is_initialized()

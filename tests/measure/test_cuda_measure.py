@@ -14,21 +14,25 @@ from measure_faults import costs_ok
 from compiler.runtime.cuda import CUDAModule
 from measure import (
     Artifact,
-    BuildResult,
+    BuildReply,
+    BuildRequest,
     ErrorKind,
     LocalBuilder,
     LocalRunner,
     MeasureInput,
     MeasureOptions,
+    RunRequest,
     measure_batch,
 )
 from measure.artifact import build_artifact, load_artifact
-from measure.worker import build_candidate, prepare_task, run_candidate
+from measure.worker import build, run
 from search_spaces import create_task
 
 TARGET = "cuda -arch=sm_80"
-OPTIONS = {"number": 2, "repeat": 2, "min_repeat_ms": 1, "cooldown_ms": 0, "cache_flush": False,
-           "check_correctness": True}
+
+
+def _run_request(task, artifact) -> RunRequest:
+    return RunRequest(task.to_json(by_value=True), artifact, number=2, repeat=2, min_repeat_ms=1)
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +57,9 @@ def test_cuda_build_gives_an_assembling_ptx_artifact(cuda_matmul):
 
 
 def test_ptx_artifact_round_trips_through_json(cuda_matmul):
-    result = build_candidate(cuda_matmul, cuda_matmul.config_space.default_config.to_json())
+    result = build(BuildRequest.of(MeasureInput(cuda_matmul, cuda_matmul.config_space.default_config)))
     assert result.error is None and result.artifact.kind == "ptx", result.error
-    again = BuildResult.from_json(json.loads(json.dumps(result.to_json())))
+    again = BuildReply.from_json(json.loads(json.dumps(result.to_json())))
     assert again.artifact == result.artifact
     assert Artifact.from_json(again.artifact.to_json()).data == result.artifact.data
     a, b = load_artifact(result.artifact), load_artifact(again.artifact)
@@ -71,9 +75,9 @@ def _no_gpu() -> bool:
 @pytest.mark.skipif("not _no_gpu()", reason="checks the behaviour without a GPU")
 def test_run_without_pycuda_or_gpu_is_a_runtime_error(cuda_matmul):
     art = build_artifact(cuda_matmul, cuda_matmul.config_space.default_config)
-    reply = run_candidate(cuda_matmul, art, OPTIONS)
-    assert reply[:2] == ("error", ErrorKind.RUNTIME_ERROR.value)
-    assert "no usable GPU" in reply[2] and ("pycuda" in reply[2] or "GPU" in reply[2])
+    reply = run(_run_request(cuda_matmul, art))
+    assert reply.status == "error" and reply.error_kind is ErrorKind.RUNTIME_ERROR and reply.costs == ()
+    assert "no usable GPU" in reply.message and ("pycuda" in reply.message or "GPU" in reply.message)
 
 
 @pytest.mark.skipif("not _no_gpu()", reason="checks the behaviour without a GPU")
@@ -129,16 +133,16 @@ def test_local_runner_times_cuda_candidates_on_every_gpu():
 def test_cuda_candidate_with_wrong_outputs_is_a_wrong_answer():
     task = create_task("elementwise", (8, 64, "add", "float32"), "cuda")
     other = create_task("elementwise", (8, 64, "sub", "float32"), "cuda")
-    prepare_task(task, True)
-    good = run_candidate(task, build_artifact(task, task.config_space.default_config), OPTIONS)
-    assert good[0] == "ok" and all(c > 0 for c in good[1]), good
-    bad = run_candidate(task, build_artifact(other, other.config_space.default_config), OPTIONS)
-    assert bad[:2] == ("error", ErrorKind.WRONG_ANSWER.value), bad
+    good = run(_run_request(task, build_artifact(task, task.config_space.default_config)))
+    assert good.status == "ok" and len(good.costs) == 2 and all(c > 0 for c in good.costs), good
+    bad = run(_run_request(task, build_artifact(other, other.config_space.default_config)))
+    assert bad.error_kind is ErrorKind.WRONG_ANSWER and not bad.replace_worker, bad
 
 
 @pytest.mark.cuda
 def test_ray_runner_with_gpu_actors(ray_cluster):
-    ray_measure = pytest.importorskip("measure.ray")
+    import measure.ray as ray_measure
+
     if not ray_cluster.cluster_resources().get("GPU"):
         pytest.skip("the local Ray instance has no GPU")
     task = create_task("matmul", (64, 64, 64, "float32"), "cuda")

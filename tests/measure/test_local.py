@@ -2,12 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
-import time
-
 from measure_faults import costs_ok, inputs_for
 
 from measure import (
@@ -33,7 +27,6 @@ def test_matmul_candidates_get_positive_costs(matmul_task, local_options):
 
 def test_crash_hang_and_wrong_answer_leave_the_batch_intact(faulty_task, local_options):
     faults = ["none", "abort", "none", "hang", "wrong", "raise", "none"]
-    start = time.monotonic()
     results = measure_batch(inputs_for(faulty_task, faults), local_options)
     kinds = [r.error_kind for r in results]
     assert kinds == [None, ErrorKind.RUNTIME_ERROR, None, ErrorKind.RUN_TIMEOUT, ErrorKind.WRONG_ANSWER,
@@ -42,7 +35,6 @@ def test_crash_hang_and_wrong_answer_leave_the_batch_intact(faulty_task, local_o
     assert "C:" in results[4].error_msg
     assert all(costs_ok(results[i]) for i in (0, 2, 6))
     assert all(r.costs == () for r in results if not r.ok)
-    assert time.monotonic() - start < 30
     # The pool goes on after its run worker was killed twice.
     again = measure_batch(inputs_for(faulty_task, ["none"]), local_options)
     assert costs_ok(again[0])
@@ -57,9 +49,7 @@ def test_wrong_answer_against_the_default_config_without_a_reference(faulty_task
 def test_build_timeout_kills_the_build_and_the_pool_goes_on(faulty_task):
     with MeasureOptions(LocalBuilder(n_parallel=2, timeout=2),
                         LocalRunner(number=1, repeat=1, min_repeat_ms=1)) as options:
-        start = time.monotonic()
         results = measure_batch(inputs_for(faulty_task, ["slow_build", "none", "none"]), options)
-        assert time.monotonic() - start < 20
     assert results[0].error_kind is ErrorKind.BUILD_TIMEOUT
     assert costs_ok(results[1]) and costs_ok(results[2])
 
@@ -72,32 +62,27 @@ def test_stream_yields_every_input_once(matmul_task, local_options):
     assert all(costs_ok(r) for _, r in seen)
 
 
-def test_template_from_a_users_main_script(tmp_path):
-    script = tmp_path / "user_script.py"
-    script.write_text(textwrap.dedent("""
-        import numpy as np
-        from compiler import te
-        import search_spaces
-        from measure import MeasureInput, MeasureOptions, LocalBuilder, LocalRunner, measure_batch
+def test_prints_of_a_template_do_not_disturb_the_workers(local_options):
+    # The workers' stdout is where their replies went once; a template that prints must not
+    # corrupt them.
+    import os
 
-        @search_spaces.template("user_scale")
-        def user_scale(n):
-            cfg = search_spaces.get_config()
-            A = te.placeholder((n,), name="A")
-            B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
-            s = te.create_schedule(B.op)
-            cfg.define_split("x", B.op.axis[0], num_outputs=2)
-            cfg["x"].apply(s, B, B.op.axis[0])
-            return s, [A, B]
+    from compiler import te
+    from search_spaces import create_task, get_config, template
 
-        if __name__ == "__main__":
-            task = search_spaces.create_task("user_scale", (256,), "llvm")
-            inputs = [MeasureInput(task, c) for c in task.config_space.sample(3, rng=0)]
-            with MeasureOptions(LocalBuilder(n_parallel=1), LocalRunner(number=1, repeat=1)) as options:
-                results = measure_batch(inputs, options)
-            print([r.error_kind for r in results], [len(r.costs) for r in results])
-    """))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
-    assert out.returncode == 0, out.stderr
-    assert "[None, None, None] [1, 1, 1]" in out.stdout
+    def noisy(n):
+        print("template output " * 1000)
+        os.write(1, b"\x00\x00\x00\x10raw bytes on fd 1")
+        cfg = get_config()
+        A = te.placeholder((n,), name="A")
+        B = te.compute((n,), lambda i: A[i] + 1.0, name="B")
+        s = te.create_schedule(B.op)
+        cfg.define_split("x", n, num_outputs=2)
+        cfg["x"].apply(s, B, B.op.axis[0])
+        return s, [A, B]
+
+    template("measure_noisy")(noisy)
+    task = create_task("measure_noisy", (64,), "llvm")
+    inputs = [MeasureInput(task, c) for c in task.config_space.sample(2, rng=1)]
+    results = measure_batch(inputs, local_options)
+    assert all(costs_ok(r) for r in results), [(r.error_kind, r.error_msg) for r in results]
