@@ -30,14 +30,20 @@ __all__ = ["pool2d", "pool2d_reference"]
 
 
 def pool2d_reference(N, C, H, W, KH, KW, stride, padding, pool_type, dtype="float32", rng=None):
-    """Random input ``(N, C, H, W)`` and its pooled output."""
+    """Random input ``(N, C, H, W)`` and its pooled output.
+
+    The output size is read off the padded input here, not taken from the template's
+    arithmetic, so that the reference checks the template's sizes too.
+    """
     x = random_data(rng, (N, C, H, W), dtype)
     top, left, bottom, right = padding4(padding)
     fill = -np.inf if pool_type == "max" else 0.0
     xp = np.pad(x.astype("float64"), ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=fill)
     sh, sw = pair(stride, "stride")
-    Ho = conv_out_size(H, KH, sh, top, bottom)
-    Wo = conv_out_size(W, KW, sw, left, right)
+    Hp, Wp = xp.shape[2:]
+    if Hp < KH or Wp < KW:
+        raise ValueError(f"pool2d: a {KH}x{KW} window does not fit the padded {Hp}x{Wp} input")
+    Ho, Wo = (Hp - KH) // sh + 1, (Wp - KW) // sw + 1
     views = [v for _, _, v in window_views(xp, KH, KW, (sh, sw), (1, 1), Ho, Wo)]
     out = np.max(views, axis=0) if pool_type == "max" else np.sum(views, axis=0) / (KH * KW)
     return [x], [out.astype(dtype)]

@@ -1,0 +1,364 @@
+"""Every template's numpy reference against a plain-loop implementation written here.
+
+The references are the oracles of the template tests and of the correctness check
+while tuning, so they are checked on their own: each reference makes random inputs
+and its expected outputs at tiny shapes, and a loop version written from the textbook
+definitions, with its own output sizes, recomputes the outputs from those inputs.
+Every stride, padding, dilation, layout, pool type and op that a template accepts
+appears in a case. Templates are discovered from the registry: a built-in template
+without a loop version here fails the test.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import search_spaces  # noqa: F401 - registers the built-in templates
+from search_spaces.template import get_template, list_templates
+
+# ---------------------------------------------------------------------------- arguments
+
+
+def _two(value) -> tuple[int, int]:
+    """A stride or dilation: one int for both axes, or (h, w)."""
+    return (value, value) if isinstance(value, int) else tuple(value)
+
+
+def _pads(padding) -> tuple[int, int, int, int]:
+    """(top, left, bottom, right) from one int, (h, w) or the four sides."""
+    if isinstance(padding, int):
+        return (padding,) * 4
+    if len(padding) == 2:
+        return padding[0], padding[1], padding[0], padding[1]
+    return tuple(padding)
+
+
+def _out_size(size: int, k: int, stride: int, lo: int, hi: int, dilation: int = 1) -> int:
+    """floor((size + lo + hi - dilation * (k - 1) - 1) / stride) + 1."""
+    return (size + lo + hi - dilation * (k - 1) - 1) // stride + 1
+
+
+def _exact(dtype: str) -> bool:
+    return np.dtype(dtype).kind in "iu"
+
+
+def _to(values, dtype: str) -> np.ndarray:
+    """Python numbers (nested lists) as an array of ``dtype``, rounded once."""
+    return np.array(values, dtype="float64" if not _exact(dtype) else "int64").astype(dtype)
+
+
+def _shape_of(a: np.ndarray, shape: tuple, dtype: str) -> None:
+    assert a.shape == tuple(shape) and a.dtype == np.dtype(dtype), (a.shape, a.dtype, shape, dtype)
+
+
+def _value(a, *idx):
+    """One element as a Python int or float (float64 arithmetic from here on)."""
+    v = a[idx]
+    return int(v) if a.dtype.kind in "iu" else float(v)
+
+
+# ---------------------------------------------------------------------------- loop versions
+# Each takes the template's arguments and the reference's inputs, checks the input shapes
+# and returns the outputs.
+
+
+def _loop_matmul(args, inputs):
+    N, L, M, dtype = args
+    a, b = inputs
+    _shape_of(a, (N, L), dtype)
+    _shape_of(b, (L, M), dtype)
+    return [_to([[sum(_value(a, i, k) * _value(b, k, j) for k in range(L)) for j in range(M)]
+                 for i in range(N)], dtype)]
+
+
+def _loop_dense(args, inputs):
+    batch, in_dim, out_dim, dtype, *rest = args
+    bias = bool(rest[0]) if rest else False
+    x, w, *b = inputs
+    _shape_of(x, (batch, in_dim), dtype)
+    _shape_of(w, (out_dim, in_dim), dtype)
+    assert len(b) == (1 if bias else 0)
+    if bias:
+        _shape_of(b[0], (out_dim,), dtype)
+    out = [[sum(_value(x, i, k) * _value(w, j, k) for k in range(in_dim)) + (_value(b[0], j) if bias else 0)
+            for j in range(out_dim)] for i in range(batch)]
+    return [_to(out, dtype)]
+
+
+def _loop_batch_matmul(args, inputs):
+    B, N, L, M, dtype = args
+    a, b = inputs
+    _shape_of(a, (B, N, L), dtype)
+    _shape_of(b, (B, L, M), dtype)
+    return [_to([[[sum(_value(a, n, i, k) * _value(b, n, k, j) for k in range(L)) for j in range(M)]
+                  for i in range(N)] for n in range(B)], dtype)]
+
+
+def _conv_tap(x, n, c, iy, ix, H, W, layout):
+    """The input at (iy, ix) of image n, channel c; zero in the padding."""
+    if not (0 <= iy < H and 0 <= ix < W):
+        return 0
+    return _value(x, n, c, iy, ix) if layout == "NCHW" else _value(x, n, iy, ix, c)
+
+
+def _conv(args, inputs, layout, depthwise=False):
+    """A direct convolution by loops; returns the output as nested lists, NCHW or NHWC."""
+    if depthwise:
+        N, C, H, W, KH, KW, stride, padding, dilation, dtype = args
+        F = C
+    elif layout == "NCHW":
+        N, C, H, W, F, KH, KW, stride, padding, dilation, dtype = args
+    else:
+        N, H, W, C, F, KH, KW, stride, padding, dilation, dtype = args
+    (sh, sw), (dh, dw), (top, left, bottom, right) = _two(stride), _two(dilation), _pads(padding)
+    x, w = inputs
+    _shape_of(x, (N, C, H, W) if layout == "NCHW" else (N, H, W, C), dtype)
+    _shape_of(w, (C, 1, KH, KW) if depthwise else (F, C, KH, KW) if layout == "NCHW" else (KH, KW, C, F),
+              dtype)
+    Ho = _out_size(H, KH, sh, top, bottom, dh)
+    Wo = _out_size(W, KW, sw, left, right, dw)
+
+    def weight(f, c, ry, rx):
+        if depthwise:
+            return _value(w, f, 0, ry, rx)
+        return _value(w, f, c, ry, rx) if layout == "NCHW" else _value(w, ry, rx, c, f)
+
+    def at(n, f, y, xo):
+        channels = [f] if depthwise else range(C)
+        return sum(_conv_tap(x, n, c, y * sh - top + ry * dh, xo * sw - left + rx * dw, H, W, layout)
+                   * weight(f, c, ry, rx)
+                   for c in channels for ry in range(KH) for rx in range(KW))
+
+    if layout == "NCHW":
+        out = [[[[at(n, f, y, xo) for xo in range(Wo)] for y in range(Ho)] for f in range(F)]
+               for n in range(N)]
+    else:
+        out = [[[[at(n, f, y, xo) for f in range(F)] for xo in range(Wo)] for y in range(Ho)]
+               for n in range(N)]
+    return [_to(out, dtype)]
+
+
+def _loop_conv2d_nchw(args, inputs):
+    return _conv(args, inputs, "NCHW")
+
+
+def _loop_conv2d_nhwc(args, inputs):
+    return _conv(args, inputs, "NHWC")
+
+
+def _loop_depthwise_conv2d_nchw(args, inputs):
+    return _conv(args, inputs, "NCHW", depthwise=True)
+
+
+def _loop_pool2d(args, inputs):
+    """Max over the taps inside the input (padding never wins); average over all KH * KW taps,
+    padding counted as zeros."""
+    N, C, H, W, KH, KW, stride, padding, pool_type, dtype = args
+    (sh, sw), (top, left, bottom, right) = _two(stride), _pads(padding)
+    (x,) = inputs
+    _shape_of(x, (N, C, H, W), dtype)
+    Ho, Wo = _out_size(H, KH, sh, top, bottom), _out_size(W, KW, sw, left, right)
+
+    def at(n, c, y, xo):
+        y0, x0 = y * sh - top, xo * sw - left
+        taps = [_value(x, n, c, iy, ix) for iy in range(y0, y0 + KH) for ix in range(x0, x0 + KW)
+                if 0 <= iy < H and 0 <= ix < W]
+        return max(taps) if pool_type == "max" else sum(taps) / (KH * KW)
+
+    return [_to([[[[at(n, c, y, xo) for xo in range(Wo)] for y in range(Ho)] for c in range(C)]
+                 for n in range(N)], dtype)]
+
+
+def _loop_softmax(args, inputs):
+    M, N, dtype = args
+    (x,) = inputs
+    _shape_of(x, (M, N), dtype)
+    out = []
+    for i in range(M):
+        e = [math.exp(_value(x, i, j)) for j in range(N)]
+        out.append([v / sum(e) for v in e])
+    return [_to(out, dtype)]
+
+
+def _loop_layer_norm(args, inputs):
+    M, N, dtype = args
+    x, gamma, beta = inputs
+    _shape_of(x, (M, N), dtype)
+    _shape_of(gamma, (N,), dtype)
+    _shape_of(beta, (N,), dtype)
+    eps = 1e-5
+    out = []
+    for i in range(M):
+        row = [_value(x, i, j) for j in range(N)]
+        mean = sum(row) / N
+        var = sum((v - mean) ** 2 for v in row) / N  # the biased variance
+        out.append([(v - mean) / math.sqrt(var + eps) * _value(gamma, j) + _value(beta, j)
+                    for j, v in enumerate(row)])
+    return [_to(out, dtype)]
+
+
+_BINARY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+           "div": lambda a, b: a / b, "max": max, "min": min}
+_UNARY = {
+    "relu": lambda v: max(v, 0),
+    "gelu": lambda v: 0.5 * v * (1 + math.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3))),
+    "sigmoid": lambda v: 1 / (1 + math.exp(-v)),
+    "tanh": math.tanh,
+    "exp": math.exp,
+    "neg": lambda v: -v,
+    "abs": abs,
+}
+
+
+def _loop_elementwise(args, inputs):
+    """The chain left to right, each step rounded to the dtype; the k-th binary operand is
+    ``(N,)``, ``(M, 1)`` or ``(M, N)`` for k % 3 = 0, 1, 2, broadcast against the value."""
+    M, N, ops, dtype = args
+    chain = ops.split(",")
+    x, *operands = inputs
+    _shape_of(x, (M, N), dtype)
+    assert len(operands) == sum(o in _BINARY for o in chain)
+    for k, b in enumerate(operands):
+        _shape_of(b, ((N,), (M, 1), (M, N))[k % 3], dtype)
+    scalar = np.dtype(dtype).type
+
+    def at(i, j):
+        v, k = _value(x, i, j), 0
+        for o in chain:
+            if o in _BINARY:
+                b = operands[k]
+                bv = _value(b, j) if b.ndim == 1 else _value(b, i, 0) if b.shape[1] == 1 else _value(b, i, j)
+                v, k = _BINARY[o](v, bv), k + 1
+            else:
+                v = _UNARY[o](v)
+            v = int(v) if _exact(dtype) else float(scalar(v))  # the dtype of each intermediate
+        return v
+
+    return [_to([[at(i, j) for j in range(N)] for i in range(M)], dtype)]
+
+
+# ---------------------------------------------------------------------------- cases
+
+# template name -> (loop version, argument lists covering every variant the template accepts)
+ORACLES = {
+    "matmul": (_loop_matmul, [(3, 4, 5, "float32"), (2, 3, 4, "float64"), (3, 2, 4, "int32"),
+                              (1, 1, 1, "float32")]),
+    "dense": (_loop_dense, [(3, 4, 5, "float32"), (3, 4, 5, "float32", True), (2, 3, 2, "int32", True),
+                            (2, 3, 4, "float64", False)]),
+    "batch_matmul": (_loop_batch_matmul, [(2, 3, 4, 5, "float32"), (3, 2, 3, 2, "int32"),
+                                          (1, 2, 2, 2, "float64")]),
+    # (N, C, H, W, F, KH, KW, stride, padding, dilation, dtype): strides, paddings and
+    # dilations as one int, a pair, and (for padding) four sides
+    "conv2d_nchw": (_loop_conv2d_nchw, [
+        (1, 2, 5, 5, 3, 3, 3, 1, 0, 1, "float32"),
+        (2, 3, 7, 6, 2, 3, 2, 2, 1, 1, "float32"),
+        (1, 2, 7, 8, 2, 2, 3, (2, 1), (1, 2), (2, 1), "float32"),
+        (1, 1, 6, 7, 2, 3, 3, (1, 3), (0, 1, 2, 1), (1, 2), "float64"),
+        (1, 2, 4, 4, 2, 3, 3, 3, 2, 2, "float32"),
+        (1, 2, 5, 4, 2, 1, 1, 1, 0, 1, "int32"),
+    ]),
+    # (N, H, W, C, F, KH, KW, stride, padding, dilation, dtype)
+    "conv2d_nhwc": (_loop_conv2d_nhwc, [
+        (1, 5, 5, 2, 3, 3, 3, 1, 0, 1, "float32"),
+        (2, 7, 6, 3, 2, 3, 2, 2, 1, 1, "float32"),
+        (1, 7, 8, 2, 2, 2, 3, (2, 1), (1, 2), (2, 1), "float32"),
+        (1, 6, 7, 1, 2, 3, 3, (1, 3), (0, 1, 2, 1), (1, 2), "float64"),
+        (1, 4, 4, 2, 2, 3, 3, 3, 2, 2, "float32"),
+        (1, 5, 4, 2, 2, 1, 1, 1, 0, 1, "int32"),
+    ]),
+    # (N, C, H, W, KH, KW, stride, padding, dilation, dtype)
+    "depthwise_conv2d_nchw": (_loop_depthwise_conv2d_nchw, [
+        (1, 2, 5, 5, 3, 3, 1, 0, 1, "float32"),
+        (2, 3, 7, 6, 3, 2, 2, 1, 1, "float32"),
+        (1, 2, 7, 8, 2, 3, (2, 1), (1, 2), (2, 1), "float32"),
+        (1, 3, 6, 7, 3, 3, (1, 3), (0, 1, 2, 1), (1, 2), "float64"),
+        (1, 2, 4, 4, 3, 3, 3, 2, 2, "int32"),
+    ]),
+    # (N, C, H, W, KH, KW, stride, padding, pool_type, dtype)
+    "pool2d": (_loop_pool2d, [
+        (1, 2, 5, 5, 2, 2, 2, 0, "max", "float32"),
+        (1, 2, 5, 6, 3, 3, 1, 1, "max", "float32"),
+        (1, 1, 5, 5, 3, 3, (1, 2), (1, 1, 1, 1), "max", "float64"),
+        (1, 2, 6, 7, 3, 2, 2, (2, 1), "max", "float32"),
+        (2, 1, 7, 5, 3, 2, (2, 1), (1, 0), "avg", "float32"),
+        (1, 2, 6, 7, 3, 3, 2, (1, 0, 0, 1), "avg", "float64"),
+        (1, 2, 4, 4, 2, 2, 1, 1, "avg", "float32"),
+    ]),
+    "softmax": (_loop_softmax, [(3, 5, "float32"), (2, 7, "float64"), (1, 1, "float32")]),
+    "layer_norm": (_loop_layer_norm, [(3, 5, "float32"), (2, 6, "float64"), (1, 2, "float32")]),
+    # every binary op, each operand shape, every unary op; float and integer chains
+    "elementwise": (_loop_elementwise, [
+        (3, 4, "add,mul,sub,max,min,div", "float32"),
+        (2, 5, "relu,gelu,sigmoid,tanh,exp,neg,abs", "float32"),
+        (3, 4, "sub,neg,add,abs,mul,relu,max,min", "int32"),
+        (2, 3, "div,gelu,add,sigmoid", "float64"),
+        (2, 3, "mul", "float32"),
+    ]),
+}
+
+
+def _builtin_templates() -> dict[str, list[str]]:
+    """The templates this package registers (not those that tests register), by name: their kinds."""
+    return {name: kinds for name, kinds in list_templates().items()
+            if all(get_template(name).impl(k).module.startswith("search_spaces.") for k in kinds)}
+
+
+def _references(name: str) -> list:
+    """The distinct numpy references registered under ``name`` (CPU and CUDA may share one)."""
+    refs = []
+    for kind in sorted(get_template(name).impls):
+        ref = get_template(name).impl(kind).reference
+        if ref not in refs:
+            refs.append(ref)
+    return refs
+
+
+def test_every_built_in_template_has_a_reference_and_a_loop_version():
+    builtin = _builtin_templates()
+    assert builtin, "no built-in template registered"
+    for name, kinds in builtin.items():
+        for kind in kinds:
+            assert get_template(name).impl(kind).reference is not None, f"{name} ({kind}) has no reference"
+        assert name in ORACLES, f"template {name!r} has no loop version in {__name__}"
+    assert set(ORACLES) <= set(builtin)
+
+
+# ---------------------------------------------------------------------------- the check
+
+
+def _tolerance(dtype: str) -> dict:
+    if _exact(dtype):
+        return {"rtol": 0, "atol": 0}
+    # Both sides compute in float64 (summing in their own orders) and round to dtype: at most
+    # a last-bit difference, two units in the last place of float32 or float64.
+    if np.dtype(dtype).itemsize <= 4:
+        return {"rtol": 2.5e-7, "atol": 1e-12}
+    return {"rtol": 5e-16, "atol": 1e-15}
+
+
+_CASES = [(name, args) for name, (_, cases) in ORACLES.items() for args in cases]
+
+
+def _case_id(value) -> str:
+    return value if isinstance(value, str) else "-".join(map(str, value))
+
+
+@pytest.mark.parametrize("name, args", _CASES, ids=_case_id)
+def test_reference_matches_the_loop_version(name, args):
+    loop, _ = ORACLES[name]
+    dtype = args[3] if name == "dense" else args[-1]
+    for ref in _references(name):
+        inputs, expected = ref(*args, rng=np.random.default_rng(7))
+        values = np.concatenate([x.ravel() for x in inputs])
+        assert not (values == 0).any()  # random data, never zeros nor one repeated value
+        assert len(np.unique(values)) > 1 or values.size == 1
+        want = loop(args, inputs)
+        assert len(expected) == len(want)
+        for got, w in zip(expected, want):
+            _shape_of(got, w.shape, dtype)
+            if not _exact(dtype):
+                assert np.isfinite(got).all() and np.isfinite(w).all()
+            np.testing.assert_allclose(got, w, **_tolerance(dtype))
