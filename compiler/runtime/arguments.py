@@ -24,6 +24,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import CompilerError, RuntimeArgumentError
 from ..tir.function import ArgSpec, Signature
+from ..tir.indexing import INT32_INDEX_LIMIT
 from .ndarray import ALIGNMENT, NDArray, aligned_empty
 
 __all__ = ["FunctionInfo", "ArgumentPacker", "PackedArgs"]
@@ -89,6 +90,7 @@ class PackedArgs:
 
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+_WORD = re.compile(r"\b[A-Za-z_][A-Za-z0-9_.]*")
 _INT_SUFFIX = re.compile(r"\b(\d+)(?:i64|i8|i16|u8|u16|u32|u64)\b")
 
 
@@ -102,6 +104,8 @@ class ArgumentPacker:
         self._buffer_pos = [i for i, a in enumerate(self.sig.args) if a.kind == "buffer"]
         # numpy dtypes compare much faster than their names are computed
         self._np_dtype = {i: np.dtype(self.sig.args[i].dtype) for i in self._buffer_pos}
+        self._var_dtype = {name: dtype for name, dtype in self.sig.scalar_vars}
+        self._narrow = {i: names for i in self._buffer_pos if (names := self._narrow_vars(self.sig.args[i]))}
 
     # ------------------------------------------------------------------ entry point
 
@@ -122,6 +126,7 @@ class ArgumentPacker:
         for i, what, text, actual in deferred:
             self._check_derived(i, what, text, actual, bound)
         self._check_overlap(arrays)
+        self._check_index_range(arrays, bound)
         return self._pack(arrays, bound)
 
     # ------------------------------------------------------------------ buffers
@@ -198,6 +203,39 @@ class ArgumentPacker:
                 if j != w and np.may_share_memory(arrays[w], other):
                     raise self._err(w, f"the function writes this argument, but it shares memory with "
                                        f"argument {j} ('{self.sig.args[j].name}')")
+
+    # ------------------------------------------------------------------ index range
+
+    def _narrow_vars(self, spec: ArgSpec) -> list[str]:
+        """The integer variables narrower than 64 bits that the sizes of ``spec`` mention."""
+        dims = (*(spec.shape or []), *(spec.strides or []), spec.elem_offset)
+        words = set(_WORD.findall(" ".join(d for d in dims if isinstance(d, str))))
+        return sorted(name for name in words if dtypes.is_int(self._var_dtype.get(name, "int64"))
+                      and dtypes.bits(self._var_dtype[name]) < 64)
+
+    def _check_index_range(self, arrays: dict[int, np.ndarray], bound: dict) -> None:
+        """Refuse values the kernel's integer variables would truncate, and arrays too large
+        for index arithmetic over int32 sizes (see :mod:`compiler.tir.indexing`): either
+        would make the kernel wrap its indices, silently."""
+        for name, (value, where) in bound.items():
+            dtype = self._var_dtype.get(name)
+            if dtype is None or not dtypes.is_int(dtype):
+                continue
+            info = np.iinfo(dtype)
+            if not info.min <= value <= info.max:
+                raise RuntimeArgumentError(
+                    f"{self.sig.name}: {name} = {value} (from {where}) does not fit its dtype {dtype}; "
+                    f"declare it with a wider dtype, e.g. te.var({name!r}, 'int64')")
+        for i, names in self._narrow.items():
+            arr = arrays[i]
+            span = 1 + sum(abs(st) // arr.itemsize * (d - 1) for st, d in zip(arr.strides, arr.shape)) \
+                if arr.size else 0
+            if max(arr.size, span) >= INT32_INDEX_LIMIT:
+                dts = ", ".join(f"{n} is {self._var_dtype[n]}" for n in names)
+                raise self._err(i, f"{arr.size} elements (spanning {span}) are too many for the 32-bit index "
+                                   f"arithmetic of its sizes ({dts}), which takes fewer than "
+                                   f"2**{INT32_INDEX_LIMIT.bit_length() - 1}; declare them int64, "
+                                   f"e.g. te.var({names[0]!r}, 'int64')")
 
     # ------------------------------------------------------------------ scalars
 

@@ -9,6 +9,7 @@ from .. import dtypes
 from ..errors import CompilerError
 from ..tir.analysis import post_order_visit
 from ..tir.expr import IterType, IterVar, PrimExpr, Range, Reduce, Var, const, convert
+from ..tir.indexing import index_dtype, widen
 from .tensor import ComputeOp, PlaceholderOp, Tensor
 
 __all__ = ["placeholder", "compute", "reduce_axis", "var", "size_var", "thread_axis"]
@@ -34,7 +35,12 @@ def placeholder(shape, dtype: str = "float32", name: str = "placeholder") -> Ten
 
 
 def var(name: str = "tindex", dtype: str = "int32") -> Var:
-    """A symbolic scalar, typically a size bound when the compiled function is called."""
+    """A symbolic scalar, typically a size bound when the compiled function is called.
+
+    Index arithmetic over a size is done in the size's dtype: the runtime refuses
+    arrays of 2**30 elements or more for int32 sizes (see :mod:`compiler.tir.indexing`);
+    declare ``var(name, "int64")`` for larger ones.
+    """
     return Var(name, dtypes.check(dtype))
 
 
@@ -42,8 +48,13 @@ size_var = var
 
 
 def reduce_axis(dom, name: str = "rv") -> IterVar:
-    """A reduction axis over ``dom``, given as ``(begin, end)`` or a Range."""
+    """A reduction axis over ``dom``, given as ``(begin, end)`` or a Range.
+
+    The axis counts in int64 over a 64-bit domain (see :mod:`compiler.tir.indexing`).
+    """
     rng = _range(dom, name)
+    if index_dtype([rng.min, rng.extent]) == "int64":
+        rng = Range(widen(rng.min), widen(rng.extent))
     return IterVar(rng, Var(name, rng.extent.dtype if rng.extent.dtype != "bool" else "int32"),
                    IterType.COMM_REDUCE)
 
@@ -78,7 +89,8 @@ def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "",
     """A tensor whose element at index ``(i, j, ...)`` is ``fcompute(i, j, ...)``.
 
     The lambda's parameter names name the axes. A reduction (``te.sum`` and
-    friends) may only appear as the whole body.
+    friends) may only appear as the whole body. The axes count in int64 when a size
+    is 64-bit or a constant shape has 2**30 elements or more (see :mod:`compiler.tir.indexing`).
     """
     shape = _shape(shape)
     try:
@@ -94,13 +106,17 @@ def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "",
                 f"compute {name!r}: the function takes {len(names)} indices but the shape has "
                 f"{len(shape)} dimensions"
             )
-    axis = tuple(IterVar(Range(const(0, s.dtype), s), Var(n, s.dtype)) for n, s in zip(names, shape))
+    if index_dtype(shape) == "int64":
+        axis = tuple(IterVar(Range(const(0, "int64"), widen(s)), Var(n, "int64"))
+                     for n, s in zip(names, shape))
+    else:
+        axis = tuple(IterVar(Range(const(0, s.dtype), s), Var(n, s.dtype)) for n, s in zip(names, shape))
     body = fcompute(*[iv.var for iv in axis])
     if isinstance(body, (list, tuple)):
         raise CompilerError(f"compute {name!r}: only single-output computations are supported")
     body = convert(body)
     _check_reduce_top_level(body, name)
-    return ComputeOp(name, axis, body, tag, attrs).output(0)
+    return ComputeOp(name, axis, body, tag, attrs, shape=shape).output(0)
 
 
 def _check_reduce_top_level(body: PrimExpr, name: str) -> None:

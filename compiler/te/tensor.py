@@ -66,20 +66,25 @@ class PlaceholderOp(Operation):
 
 class ComputeOp(Operation):
     """``output[axis] = body`` for every point of ``axis``; ``body`` may be a reduction
-    over ``reduce_axis``."""
+    over ``reduce_axis``.
 
-    __slots__ = ("axis", "reduce_axis", "body")
+    ``shape`` is the shape as declared (by default the extents of ``axis``), which the
+    output buffer keeps even where the axes count in a wider type than its entries.
+    """
+
+    __slots__ = ("axis", "reduce_axis", "body", "_shape")
 
     def __init__(self, name: str, axis: tuple[IterVar, ...], body: PrimExpr, tag: str = "",
-                 attrs: dict | None = None):
+                 attrs: dict | None = None, shape: tuple | None = None):
         self.axis = tuple(axis)
         self.body = body
         self.reduce_axis = tuple(body.axis) if isinstance(body, Reduce) else ()
+        self._shape = tuple(shape) if shape is not None else tuple(iv.dom.extent for iv in self.axis)
         super().__init__(name, tag, attrs)
 
     @property
     def shape(self) -> tuple:
-        return tuple(iv.dom.extent for iv in self.axis)
+        return self._shape
 
     @property
     def dtype(self) -> str:
