@@ -7,25 +7,17 @@ the model trains on the first two thirds and is scored on the rest.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-import search_spaces
 from autotune.tuner.cost_model import Group, XGBCostModel
-
-DATA = Path(__file__).parent / "data" / "matmul_128_costs.json"
 
 
 @pytest.fixture(scope="module")
-def dataset():
-    data = json.loads(DATA.read_text())
-    task = search_spaces.Task.from_json(data["task"])
+def dataset(cost_dataset):
+    task, records = cost_dataset
     space = task.config_space
-    records = data["records"]
     for r in records:  # the file still matches the template's space
         assert space.from_json({"index": r["index"], "knobs": r["knobs"]}).index == r["index"]
     split = len(records) * 2 // 3

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import optuna
@@ -15,8 +13,6 @@ import search_spaces
 from autotune.errors import AutotuneError
 from autotune.tuner import TUNERS, GATuner, OptunaTuner, Tuner, XGBTuner, get_tuner
 from compiler import te
-
-DATA = Path(__file__).parent / "data" / "matmul_128_costs.json"
 
 # Fast settings: knob features and a short annealing search (itervar has its own test).
 FAST = {
@@ -79,7 +75,8 @@ def run(tuner, budget: int, batch: int) -> list[list[int]]:
 
 @pytest.fixture(scope="module")
 def task():
-    return search_spaces.create_task("matmul", (64, 64, 64, "float32"), "llvm")
+    # A pinned CPU: the same space, so the same batches, on every machine.
+    return search_spaces.create_task("matmul", (64, 64, 64, "float32"), "llvm -mcpu=znver4")
 
 
 @pytest.fixture(scope="module")
@@ -221,10 +218,9 @@ def test_xgb_itervar_search(task):
     assert first == again
 
 
-def test_xgb_pretrain_on_other_workloads(task):
-    data = json.loads(DATA.read_text())
-    other = search_spaces.Task.from_json(data["task"])
-    records = [({"index": r["index"], "knobs": r["knobs"]}, other, r["cost"]) for r in data["records"]]
+def test_xgb_pretrain_on_other_workloads(task, cost_dataset):
+    other, data = cost_dataset
+    records = [({"index": r["index"], "knobs": r["knobs"]}, other, r["cost"]) for r in data]
     records.append(({"knobs": {}}, other, 1.0))  # not in the space: skipped
     tuner = XGBTuner(task, seed=0, feature_type="knob", plan_size=16, sa_chains=8, sa_iters=15, epsilon=0.0)
     tuner.pretrain(records)
