@@ -621,6 +621,8 @@ class CodeGenLLVM(ParallelLoops, VectorMemory):
         if dtypes.is_float(src) and dtypes.is_float(dst):
             if dtypes.bits(src) < dtypes.bits(dst):
                 return b.fpext(v, t)
+            if (src, dst) == ("float64", "float16"):
+                return _double_to_half(b, v, t)
             return b.fptrunc(v, t)
         if dtypes.is_float(src):
             return b.fptoui(v, t) if _unsigned(dst) else b.fptosi(v, t)
@@ -652,10 +654,38 @@ class CodeGenLLVM(ParallelLoops, VectorMemory):
 # ====================================================================== module-level helpers
 
 
+def _double_to_half(b: ir.IRBuilder, v: ir.Value, t: ir.Type) -> ir.Value:
+    """``fptrunc`` from double to half (scalar or vector), rounded correctly, without a libcall.
+
+    x86 has no double-to-half instruction before AVX512-FP16, and LLVM calls
+    ``__truncdfhf2`` for it, which the JIT cannot resolve: the call jumps to address 0.
+    So: round to float *to odd* (truncate, then set the last bit if inexact), then to half
+    in hardware; rounding to odd first makes the second rounding the only one.
+    """
+    lanes = lanes_of(v)
+
+    def vec(scalar: ir.Type) -> ir.Type:
+        return ir.VectorType(scalar, lanes) if lanes > 1 else scalar
+
+    f32, i32, i64 = vec(ir.FloatType()), vec(I32), vec(I64)
+    f = b.fptrunc(v, f32)  # to nearest: may be the float above the exact value in magnitude
+    back = b.fpext(f, v.type)
+    exact = b.fcmp_ordered("==", back, v)  # false for NaN, which stays NaN below
+    magnitude = splat_constant(i64, 2**63 - 1)
+    above = b.icmp_unsigned(">", b.and_(b.bitcast(back, i64), magnitude),
+                            b.and_(b.bitcast(v, i64), magnitude))
+    bits = b.bitcast(f, i32)
+    toward_zero = b.select(above, b.sub(bits, splat_constant(i32, 1)), bits)
+    odd = b.or_(toward_zero, splat_constant(i32, 1))
+    return b.fptrunc(b.bitcast(b.select(exact, bits, odd), f32), t)
+
+
 def _from_slot(b: ir.IRBuilder, slot: ir.Value, dtype: str) -> ir.Value:
     """A scalar variable's value from its int64 slot (floats travel as the bits of a double)."""
     if dtypes.is_float(dtype):
         d = b.bitcast(slot, ir.DoubleType())
+        if dtype == "float16":
+            return _double_to_half(b, d, scalar_type(dtype))
         return d if dtype == "float64" else b.fptrunc(d, scalar_type(dtype))
     if dtype == "bool":
         return b.icmp_unsigned("!=", slot, ir.Constant(I64, 0))

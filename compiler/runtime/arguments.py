@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import ctypes
+import math
 import re
 import struct
 from dataclasses import dataclass, field
@@ -250,7 +251,15 @@ class ArgumentPacker:
         if dtypes.is_float(dtype):
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise self._err(i, f"expected a number for dtype {dtype}, got {type(value).__name__}")
-            return float(value)
+            if isinstance(value, float) and not math.isfinite(value):
+                return value  # inf and nan are values of every float dtype
+            try:
+                number = float(value)
+            except OverflowError:  # an int beyond float64's range
+                number = math.inf
+            if abs(number) > float(np.finfo(dtype).max):
+                raise self._err(i, f"value {value} is out of range for {dtype}")
+            return number
         if dtype == "bool":
             if value in (0, 1) and isinstance(value, int | bool):
                 return int(value)
