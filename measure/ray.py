@@ -10,7 +10,9 @@ messages of :mod:`measure.protocol`, encoded as bytes: a Ray task receives a
 project and rebuild.
 
 Connecting is thread-safe (the builder and the runner connect from their own
-threads at once). Ray that a builder or runner initialised itself is shut down when
+threads at once), and Ray started from such a thread is started from one that lives
+until Ray shuts down (the processes of a local instance die with the thread that
+started them). Ray that a builder or runner initialised itself is shut down when
 the last of them closes, so the processes of a local instance end with the tuning.
 
 * :class:`RayBuilder`: one Ray task per candidate (``num_cpus=1``), placed on a node
@@ -85,8 +87,48 @@ def _init(address: str | None, init_kwargs: dict) -> bool:
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
         init_kwargs.setdefault("runtime_env", {"env_vars": {"PYTHONPATH": path}})
-    ray.init(address=address, **init_kwargs)
+    if threading.current_thread() is threading.main_thread():
+        ray.init(address=address, **init_kwargs)
+    else:
+        _init_in_keeper(address, init_kwargs)
     return True
+
+
+_keeper_stop = threading.Event()
+
+
+def _init_in_keeper(address: str | None, init_kwargs: dict) -> None:
+    """``ray.init`` in a thread that lives until Ray shuts down.
+
+    On Linux the processes of a local Ray instance die with the *thread* that started
+    them (``PR_SET_PDEATHSIG``), so starting Ray from a builder's or runner's thread,
+    which ends with its batch, would kill the instance under the tuner.
+    """
+    started = threading.Event()
+    failed: list[BaseException] = []
+
+    def keep() -> None:
+        try:
+            ray.init(address=address, **init_kwargs)
+        except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
+            failed.append(exc)
+        finally:
+            started.set()
+        if not failed:
+            _keeper_stop.wait()
+
+    _keeper_stop.clear()
+    threading.Thread(target=keep, name="ray-keeper", daemon=True).start()
+    started.wait()
+    if failed:
+        raise failed[0]
+
+
+def _shutdown() -> None:
+    """``ray.shutdown``, then let the keeper thread (if any) end."""
+    if ray.is_initialized():
+        ray.shutdown()
+    _keeper_stop.set()
 
 
 def _acquire(address: str | None, init_kwargs: dict) -> None:
@@ -105,8 +147,7 @@ def _release() -> None:
         _users -= 1
         if _users == 0 and _initialised:
             _initialised = False
-            if ray.is_initialized():
-                ray.shutdown()
+            _shutdown()
 
 
 class _Connection:

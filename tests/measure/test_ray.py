@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
 
 import pytest
 from measure_faults import costs_ok, inputs_for
 
+import db
 import measure.ray as ray_measure
 from measure import ErrorKind, MeasureInput, MeasureOptions, measure_batch, measure_stream
 from search_spaces import create_task
@@ -58,3 +65,108 @@ def test_local_and_ray_agree(faulty_task, local_options, ray_options):
         None, ErrorKind.WRONG_ANSWER, ErrorKind.RUNTIME_ERROR, None, None, None]
     # Both time every good candidate (how fast depends on the load of the machine: not checked).
     assert all(costs_ok(r) for r in local[3:] + remote[3:])
+
+
+# ---------------------------------------------------------------------------- connecting
+
+
+class _FakeRay:
+    """Stands in for ``ray``'s init/shutdown: an init that takes a while, as a real one does."""
+
+    def __init__(self):
+        self.initialised = False
+        self.inits = 0
+        self.shutdowns = 0
+
+    def is_initialized(self) -> bool:
+        return self.initialised
+
+    def init(self, address=None, **kwargs) -> None:
+        self.inits += 1
+        if self.initialised:
+            raise AssertionError("Perhaps you called ray.init twice by accident?")
+        threading.Event().wait(0.3)  # the window in which a second, unlocked caller also inits
+        self.initialised = True
+
+    def shutdown(self) -> None:
+        self.shutdowns += 1
+        self.initialised = False
+
+
+@pytest.fixture
+def fake_ray(monkeypatch):
+    fake = _FakeRay()
+    for name in ("is_initialized", "init", "shutdown"):
+        monkeypatch.setattr(ray_measure.ray, name, getattr(fake, name))
+    # Connections that other tests' options hold are not this test's.
+    monkeypatch.setattr(ray_measure, "_users", 0)
+    monkeypatch.setattr(ray_measure, "_initialised", False)
+    return fake
+
+
+def test_builder_and_runner_connect_at_once_and_init_once(fake_ray):
+    builder, runner = ray_measure.RayBuilder(), ray_measure.RayRunner()
+    errors = []
+
+    def open_(component):
+        try:
+            component._connection.open(None, {})
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_, args=(c,)) for c in (builder, runner)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and fake_ray.inits == 1
+    builder.close()
+    assert fake_ray.shutdowns == 0  # the runner still uses it
+    runner.close()
+    assert fake_ray.shutdowns == 1 and not fake_ray.initialised
+    runner.close()  # closing twice gives nothing back twice
+    assert fake_ray.shutdowns == 1
+
+
+def test_ray_initialised_elsewhere_stays_up(fake_ray):
+    ray_measure.connect(None)  # the user's (or a fixture's) own connection
+    builder = ray_measure.RayBuilder()
+    builder._connection.open(None, {})
+    builder.close()
+    assert fake_ray.inits == 1 and fake_ray.shutdowns == 0 and fake_ray.initialised
+
+
+def _ray_processes(marker: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    pids.append(int(entry.name))
+            except OSError:
+                pass
+    return pids
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads processes from /proc")
+def test_cli_cluster_local_tunes_and_leaves_no_ray_process(tmp_path):
+    root = Path(__file__).resolve().parents[2]
+    ray_tmp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths have a length limit
+    env = {**os.environ, "RAY_TMPDIR": ray_tmp,
+           "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)}
+    try:
+        p = subprocess.run([sys.executable, "-m", "autotune", "tune", "matmul", "--args", "32,32,32,float32",
+                            "--trials", "4", "--tuner", "random", "--cluster", "local", "--db", "r.db"],
+                           capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert "ray.init twice" not in p.stderr
+        with db.open(str(tmp_path / "r.db")) as log:
+            records = log.records()
+        assert len(records) >= 4 and all(r.error_kind is None and r.costs for r in records)
+        left = _ray_processes(ray_tmp)
+        assert left == [], [(pid, Path(f"/proc/{pid}/cmdline").read_bytes()[:200]) for pid in left]
+    finally:
+        for pid in _ray_processes(ray_tmp):
+            os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
