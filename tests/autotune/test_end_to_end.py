@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from helpers import assert_written, poisoned
+from sqlalchemy.engine import make_url
 
 import autotune
 import db
@@ -108,6 +109,8 @@ def test_tune_best_and_build_on_postgres(task, postgres_url, tmp_path, rng):
     built = _autotune("build", "matmul", "--args", ARGS, "--db", postgres_url, "-o", str(so), cwd=tmp_path)
     assert built.returncode == 0, built.stderr
     assert "with the best config of" in built.stdout and "untuned default" not in built.stdout, built.stdout
+    password = f":{make_url(postgres_url).password}@"
+    assert password not in best.stdout + best.stderr + built.stdout + built.stderr
     import compiler
 
     f = compiler.runtime.load_module(str(so))
