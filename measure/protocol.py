@@ -85,7 +85,7 @@ class BuildRequest(_Message):
     @classmethod
     def of(cls, inp: MeasureInput) -> BuildRequest:
         """The request that builds ``inp``."""
-        return cls(inp.task.to_json(by_value=True), inp.config.to_json())
+        return cls(inp.task.to_json(by_value=True), inp.config_json)
 
     def to_json(self) -> dict:
         return {"task": self.task, "config": self.config}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import enum
+import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -36,8 +37,14 @@ class MeasureInput:
     task: object    # search_spaces.Task
     config: object  # search_spaces.ConfigEntity
 
+    @functools.cached_property
+    def config_json(self) -> dict:
+        """``config.to_json()``, made once per input (the build request and the log record
+        share it)."""
+        return self.config.to_json()
+
     def to_json(self) -> dict:
-        return {"task": self.task.to_json(), "config": self.config.to_json()}
+        return {"task": self.task.to_json(), "config": self.config_json}
 
     @classmethod
     def from_json(cls, data: dict | str) -> MeasureInput:
