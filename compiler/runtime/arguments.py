@@ -211,7 +211,8 @@ class ArgumentPacker:
         """The integer variables narrower than 64 bits that the sizes of ``spec`` mention."""
         dims = (*(spec.shape or []), *(spec.strides or []), spec.elem_offset)
         words = set(_WORD.findall(" ".join(d for d in dims if isinstance(d, str))))
-        return sorted(name for name in words if dtypes.is_int(self._var_dtype.get(name, "int64"))
+        narrow = [name for name in words if name in self._var_dtype]
+        return sorted(name for name in narrow if dtypes.is_int(self._var_dtype[name])
                       and dtypes.bits(self._var_dtype[name]) < 64)
 
     def _check_index_range(self, arrays: dict[int, np.ndarray], bound: dict) -> None:
@@ -362,6 +363,11 @@ def _evaluate(text: str, env: dict) -> int:
             return -ev(node.operand)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max"):
             return (min if node.func.id == "min" else max)(*(ev(a) for a in node.args))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) == 1 \
+                and dtypes.is_int(node.func.id) and node.func.id in dtypes.SUPPORTED:  # a cast: int64(n)
+            value = ev(node.args[0])
+            info = np.iinfo(node.func.id)
+            return (value - info.min) % (info.max - info.min + 1) + info.min
         raise _Unsupported(text)
 
     try:

@@ -553,3 +553,17 @@ def test_float_scalars_out_of_their_range_are_refused():
     assert np.isneginf(a).all()
     mod(a, 3e38)
     np.testing.assert_array_equal(a, np.float32(3e38))
+
+
+def test_derived_shapes_with_casts_are_checked():
+    n, i = Var("n"), Var("i")
+    A = decl_buffer((n,), "float32", "A")
+    B = decl_buffer((n.astype("int64") * 2,), "float32", "B")
+    body = For(i, const(0), n, ForKind.SERIAL, BufferStore(B, BufferLoad(A, (i,), "float32"), (i,)))
+    mod = build(PrimFunc((A, B), body, "widen"))
+    assert mod.function_info("widen").signature.args[1].shape == ["int64(n) * 2i64"]
+    a, b = RNG.random(5, dtype=np.float32), np.zeros(10, np.float32)
+    mod(a, b)
+    np.testing.assert_array_equal(b[:5], a)
+    with pytest.raises(RuntimeArgumentError, match=r"dimension 0 is 7, expected int64\(n\) \* 2i64 = 10"):
+        mod(a, np.zeros(7, np.float32))
