@@ -2,11 +2,28 @@
 
 For tests on machines without a GPU: every thread of a block runs (in Python, with the
 reference interpreter's semantics, :mod:`compiler.tir.interpreter`) until it reaches a
-barrier; once all have, they go on. A missing barrier therefore shows up as a wrong
-result (a thread reads shared memory that others have not written yet, or overwrites
-what they still need), and a barrier that only some threads reach is an error. Shared
-buffers start filled with NaN (or a large integer), so reading an element nobody wrote
-shows too.
+barrier; once all have, they go on. A barrier that only some threads reach is an error.
+Shared buffers start filled with NaN (or a large integer), so reading an element nobody
+wrote shows as a wrong result.
+
+Running threads one after another would hide data races: the thread that runs last
+wins, and the result can look right. So every access to memory that threads share is
+recorded, and an unordered pair of accesses to one element by two threads, at least one
+of them a write, raises :class:`DataRaceError` naming the buffer, the element, the two
+threads and the kind of race:
+
+* shared memory: two threads of a block touch the same element between two barriers
+  (read/write or write/write), whichever of them the simulator runs first;
+* global memory, within one launch: two threads write the same element (write/write),
+  or a thread reads an element that another wrote earlier in the run (read/write);
+  threads of one block are ordered by the barriers between them, threads of different
+  blocks never are. (A read that the simulator runs before the conflicting write of
+  another block is not seen.)
+
+Two writes of the same value are not a race here: every thread storing the same
+result into one shared element (a cooperative copy that not every thread axis splits,
+the result of a cross-thread reduction) is well defined on the hardware, whichever
+store lands last.
 """
 
 from __future__ import annotations
@@ -22,9 +39,14 @@ from .buffer import Buffer
 from .function import PrimFunc
 from .interpreter import InterpreterError, _Interpreter, _restore
 
-__all__ = ["run_kernel", "run_gpu_function", "InterpreterError"]
+__all__ = ["run_kernel", "run_gpu_function", "InterpreterError", "DataRaceError"]
 
 _MISSING = object()
+
+
+class DataRaceError(InterpreterError):
+    """Two threads of a kernel touched one memory element without a barrier between them,
+    at least one of them writing."""
 
 
 def _poison(size: int, dtype: str) -> np.ndarray:
@@ -34,16 +56,143 @@ def _poison(size: int, dtype: str) -> np.ndarray:
     return np.full(size, np.iinfo(np_dtype).max if dtype != "bool" else 0, dtype=np_dtype)
 
 
+# ----------------------------------------------------------------------------- race detection
+
+
+class _Who:
+    """One thread of a launch, and how many barriers its block has passed."""
+
+    __slots__ = ("block", "thread", "state")
+
+    def __init__(self, block: tuple, thread: tuple, state: _BlockState):
+        self.block, self.thread, self.state = block, thread, state
+
+    def __str__(self) -> str:
+        x, y, z = self.thread
+        bx, by, bz = self.block
+        return f"thread ({x}, {y}, {z}) of block ({bx}, {by}, {bz})"
+
+
+class _BlockState:
+    """What the threads of one block share: the accesses to shared memory since the last
+    barrier, and how many barriers they have passed."""
+
+    def __init__(self, kernel: str):
+        self.kernel = kernel
+        self.epoch = 0
+        self.shared_log = _SharedLog(kernel)
+
+    def barrier(self) -> None:
+        self.epoch += 1
+        self.shared_log.entries.clear()
+
+
+def _same(a, b) -> bool:
+    return bool(a == b) or (a != a and b != b)  # NaN stays NaN
+
+
+def _race(kernel: str, scope: str, name: str, index: int, kind: str, first: str,
+          second: str) -> DataRaceError:
+    return DataRaceError(f"kernel {kernel!r}: data race ({kind}) on {scope} buffer {name!r}, "
+                         f"element {index}: {first}, and {second}, with no barrier between them")
+
+
+class _SharedLog:
+    """Accesses to shared memory since the last barrier: per element, the threads that wrote
+    it and up to two that read it (enough to know whether a reader other than a writer exists)."""
+
+    def __init__(self, kernel: str):
+        self.kernel = kernel
+        self.entries: dict = {}  # (id(array), index) -> [writers (list of _Who), readers (list of _Who)]
+
+    def read(self, mem: _Watched, i: int, who: _Who) -> None:
+        entry = self.entries.get((id(mem.array), i))
+        if entry is None:
+            self.entries[(id(mem.array), i)] = [[], [who]]
+            return
+        writers, readers = entry
+        if writers and who not in writers:
+            raise _race(self.kernel, "shared", mem.name, i, "read/write", f"{writers[0]} wrote it",
+                        f"{who} reads it")
+        if who not in readers and len(readers) < 2:
+            readers.append(who)
+
+    def write(self, mem: _Watched, i: int, who: _Who, old, new) -> None:
+        entry = self.entries.get((id(mem.array), i))
+        if entry is None:
+            self.entries[(id(mem.array), i)] = [[who], []]
+            return
+        writers, readers = entry
+        other = next((r for r in readers if r is not who), None)
+        if other is not None:
+            raise _race(self.kernel, "shared", mem.name, i, "read/write", f"{other} read it",
+                        f"{who} writes it")
+        if who in writers:
+            return
+        if writers and not _same(old, new):
+            raise _race(self.kernel, "shared", mem.name, i, "write/write",
+                        f"{writers[-1]} wrote {old}", f"{who} writes {new}")
+        writers.append(who)
+
+
+class _GlobalLog:
+    """The last write to each element of the global buffers a launch writes."""
+
+    def __init__(self, kernel: str):
+        self.kernel = kernel
+        self.writes: dict = {}  # (id(array), index) -> (_Who, epoch of its block then)
+
+    @staticmethod
+    def _ordered(a: _Who, a_epoch: int, b: _Who) -> bool:
+        return a is b or (a.block == b.block and a_epoch != b.state.epoch)
+
+    def read(self, mem: _Watched, i: int, who: _Who) -> None:
+        last = self.writes.get((id(mem.array), i))
+        if last is not None and not self._ordered(last[0], last[1], who):
+            raise _race(self.kernel, "global", mem.name, i, "read/write", f"{last[0]} wrote it",
+                        f"{who} reads it")
+
+    def write(self, mem: _Watched, i: int, who: _Who, old, new) -> None:
+        key = (id(mem.array), i)
+        last = self.writes.get(key)
+        if last is not None and not self._ordered(last[0], last[1], who) and not _same(old, new):
+            raise _race(self.kernel, "global", mem.name, i, "write/write", f"{last[0]} wrote {old}",
+                        f"{who} writes {new}")
+        self.writes[key] = (who, who.state.epoch)
+
+
+class _Watched:
+    """A flat array seen by one thread: every element read and write is reported to a log."""
+
+    __slots__ = ("array", "size", "name", "log", "who")
+
+    def __init__(self, array: np.ndarray, name: str, log, who: _Who):
+        self.array, self.size, self.name, self.log, self.who = array, array.size, name, log, who
+
+    def __getitem__(self, i):
+        self.log.read(self, i, self.who)
+        return self.array[i]
+
+    def __setitem__(self, i, value) -> None:
+        old = self.array[i]
+        self.array[i] = value
+        self.log.write(self, i, self.who, old, self.array[i])
+
+
+# ----------------------------------------------------------------------------- threads
+
+
 class _Thread(_Interpreter):
     """One GPU thread: statements are generators that yield at every barrier."""
 
-    def __init__(self, memory: dict, shared: dict, scalars: dict, env: dict):
+    def __init__(self, memory: dict, shared: dict, scalars: dict, env: dict, who: _Who | None = None):
         super().__init__({}, scalars)
         from ..arith.evaluate import Evaluator
 
         self.memory = dict(memory)
         self.shared = shared
         self.env = dict(env)
+        self.who = who
         self.ev = Evaluator(self.env, self.scalars, self.load)
 
     def run(self, s: S.Stmt):
@@ -64,6 +213,8 @@ class _Thread(_Interpreter):
                 int(np.prod([self.ev.eval(d) for d in buf.shape]))
             if buf.scope == "shared":
                 mem = self.shared.setdefault(id(buf.data), _poison(size, buf.dtype))
+                if self.who is not None:
+                    mem = _Watched(mem, buf.name, self.who.state.shared_log, self.who)
             else:
                 mem = _poison(size, buf.dtype)
             old = self.memory.get(id(buf.data))
@@ -99,27 +250,43 @@ def _strip_thread_attrs(body: S.Stmt) -> tuple[dict, S.Stmt]:
     return extents, body
 
 
-def run_kernel(kernel: PrimFunc, arrays: dict, scalars: dict | None = None) -> None:
-    """Run device function ``kernel`` on ``arrays`` (by buffer name) for its whole grid."""
+def _written_buffers(body: S.Stmt) -> set[int]:
+    from .analysis import collect
+
+    return {id(s.buffer.data) for s in collect(body, lambda n: isinstance(n, S.BufferStore))}
+
+
+def run_kernel(kernel: PrimFunc, arrays: dict, scalars: dict | None = None, *,
+               check_races: bool = True) -> None:
+    """Run device function ``kernel`` on ``arrays`` (by buffer name) for its whole grid.
+
+    With ``check_races`` (the default), raise :class:`DataRaceError` on the first data
+    race between threads (see the module's docstring)."""
     from ..arith.evaluate import Evaluator
 
     scalars = dict(scalars or {})
     memory = {}
+    params = {}
     for p in kernel.params:
         if isinstance(p, Buffer):
             if p.name not in arrays:
                 raise InterpreterError(f"no array given for buffer {p.name!r}")
             memory[id(p.data)] = arrays[p.name].reshape(-1)
+            params[id(p.data)] = p
     env = {id(p): scalars[p.name] for p in kernel.params if isinstance(p, E.Var)}
     extents, body = _strip_thread_attrs(kernel.body)
     ev = Evaluator(dict(env), scalars, None)
     sizes = {tag: int(ev.eval(ext)) for tag, (_, ext) in extents.items()}
+    # Global buffers the kernel writes are watched; those it only reads cannot race.
+    watched = _written_buffers(body) & set(params) if check_races else set()
+    global_log = _GlobalLog(kernel.name)
 
     def axis(prefix: str):
         return [range(sizes.get(f"{prefix}.{a}", 1)) for a in "zyx"]
 
     for bz, by, bx in itertools.product(*axis("blockIdx")):
         shared: dict = {}
+        state = _BlockState(kernel.name)
         threads = []
         for tz, ty, tx in itertools.product(*axis("threadIdx")):
             t_env = dict(env)
@@ -127,12 +294,16 @@ def run_kernel(kernel: PrimFunc, arrays: dict, scalars: dict | None = None) -> N
                       "threadIdx.x": tx, "threadIdx.y": ty, "threadIdx.z": tz}
             for tag, (var, _) in extents.items():
                 t_env[id(var)] = values[tag]
-            thread = _Thread(memory, shared, scalars, t_env)
+            who = _Who((bx, by, bz), (tx, ty, tz), state) if check_races else None
+            t_memory = dict(memory)
+            for key in watched:
+                t_memory[key] = _Watched(memory[key], params[key].name, global_log, who)
+            thread = _Thread(t_memory, shared, scalars, t_env, who)
             threads.append(thread.run(body))
-        _lockstep(threads, kernel.name)
+        _lockstep(threads, kernel.name, state)
 
 
-def _lockstep(threads: list, name: str) -> None:
+def _lockstep(threads: list, name: str, state: _BlockState) -> None:
     live = list(threads)
     while live:
         arrived, finished = [], []
@@ -145,12 +316,16 @@ def _lockstep(threads: list, name: str) -> None:
         if arrived and finished:
             raise InterpreterError(f"kernel {name!r}: {len(arrived)} threads wait at a barrier that "
                                    f"{len(finished)} others never reach")
+        state.barrier()
         live = arrived
 
 
-def run_gpu_function(gf, arrays: list, scalars: dict | None = None) -> None:
+def run_gpu_function(gf, arrays: list, scalars: dict | None = None, *, check_races: bool = True) -> None:
     """Run a :class:`~compiler.tir.transform.split_host_device.GPUFunction` on numpy ``arrays``
-    (one per buffer parameter of the host function, in order), launch by launch."""
+    (one per buffer parameter of the host function, in order), launch by launch.
+
+    With ``check_races`` (the default), a data race between threads of a launch raises
+    :class:`DataRaceError`."""
     from ..runtime.cuda import evaluate_size
 
     scalars = dict(scalars or {})
@@ -177,4 +352,4 @@ def run_gpu_function(gf, arrays: list, scalars: dict | None = None) -> None:
                 named[p.name] = by_index[ref]
             elif kind == "workspace":
                 named[p.name] = workspaces[ref]
-        run_kernel(kernel, named, scalars)
+        run_kernel(kernel, named, scalars, check_races=check_races)
