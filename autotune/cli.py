@@ -394,17 +394,23 @@ def _measure_options(ns):
 def _cmd_tune(ns) -> int:
     import autotune
     from autotune.report import config_median, format_table, gflops
+    from autotune.tuning import check_measurable
 
     task = _make_task(ns)
     space = task.config_space
-    log = _open_log(ns.db)
+    options = _measure_options(ns)
+    try:
+        check_measurable([task], options)  # before the header, the log or any worker
+        log = _open_log(ns.db)
+    except BaseException:
+        options.close()
+        raise
     try:
         where = f"Ray cluster {ns.cluster}" if ns.cluster else "this machine"
         _out(f"Tuning {task.workload_name.split('@')[0]} on {_target_label(task)}")
         _out(f"  {space.size:,} configs, {len(space.knobs)} knobs; tuner {ns.tuner}, {ns.trials} trials "
              f"on {where}; log {_hide_passwords(log.where)}")
         progress = sys.stderr.isatty() if ns.progress is None else ns.progress
-        options = _measure_options(ns)
         start = time.perf_counter()
         try:
             result = autotune.tune(task, trials=ns.trials, tuner=ns.tuner, db=log, measure_option=options,
