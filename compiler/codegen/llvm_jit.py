@@ -32,6 +32,48 @@ def _initialize() -> None:
         llvm.load_library_permanently(gomp)
     except RuntimeError as e:
         raise CodegenError(f"cannot load libgomp ({gomp}), needed for parallel loops: {e}") from None
+    _register_half_builtins()
+
+
+# LLVM converts float16 with calls to these on CPUs without F16C (and from double without
+# AVX512-FP16). The JIT resolves calls only to symbols of the process, which has none of
+# them, and an unresolved call jumps to address 0. So they are compiled here, for this
+# machine, whose F16C instructions they use.
+_HALF_BUILTINS = ("__extendhfsf2", "__truncsfhf2", "__truncdfhf2")
+
+
+@functools.lru_cache(maxsize=1)
+def _half_builtins():
+    from llvmlite import ir
+
+    from .llvm import _double_to_half
+
+    module = ir.Module("half_builtins")
+    module.triple = llvm.get_process_triple()
+    half, f32, f64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
+    for name, (ret, arg), convert in [
+        ("__extendhfsf2", (f32, half), lambda b, x: b.fpext(x, f32)),
+        ("__truncsfhf2", (half, f32), lambda b, x: b.fptrunc(x, half)),
+        ("__truncdfhf2", (half, f64), lambda b, x: _double_to_half(b, x, half)),
+    ]:
+        fn = ir.Function(module, ir.FunctionType(ret, [arg]), name)
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        b.ret(convert(b, fn.args[0]))
+    tm = llvm.Target.from_triple(module.triple).create_target_machine(
+        cpu=host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=2)
+    # llvm.parse_assembly, not parse(): this runs inside _initialize
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(str(module)), tm)
+    engine.finalize_object()
+    return engine
+
+
+def _register_half_builtins() -> None:
+    if not llvm.get_host_cpu_features().get("f16c", False):
+        logger.debug("this CPU has no F16C: float16 code for CPUs without it cannot run in the JIT")
+        return
+    engine = _half_builtins()
+    for name in _HALF_BUILTINS:
+        llvm.add_symbol(name, engine.get_function_address(name))
 
 
 def _features(target: Target) -> str:

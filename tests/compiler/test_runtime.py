@@ -539,6 +539,33 @@ def test_double_to_half_is_rounded_once_and_needs_no_libcall():
     assert proc.stdout.strip() == "ok"
 
 
+def test_float16_code_for_cpus_without_f16c_runs_in_the_jit():
+    """Without F16C, LLVM converts halves with calls to __extendhfsf2 and __truncsfhf2, which the
+    process lacks: the kernel jumped to address 0. In a child process, so that a crash fails."""
+    import llvmlite.binding as llvm
+
+    if not llvm.get_host_cpu_features().get("f16c", False):
+        pytest.skip("this CPU has no F16C, which the JIT's float16 conversions use")
+    script = textwrap.dedent("""
+        import numpy as np
+        from compiler import te
+        from compiler.driver import build
+        rng = np.random.default_rng(4)
+        a, d = rng.standard_normal(40).astype("float16"), rng.standard_normal(40)
+        for target in ("llvm -mcpu=x86-64", "llvm -mcpu=haswell", "llvm"):
+            A = te.placeholder((40,), name="A", dtype="float16")
+            D = te.placeholder((40,), name="D", dtype="float64")
+            B = te.compute((40,), lambda i: A[i] * 2.0 + D[i].astype("float16"), name="B")
+            b = np.full(40, np.nan, "float16")
+            build(te.create_schedule(B.op), [A, D, B], target=target)(a, d, b)
+            np.testing.assert_array_equal(b, a * np.float16(2) + d.astype("float16"), err_msg=target)
+        print("ok")
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "ok"
+
+
 def test_float_scalars_out_of_their_range_are_refused():
     alpha = Var("alpha", "float32")
     A = decl_buffer((4,), "float32", "A")
