@@ -231,19 +231,12 @@ def _out(text: str = "") -> None:
     print(text, flush=True)
 
 
-# scheme://user:PASSWORD@host (up to the last '@' of the word: a password may hold one),
-# and a password given as a query parameter (...?password=PASSWORD).
-_URL_PASSWORD = re.compile(r"(://[^/@\s]*?:)\S*@")
-_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&\s]*", re.IGNORECASE)
-
-
 def _hide_passwords(text: str) -> str:
-    """``text`` with the password of every database URL in it replaced by ``***``.
+    """``text`` with every database password hidden (:func:`db.hide_passwords`, imported late
+    so that ``--help`` stays light)."""
+    from db import hide_passwords
 
-    Everything the command line prints that may hold a ``--db`` URL goes through here:
-    the log named in its output and hints, error lines, log messages and tracebacks.
-    """
-    return _QUERY_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", text))
+    return hide_passwords(text)
 
 
 def _db_arg(where: str) -> str:

@@ -17,12 +17,13 @@ caller to validate against its space (``best(..., validate=...)``) before applyi
 """
 
 from db.errors import RecordError, SchemaVersionError, TuningLogError
-from db.log import BUSY_TIMEOUT_S, TaskOrKey, TuningLog, open
+from db.log import BUSY_TIMEOUT_S, TaskOrKey, TuningLog, hide_passwords, open
 from db.record import Record, RunInfo, SummaryRow, Workload, canonical_json, target_kind
 from db.schema import SCHEMA_VERSION
 
 __all__ = [
     "open",
+    "hide_passwords",
     "TuningLog",
     "TaskOrKey",
     "Record",

@@ -576,16 +576,26 @@ def _cost_column(order_by: str) -> Any:
     raise ValueError(f"order_by must be 'mean' or 'median', got {order_by!r}")
 
 
-def _mask(text: str) -> str:
-    """``text`` with the password of any URL in it replaced by ``***``."""
-    return re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", text)
+# scheme://user:PASSWORD@host (up to the last '@' of the word: a password may hold one),
+# and a password given as a query parameter (...?password=PASSWORD).
+_URL_PASSWORD = re.compile(r"(://[^/@\s]*?:)\S*@")
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&\s]*", re.IGNORECASE)
+
+
+def hide_passwords(text: str) -> str:
+    """``text`` with the password of every database URL in it replaced by ``***``.
+
+    Both spellings are hidden: ``user:secret@host`` and ``...?password=secret``.
+    Everything that names a log in a message goes through here.
+    """
+    return _QUERY_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", text))
 
 
 def _reason(err: BaseException) -> str:
     """The driver's message of a database error, on one line, without the SQL and parameters."""
     cause = getattr(err, "orig", None) or err
     text = " ".join(str(cause).split()) or type(cause).__name__
-    return _mask(text if len(text) <= 500 else text[:497] + "...")
+    return hide_passwords(text if len(text) <= 500 else text[:497] + "...")
 
 
 def _url_of(path_or_url: str | os.PathLike[str]) -> tuple[URL, str, bool]:
@@ -609,10 +619,10 @@ def _url_of(path_or_url: str | os.PathLike[str]) -> tuple[URL, str, bool]:
     try:
         url = make_url(text)
     except sa_exc.ArgumentError:
-        raise TuningLogError(f"not a database URL: {_mask(text)}") from None
+        raise TuningLogError(f"not a database URL: {hide_passwords(text)}") from None
     if url.drivername in ("postgresql", "postgres"):
         url = url.set(drivername="postgresql+psycopg")
-    where = url.render_as_string(hide_password=True)
+    where = hide_passwords(url.render_as_string(hide_password=True))
     memory = url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
     return url, where, memory
 

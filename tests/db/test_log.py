@@ -303,3 +303,15 @@ def test_unreachable_postgres_names_the_url_without_password() -> None:
     message = str(info.value)
     assert "postgresql+psycopg://tuner:***@127.0.0.1:1/tuning" in message
     assert "hunter2" not in message and "hunter2" not in str(info.value.__cause__)
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql://autotune:s3cr:et@127.0.0.1:9/x",
+    "postgresql+psycopg://autotune@127.0.0.1:9/x?password=s3cr:et",
+    "postgresql://autotune@127.0.0.1:9/x?sslmode=disable&PASSWORD=s3cr:et",
+])
+def test_a_log_never_names_its_password(url):
+    assert "s3cr" not in db.hide_passwords(f"cannot open {url}: refused")
+    with pytest.raises(db.TuningLogError) as info:
+        db.open(url)
+    assert "s3cr" not in str(info.value)
