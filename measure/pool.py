@@ -1,6 +1,6 @@
 """A small pool of worker processes that outlives its workers.
 
-Each worker is a fresh interpreter, ``python -m measure.worker_main``, started with
+Each worker is a fresh interpreter, ``python -P -m measure.worker_main``, started with
 :class:`subprocess.Popen` (never fork: libgomp cannot run parallel loops in a child
 forked after its parent ran one). It never imports the tuner's ``__main__``, so a
 tuning script needs no ``if __name__ == "__main__":`` guard, and ``python -c``,
@@ -218,7 +218,8 @@ class WorkerPool:
     # ------------------------------------------------------------------ inside
 
     def _start(self, slot: _Slot) -> None:
-        proc = subprocess.Popen([sys.executable, "-m", "measure.worker_main", self.name],
+        # -P: no current directory in front of sys.path, where a user's measure.py would shadow ours.
+        proc = subprocess.Popen([sys.executable, "-P", "-m", "measure.worker_main", self.name],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0, close_fds=True,
                                 env=_worker_env())
         slot.process, slot.reader, slot.ready, slot.job, slot.fatal = proc, FrameReader(), False, None, ""

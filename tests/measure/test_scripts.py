@@ -57,7 +57,11 @@ print("best", result.best_cost)
 def _run_script(code: str, how: str, tmp_path: Path) -> subprocess.CompletedProcess:
     """Run ``code`` as a file, with ``-c`` or from stdin, in ``tmp_path``."""
     if how == "file":
-        script = tmp_path / "user_script.py"
+        # From a directory with a module of the user that is called like ours: the workers
+        # must not import it (the script's own directory is elsewhere).
+        (tmp_path / "measure.py").write_text("raise SystemExit('the user module measure.py was imported')\n")
+        script = tmp_path / "scripts" / "user_script.py"
+        script.parent.mkdir()
         script.write_text(code)
         args, stdin = [str(script)], None
     elif how == "-c":
