@@ -22,7 +22,9 @@ from search_spaces import create_task
 
 @pytest.fixture(scope="module")
 def ray_options(ray_cluster):
-    with MeasureOptions(ray_measure.RayBuilder(timeout=4, startup_grace=4),
+    # A build's clock includes a fresh Ray worker importing the project: generous on a loaded
+    # machine, yet well below the minute that the slow_build fault sleeps.
+    with MeasureOptions(ray_measure.RayBuilder(timeout=10, startup_grace=5),
                         ray_measure.RayRunner(number=2, repeat=2, min_repeat_ms=5, timeout=3)) as options:
         yield options
 
