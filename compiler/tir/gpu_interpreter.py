@@ -20,10 +20,12 @@ threads and the kind of race:
   blocks never are. (A read that the simulator runs before the conflicting write of
   another block is not seen.)
 
-Two writes of the same value are not a race here: every thread storing the same
+Writes of one value by several threads are no race: every thread storing the same
 result into one shared element (a cooperative copy that not every thread axis splits,
 the result of a cross-thread reduction) is well defined on the hardware, whichever
-store lands last.
+store lands last, and a thread that reads back the value it stored itself reads it
+whatever the order of the others' identical stores. Nor is a store that leaves an
+element as it was, which no other thread can tell from no store.
 """
 
 from __future__ import annotations
@@ -97,68 +99,101 @@ def _race(kernel: str, scope: str, name: str, index: int, kind: str, first: str,
                          f"element {index}: {first}, and {second}, with no barrier between them")
 
 
+class _Touches:
+    """What happened to one shared element since the last barrier."""
+
+    __slots__ = ("before", "value", "writers", "blind")
+
+    def __init__(self, before):
+        self.before = before  # its value at the barrier
+        self.value = None     # the value its writers stored (all the same, or a race was raised)
+        self.writers: list = []
+        self.blind: list = []  # up to two threads that read it without having written it
+
+
 class _SharedLog:
-    """Accesses to shared memory since the last barrier: per element, the threads that wrote
-    it and up to two that read it (enough to know whether a reader other than a writer exists)."""
+    """Accesses to shared memory since the last barrier, per element.
+
+    A write that leaves the value as it was is invisible to other threads, and a thread
+    that reads back what it wrote itself sees its own value (every other writer stored the
+    same, or the writes race). What remains a race: two writers storing different values,
+    and a thread reading an element that another changed without having written it itself.
+    """
 
     def __init__(self, kernel: str):
         self.kernel = kernel
-        self.entries: dict = {}  # (id(array), index) -> [writers (list of _Who), readers (list of _Who)]
+        self.entries: dict = {}  # (id(array), index) -> _Touches
+
+    def _race(self, mem: _Watched, i: int, kind: str, first: str, second: str) -> DataRaceError:
+        return _race(self.kernel, "shared", mem.name, i, kind, first, second)
 
     def read(self, mem: _Watched, i: int, who: _Who) -> None:
-        entry = self.entries.get((id(mem.array), i))
-        if entry is None:
-            self.entries[(id(mem.array), i)] = [[], [who]]
+        key = (id(mem.array), i)
+        t = self.entries.get(key)
+        if t is None:
+            t = self.entries[key] = _Touches(mem.array[i])
+        elif who in t.writers:
             return
-        writers, readers = entry
-        if writers and who not in writers:
-            raise _race(self.kernel, "shared", mem.name, i, "read/write", f"{writers[0]} wrote it",
-                        f"{who} reads it")
-        if who not in readers and len(readers) < 2:
-            readers.append(who)
+        elif t.writers and not _same(t.value, t.before):
+            raise self._race(mem, i, "read/write", f"{t.writers[0]} wrote it", f"{who} reads it")
+        if len(t.blind) < 2 and who not in t.blind:
+            t.blind.append(who)
 
     def write(self, mem: _Watched, i: int, who: _Who, old, new) -> None:
-        entry = self.entries.get((id(mem.array), i))
-        if entry is None:
-            self.entries[(id(mem.array), i)] = [[who], []]
-            return
-        writers, readers = entry
-        other = next((r for r in readers if r is not who), None)
-        if other is not None:
-            raise _race(self.kernel, "shared", mem.name, i, "read/write", f"{other} read it",
-                        f"{who} writes it")
-        if who in writers:
-            return
-        if writers and not _same(old, new):
-            raise _race(self.kernel, "shared", mem.name, i, "write/write",
-                        f"{writers[-1]} wrote {old}", f"{who} writes {new}")
-        writers.append(who)
+        key = (id(mem.array), i)
+        t = self.entries.get(key)
+        if t is None:
+            t = self.entries[key] = _Touches(old)
+        other = next((w for w in t.writers if w is not who), None)
+        if other is not None and not _same(new, t.value):
+            raise self._race(mem, i, "write/write", f"{other} wrote {t.value}", f"{who} writes {new}")
+        if not _same(new, t.before):
+            other = next((r for r in t.blind if r is not who), None)
+            if other is not None:
+                raise self._race(mem, i, "read/write", f"{other} read it", f"{who} writes it")
+        t.value = new
+        if who not in t.writers:
+            t.writers.append(who)
 
 
 class _GlobalLog:
-    """The last write to each element of the global buffers a launch writes."""
+    """The writes to each element of the global buffers a launch writes that no later write
+    is ordered after: threads of one block are ordered by the barriers between them, threads
+    of different blocks never are."""
 
     def __init__(self, kernel: str):
         self.kernel = kernel
-        self.writes: dict = {}  # (id(array), index) -> (_Who, epoch of its block then)
+        self.writes: dict = {}  # (id(array), index) -> [value, [(_Who, epoch of its block then)]]
 
     @staticmethod
     def _ordered(a: _Who, a_epoch: int, b: _Who) -> bool:
         return a is b or (a.block == b.block and a_epoch != b.state.epoch)
 
     def read(self, mem: _Watched, i: int, who: _Who) -> None:
-        last = self.writes.get((id(mem.array), i))
-        if last is not None and not self._ordered(last[0], last[1], who):
-            raise _race(self.kernel, "global", mem.name, i, "read/write", f"{last[0]} wrote it",
-                        f"{who} reads it")
+        entry = self.writes.get((id(mem.array), i))
+        if entry is None or any(w is who for w, _ in entry[1]):
+            return  # nobody wrote it, or this thread did (and every unordered writer stored the same)
+        for w, epoch in entry[1]:
+            if not self._ordered(w, epoch, who):
+                raise _race(self.kernel, "global", mem.name, i, "read/write", f"{w} wrote it",
+                            f"{who} reads it")
 
     def write(self, mem: _Watched, i: int, who: _Who, old, new) -> None:
         key = (id(mem.array), i)
-        last = self.writes.get(key)
-        if last is not None and not self._ordered(last[0], last[1], who) and not _same(old, new):
-            raise _race(self.kernel, "global", mem.name, i, "write/write", f"{last[0]} wrote {old}",
+        entry = self.writes.get(key)
+        mine = (who, who.state.epoch)
+        if entry is None:
+            self.writes[key] = [new, [mine]]
+            return
+        value, writers = entry
+        racing = [w for w, epoch in writers if not self._ordered(w, epoch, who)]
+        if not racing:
+            self.writes[key] = [new, [mine]]
+        elif not _same(value, new):
+            raise _race(self.kernel, "global", mem.name, i, "write/write", f"{racing[-1]} wrote {value}",
                         f"{who} writes {new}")
-        self.writes[key] = (who, who.state.epoch)
+        elif all(w is not who for w, _ in writers):
+            writers.append(mine)
 
 
 class _Watched:

@@ -115,15 +115,59 @@ def test_every_thread_storing_the_same_value_is_not_a_race(rng):
     assert_written(b, a[0] + a)
 
 
-def test_reading_a_broadcast_value_before_the_barrier_is_a_race(rng):
+def test_reading_what_one_thread_stored_without_a_barrier_is_a_race(rng):
+    """Thread 0 stores S[0]; the others read it with no barrier in between."""
     A, B = _io()
     sh = decl_buffer((1,), "float32", "S", scope="shared")
-    body = S.seq(_store(sh, _load(A, 0), 0), _store(B, _load(sh, 0), TX))
-    # Thread 0 wrote S[0] and read it back (its own value); thread 1 then writes it too
-    # while thread 0's read is unordered with that write.
-    with pytest.raises(DataRaceError, match=r"\(read/write\).*'S', element 0"):
+    body = S.seq(S.IfThenElse(E.EQ(TX, E.const(0), "bool"), _store(sh, _load(A, 0), 0)),
+                 _store(B, _load(sh, 0), TX))
+    with pytest.raises(DataRaceError, match=r"\(read/write\).*'S', element 0: thread \(0, 0, 0\) of block "
+                                            r"\(0, 0, 0\) wrote it, and thread \(1, 0, 0\)"):
         run_kernel(_kernel(body, A, B, shared=[sh]), {"A": random_array(rng, N, "float32"),
                                                       "B": poisoned(N, "float32")})
+
+
+def test_reading_back_ones_own_copy_of_a_common_value_is_not_a_race(rng):
+    """Every thread stores A[0] into S[0] and reads it back with no barrier (as each thread
+    does with the result of a cross-thread reduction): it reads what it stored itself."""
+    A, B = _io()
+    sh = decl_buffer((1,), "float32", "S", scope="shared")
+    body = S.seq(_store(sh, _load(A, 0), 0), _store(B, _load(sh, 0) * _load(A, TX), TX))
+    a = random_array(rng, N, "float32")
+    b = poisoned(N, "float32")
+    run_kernel(_kernel(body, A, B, shared=[sh]), {"A": a, "B": b})
+    assert_written(b, a[0] * a)
+
+
+def test_a_thread_updating_its_own_shared_element_is_not_a_race(rng):
+    A, B = _io()
+    sh = decl_buffer((N,), "float32", "S", scope="shared")
+    body = S.seq(_store(sh, _load(A, TX), TX),
+                 _store(sh, _load(sh, TX) * _load(A, TX), TX),
+                 _store(B, _load(sh, TX), TX))
+    a = random_array(rng, N, "float32")
+    b = poisoned(N, "float32")
+    run_kernel(_kernel(body, A, B, shared=[sh]), {"A": a, "B": b})
+    assert_written(b, a * a)
+
+
+def test_a_store_that_changes_nothing_is_not_a_race_with_readers(rng):
+    """After a barrier, thread 0 reads S[1] while thread 1 stores into S[1] the value it
+    already holds: no thread can tell."""
+    A, B = _io()
+    sh = decl_buffer((N,), "float32", "S", scope="shared")
+    body = S.seq(_store(sh, _load(A, TX), TX), sync_stmt(),
+                 _store(B, _load(sh, E.FloorMod(TX + 1, E.const(N), "int32")), TX),
+                 _store(sh, _load(A, TX), TX))
+    a = random_array(rng, N, "float32")
+    b = poisoned(N, "float32")
+    run_kernel(_kernel(body, A, B, shared=[sh]), {"A": a, "B": b})
+    assert_written(b, np.roll(a, -1))
+    # The same store of a new value is a race.
+    changed = S.seq(*body.seq[:-1], _store(sh, _load(A, TX) + E.const(1.0, "float32"), TX))
+    with pytest.raises(DataRaceError, match=r"\(read/write\).*element 1: thread \(0, 0, 0\) of block "
+                                            r"\(0, 0, 0\) read it, and thread \(1, 0, 0\)"):
+        run_kernel(_kernel(changed, A, B, shared=[sh]), {"A": a, "B": poisoned(N, "float32")})
 
 
 def test_a_barrier_separates_epochs_of_the_same_element(rng):
@@ -166,6 +210,15 @@ def test_global_write_write_across_blocks_is_flagged(rng):
     assert "(write/write) on global buffer 'B', element 0" in msg
     assert "thread (0, 0, 0) of block (0, 0, 0) wrote" in msg
     assert "thread (0, 0, 0) of block (1, 0, 0) writes" in msg
+
+
+def test_global_stores_of_one_value_from_every_block_are_not_a_race(rng):
+    A = decl_buffer((N,), "float32", "A")
+    B = decl_buffer((1,), "float32", "B")
+    a = random_array(rng, N, "float32")
+    b = poisoned(1, "float32")
+    run_kernel(_kernel(_store(B, _load(A, 0), 0), A, B, blocks=2), {"A": a, "B": b})
+    assert_written(b, a[:1])
 
 
 def test_global_read_of_another_threads_write_is_flagged(rng):
