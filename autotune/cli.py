@@ -141,7 +141,9 @@ def _build_parser() -> _Parser:
     p = sub.add_parser("best", parents=[common], help="the best result of each workload in a log",
                        description="Print a table: workload, target, best time, GFLOPS, trials, errors. "
                                    "The best time is the median of every measurement of the config "
-                                   "that 'autotune build' would use.")
+                                   "that 'autotune build' would use. Then the tuning runs by status; "
+                                   "a run whose process died (no heartbeat for a while) shows as "
+                                   "dead.")
     _add_db(p)
     p.add_argument("--workload", metavar="TEXT", help="only workloads whose name contains TEXT "
                                                       "(or whose key starts with it)")
@@ -448,15 +450,19 @@ def _cmd_tune(ns) -> int:
 
 
 def _cmd_best(ns) -> int:
-    from autotune.report import format_table, summarize, summary_table
+    from autotune.report import format_table, run_lines, summarize, summary_table
 
     with _open_log(ns.db, must_exist=True) as log:
         rows = summarize(log, ns.workload)
+        runs = log.runs()
     if not rows:
         matching = f" of a workload matching {ns.workload!r}" if ns.workload else ""
         _out(f"{_hide_passwords(ns.db)}: no records{matching}")
         return EXIT_OK
     _out(format_table(summary_table(rows)))
+    _out()
+    for line in run_lines(runs):
+        _out(line)
     if ns.configs:
         for s in rows:
             if s.best_config:

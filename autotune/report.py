@@ -32,8 +32,8 @@ from pathlib import Path
 from autotune.selection import rank_configs
 
 __all__ = ["WorkloadSummary", "summarize", "summarize_workload", "summary_table", "format_table",
-           "workload_label", "config_median", "gflops", "plot_workload", "write_plot", "write_html",
-           "IMAGE_SUFFIXES", "SUMMARY_HEADER"]
+           "workload_label", "config_median", "gflops", "run_lines", "plot_workload", "write_plot",
+           "write_html", "IMAGE_SUFFIXES", "SUMMARY_HEADER"]
 
 #: File suffixes :func:`write_plot` can write (matplotlib's formats).
 IMAGE_SUFFIXES = (".png", ".svg", ".pdf")
@@ -149,6 +149,28 @@ def summarize(log, match: str | None = None) -> list[WorkloadSummary]:
             continue
         out.append(summarize_workload(log, w))
     return sorted(out, key=lambda s: (s.template, s.label, s.target))
+
+
+def _when(seconds: float | None) -> str:
+    return "-" if seconds is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds))
+
+
+def run_lines(runs: Sequence) -> list[str]:
+    """Lines about a log's tuning runs (:class:`db.RunInfo`): how many ended how, then one line
+    per run still running or dead (its process gone: no heartbeat for a while)."""
+    if not runs:
+        return ["runs: none recorded"]
+    counts = Counter(r.status for r in runs)
+    lines = [f"runs: {len(runs)} (" + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+             + ")"]
+    for r in runs:
+        if r.status == "dead":
+            lines.append(f"  dead     {r.run_id[:12]} ({r.tuner}, started {_when(r.started)}): no heartbeat "
+                         f"since {_when(r.heartbeat or r.started)}; its process is gone")
+        elif r.status == "running":
+            lines.append(f"  running  {r.run_id[:12]} ({r.tuner}, started {_when(r.started)}; last "
+                         f"heartbeat {_when(r.heartbeat or r.started)})")
+    return lines
 
 
 def _ms(seconds: float | None) -> str:
@@ -349,12 +371,13 @@ def write_html(log, path, match: str | None = None, title: str = "Tuning report"
         body.append("<p>The log holds no records yet.</p>")
     body += [_workload_section(s) for s in summaries]
     if runs:
-        rows = [("run", "tuner", "started", "status", "options")]
+        rows = [("run", "tuner", "started", "status", "last heartbeat", "options")]
         for r in runs:
-            started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started))
             opts = ", ".join(f"{k}={v}" for k, v in sorted(r.options.items()))
-            rows.append((r.run_id[:12], r.tuner, started, r.status, opts))
-        body += ['<h2 id="runs">Runs</h2>', _html_table(rows)]
+            rows.append((r.run_id[:12], r.tuner, _when(r.started), r.status, _when(r.heartbeat), opts))
+        body += ['<h2 id="runs">Runs</h2>',
+                 '<p class="meta">A run is <em>dead</em> when it never ended and its heartbeat '
+                 "stopped: its process was killed or its machine lost.</p>", _html_table(rows)]
     page = (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             f"<title>{html.escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
             + "\n".join(body) + "\n</body>\n</html>\n")

@@ -12,9 +12,12 @@ confident median (:mod:`autotune.selection`).
 from __future__ import annotations
 
 import logging
+import signal
 import socket
+import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import db as tuning_db
@@ -166,6 +169,7 @@ class _Session:
         self.best_curve: list[float] = []  # best cost after each trial of this run
         self.since_best = 0
         self.stopped: str | None = None
+        self.ended = False  # whether the log records the end of the run
 
     def step(self, n: int, options, callbacks, on_result) -> int:
         """Measure up to ``n`` new candidates; returns how many were measured."""
@@ -200,6 +204,16 @@ class _Session:
                 self.tuner.update(done_inputs, done_results)
         return len(done_inputs)
 
+    def abandon(self) -> None:
+        """Record the run as failed, when tuning stops on an error before :meth:`finish`."""
+        if self.ended:
+            return
+        try:
+            self.log.end_run(self.run_id, "failed")
+            self.ended = True
+        except tuning_db.TuningLogError as err:  # the error being raised says more
+            logger.warning("could not record the end of run %s: %s", self.run_id, err)
+
     def _with_default(self, configs: list) -> list:
         """Put the default config first in the first batch of a workload, so the tuned result
         is never judged without the baseline a user would otherwise get."""
@@ -210,7 +224,10 @@ class _Session:
         return [default, *rest[:len(configs) - 1]]
 
     def finish(self, options, remeasure: bool) -> TuneResult:
-        """Measure the best few again (unless interrupted), close the run and report."""
+        """Measure the best few again (unless interrupted), close the run and report.
+
+        An interrupt (Ctrl-C, SIGTERM) during the re-measurement ends it: the run is
+        recorded as interrupted, with every measurement that finished."""
         from measure import MeasureInput, measure_batch
 
         pairs = self.earlier + [(t.config.to_json(), list(t.result.costs) if t.result.error_kind is None
@@ -219,12 +236,17 @@ class _Session:
         if ranked and remeasure:
             top = [self.task.config_space.from_json(r.config) for r in ranked[:FINAL_TOP_K]]
             inputs = [MeasureInput(self.task, c) for _ in range(FINAL_ROUNDS) for c in top]
-            for inp, res in zip(inputs, measure_batch(inputs, options)):
-                self.recorder.add(inp.config, res)
-                pairs.append((inp.config.to_json(), list(res.costs) if res.error_kind is None else []))
+            try:
+                for inp, res in zip(inputs, measure_batch(inputs, options)):
+                    self.recorder.add(inp.config, res)
+                    pairs.append((inp.config.to_json(), list(res.costs) if res.error_kind is None else []))
+            except KeyboardInterrupt:
+                self.stopped = "interrupted"
+                logger.warning("re-measurement of the best configs interrupted")
             ranked = rank_configs(pairs)
         stopped = self.stopped or "budget"
         self.log.end_run(self.run_id, stopped)
+        self.ended = True
         best_config = self.task.config_space.from_json(ranked[0].config) if ranked else None
         best = ranked[0].score if ranked else float("inf")
         return TuneResult(self.task, best_config, best, _gflops(self.task, best), self.history,
@@ -245,8 +267,12 @@ def tune(task, trials: int = 500, tuner="xgb", db="tuning.db", measure_option=No
     ``db`` the tuning log (path, URL, open log, or None for an in-memory log);
     ``measure_option`` a :class:`measure.MeasureOptions` (default: local workers);
     ``early_stopping=N`` stops after N trials without improvement; ``callbacks``
-    are called as ``cb(input, result)`` once per measured candidate. Ctrl-C stops
-    cleanly: every finished measurement is already in the log. A task that cannot be
+    are called as ``cb(input, result)`` once per measured candidate. Ctrl-C, or SIGTERM
+    (``kill``) when tuning from the main thread, stops cleanly: every finished measurement
+    is already in the log, the workers are stopped and the run is recorded as
+    ``"interrupted"``. While it tunes, the run writes a heartbeat into the log (every
+    :func:`db.default_heartbeat_interval` seconds), so that a run whose process was killed
+    outright reads as ``"dead"`` (:meth:`db.TuningLog.runs`). A task that cannot be
     measured here (see :func:`check_measurable`) raises :class:`AutotuneError` at once.
     """
     return tune_tasks([task], trials, tuner=tuner, db=db, measure_option=measure_option,
@@ -288,7 +314,28 @@ def tune_tasks(tasks: Sequence, trials: int, tuner="xgb", db="tuning.db", measur
         bar.update(1)
         _postfix(bar, sessions)
 
-    interrupted = False
+    try:
+        with _sigterm_interrupts(), log.keep_alive([s.run_id for s in sessions]):
+            interrupted = _search(sessions, weights, trials, early_stopping, options, callbacks,
+                                  on_result, bar)
+            results = []
+            for s in sessions:
+                results.append(s.finish(options, remeasure=not interrupted))
+                interrupted = interrupted or results[-1].stopped == "interrupted"
+    except Exception:
+        for s in sessions:
+            s.abandon()
+        raise
+    finally:
+        if measure_option is None:
+            options.close()
+        if own_log:
+            log.close()
+    return results
+
+
+def _search(sessions, weights, trials, early_stopping, options, callbacks, on_result, bar) -> bool:
+    """Measure up to ``trials`` candidates over ``sessions``; returns whether it was interrupted."""
     try:
         done = 0
         while done < trials:
@@ -299,20 +346,34 @@ def tune_tasks(tasks: Sequence, trials: int, tuner="xgb", db="tuning.db", measur
             if early_stopping is not None and session.since_best >= early_stopping:
                 session.stopped = "early_stopping"
     except KeyboardInterrupt:
-        interrupted = True
         for s in sessions:
             s.stopped = "interrupted"
         logger.warning("tuning interrupted; every finished measurement is in the log")
+        return True
     finally:
         bar.close()
+    return False
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """Within this context SIGTERM interrupts tuning as Ctrl-C does (a ``KeyboardInterrupt`` in
+    the main thread), so that ``kill`` ends a run cleanly. Only where SIGTERM still has its
+    default action (a handler of the program's own is left alone), and only in the main
+    thread, where Python runs signal handlers."""
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    signal.signal(signal.SIGTERM, interrupt)
     try:
-        results = [s.finish(options, remeasure=not interrupted) for s in sessions]
+        yield
     finally:
-        if measure_option is None:
-            options.close()
-        if own_log:
-            log.close()
-    return results
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def check_measurable(tasks: Sequence, measure_option=None) -> None:

@@ -17,7 +17,17 @@ caller to validate against its space (``best(..., validate=...)``) before applyi
 """
 
 from db.errors import RecordError, SchemaVersionError, TuningLogError
-from db.log import BUSY_TIMEOUT_S, TaskOrKey, TuningLog, hide_passwords, open
+from db.log import (
+    BUSY_TIMEOUT_S,
+    DEAD_AFTER_BEATS,
+    HEARTBEAT_ENV,
+    HEARTBEAT_INTERVAL_S,
+    TaskOrKey,
+    TuningLog,
+    default_heartbeat_interval,
+    hide_passwords,
+    open,
+)
 from db.record import Record, RunInfo, SummaryRow, Workload, canonical_json, target_kind
 from db.schema import SCHEMA_VERSION
 
@@ -34,6 +44,10 @@ __all__ = [
     "target_kind",
     "SCHEMA_VERSION",
     "BUSY_TIMEOUT_S",
+    "HEARTBEAT_INTERVAL_S",
+    "HEARTBEAT_ENV",
+    "DEAD_AFTER_BEATS",
+    "default_heartbeat_interval",
     "TuningLogError",
     "RecordError",
     "SchemaVersionError",

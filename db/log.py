@@ -17,10 +17,12 @@ import builtins
 import dataclasses
 import json
 import logging
+import math
 import os
 import random
 import re
 import sqlite3
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -48,12 +50,22 @@ from db.errors import RecordError, TuningLogError
 from db.record import Record, RunInfo, SummaryRow, Workload, canonical_json, target_kind
 from db.schema import RecordRow, RunRow, WorkloadRow, ensure_schema, is_current
 
-__all__ = ["TuningLog", "open", "BUSY_TIMEOUT_S", "TaskOrKey"]
+__all__ = ["TuningLog", "open", "BUSY_TIMEOUT_S", "TaskOrKey", "HEARTBEAT_INTERVAL_S", "HEARTBEAT_ENV",
+           "DEAD_AFTER_BEATS", "default_heartbeat_interval"]
 
 log = logging.getLogger(__name__)
 
 #: How long (seconds) an SQLite writer waits for another process's write to finish.
 BUSY_TIMEOUT_S = 60.0
+
+#: Seconds between two heartbeats of a running tuner (see :meth:`TuningLog.keep_alive`),
+#: unless the environment variable :data:`HEARTBEAT_ENV` names another interval.
+HEARTBEAT_INTERVAL_S = 10.0
+HEARTBEAT_ENV = "AUTOTUNE_HEARTBEAT_S"
+
+#: A run still marked running whose last heartbeat is older than this many of its own
+#: intervals reads as ``"dead"``: its process was killed or its machine lost.
+DEAD_AFTER_BEATS = 6
 
 #: A workload key, a :class:`Record` or :class:`Workload`, or any object with a
 #: ``workload_key`` attribute (a task); a task's ``template`` (or ``name``), ``args`` and
@@ -94,7 +106,7 @@ def open(path_or_url: str | os.PathLike[str], *, busy_timeout: float = BUSY_TIME
     except (ImportError, sa_exc.NoSuchModuleError) as err:
         raise TuningLogError(f"cannot open tuning log {where}: its database driver is not installed ({err}); "
                              f"for PostgreSQL: pip install 'autotune-compiler[postgres]'") from None
-    tlog = TuningLog(engine, where, backend)
+    tlog = TuningLog(engine, where, backend, memory=memory)
     try:
         tlog._init_schema()
     except TuningLogError:
@@ -113,10 +125,11 @@ class TuningLog:
     or none). One ``TuningLog`` per process: open the log again in each worker.
     """
 
-    def __init__(self, engine: Engine, where: str, backend: str) -> None:
+    def __init__(self, engine: Engine, where: str, backend: str, *, memory: bool = False) -> None:
         self._engine = engine
         self._where = where
         self._backend = backend
+        self._memory = memory
 
     # --- opening and closing ---------------------------------------------------------------
 
@@ -171,20 +184,72 @@ class TuningLog:
         with self._guard("adding records"), self._writing() as conn:
             return self._store(conn, batch)
 
-    def start_run(self, tuner: str, options: dict[str, Any] | None = None) -> str:
-        """Record the start of a tuning run; returns its id (a hex string unique across logs)."""
-        run = RunInfo(run_id=uuid.uuid4().hex, tuner=tuner, options=options or {}, started=time.time(),
-                      ended=None, status="running")
+    def start_run(self, tuner: str, options: dict[str, Any] | None = None, *,
+                  heartbeat_interval: float | None = None) -> str:
+        """Record the start of a tuning run; returns its id (a hex string unique across logs).
+
+        The run is ``"running"`` until :meth:`end_run`. Its process promises a heartbeat every
+        ``heartbeat_interval`` seconds (default: :func:`default_heartbeat_interval`), which
+        :meth:`keep_alive` writes; without one the run soon reads as ``"dead"``.
+        """
+        interval = heartbeat_interval if heartbeat_interval is not None else default_heartbeat_interval()
+        if not (isinstance(interval, int | float) and math.isfinite(interval) and interval > 0):
+            raise ValueError(f"start_run: heartbeat_interval must be a positive number of seconds, "
+                             f"got {heartbeat_interval!r}")
+        now = time.time()
+        run = RunInfo(run_id=uuid.uuid4().hex, tuner=tuner, options=options or {}, started=now,
+                      ended=None, status="running", heartbeat=now, heartbeat_interval=float(interval))
         run = RunInfo.from_dict(run.to_dict())  # checks that the options are JSON data
         with self._guard("starting a run"), self._writing() as conn:
             self._store_runs(conn, [run])
         return run.run_id
 
+    def heartbeat(self, run_ids: str | Iterable[str]) -> None:
+        """Say that the runs ``run_ids`` are alive: set their heartbeat to now (runs that ended
+        are left alone)."""
+        ids = [run_ids] if isinstance(run_ids, str) else list(run_ids)
+        if not ids:
+            return
+        with self._guard("writing a heartbeat"), self._writing() as conn:
+            conn.execute(update(RunRow).where(RunRow.id.in_(ids), RunRow.status == "running")
+                         .values(heartbeat=time.time()))
+
+    @contextmanager
+    def keep_alive(self, run_ids: str | Iterable[str]) -> Iterator[None]:
+        """Within this context a background thread writes the heartbeat of ``run_ids`` as often
+        as they promised when they started (the shortest of their intervals), so that readers
+        see them alive; once the process is killed the beats stop, and the runs read as
+        ``"dead"``. (An in-memory log has no other reader: there, nothing is written.)"""
+        ids = [run_ids] if isinstance(run_ids, str) else list(run_ids)
+        if self._memory or not ids:
+            yield
+            return
+        with self._guard("reading runs"), self._reading() as conn:
+            intervals = conn.scalars(select(RunRow.heartbeat_interval).where(RunRow.id.in_(ids))).all()
+        interval = min((i for i in intervals if i), default=default_heartbeat_interval())
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(interval):
+                try:
+                    self.heartbeat(ids)
+                except TuningLogError as err:  # a missed beat; the next one may get through
+                    log.warning("%s", err)
+
+        thread = threading.Thread(target=beat, name="tuning-log-heartbeat", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+
     def end_run(self, run_id: str, status: str = "finished") -> None:
         """Record the end of a run (``status``: ``"finished"``, ``"failed"``, ``"interrupted"``...)."""
         with self._guard("ending a run"), self._writing() as conn:
+            now = time.time()
             done = conn.execute(update(RunRow).where(RunRow.id == run_id)
-                                .values(ended=time.time(), status=status))
+                                .values(ended=now, status=status, heartbeat=now))
             if done.rowcount == 0:
                 raise TuningLogError(f"tuning log {self._where} has no run {run_id!r}")
 
@@ -337,12 +402,21 @@ class TuningLog:
             return [Workload(key=w.key, template=w.template, args=json.loads(w.args), target=w.target,
                              target_model=w.target_model) for w in conn.execute(query)]
 
-    def runs(self) -> list[RunInfo]:
-        """Every tuning run of the log, oldest first."""
+    def runs(self, *, now: float | None = None) -> list[RunInfo]:
+        """Every tuning run of the log, oldest first.
+
+        A run marked ``"running"`` whose last heartbeat (its start, for runs logged without
+        one) is older than :data:`DEAD_AFTER_BEATS` of its heartbeat intervals comes out with
+        status ``"dead"``: the process that ran it is gone. ``now`` (seconds since the epoch)
+        is the time to judge at; by default, the present.
+        """
         query = select(RunRow).order_by(RunRow.started, RunRow.id)
         with self._guard("reading runs"), self._reading() as conn:
-            return [RunInfo(run_id=r.id, tuner=r.tuner, options=json.loads(r.options), started=r.started,
-                            ended=r.ended, status=r.status) for r in conn.execute(query)]
+            rows = conn.execute(query).all()
+        now = time.time() if now is None else now
+        return [RunInfo(run_id=r.id, tuner=r.tuner, options=json.loads(r.options), started=r.started,
+                        ended=r.ended, status=_observed_status(r, now), heartbeat=r.heartbeat,
+                        heartbeat_interval=r.heartbeat_interval) for r in rows]
 
     def count(self, task_or_key: TaskOrKey | None = None, *, errors: bool | None = None) -> int:
         """The number of records (of one workload, and/or only errors or successes)."""
@@ -421,7 +495,9 @@ class TuningLog:
         if runs:
             conn.execute(self._insert(RunRow).on_conflict_do_nothing(index_elements=["id"]),
                          [{"id": r.run_id, "tuner": r.tuner, "options": canonical_json(r.options),
-                           "started": r.started, "ended": r.ended, "status": r.status} for r in runs])
+                           "started": r.started, "ended": r.ended, "status": r.status,
+                           "heartbeat": r.heartbeat, "heartbeat_interval": r.heartbeat_interval}
+                          for r in runs])
 
     def _flush(self, conn: Connection, runs: list[RunInfo], records: list[Record]) -> int:
         self._store_runs(conn, runs)
@@ -566,6 +642,30 @@ class _Ref:
             args_json = None
         target = getattr(obj, "target", None)
         return cls(key, template, args_json, None if target is None else str(target))
+
+
+def default_heartbeat_interval() -> float:
+    """Seconds between two heartbeats of a running tuner: the environment variable
+    :data:`HEARTBEAT_ENV` (``AUTOTUNE_HEARTBEAT_S``) when set, else :data:`HEARTBEAT_INTERVAL_S`."""
+    text = os.environ.get(HEARTBEAT_ENV, "").strip()
+    if not text:
+        return HEARTBEAT_INTERVAL_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise TuningLogError(f"{HEARTBEAT_ENV}={text!r}: expected a positive number of seconds")
+    return value
+
+
+def _observed_status(run: Any, now: float) -> str:
+    """A run's status as a reader sees it: ``"dead"`` for a running run whose heartbeat stopped."""
+    if run.status != "running":
+        return run.status
+    interval = run.heartbeat_interval or HEARTBEAT_INTERVAL_S
+    last = run.heartbeat if run.heartbeat is not None else run.started
+    return "dead" if now - last > DEAD_AFTER_BEATS * interval else "running"
 
 
 def _cost_column(order_by: str) -> Any:

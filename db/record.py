@@ -220,7 +220,14 @@ class Workload:
 
 @dataclass(frozen=True, slots=True)
 class RunInfo:
-    """One tuning run: which tuner with which options, when, and how it ended."""
+    """One tuning run: which tuner with which options, when, and how it ended.
+
+    ``status`` is ``"running"`` while the run goes on, then how it ended (``"budget"``,
+    ``"early_stopping"``, ``"exhausted"``, ``"interrupted"``...). A running tuner writes a
+    ``heartbeat`` (seconds since the epoch) every ``heartbeat_interval`` seconds; a run
+    still marked running whose heartbeat stopped reads as ``"dead"`` (see
+    :meth:`TuningLog.runs <db.TuningLog.runs>`).
+    """
 
     run_id: str
     tuner: str
@@ -228,6 +235,8 @@ class RunInfo:
     started: float
     ended: float | None
     status: str
+    heartbeat: float | None = None
+    heartbeat_interval: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The run as a dict of JSON data."""
@@ -244,7 +253,9 @@ class RunInfo:
                       options=_json_data("options", data.get("options") or {}),
                       started=_float("started", data["started"]),
                       ended=_opt_float("ended", data.get("ended")),
-                      status=_string("status", data.get("status", "unknown")))
+                      status=_string("status", data.get("status", "unknown")),
+                      heartbeat=_opt_float("heartbeat", data.get("heartbeat")),
+                      heartbeat_interval=_opt_float("heartbeat_interval", data.get("heartbeat_interval")))
         except KeyError as err:
             raise RecordError(f"run lacks field {err}: {data!r}") from None
         if not isinstance(run.options, dict):

@@ -11,7 +11,9 @@ Tables:
     kind (first word) and model (``"znver4"``, ``"sm_90"``).
 ``tuning_runs``
     one row per tuning run (id: a random hex string, unique across logs): tuner, JSON
-    options, start and end (seconds since the epoch), status.
+    options, start and end (seconds since the epoch), status, and the heartbeat the running
+    tuner writes (its last time and its interval) so that a run whose process died is seen
+    as dead.
 ``records``
     one row per measurement: workload, run, canonical JSON config and its index, JSON
     costs with their mean and median (``NULL`` for errors), GFLOPS, error kind and message,
@@ -40,6 +42,7 @@ from sqlalchemy import (
     insert,
     inspect,
     select,
+    text,
     update,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -63,11 +66,18 @@ log = logging.getLogger(__name__)
 
 #: The version of the schema this library writes. Bump it with each change of the tables
 #: and add the step from the previous version to :data:`MIGRATIONS`.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+
+def _add_heartbeat(conn: Connection) -> None:
+    """Version 2: runs get a heartbeat (last time, interval); older runs have none."""
+    conn.execute(text("ALTER TABLE tuning_runs ADD COLUMN heartbeat FLOAT"))
+    conn.execute(text("ALTER TABLE tuning_runs ADD COLUMN heartbeat_interval FLOAT"))
+
 
 #: ``MIGRATIONS[v]`` upgrades a log from version ``v`` to ``v + 1`` on an open connection
 #: (inside the transaction that also records the new version).
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _add_heartbeat}
 
 # SQLite only auto-increments an "INTEGER PRIMARY KEY"; elsewhere ids are 64-bit.
 _Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -113,6 +123,8 @@ class RunRow(Base):
     started: Mapped[float] = mapped_column(Float)
     ended: Mapped[float | None] = mapped_column(Float)
     status: Mapped[str] = mapped_column(String(64))
+    heartbeat: Mapped[float | None] = mapped_column(Float)
+    heartbeat_interval: Mapped[float | None] = mapped_column(Float)
 
 
 class RecordRow(Base):

@@ -1,7 +1,8 @@
 """End to end: ``tune()`` and the ``autotune`` command on real logs, real workers and real
-processes: a PostgreSQL log from tuning to a built ``.so``; a tuning process killed with
-SIGKILL and run again; three tuning processes sharing one SQLite file; and a CUDA task on
-a machine that cannot run CUDA, refused before any work.
+processes: a PostgreSQL log from tuning to a built ``.so``; a tuning process ended with
+SIGTERM (recorded as interrupted), and one killed with SIGKILL (seen as dead) and run again;
+three tuning processes sharing one SQLite file; and a CUDA task on a machine that cannot run
+CUDA, refused before any work.
 
 Runs of ``autotune tune`` record every trial and then, at the end, measure the best few
 configs again (``FINAL_ROUNDS`` times each of at most ``FINAL_TOP_K``): in the log these
@@ -33,6 +34,8 @@ TASK_ARGS = (32, 32, 32, "float32")
 # Generous limits for a loaded machine: they only stop a hung test, they time nothing.
 CLI_TIMEOUT_S = 600
 POLL_S = 0.2
+# Tuning processes whose death a test waits to see beat often: a dead run shows within seconds.
+HEARTBEAT_ENV = {**os.environ, db.HEARTBEAT_ENV: "0.2"}
 
 
 @pytest.fixture
@@ -40,10 +43,11 @@ def task():
     return autotune.create_task("matmul", TASK_ARGS, "llvm")
 
 
-def _autotune(*args: str, cwd: Path, timeout: float = CLI_TIMEOUT_S) -> subprocess.CompletedProcess:
+def _autotune(*args: str, cwd: Path, timeout: float = CLI_TIMEOUT_S,
+              env: dict | None = None) -> subprocess.CompletedProcess:
     """Run the ``autotune`` command line in a fresh interpreter."""
     return subprocess.run([sys.executable, "-m", "autotune", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, env=env)
 
 
 def _tune_command(log: str, trials: int, seed: int) -> list[str]:
@@ -171,13 +175,61 @@ def _wait_for_records(log_path: Path, task, proc: subprocess.Popen, count: int, 
     pytest.fail(f"autotune tune wrote fewer than {count} records:\n{out.read_text()}")
 
 
+def _wait_until_gone(family: dict[int, str], root: int) -> None:
+    deadline = time.monotonic() + 60
+    while _alive(family, root) and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+    assert _alive(family, root) == [], "processes of the autotune tune that ended are still running"
+
+
+def _wait_for_status(log_path: Path, status: str) -> list:
+    """The log's runs, once one of them reads as ``status`` (polled: it may take a few heartbeats)."""
+    deadline = time.monotonic() + CLI_TIMEOUT_S
+    while time.monotonic() < deadline:
+        with db.open(log_path) as log:
+            runs = log.runs()
+        if any(r.status == status for r in runs):
+            return runs
+        time.sleep(POLL_S)
+    pytest.fail(f"no run reads as {status!r}: {[r.status for r in runs]}")
+
+
+@pytest.mark.slow
+def test_sigterm_ends_a_run_as_ctrl_c_does(task, tmp_path):
+    log_path = tmp_path / "t.db"
+    out = tmp_path / "terminated.out"
+    with open(out, "w") as sink:
+        proc = subprocess.Popen(_tune_command(str(log_path), 1000, seed=4), cwd=tmp_path, stdout=sink,
+                                stderr=subprocess.STDOUT, start_new_session=True, env=HEARTBEAT_ENV)
+    try:
+        _wait_for_records(log_path, task, proc, 3, out)
+        family = _family(proc.pid)
+        assert len(family) > 1, "autotune tune measured without worker processes?"
+        proc.send_signal(signal.SIGTERM)  # to the tuning process alone, as `kill PID` does
+        code = proc.wait(timeout=CLI_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    text = out.read_text()
+    assert code == 130, text
+    assert "stopped: interrupted" in text and "Traceback" not in text, text
+    _wait_until_gone(family, proc.pid)  # its workers were stopped
+    runs, per_run = _runs_and_records(log_path, task)
+    (run,) = runs.values()
+    assert run.status == "interrupted" and run.ended is not None
+    records = per_run[run.run_id]
+    keys = [db.canonical_json(r.config) for r in records]
+    assert len(records) >= 3 and len(set(keys)) == len(keys)  # every finished trial, no re-measurement
+
+
 @pytest.mark.slow
 def test_sigkill_then_rerun_loses_nothing_and_repeats_nothing(task, tmp_path):
     log_path = tmp_path / "t.db"
     out = tmp_path / "killed.out"
     with open(out, "w") as sink:
         proc = subprocess.Popen(_tune_command(str(log_path), 1000, seed=3), cwd=tmp_path, stdout=sink,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True, env=HEARTBEAT_ENV)
     try:
         _wait_for_records(log_path, task, proc, 3, out)
         family = _family(proc.pid)
@@ -185,16 +237,19 @@ def test_sigkill_then_rerun_loses_nothing_and_repeats_nothing(task, tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    deadline = time.monotonic() + 60
-    while _alive(family, proc.pid) and time.monotonic() < deadline:
-        time.sleep(POLL_S)
-    assert _alive(family, proc.pid) == [], "processes of the killed autotune tune are still running"
+    _wait_until_gone(family, proc.pid)
+    # its heartbeat stopped: the run that never ended reads as dead, in the log and in `autotune best`
+    (killed_run,) = _wait_for_status(log_path, "dead")
+    best = _autotune("best", "--db", str(log_path), cwd=tmp_path)
+    assert best.returncode == 0, best.stderr
+    assert "runs: 1 (1 dead)" in best.stdout and f"dead     {killed_run.run_id[:12]}" in best.stdout, \
+        best.stdout
 
     with db.open(log_path) as log:
         before = {r.uid: r for r in log.records(task)}
     assert len(before) >= 3
 
-    rerun = _autotune(*_tune_command(str(log_path), 4, seed=3)[3:], cwd=tmp_path)
+    rerun = _autotune(*_tune_command(str(log_path), 4, seed=3)[3:], cwd=tmp_path, env=HEARTBEAT_ENV)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert "trials    4 this run" in rerun.stdout, rerun.stdout
 
@@ -202,8 +257,8 @@ def test_sigkill_then_rerun_loses_nothing_and_repeats_nothing(task, tmp_path):
         after = {r.uid: r for r in log.records(task)}
     assert set(before) <= set(after), "records present before the kill are gone"
     runs, per_run = _runs_and_records(log_path, task)
-    assert sorted(r.status for r in runs.values()) == ["budget", "running"]  # the killed one never ended
-    killed = next(rid for rid, r in runs.items() if r.status == "running")
+    assert sorted(r.status for r in runs.values()) == ["budget", "dead"]  # the killed one never ended
+    killed = next(rid for rid, r in runs.items() if r.status == "dead")
     finished = next(rid for rid, r in runs.items() if r.status == "budget")
     assert {r.uid for r in per_run[killed]} == set(before)
     killed_configs = [db.canonical_json(r.config) for r in per_run[killed]]

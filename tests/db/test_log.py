@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -71,6 +72,58 @@ def test_unknown_run_ids_get_a_placeholder_run(tlog: db.TuningLog) -> None:
     assert [(r.run_id, r.status) for r in tlog.runs()] == [("f" * 32, "unknown")]
     with pytest.raises(db.TuningLogError, match="no run 'nope'"):
         tlog.end_run("nope")
+
+
+def test_a_run_without_heartbeats_reads_as_dead(tlog: db.TuningLog) -> None:
+    run = tlog.start_run("xgb", heartbeat_interval=2.0)
+    (info,) = tlog.runs()
+    assert info.status == "running" and info.heartbeat == info.started and info.heartbeat_interval == 2.0
+    grace = db.DEAD_AFTER_BEATS * 2.0
+    assert tlog.runs(now=info.started + grace - 0.5)[0].status == "running"
+    assert tlog.runs(now=info.started + grace + 0.5)[0].status == "dead"
+    tlog.heartbeat(run)
+    (beaten,) = tlog.runs()
+    assert beaten.heartbeat >= info.heartbeat
+    assert tlog.runs(now=beaten.heartbeat + grace - 0.5)[0].status == "running"
+    assert tlog.runs(now=beaten.heartbeat + grace + 0.5)[0].status == "dead"
+    tlog.end_run(run, "interrupted")
+    (ended,) = tlog.runs(now=beaten.heartbeat + 100 * grace)
+    assert ended.status == "interrupted"  # a run that ended is never dead
+    tlog.heartbeat(run)  # beats after the end change nothing
+    assert tlog.runs()[0].heartbeat == ended.heartbeat
+    tlog.add(rec(run_id="f" * 32))  # a placeholder run is not running: never dead either
+    assert {r.run_id: r.status for r in tlog.runs(now=ended.heartbeat + 100 * grace)}["f" * 32] == "unknown"
+    with pytest.raises(ValueError, match="heartbeat_interval"):
+        tlog.start_run("xgb", heartbeat_interval=0)
+
+
+def test_keep_alive_beats_until_the_context_ends(tlog: db.TuningLog) -> None:
+    run = tlog.start_run("xgb", heartbeat_interval=0.05)
+    other = tlog.start_run("ga", heartbeat_interval=0.05)
+    started = tlog.runs()[0].heartbeat
+    with tlog.keep_alive([run]):
+        deadline = time.monotonic() + 60
+        while tlog.runs()[0].heartbeat == started:  # wait for a beat; time nothing
+            assert time.monotonic() < deadline, "no heartbeat within a minute"
+            time.sleep(0.05)
+    last = {r.run_id: r.heartbeat for r in tlog.runs()}
+    assert last[other] < last[run]  # only the runs named beat
+    time.sleep(0.2)
+    assert {r.run_id: r.heartbeat for r in tlog.runs()} == last  # and no beat after the context
+
+
+def test_the_heartbeat_interval_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(db.HEARTBEAT_ENV, raising=False)
+    assert db.default_heartbeat_interval() == db.HEARTBEAT_INTERVAL_S
+    monkeypatch.setenv(db.HEARTBEAT_ENV, "0.25")
+    assert db.default_heartbeat_interval() == 0.25
+    with db.open(":memory:") as tlog:
+        tlog.start_run("xgb")
+        assert tlog.runs()[0].heartbeat_interval == 0.25
+    for bad in ("0", "-1", "soon", "nan"):
+        monkeypatch.setenv(db.HEARTBEAT_ENV, bad)
+        with pytest.raises(db.TuningLogError, match=db.HEARTBEAT_ENV):
+            db.default_heartbeat_interval()
 
 
 def _best_fixture(tlog: db.TuningLog) -> None:
