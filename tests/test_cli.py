@@ -242,7 +242,6 @@ def test_build_without_a_record_uses_the_default_config(tmp_path):
 
 
 def test_cluster_flag_builds_ray_options():
-    pytest.importorskip("measure.ray")
     import argparse
 
     from autotune.cli import _measure_options
