@@ -1,20 +1,25 @@
-"""CPU benchmark: hand-written schedules against numpy (and OpenBLAS) in one run.
+"""CPU benchmark: hand-written schedules against numpy (and OpenBLAS), timed side by side.
 
 Run with ``python3 scripts/bench_cpu.py``. Every kernel is checked against numpy
-before it is timed; every figure is the median of several runs after a warm-up
-(ours through ``time_evaluator``, numpy through a ``perf_counter`` loop). The
-matmul peer runs twice: in this process (OpenBLAS as it picks its kernels) and in
-a subprocess with ``OPENBLAS_CORETYPE=SkylakeX`` (its AVX-512 kernels). The FP32
-FMA peak comes from a kernel of our own, so GFLOPS read as a share of it.
+before it is timed. Then each kernel, exported as a shared library, and its numpy peer
+are timed in fresh processes, interleaved over several rounds (ours, numpy, ours,
+numpy, ...), and the table gives each one's median (see ``_bench_common``). On a CPU
+with AVX-512, matmul has a second OpenBLAS peer: ``OPENBLAS_CORETYPE=SkylakeX`` (its
+AVX-512 kernels), and PyTorch's ``a @ b`` (MKL) where PyTorch is installed.
+
+The FP32 FMA peak comes from a kernel of our own (``cpu_kernels.fma_peak``), on one
+thread and on all: before and after the timings the script checks that the machine is
+quiet (all threads together reach 0.9x per thread of the one-thread peak), and says
+so in the table's title when it is not. GFLOPS figures are also given as a share of the
+measured peak.
 """
 
 from __future__ import annotations
 
-import json
-import os
+import argparse
 import statistics
-import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,157 +27,134 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _bench_common as B  # noqa: E402
 import cpu_kernels as K  # noqa: E402
 
 import compiler  # noqa: E402
 from compiler.runtime import num_threads  # noqa: E402
 
-REPEAT = 7
 RNG = np.random.default_rng(0)
-_ROWS: list[tuple] = []
 
 
-def median_seconds(fn, repeat: int = REPEAT, min_ms: float = 50.0) -> float:
-    """Median seconds per call of ``fn()``: warm up, then ``repeat`` timings of enough calls."""
-    fn()
-    start = time.perf_counter()
-    fn()
-    once = max(time.perf_counter() - start, 1e-7)
-    number = max(1, int(min_ms / 1e3 / once))
-    runs = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        runs.append((time.perf_counter() - start) / number)
-    return statistics.median(runs)
+class Bench:
+    """Kernels checked and exported, with their peers; timed together by :meth:`run`."""
+
+    def __init__(self, workdir: Path, rounds: int):
+        self.workdir, self.rounds = workdir, rounds
+        self.items: list[tuple[str, str, float, str, list[B.Contender]]] = []  # kernel, shape, work, unit
+        self.timings: list[dict[str, B.Timing]] = []
+
+    def add(self, kernel: str, shape: str, f, arrays, work: float, unit: str, peers: list[B.Contender]):
+        path = self.workdir / f"{kernel.replace(' ', '_')}_{len(self.items)}.so"
+        f.export_library(path)
+        ours = B.Contender("ours", B.module_spec(path, arrays))
+        self.items.append((kernel, shape, work, unit, [ours, *peers]))
+
+    def run(self) -> None:
+        """Time every kernel and its peers, interleaved in fresh processes."""
+        self.timings = []
+        for kernel, shape, _, _, contenders in self.items:
+            print(f"timing {kernel} {shape}: {', '.join(c.label for c in contenders)} x {self.rounds} rounds",
+                  flush=True)
+            self.timings.append(B.time_interleaved(contenders, num_threads(), self.rounds))
+
+    def rows(self, peak: float) -> list[tuple]:
+        rows = []
+        for (kernel, shape, work, unit, contenders), timings in zip(self.items, self.timings, strict=True):
+            ours = timings["ours"].median
+            for c in contenders:
+                t = timings[c.label]
+                label = kernel if c.label == "ours" else f"  {c.label}"
+                if t.median is None:
+                    rows.append((label, shape, "", "", "", "", f"did not run: {t.error}"))
+                    continue
+                rate = work / t.median
+                share = f"{rate / peak:.0%}" if unit == "GFLOPS" else ""
+                ratio = f"{t.median / ours:.2f}" if ours and c.label != "ours" else ""
+                rows.append((label, shape, f"{t.median * 1e3:.3f}", f"{rate / 1e9:.1f} {unit}", share, ratio,
+                             t.info))
+        return rows
 
 
-def ours_seconds(f, *args, min_ms: float = 50.0) -> float:
-    return f.time_evaluator(f.entry_name, compiler.cpu(0), number=1, repeat=REPEAT,
-                            min_repeat_ms=min_ms)(*args).median
+def check(f, inputs, out, want, rtol=1e-5, atol=0.0):
+    out[...] = np.nan
+    f(*inputs, out)
+    assert np.isfinite(out).all()
+    np.testing.assert_allclose(out, want, rtol=rtol, atol=atol)
 
 
-def row(kernel: str, shape: str, seconds: float, work: float, unit: str, peer: str = "",
-        peer_seconds: float | None = None) -> None:
-    ratio = f"{peer_seconds / seconds:.2f}" if peer_seconds else ""
-    rate = f"{work / seconds / 1e9:.1f} {unit}" if work else ""
-    _ROWS.append((kernel, shape, f"{seconds * 1e3:.3f}", rate, peer, ratio))
+def numpy_peer(op: str, shape, label: str = "numpy", env: dict | None = None) -> B.Contender:
+    return B.Contender(label, {"kind": "numpy", "op": op, "shape": list(shape)}, env or {})
 
 
-def bench_vector_add(n: int = 1 << 24) -> None:
-    s, args = K.vector_add(n)
-    f = compiler.build(s, args, name="vector_add")
+def add_vector_add(bench: Bench, n: int = 1 << 24) -> None:
+    f = compiler.build(*K.vector_add(n), name="vector_add")
     a, b = RNG.random(n, dtype=np.float32), RNG.random(n, dtype=np.float32)
-    c = compiler.nd.empty((n,), "float32")
-    f(a, b, c)
-    np.testing.assert_array_equal(c.numpy(), a + b)
-    out = np.empty_like(a)
-    peer = median_seconds(lambda: np.add(a, b, out=out))
-    row("vector add", "2^24", ours_seconds(f, a, b, c), 3 * 4 * n, "GB/s", "np.add(out=)", peer)
-    row("  numpy", "2^24", peer, 3 * 4 * n, "GB/s")
+    c = np.empty_like(a)
+    check(f, (a, b), c, a + b, rtol=0)
+    bench.add("vector add", "2^24", f, (a, b, c), 3 * 4 * n, "GB/s", [numpy_peer("add", (n,))])
 
 
-def bench_row_sum(rows: int = 4096, cols: int = 4096) -> None:
-    s, args = K.row_sum(rows, cols)
-    f = compiler.build(s, args, name="row_sum")
+def add_row_sum(bench: Bench, rows: int = 4096, cols: int = 4096) -> None:
+    f = compiler.build(*K.row_sum(rows, cols), name="row_sum")
     a = RNG.random((rows, cols), dtype=np.float32)
     out = np.empty(rows, np.float32)
-    f(a, out)
-    np.testing.assert_allclose(out, a.sum(axis=1), rtol=1e-4)
-    peer = median_seconds(lambda: a.sum(axis=1))
-    row("row sum", f"{rows}x{cols}", ours_seconds(f, a, out), 4 * rows * cols, "GB/s", "a.sum(axis=1)", peer)
-    row("  numpy", f"{rows}x{cols}", peer, 4 * rows * cols, "GB/s")
+    check(f, (a,), out, a.sum(axis=1), rtol=1e-4)
+    bench.add("row sum", f"{rows}x{cols}", f, (a, out), 4 * rows * cols, "GB/s",
+              [numpy_peer("row_sum", a.shape)])
 
 
-_BLAS_PEER = """
-import json, statistics, sys, time
-import numpy as np
-out = {}
-for n in map(int, sys.argv[1:]):
-    a = np.random.rand(n, n).astype(np.float32); b = np.random.rand(n, n).astype(np.float32)
-    a @ b
-    runs = []
-    for _ in range(REPEAT):
-        start = time.perf_counter(); a @ b; runs.append(time.perf_counter() - start)
-    out[n] = statistics.median(runs)
-print(json.dumps(out))
-""".replace("REPEAT", str(REPEAT))
+def matmul_peers(n: int) -> list[B.Contender]:
+    """numpy's OpenBLAS as it loads; its AVX-512 kernels where the CPU has them; PyTorch (MKL)."""
+    import importlib.util
+
+    import llvmlite.binding as llvm
+
+    peers = [numpy_peer("matmul", (n, n, n), "numpy a @ b")]
+    if llvm.get_host_cpu_features().get("avx512f"):
+        peers.append(numpy_peer("matmul", (n, n, n), "numpy SkylakeX", {"OPENBLAS_CORETYPE": "SkylakeX"}))
+    if importlib.util.find_spec("torch") is not None:
+        peers.append(B.Contender("torch a @ b", {"kind": "torch", "op": "matmul", "shape": [n, n, n]}))
+    return peers
 
 
-def blas_skylakex(sizes: list[int]) -> dict:
-    env = {**os.environ, "OPENBLAS_CORETYPE": "SkylakeX"}
-    proc = subprocess.run([sys.executable, "-c", _BLAS_PEER, *map(str, sizes)], env=env,
-                          capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        print(f"OPENBLAS_CORETYPE=SkylakeX peer failed: {proc.stderr.strip()}", file=sys.stderr)
-        return {}
-    return {int(k): v for k, v in json.loads(proc.stdout).items()}
-
-
-def bench_matmul(sizes=(1024, 2048)) -> float:
-    skx = blas_skylakex(list(sizes))
-    build_ms = 0.0
+def add_matmul(bench: Bench, sizes=(1024, 2048)) -> float:
+    """Both sizes; returns the median milliseconds of ``build()`` for the first."""
     for n in sizes:
-        s, args = K.matmul(n, n, n)
-        f = compiler.build(s, args, name="matmul")
+        f = compiler.build(*K.matmul(n, n, n), name="matmul")
         a, b = RNG.random((n, n), dtype=np.float32), RNG.random((n, n), dtype=np.float32)
-        c = compiler.nd.empty((n, n), "float32")
-        f(a, b, c)
-        np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-4)
-        flops = 2.0 * n ** 3
-        ours = ours_seconds(f, a, b, c, min_ms=200)
-        peer = median_seconds(lambda a=a, b=b: a @ b, min_ms=200)
-        row("matmul", f"{n}^3", ours, flops, "GFLOPS", "a @ b (OpenBLAS)", peer)
-        row("  numpy", f"{n}^3", peer, flops, "GFLOPS")
-        if n in skx:
-            row("matmul", f"{n}^3", ours, flops, "GFLOPS", "a @ b SkylakeX", skx[n])
-            row("  numpy SkylakeX", f"{n}^3", skx[n], flops, "GFLOPS")
-        if n == sizes[0]:
-            times = []
-            for _ in range(REPEAT):
-                s, args = K.matmul(n, n, n)
-                start = time.perf_counter()
-                compiler.build(s, args, name="matmul")
-                times.append(time.perf_counter() - start)
-            build_ms = statistics.median(times) * 1e3
-    return build_ms
+        c = np.empty((n, n), np.float32)
+        check(f, (a, b), c, a @ b, rtol=1e-4)
+        bench.add("matmul", f"{n}^3", f, (a, b, c), 2.0 * n ** 3, "GFLOPS", matmul_peers(n))
+    times = []
+    for _ in range(B.REPEAT):
+        s, args = K.matmul(sizes[0], sizes[0], sizes[0])
+        start = time.perf_counter()
+        compiler.build(s, args, name="matmul")
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
 
 
-def bench_peak(iterations: int = 200_000) -> None:
-    threads = num_threads()
-    f = compiler.build(K.fma_peak(iterations, threads), target="llvm -fast-math")
-    out = np.zeros((threads, K.FMA_LANES), np.float32)
-    f(out, 0.5, 1.0)
-    np.testing.assert_allclose(out, K.FMA_CHAINS * 2.0, rtol=1e-6)  # every chain converges to 2
-    seconds = ours_seconds(f, out, 0.5, 1.0)
-    flops = float(threads) * iterations * K.FMA_FLOPS_PER_ITER
-    row("FMA peak", f"{threads} threads", seconds, flops, "GFLOPS")
-
-
-def bench_softmax(rows: int = 4096, cols: int = 1024) -> None:
-    s, args = K.softmax(rows, cols)
-    f = compiler.build(s, args, name="softmax")
+def add_softmax(bench: Bench, rows: int = 4096, cols: int = 1024) -> None:
+    f = compiler.build(*K.softmax(rows, cols), name="softmax")
     x = RNG.standard_normal((rows, cols), dtype=np.float32)
     y = np.empty_like(x)
-    f(x, y)
-    np.testing.assert_allclose(y, K.reference_softmax(x), rtol=1e-5, atol=1e-8)
-    peer = median_seconds(lambda: K.reference_softmax(x))
-    traffic = 2 * 4 * rows * cols
-    row("softmax", f"{rows}x{cols}", ours_seconds(f, x, y), traffic, "GB/s", "numpy exp/sum", peer)
-    row("  numpy", f"{rows}x{cols}", peer, traffic, "GB/s")
+    check(f, (x,), y, K.reference_softmax(x), rtol=1e-5, atol=1e-8)
+    bench.add("softmax", f"{rows}x{cols}", f, (x, y), 2 * 4 * rows * cols, "GB/s",
+              [numpy_peer("softmax", x.shape, "numpy exp/sum")])
 
 
-def bench_empty_region() -> None:
+def empty_region_rows() -> list[tuple]:
+    """What a parallel region costs, back to back and after idle gaps (in this process: it is
+    the runtime's own overhead, there is no peer)."""
     f = compiler.build(K.empty_parallel())
     ids = np.full(num_threads(), -1, np.int32)
     f(ids)
     assert sorted(ids.tolist()) == list(range(num_threads())), ids
-    back_to_back = f.time_evaluator(f.entry_name, number=1000, repeat=REPEAT)(ids).median
-    row("empty parallel region", "back to back", back_to_back, 0, "")
-    # After an idle gap: one call from Python, less the same call of a serial loop.
+    back_to_back = f.time_evaluator(f.entry_name, number=1000, repeat=B.REPEAT)(ids).median
+    rows = [("empty parallel region", "back to back", f"{back_to_back * 1e3:.4f}", "", "", "", "")]
     serial = compiler.build(K.empty_parallel(parallel=False))
-    for gap_ms in (1, 10, 100):
+    for gap_ms in (1, 10, 100):  # one call from Python after a gap, less the same call of a serial loop
         costs = []
         for _ in range(20 if gap_ms < 100 else 8):
             pair = []
@@ -182,23 +164,40 @@ def bench_empty_region() -> None:
                 g(ids)
                 pair.append(time.perf_counter() - start)
             costs.append(pair[0] - pair[1])
-        row("empty parallel region", f"after {gap_ms} ms idle", statistics.median(costs), 0, "")
+        rows.append(("empty parallel region", f"after {gap_ms} ms idle",
+                     f"{statistics.median(costs) * 1e3:.4f}", "", "", "", ""))
+    return rows
 
 
 def main() -> None:
-    print(f"# {num_threads()} threads, numpy {np.__version__}; medians of {REPEAT} runs after warm-up",
+    p = argparse.ArgumentParser(description="Hand-written CPU kernels against numpy, in fresh processes.")
+    p.add_argument("--rounds", type=int, default=B.ROUNDS,
+                   help=f"processes per contender (default {B.ROUNDS})")
+    opts = p.parse_args()
+    threads = num_threads()
+    print(f"# {compiler.target.host_cpu_name()}, {threads} threads, numpy {np.__version__}; each figure the "
+          f"median of {opts.rounds} fresh processes (interleaved), each the median of {B.REPEAT} timings",
           flush=True)
-    bench_peak()
-    bench_vector_add()
-    bench_row_sum()
-    build_ms = bench_matmul()
-    bench_softmax()
-    bench_empty_region()
-    _ROWS.append(("build() matmul 1024", "tiled+packed", f"{build_ms:.1f}", "", "", ""))
-    header = ("kernel", "shape", "median ms", "rate", "peer", "ours/peer speed")
-    widths = [max(len(str(r[k])) for r in [header, *_ROWS]) for k in range(len(header))]
-    for r in [header, *_ROWS]:
-        print("  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+    before = B.measure_quietness(threads)
+    print(f"# before: {before.describe()}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench_cpu_") as tmp:
+        bench = Bench(Path(tmp), opts.rounds)
+        add_vector_add(bench)
+        add_row_sum(bench)
+        build_ms = add_matmul(bench)
+        add_softmax(bench)
+        bench.run()
+    rows = empty_region_rows()
+    rows.append(("build() matmul 1024", "tiled+packed", f"{build_ms:.1f}", "", "", "", ""))
+    after = B.measure_quietness(threads)
+    print(f"# after: {after.describe()}", flush=True)
+    peak = max(before.many, after.many)
+    rows = bench.rows(peak) + rows
+    print()
+    note = B.busy_note([before, after])
+    print(f"# {note}" if note else "# quiet machine (checked before and after)")
+    print(f"# FP32 FMA peak {peak / 1e9:.1f} GFLOPS on {threads} threads (the higher of the two checks)")
+    print(B.format_table(("kernel", "shape", "median ms", "rate", "% peak", "peer/ours time", "notes"), rows))
 
 
 if __name__ == "__main__":

@@ -1,127 +1,132 @@
-"""Benchmark of tuned kernels against numpy (OpenBLAS) and PyTorch, measured in one run.
+"""Benchmark of tuned kernels against numpy (OpenBLAS) and PyTorch (MKL, oneDNN), timed side by side.
 
-Run with ``python3 scripts/bench_tuned.py`` (the full run tunes each workload for up
-to 500 trials: allow an hour or more on two cores; ``--trials 24`` is a quick check).
-It tunes, on this CPU,
-
-* ``matmul`` 1024x1024x1024 float32, compared with numpy's ``a @ b`` twice: OpenBLAS
-  as numpy loads it (its AVX2 "Haswell" kernels on this CPU) and with
-  ``OPENBLAS_CORETYPE=SkylakeX`` (its AVX-512 kernels);
-* ``conv2d_nchw``, the ResNet-18 layer 1x64x56x56 with 64 filters of 3x3, stride 1,
-  padding 1, compared with PyTorch's ``torch.nn.functional.conv2d`` on the CPU
-  (``pip install torch==2.13.0``; without PyTorch that column is skipped, with a note).
+Run with ``python3 scripts/bench_tuned.py`` (every workload tuned for up to 128 trials:
+allow hours on two cores; ``--only matmul1024 --trials 24`` is a quick check). It tunes,
+on this CPU, each workload of :data:`WORKLOADS`: matmul 1024 and 2048, every 3x3
+convolution of ResNet-18, a 1x1 convolution and a depthwise one, all float32.
 
 The trials count those already in the log (``--db``, default ``bench_tuned.db``): a
-second run with the same log re-measures without tuning again. Every kernel is
-checked against its reference before it is timed. Each peer runs in a process of its
-own (OpenBLAS reads ``OPENBLAS_CORETYPE`` when it loads, and thread pools of different
-libraries spin against each other when they share a process), with as many threads
-as our kernels use. Rates are also given as a share of the FP32 FMA peak, measured by
-a kernel of our own (``scripts/cpu_kernels.py``). Goals: matmul at least 0.95x the
-SkylakeX kernels, conv2d at least 1.0x PyTorch.
+second run with the same log re-measures without tuning again. Every kernel is built
+with the log's best config, checked against its reference and exported as a shared
+library. Then our kernel and each peer are timed in fresh processes, interleaved over
+``--rounds`` rounds (ours, peer, ours, peer, ...), each with as many threads as our
+kernels use, and the table gives each one's median (see ``_bench_common``). The peers:
+numpy's ``a @ b`` (OpenBLAS; with ``OPENBLAS_CORETYPE=SkylakeX`` too on AVX-512 CPUs),
+and where PyTorch is installed (``pip install torch==2.13.0``) its ``a @ b`` (MKL) and
+``torch.nn.functional.conv2d`` (oneDNN). Goals compare with the fastest peer.
+
+Columns: the rate as a share of the FP32 FMA peak the script measures; the tuning wall
+time and trials per minute of this run; and "log vs deployed": the best cost in the
+tuning log next to the exported library's median in fresh processes.
+
+Before and after the timings the script checks that the machine is quiet (the FMA
+peak on all threads at least 0.9x per thread of the one-thread peak). On a busy machine
+it says so and prints no PASS/FAIL verdict.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import importlib.util
 import os
 import platform
-import subprocess
 import sys
+import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import cpu_kernels as K  # noqa: E402
+import _bench_common as B  # noqa: E402
 
 import autotune  # noqa: E402
 import compiler  # noqa: E402
 import db  # noqa: E402
 from compiler.runtime import num_threads  # noqa: E402
 
-REPEAT = 7
-MATMUL = ("matmul", (1024, 1024, 1024, "float32"))
-CONV2D = ("conv2d_nchw", (1, 64, 56, 56, 64, 3, 3, 1, 1, 1, "float32"))
-GOALS = {"numpy SkylakeX": 0.95, "torch": 1.0}
-
-# The peers, each timed in a process of its own: argv = kind, threads, repeat.
-_PEER = r"""
-import json, statistics, sys, time
-kind, threads, repeat = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-import numpy as np
-
-def median_seconds(fn, min_s=0.2):
-    fn(); t0 = time.perf_counter(); fn(); once = max(time.perf_counter() - t0, 1e-7)
-    number = max(1, int(min_s / once)); runs = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        runs.append((time.perf_counter() - t0) / number)
-    return statistics.median(runs)
-
-rng = np.random.default_rng(0)
-if kind == "matmul":
-    a = rng.random((1024, 1024), dtype=np.float32); b = rng.random((1024, 1024), dtype=np.float32)
-    c = np.empty((1024, 1024), np.float32)
-    seconds = median_seconds(lambda: np.matmul(a, b, out=c))
-    core = "?"
-    try:  # which kernels OpenBLAS picked at load time (its "core")
-        import ctypes
-        paths = {l.split()[-1] for l in open("/proc/self/maps") if "openblas" in l and ".so" in l}
-        for path in sorted(paths):
-            lib = ctypes.CDLL(path)
-            for sym in ("openblas_get_corename", "scipy_openblas_get_corename64_",
-                        "openblas_get_corename64_"):
-                fn = getattr(lib, sym, None)
-                if fn is not None:
-                    fn.restype = ctypes.c_char_p
-                    core = fn().decode()
-                    break
-    except Exception:
-        pass
-    print(json.dumps({"seconds": seconds, "version": f"numpy {np.__version__}", "core": core}))
-else:
-    import torch
-    torch.set_num_threads(threads)
-    x = torch.from_numpy(rng.random((1, 64, 56, 56), dtype=np.float32))
-    w = torch.from_numpy(rng.random((64, 64, 3, 3), dtype=np.float32))
-    with torch.no_grad():
-        seconds = median_seconds(lambda: torch.nn.functional.conv2d(x, w, stride=1, padding=1))
-    print(json.dumps({"seconds": seconds, "version": f"torch {torch.__version__}"}))
-"""
+LOG_VS_DEPLOYED = 0.10  # the deployed kernel's time within 10% of the log's best cost
+TRIALS_PER_MINUTE = 40.0  # tuning throughput goal, on matmul 1024
 
 
-def peer(kind: str, env: dict | None = None) -> dict | None:
-    """Time a peer in a subprocess; None (with the reason printed) if it cannot run."""
-    proc = subprocess.run([sys.executable, "-c", _PEER, kind, str(num_threads()), str(REPEAT)],
-                          env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=900)
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["failed"])[-1]
-        print(f"  ({kind} peer {env or ''} did not run: {last})", flush=True)
-        return None
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+@dataclass(frozen=True)
+class Workload:
+    """A template and its arguments, the peers it is compared with, and the goal against the fastest."""
+
+    label: str
+    template: str
+    args: tuple
+    goal: float
+    throughput_goal: bool = False  # whether trials per minute are held to TRIALS_PER_MINUTE
 
 
-def fma_peak_flops() -> float:
-    """FP32 FLOP/s of a kernel that does only FMAs on every thread: the fastest of its timings
-    (a peak is an upper bound; other work on the machine only slows a timing down)."""
-    threads, iterations = num_threads(), 200_000
-    f = compiler.build(K.fma_peak(iterations, threads), target="llvm -fast-math")
-    out = np.zeros((threads, K.FMA_LANES), np.float32)
-    seconds = f.time_evaluator(f.entry_name, compiler.cpu(0), number=1, repeat=2 * REPEAT,
-                               min_repeat_ms=50)(out, 0.5, 1.0).min
-    return threads * iterations * K.FMA_FLOPS_PER_ITER / seconds
+def _conv(C, H, K, k, stride, pad):
+    return ("conv2d_nchw", (1, C, H, H, K, k, k, stride, pad, 1, "float32"))
 
 
-def tune_and_time(name: str, args: tuple, opts) -> dict:
-    """Tune ``name(args)`` up to ``opts.trials`` trials (those in the log count), build the best,
-    check it and time it."""
-    task = autotune.create_task(name, args, target="llvm")
+WORKLOADS = {
+    "matmul1024": Workload("matmul 1024^3", "matmul", (1024, 1024, 1024, "float32"), 0.95, True),
+    "matmul2048": Workload("matmul 2048^3", "matmul", (2048, 2048, 2048, "float32"), 0.95),
+    "conv3x3_56": Workload("conv 3x3 64x56x56", *_conv(64, 56, 64, 3, 1, 1), 1.0),
+    "conv3x3_28": Workload("conv 3x3 128x28x28", *_conv(128, 28, 128, 3, 1, 1), 1.0),
+    "conv3x3_14": Workload("conv 3x3 256x14x14", *_conv(256, 14, 256, 3, 1, 1), 1.0),
+    "conv3x3_7": Workload("conv 3x3 512x7x7", *_conv(512, 7, 512, 3, 1, 1), 1.0),
+    "conv1x1": Workload("conv 1x1 128x28x28 s2", *_conv(128, 28, 256, 1, 2, 0), 0.8),
+    "depthwise": Workload("depthwise 3x3 256x28x28", "depthwise_conv2d_nchw",
+                          (1, 256, 28, 28, 3, 3, 1, 1, 1, "float32"), 0.8),
+}
+
+
+def peers(w: Workload) -> list[B.Contender]:
+    """The peers of ``w`` that this machine can run."""
+    import llvmlite.binding as llvm
+
+    have_torch = importlib.util.find_spec("torch") is not None
+    if w.template == "matmul":
+        n, l, m = w.args[:3]
+        out = [B.Contender("numpy a @ b", {"kind": "numpy", "op": "matmul", "shape": [n, l, m]})]
+        if llvm.get_host_cpu_features().get("avx512f"):
+            out.append(B.Contender("numpy SkylakeX", {"kind": "numpy", "op": "matmul", "shape": [n, l, m]},
+                                   {"OPENBLAS_CORETYPE": "SkylakeX"}))
+        if have_torch:
+            out.append(B.Contender("torch a @ b", {"kind": "torch", "op": "matmul", "shape": [n, l, m]}))
+        return out
+    if not have_torch:
+        return []
+    if w.template == "conv2d_nchw":
+        N, C, H, W, K, KH, KW, stride, pad, dilation, _ = w.args
+        spec = {"x": [N, C, H, W], "w": [K, C, KH, KW], "groups": 1}
+    else:  # depthwise_conv2d_nchw
+        N, C, H, W, KH, KW, stride, pad, dilation, _ = w.args
+        spec = {"x": [N, C, H, W], "w": [C, 1, KH, KW], "groups": C}
+    spec.update(kind="torch", op="conv2d", stride=stride, padding=pad, dilation=dilation)
+    return [B.Contender("torch conv2d", spec)]
+
+
+@dataclass
+class Tuned:
+    """A workload tuned and exported: what the tuning took and what the log says."""
+
+    workload: Workload
+    flop: float
+    trials: int  # in the log
+    tuned_now: int
+    tune_s: float
+    logged_s: float | None  # the log's best cost
+    so_path: Path
+    arrays: list = field(default_factory=list)
+
+    @property
+    def trials_per_minute(self) -> float | None:
+        return self.tuned_now / self.tune_s * 60 if self.tuned_now and self.tune_s > 0 else None
+
+
+def tune_and_export(w: Workload, opts, workdir: Path) -> Tuned:
+    """Tune ``w`` up to ``opts.trials`` trials (those in the log count), build the log's best,
+    check it against the reference and export it."""
+    task = autotune.create_task(w.template, w.args, target="llvm")
     with db.open(opts.db) as log:
         earlier = log.count(task)
     todo = max(0, opts.trials - earlier)
@@ -134,88 +139,107 @@ def tune_and_time(name: str, args: tuple, opts) -> dict:
     tune_s = time.perf_counter() - start
     with db.open(opts.db) as log:
         trials = log.count(task)
-        f = autotune.build(name, args, target="llvm", db=log)
+        best = log.best(task)
+        f = autotune.build(w.template, w.args, target="llvm", db=log)
     inputs, (expected,) = task.reference_data(0)
-    out = np.empty_like(expected)
+    out = np.full_like(expected, np.nan)
     f(*inputs, out)
+    assert np.isfinite(out).all(), f"{w.label}: the built kernel left outputs unwritten"
     np.testing.assert_allclose(out, expected, rtol=1e-3, atol=1e-3)
-    seconds = f.time_evaluator(f.entry_name, compiler.cpu(0), number=1, repeat=REPEAT,
-                               min_repeat_ms=200)(*inputs, out).median
-    return {"task": task, "seconds": seconds, "tune_s": tune_s, "tuned_now": todo, "trials": trials}
+    path = workdir / f"{w.template}_{len(list(workdir.iterdir()))}.so"
+    f.export_library(path)
+    return Tuned(w, float(task.flop), trials, todo, tune_s, best[0].mean_cost if best else None, path,
+                 [*inputs, out])
+
+
+def table_rows(tuned: list[Tuned], timings: list[dict[str, B.Timing]], peak: float):
+    """The table, and the verdicts its figures give."""
+    rows, verdicts = [], []
+    for t, times in zip(tuned, timings, strict=True):
+        w, ours = t.workload, times["ours"].median
+        tpm = t.trials_per_minute
+        tuning = f"{t.tune_s:.0f} s, {t.tuned_now} trials" + (f", {tpm:.1f}/min" if tpm else "") + \
+            f" ({t.trials} in log)"
+        for label, timing in times.items():
+            name = w.label if label == "ours" else ""
+            impl = "ours (tuned)" if label == "ours" else label
+            if timing.median is None:
+                rows.append((name, impl, "", "", "", "", "", "", f"did not run: {timing.error}"))
+                continue
+            s = timing.median
+            ratio = f"{s / ours:.2f}" if ours and label != "ours" else ""
+            log_col = ""
+            if label == "ours":
+                log_col = f"{t.logged_s * 1e3:.3f} / {s * 1e3:.3f}" if t.logged_s else "no record"
+            rows.append((name, impl, f"{s * 1e3:.3f}", f"{t.flop / s / 1e9:.1f}", f"{t.flop / s / peak:.0%}",
+                         ratio, log_col, tuning if label == "ours" else "", timing.info))
+        verdicts += workload_verdicts(t, times)
+    return rows, verdicts
+
+
+def workload_verdicts(t: Tuned, times: dict[str, B.Timing]) -> list[B.Verdict]:
+    """Ours against the fastest peer; the deployed kernel against the log; tuning throughput."""
+    w, ours = t.workload, times["ours"].median
+    out = []
+    if ours is None:
+        return out
+    peer_times = {k: v.median for k, v in times.items() if k != "ours" and v.median is not None}
+    if peer_times:
+        fastest = min(peer_times, key=peer_times.get)
+        out.append(B.Verdict(f"{w.label} vs {fastest} (fastest peer)", peer_times[fastest] / ours, w.goal))
+    if t.logged_s:
+        out.append(B.Verdict(f"{w.label} deployed / log's best", ours / t.logged_s, 1 + LOG_VS_DEPLOYED,
+                             at_most=True))
+    if w.throughput_goal and t.trials_per_minute:
+        out.append(B.Verdict(f"{w.label} tuning throughput", t.trials_per_minute, TRIALS_PER_MINUTE,
+                             unit=" trials/min"))
+    return out
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description="Tuned matmul and conv2d against numpy and PyTorch.")
-    p.add_argument("--trials", type=int, default=500, help="trials per workload, log included (default 500)")
+    p = argparse.ArgumentParser(description="Tuned kernels against numpy and PyTorch, in fresh processes.")
+    p.add_argument("--trials", type=int, default=128, help="trials per workload, log included (default 128)")
     p.add_argument("--tuner", default="xgb")
     p.add_argument("--early-stopping", type=int, default=None, metavar="N")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--db", default="bench_tuned.db")
-    p.add_argument("--only", choices=["matmul", "conv2d"], help="run one workload")
+    p.add_argument("--only", nargs="+", choices=list(WORKLOADS), help="run these workloads only")
+    p.add_argument("--rounds", type=int, default=B.ROUNDS,
+                   help=f"processes per contender (default {B.ROUNDS})")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=sys.stderr.isatty())
     opts = p.parse_args()
 
     threads = num_threads()
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     print(f"# {platform.processor() or platform.machine()} ({compiler.target.host_cpu_name()}), "
-          f"{threads} threads, {os.cpu_count()} CPUs, load average {load:.1f}", flush=True)
-    peak = fma_peak_flops()
-    print(f"# FP32 FMA peak {peak / 1e9:.1f} GFLOPS", flush=True)
+          f"{threads} threads, {os.cpu_count()} CPUs; each time the median of {opts.rounds} fresh processes "
+          f"(interleaved), each the median of {B.REPEAT} timings", flush=True)
+    chosen = [WORKLOADS[k] for k in (opts.only or WORKLOADS)]
+    with tempfile.TemporaryDirectory(prefix="bench_tuned_") as tmp:
+        tuned = [tune_and_export(w, opts, Path(tmp)) for w in chosen]
+        before = B.measure_quietness(threads)
+        print(f"# before the timings: {before.describe()}", flush=True)
+        timings = []
+        for t in tuned:
+            contenders = [B.Contender("ours", B.module_spec(t.so_path, t.arrays)), *peers(t.workload)]
+            print(f"timing {t.workload.label}: {', '.join(c.label for c in contenders)}", flush=True)
+            timings.append(B.time_interleaved(contenders, threads, opts.rounds))
+        after = B.measure_quietness(threads)
+        print(f"# after the timings: {after.describe()}", flush=True)
 
-    rows = []  # (workload, impl, seconds, flop, peer ratio text, tuning text)
-    verdicts = []
-
-    def add(workload, impl, seconds, flop, ours=None, tuning=""):
-        ratio = f"{seconds / ours:.2f}" if ours else ""
-        rows.append((workload, impl, f"{seconds * 1e3:.3f}", f"{flop / seconds / 1e9:.1f}",
-                     f"{flop / seconds / peak:.0%}", ratio, tuning))
-
-    if opts.only in (None, "matmul"):
-        r = tune_and_time(*MATMUL, opts)
-        flop = r["task"].flop
-        tuning = f"{r['tune_s']:.0f} s ({r['tuned_now']} trials; {r['trials']} in log)"
-        add("matmul 1024^3 f32", "ours (tuned)", r["seconds"], flop, tuning=tuning)
-        for label, env in (("numpy", None), ("numpy SkylakeX", {"OPENBLAS_CORETYPE": "SkylakeX"})):
-            got = peer("matmul", env)
-            if got:
-                add("", f"{label} (OpenBLAS core {got['core']})", got["seconds"], flop, ours=r["seconds"])
-                if label in GOALS:
-                    verdicts.append((f"matmul vs {label}", got["seconds"] / r["seconds"], GOALS[label]))
-    if opts.only in (None, "conv2d"):
-        r = tune_and_time(*CONV2D, opts)
-        flop = r["task"].flop
-        tuning = f"{r['tune_s']:.0f} s ({r['tuned_now']} trials; {r['trials']} in log)"
-        add("conv2d resnet18 3x3", "ours (tuned)", r["seconds"], flop, tuning=tuning)
-        try:
-            import importlib.util
-
-            have_torch = importlib.util.find_spec("torch") is not None
-        except ImportError:
-            have_torch = False
-        got = peer("conv2d") if have_torch else None
-        if got:
-            add("", f"{got['version']} CPU", got["seconds"], flop, ours=r["seconds"])
-            verdicts.append(("conv2d vs torch", got["seconds"] / r["seconds"], GOALS["torch"]))
-        elif not have_torch:
-            rows.append(("", "torch: not installed (pip install torch==2.13.0)", "", "", "", "", ""))
-
-    # Measured again at the end: the higher figure is the better estimate of the peak.
-    final_peak = max(peak, fma_peak_flops())
-    if final_peak > peak:
-        rows = [r[:4] + ((f"{float(r[3]) * 1e9 / final_peak:.0%}",) if r[3] else ("",)) + r[5:] for r in rows]
-        peak = final_peak
+    peak = max(before.many, after.many)
+    rows, verdicts = table_rows(tuned, timings, peak)
     print()
-    print(f"# FP32 FMA peak {peak / 1e9:.1f} GFLOPS (the higher of the timings at the start and the end)")
-    header = ("workload", "implementation", "median ms", "GFLOPS", "% peak", "ours/peer speed", "tuning wall")
-    widths = [max(len(str(x[k])) for x in [header, *rows]) for k in range(len(header))]
-    for row in [header, *rows]:
-        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip())
+    note = B.busy_note([before, after])
+    print(f"# {note}" if note else "# quiet machine (checked before and after the timings)")
+    print(f"# FP32 FMA peak {peak / 1e9:.1f} GFLOPS on {threads} threads (the higher of the two checks)")
+    header = ("workload", "implementation", "median ms", "GFLOPS", "% peak", "peer/ours time",
+              "log vs deployed ms", "tuning", "notes")
+    print(B.format_table(header, rows))
+    if not importlib.util.find_spec("torch"):
+        print("# PyTorch is not installed (pip install torch==2.13.0): no MKL or oneDNN peer")
     print()
-    for what, ratio, goal in verdicts:
-        print(f"{what}: {ratio:.2f}x (goal {goal:.2f}x) {'met' if ratio >= goal else 'NOT met'}")
-    if load > threads / 2:
-        print(f"note: the load average was {load:.1f} on {os.cpu_count()} CPUs when the run began; "
-              "other work on the machine makes these figures noisy")
+    for line in B.verdict_lines(verdicts, [before, after]):
+        print(line)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,342 @@
+"""What the CPU benchmarks share: the quietness check, fresh-process timing, verdicts, tables.
+
+A figure is only worth printing next to a peer's if both were measured in the same
+conditions, and a verdict (PASS/FAIL against a goal) only if those conditions were a
+quiet machine:
+
+* :func:`measure_quietness` times the FP32 FMA peak kernel of ``cpu_kernels`` on one
+  thread and on every thread. On a quiet machine ``T`` threads do at least
+  :data:`QUIET_SCALING` ``* T`` times the work of one; a core busy with other work
+  breaks that (two threads on a two-core machine with one core taken do about what
+  one does). The benchmarks check before and after their timings.
+* :func:`time_interleaved` times each contender (our exported kernel, numpy, PyTorch)
+  in a fresh process of its own, one after the other, over several rounds
+  (A B A B ...), and reports each one's median over the rounds: slow drifts of the
+  machine hit every contender alike, and no contender inherits another's thread pool,
+  caches or allocator state.
+* :func:`verdict_lines` prints PASS/FAIL only when every quietness check passed.
+
+Run as a script, this module is the child process of one timing:
+``python scripts/_bench_common.py '<spec JSON>'`` prints ``{"seconds": ..., "info": ...}``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["QUIET_SCALING", "REPEAT", "ROUNDS", "Quietness", "Contender", "Timing", "Verdict",
+           "measure_quietness", "fma_peak_flops", "time_interleaved", "run_child", "verdict_lines",
+           "busy_note", "format_table", "module_spec", "thread_env"]
+
+QUIET_SCALING = 0.9  # T threads must do at least 0.9 * T times the FMA work of one (1.8x on 2 cores)
+REPEAT = 7  # timings per child process; the child reports their median
+ROUNDS = 5  # child processes per contender, interleaved
+MIN_REPEAT_MS = 200.0  # each timing runs the kernel for at least this long
+FMA_ITERATIONS = 200_000
+
+_HERE = Path(__file__).resolve()
+
+
+# ----------------------------------------------------------------------------- quietness
+
+
+@dataclass(frozen=True)
+class Quietness:
+    """The FMA peak on one thread and on ``threads`` threads (FLOP/s), and what they say."""
+
+    threads: int
+    one: float
+    many: float
+
+    @property
+    def scaling(self) -> float:
+        """How many times the one-thread work ``threads`` threads did."""
+        return self.many / self.one
+
+    @property
+    def quiet(self) -> bool:
+        """Whether every thread had a core to itself: the peak scaled with the threads."""
+        return self.scaling >= QUIET_SCALING * self.threads
+
+    def describe(self) -> str:
+        state = "quiet" if self.quiet else "BUSY"
+        return (f"FMA peak {self.one / 1e9:.1f} GFLOPS on 1 thread, {self.many / 1e9:.1f} on "
+                f"{self.threads}: {self.scaling:.2f}x (quiet needs >= {QUIET_SCALING * self.threads:.2f}x): "
+                f"{state}")
+
+
+def fma_peak_flops(threads: int, iterations: int = FMA_ITERATIONS, repeat: int = 2 * REPEAT) -> float:
+    """FP32 FLOP/s of ``cpu_kernels.fma_peak`` on ``threads`` threads: its fastest timing
+    (a peak is an upper bound; other work on the machine only slows a timing down)."""
+    import cpu_kernels as K
+    import numpy as np
+
+    import compiler
+
+    f = compiler.build(K.fma_peak(iterations, threads), target="llvm -fast-math")
+    out = np.zeros((threads, K.FMA_LANES), np.float32)
+    seconds = f.time_evaluator(f.entry_name, compiler.cpu(0), number=1, repeat=repeat,
+                               min_repeat_ms=50)(out, 0.5, 1.0).min
+    return threads * iterations * K.FMA_FLOPS_PER_ITER / seconds
+
+
+def measure_quietness(threads: int | None = None) -> Quietness:
+    """Time the FMA peak on one thread and on ``threads`` (default: the runtime's thread count)."""
+    from compiler.runtime import num_threads
+
+    threads = threads or num_threads()
+    return Quietness(threads, fma_peak_flops(1), fma_peak_flops(threads))
+
+
+def busy_note(checks: Sequence[Quietness]) -> str:
+    """Empty when every check found the machine quiet, else a line saying which did not."""
+    busy = [f"{when}" for when, q in zip(("before", "after", "later"), checks) if not q.quiet]
+    if not busy:
+        return ""
+    return (f"MACHINE BUSY ({' and '.join(busy)} the timings): the figures below measure the load as "
+            "much as the kernels; no PASS/FAIL verdict")
+
+
+# ----------------------------------------------------------------------------- verdicts
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A goal: ``value`` must be at least ``goal`` (``at_most=True``: at most)."""
+
+    what: str
+    value: float
+    goal: float
+    at_most: bool = False
+    unit: str = "x"
+
+    @property
+    def met(self) -> bool:
+        return self.value <= self.goal if self.at_most else self.value >= self.goal
+
+    def line(self) -> str:
+        cmp = "<=" if self.at_most else ">="
+        return (f"{self.what}: {self.value:.2f}{self.unit} (goal {cmp} {self.goal:.2f}{self.unit}) "
+                f"{'PASS' if self.met else 'FAIL'}")
+
+
+def verdict_lines(verdicts: Sequence[Verdict], checks: Sequence[Quietness]) -> list[str]:
+    """PASS/FAIL per goal when every quietness check passed; otherwise only why there is none."""
+    note = busy_note(checks)
+    if note:
+        return [note]
+    if not checks:
+        return ["the machine was not checked for quietness: no PASS/FAIL verdict"]
+    return [v.line() for v in verdicts]
+
+
+# ----------------------------------------------------------------------------- fresh-process timing
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One implementation to time: a child spec (see :func:`_child_main`) and extra environment."""
+
+    label: str
+    spec: dict
+    env: dict = field(default_factory=dict)
+
+
+@dataclass
+class Timing:
+    """A contender's per-round seconds (one fresh process each), or why it could not run."""
+
+    label: str
+    rounds: list[float] = field(default_factory=list)
+    info: str = ""
+    error: str = ""
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.rounds) if self.rounds else None
+
+
+def thread_env(threads: int) -> dict:
+    """The environment that gives every library in a child ``threads`` threads."""
+    n = str(threads)
+    return {"AUTOTUNE_NUM_THREADS": n, "OMP_NUM_THREADS": n, "OPENBLAS_NUM_THREADS": n,
+            "MKL_NUM_THREADS": n}
+
+
+def run_child(spec: dict, env: dict, timeout: float = 900) -> tuple[float, str]:
+    """Time ``spec`` in a fresh interpreter; ``(seconds, info)``, or RuntimeError with its reason."""
+    proc = subprocess.run([sys.executable, str(_HERE), json.dumps(spec)], env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        raise RuntimeError(last)
+    reply = json.loads(proc.stdout.strip().splitlines()[-1])
+    return float(reply["seconds"]), str(reply.get("info", ""))
+
+
+def time_interleaved(contenders: Sequence[Contender], threads: int, rounds: int = ROUNDS,
+                     runner: Callable[[dict, dict], tuple[float, str]] = run_child) -> dict[str, Timing]:
+    """Each contender timed in ``rounds`` fresh processes, interleaved A B A B ...
+
+    A contender whose process fails once is dropped (its :attr:`Timing.error` says why);
+    the others go on.
+    """
+    timings = {c.label: Timing(c.label) for c in contenders}
+    for _ in range(rounds):
+        for c in contenders:
+            t = timings[c.label]
+            if t.error:
+                continue
+            try:
+                seconds, t.info = runner(c.spec, {**thread_env(threads), **c.env})
+            except (RuntimeError, OSError, subprocess.TimeoutExpired, ValueError) as e:
+                t.error, t.rounds = str(e) or type(e).__name__, []
+                continue
+            t.rounds.append(seconds)
+    return timings
+
+
+def module_spec(path: str | os.PathLike, arrays: Sequence, repeat: int = REPEAT,
+                min_ms: float = MIN_REPEAT_MS) -> dict:
+    """The child spec that loads an exported module and times it on arrays shaped like ``arrays``."""
+    return {"kind": "module", "path": str(path), "args": [[list(a.shape), str(a.dtype)] for a in arrays],
+            "repeat": repeat, "min_ms": min_ms}
+
+
+# ----------------------------------------------------------------------------- tables
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence]) -> str:
+    """Columns padded to their widest cell."""
+    rows = [[str(v) for v in r] for r in [header, *rows]]
+    widths = [max(len(r[k]) for r in rows) for k in range(len(header))]
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+
+
+# ----------------------------------------------------------------------------- the child process
+
+
+def _median_seconds(fn, repeat: int, min_ms: float) -> float:
+    """Median seconds per call of ``fn()``: warm up, then ``repeat`` timings of enough calls."""
+    fn()
+    start = time.perf_counter()
+    fn()
+    number = max(1, int(min_ms / 1e3 / max(time.perf_counter() - start, 1e-7)))
+    runs = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        runs.append((time.perf_counter() - start) / number)
+    return statistics.median(runs)
+
+
+def _openblas_core() -> str:
+    """The kernels OpenBLAS picked when it loaded (its "core"), or "?"."""
+    import ctypes
+
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "openblas" in line and ".so" in line}
+        for path in sorted(paths):
+            lib = ctypes.CDLL(path)
+            for sym in ("openblas_get_corename", "scipy_openblas_get_corename64_",
+                        "openblas_get_corename64_"):
+                fn = getattr(lib, sym, None)
+                if fn is not None:
+                    fn.restype = ctypes.c_char_p
+                    return fn().decode()
+    except OSError:
+        pass
+    return "?"
+
+
+def _numpy_peer(spec: dict, rng):
+    import numpy as np
+
+    op = spec["op"]
+    if op == "matmul":
+        n, l, m = spec["shape"]
+        a, b = rng.random((n, l), dtype=np.float32), rng.random((l, m), dtype=np.float32)
+        c = np.empty((n, m), np.float32)
+        fn = lambda: np.matmul(a, b, out=c)  # noqa: E731
+        fn()
+        return fn, f"numpy {np.__version__}, OpenBLAS core {_openblas_core()}"
+    x = rng.random(spec["shape"], dtype=np.float32)
+    if op == "add":
+        y, out = rng.random(x.shape, dtype=np.float32), np.empty_like(x)
+        return (lambda: np.add(x, y, out=out)), f"numpy {np.__version__}"
+    if op == "row_sum":
+        return (lambda: x.sum(axis=1)), f"numpy {np.__version__}"
+    if op == "softmax":
+        def softmax():
+            e = np.exp(x - x.max(axis=1, keepdims=True))
+            return e / e.sum(axis=1, keepdims=True)
+        return softmax, f"numpy {np.__version__}"
+    raise ValueError(f"unknown numpy peer {op!r}")
+
+
+def _torch_peer(spec: dict, rng, threads: int):
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(threads)
+    torch.set_grad_enabled(False)
+    info = f"torch {torch.__version__}"
+    if spec["op"] == "matmul":
+        n, l, m = spec["shape"]
+        a = torch.from_numpy(rng.random((n, l), dtype=np.float32))
+        b = torch.from_numpy(rng.random((l, m), dtype=np.float32))
+        c = torch.empty((n, m))
+        return (lambda: torch.matmul(a, b, out=c)), info
+    if spec["op"] == "conv2d":
+        x = torch.from_numpy(rng.random(spec["x"], dtype=np.float32))
+        w = torch.from_numpy(rng.random(spec["w"], dtype=np.float32))
+        conv = torch.nn.functional.conv2d
+        kw = {k: spec[k] for k in ("stride", "padding", "dilation", "groups")}
+        return (lambda: conv(x, w, **kw)), info
+    raise ValueError(f"unknown torch peer {spec['op']!r}")
+
+
+def _time_module(spec: dict, rng) -> tuple[float, str]:
+    import numpy as np
+
+    import compiler
+
+    f = compiler.runtime.load_module(spec["path"])
+    arrays = [(rng.random(shape) + 0.5).astype(dtype) for shape, dtype in spec["args"]]
+    result = f.time_evaluator(f.entry_name, compiler.cpu(0), number=1, repeat=spec["repeat"],
+                              min_repeat_ms=spec["min_ms"])(*arrays)
+    return result.median, f"{Path(spec['path']).name}, numpy {np.__version__}"
+
+
+def _child_main(spec: dict) -> dict:
+    """Time what ``spec`` names in this process: our exported module, or a numpy/PyTorch peer."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    threads = int(os.environ.get("AUTOTUNE_NUM_THREADS", "0")) or os.cpu_count() or 1
+    kind = spec["kind"]
+    if kind == "module":
+        seconds, info = _time_module(spec, rng)
+    elif kind in ("numpy", "torch"):
+        fn, info = _numpy_peer(spec, rng) if kind == "numpy" else _torch_peer(spec, rng, threads)
+        seconds = _median_seconds(fn, spec.get("repeat", REPEAT), spec.get("min_ms", MIN_REPEAT_MS))
+    else:
+        raise ValueError(f"unknown contender kind {kind!r}")
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise RuntimeError(f"timing gave {seconds!r} seconds")
+    return {"seconds": seconds, "info": info}
+
+
+if __name__ == "__main__":
+    print(json.dumps(_child_main(json.loads(sys.argv[1]))))

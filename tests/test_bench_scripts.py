@@ -1,0 +1,143 @@
+"""The benchmarks' own logic: when a machine counts as quiet, when verdicts are printed, how
+contenders are interleaved, and the child process that times one of them (no timings checked)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import compiler
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+import _bench_common as B  # noqa: E402
+import bench_tuned  # noqa: E402
+import cpu_kernels as K  # noqa: E402
+
+GFLOPS = 1e9
+
+
+@pytest.mark.parametrize("threads, one, many, quiet", [
+    (2, 100, 185, True),
+    (2, 100, 180, True),   # exactly QUIET_SCALING per thread
+    (2, 100, 179, False),
+    (2, 100, 100, False),  # one core taken by other work: two threads do what one does
+    (4, 100, 350, False),
+    (4, 100, 390, True),
+])
+def test_quiet_needs_the_peak_to_scale_with_the_threads(threads, one, many, quiet):
+    q = B.Quietness(threads, one * GFLOPS, many * GFLOPS)
+    assert q.quiet is quiet
+    assert ("BUSY" in q.describe()) is not quiet
+
+
+QUIET = B.Quietness(2, 100 * GFLOPS, 195 * GFLOPS)
+BUSY = B.Quietness(2, 100 * GFLOPS, 110 * GFLOPS)
+VERDICTS = [B.Verdict("matmul vs numpy", 1.2, 0.95), B.Verdict("conv vs torch", 0.5, 1.0),
+            B.Verdict("deployed / log", 1.3, 1.1, at_most=True)]
+
+
+def test_verdicts_printed_on_a_quiet_machine():
+    lines = B.verdict_lines(VERDICTS, [QUIET, QUIET])
+    assert [line.rsplit(" ", 1)[1] for line in lines] == ["PASS", "FAIL", "FAIL"]
+    assert "1.20x" in lines[0] and "0.95x" in lines[0]
+
+
+@pytest.mark.parametrize("checks", [[BUSY, QUIET], [QUIET, BUSY], [BUSY, BUSY], []],
+                         ids=["busy-before", "busy-after", "busy-both", "unchecked"])
+def test_no_verdict_unless_every_check_found_the_machine_quiet(checks):
+    lines = B.verdict_lines(VERDICTS, checks)
+    text = "\n".join(lines)
+    assert "no PASS/FAIL verdict" in text
+    residue = text.replace("no PASS/FAIL verdict", "")
+    assert "PASS" not in residue and "FAIL" not in residue
+    if checks:
+        assert "BUSY" in text
+        assert ("before" in text) is (not checks[0].quiet)
+        assert ("after" in text) is (not checks[1].quiet)
+        assert B.busy_note(checks)
+    assert B.busy_note([QUIET, QUIET]) == ""
+
+
+def test_contenders_are_interleaved_in_fresh_runs_and_reported_as_medians():
+    calls = []
+    seconds = {"ours": iter([3.0, 1.0, 2.0]), "peer": iter([5.0, 4.0, 6.0])}
+
+    def runner(spec, env):
+        calls.append(spec["who"])
+        assert env["AUTOTUNE_NUM_THREADS"] == env["OPENBLAS_NUM_THREADS"] == env["OMP_NUM_THREADS"] == "3"
+        return next(seconds[spec["who"]]), f"info {spec['who']}"
+
+    contenders = [B.Contender("ours", {"who": "ours"}), B.Contender("peer", {"who": "peer"})]
+    timings = B.time_interleaved(contenders, threads=3, rounds=3, runner=runner)
+    assert calls == ["ours", "peer"] * 3
+    assert timings["ours"].rounds == [3.0, 1.0, 2.0] and timings["ours"].median == 2.0
+    assert timings["peer"].median == 5.0 and timings["peer"].info == "info peer"
+
+
+def test_a_contender_that_fails_is_dropped_with_its_reason():
+    calls = []
+
+    def runner(spec, env):
+        calls.append(spec["who"])
+        if spec["who"] == "torch" and env.get("X") == "1":
+            raise RuntimeError("ModuleNotFoundError: No module named 'torch'")
+        return 1.0, ""
+
+    contenders = [B.Contender("ours", {"who": "ours"}), B.Contender("torch", {"who": "torch"}, {"X": "1"})]
+    timings = B.time_interleaved(contenders, threads=2, rounds=3, runner=runner)
+    assert calls == ["ours", "torch", "ours", "ours"]
+    assert timings["torch"].median is None and "No module named 'torch'" in timings["torch"].error
+    assert timings["ours"].rounds == [1.0, 1.0, 1.0]
+
+
+def test_child_times_an_exported_module_and_a_numpy_peer(tmp_path):
+    f = compiler.build(*K.vector_add(256, block=64), name="vector_add")
+    path = tmp_path / "vadd.so"
+    f.export_library(path)
+    arrays = [np.empty(256, np.float32)] * 3
+    spec = B.module_spec(path, arrays, repeat=2, min_ms=1)
+    assert spec["args"] == [[[256], "float32"]] * 3
+    seconds, info = B.run_child(spec, B.thread_env(2))
+    assert math.isfinite(seconds) and seconds > 0 and "vadd.so" in info
+    peer = {"kind": "numpy", "op": "matmul", "shape": [8, 4, 8], "repeat": 2, "min_ms": 1}
+    seconds, info = B.run_child(peer, B.thread_env(2))
+    assert math.isfinite(seconds) and seconds > 0 and info.startswith("numpy")
+    with pytest.raises(RuntimeError, match="unknown contender kind 'jax'"):
+        B.run_child({"kind": "jax"}, {})
+
+
+def _tuned(goal=0.95, throughput=True, tuned_now=60, tune_s=60.0, logged=1e-3):
+    w = bench_tuned.Workload("mm", "matmul", (8, 8, 8, "float32"), goal, throughput)
+    return bench_tuned.Tuned(w, 2e9, 100, tuned_now, tune_s, logged, Path("mm.so"))
+
+
+def _timings(**medians):
+    return {k: B.Timing(k, [v] if v else [], error="" if v else "failed") for k, v in medians.items()}
+
+
+def test_bench_tuned_goals_use_the_fastest_peer_the_log_and_the_throughput():
+    verdicts = bench_tuned.workload_verdicts(_tuned(), _timings(ours=1e-3, numpy=1.2e-3, torch=0.9e-3))
+    by_what = {v.what: v for v in verdicts}
+    vs_peer = by_what["mm vs torch (fastest peer)"]
+    assert vs_peer.value == pytest.approx(0.9) and not vs_peer.met
+    deployed = by_what["mm deployed / log's best"]
+    assert deployed.value == pytest.approx(1.0) and deployed.met
+    assert by_what["mm tuning throughput"].value == pytest.approx(60.0)
+    # a peer that did not run is no goal; nothing tuned in this run: no throughput figure
+    verdicts = bench_tuned.workload_verdicts(_tuned(tuned_now=0), _timings(ours=1e-3, numpy=2e-3, torch=None))
+    assert [v.what for v in verdicts] == ["mm vs numpy (fastest peer)", "mm deployed / log's best"]
+
+
+def test_bench_tuned_table_gives_peak_share_and_log_vs_deployed():
+    rows, verdicts = bench_tuned.table_rows([_tuned(logged=0.8e-3)], [_timings(ours=1e-3, numpy=2e-3)],
+                                            peak=4e12)
+    ours, numpy_row = rows
+    assert ours[2:5] == ("1.000", "2000.0", "50%") and ours[6] == "0.800 / 1.000"
+    assert "60.0/min" in ours[7]
+    assert numpy_row[4:6] == ("25%", "2.00")
+    assert any(v.what == "mm deployed / log's best" and not v.met for v in verdicts)
