@@ -424,6 +424,8 @@ def _cmd_tune(ns) -> int:
     _out(f"trials    {result.trials} this run" + (f" (+{result.resumed} earlier)" if result.resumed else "")
          + f", {sum(result.errors.values())} errors" + (f" ({errors})" if errors else "")
          + f"; stopped: {result.stopped}; {wall:.1f} s")
+    if result.remeasured:
+        _out(f"          then {result.remeasured} re-measurements of the best configs (not trials)")
     if result.best_config is None:
         _out("no config ran successfully; see the errors with: autotune report --db " + _db_arg(ns.db))
         return EXIT_FAILURE

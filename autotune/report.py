@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autotune.selection import rank_configs
+from db import TRIAL
 
 __all__ = ["WorkloadSummary", "summarize", "summarize_workload", "summary_table", "format_table",
            "workload_label", "config_median", "gflops", "run_lines", "plot_workload", "write_plot",
@@ -57,9 +58,12 @@ def _knobs(config: dict) -> dict:
 class WorkloadSummary:
     """What a log knows about one workload.
 
-    ``best_cost`` is the median (seconds) of every measurement of the best config,
-    ``best_gflops`` its rate; ``flop`` is the work of one run (None when no record
-    says); ``records`` are the workload's records ordered by timestamp.
+    ``trials`` counts the search trials and ``errors`` the failed ones among them;
+    ``remeasured`` counts the end-of-run re-measurements, which are no trials but count
+    as measurements of their config. ``best_cost`` is the median (seconds) of every
+    measurement of the best config, ``best_gflops`` its rate; ``flop`` is the work of
+    one run (None when no record says); ``records`` are the workload's records (both
+    kinds) ordered by timestamp.
     """
 
     key: str
@@ -75,6 +79,12 @@ class WorkloadSummary:
     best_measurements: int
     flop: float | None
     records: list = field(default_factory=list, repr=False)
+    remeasured: int = 0
+
+    @property
+    def trial_records(self) -> list:
+        """The records of the search trials, ordered by timestamp."""
+        return [r for r in self.records if r.kind == TRIAL]
 
     @property
     def label(self) -> str:
@@ -128,13 +138,14 @@ def summarize_workload(log, workload) -> WorkloadSummary:
     records = sorted(log.records(workload.key), key=lambda r: r.timestamp)
     ranked = rank_configs((r.config, r.costs) for r in records if r.error_kind is None)
     best = ranked[0] if ranked else None
-    kinds = Counter(r.error_kind for r in records if r.error_kind is not None)
+    trials = [r for r in records if r.kind == TRIAL]
+    kinds = Counter(r.error_kind for r in trials if r.error_kind is not None)
     return WorkloadSummary(
         key=workload.key, template=workload.template, args=list(workload.args), target=workload.target,
-        target_model=workload.target_model, trials=len(records), errors=sum(kinds.values()),
+        target_model=workload.target_model, trials=len(trials), errors=sum(kinds.values()),
         error_kinds=dict(kinds), best_config=_knobs(best.config) if best else None,
         best_cost=best.median if best else None, best_measurements=len(best.costs) if best else 0,
-        flop=_flop_of(records), records=records)
+        flop=_flop_of(records), records=records, remeasured=len(records) - len(trials))
 
 
 def summarize(log, match: str | None = None) -> list[WorkloadSummary]:
@@ -233,8 +244,8 @@ def _pyplot():
 def plot_workload(ax, summary: WorkloadSummary) -> None:
     """Draw ``summary``'s tuning curve on matplotlib axes ``ax``: every trial as a point
     (GFLOPS), the best so far as a line, failed trials as red crosses at zero, and a
-    dotted line where a new tuning run starts."""
-    records = summary.records
+    dotted line where a new tuning run starts. (Re-measurements are no trials: not drawn.)"""
+    records = summary.trial_records
     xs = list(range(1, len(records) + 1))
     ys = [summary.record_gflops(r) for r in records]
     have_flop = summary.flop is not None or any(y is not None for y in ys)
@@ -337,6 +348,8 @@ def _html_table(rows: Sequence[Sequence], numeric: Sequence[int] = ()) -> str:
 def _workload_section(s: WorkloadSummary) -> str:
     parts = [f'<h2 id="w-{s.key[:12]}">{html.escape(s.label)} on {html.escape(s.target_label)}</h2>']
     stats = [f"{s.trials} trials", f"{s.errors} errors"]
+    if s.remeasured:
+        stats.insert(1, f"{s.remeasured} re-measurements of the best")
     if s.error_kinds:
         stats[-1] += " (" + ", ".join(f"{k}: {n}" for k, n in sorted(s.error_kinds.items())) + ")"
     if s.best_cost is not None:

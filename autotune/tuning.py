@@ -4,9 +4,10 @@ Each round asks the tuner for a batch, measures it (results stream back as they
 finish), writes every result to the tuning log at once and tells the tuner. Tuning
 a task again resumes: configs already in the log for this workload are not
 measured again and seed the tuner. At the end the few best configs are measured
-again (``FINAL_ROUNDS`` times each of the ``FINAL_TOP_K`` best; these are ordinary
-records of the run, stored after its search trials) and the winner is chosen by a
-confident median (:mod:`autotune.selection`).
+again (``FINAL_ROUNDS`` times each of the ``FINAL_TOP_K`` best; these are records of
+kind ``"remeasure"``, stored after the run's search trials, and count as measurements of
+their config but never as trials) and the winner is chosen by a confident median
+(:mod:`autotune.selection`).
 """
 
 from __future__ import annotations
@@ -47,9 +48,12 @@ class TuneResult:
     """What a tuning run found.
 
     ``best_cost`` is in seconds (a confident median over every measurement of the
-    best config, earlier runs included); ``history`` lists this run's trials in
-    order; ``errors`` counts failed trials by error kind; ``stopped`` says why the
-    run ended: "budget", "early_stopping", "exhausted" or "interrupted".
+    best config, earlier runs and re-measurements included); ``history`` lists this
+    run's trials in order (never the re-measurements); ``errors`` counts failed trials
+    by error kind; ``stopped`` says why the run ended: "budget", "early_stopping",
+    "exhausted" or "interrupted"; ``resumed`` is the number of trials of this workload
+    that the log held before the run; ``remeasured`` the number of re-measurements made
+    at its end.
     """
 
     task: object
@@ -61,6 +65,7 @@ class TuneResult:
     stopped: str = "budget"
     run_id: str | None = None
     resumed: int = 0
+    remeasured: int = 0
 
     @property
     def error_counts(self) -> dict:
@@ -93,7 +98,7 @@ class _Recorder:
         self.model = Target(task.target).model
         self.host = socket.gethostname()
 
-    def add(self, config, result) -> None:
+    def add(self, config, result, kind: str = tuning_db.TRIAL) -> None:
         ok = result.error_kind is None
         costs = list(result.costs) if ok else []
         mean = sum(costs) / len(costs) if costs else None
@@ -104,17 +109,19 @@ class _Recorder:
             error_kind=None if ok else result.error_kind.value, error_msg=result.error_msg or "",
             build_time=result.build_time, run_time=result.run_time, host=self.host,
             device=result.worker or "", timestamp=result.timestamp, run_id=self.run_id,
-            gflops=_gflops(self.task, mean) if mean else None))
+            gflops=_gflops(self.task, mean) if mean else None, kind=kind))
 
 
-def _resume(log, task, tuner) -> list:
-    """Earlier records of this workload: fed to the tuner, returned as (config, costs) pairs."""
+def _resume(log, task, tuner) -> tuple[list, int]:
+    """Earlier records of this workload, fed to the tuner: their (config, costs) pairs, every
+    measurement, and how many of them were trials."""
     records = log.records(task)
     pairs = [(r.config, r.costs if r.error_kind is None else []) for r in records]
+    trials = sum(r.kind == tuning_db.TRIAL for r in records)
     if pairs:
         tuner.load_history((cfg, (sum(c) / len(c)) if c else None) for cfg, c in pairs)
-        logger.info("resuming %s: %d earlier measurements", task.workload_name, len(pairs))
-    return pairs
+        logger.info("resuming %s: %d earlier trials", task.workload_name, trials)
+    return pairs, trials
 
 
 def _pretrain(log, task, tuner, limit: int = 2000) -> None:
@@ -161,7 +168,7 @@ class _Session:
                                                       "seed": seed, "workload": task.workload_name})
         self.log = log
         self.recorder = _Recorder(log, task, self.run_id)
-        self.earlier = _resume(log, task, self.tuner)
+        self.earlier, self.earlier_trials = _resume(log, task, self.tuner)
         _pretrain(log, task, self.tuner)
         self.history: list[Trial] = []
         self.errors: Counter = Counter()
@@ -233,12 +240,14 @@ class _Session:
         pairs = self.earlier + [(t.config.to_json(), list(t.result.costs) if t.result.error_kind is None
                                  else []) for t in self.history]
         ranked = rank_configs(pairs)
+        remeasured = 0
         if ranked and remeasure:
             top = [self.task.config_space.from_json(r.config) for r in ranked[:FINAL_TOP_K]]
             inputs = [MeasureInput(self.task, c) for _ in range(FINAL_ROUNDS) for c in top]
             try:
                 for inp, res in zip(inputs, measure_batch(inputs, options)):
-                    self.recorder.add(inp.config, res)
+                    self.recorder.add(inp.config, res, kind=tuning_db.REMEASURE)
+                    remeasured += 1
                     pairs.append((inp.config.to_json(), list(res.costs) if res.error_kind is None else []))
             except KeyboardInterrupt:
                 self.stopped = "interrupted"
@@ -250,7 +259,8 @@ class _Session:
         best_config = self.task.config_space.from_json(ranked[0].config) if ranked else None
         best = ranked[0].score if ranked else float("inf")
         return TuneResult(self.task, best_config, best, _gflops(self.task, best), self.history,
-                          dict(self.errors), stopped, self.run_id, resumed=len(self.earlier))
+                          dict(self.errors), stopped, self.run_id, resumed=self.earlier_trials,
+                          remeasured=remeasured)
 
 
 def _postfix(bar, sessions) -> None:

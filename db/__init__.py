@@ -28,7 +28,17 @@ from db.log import (
     hide_passwords,
     open,
 )
-from db.record import Record, RunInfo, SummaryRow, Workload, canonical_json, target_kind
+from db.record import (
+    RECORD_KINDS,
+    REMEASURE,
+    TRIAL,
+    Record,
+    RunInfo,
+    SummaryRow,
+    Workload,
+    canonical_json,
+    target_kind,
+)
 from db.schema import SCHEMA_VERSION
 
 __all__ = [
@@ -37,6 +47,9 @@ __all__ = [
     "TuningLog",
     "TaskOrKey",
     "Record",
+    "TRIAL",
+    "REMEASURE",
+    "RECORD_KINDS",
     "Workload",
     "RunInfo",
     "SummaryRow",

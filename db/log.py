@@ -33,6 +33,8 @@ from typing import Any, Literal
 from sqlalchemy import (
     Connection,
     Engine,
+    and_,
+    case,
     create_engine,
     delete,
     event,
@@ -47,7 +49,17 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import StaticPool
 
 from db.errors import RecordError, TuningLogError
-from db.record import Record, RunInfo, SummaryRow, Workload, canonical_json, target_kind
+from db.record import (
+    RECORD_KINDS,
+    REMEASURE,
+    TRIAL,
+    Record,
+    RunInfo,
+    SummaryRow,
+    Workload,
+    canonical_json,
+    target_kind,
+)
 from db.schema import RecordRow, RunRow, WorkloadRow, ensure_schema, is_current
 
 __all__ = ["TuningLog", "open", "BUSY_TIMEOUT_S", "TaskOrKey", "HEARTBEAT_INTERVAL_S", "HEARTBEAT_ENV",
@@ -77,7 +89,7 @@ _PG_INIT_LOCK = 0x61757475_6E65  # advisory-lock id under which PostgreSQL opene
 _R, _W = RecordRow, WorkloadRow
 _RECORD_COLUMNS = (
     _R.id, _R.config, _R.config_index, _R.costs, _R.gflops, _R.error_kind, _R.error_msg,
-    _R.build_time, _R.run_time, _R.host, _R.device, _R.timestamp, _R.run_id,
+    _R.build_time, _R.run_time, _R.host, _R.device, _R.timestamp, _R.run_id, _R.kind,
     _W.key, _W.template, _W.args, _W.target, _W.target_model,
 )
 OrderBy = Literal["mean", "median"]
@@ -376,10 +388,13 @@ class TuningLog:
 
     def records(self, task_or_key: TaskOrKey | None = None, *, target: str | None = None,
                 target_model: str | None = None, run_id: str | None = None, errors: bool | None = None,
-                limit: int | None = None) -> list[Record]:
+                kind: str | None = None, limit: int | None = None) -> list[Record]:
         """Records in the order they were stored, filtered by workload, target string, target model,
-        run, and ``errors`` (``True``: only errors, ``False``: only successes, ``None``: all)."""
+        run, ``errors`` (``True``: only errors, ``False``: only successes, ``None``: all) and
+        ``kind`` (:data:`~db.record.TRIAL` or :data:`~db.record.REMEASURE`; ``None``: both)."""
         query = (select(*_RECORD_COLUMNS).join(_W, _W.id == _R.workload_id).order_by(_R.id))
+        if kind is not None:
+            query = query.where(_R.kind == _checked_kind(kind))
         if task_or_key is not None:
             query = query.where(_W.key == _Ref.of(task_or_key).key)
         if target is not None:
@@ -418,9 +433,13 @@ class TuningLog:
                         ended=r.ended, status=_observed_status(r, now), heartbeat=r.heartbeat,
                         heartbeat_interval=r.heartbeat_interval) for r in rows]
 
-    def count(self, task_or_key: TaskOrKey | None = None, *, errors: bool | None = None) -> int:
-        """The number of records (of one workload, and/or only errors or successes)."""
+    def count(self, task_or_key: TaskOrKey | None = None, *, errors: bool | None = None,
+              kind: str | None = None) -> int:
+        """The number of records (of one workload, only errors or successes, only one ``kind``:
+        ``count(task, kind=db.TRIAL)`` is the number of trials)."""
         query = select(func.count(_R.id))
+        if kind is not None:
+            query = query.where(_R.kind == _checked_kind(kind))
         if task_or_key is not None:
             query = query.join(_W, _W.id == _R.workload_id).where(_W.key == _Ref.of(task_or_key).key)
         if errors is not None:
@@ -429,11 +448,14 @@ class TuningLog:
             return int(conn.scalar(query) or 0)
 
     def summary(self, *, order_by: OrderBy = "mean") -> list[SummaryRow]:
-        """One row per workload: best cost (seconds) and its GFLOPS, trials and errors; sorted by
-        template then key. What ``autotune best`` prints."""
+        """One row per workload: best cost (seconds) and its GFLOPS, trials (re-measurements
+        apart) and failed trials; sorted by template then key."""
         cost = _cost_column(order_by)
+        trial = _R.kind == TRIAL
         counts = (select(_W.id, _W.key, _W.template, _W.target, _W.target_model,
-                         func.count(_R.id).label("trials"), func.count(_R.error_kind).label("errors"))
+                         func.count(case((trial, _R.id))).label("trials"),
+                         func.count(case((and_(trial, _R.error_kind.is_not(None)), _R.id))).label("errors"),
+                         func.count(case((_R.kind == REMEASURE, _R.id))).label("remeasured"))
                   .select_from(_W).outerjoin(_R, _R.workload_id == _W.id)
                   .group_by(_W.id, _W.key, _W.template, _W.target, _W.target_model)
                   .order_by(_W.template, _W.key))
@@ -448,7 +470,8 @@ class TuningLog:
                            target_model=w.target_model,
                            best_cost=best[w.id].cost if w.id in best else None,
                            best_gflops=best[w.id].gflops if w.id in best else None,
-                           trials=int(w.trials), errors=int(w.errors)) for w in rows]
+                           trials=int(w.trials), errors=int(w.errors), remeasured=int(w.remeasured))
+                for w in rows]
 
     def export_jsonl(self, path: str | os.PathLike[str]) -> int:
         """Write every run (``{"run": {...}}`` lines) then every record (one JSON object per line)
@@ -542,7 +565,7 @@ class TuningLog:
                 "costs": json.dumps(r.costs), "mean_cost": r.mean_cost, "median_cost": r.median_cost,
                 "gflops": r.gflops, "error_kind": r.error_kind, "error_msg": r.error_msg,
                 "build_time": r.build_time, "run_time": r.run_time, "host": r.host, "device": r.device,
-                "timestamp": r.timestamp})
+                "timestamp": r.timestamp, "kind": r.kind})
         values = list(rows.values())
         insert = self._insert(_R).on_conflict_do_nothing(index_elements=["uid"]).returning(_R.id)
         added = 0
@@ -597,7 +620,7 @@ class TuningLog:
                           config_index=row.config_index, costs=json.loads(row.costs),
                           error_kind=row.error_kind, error_msg=row.error_msg, build_time=row.build_time,
                           run_time=row.run_time, host=row.host, device=row.device,
-                          timestamp=row.timestamp, run_id=row.run_id, gflops=row.gflops)
+                          timestamp=row.timestamp, run_id=row.run_id, gflops=row.gflops, kind=row.kind)
         except (ValueError, TypeError) as err:
             log.warning("tuning log %s: skipping malformed record row %s: %s", self._where, row.id, err)
             return None
@@ -666,6 +689,12 @@ def _observed_status(run: Any, now: float) -> str:
     interval = run.heartbeat_interval or HEARTBEAT_INTERVAL_S
     last = run.heartbeat if run.heartbeat is not None else run.started
     return "dead" if now - last > DEAD_AFTER_BEATS * interval else "running"
+
+
+def _checked_kind(kind: str) -> str:
+    if kind not in RECORD_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(RECORD_KINDS)}, got {kind!r}")
+    return kind
 
 
 def _cost_column(order_by: str) -> Any:

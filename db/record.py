@@ -18,7 +18,16 @@ from typing import Any
 
 from db.errors import RecordError
 
-__all__ = ["Record", "Workload", "RunInfo", "SummaryRow", "canonical_json", "target_kind"]
+__all__ = ["Record", "Workload", "RunInfo", "SummaryRow", "canonical_json", "target_kind", "TRIAL",
+           "REMEASURE", "RECORD_KINDS"]
+
+#: The kinds of record: a search ``TRIAL`` (a config the tuner chose, counted against the
+#: run's budget), or a ``REMEASURE``, a config measured again at the end of a run to choose
+#: the best with more confidence. Both are measurements of their config; only trials count
+#: as trials.
+TRIAL = "trial"
+REMEASURE = "remeasure"
+RECORD_KINDS = (TRIAL, REMEASURE)
 
 
 def _plain(value: Any) -> Any:
@@ -77,7 +86,8 @@ def _string(name: str, value: Any, *, empty: bool = True) -> str:
 class Record:
     """One measurement of one configuration of one workload.
 
-    ``costs`` are the repeated timings in seconds. A record with an ``error_kind`` is a
+    ``costs`` are the repeated timings in seconds; ``kind`` says why the config was measured
+    (:data:`TRIAL` or :data:`REMEASURE`). A record with an ``error_kind`` is a
     failed candidate: it keeps its error but has no mean or median cost and never comes out
     of :meth:`TuningLog.best <db.TuningLog.best>`. A record without an error needs at least
     one finite, non-negative cost.
@@ -103,6 +113,7 @@ class Record:
     timestamp: float = field(default_factory=time.time)
     run_id: str | None = None
     gflops: float | None = None
+    kind: str = TRIAL
 
     def __post_init__(self) -> None:
         _string("workload_key", self.workload_key, empty=False)
@@ -142,6 +153,9 @@ class Record:
         self.timestamp = _float("timestamp", self.timestamp)
         if self.run_id is not None:
             _string("run_id", self.run_id, empty=False)
+        if self.kind not in RECORD_KINDS:
+            raise RecordError(f"record field 'kind' must be one of {', '.join(RECORD_KINDS)}, "
+                              f"got {self.kind!r}")
 
     @property
     def is_error(self) -> bool:
@@ -163,8 +177,11 @@ class Record:
         """A fingerprint of every field: the record's identity across logs.
 
         Adding, importing or merging a record whose ``uid`` a log already holds adds nothing.
+        The ``kind`` is left out: records written before kinds existed keep their identity.
         """
-        return hashlib.sha256(canonical_json(self.to_dict()).encode()).hexdigest()
+        data = self.to_dict()
+        del data["kind"]
+        return hashlib.sha256(canonical_json(data).encode()).hexdigest()
 
     def to_dict(self) -> dict[str, Any]:
         """The record as a dict of JSON data (a copy)."""
@@ -265,7 +282,9 @@ class RunInfo:
 
 @dataclass(frozen=True, slots=True)
 class SummaryRow:
-    """One line of :meth:`TuningLog.summary <db.TuningLog.summary>`: a workload's best and counts."""
+    """One line of :meth:`TuningLog.summary <db.TuningLog.summary>`: a workload's best and counts
+    (``trials`` and the failed ones among them, ``errors``; ``remeasured``: the records that
+    measured a config again)."""
 
     workload_key: str
     template: str
@@ -275,3 +294,4 @@ class SummaryRow:
     best_gflops: float | None
     trials: int
     errors: int
+    remeasured: int = 0

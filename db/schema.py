@@ -15,10 +15,11 @@ Tables:
     tuner writes (its last time and its interval) so that a run whose process died is seen
     as dead.
 ``records``
-    one row per measurement: workload, run, canonical JSON config and its index, JSON
-    costs with their mean and median (``NULL`` for errors), GFLOPS, error kind and message,
-    build and run times, host, device, timestamp, and ``uid``, the record's fingerprint,
-    which makes adding, importing and merging idempotent.
+    one row per measurement: workload, run, its kind (``"trial"`` or ``"remeasure"``),
+    canonical JSON config and its index, JSON costs with their mean and median (``NULL``
+    for errors), GFLOPS, error kind and message, build and run times, host, device,
+    timestamp, and ``uid``, the record's fingerprint, which makes adding, importing and
+    merging idempotent.
 
 JSON lives in text columns (portable, and floats come back bit for bit). The indexes
 ``(workload_id, mean_cost)`` and ``(workload_id, median_cost)`` serve "the best records of
@@ -66,7 +67,7 @@ log = logging.getLogger(__name__)
 
 #: The version of the schema this library writes. Bump it with each change of the tables
 #: and add the step from the previous version to :data:`MIGRATIONS`.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def _add_heartbeat(conn: Connection) -> None:
@@ -75,9 +76,24 @@ def _add_heartbeat(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE tuning_runs ADD COLUMN heartbeat_interval FLOAT"))
 
 
+def _add_kind(conn: Connection) -> None:
+    """Version 3: records get a kind, "trial" or "remeasure".
+
+    Older logs stored the end-of-run re-measurements as ordinary records of the run. A search
+    never measures a config twice in one run, so a record whose config the same run measured
+    before (for the same workload) is a re-measurement; every other record is a trial. (The
+    first re-measurement of a config that only an earlier run measured stays a trial.)
+    """
+    conn.execute(text("ALTER TABLE records ADD COLUMN kind VARCHAR(32) NOT NULL DEFAULT 'trial'"))
+    conn.execute(text("UPDATE records SET kind = 'remeasure' WHERE run_id IS NOT NULL AND EXISTS ("
+                      "SELECT 1 FROM records AS before WHERE before.run_id = records.run_id "
+                      "AND before.workload_id = records.workload_id AND before.config = records.config "
+                      "AND before.id < records.id)"))
+
+
 #: ``MIGRATIONS[v]`` upgrades a log from version ``v`` to ``v + 1`` on an open connection
 #: (inside the transaction that also records the new version).
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _add_heartbeat}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _add_heartbeat, 2: _add_kind}
 
 # SQLite only auto-increments an "INTEGER PRIMARY KEY"; elsewhere ids are 64-bit.
 _Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -136,6 +152,7 @@ class RecordRow(Base):
     uid: Mapped[str] = mapped_column(String(64), unique=True)
     workload_id: Mapped[int] = mapped_column(_Id, ForeignKey("workloads.id", ondelete="CASCADE"))
     run_id: Mapped[str | None] = mapped_column(String(64), ForeignKey("tuning_runs.id", ondelete="SET NULL"))
+    kind: Mapped[str] = mapped_column(String(32), server_default="trial")
     config: Mapped[str] = mapped_column(Text)
     config_index: Mapped[int | None] = mapped_column(BigInteger)
     costs: Mapped[str] = mapped_column(Text)

@@ -43,9 +43,13 @@ def test_tune_measures_writes_and_reports(tmp_path, task, options):
     assert len(set(seen)) == 8
     assert result.best_config is not None and task.config_space.is_valid(result.best_config.index)
     assert result.best_cost > 0 and result.best_gflops > 0
+    assert result.trials == 8 and result.remeasured == 2 * 3
     with db.open(tmp_path / "t.db") as log:
-        # every trial, plus the final re-measurement of the best few
-        assert log.count(task) == 8 + 2 * 3
+        # every trial, then the final re-measurement of the best few: measurements, not trials
+        records = log.records(task)
+        assert [r.kind for r in records] == [db.TRIAL] * 8 + [db.REMEASURE] * (2 * 3)
+        assert {r.config_index for r in records[8:]} <= {t.config.index for t in result.history}
+        assert log.summary()[0].trials == 8
         runs = log.runs()
         assert runs and runs[-1].status == "budget"
 
@@ -56,7 +60,7 @@ def test_resume_measures_nothing_twice(tmp_path, task, options):
                           batch_size=3, seed=1, progress=False)
     second = autotune.tune(task, trials=6, tuner="random", db=log_path, measure_option=options,
                            batch_size=3, seed=1, progress=False)
-    assert second.resumed >= 6
+    assert second.resumed == 6  # the first run's trials; its re-measurements are no trials
     before = {t.config.index for t in first.history}
     after = {t.config.index for t in second.history}
     assert not before & after
@@ -124,6 +128,7 @@ def test_interrupt_keeps_every_finished_trial(tmp_path, task, options):
                            batch_size=4, seed=3, callbacks=[stop_after_three], progress=False)
     assert result.stopped == "interrupted"
     assert len(result.history) == 3
+    assert result.remeasured == 0
     with db.open(tmp_path / "t.db") as log:
         assert log.count(task) == 3  # no final re-measurement after an interrupt
         assert log.runs()[-1].status == "interrupted"

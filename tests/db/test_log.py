@@ -278,11 +278,26 @@ def test_summary(tlog: db.TuningLog) -> None:
     _best_fixture(tlog)
     tlog.add(rec("other", args=[32, 32, 32, "float32"], config={"t": 1}, costs=[2e-6], gflops=5.0, t=8))
     tlog.add(rec("broken", config={"t": 1}, costs=[], error_kind="build", target="cuda", target_model=""))
+    tlog.add([rec(config={"t": 3}, costs=[2.0], t=9, kind=db.REMEASURE),  # measurements, not trials
+              rec(config={"t": 1}, costs=[], error_kind="timeout", t=10, kind=db.REMEASURE)])
     rows = tlog.summary()
-    assert [(r.workload_key, r.best_cost, r.trials, r.errors) for r in rows] == [
-        ("broken", None, 1, 1), ("mm-zen4", 2.25, 6, 1), ("other", 1e-6, 2, 0)]
-    assert rows[1] == db.SummaryRow("mm-zen4", "matmul", "llvm -mcpu=znver4", "znver4", 2.25, None, 6, 1)
+    assert [(r.workload_key, r.best_cost, r.trials, r.errors, r.remeasured) for r in rows] == [
+        ("broken", None, 1, 1, 0), ("mm-zen4", 2.0, 6, 1, 2), ("other", 1e-6, 2, 0, 0)]
+    assert rows[1] == db.SummaryRow("mm-zen4", "matmul", "llvm -mcpu=znver4", "znver4", 2.0, None, 6, 1, 2)
     assert [r.best_cost for r in tlog.summary(order_by="median")] == [None, 1.0, 1e-6]
+
+
+def test_trials_and_remeasurements_are_told_apart(tlog: db.TuningLog) -> None:
+    run = tlog.start_run("random")
+    trials = [rec(config={"t": i}, costs=[1.0 + i], t=i, run_id=run) for i in range(3)]
+    again = [rec(config={"t": 0}, costs=[0.5], t=5 + i, run_id=run, kind=db.REMEASURE) for i in range(2)]
+    tlog.add(trials + again)
+    assert tlog.count() == 5 and tlog.count("mm-zen4", kind=db.TRIAL) == 3
+    assert tlog.count(kind=db.REMEASURE) == 2 and tlog.count(kind=db.REMEASURE, errors=True) == 0
+    assert tlog.records(kind=db.TRIAL) == trials and tlog.records(kind=db.REMEASURE) == again
+    assert [r.kind for r in tlog.records(run_id=run)] == ["trial"] * 3 + ["remeasure"] * 2
+    with pytest.raises(ValueError, match="kind must be one of trial, remeasure"):
+        tlog.count(kind="trials")
 
 
 def test_malformed_rows_are_reported_not_used(tlog: db.TuningLog, log_url: str,

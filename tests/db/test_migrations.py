@@ -78,6 +78,13 @@ def test_a_version_1_log_opens_and_keeps_everything(v1_log: str) -> None:
         assert _version(v1_log) == db.SCHEMA_VERSION
         records = log.records()
         assert len(records) == 5 and log.count(errors=True) == 1
+        assert log.add(records) == 0  # every record keeps its identity (uid)
+        # the finished run measured config 3 twice: the second time was a re-measurement
+        assert [(r.config["index"], r.kind) for r in log.records("mm64-z4")] == [
+            (3, "trial"), (5, "trial"), (7, "trial"), (3, "remeasure")]
+        assert log.records("mm32-cuda")[0].kind == "trial"
+        assert [(s.workload_key, s.trials, s.remeasured) for s in log.summary()] == [
+            ("mm32-cuda", 1, 0), ("mm64-z4", 3, 1)]
         assert [w.key for w in log.workloads()] == ["mm64-z4", "mm32-cuda"]
         assert log.records("mm64-z4")[0].costs == [2e-3, 2.2e-3]
         assert [r.config["index"] for r in log.best("mm64-z4", k=3)] == [5, 3]

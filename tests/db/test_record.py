@@ -21,7 +21,7 @@ def test_json_round_trip_keeps_every_field() -> None:
                      target_model="sm_90", config={"z": 1, "a": [[1, 2], "x"]}, config_index=2**40,
                      costs=[1.5e-3, 1.25e-3], error_kind=None, error_msg="", build_time=0.5, run_time=0.25,
                      host="node-1", device="NVIDIA H100", timestamp=1.7e9 + 0.123456, run_id="ab" * 16,
-                     gflops=123.5)
+                     gflops=123.5, kind=db.REMEASURE)
     assert record.args == [8, [1, 2], {"a": [None, True], "b": 1}]  # tuples become lists
     back = db.Record.from_json(record.to_json())
     assert back == record
@@ -51,6 +51,16 @@ def test_uid_is_a_fingerprint_of_the_content() -> None:
     assert ab.uid == ba.uid
 
 
+def test_the_kind_is_no_part_of_the_fingerprint() -> None:
+    # records written before kinds existed keep their uid, so importing them again adds nothing
+    trial = _record(timestamp=1.0)
+    assert trial.kind == db.TRIAL
+    assert _record(timestamp=1.0, kind=db.REMEASURE).uid == trial.uid
+    data = trial.to_dict()
+    del data["kind"]
+    assert db.Record.from_dict(data) == trial
+
+
 @pytest.mark.parametrize("fields, message", [
     ({"workload_key": ""}, "workload_key"),
     ({"template": 3}, "template"),
@@ -65,6 +75,7 @@ def test_uid_is_a_fingerprint_of_the_content() -> None:
     ({"gflops": "many"}, "gflops"),
     ({"timestamp": None}, "timestamp"),
     ({"error_kind": ""}, "error_kind"),
+    ({"kind": "guess"}, "kind.*trial, remeasure"),
 ])
 def test_bad_fields_raise_record_error_naming_them(fields: dict, message: str) -> None:
     with pytest.raises(db.RecordError, match=message):
