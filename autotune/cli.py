@@ -108,9 +108,18 @@ def _build_parser() -> _Parser:
     p = sub.add_parser("tune", parents=[common], help="tune a template on arguments; record every trial",
                        description="Search a template's config space for the fastest config on this "
                                    "machine (or a Ray cluster), recording every measurement in the log. "
-                                   "Tuning a workload again resumes where the log left off.")
+                                   "Tuning a workload again resumes where the log left off: configs the "
+                                   "log holds are not measured again and guide the tuner. A rerun (after "
+                                   "Ctrl-C or a kill, too) makes --trials new trials on top of the log's; "
+                                   "with --total, --trials counts the log's earlier trials of the workload, "
+                                   "so the same command run again finishes the budget. At the end the "
+                                   "best few configs are measured again (re-measurements, not trials).")
     _add_task(p)
-    p.add_argument("--trials", type=_positive_int, default=500, help="measurements to make (default: 500)")
+    p.add_argument("--trials", type=_positive_int, default=500,
+                   help="new trials to make (default: 500); with --total, trials in all")
+    p.add_argument("--total", action="store_true",
+                   help="count the log's earlier trials of this workload in --trials: make only the trials "
+                        "left, and nothing once the log holds --trials (to finish a run that was cut short)")
     p.add_argument("--tuner", default="xgb", choices=("xgb", "ga", "random", "grid", "optuna"),
                    help="search strategy (default: xgb)")
     _add_db(p)
@@ -390,6 +399,7 @@ def _cmd_tune(ns) -> int:
     import autotune
     from autotune.report import config_median, format_table, gflops
     from autotune.tuning import check_measurable
+    from db import TRIAL
 
     task = _make_task(ns)
     space = task.config_space
@@ -402,15 +412,20 @@ def _cmd_tune(ns) -> int:
         raise
     try:
         where = f"Ray cluster {ns.cluster}" if ns.cluster else "this machine"
+        earlier = log.count(task, kind=TRIAL)
+        if ns.total:
+            budget = f"{ns.trials} trials in all ({earlier} in the log already)"
+        else:
+            budget = f"{ns.trials} trials" + (f" on top of the log's {earlier}" if earlier else "")
         _out(f"Tuning {task.workload_name.split('@')[0]} on {_target_label(task)}")
-        _out(f"  {space.size:,} configs, {len(space.knobs)} knobs; tuner {ns.tuner}, {ns.trials} trials "
+        _out(f"  {space.size:,} configs, {len(space.knobs)} knobs; tuner {ns.tuner}, {budget} "
              f"on {where}; log {_hide_passwords(log.where)}")
         progress = sys.stderr.isatty() if ns.progress is None else ns.progress
         start = time.perf_counter()
         try:
             result = autotune.tune(task, trials=ns.trials, tuner=ns.tuner, db=log, measure_option=options,
                                    early_stopping=ns.early_stopping, batch_size=ns.batch_size,
-                                   seed=ns.seed, progress=progress)
+                                   seed=ns.seed, progress=progress, total=ns.total)
         finally:
             options.close()
         wall = time.perf_counter() - start
@@ -426,6 +441,7 @@ def _cmd_tune(ns) -> int:
          + f"; stopped: {result.stopped}; {wall:.1f} s")
     if result.remeasured:
         _out(f"          then {result.remeasured} re-measurements of the best configs (not trials)")
+    _out(_rerun_line(ns, result))
     if result.best_config is None:
         _out("no config ran successfully; see the errors with: autotune report --db " + _db_arg(ns.db))
         return EXIT_FAILURE
@@ -449,6 +465,18 @@ def _cmd_tune(ns) -> int:
          f"-o {task.name}.so")
     _out(f"      autotune report --db {db_arg} --out report.html")
     return EXIT_OK if result.stopped != "interrupted" else EXIT_INTERRUPTED
+
+
+def _rerun_line(ns, result) -> str:
+    """What running the same command again would do (after Ctrl-C or a kill, too)."""
+    done = result.resumed + result.trials
+    if not ns.total:
+        return (f"rerun     the same command makes {ns.trials} more trials on top of these {done}; with "
+                f"--total, --trials {ns.trials} counts them (to finish a run that was cut short)")
+    if done >= ns.trials:
+        return f"rerun     the same command makes no trial: the log holds {done} of --trials {ns.trials}"
+    return (f"rerun     the same command makes the {ns.trials - done} trials left: the log holds {done} "
+            f"of --trials {ns.trials}")
 
 
 def _cmd_best(ns) -> int:

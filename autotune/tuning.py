@@ -3,7 +3,10 @@
 Each round asks the tuner for a batch, measures it (results stream back as they
 finish), writes every result to the tuning log at once and tells the tuner. Tuning
 a task again resumes: configs already in the log for this workload are not
-measured again and seed the tuner. At the end the few best configs are measured
+measured again and seed the tuner. By default a run makes ``trials`` new trials on top
+of the log's (so a rerun after a kill makes the whole budget again); with
+``total=True``, ``trials`` counts the log's earlier trials of the workload too, and a
+rerun finishes the budget of a run that was cut short. At the end the few best configs are measured
 again (``FINAL_ROUNDS`` times each of the ``FINAL_TOP_K`` best; these are records of
 kind ``"remeasure"``, stored after the run's search trials, and count as measurements of
 their config but never as trials) and the winner is chosen by a confident median
@@ -270,8 +273,13 @@ def _postfix(bar, sessions) -> None:
 
 def tune(task, trials: int = 500, tuner="xgb", db="tuning.db", measure_option=None,
          early_stopping: int | None = None, batch_size: int | None = None, seed: int | None = None,
-         callbacks: Sequence[Callable] = (), progress: bool = True) -> TuneResult:
+         callbacks: Sequence[Callable] = (), progress: bool = True, total: bool = False) -> TuneResult:
     """Search ``task``'s config space for its fastest config.
+
+    ``trials`` is the number of new trials to make; with ``total=True`` it is the number of
+    trials of this workload in all, those the log already holds included, so that running
+    the same call again after a kill finishes the budget (a run whose budget is already
+    spent measures nothing). Configs the log holds are never measured again.
 
     ``tuner`` is "random", "grid", "ga", "xgb", "optuna" or a Tuner instance;
     ``db`` the tuning log (path, URL, open log, or None for an in-memory log);
@@ -287,14 +295,15 @@ def tune(task, trials: int = 500, tuner="xgb", db="tuning.db", measure_option=No
     """
     return tune_tasks([task], trials, tuner=tuner, db=db, measure_option=measure_option,
                       early_stopping=early_stopping, batch_size=batch_size, seed=seed,
-                      callbacks=callbacks, progress=progress)[0]
+                      callbacks=callbacks, progress=progress, total=total)[0]
 
 
 def tune_tasks(tasks: Sequence, trials: int, tuner="xgb", db="tuning.db", measure_option=None,
                early_stopping: int | None = None, batch_size: int | None = None,
                seed: int | None = None, callbacks: Sequence[Callable] = (), progress: bool = True,
-               weights: Sequence[float] | None = None) -> list[TuneResult]:
-    """Tune several tasks with one budget of ``trials``, shared where it gains most.
+               weights: Sequence[float] | None = None, total: bool = False) -> list[TuneResult]:
+    """Tune several tasks with one budget of ``trials``, shared where it gains most
+    (with ``total=True``, the log's earlier trials of these tasks count against it).
 
     Each task first gets one batch (round-robin warm-up); then each batch goes to the
     task whose end-to-end time (its best cost times its ``weights`` entry, how often
@@ -315,10 +324,15 @@ def tune_tasks(tasks: Sequence, trials: int, tuner="xgb", db="tuning.db", measur
     check_measurable(tasks, measure_option)
     log, own_log = _open_log(db)
     options = measure_option if measure_option is not None else MeasureOptions()
-    note = {"trials": trials, "early_stopping": early_stopping, "tasks": len(tasks)}
+    note = {"trials": trials, "total": total, "early_stopping": early_stopping, "tasks": len(tasks)}
     sessions = [_Session(t, tuner, log, seed, batch_size, note) for t in tasks]
+    if total:
+        done = sum(s.earlier_trials for s in sessions)
+        trials = max(0, trials - done)
+        logger.info("%d trials in the log already; %d to go", done, trials)
     name = tasks[0].workload_name if len(tasks) == 1 else f"{len(tasks)} tasks"
     bar = _progress(trials, progress, name)
+    spent = total and trials == 0  # nothing to measure, nothing to re-measure
 
     def on_result(session) -> None:
         bar.update(1)
@@ -330,7 +344,7 @@ def tune_tasks(tasks: Sequence, trials: int, tuner="xgb", db="tuning.db", measur
                                   on_result, bar)
             results = []
             for s in sessions:
-                results.append(s.finish(options, remeasure=not interrupted))
+                results.append(s.finish(options, remeasure=not (interrupted or spent)))
                 interrupted = interrupted or results[-1].stopped == "interrupted"
     except Exception:
         for s in sessions:

@@ -170,6 +170,32 @@ def test_tune_prints_a_summary(tuned):
         assert word in out, word
 
 
+def test_tune_help_says_what_a_rerun_does():
+    p = _run("tune", "--help")
+    assert p.returncode == 0, p.stderr
+    text = " ".join(p.stdout.split())
+    assert "A rerun (after Ctrl-C or a kill, too) makes --trials new trials on top of the log's" in text
+    assert "--total" in text and "finishes the budget" in text
+
+
+def test_tune_total_counts_the_log_s_trials(tuned, tmp_path):
+    d, out = tuned
+    assert "rerun the same command makes 4 more trials on top of these 4" in " ".join(out.split())
+    shutil.copyfile(d / "tuning.db", tmp_path / "tuning.db")
+    tune = ("tune", "matmul", "--args", ARGS, "--trials", "6", "--total", "--tuner", "random", "--batch-size",
+            "2", "--seed", "1", "--db", "tuning.db", "--no-progress")
+    p = _run(*tune, cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "6 trials in all (4 in the log already)" in p.stdout
+    assert "trials    2 this run (+4 earlier)" in p.stdout, p.stdout
+    assert "rerun     the same command makes no trial: the log holds 6 of --trials 6" in p.stdout
+    p = _run(*tune, cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "trials    0 this run (+6 earlier)" in p.stdout and "re-measurements" not in p.stdout, p.stdout
+    row = _run("best", "--db", "tuning.db", cwd=tmp_path).stdout.splitlines()[1]
+    assert row.split()[-2] == "6", row
+
+
 def test_best_prints_a_table(tuned):
     d, _ = tuned
     p = _run("best", "--db", "tuning.db", "--configs", cwd=d)

@@ -134,6 +134,40 @@ def test_interrupt_keeps_every_finished_trial(tmp_path, task, options):
         assert log.runs()[-1].status == "interrupted"
 
 
+def test_total_finishes_the_budget_of_a_run_cut_short(tmp_path, task):
+    log_path = tmp_path / "t.db"
+    count = 0
+
+    def stop_after_two(inp, res):
+        nonlocal count
+        count += 1
+        if count == 2:
+            raise KeyboardInterrupt
+
+    def tune(callbacks=(), **kwargs):
+        with MeasureOptions(_NoBuild(), _ScriptedRunner([float(k + 1) * 1e-3 for k in range(16)])) as opts:
+            return autotune.tune(task, trials=6, tuner="random", db=log_path, measure_option=opts, seed=9,
+                                 batch_size=1, callbacks=callbacks, progress=False, **kwargs)
+
+    cut = tune([stop_after_two], total=True)
+    assert (cut.stopped, cut.trials, cut.resumed) == ("interrupted", 2, 0)
+    finished = tune(total=True)  # the same call again: the 4 trials left of 6 in all
+    assert (finished.stopped, finished.trials, finished.resumed) == ("budget", 4, 2)
+    assert finished.remeasured > 0
+    with db.open(log_path) as log:
+        assert log.count(task, kind=db.TRIAL) == 6
+        before = log.count(task)
+    spent = tune(total=True)  # the budget is spent: nothing is measured, not even again
+    assert (spent.stopped, spent.trials, spent.resumed, spent.remeasured) == ("budget", 0, 6, 0)
+    assert spent.best_config is not None and spent.best_config.index == finished.best_config.index
+    more = tune()  # without total: 6 trials more
+    assert (more.trials, more.resumed) == (6, 6)
+    with db.open(log_path) as log:
+        assert log.count(task, kind=db.TRIAL) == 12
+        assert log.count(task, kind=db.REMEASURE) == before - 6 + more.remeasured
+        assert [r.options["total"] for r in log.runs()] == [True, True, True, False]
+
+
 def test_tune_tasks_shares_one_budget(tmp_path, options):
     tasks = [autotune.create_task("matmul", (16, 16, 16, "float32"), "llvm"),
              autotune.create_task("softmax", (8, 32, "float32"), "llvm")]
