@@ -5,6 +5,20 @@ whole domain; a stage computed at (``s[A]``, ``iv``) covers the union of the
 regions that its readers need inside that loop: the loops outside the attach
 point (up to and including ``iv``) are fixed, every loop inside it is relaxed
 over its range.
+
+GPU memory scopes change what "fixed" means, as in TVM (``NeedRelax`` in its
+``bound.cc``): a loop bound to a thread axis is relaxed when the buffer is shared by
+the threads of that axis. A ``shared`` buffer computed under ``threadIdx``/``vthread``
+loops holds what the whole block needs (relaxed over those axes, fixed over
+``blockIdx``); a ``global`` one what the whole grid needs; a ``local`` one what its
+own thread needs. A stage whose scope was never set gets it from the thread axes
+around it: ``local`` under a ``threadIdx``/``vthread`` loop, ``shared`` under
+``blockIdx`` loops only, ``global`` elsewhere (:func:`storage_scope`).
+
+A loop outside the attach point that is fixed may still start at a value that depends
+on a relaxed one (a stage computed at a thread loop covers that thread's part, and its
+own loops start there); its value is then that start plus a fixed offset, and the
+relaxation goes through the start.
 """
 
 from __future__ import annotations
@@ -14,7 +28,7 @@ from dataclasses import dataclass, field
 from ..arith import Analyzer
 from ..errors import ScheduleError
 from ..te.tensor import ComputeOp
-from ..tir.analysis import post_order_visit, substitute
+from ..tir.analysis import free_vars, post_order_visit, substitute
 from ..tir.expr import (
     FloorDiv,
     FloorMod,
@@ -24,13 +38,14 @@ from ..tir.expr import (
     PrimExpr,
     ProducerLoad,
     Range,
+    Var,
     const,
     is_const_int,
 )
 from ..tir.functor import IRMutator
 from .schedule import Fuse, Schedule, Split, Stage
 
-__all__ = ["StageBounds", "infer_bounds", "inline_bodies", "loop_context"]
+__all__ = ["StageBounds", "infer_bounds", "inline_bodies", "loop_context", "storage_scope"]
 
 
 @dataclass
@@ -46,6 +61,7 @@ class StageBounds:
     offset: dict = field(default_factory=dict)  # id(iv) -> 0-based position in terms of leaf vars
     guards: list = field(default_factory=list)  # (condition, involves_reduction)
     factor: dict = field(default_factory=dict)  # id(split) -> its inner extent
+    scope: str = "global"  # where its buffer lives: the stage's scope, or the inferred one
 
 
 class _Inline(IRMutator):
@@ -168,10 +184,11 @@ def _derive_loops(info: StageBounds, analyzer: Analyzer) -> None:
         analyzer.bind(iv.var, Range(lo, info.extent[id(iv)]))
 
 
-# How widely a storage scope is shared, and how many of each thread axis's iterations
-# see one copy: a buffer in ``scope`` computed inside a loop bound to a thread axis of
-# rank >= the scope's rank holds the region of every thread of that axis (as in TVM).
+# How widely a storage scope is shared (TVM's StorageRank) and how widely a thread axis
+# runs (its ThreadScope rank): a buffer of scope rank r computed inside a loop bound to a
+# thread axis of rank >= r holds the region of every iteration of that loop.
 _SCOPE_RANK = {"global": 0, "shared": 1, "local": 3}
+_SCOPE_OF_THREAD_RANK = {-1: "global", 0: "shared", 1: "local"}
 
 
 def _thread_rank(tag: str) -> int | None:
@@ -182,23 +199,61 @@ def _thread_rank(tag: str) -> int | None:
     return None
 
 
-def _relax_map(ctx: list[IterVar], start: int, infos: dict, owner: dict, scope: str = "global") -> dict:
-    """The loops of ``ctx`` a region is relaxed over: every loop from ``start`` on, and
-    the enclosing loops bound to thread axes that share a buffer of ``scope``."""
-    relax = {}
+def _bound_tag(iv: IterVar, owner: Stage) -> str:
+    attr = owner.iter_attrs.get(id(iv))
+    return attr.bind.thread_tag if attr is not None and attr.bind is not None else ""
+
+
+def storage_scope(stage: Stage, enclosing: list[IterVar], owner: dict) -> str:
+    """The scope of ``stage``'s buffer: the one it was given, else the one its place implies.
+
+    ``enclosing`` lists the loops around the stage (its attach path), ``owner`` maps
+    ``id(loop)`` to the stage that owns it. As in TVM, the innermost kind of thread axis
+    among them decides: under ``threadIdx``/``vthread`` each thread needs its own copy
+    (``local``), under ``blockIdx`` only one per block (``shared``), elsewhere ``global``.
+    """
+    if stage.scope:
+        return stage.scope
+    rank = -1
+    for iv in enclosing:
+        trank = _thread_rank(_bound_tag(iv, owner[id(iv)]))
+        if trank is not None:
+            rank = max(rank, trank)
+    return _SCOPE_OF_THREAD_RANK[rank]
+
+
+def _relax_map(ctx: list[IterVar], start: int, infos: dict, owner: dict, scope: str,
+               analyzer: Analyzer) -> tuple[dict, dict]:
+    """How the loops of ``ctx`` vary over the region a buffer of ``scope`` must hold.
+
+    Returns ``(relax, back)``. ``relax`` maps ``id(loop var)`` to the inclusive range it
+    takes (for :meth:`Analyzer.interval`): every loop from ``start`` on, and the enclosing
+    loops bound to thread axes that share a buffer of ``scope``, over their whole range;
+    a fixed loop whose start depends on a relaxed loop to that start plus a fixed offset
+    (a fresh variable; ``back`` maps it to the offset in the loop's own terms).
+    """
+    relax: dict = {}
+    back: dict = {}
     rank = _SCOPE_RANK.get(scope, 0)
     for k, iv in enumerate(ctx):
-        st = owner[id(iv)]
-        if k < start:
-            attr = st.iter_attrs.get(id(iv))
-            tag = attr.bind.thread_tag if attr is not None and attr.bind is not None else ""
-            trank = _thread_rank(tag)
-            if trank is None or trank < rank:
-                continue
-        info = infos[id(st)]
+        info = infos[id(owner[id(iv)])]
         lo = info.loop_min[id(iv)]
-        relax[id(iv.var)] = (lo, lo + info.extent[id(iv)] - 1)
-    return relax
+        ext = info.extent[id(iv)]
+        if k >= start:
+            relax[id(iv.var)] = (lo, lo + ext - 1)
+            continue
+        trank = _thread_rank(_bound_tag(iv, owner[id(iv)]))
+        if trank is not None and trank >= rank:
+            relax[id(iv.var)] = (lo, lo + ext - 1)
+        elif not is_const_int(lo) and any(id(v) in relax for v in free_vars(lo)):
+            if is_const_int(ext, 1):
+                relax[id(iv.var)] = (lo, lo)
+                continue
+            off = Var(f"{iv.var.name}.offset", iv.var.dtype)
+            analyzer.bind(off, Range(const(0, iv.var.dtype), ext))
+            relax[id(iv.var)] = (lo + off, lo + off)
+            back[off] = iv.var - lo
+    return relax, back
 
 
 def _reads_of(body: PrimExpr, sch: Schedule, stage: Stage) -> list[tuple]:
@@ -223,12 +278,12 @@ def infer_bounds(sch: Schedule, analyzer: Analyzer) -> tuple[dict, dict]:
         for iv in st.leaf_iter_vars:
             owner[id(iv)] = st
     for st in reversed(active):
-        info = StageBounds(st, bodies[id(st)])
+        info = StageBounds(st, bodies[id(st)], scope=storage_scope(st, prefix[id(st)], owner))
         op = st.op
         for iv in op.reduce_axis:
             info.root_range[id(iv)] = iv.dom
         if st.attach_type == "scope":
-            regions = _region_needed(st, sch, active, infos, prefix, owner, analyzer)
+            regions = _region_needed(st, info.scope, sch, active, infos, prefix, owner, analyzer)
             for iv, rng in zip(op.axis, regions):
                 info.root_range[id(iv)] = rng if rng is not None else iv.dom
             for iv in op.axis:
@@ -252,9 +307,10 @@ def infer_bounds(sch: Schedule, analyzer: Analyzer) -> tuple[dict, dict]:
     return infos, prefix
 
 
-def _region_needed(st: Stage, sch: Schedule, active: list, infos: dict, prefix: dict, owner: dict,
-                   analyzer: Analyzer) -> list:
-    """The union, per dimension, of what the readers of ``st`` need inside its attach point."""
+def _region_needed(st: Stage, scope: str, sch: Schedule, active: list, infos: dict, prefix: dict,
+                   owner: dict, analyzer: Analyzer) -> list:
+    """The union, per dimension, of what the readers of ``st`` need inside its attach point,
+    for a buffer of ``scope``."""
     my_prefix = prefix[id(st)]
     ndim = len(st.op.axis)
     lows: list[list] = [[] for _ in range(ndim)]
@@ -272,11 +328,14 @@ def _region_needed(st: Stage, sch: Schedule, active: list, infos: dict, prefix: 
                 f"{st.attach_stage.op.name!r}, but stage {reader.op.name!r} also reads it outside "
                 "that loop; compute it at a loop that encloses all of its readers")
         rinfo = infos[id(reader)]
-        relax = _relax_map(ctx, len(my_prefix), infos, owner, st.scope)
+        relax, back = _relax_map(ctx, len(my_prefix), infos, owner, scope, analyzer)
         values = {r.var: rinfo.value[id(r)] for r in reader.op.root_iter_vars}
         for indices in reads:
             for d, idx in enumerate(indices):
                 lo, hi = analyzer.interval(substitute(idx, values), relax)
+                if back:
+                    lo = None if lo is None else substitute(lo, back)
+                    hi = None if hi is None else substitute(hi, back)
                 lows[d].append(lo)
                 highs[d].append(hi)
     result = []

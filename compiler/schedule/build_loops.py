@@ -196,7 +196,7 @@ class _LoopBuilder:
                                     BufferStore(red, combiner.combine(mine, other), at())))
             steps.append(sync_stmt())
         result = BufferStore(buf, BufferLoad(red, (zero if base is None else base,), dtype), index)
-        first = [] if st.scope != "global" else [EQ(tid, const(0, tid.dtype), "bool")]
+        first = [] if info.scope != "global" else [EQ(tid, const(0, tid.dtype), "bool")]
         steps.append(_guard(result, first + spatial_guards))
         stmt = Allocate(red, Allocate(acc, seq(*steps)))
         for iv in reversed([iv for iv in leaves if iv is tiv or iv.iter_type is not IterType.COMM_REDUCE]):
@@ -327,7 +327,7 @@ def schedule_to_primfunc(sch: Schedule, args: list, name: str, binds: dict | Non
         region = [info.root_range[id(iv)] for iv in op.axis]
         shape = [_alloc_extent(st, r.extent, analyzer, loop_vars) for r in region]
         strides = _strides([s.value if is_const_int(s) else s for s in shape], st.storage_aligns)
-        buffers[id(st)] = decl_buffer(shape, op.dtype, op.name, strides=strides, scope=st.scope)
+        buffers[id(st)] = decl_buffer(shape, op.dtype, op.name, strides=strides, scope=info.scope)
         mins[id(st)] = [r.min for r in region]
         allocated.add(id(st))
     builder = _LoopBuilder(sch, infos, prefix, buffers, mins, allocated, analyzer)

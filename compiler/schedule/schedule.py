@@ -63,7 +63,9 @@ class Stage:
         self.attach_type = "root"  # "root", "inline" or "scope"
         self.attach_stage: Stage | None = None
         self.attach_ivar: IterVar | None = None
-        self.scope = "global"
+        # The storage scope given by set_scope/cache_read/cache_write; "" lets bound inference
+        # pick one from where the stage is computed (compiler.schedule.bound.storage_scope).
+        self.scope = ""
         self.is_output = False
         self.storage_aligns: list[StorageAlign] = []
         self.double_buffered = False
@@ -311,12 +313,16 @@ class Stage:
         computed at the start of a serial loop's body and only read after it."""
         self._require_compute("double_buffer")
         if self.scope != "shared":
-            raise self._fail(f"double_buffer needs a shared-memory stage (cache_read(..., 'shared', ...)); "
-                             f"this one is stored in {self.scope!r}")
+            where = f"is stored in {self.scope!r}" if self.scope else "has no scope set"
+            raise self._fail(f"double_buffer needs a shared-memory stage (cache_read(..., 'shared', ...) "
+                             f"or set_scope('shared')); this one {where}")
         self.double_buffered = True
 
     def set_scope(self, scope: str) -> None:
-        """Store this stage's result in ``scope`` ("global", "shared" or "local")."""
+        """Store this stage's result in ``scope`` ("global", "shared" or "local").
+
+        Without it, a stage computed under ``threadIdx``/``vthread`` loops is ``local``,
+        one computed under ``blockIdx`` loops only ``shared``, any other ``global``."""
         from ..tir.buffer import SCOPES
 
         if scope not in SCOPES:
