@@ -16,10 +16,16 @@ __all__ = ["placeholder", "compute", "reduce_axis", "var", "size_var", "thread_a
 
 
 def _shape(shape) -> tuple:
-    if isinstance(shape, (int, PrimExpr)):
+    """The shape as integer expressions. Python floats with an integral value are cast
+    to int, as TVM does (``(N / bn, K, bn)`` in Python 3 gives a float)."""
+    if isinstance(shape, (int, float, PrimExpr)):
         shape = (shape,)
     out = []
     for s in shape:
+        if isinstance(s, float):
+            if not s.is_integer():
+                raise CompilerError(f"shape entries must be integers, got {s!r}")
+            s = int(s)
         e = convert(s)
         if dtypes.is_float(e.dtype) or e.dtype == "bool":
             raise CompilerError(f"shape entries must be integers, got {e} of dtype {e.dtype}")

@@ -121,6 +121,18 @@ class ExprOp:
             "or & and |, and compare structure with structural_equal"
         )
 
+    def __int__(self) -> int:
+        """The value of a constant integer expression (``int(t.shape[0])``), as in TVM."""
+        e = convert(self)
+        if not isinstance(e, IntImm):
+            from ..arith import simplify
+
+            e = simplify(e)
+        if not isinstance(e, IntImm):
+            raise TypeError(f"int() needs a constant integer expression, got {e} "
+                            "(a symbolic size has no value until the function is called)")
+        return e.value
+
     def astype(self, dtype: str) -> PrimExpr:
         """Cast to ``dtype``."""
         e = convert(self)
@@ -156,6 +168,10 @@ class Var(PrimExpr):
 class IntImm(PrimExpr):
     value: int
     dtype: str = "int32"
+
+    def __index__(self) -> int:
+        # A constant is usable where Python wants an int: range(), numpy shapes, slicing.
+        return self.value
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
