@@ -1,7 +1,9 @@
 """Measuring on a Ray cluster: builds as Ray tasks, timing in Ray actors.
 
-``address=None`` starts a local Ray instance; ``"auto"`` or ``"ray://host:port"``
-joins a cluster (already initialised Ray is used as it is). What travels are the
+``address=None`` starts a local Ray instance; ``"auto"`` (``RAY_ADDRESS``, or the
+cluster this machine belongs to), ``"host:port"`` or ``"ray://host:port"`` (Ray
+Client, which needs ``pip install 'ray[client]'``) joins a cluster (already
+initialised Ray is used as it is). What travels are the
 messages of :mod:`measure.protocol`, encoded as bytes: a Ray task receives a
 :class:`~measure.protocol.BuildRequest` and returns a
 :class:`~measure.protocol.BuildReply`, an actor receives a
@@ -18,21 +20,25 @@ the last of them closes, so the processes of a local instance end with the tunin
 * :class:`RayBuilder`: one Ray task per candidate (``num_cpus=1``), placed on a node
   with a free CPU, so builds spread over every CPU of the cluster. A build that
   crashes its Ray worker is retried once on another node, then gets a worker-crash
-  result; one that runs past ``timeout`` gets a build-timeout result (a build still
+  result; no build goes to that node until a probe task returns from it or Ray
+  reports it gone, so of a node that dies only the builds it was running are built
+  again. A build that runs past ``timeout`` gets a build-timeout result (a build still
   running ``startup_grace`` seconds later is cancelled by force, killing its worker).
 * :class:`RayRunner`: one actor per node for CPU targets (one per GPU, ``num_gpus=1``,
   for CUDA), so no two timings share a device. Each actor runs a
   :class:`~measure.local.LocalRunner`, whose sandbox process absorbs crashes and
   hangs of generated code exactly as locally. An actor that dies (its process
   killed, its node lost) is restarted by Ray; its candidate is retried once on
-  another actor before it gets a worker-crash result. Results reach the driver as
-  they finish, so a node that leaves loses no finished trial.
+  another actor before it gets a worker-crash result. No candidate goes to an actor
+  on a node where a build was lost, until that node is known to be well. Results reach the driver as they
+  finish, so a node that leaves loses no finished trial.
 
 On each node builds pause while that node's actor times (:mod:`measure.gate`).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import queue
@@ -46,11 +52,12 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from measure.base import Builder, Runner, error_result
+from measure.errors import MeasureError
 from measure.gate import Gates
 from measure.protocol import BuildReply, BuildRequest, RunReply, RunRequest
 from measure.records import ErrorKind, MeasureInput, MeasureResult
 
-__all__ = ["RayBuilder", "RayRunner", "connect"]
+__all__ = ["RayBuilder", "RayRunner", "connect", "check_address"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +71,18 @@ _users = 0          # builders and runners that hold the connection they made
 _initialised = False  # whether they initialised Ray (then the last to close shuts it down)
 
 
+def check_address(address: str | None) -> None:
+    """Raise :class:`MeasureError` for an address this process cannot connect to: not a
+    string, or a Ray Client address (``ray://``) without Ray Client installed."""
+    if address is None:
+        return
+    if not isinstance(address, str) or not address.strip():
+        raise MeasureError(f"a Ray address is 'auto', 'host:port' or 'ray://host:port', got {address!r}")
+    if address.startswith("ray://") and importlib.util.find_spec("grpc") is None:
+        raise MeasureError(f"Ray address {address!r} uses Ray Client, which is not installed "
+                           "(it needs grpcio): pip install 'ray[client]'")
+
+
 def connect(address: str | None = None, **init_kwargs) -> None:
     """Join (``address``) or start (None) Ray, unless this process is connected already.
 
@@ -71,6 +90,7 @@ def connect(address: str | None = None, **init_kwargs) -> None:
     ``ray.shutdown()``; builders and runners use :func:`_acquire` instead, which shuts
     down what they started when the last of them closes.
     """
+    check_address(address)
     with _connect_lock:
         _init(address, init_kwargs)
 
@@ -80,8 +100,9 @@ def _init(address: str | None, init_kwargs: dict) -> bool:
     if ray.is_initialized():
         return False
     init_kwargs = dict(init_kwargs)
-    init_kwargs.setdefault("include_dashboard", False)
-    init_kwargs.setdefault("log_to_driver", False)
+    if not (address or "").startswith("ray://"):  # Ray Client would pass them on to the server
+        init_kwargs.setdefault("include_dashboard", False)
+        init_kwargs.setdefault("log_to_driver", False)
     if address is None:
         # Workers of a local instance import the project from where this process did.
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -167,12 +188,29 @@ class _Connection:
             _release()
 
 
+# Node ids that a lost build showed dead. Ray's list of nodes says so only once its health
+# checks miss the node (seconds later); a node id never comes back.
+_dead_nodes: set[str] = set()
+# Nodes where a build was lost and that a probe has not yet shown to run tasks: no build and
+# no timing goes there meanwhile.
+_suspect_nodes: set[str] = set()
+# What a task gets when the node it was sent to is gone (or goes while it runs).
+_NODE_GONE = (ray.exceptions.NodeDiedError, ray.exceptions.TaskUnschedulableError)
+
+
 def _alive_nodes() -> dict[str, dict]:
-    return {n["NodeID"]: n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")}
+    return {n["NodeID"]: n.get("Resources", {}) for n in ray.nodes()
+            if n.get("Alive") and n["NodeID"] not in _dead_nodes}
 
 
 def _on(node: str) -> NodeAffinitySchedulingStrategy:
     return NodeAffinitySchedulingStrategy(node, soft=False)
+
+
+@ray.remote(num_cpus=0, max_retries=0)
+def _probe() -> bool:
+    """Returns from a node that can run tasks."""
+    return True
 
 
 @ray.remote(num_cpus=1, max_retries=0)
@@ -184,6 +222,71 @@ def _build(request: bytes) -> bytes:
 
 
 # ---------------------------------------------------------------------------- builder
+
+
+class _BuildNodes:
+    """The nodes a builder sends builds to: alive, with a CPU, and not suspect.
+
+    A node where a build was lost is suspect: no build goes there until a probe task
+    returns from it (its worker crashed, the node is fine) or Ray reports it gone. So
+    of a node that dies only the builds that were running there are built again.
+    """
+
+    def __init__(self):
+        self.cpus: dict[str, int] = {}
+        self.suspects: dict[str, object] = {}  # node -> ObjectRef of its probe (None: not sent yet)
+        self._refreshed = -float("inf")
+
+    def refresh(self) -> None:
+        """Read the alive nodes again (every ``_REFRESH_S``), and probe the suspects."""
+        if time.monotonic() - self._refreshed < _REFRESH_S:
+            return
+        alive = _alive_nodes()
+        self.cpus = {n: int(r.get("CPU", 0)) for n, r in alive.items() if r.get("CPU", 0) >= 1}
+        for node, probe in list(self.suspects.items()):
+            if node not in alive:
+                self._unsuspect(node)  # gone: nothing goes there anyway
+            elif probe is None:
+                self.suspects[node] = _probe.options(scheduling_strategy=_on(node)).remote()
+        self._refreshed = time.monotonic()
+
+    def usable(self) -> dict[str, int]:
+        return {n: c for n, c in self.cpus.items() if n not in self.suspects}
+
+    def probes(self) -> list:
+        return [p for p in self.suspects.values() if p is not None]
+
+    def lost(self, node: str, exc: BaseException) -> None:
+        """A build was lost on ``node`` with ``exc``."""
+        if isinstance(exc, _NODE_GONE):
+            _dead_nodes.add(node)
+            self.cpus.pop(node, None)
+            self._unsuspect(node)
+        else:
+            _suspect_nodes.add(node)
+            self.suspects.setdefault(node, None)
+            self._refreshed = -float("inf")  # probe it at once
+
+    def probed(self, ref) -> None:
+        """A probe returned (or failed)."""
+        node = next(n for n, p in self.suspects.items() if p is ref)
+        try:
+            ray.get(ref)
+            self._unsuspect(node)
+        except _NODE_GONE as exc:
+            self.lost(node, exc)
+        except ray.exceptions.RayError:
+            self.suspects[node] = None  # probe it again at the next refresh
+
+    def _unsuspect(self, node: str) -> None:
+        self.suspects.pop(node, None)
+        _suspect_nodes.discard(node)
+
+    def cancel_probes(self) -> None:
+        for node, probe in list(self.suspects.items()):
+            if probe is not None:
+                ray.cancel(probe, force=True)
+            self._unsuspect(node)
 
 
 @dataclass
@@ -202,6 +305,7 @@ class RayBuilder(Builder):
                  init_kwargs: dict | None = None):
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
+        check_address(address)
         self.address = address
         self.timeout = timeout
         self.startup_grace = startup_grace
@@ -212,24 +316,26 @@ class RayBuilder(Builder):
         self._connection.open(self.address, self.init_kwargs)
         todo = deque(_BuildJob(i) for i in range(len(inputs)))
         running: dict = {}  # ObjectRef -> _BuildJob
-        nodes, refreshed = {}, 0.0
+        nodes = _BuildNodes()
         try:
             while todo or running:
                 if gates.stop.is_set():
                     todo.clear()
-                if time.monotonic() - refreshed > _REFRESH_S:
-                    nodes = {n: int(r.get("CPU", 0)) for n, r in _alive_nodes().items()
-                             if r.get("CPU", 0) >= 1}
-                    refreshed = time.monotonic()
-                self._dispatch(inputs, todo, running, nodes, gates)
-                if not running:
+                nodes.refresh()
+                self._dispatch(inputs, todo, running, nodes.usable(), gates)
+                waiting = list(running) + nodes.probes()
+                if not waiting:
                     time.sleep(_POLL_S)
                     continue
-                ready, _ = ray.wait(list(running), num_returns=1, timeout=_POLL_S)
+                ready, _ = ray.wait(waiting, num_returns=1, timeout=_POLL_S)
                 for ref in ready:
+                    if ref not in running:
+                        nodes.probed(ref)
+                        continue
                     job = running.pop(ref)
-                    gates(job.node).build_done()
+                    # A node lost with it is marked before its gate opens for the runner.
                     result = self._result(ref, job, todo, nodes)
+                    gates(job.node).build_done()
                     if result is not None:
                         yield job.index, result
                 now = time.monotonic()
@@ -245,6 +351,7 @@ class RayBuilder(Builder):
             for ref, job in running.items():  # abandoned: the consumer went away
                 ray.cancel(ref, force=True)
                 gates(job.node).build_done()
+            nodes.cancel_probes()
 
     def _dispatch(self, inputs, todo: deque, running: dict, nodes: dict, gates: Gates) -> None:
         load: dict[str, int] = {}
@@ -260,9 +367,11 @@ class RayBuilder(Builder):
                 ref = _build.options(scheduling_strategy=_on(node)).remote(BuildRequest.of(inp).encode())
                 job.node, job.start = node, time.monotonic()
                 running[ref] = job
+                logger.debug("build of candidate %d (attempt %d) sent to node %s", job.index, job.attempt,
+                             node)
                 load[node] = load.get(node, 0) + 1
 
-    def _result(self, ref, job: _BuildJob, todo: deque, nodes: dict) -> BuildReply | None:
+    def _result(self, ref, job: _BuildJob, todo: deque, nodes: _BuildNodes) -> BuildReply | None:
         elapsed = time.monotonic() - job.start
         try:
             result = BuildReply.decode(ray.get(ref))
@@ -270,6 +379,7 @@ class RayBuilder(Builder):
             return BuildReply(None, f"the build task failed: {exc}", elapsed, ErrorKind.COMPILE_ERROR,
                                job.node)
         except ray.exceptions.RayError as exc:
+            nodes.lost(job.node, exc)
             if job.attempt == 0:
                 logger.info("build of candidate %d lost on node %s (%s); retrying elsewhere", job.index,
                             job.node, type(exc).__name__)
@@ -359,6 +469,7 @@ class RayRunner(Runner):
         # The settings, checked as LocalRunner checks them; it also writes the requests.
         self._settings = LocalRunner(number, repeat, min_repeat_ms, timeout, cooldown_ms, cache_flush,
                                      check_correctness)
+        check_address(address)
         self.address = address
         self.runner_kwargs = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms,
                               "timeout": timeout, "cooldown_ms": cooldown_ms, "cache_flush": cache_flush,
@@ -477,7 +588,9 @@ class RayRunner(Runner):
 
     def _dispatch(self, pending: deque, running: dict, gates: Gates) -> None:
         for job in list(pending):
-            idle = [a for a in self._actors.values() if not a.busy and a.restarting is None]
+            idle = [a for a in self._actors.values()
+                    if not a.busy and a.restarting is None
+                    and a.node not in _dead_nodes and a.node not in _suspect_nodes]
             others = [a for a in idle if a.key != job.avoid]
             choice = others or (idle if len(self._actors) == 1 else [])
             actor = next((a for a in choice if self._gate_open(a, gates)), None)
