@@ -60,7 +60,7 @@ class StageBounds:
     value: dict = field(default_factory=dict)  # id(root iv) -> its value in terms of leaf loop vars
     offset: dict = field(default_factory=dict)  # id(iv) -> 0-based position in terms of leaf vars
     guards: list = field(default_factory=list)  # (condition, involves_reduction)
-    factor: dict = field(default_factory=dict)  # id(split) -> its inner extent
+    factor: dict = field(default_factory=dict)  # id(split) -> its inner extent (int if constant)
     scope: str = "global"  # where its buffer lives: the stage's scope, or the inferred one
 
 
@@ -138,13 +138,12 @@ def _derive_loops(info: StageBounds, analyzer: Analyzer) -> None:
                 info.extent[id(rel.inner)] = const(f, ext.dtype)
                 info.extent[id(rel.outer)] = _ceil_div(ext, f, analyzer)
             else:
+                # Over a symbolic extent the inner extent is symbolic too: ceil(extent / nparts).
                 info.extent[id(rel.outer)] = const(rel.nparts, ext.dtype)
-                f_expr = _ceil_div(ext, rel.nparts, analyzer)
-                if not is_const_int(f_expr):
-                    raise ScheduleError(f"stage {op.name!r}, axis {rel.parent.var.name!r}: split with "
-                                        "nparts needs a constant extent")
-                f = f_expr.value
-                info.extent[id(rel.inner)] = f_expr
+                f = _ceil_div(ext, rel.nparts, analyzer)
+                info.extent[id(rel.inner)] = f
+                if is_const_int(f):
+                    f = f.value
             info.factor[id(rel)] = f
         elif isinstance(rel, Fuse):
             info.extent[id(rel.fused)] = analyzer.simplify(
@@ -163,7 +162,7 @@ def _derive_loops(info: StageBounds, analyzer: Analyzer) -> None:
             f = info.factor[id(rel)]
             info.offset[id(rel.parent)] = info.offset[id(rel.outer)] * f + info.offset[id(rel.inner)]
             ext = info.extent[id(rel.parent)]
-            divisible = is_const_int(ext) and ext.value % f == 0
+            divisible = is_const_int(ext) and isinstance(f, int) and ext.value % f == 0
             if not divisible:
                 info.guards.append((info.offset[id(rel.parent)] < ext,
                                     rel.parent.iter_type is IterType.COMM_REDUCE))

@@ -7,6 +7,7 @@ stage.
 
 from __future__ import annotations
 
+from ..arith import simplify
 from ..errors import ScheduleError
 from ..te.tensor import ComputeOp, Tensor
 from ..tir.analysis import substitute
@@ -15,6 +16,7 @@ from ..tir.expr import (
     IntImm,
     IterType,
     IterVar,
+    PrimExpr,
     ProducerLoad,
     Range,
     Reduce,
@@ -111,8 +113,12 @@ def cache_write(sch: Schedule, tensor: Tensor, scope: str) -> Tensor:
     return cache_op.output(0)
 
 
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
+def _ceil_div(a: PrimExpr, b) -> PrimExpr:
+    """``ceil(a / b)`` for a positive ``b``, folded where both are constant."""
+    b = const(b, a.dtype) if isinstance(b, int) else b
+    if is_const_int(a) and is_const_int(b):
+        return const(-(-a.value // b.value), a.dtype)
+    return simplify((a + b - 1) // b)
 
 
 def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
@@ -133,39 +139,36 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0) 
     if root is None:
         raise ScheduleError(f"rfactor of {name!r}: axis {axis.var.name!r} must be a reduction axis "
                             "or one part of a single split of one")
-    if not is_const_int(root.dom.extent):
-        raise ScheduleError(f"rfactor of {name!r}: the reduction extent must be a constant")
-    extent_k = root.dom.extent.value
+    extent_k = root.dom.extent  # constant or symbolic (a te.var size)
     kmin = root.dom.min
     dtype = root.var.dtype
     new_reduce: list[IterVar] = []
+    v = Var(f"{axis.var.name}.v", dtype)
     if rel is None:  # the whole axis becomes data-parallel
         v_extent = extent_k
-        v = Var(f"{axis.var.name}.v", dtype)
         k_value = kmin + v
         cond = const(True)
     else:
-        f = rel.factor if rel.factor is not None else _ceil_div(extent_k, rel.nparts)
+        f = const(rel.factor, dtype) if rel.factor is not None else _ceil_div(extent_k, rel.nparts)
         n_outer = _ceil_div(extent_k, f)
         if axis is rel.inner:
             v_extent = f
-            v = Var(f"{axis.var.name}.v", dtype)
-            other = IterVar(Range(const(0, dtype), const(n_outer, dtype)),
-                            Var(rel.outer.var.name, dtype), IterType.COMM_REDUCE)
+            other = IterVar(Range(const(0, dtype), n_outer), Var(rel.outer.var.name, dtype),
+                            IterType.COMM_REDUCE)
             offset = other.var * f + v
         else:
             v_extent = n_outer
-            v = Var(f"{axis.var.name}.v", dtype)
-            other = IterVar(Range(const(0, dtype), const(f, dtype)),
-                            Var(rel.inner.var.name, dtype), IterType.COMM_REDUCE)
+            other = IterVar(Range(const(0, dtype), f), Var(rel.inner.var.name, dtype),
+                            IterType.COMM_REDUCE)
             offset = v * f + other.var
         new_reduce.append(other)
         k_value = kmin + offset
-        cond = offset < extent_k if extent_k % f else const(True)
+        divisible = is_const_int(extent_k) and is_const_int(f) and extent_k.value % f.value == 0
+        cond = const(True) if divisible else offset < extent_k
     spatial = tuple(IterVar(iv.dom, Var(iv.var.name, iv.var.dtype)) for iv in op.axis)
     if not 0 <= factor_axis <= len(spatial):
         raise ScheduleError(f"rfactor of {name!r}: factor_axis must be in [0, {len(spatial)}]")
-    v_iv = IterVar(Range(const(0, dtype), const(v_extent, dtype)), v)
+    v_iv = IterVar(Range(const(0, dtype), v_extent), v)
     rf_axis = spatial[:factor_axis] + (v_iv,) + spatial[factor_axis:]
     mapping = {iv.var: s.var for iv, s in zip(op.axis, spatial)}
     mapping[root.var] = k_value
@@ -183,7 +186,7 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0) 
     rf_stage = Stage(rf_op, sch)
     sch._insert_before(stage, rf_stage)
     sch._register(rf_op, rf_stage)
-    final_axis = IterVar(Range(const(0, dtype), const(v_extent, dtype)),
+    final_axis = IterVar(Range(const(0, dtype), v_extent),
                          Var(f"{axis.var.name}.v", dtype), IterType.COMM_REDUCE)
     idx = tuple(iv.var for iv in op.axis)
     idx = idx[:factor_axis] + (final_axis.var,) + idx[factor_axis:]

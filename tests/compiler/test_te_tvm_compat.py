@@ -62,3 +62,50 @@ def test_get_const_tuple_keeps_symbolic_entries():
     assert get_const_int(A.shape[1] + 1) == 9
     with pytest.raises(ValueError, match="constant"):
         get_const_int(n)
+
+
+# ----------------------------------------------------------------------------- symbolic extents
+
+
+def _row_sum(n, m):
+    """The reduction tutorial's row sum over symbolic sizes."""
+    A = te.placeholder((n, m), name="A")
+    k = te.reduce_axis((0, m), "k")
+    B = te.compute((n,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    return A, B
+
+
+def _check_row_sum(f, rng, sizes=((3, 1), (5, 16), (7, 37))):
+    for rows, cols in sizes:
+        a = random_array(rng, (rows, cols), "float32")
+        b = poisoned((rows,), "float32")
+        f(a, b)
+        assert_written(b, a.sum(axis=1), rtol=1e-5, atol=1e-5, err_msg=f"{rows}x{cols}")
+
+
+def test_split_by_nparts_over_a_symbolic_extent(rng):
+    m = te.var("m")
+    A = te.placeholder((m,), name="A")
+    B = te.compute((m,), lambda i: A[i] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    xo, xi = s[B].split(B.op.axis[0], nparts=32)
+    f = compiler.build(s, [A, B], target="llvm")
+    for size in (1, 31, 32, 100):
+        a = random_array(rng, (size,), "float32")
+        b = poisoned((size,), "float32")
+        f(a, b)
+        assert_written(b, a * 2, err_msg=f"m={size}")
+
+
+@pytest.mark.parametrize("part", ["inner", "outer", "nparts"])
+def test_rfactor_over_a_symbolic_reduction_extent(rng, part):
+    n, m = te.var("n"), te.var("m")
+    A, B = _row_sum(n, m)
+    s = te.create_schedule(B.op)
+    if part == "nparts":
+        ko, ki = s[B].split(B.op.reduce_axis[0], nparts=4)
+    else:
+        ko, ki = s[B].split(B.op.reduce_axis[0], factor=16)
+    BF = s.rfactor(B, ki if part == "inner" else ko)
+    assert BF.ndim == 2
+    _check_row_sum(compiler.build(s, [A, B], target="llvm"), rng)
