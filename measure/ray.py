@@ -38,7 +38,6 @@ On each node builds pause while that node's actor times (:mod:`measure.gate`).
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import queue
@@ -78,9 +77,12 @@ def check_address(address: str | None) -> None:
         return
     if not isinstance(address, str) or not address.strip():
         raise MeasureError(f"a Ray address is 'auto', 'host:port' or 'ray://host:port', got {address!r}")
-    if address.startswith("ray://") and importlib.util.find_spec("grpc") is None:
-        raise MeasureError(f"Ray address {address!r} uses Ray Client, which is not installed "
-                           "(it needs grpcio): pip install 'ray[client]'")
+    if address.startswith("ray://"):
+        try:
+            import grpc  # noqa: F401 - what ray[client] adds to ray
+        except ImportError:
+            raise MeasureError(f"Ray address {address!r} uses Ray Client, which is not installed "
+                               "(it needs grpcio): pip install 'ray[client]'") from None
 
 
 def connect(address: str | None = None, **init_kwargs) -> None:

@@ -16,7 +16,7 @@ from measure_faults import costs_ok, inputs_for
 
 import db
 import measure.ray as ray_measure
-from measure import ErrorKind, MeasureInput, MeasureOptions, measure_batch, measure_stream
+from measure import ErrorKind, MeasureError, MeasureInput, MeasureOptions, measure_batch, measure_stream
 from search_spaces import create_task
 
 
@@ -136,6 +136,26 @@ def test_ray_initialised_elsewhere_stays_up(fake_ray):
     builder._connection.open(None, {})
     builder.close()
     assert fake_ray.inits == 1 and fake_ray.shutdowns == 0 and fake_ray.initialised
+
+
+@pytest.mark.parametrize("make", [ray_measure.RayBuilder, ray_measure.RayRunner])
+def test_ray_client_address_without_ray_client_names_the_install(monkeypatch, make):
+    monkeypatch.setitem(sys.modules, "grpc", None)  # as where ray[client] is not installed
+    with pytest.raises(MeasureError, match=r"'ray://head:10001' uses Ray Client.*pip install 'ray\[client\]"):
+        make(address="ray://head:10001")
+    make(address="head:6379")  # a cluster's own address needs no Ray Client (and connects to nothing yet)
+
+
+def test_cli_cluster_ray_client_without_ray_client_fails_before_tuning(monkeypatch, tmp_path, capsys):
+    from autotune.cli import main
+
+    monkeypatch.setitem(sys.modules, "grpc", None)
+    monkeypatch.chdir(tmp_path)
+    code = main(["tune", "dense", "--args", "4,32,32,float32", "--trials", "2", "--cluster", "ray://head:10001",
+                 "--db", "r.db"])
+    err = capsys.readouterr().err
+    assert code != 0 and "pip install 'ray[client]'" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "r.db").exists()
 
 
 def _ray_processes(marker: str) -> list[int]:
