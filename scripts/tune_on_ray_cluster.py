@@ -38,7 +38,9 @@ versions. Then:
        autotune report --db postgresql://autotune:secret@DB_HOST:5432/autotune --out report.html
 
 Without ``--address`` this script starts a one-machine Ray instance, and without
-``--db`` it writes ``tuning.db``: a way to try it out on a laptop.
+``--db`` it writes ``tuning.db``: a way to try it out on a laptop. ``--workload NAME
+ARGS`` (repeatable, ARGS as ``autotune tune --args`` takes them) tunes other
+workloads than the three below.
 """
 
 from __future__ import annotations
@@ -47,14 +49,26 @@ import argparse
 import time
 
 import autotune
+import db
+import search_spaces
+from autotune.cli_args import bind_template_args, parse_args_text
 from autotune.report import format_table, summarize, summary_table
 from measure import MeasureOptions
+from search_spaces.template import target_kind
 
+TARGET = "llvm"
 WORKLOADS = [
-    ("matmul", (1024, 1024, 1024, "float32")),
-    ("conv2d_nchw", (1, 64, 56, 56, 64, 3, 3, 1, 1, 1, "float32")),
-    ("dense", (16, 1024, 1024, "float32")),
+    ("matmul", "1024,1024,1024,float32"),
+    ("conv2d_nchw", "1,64,56,56,64,3,3,1,1,1,float32"),
+    ("dense", "16,1024,1024,float32"),
 ]
+
+
+def make_task(name: str, args_text: str):
+    """The task of template ``name`` on ``args_text``, read as ``autotune tune --args`` reads it."""
+    positional, keywords = parse_args_text(args_text)
+    func = search_spaces.get_template(name).impl(target_kind(TARGET)).func
+    return autotune.create_task(name, bind_template_args(name, func, positional, keywords), target=TARGET)
 
 
 def main() -> None:
@@ -65,29 +79,32 @@ def main() -> None:
     p.add_argument("--db", default="tuning.db", help="tuning log; postgresql://user:pw@host/db on a cluster")
     p.add_argument("--trials", type=int, default=500, help="trials shared by all workloads")
     p.add_argument("--tuner", default="xgb")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="candidates measured per batch (default: the tuner's)")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds per build and per run")
+    p.add_argument("--workload", nargs=2, action="append", metavar=("NAME", "ARGS"),
+                   help="a template and its arguments, e.g. --workload matmul 512,512,512,float32 "
+                        "(repeatable; default: matmul, conv2d_nchw and dense of ResNet-like sizes)")
     opts = p.parse_args()
 
     from measure.ray import RayBuilder, RayRunner  # imports ray
 
-    tasks = [autotune.create_task(name, args, target="llvm") for name, args in WORKLOADS]
+    tasks = [make_task(name, args) for name, args in opts.workload or WORKLOADS]
     options = MeasureOptions(RayBuilder(address=opts.address, timeout=opts.timeout),
                              RayRunner(address=opts.address, timeout=opts.timeout))
     print(f"tuning {len(tasks)} workloads, {opts.trials} trials in all, on Ray "
-          f"{opts.address or '(started here)'}; log {opts.db}")
+          f"{opts.address or '(started here)'}; log {db.hide_passwords(opts.db)}")
     start = time.perf_counter()
     try:
         # One budget for all tasks: each batch goes where the end-to-end time should fall most.
         results = autotune.tune_tasks(tasks, trials=opts.trials, tuner=opts.tuner, db=opts.db,
-                                      measure_option=options)
+                                      measure_option=options, batch_size=opts.batch_size)
     finally:
         options.close()
     print(f"done in {time.perf_counter() - start:.0f} s")
     for r in results:
         print(f"  {r.task.workload_name}: {r.trials} trials, {r.best_gflops:.1f} GFLOPS, "
               f"errors {r.errors or 'none'}")
-
-    import db
 
     with db.open(opts.db) as log:
         print(format_table(summary_table(summarize(log))))
