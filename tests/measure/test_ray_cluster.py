@@ -115,7 +115,7 @@ def cluster():
     address = f"127.0.0.1:{_free_port()}"
     env = {**os.environ, "RAY_ADDRESS": address,
            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
-           # Ray 2.5x enables token authentication when ~/.ray holds a token; this cluster uses
+           # Recent Ray enables token authentication when ~/.ray holds a token; this cluster uses
            # one of its own (older Ray ignores these).
            "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
     env.pop(NODE_VAR, None)
