@@ -25,6 +25,7 @@ from ..tir.function import PrimFunc
 from ..tir.functor import IRMutator
 from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, ForKind, IfThenElse, Stmt, seq
 from ..tir.transform.inject_double_buffer import DOUBLE_BUFFER_SCOPE
+from ..tir.transform.unroll_loops import PRAGMA_PREFIX
 from .bound import StageBounds, infer_bounds
 from .schedule import Schedule, Stage
 
@@ -246,7 +247,11 @@ class _LoopBuilder:
         attr = st.iter_attrs.get(id(iv))
         kind = attr.kind if attr is not None else ForKind.SERIAL
         tag = attr.bind.thread_tag if attr is not None and attr.bind is not None else ""
-        return For(iv.var, info.loop_min[id(iv)], info.extent[id(iv)], kind, body, tag)
+        loop: Stmt = For(iv.var, info.loop_min[id(iv)], info.extent[id(iv)], kind, body, tag)
+        # Pragmas scope the loop itself and everything inside it (unroll_loops reads them).
+        for key, value in reversed(list(attr.pragmas.items()) if attr is not None else []):
+            loop = AttrStmt(iv.var, PRAGMA_PREFIX + key, const(value), loop)
+        return loop
 
 
 def _halvings(width: int) -> list[int]:

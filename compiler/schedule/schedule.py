@@ -15,7 +15,7 @@ from ..te.tensor import ComputeOp, Operation, Tensor
 from ..tir.expr import IterType, IterVar, Var, convert, is_const_int
 from ..tir.stmt import ForKind
 
-__all__ = ["Schedule", "Stage", "Split", "Fuse", "IterAttr", "create_schedule"]
+__all__ = ["Schedule", "Stage", "Split", "Fuse", "IterAttr", "PRAGMAS", "create_schedule"]
 
 
 @dataclass(eq=False)
@@ -42,6 +42,14 @@ class Fuse:
 class IterAttr:
     kind: ForKind = ForKind.SERIAL
     bind: IterVar | None = None
+    pragmas: dict = field(default_factory=dict)  # pragma name -> int value
+
+
+#: The pragmas ``Stage.pragma`` knows, with TVM's meaning: the loop nest under the axis
+#: auto-unrolls loops whose constant trip count times the statements of their body is at
+#: most ``auto_unroll_max_step``; ``unroll_explicit`` (default 1) unrolls them in the loop
+#: IR, 0 leaves them as loops that ask the code generator (LLVM) to unroll them.
+PRAGMAS = ("auto_unroll_max_step", "unroll_explicit")
 
 
 @dataclass
@@ -128,9 +136,10 @@ class Stage:
             raise self._fail("split needs exactly one of factor= or nparts=", parent)
         value = factor if factor is not None else nparts
         value = _positive_int(value, self, parent, "factor" if factor is not None else "nparts")
-        if self._attr(parent).kind is not ForKind.SERIAL or self._attr(parent).bind is not None:
-            raise self._fail("split an axis before annotating it (vectorize/unroll/parallel/bind)",
-                             parent)
+        attr = self._attr(parent)
+        if attr.kind is not ForKind.SERIAL or attr.bind is not None or attr.pragmas:
+            raise self._fail("split an axis before annotating it (vectorize/unroll/parallel/bind/"
+                             "pragma)", parent)
         base = parent.var.name
         outer = self._new_iv(f"{base}.outer", parent)
         inner = self._new_iv(f"{base}.inner", parent)
@@ -211,6 +220,31 @@ class Stage:
             raise self._fail("cannot parallelize a reduction axis (iterations would race); "
                              "rfactor the reduction first", iv)
         self._annotate(iv, ForKind.PARALLEL, "parallel")
+
+    def pragma(self, iv: IterVar, pragma_type: str, pragma_value=None) -> None:
+        """Annotate the loop nest from axis ``iv`` inward, as TVM's ``Stage.pragma``.
+
+        ``"auto_unroll_max_step"``: unroll every loop under (and including) ``iv`` whose
+        constant trip count, times those of the loops unrolled inside it, times the
+        statements of its body, is at most ``pragma_value``, and which holds no loop left
+        rolled. ``"unroll_explicit"``: with a true value (the default) such loops are
+        unrolled in the loop IR; with 0 they stay loops that ask the code generator to
+        unroll them (LLVM's ``llvm.loop.unroll.full``, CUDA's ``#pragma unroll``).
+        """
+        self._leaf_index(iv, "pragma")
+        if pragma_type not in PRAGMAS:
+            raise self._fail(f"unknown pragma {pragma_type!r}; the known pragmas are "
+                             + ", ".join(repr(p) for p in PRAGMAS), iv)
+        value = 1 if pragma_value is None else pragma_value
+        if hasattr(value, "dtype") and is_const_int(convert(value)):
+            value = convert(value).value
+        if isinstance(value, bool):
+            value = int(value)
+        if not isinstance(value, int) or value < 0 or (pragma_type == "unroll_explicit"
+                                                        and value not in (0, 1)):
+            allowed = "0 or 1" if pragma_type == "unroll_explicit" else "an int >= 0"
+            raise self._fail(f"pragma {pragma_type!r} needs {allowed}, got {pragma_value!r}", iv)
+        self._attr(iv).pragmas[pragma_type] = value
 
     def bind(self, iv: IterVar, thread_ivar: IterVar) -> None:
         """Map this axis to a GPU thread axis (``te.thread_axis("threadIdx.x")``).

@@ -32,6 +32,7 @@ from ..function import PrimFunc
 from ..functor import IRMutator
 from ..printer import expr_to_str
 from .thread_sync import insert_thread_sync
+from .unroll_loops import PRAGMA_PREFIX
 
 __all__ = ["split_host_device", "GPUFunction", "KernelLaunch", "DeviceLimits", "THREAD_TAGS"]
 
@@ -128,6 +129,8 @@ class _Splitter:
             return S.Allocate(s.buffer, self.walk(s.body))
         if isinstance(s, S.For) and s.kind is S.ForKind.THREAD_BINDING:
             return self.kernel(s)
+        if isinstance(s, S.AttrStmt) and s.key.startswith(PRAGMA_PREFIX):
+            return self.walk(s.body)  # left by lower(simple_mode=True), which does not unroll
         if isinstance(s, S.Evaluate) and isinstance(s.value, (E.IntImm, E.FloatImm)):
             return s
         stores = collect(s, lambda n: isinstance(n, S.BufferStore))

@@ -1,4 +1,18 @@
-"""Replace unrolled loops by copies of their bodies."""
+"""Replace unrolled loops by copies of their bodies, and auto-unroll small loop nests.
+
+The decision follows TVM's ``UnrollLoop`` pass. Walking inside out, a loop is
+*auto-unrolled* when it is serial with a constant extent, holds no loop left rolled, sits
+at most ``auto_max_depth`` unrolled loops deep, and its extent times the statements its
+body runs (counting the copies of loops unrolled inside it) is at most the current
+``auto_max_step``. Loops of kind UNROLLED are unrolled whenever their extent is constant.
+``auto_max_step`` comes from the argument, or inside ``pragma_auto_unroll_max_step``
+attributes (``Stage.pragma``) from their value; ``pragma_unroll_explicit = 0`` keeps the
+chosen loops as loops of kind UNROLLED, which the code generator asks LLVM to unroll,
+instead of copying their bodies here. The pass removes the pragma attributes.
+
+Loops bound to thread axes are transparent (they are not loops of one thread), as are
+vectorized loops (they become single vector statements).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +26,7 @@ from ..functor import IRMutator
 from ._common import apply_to_body
 from .simplify import StmtSimplifier
 
-__all__ = ["unroll_loops", "MAX_UNROLLED_STATEMENTS"]
+__all__ = ["unroll_loops", "MAX_UNROLLED_STATEMENTS", "PRAGMA_PREFIX", "AUTO_MAX_DEPTH"]
 
 logger = logging.getLogger(__name__)
 
@@ -20,78 +34,108 @@ logger = logging.getLogger(__name__)
 # serial): code size would grow without bound and compile time with it.
 MAX_UNROLLED_STATEMENTS = 4096
 
+#: Attribute keys of ``Stage.pragma`` annotations: ``"pragma_" + name``.
+PRAGMA_PREFIX = "pragma_"
 
-def unroll_loops(func: PrimFunc | S.Stmt, auto_max_step: int = 0) -> PrimFunc | S.Stmt:
-    """Unroll loops of kind UNROLLED with a constant extent (others become SERIAL).
+#: How many auto-unrolled loops may nest (TVM's default ``auto_max_depth``).
+AUTO_MAX_DEPTH = 8
 
-    With ``auto_max_step > 0``, serial innermost loops of constant extent whose
-    unrolled size is at most ``auto_max_step`` statements are unrolled as well.
+_TRANSPARENT = (S.ForKind.THREAD_BINDING, S.ForKind.VECTORIZED)
+
+
+def unroll_loops(func: PrimFunc | S.Stmt, auto_max_step: int = 0,
+                 explicit: bool = True) -> PrimFunc | S.Stmt:
+    """Unroll loops of kind UNROLLED with a constant extent (others become SERIAL), and
+    auto-unroll loop nests of at most ``auto_max_step`` statements (see the module's doc).
+
+    ``explicit=False`` marks the chosen loops UNROLLED instead of copying their bodies.
     """
-    return apply_to_body(func, lambda body, an: _Unroller(auto_max_step).visit(body))
-
-
-def _count(s: S.Stmt) -> int | None:
-    """Statements executed by ``s`` (None when a loop extent is not constant)."""
-    if isinstance(s, S.SeqStmt):
-        total = 0
-        for c in s.seq:
-            n = _count(c)
-            if n is None:
-                return None
-            total += n
-        return total
-    if isinstance(s, S.For):
-        n = _count(s.body)
-        if n is None or not isinstance(s.extent, E.IntImm):
-            return None
-        return max(s.extent.value, 0) * n
-    if isinstance(s, S.IfThenElse):
-        a, b = _count(s.then_case), _count(s.else_case) if s.else_case is not None else 0
-        return None if a is None or b is None else max(a, b)
-    if isinstance(s, (S.LetStmt, S.AttrStmt, S.Allocate)):
-        return _count(s.body)
-    return 1
-
-
-def _has_loop(s: S.Stmt) -> bool:
-    from ..analysis import collect
-
-    return bool(collect(s, lambda n: isinstance(n, S.For)))
+    return apply_to_body(func, lambda body, an: _Unroller(auto_max_step, explicit).visit(body))
 
 
 class _Unroller(IRMutator):
-    def __init__(self, auto_max_step: int):
+    def __init__(self, auto_max_step: int, explicit: bool):
         self.auto_max_step = auto_max_step
+        self.explicit = explicit
+        # Of the statement just visited: statements it runs (unrolled copies included),
+        # how many unrolled loops nest in it, and whether it holds a loop left rolled.
+        self.steps = 0
+        self.unroll_depth = 0
+        self.rolled_depth = 0
 
     def visit(self, node):
         if isinstance(node, E.PrimExpr):
             return node
         return super().visit(node)
 
+    def visit_BufferStore(self, s: S.BufferStore) -> S.Stmt:
+        self.steps += 1
+        return s
+
+    def visit_Evaluate(self, s: S.Evaluate) -> S.Stmt:
+        self.steps += 1
+        return s
+
+    def visit_SeqStmt(self, s: S.SeqStmt) -> S.Stmt:
+        steps, unroll_depth, rolled_depth = self.steps, self.unroll_depth, self.rolled_depth
+        out = []
+        for child in s.seq:
+            self.steps = self.unroll_depth = self.rolled_depth = 0
+            out.append(self.visit(child))
+            steps += self.steps
+            unroll_depth = max(unroll_depth, self.unroll_depth)
+            rolled_depth = max(rolled_depth, self.rolled_depth)
+        self.steps, self.unroll_depth, self.rolled_depth = steps, unroll_depth, rolled_depth
+        if all(a is b for a, b in zip(out, s.seq, strict=True)):
+            return s
+        return S.seq(*out)
+
+    def visit_AttrStmt(self, s: S.AttrStmt) -> S.Stmt:
+        if s.key == PRAGMA_PREFIX + "auto_unroll_max_step":
+            saved, self.auto_max_step = self.auto_max_step, E.const_value(s.value)
+            body = self.visit(s.body)
+            self.auto_max_step = saved
+            return body
+        if s.key == PRAGMA_PREFIX + "unroll_explicit":
+            saved, self.explicit = self.explicit, bool(E.const_value(s.value))
+            body = self.visit(s.body)
+            self.explicit = saved
+            return body
+        return self.generic_visit(s)
+
     def visit_For(self, s: S.For) -> S.Stmt:
         body = self.visit(s.body)
-        const_ext = isinstance(s.extent, E.IntImm)
-        wanted = s.kind is S.ForKind.UNROLLED
-        if (not wanted and self.auto_max_step > 0 and s.kind is S.ForKind.SERIAL and const_ext
-                and not _has_loop(body)):
-            n = _count(body)
-            wanted = n is not None and s.extent.value * n <= self.auto_max_step
-        if wanted and const_ext:
-            n = _count(body)
-            if n is not None and s.extent.value * n <= MAX_UNROLLED_STATEMENTS:
-                return self._unroll(s, body)
+        if s.kind in _TRANSPARENT:
+            return s if body is s.body else S.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_tag)
+        extent = s.extent.value if isinstance(s.extent, E.IntImm) else None
+        if s.kind is S.ForKind.UNROLLED:
+            wanted = extent is not None
+        else:
+            wanted = (s.kind is S.ForKind.SERIAL and extent is not None and self.rolled_depth == 0
+                      and self.unroll_depth <= AUTO_MAX_DEPTH
+                      and extent * self.steps <= self.auto_max_step)
+        if wanted and self.explicit and extent * self.steps > MAX_UNROLLED_STATEMENTS:
             logger.debug("not unrolling %s: more than %d statements", s.loop_var.name,
                          MAX_UNROLLED_STATEMENTS)
-        kind = S.ForKind.SERIAL if s.kind is S.ForKind.UNROLLED else s.kind
+            wanted = False
+        if wanted:
+            self.steps *= extent
+            self.unroll_depth += 1
+            if self.explicit:
+                return self._unroll(s, body, extent)
+            kind = S.ForKind.UNROLLED
+        else:
+            self.rolled_depth += 1
+            kind = S.ForKind.SERIAL if s.kind is S.ForKind.UNROLLED else s.kind
         if body is s.body and kind is s.kind:
             return s
         return S.For(s.loop_var, s.min, s.extent, kind, body, s.thread_tag)
 
-    def _unroll(self, s: S.For, body: S.Stmt) -> S.Stmt:
+    def _unroll(self, s: S.For, body: S.Stmt, extent: int) -> S.Stmt:
         simplifier = StmtSimplifier()
         dt = s.loop_var.dtype
         copies = []
-        for k in range(s.extent.value):
+        for k in range(extent):
             value = E.Add(s.min, E.IntImm(k, dt), dt) if k else s.min
             copies.append(simplifier.visit(substitute(body, {s.loop_var: value})))
         return S.seq(*copies)
