@@ -99,22 +99,24 @@ class _LoopBuilder:
         reduce_guards = [c for c, red in info.guards if red]
         body = info.body
         leaves = st.leaf_iter_vars
+        cross = self._cross_thread_leaf(st) if isinstance(body, Reduce) else None
+        store_guards = self._store_predicate(st, lower_expr, cross)
         if isinstance(body, Reduce):
-            cross = self._cross_thread_leaf(st)
             if cross is not None:
                 return self._cross_thread_stmt(st, cross, buf, index, lower_expr, spatial_guards,
-                                               reduce_guards)
+                                               reduce_guards, store_guards)
 
             current = BufferLoad(buf, index, buf.dtype)
             update_value = body.combiner.combine(current, lower_expr(body.source))
             cond = lower_expr(body.condition)
             update = _guard(BufferStore(buf, update_value, index),
-                            spatial_guards + reduce_guards + [cond])
-            init = _guard(BufferStore(buf, body.combiner.identity(body.dtype), index), spatial_guards)
+                            spatial_guards + store_guards + reduce_guards + [cond])
+            init = _guard(BufferStore(buf, body.combiner.identity(body.dtype), index),
+                          spatial_guards + store_guards)
             first_reduce = next((k for k, iv in enumerate(leaves)
                                  if iv.iter_type is IterType.COMM_REDUCE), len(leaves))
         else:
-            update = _guard(BufferStore(buf, lower_expr(body), index), spatial_guards)
+            update = _guard(BufferStore(buf, lower_expr(body), index), spatial_guards + store_guards)
             init = None
             first_reduce = len(leaves)
         stmt = update
@@ -128,6 +130,45 @@ class _LoopBuilder:
             stmt = seq(init, stmt)  # a reduction with every reduce loop removed (extent 1)
         return stmt
 
+    def _store_predicate(self, st: Stage, lower_expr, cross) -> list:
+        """The stage's store predicate in terms of its loops (``[]`` without one).
+
+        A thread axis in it stands for the loop around the stage bound to that thread
+        axis (its position from the loop's start). Reduction loops cannot appear in it,
+        but for the one bound to threadIdx.x of a reduction across threads (``cross``),
+        whose result is stored after every thread has its part.
+        """
+        pred = st.store_predicate
+        if pred is None:
+            return []
+        owners = {id(iv): s for s in self.sch.stages if id(s) in self.infos for iv in s.leaf_iter_vars}
+        by_tag = {}
+        for iv in list(self.prefix.get(id(st), [])) + list(st.leaf_iter_vars):
+            attr = owners[id(iv)].iter_attrs.get(id(iv))
+            if attr is not None and attr.bind is not None:
+                lo = self.infos[id(owners[id(iv)])].loop_min[id(iv)]
+                by_tag[attr.bind.thread_tag] = iv.var if is_const_int(lo, 0) else iv.var - lo
+        threads = {}
+        used = {id(v) for v in free_vars(pred)}
+        for other in self.sch.stages:
+            for attr in other.iter_attrs.values():
+                if attr.bind is None or id(attr.bind.var) not in used:
+                    continue
+                tag = attr.bind.thread_tag
+                if tag not in by_tag:
+                    raise ScheduleError(f"stage {st.op.name!r}: the store predicate uses {tag}, but no "
+                                        f"loop around the stage is bound to {tag}")
+                threads[attr.bind.var] = by_tag[tag]
+        pred = lower_expr(substitute(pred, threads))
+        reduce_vars = {id(iv.var): iv.var.name for iv in (*st.op.reduce_axis, *st.leaf_iter_vars)
+                       if iv.iter_type is IterType.COMM_REDUCE and iv is not cross}
+        used = [reduce_vars[id(v)] for v in free_vars(pred) if id(v) in reduce_vars]
+        if used:
+            raise ScheduleError(f"stage {st.op.name!r}: the store predicate uses the reduction "
+                                f"axis {used[0]!r}; a store predicate may only use the axes the "
+                                "result is stored over and the thread axes around it")
+        return [pred]
+
     # ------------------------------------------------------------------ cross-thread reduction
 
     def _cross_thread_leaf(self, st: Stage):
@@ -139,7 +180,7 @@ class _LoopBuilder:
         return None
 
     def _cross_thread_stmt(self, st: Stage, tiv, buf: Buffer, index: tuple, lower_expr,
-                           spatial_guards: list, reduce_guards: list) -> Stmt:
+                           spatial_guards: list, reduce_guards: list, store_guards: list) -> Stmt:
         """A reduction whose leaf ``tiv`` is bound to threadIdx.x, as a shared-memory tree.
 
         Every thread folds its share (the other reduction leaves, serial) into a local
@@ -198,7 +239,7 @@ class _LoopBuilder:
             steps.append(sync_stmt())
         result = BufferStore(buf, BufferLoad(red, (zero if base is None else base,), dtype), index)
         first = [] if info.scope != "global" else [EQ(tid, const(0, tid.dtype), "bool")]
-        steps.append(_guard(result, first + spatial_guards))
+        steps.append(_guard(result, first + spatial_guards + store_guards))
         stmt = Allocate(red, Allocate(acc, seq(*steps)))
         for iv in reversed([iv for iv in leaves if iv is tiv or iv.iter_type is not IterType.COMM_REDUCE]):
             stmt = self._loop(st, iv, self.place(self.children.get((id(st), id(iv)), []), stmt))

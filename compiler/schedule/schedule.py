@@ -76,6 +76,7 @@ class Stage:
         self.scope = ""
         self.is_output = False
         self.storage_aligns: list[StorageAlign] = []
+        self.store_predicate = None  # see set_store_predicate
         self.double_buffered = False
         self._reset_iter_vars()
 
@@ -351,6 +352,23 @@ class Stage:
             raise self._fail(f"double_buffer needs a shared-memory stage (cache_read(..., 'shared', ...) "
                              f"or set_scope('shared')); this one {where}")
         self.double_buffered = True
+
+    def set_store_predicate(self, predicate) -> None:
+        """Store this stage's results only where ``predicate`` holds, as TVM's
+        ``set_store_predicate``: for threads that compute the same values, let one store them
+        (``s[B].set_store_predicate(tx.var.equal(0))``).
+
+        The predicate may use the stage's axes, its loops, the loops it is computed in and
+        thread axes (``te.thread_axis``) bound to loops around it. A reduction's initial value
+        and updates are stored under it; a reduction across threads computes in every thread
+        and stores its result under it.
+        """
+        self._require_compute("set_store_predicate")
+        from ..tir.expr import PrimExpr
+
+        if not isinstance(predicate, (PrimExpr, IterVar)) or convert(predicate).dtype != "bool":
+            raise self._fail(f"set_store_predicate needs a boolean expression, got {predicate!r}")
+        self.store_predicate = convert(predicate)
 
     def set_scope(self, scope: str) -> None:
         """Store this stage's result in ``scope`` ("global", "shared" or "local").

@@ -121,6 +121,10 @@ class ExprOp:
             "or & and |, and compare structure with structural_equal"
         )
 
+    def equal(self, other) -> PrimExpr:
+        """``self == other`` as an expression (TVM's spelling, e.g. ``tx.var.equal(0)``)."""
+        return _binary(EQ, self, other)
+
     def __int__(self) -> int:
         """The value of a constant integer expression (``int(t.shape[0])``), as in TVM."""
         e = convert(self)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import assert_written, poisoned, random_array
+from cuda_helpers import build_ptx, simulate
+from helpers import SENTINEL, assert_written, poisoned, random_array
 
 import compiler
 from compiler import te
-from compiler.errors import CompilerError
+from compiler.errors import CompilerError, ScheduleError
 from compiler.topi.utils import get_const_int, get_const_tuple
 
 
@@ -109,3 +110,101 @@ def test_rfactor_over_a_symbolic_reduction_extent(rng, part):
     BF = s.rfactor(B, ki if part == "inner" else ko)
     assert BF.ndim == 2
     _check_row_sum(compiler.build(s, [A, B], target="llvm"), rng)
+
+
+def test_the_reduction_tutorials_cross_thread_rfactor_over_symbolic_sizes(rng):
+    """reduction.py: rfactor over a te.var extent, the factored axis bound to threadIdx.x,
+    the partial sums computed at it, one thread storing each row's sum."""
+    n, m = te.var("n"), te.var("m")
+    A, B = _row_sum(n, m)
+    s = te.create_schedule(B.op)
+    ko, ki = s[B].split(B.op.reduce_axis[0], factor=16)
+    BF = s.rfactor(B, ki)
+    xo, xi = s[B].split(s[B].op.axis[0], factor=32)
+    s[B].bind(xo, te.thread_axis("blockIdx.x"))
+    s[B].bind(xi, te.thread_axis("threadIdx.y"))
+    tx = te.thread_axis("threadIdx.x")
+    s[B].bind(s[B].op.reduce_axis[0], tx)
+    s[BF].compute_at(s[B], s[B].op.reduce_axis[0])
+    s[B].set_store_predicate(tx.var.equal(0))
+    a = random_array(rng, (40, 37), "float32")
+    b = poisoned((40,), "float32")
+    simulate(s, [A, B], [a, b])
+    assert_written(b, a.sum(axis=1), rtol=1e-5, atol=1e-5)
+    build_ptx(s, [A, B])
+
+
+# ----------------------------------------------------------------------------- set_store_predicate
+
+
+def test_store_predicate_on_the_cpu_stores_only_where_it_holds(rng):
+    A = te.placeholder((16,), name="A", dtype="int32")
+    B = te.compute((16,), lambda i: A[i] * 3, name="B")
+    s = te.create_schedule(B.op)
+    xo, xi = s[B].split(B.op.axis[0], factor=4)
+    s[B].set_store_predicate(te.all(xi < 3, B.op.axis[0] > 1))
+    f = compiler.build(s, [A, B], target="llvm")
+    a = random_array(rng, (16,), "int32")
+    b = poisoned((16,), "int32")
+    f(a, b)
+    i = np.arange(16)
+    keep = (i % 4 < 3) & (i > 1)
+    assert_written(b, np.where(keep, a * 3, b.dtype.type(SENTINEL)))
+    assert (~keep).any()
+
+
+def test_store_predicate_of_a_reduction_guards_its_initial_value_and_updates(rng):
+    A = te.placeholder((6, 5), name="A")
+    k = te.reduce_axis((0, 5), "k")
+    B = te.compute((6,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    s = te.create_schedule(B.op)
+    s[B].set_store_predicate(B.op.axis[0] % 2 == 0)
+    a = random_array(rng, (6, 5), "float32")
+    b = np.full((6,), 7.5, "float32")
+    compiler.build(s, [A, B], target="llvm")(a, b)
+    np.testing.assert_allclose(b, np.where(np.arange(6) % 2 == 0, a.sum(axis=1), 7.5), rtol=1e-5)
+
+
+def test_store_predicate_over_a_thread_axis_on_the_gpu(rng):
+    """The thread axis in the predicate stands for the loop bound to it."""
+    A = te.placeholder((64,), name="A")
+    B = te.compute((64,), lambda i: A[i] + 1.0, name="B")
+    s = te.create_schedule(B.op)
+    bx, xi = s[B].split(B.op.axis[0], factor=16)
+    tx = te.thread_axis("threadIdx.x")
+    s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].bind(xi, tx)
+    s[B].set_store_predicate(tx.var < 5)
+    a = random_array(rng, (64,), "float32")
+    b = np.full((64,), -3.0, "float32")
+    simulate(s, [A, B], [a, b])
+    np.testing.assert_array_equal(b, np.where(np.arange(64) % 16 < 5, a + 1, -3.0).astype("float32"))
+    build_ptx(s, [A, B])
+
+
+def test_a_store_predicate_must_be_boolean_and_not_use_reduction_axes():
+    A = te.placeholder((6, 5), name="A")
+    k = te.reduce_axis((0, 5), "k")
+    B = te.compute((6,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    s = te.create_schedule(B.op)
+    with pytest.raises(ScheduleError, match="boolean"):
+        s[B].set_store_predicate(B.op.axis[0] + 1)
+    s[B].set_store_predicate(k < 3)
+    with pytest.raises(ScheduleError, match="reduction axis 'k'"):
+        compiler.lower(s, [A, B])
+
+
+def test_a_store_predicate_over_an_unbound_thread_axis_is_refused():
+    A = te.placeholder((64,), name="A")
+    B = te.compute((64,), lambda i: A[i] + 1.0, name="B")
+    C = te.compute((64,), lambda i: B[i] * 2.0, name="C")
+    s = te.create_schedule(C.op)
+    tx = te.thread_axis("threadIdx.x")
+    for T in (B, C):
+        bx, xi = s[T].split(T.op.axis[0], factor=16)
+        s[T].bind(bx, te.thread_axis("blockIdx.x"))
+        if T is C:
+            s[T].bind(xi, tx)
+    s[B].set_store_predicate(tx.var.equal(0))
+    with pytest.raises(ScheduleError, match="no loop around the stage is bound to threadIdx.x"):
+        compiler.lower(s, [A, C])
