@@ -360,9 +360,9 @@ def schedule_to_primfunc(sch: Schedule, args: list, name: str, binds: dict | Non
         buffers[key] = buf
         params.append(buf)
         if a in sch and isinstance(sch[a].op, ComputeOp):
+            # An inlined stage that is also an argument is not stored: as in TVM, its
+            # buffer is left as the caller passed it, and its readers recompute its values.
             mins[key] = [iv.dom.min for iv in sch[a].op.axis]
-            if sch[a].attach_type == "inline":
-                raise LoweringError(f"tensor {a.name!r} is an argument, so it cannot be inlined")
     allocated: set[int] = set()
     loop_vars = {id(iv.var) for st in sch.stages if id(st) in infos for iv in st.leaf_iter_vars}
     for st in sch.stages:

@@ -208,3 +208,38 @@ def test_a_store_predicate_over_an_unbound_thread_axis_is_refused():
     s[B].set_store_predicate(tx.var.equal(0))
     with pytest.raises(ScheduleError, match="no loop around the stage is bound to threadIdx.x"):
         compiler.lower(s, [A, C])
+
+
+# ----------------------------------------------------------------------------- compute_inline
+
+
+def _inlined_argument():
+    A = te.placeholder((64,), name="A")
+    B = te.compute((64,), lambda i: A[i] + 1.0, name="B")
+    C = te.compute((64,), lambda i: B[i] * 2.0, name="C")
+    s = te.create_schedule(C.op)
+    s[B].compute_inline()
+    return s, A, B, C
+
+
+def test_an_inlined_argument_is_left_unwritten_on_the_cpu(rng):
+    s, A, B, C = _inlined_argument()
+    f = compiler.build(s, [A, B, C], target="llvm")
+    a = random_array(rng, (64,), "float32")
+    b, c = np.full((64,), 5.0, "float32"), poisoned((64,), "float32")
+    f(a, b, c)
+    assert_written(c, (a + 1) * 2, rtol=1e-6)
+    np.testing.assert_array_equal(b, np.full((64,), 5.0, "float32"))
+
+
+def test_an_inlined_argument_is_left_unwritten_on_the_gpu(rng):
+    s, A, B, C = _inlined_argument()
+    bx, tx = s[C].split(C.op.axis[0], factor=16)
+    s[C].bind(bx, te.thread_axis("blockIdx.x"))
+    s[C].bind(tx, te.thread_axis("threadIdx.x"))
+    a = random_array(rng, (64,), "float32")
+    b, c = np.full((64,), 5.0, "float32"), poisoned((64,), "float32")
+    simulate(s, [A, B, C], [a, b, c])
+    assert_written(c, (a + 1) * 2, rtol=1e-6)
+    np.testing.assert_array_equal(b, np.full((64,), 5.0, "float32"))
+    build_ptx(s, [A, B, C])
