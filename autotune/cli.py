@@ -308,11 +308,13 @@ def _open_log(where: str, must_exist: bool = False):
     return db.open(where)
 
 
-def _target_label(task) -> str:
+def _labels(task, on: str = "on") -> str:
+    """``matmul(64,64,64,float32) on llvm (znver4)``: a task as the summaries name it."""
+    from autotune.selection import target_label, workload_label
     from compiler.target import Target
 
-    t = Target(task.target)
-    return f"{task.target}" + (f" ({t.model})" if t.model and t.model not in task.target else "")
+    target = target_label(task.target, Target(task.target).model)
+    return f"{workload_label(task.name, task.args)} {on} {target}"
 
 
 def _fmt_ms(seconds: float | None) -> str:
@@ -373,7 +375,7 @@ def _cmd_space(ns) -> int:
         examples = [knob[k].value() for k in range(len(knob)) if k != knob.default][:2]
         rows.append((knob.name, knob.kind, str(len(knob)), repr(default[knob.name]),
                      ", ".join(repr(e) for e in examples)))
-    _out(f"{task.workload_name.split('@')[0]} on {_target_label(task)}: {_flop_text(task.flop)} per run")
+    _out(f"{_labels(task)}: {_flop_text(task.flop)} per run")
     _out(format_table(rows, right=[2]))
     exact = "" if space.size_is_exact else " (estimated by sampling)"
     _out(f"space: {space.size:,} valid configs{exact}; {space.raw_size:,} before constraints")
@@ -397,7 +399,8 @@ def _measure_options(ns):
 
 def _cmd_tune(ns) -> int:
     import autotune
-    from autotune.report import config_median, format_table, gflops
+    from autotune.report import format_table
+    from autotune.selection import config_median, gflops
     from autotune.tuning import check_measurable
     from db import TRIAL
 
@@ -417,7 +420,7 @@ def _cmd_tune(ns) -> int:
             budget = f"{ns.trials} trials in all ({earlier} in the log already)"
         else:
             budget = f"{ns.trials} trials" + (f" on top of the log's {earlier}" if earlier else "")
-        _out(f"Tuning {task.workload_name.split('@')[0]} on {_target_label(task)}")
+        _out(f"Tuning {_labels(task)}")
         _out(f"  {space.size:,} configs, {len(space.knobs)} knobs; tuner {ns.tuner}, {budget} "
              f"on {where}; log {_hide_passwords(log.where)}")
         progress = sys.stderr.isatty() if ns.progress is None else ns.progress
@@ -435,7 +438,7 @@ def _cmd_tune(ns) -> int:
 
     errors = ", ".join(f"{k}: {n}" for k, n in sorted(result.errors.items()))
     _out()
-    _out(f"workload  {task.workload_name.split('@')[0]} on {_target_label(task)}")
+    _out(f"workload  {_labels(task)}")
     _out(f"trials    {result.trials} this run" + (f" (+{result.resumed} earlier)" if result.resumed else "")
          + f", {sum(result.errors.values())} errors" + (f" ({errors})" if errors else "")
          + f"; stopped: {result.stopped}; {wall:.1f} s")
@@ -546,7 +549,7 @@ def _cmd_import(ns) -> int:
 
 def _cmd_build(ns) -> int:
     import autotune
-    from autotune.report import config_median
+    from autotune.selection import config_median
 
     task = _make_task(ns)
     out_dir = os.path.dirname(os.path.abspath(ns.out))
@@ -569,7 +572,7 @@ def _cmd_build(ns) -> int:
     else:
         when = f", {_fmt_ms(measured)} when tuned" if measured is not None else ""
         source = f"the best config of {_hide_passwords(ns.db)}{when}"
-    _out(f"built {task.workload_name.split('@')[0]} for {_target_label(task)} with {source}")
+    _out(f"built {_labels(task, on='for')} with {source}")
     _out(f"wrote {ns.out}: entry function {mod.entry_name!r}; load it with "
          f"compiler.runtime.load_module({ns.out!r})")
     return EXIT_OK

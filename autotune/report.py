@@ -8,8 +8,8 @@
 ...     report.write_plot(log, "curve.png")        # the curves alone
 
 A workload's best config is chosen as :func:`autotune.apply_history_best` chooses it
-(:func:`autotune.selection.rank_configs`: the best confident median over every
-measurement of a config), so the tables name the config a build would use. Trials are
+(:mod:`autotune.selection`: the best confident median over every measurement of a
+config), so the tables name the config a build would use. Trials are
 ordered by timestamp; failed trials are drawn as red crosses on the x axis.
 
 Only :mod:`db` is needed to summarise; plots need matplotlib (drawn off-screen with
@@ -22,36 +22,20 @@ import base64
 import html
 import io
 import math
-import statistics
 import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autotune.selection import rank_configs
+from autotune.selection import gflops, knobs_of, rank_records, target_label, workload_label
 from db import TRIAL
 
 __all__ = ["WorkloadSummary", "summarize", "summarize_workload", "summary_table", "format_table",
-           "workload_label", "config_median", "gflops", "run_lines", "plot_workload", "write_plot",
-           "write_html", "IMAGE_SUFFIXES", "SUMMARY_HEADER"]
+           "run_lines", "plot_workload", "write_plot", "write_html", "IMAGE_SUFFIXES", "SUMMARY_HEADER"]
 
 #: File suffixes :func:`write_plot` can write (matplotlib's formats).
 IMAGE_SUFFIXES = (".png", ".svg", ".pdf")
-
-
-def workload_label(template: str, args: Sequence) -> str:
-    """``matmul(1024,1024,1024,float32)``: a workload as people read it."""
-    def fmt(v) -> str:
-        if isinstance(v, list | tuple):
-            return "(" + ",".join(fmt(x) for x in v) + ")"
-        return str(v)
-
-    return f"{template}({','.join(fmt(a) for a in args)})"
-
-
-def _knobs(config: dict) -> dict:
-    return config.get("knobs", config) if isinstance(config, dict) else {}
 
 
 @dataclass
@@ -94,9 +78,7 @@ class WorkloadSummary:
     @property
     def target_label(self) -> str:
         """The target string, with the CPU or GPU model when the string does not name it."""
-        if self.target_model and self.target_model not in self.target:
-            return f"{self.target} ({self.target_model})"
-        return self.target
+        return target_label(self.target, self.target_model)
 
     @property
     def best_gflops(self) -> float | None:
@@ -112,13 +94,6 @@ class WorkloadSummary:
         return gflops(self.flop, record.mean_cost)
 
 
-def gflops(flop: float | None, seconds: float | None) -> float | None:
-    """``flop / seconds`` in GFLOPS; None when either is missing or not positive."""
-    if not flop or not seconds or not math.isfinite(seconds) or seconds <= 0:
-        return None
-    return flop / seconds / 1e9
-
-
 def _flop_of(records: Sequence) -> float | None:
     for r in records:
         if r.error_kind is None and r.gflops and r.mean_cost:
@@ -126,24 +101,17 @@ def _flop_of(records: Sequence) -> float | None:
     return None
 
 
-def config_median(records: Sequence, knobs: dict) -> tuple[float | None, int]:
-    """The median cost (seconds) of every successful measurement of the config with ``knobs``,
-    and how many there were."""
-    costs = [c for r in records if r.error_kind is None and _knobs(r.config) == knobs for c in r.costs]
-    return (statistics.median(costs) if costs else None), len(costs)
-
-
 def summarize_workload(log, workload) -> WorkloadSummary:
     """The :class:`WorkloadSummary` of one workload (a :class:`db.Workload`) of ``log``."""
     records = sorted(log.records(workload.key), key=lambda r: r.timestamp)
-    ranked = rank_configs((r.config, r.costs) for r in records if r.error_kind is None)
+    ranked = rank_records(records)
     best = ranked[0] if ranked else None
     trials = [r for r in records if r.kind == TRIAL]
     kinds = Counter(r.error_kind for r in trials if r.error_kind is not None)
     return WorkloadSummary(
         key=workload.key, template=workload.template, args=list(workload.args), target=workload.target,
         target_model=workload.target_model, trials=len(trials), errors=sum(kinds.values()),
-        error_kinds=dict(kinds), best_config=_knobs(best.config) if best else None,
+        error_kinds=dict(kinds), best_config=knobs_of(best.config) if best else None,
         best_cost=best.median if best else None, best_measurements=len(best.costs) if best else 0,
         flop=_flop_of(records), records=records, remeasured=len(records) - len(trials))
 

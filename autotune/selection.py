@@ -1,22 +1,105 @@
-"""Choosing the best config from noisy timings: a confident median over every measurement.
+"""Measure results in the tuning log, and the best of them, in one place.
 
-A config measured once may look fast by luck; one measured many times has a
-trustworthy median. Each config's score is the median of all its costs, raised a
-little for configs with few costs, so that a well-measured config wins a near tie.
+This module is the one home of
+
+- the mapping from a measure result to a log record (:func:`record_of`);
+- the figures and labels people read (:func:`gflops`, :func:`workload_label`,
+  :func:`target_label`);
+- the ranking of configs, and the log queries that use it: :func:`best`,
+  :func:`borrow`, :func:`prune`.
+
+The ranking: a config measured once may look fast by luck; one measured many times has a
+trustworthy median. So every measurement of a config counts (search trials, end-of-run
+re-measurements and earlier runs alike), and a config's score is the median of all its
+costs, raised a little for configs with few costs (:func:`confident_cost`), so that a
+well-measured config wins a near tie. ``tune()`` chooses its winner this way,
+``apply_history_best`` applies it, ``autotune best`` and the report show it, borrowing
+takes it from a neighbour workload, and ``prune`` keeps it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
+import socket
 import statistics
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 
-__all__ = ["ConfigScore", "confident_cost", "rank_configs"]
+import db as tuning_db
+
+__all__ = ["gflops", "workload_label", "target_label", "knobs_of", "record_of", "confident_cost",
+           "ConfigScore", "rank_configs", "rank_records", "config_median", "best", "borrow", "prune"]
+
+logger = logging.getLogger(__name__)
 
 # Relative penalty at one cost: a config timed 3 times is charged ~6%, 27 times ~2%.
 _PENALTY = 0.1
+
+
+# ---------------------------------------------------------------------------- figures and labels
+
+
+def gflops(flop: float | None, seconds: float | None) -> float | None:
+    """``flop / seconds`` in GFLOPS; None when either is missing or not positive."""
+    if not flop or not seconds or not math.isfinite(seconds) or seconds <= 0:
+        return None
+    return flop / seconds / 1e9
+
+
+def workload_label(template: str, args: Sequence) -> str:
+    """``matmul(1024,1024,1024,float32)``: a workload as people read it."""
+    def fmt(v) -> str:
+        if isinstance(v, list | tuple):
+            return "(" + ",".join(fmt(x) for x in v) + ")"
+        return str(v)
+
+    return f"{template}({','.join(fmt(a) for a in args)})"
+
+
+def target_label(target: str, model: str = "") -> str:
+    """The target string, with the CPU or GPU model when the string does not name it:
+    ``llvm (znver4)``, ``llvm -mcpu=znver4``."""
+    return f"{target} ({model})" if model and model not in target else target
+
+
+def knobs_of(config) -> dict:
+    """The knob values of a config as the log stores it (``{"index", "knobs"}``, or bare knobs)."""
+    if not isinstance(config, dict):
+        return {}
+    return config.get("knobs", config)
+
+
+# ---------------------------------------------------------------------------- results to records
+
+
+def record_of(task, config, result, *, run_id: str | None = None, kind: str = tuning_db.TRIAL,
+              target_model: str | None = None, host: str | None = None) -> tuning_db.Record:
+    """The log record of measuring ``config`` of ``task`` with ``result`` (a
+    :class:`measure.MeasureResult`): its costs, or its error; where, when, and in which run.
+
+    ``kind`` is :data:`db.TRIAL` for a search trial, :data:`db.REMEASURE` for a config
+    measured again. ``target_model`` (default: the model of the task's target) and ``host``
+    (default: this machine) may be passed by a caller that makes many records.
+    """
+    if target_model is None:
+        from compiler.target import Target
+
+        target_model = Target(task.target).model
+    ok = result.error_kind is None
+    costs = list(result.costs) if ok else []
+    mean = statistics.fmean(costs) if costs else None
+    return tuning_db.Record(
+        workload_key=task.workload_key, template=task.name, args=list(task.args), target=task.target,
+        target_model=target_model, config=config.to_json(), config_index=config.index, costs=costs,
+        error_kind=None if ok else result.error_kind.value, error_msg=result.error_msg or "",
+        build_time=result.build_time, run_time=result.run_time,
+        host=socket.gethostname() if host is None else host, device=result.worker or "",
+        timestamp=result.timestamp, run_id=run_id, gflops=gflops(task.flop, mean), kind=kind)
+
+
+# ---------------------------------------------------------------------------- the ranking
 
 
 def confident_cost(costs: list[float]) -> float:
@@ -28,38 +111,167 @@ def confident_cost(costs: list[float]) -> float:
 
 @dataclass
 class ConfigScore:
-    """All the costs gathered for one config, and its confident score."""
+    """All the costs gathered for one config, and its confident score (seconds).
+
+    ``records`` are the log records pooled into it (by :func:`rank_records`; empty when
+    ranked from bare ``(config, costs)`` pairs).
+    """
 
     config: dict
     costs: list
     score: float
+    records: list = field(default_factory=list, repr=False)
 
     @property
     def median(self) -> float:
+        """The median of every cost of the config (seconds)."""
         return statistics.median(self.costs)
 
 
 def _config_key(config) -> str:
-    knobs = config.get("knobs", config) if isinstance(config, dict) else config
-    return json.dumps(knobs, sort_keys=True, default=str)
+    return json.dumps(knobs_of(config) if isinstance(config, dict) else config, sort_keys=True, default=str)
 
 
-def rank_configs(pairs: Iterable[tuple[dict, list]]) -> list[ConfigScore]:
-    """Pool ``(config_json, costs)`` pairs by config and rank them, best first.
+def _usable(costs: Iterable) -> list[float]:
+    return [float(c) for c in costs if c is not None and math.isfinite(c) and c > 0]
 
-    Failed measurements (no costs) are ignored.
-    """
+
+def _rank(entries: Iterable[tuple[dict, list, object]]) -> list[ConfigScore]:
     pooled: dict[str, ConfigScore] = {}
-    for config, costs in pairs:
-        costs = [float(c) for c in costs if c is not None and math.isfinite(c) and c > 0]
+    for config, costs, record in entries:
+        costs = _usable(costs)
         if not costs:
             continue
         key = _config_key(config)
         entry = pooled.get(key)
         if entry is None:
-            pooled[key] = ConfigScore(config, list(costs), 0.0)
-        else:
-            entry.costs.extend(costs)
+            entry = pooled[key] = ConfigScore(config, [], 0.0)
+        entry.costs.extend(costs)
+        if record is not None:
+            entry.records.append(record)
     for entry in pooled.values():
         entry.score = confident_cost(entry.costs)
     return sorted(pooled.values(), key=lambda e: (e.score, _config_key(e.config)))
+
+
+def rank_configs(pairs: Iterable[tuple[dict, list]]) -> list[ConfigScore]:
+    """Pool ``(config_json, costs)`` pairs by config (its knobs) and rank them, best first.
+
+    Failed measurements (no costs) are ignored.
+    """
+    return _rank((config, costs, None) for config, costs in pairs)
+
+
+def rank_records(records: Iterable[tuning_db.Record]) -> list[ConfigScore]:
+    """Pool log records by config and rank them, best first; error records are ignored."""
+    return _rank((r.config, r.costs, r) for r in records if r.error_kind is None)
+
+
+def config_median(records: Sequence[tuning_db.Record], knobs: dict) -> tuple[float | None, int]:
+    """The median cost (seconds) of every successful measurement of the config with ``knobs``
+    among ``records``, and how many there were."""
+    costs = [c for r in records if r.error_kind is None and knobs_of(r.config) == knobs for c in r.costs]
+    return (statistics.median(costs) if costs else None), len(costs)
+
+
+# ---------------------------------------------------------------------------- the log, ranked
+
+
+Validate = Callable[[dict], object]
+
+
+def _valid(where: str, config: dict, validate: Validate | None) -> bool:
+    if validate is None:
+        return True
+    try:
+        verdict = validate(config)
+    except Exception as err:  # noqa: BLE001 - any failure of the validator means "invalid"
+        reason = f"{type(err).__name__}: {err}"
+    else:
+        if verdict is not False:
+            return True
+        reason = "rejected by the validator"
+    logger.warning("ignoring an invalid tuning record for %s: config %s (%s)", where, config, reason)
+    return False
+
+
+def best(log: tuning_db.TuningLog, task_or_key, k: int = 1, *,
+         validate: Validate | None = None) -> list[ConfigScore]:
+    """The ``k`` best configs of a workload (a task or a workload key) in ``log``, best first,
+    under the ranking, one :class:`ConfigScore` each (``.config``, ``.median``, ``.records``).
+
+    ``validate(config)`` is called on each candidate; one that raises or returns ``False``
+    is reported through logging and skipped (the next best takes its place).
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"best: k must be a positive int, got {k!r}")
+    where = getattr(task_or_key, "workload_name", None) or getattr(task_or_key, "workload_key", task_or_key)
+    found = []
+    for entry in rank_records(log.records(task_or_key, errors=False)):
+        if _valid(str(where), entry.config, validate):
+            found.append(entry)
+            if len(found) == k:
+                break
+    return found
+
+
+def _arg_distance(a: Sequence, b: Sequence) -> float | None:
+    """How far apart two argument lists are: the sum of the log ratios of their numbers
+    (None when they cannot be compared: other lengths, or other values that are no numbers)."""
+    if len(a) != len(b):
+        return None
+    total = 0.0
+    for x, y in zip(a, b):
+        numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (x, y))
+        if not numbers:
+            if x != y:
+                return None
+        elif x != y:
+            total += abs(math.log(x / y)) if x > 0 and y > 0 else abs(x - y)
+    return total
+
+
+def borrow(log: tuning_db.TuningLog, task, *, other_shapes: bool = True, other_models: bool = False,
+           validate: Validate | None = None) -> tuple[tuning_db.Workload, ConfigScore] | None:
+    """The best valid config of the nearest other workload of ``task``'s template and target
+    kind, for a workload with no record of its own; ``None`` when there is none.
+
+    Neighbours are workloads of other arguments (``other_shapes``: the nearest first, by
+    :func:`_arg_distance`) and, with ``other_models``, of the same or other arguments on
+    other CPU or GPU models of the same target kind (e.g. tuned on znver4, used on znver3);
+    without it only the task's own model counts. Each neighbour's configs are ranked as
+    :func:`best` ranks them; ``validate(config)`` says whether a config fits the task.
+    """
+    from compiler.target import Target
+
+    target = Target(task.target)
+    args = json.loads(json.dumps(list(task.args)))  # tuples as the log stores them: lists
+    near = []
+    for w in log.workloads():
+        if w.template != task.name or w.key == task.workload_key or w.target_kind != target.kind:
+            continue
+        if not other_models and w.target_model != target.model:
+            continue
+        d = _arg_distance(args, list(w.args))
+        if d is None or (d > 0 and not other_shapes):
+            continue
+        near.append((d, w.key, w))
+    for _, _, w in sorted(near, key=lambda n: n[:2]):
+        found = best(log, w.key, validate=validate)
+        if found:
+            return w, found[0]
+    return None
+
+
+def prune(log: tuning_db.TuningLog, keep_best: int = 1) -> int:
+    """Keep, per workload of ``log``, every successful measurement of its ``keep_best`` best
+    configs under the ranking (so their ranking, and the config a build applies, stay as they
+    were); delete every other record, error records included, and workloads left with none.
+    Returns the number of records deleted."""
+    if isinstance(keep_best, bool) or not isinstance(keep_best, int) or keep_best < 1:
+        raise ValueError(f"prune: keep_best must be a positive int, got {keep_best!r}")
+    keep = {}
+    for w in log.workloads():
+        ranked = rank_records(log.records(w.key, errors=False))[:keep_best]
+        keep[w.key] = [r.config for entry in ranked for r in entry.records]
+    return log.prune(keep)

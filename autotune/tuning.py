@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import db as tuning_db
 
 from .errors import AutotuneError
-from .selection import rank_configs
+from .selection import gflops, rank_configs, record_of, workload_label
 
 __all__ = ["Trial", "TuneResult", "tune", "tune_tasks", "check_measurable"]
 
@@ -88,11 +88,12 @@ def _open_log(log):
 
 
 def _gflops(task, cost: float) -> float:
-    return task.flop / cost / 1e9 if cost and cost < float("inf") and task.flop else 0.0
+    return gflops(task.flop, cost) or 0.0
 
 
 class _Recorder:
-    """Turns measure results into tuning-log records, one commit per result."""
+    """Writes the measure results of one run into the log (:func:`selection.record_of`), one
+    commit per result."""
 
     def __init__(self, log, task, run_id: str):
         from compiler.target import Target
@@ -102,17 +103,8 @@ class _Recorder:
         self.host = socket.gethostname()
 
     def add(self, config, result, kind: str = tuning_db.TRIAL) -> None:
-        ok = result.error_kind is None
-        costs = list(result.costs) if ok else []
-        mean = sum(costs) / len(costs) if costs else None
-        self.log.add(tuning_db.Record(
-            workload_key=self.task.workload_key, template=self.task.name, args=list(self.task.args),
-            target=self.task.target, target_model=self.model, config=config.to_json(),
-            config_index=config.index, costs=costs,
-            error_kind=None if ok else result.error_kind.value, error_msg=result.error_msg or "",
-            build_time=result.build_time, run_time=result.run_time, host=self.host,
-            device=result.worker or "", timestamp=result.timestamp, run_id=self.run_id,
-            gflops=_gflops(self.task, mean) if mean else None, kind=kind))
+        self.log.add(record_of(self.task, config, result, run_id=self.run_id, kind=kind,
+                               target_model=self.model, host=self.host))
 
 
 def _resume(log, task, tuner) -> tuple[list, int]:
@@ -420,7 +412,8 @@ def check_measurable(tasks: Sequence, measure_option=None) -> None:
 
     reason = unavailable_reason()
     if reason is not None:
-        raise AutotuneError(f"cannot tune {cuda[0].workload_name.split('@')[0]} for {cuda[0].target!r} on "
+        label = workload_label(cuda[0].name, cuda[0].args)
+        raise AutotuneError(f"cannot tune {label} for {cuda[0].target!r} on "
                             f"this machine: CUDA code cannot run here: {reason}. Tune on a machine with an "
                             f"NVIDIA GPU and pycuda, or measure on a Ray cluster (measure.ray.RayRunner)")
 

@@ -10,10 +10,11 @@ the others. ``db.open(path_or_url)`` returns a :class:`TuningLog`::
                           target="llvm -mcpu=znver4", target_model="znver4",
                           config={"tile_y": [32, 32]}, costs=[1.2e-3, 1.1e-3], run_id=run))
         log.end_run(run, "finished")
-        best = log.best(key, validate=space_check)   # [Record, ...], fastest first
+        records = log.records(key, errors=False)     # [Record, ...], in the order stored
 
 Workload keys come from the caller (the task); configs read back are plain dicts for the
-caller to validate against its space (``best(..., validate=...)``) before applying them.
+caller to validate against its space before applying them. Which config is best is
+decided by ``autotune.selection``, which ranks the records of a log.
 """
 
 from db.errors import RecordError, SchemaVersionError, TuningLogError

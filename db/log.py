@@ -6,9 +6,9 @@ start of each write transaction, so several tuning processes on one machine can 
 into one file. PostgreSQL is the log of a cluster: every worker opens the same URL.
 
 A log is data only. Nothing read from it is executed or unpickled; a row that does not
-decode into a valid :class:`~db.record.Record` is reported (logged) and skipped, and
-:meth:`TuningLog.best` takes a ``validate`` callable so that configs which are not valid
-in the caller's space are reported rather than applied.
+decode into a valid :class:`~db.record.Record` is reported (logged) and skipped. Which
+config of a workload is best is not the log's call: ``autotune.selection`` ranks the
+records it reads back (and validates their configs against the caller's space).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import (
     Connection,
@@ -80,8 +80,7 @@ HEARTBEAT_ENV = "AUTOTUNE_HEARTBEAT_S"
 DEAD_AFTER_BEATS = 6
 
 #: A workload key, a :class:`Record` or :class:`Workload`, or any object with a
-#: ``workload_key`` attribute (a task); a task's ``template`` (or ``name``), ``args`` and
-#: ``target`` attributes, where present, let :meth:`TuningLog.best` borrow across models.
+#: ``workload_key`` attribute (a task).
 TaskOrKey = Any
 
 _BATCH = 500
@@ -92,7 +91,6 @@ _RECORD_COLUMNS = (
     _R.build_time, _R.run_time, _R.host, _R.device, _R.timestamp, _R.run_id, _R.kind,
     _W.key, _W.template, _W.args, _W.target, _W.target_model,
 )
-OrderBy = Literal["mean", "median"]
 
 
 def open(path_or_url: str | os.PathLike[str], *, busy_timeout: float = BUSY_TIMEOUT_S) -> TuningLog:
@@ -314,77 +312,28 @@ class TuningLog:
             if source is not other:
                 source.close()
 
-    def prune(self, keep_best: int = 1, *, order_by: OrderBy = "mean") -> int:
-        """Keep, per workload, the records of its ``keep_best`` best distinct configs (the best
-        record of each); delete every other record, error records included, and workloads left
-        with no records. Returns the number of records deleted."""
-        if isinstance(keep_best, bool) or not isinstance(keep_best, int) or keep_best < 1:
-            raise ValueError(f"prune: keep_best must be a positive int, got {keep_best!r}")
-        cost = _cost_column(order_by)
-        per_config = (
-            select(_R.id.label("rid"), _R.workload_id.label("wid"), cost.label("cost"),
-                   _R.timestamp.label("ts"),
-                   func.row_number().over(partition_by=(_R.workload_id, _R.config),
-                                          order_by=(cost, _R.timestamp, _R.id)).label("rc"))
-            .where(cost.is_not(None), _R.error_kind.is_(None))
-            .subquery())
-        ranked = (
-            select(per_config.c.rid,
-                   func.row_number().over(partition_by=per_config.c.wid,
-                                          order_by=(per_config.c.cost, per_config.c.ts, per_config.c.rid))
-                   .label("rw"))
-            .where(per_config.c.rc == 1)
-            .subquery())
-        keep = select(ranked.c.rid).where(ranked.c.rw <= keep_best)
+    def prune(self, keep: Mapping[str, Iterable[dict[str, Any]]]) -> int:
+        """Keep, for each workload key of ``keep``, only the successful records of the configs it
+        lists; delete its other records, error records included, and workloads left with no
+        records. Workloads ``keep`` does not name are left alone. Returns the number of records
+        deleted. (Which configs to keep is the caller's choice: ``autotune.selection.prune``
+        keeps the best under its ranking.)"""
+        plan = {key: sorted({canonical_json(c) for c in configs}) for key, configs in keep.items()}
+        deleted = 0
         with self._guard("pruning"), self._writing() as conn:
-            deleted = conn.execute(delete(_R).where(_R.id.not_in(keep))).rowcount
-            conn.execute(delete(_W).where(~exists().where(_R.workload_id == _W.id)))
+            ids = dict(conn.execute(select(_W.key, _W.id).where(_W.key.in_(list(plan)))).all())
+            for key, configs in plan.items():
+                if key not in ids:
+                    continue
+                query = delete(_R).where(_R.workload_id == ids[key])
+                if configs:
+                    query = query.where(_R.error_kind.is_not(None) | _R.config.not_in(configs))
+                deleted += conn.execute(query).rowcount
+            conn.execute(delete(_W).where(_W.id.in_(list(ids.values())),
+                                          ~exists().where(_R.workload_id == _W.id)))
         return deleted
 
     # --- reading ---------------------------------------------------------------------------
-
-    def best(self, task_or_key: TaskOrKey, target: str | None = None, k: int = 1, *,
-             order_by: OrderBy = "mean", any_model: bool = False,
-             validate: Callable[[Record], object] | None = None) -> list[Record]:
-        """The best records of a workload, fastest first: at most ``k``, one per distinct config.
-
-        ``task_or_key`` is a workload key or an object with a ``workload_key`` (see
-        :data:`TaskOrKey`). ``target``, when given, keeps only workloads with exactly that target
-        string. ``order_by`` ranks by mean (default) or median cost. Error records never come out.
-
-        ``validate(record)`` is called on each candidate; one that raises or returns ``False``
-        is reported through logging and skipped (the next best takes its place).
-
-        With ``any_model=True``, a workload with no usable record on this target model borrows
-        from the same template and arguments on other models of the same target kind (e.g.
-        ``"llvm"`` tuned on znver4 for a znver3 machine). Without it, lookups are per model.
-        """
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"best: k must be a positive int, got {k!r}")
-        cost = _cost_column(order_by)
-        ref = _Ref.of(task_or_key)
-        with self._guard("looking up the best records"), self._reading() as conn:
-            query = select(_W.id, _W.template, _W.args, _W.target).where(_W.key == ref.key)
-            if target is not None:
-                query = query.where(_W.target == target)
-            exact = conn.execute(query).all()
-            found = self._best_among(conn, [w.id for w in exact], cost, k, validate)
-            if found or not any_model:
-                return found
-            template = ref.template or (exact[0].template if exact else None)
-            args = ref.args or (exact[0].args if exact else None)
-            kind_of = target or ref.target or (exact[0].target if exact else None)
-            if template is None or args is None or kind_of is None:
-                return []
-            family = conn.scalars(select(_W.id).where(
-                _W.template == template, _W.args == args, _W.target_kind == target_kind(kind_of),
-                _W.key != ref.key)).all()
-            borrowed = self._best_among(conn, list(family), cost, k, validate)
-        if borrowed:
-            models = sorted({r.target_model for r in borrowed})
-            log.info("tuning log %s: no record of workload %s on its own target model; borrowing %d "
-                     "from %s", self._where, ref.key, len(borrowed), models)
-        return borrowed
 
     def records(self, task_or_key: TaskOrKey | None = None, *, target: str | None = None,
                 target_model: str | None = None, run_id: str | None = None, errors: bool | None = None,
@@ -396,7 +345,7 @@ class TuningLog:
         if kind is not None:
             query = query.where(_R.kind == _checked_kind(kind))
         if task_or_key is not None:
-            query = query.where(_W.key == _Ref.of(task_or_key).key)
+            query = query.where(_W.key == _key_of(task_or_key))
         if target is not None:
             query = query.where(_W.target == target)
         if target_model is not None:
@@ -441,37 +390,29 @@ class TuningLog:
         if kind is not None:
             query = query.where(_R.kind == _checked_kind(kind))
         if task_or_key is not None:
-            query = query.join(_W, _W.id == _R.workload_id).where(_W.key == _Ref.of(task_or_key).key)
+            query = query.join(_W, _W.id == _R.workload_id).where(_W.key == _key_of(task_or_key))
         if errors is not None:
             query = query.where(_R.error_kind.is_not(None) if errors else _R.error_kind.is_(None))
         with self._guard("counting records"), self._reading() as conn:
             return int(conn.scalar(query) or 0)
 
-    def summary(self, *, order_by: OrderBy = "mean") -> list[SummaryRow]:
-        """One row per workload: best cost (seconds) and its GFLOPS, trials (re-measurements
-        apart) and failed trials; sorted by template then key."""
-        cost = _cost_column(order_by)
+    def summary(self) -> list[SummaryRow]:
+        """One row per workload: its trials (re-measurements apart), failed trials and
+        re-measurements; sorted by template then key. (The best config of each workload is
+        chosen by ``autotune.selection``; ``autotune best`` prints both.)"""
         trial = _R.kind == TRIAL
-        counts = (select(_W.id, _W.key, _W.template, _W.target, _W.target_model,
+        counts = (select(_W.key, _W.template, _W.target, _W.target_model,
                          func.count(case((trial, _R.id))).label("trials"),
                          func.count(case((and_(trial, _R.error_kind.is_not(None)), _R.id))).label("errors"),
                          func.count(case((_R.kind == REMEASURE, _R.id))).label("remeasured"))
                   .select_from(_W).outerjoin(_R, _R.workload_id == _W.id)
                   .group_by(_W.id, _W.key, _W.template, _W.target, _W.target_model)
                   .order_by(_W.template, _W.key))
-        ranked = (select(_R.workload_id, cost.label("cost"), _R.gflops,
-                         func.row_number().over(partition_by=_R.workload_id,
-                                                order_by=(cost, _R.timestamp, _R.id)).label("rn"))
-                  .where(cost.is_not(None), _R.error_kind.is_(None)).subquery())
         with self._guard("summarising"), self._reading() as conn:
-            best = {r.workload_id: r for r in conn.execute(select(ranked).where(ranked.c.rn == 1))}
             rows = conn.execute(counts).all()
         return [SummaryRow(workload_key=w.key, template=w.template, target=w.target,
-                           target_model=w.target_model,
-                           best_cost=best[w.id].cost if w.id in best else None,
-                           best_gflops=best[w.id].gflops if w.id in best else None,
-                           trials=int(w.trials), errors=int(w.errors), remeasured=int(w.remeasured))
-                for w in rows]
+                           target_model=w.target_model, trials=int(w.trials), errors=int(w.errors),
+                           remeasured=int(w.remeasured)) for w in rows]
 
     def export_jsonl(self, path: str | os.PathLike[str]) -> int:
         """Write every run (``{"run": {...}}`` lines) then every record (one JSON object per line)
@@ -573,45 +514,6 @@ class TuningLog:
             added += len(conn.execute(insert, values[start:start + _BATCH]).all())
         return added
 
-    def _best_among(self, conn: Connection, workload_ids: list[int], cost: Any, k: int,
-                    validate: Callable[[Record], object] | None) -> list[Record]:
-        if not workload_ids:
-            return []
-        ranked = (select(_R.id.label("rid"), cost.label("cost"),
-                         func.row_number().over(partition_by=_R.config,
-                                                order_by=(cost, _R.timestamp, _R.id)).label("rn"))
-                  .where(_R.workload_id.in_(workload_ids), cost.is_not(None), _R.error_kind.is_(None))
-                  .subquery())
-        query = (select(*_RECORD_COLUMNS).join(_W, _W.id == _R.workload_id)
-                 .join(ranked, ranked.c.rid == _R.id)
-                 .where(ranked.c.rn == 1).order_by(ranked.c.cost, _R.timestamp, _R.id))
-        page = k if validate is None else max(4 * k, 32)
-        found: list[Record] = []
-        for offset in range(0, 1 << 62, page):
-            rows = conn.execute(query.limit(page).offset(offset)).all()
-            for row in rows:
-                record = self._decode(row)
-                if record is not None and (validate is None or self._valid(record, validate)):
-                    found.append(record)
-                    if len(found) == k:
-                        return found
-            if len(rows) < page:
-                break
-        return found
-
-    def _valid(self, record: Record, validate: Callable[[Record], object]) -> bool:
-        try:
-            verdict = validate(record)
-        except Exception as err:  # any failure of the validator means "invalid"
-            reason = f"{type(err).__name__}: {err}"
-        else:
-            if verdict is not False:
-                return True
-            reason = "rejected by the validator"
-        log.warning("tuning log %s: skipping a record of workload %s: config %s is not valid (%s)",
-                    self._where, record.workload_key, record.config, reason)
-        return False
-
     def _decode(self, row: Any) -> Record | None:
         """A :class:`Record` from a row of :data:`_RECORD_COLUMNS`; ``None`` (and a warning) if malformed."""
         try:
@@ -639,32 +541,15 @@ class TuningLog:
             yield [r for r in map(self._decode, rows) if r is not None]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Ref:
-    """What a lookup needs from a key or task: the key, and what names its family across models."""
-
-    key: str
-    template: str | None = None
-    args: str | None = None  # canonical JSON
-    target: str | None = None
-
-    @classmethod
-    def of(cls, obj: TaskOrKey) -> _Ref:
-        if isinstance(obj, str):
-            return cls(obj)
-        key = getattr(obj, "workload_key", None)
-        if not isinstance(key, str):
-            raise TypeError(f"expected a workload key (str) or a task with a workload_key, "
-                            f"got {type(obj).__name__}")
-        template = next((t for t in (getattr(obj, a, None) for a in ("template_name", "template", "name"))
-                         if isinstance(t, str)), None)
-        args = getattr(obj, "args", None)
-        try:
-            args_json = canonical_json(list(args)) if isinstance(args, list | tuple) else None
-        except (TypeError, ValueError):
-            args_json = None
-        target = getattr(obj, "target", None)
-        return cls(key, template, args_json, None if target is None else str(target))
+def _key_of(obj: TaskOrKey) -> str:
+    """The workload key of a key, a record, a workload or a task."""
+    if isinstance(obj, str):
+        return obj
+    key = getattr(obj, "workload_key", None)
+    if not isinstance(key, str):
+        raise TypeError(f"expected a workload key (str) or a task with a workload_key, "
+                        f"got {type(obj).__name__}")
+    return key
 
 
 def default_heartbeat_interval() -> float:
@@ -695,14 +580,6 @@ def _checked_kind(kind: str) -> str:
     if kind not in RECORD_KINDS:
         raise ValueError(f"kind must be one of {', '.join(RECORD_KINDS)}, got {kind!r}")
     return kind
-
-
-def _cost_column(order_by: str) -> Any:
-    if order_by == "mean":
-        return _R.mean_cost
-    if order_by == "median":
-        return _R.median_cost
-    raise ValueError(f"order_by must be 'mean' or 'median', got {order_by!r}")
 
 
 # scheme://user:PASSWORD@host (up to the last '@' of the word: a password may hold one),

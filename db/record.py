@@ -89,7 +89,7 @@ class Record:
     ``costs`` are the repeated timings in seconds; ``kind`` says why the config was measured
     (:data:`TRIAL` or :data:`REMEASURE`). A record with an ``error_kind`` is a
     failed candidate: it keeps its error but has no mean or median cost and never comes out
-    of :meth:`TuningLog.best <db.TuningLog.best>`. A record without an error needs at least
+    of a ranking of the best configs. A record without an error needs at least
     one finite, non-negative cost.
 
     Construction checks and normalises the fields (tuples become lists, numpy scalars
@@ -282,7 +282,7 @@ class RunInfo:
 
 @dataclass(frozen=True, slots=True)
 class SummaryRow:
-    """One line of :meth:`TuningLog.summary <db.TuningLog.summary>`: a workload's best and counts
+    """One line of :meth:`TuningLog.summary <db.TuningLog.summary>`: a workload's counts
     (``trials`` and the failed ones among them, ``errors``; ``remeasured``: the records that
     measured a config again)."""
 
@@ -290,8 +290,6 @@ class SummaryRow:
     template: str
     target: str
     target_model: str
-    best_cost: float | None
-    best_gflops: float | None
     trials: int
     errors: int
     remeasured: int = 0

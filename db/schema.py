@@ -22,8 +22,9 @@ Tables:
     merging idempotent.
 
 JSON lives in text columns (portable, and floats come back bit for bit). The indexes
-``(workload_id, mean_cost)`` and ``(workload_id, median_cost)`` serve "the best records of
-this workload"; ``(template, target_kind)`` on workloads serves borrowing across models.
+``(workload_id, mean_cost)`` and ``(workload_id, median_cost)`` serve reading a workload's
+records (fastest first, where a query wants that); ``(template, target_kind)`` on workloads
+serves finding the neighbours of a workload to borrow from.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 
@@ -162,3 +163,69 @@ def test_autotune_build_uses_the_logged_config_and_exports(log, task, tmp_path, 
     c2 = np.full((32, 32), np.nan, "float32")
     g(a, b, c2)
     np.testing.assert_array_equal(c, c2)
+
+
+# ---------------------------------------------------------------------------- one ranking
+
+# Two configs whose per-record mean and confident median disagree (seconds):
+# "steady_mean" is one record of 3 ms: mean 3, confident 3 * (1 + 0.1) = 3.3 ms;
+# "good_median" has slow outliers: [1, 1, 10] ms (mean 4), then a re-measurement [1, 9] ms
+# (mean 5): pooled median 1 of 5, confident 1 * (1 + 0.1 / sqrt(5)) = 1.045 ms.
+# By the mean of a record the first would win; by the one ranking the second does.
+_STEADY, _OUTLIER, _AGAIN = [3e-3], [1e-3, 1e-3, 10e-3], [1e-3, 9e-3]
+
+
+def _disagreeing(log, task):
+    steady, good = (task.config_space.get(i) for i in (1, 4))
+    log.add([_record(task, steady, None, costs=_STEADY), _record(task, good, None, costs=_OUTLIER),
+             dataclasses.replace(_record(task, good, None, costs=_AGAIN), kind=db.REMEASURE)])
+    assert min(log.records(task), key=lambda r: r.mean_cost).config_index == steady.index
+    return steady, good
+
+
+def test_prune_never_deletes_the_config_apply_history_best_picks(log):
+    from autotune.selection import prune
+
+    task = autotune.create_task("test_history_scale", (1000, "float32"), _HERE)
+    other = autotune.create_task("test_history_scale", (64, "float32"), _HERE)
+    steady, good = _disagreeing(log, task)
+    log.add([_record(other, other.config_space.get(0), 2e-3), _record(other, other.config_space.get(2), 5e-3),
+             _record(other, other.config_space.get(3), None, error_kind="runtime_error")])
+    with autotune.apply_history_best(log):
+        assert _query(task).index == good.index and _query(other).index == 0
+    assert prune(log, keep_best=1) == 1 + 2  # the steady config; the other's slower config and its error
+    assert {(r.config_index, r.kind) for r in log.records(task)} == {(good.index, db.TRIAL),
+                                                                     (good.index, db.REMEASURE)}
+    with autotune.apply_history_best(log):  # a fresh context: the same answers from the pruned log
+        assert _query(task).index == good.index and _query(other).index == 0
+    with pytest.raises(ValueError, match="keep_best"):
+        prune(log, keep_best=0)
+
+
+def test_borrowing_and_best_agree_with_the_one_ranking(log, caplog):
+    from autotune.report import summarize
+    from autotune.selection import best, borrow, confident_cost
+
+    tuned = autotune.create_task("test_history_scale", (1000, "float32"), _HERE)
+    steady, good = _disagreeing(log, tuned)
+    (top, second) = best(log, tuned, k=2)
+    assert (top.config["index"], second.config["index"]) == (good.index, steady.index)
+    assert top.score == pytest.approx(confident_cost(_OUTLIER + _AGAIN)) and len(top.records) == 2
+    (summary,) = summarize(log)  # what `autotune best` and the report print
+    assert summary.best_config == good.knob_values() and summary.trials == 2 and summary.remeasured == 1
+    assert summary.best_cost == pytest.approx(1e-3)
+
+    new_shape = autotune.create_task("test_history_scale", (1024, "float32"), _HERE)
+    new_model = autotune.create_task("test_history_scale", (1000, "float32"), _ELSEWHERE)
+    with caplog.at_level(logging.WARNING), autotune.apply_history_best(log):
+        assert _query(new_shape).index == good.index  # borrowed from another shape
+        assert _query(new_model).is_fallback          # other models only when asked
+    assert "borrowing the best config of test_history_scale(1000,float32)" in caplog.text
+    with autotune.apply_history_best(log, transfer=False, any_model=True):
+        assert _query(new_model).index == good.index  # the same shape on another CPU model
+        assert _query(new_shape).is_fallback           # but no other shape
+    workload, entry = borrow(log, new_model, other_shapes=False, other_models=True)
+    assert workload.key == tuned.workload_key and entry.config["index"] == good.index
+    # a config that does not fit the borrower is skipped for the next best
+    workload, entry = borrow(log, new_shape, validate=lambda config: config["index"] != good.index)
+    assert entry.config["index"] == steady.index

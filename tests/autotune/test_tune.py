@@ -54,6 +54,25 @@ def test_tune_measures_writes_and_reports(tmp_path, task, options):
         assert runs and runs[-1].status == "budget"
 
 
+def test_a_measure_result_becomes_a_log_record(task):
+    from autotune.selection import record_of
+    from compiler.target import Target
+
+    cfg = task.config_space.default_config
+    ok = MeasureResult((2e-3, 4e-3), None, "", 0.5, 0.25, 1.7e9, "worker-1")
+    r = record_of(task, cfg, ok, run_id="ab" * 8, kind=db.REMEASURE, host="node")
+    assert (r.workload_key, r.template, r.target) == (task.workload_key, "matmul", "llvm")
+    assert r.args == [32, 32, 32, "float32"]
+    assert (r.target_model, r.config, r.config_index) == (Target("llvm").model, cfg.to_json(), cfg.index)
+    assert (r.costs, r.error_kind, r.build_time, r.run_time) == ([2e-3, 4e-3], None, 0.5, 0.25)
+    assert (r.host, r.device, r.timestamp) == ("node", "worker-1", 1.7e9)
+    assert (r.run_id, r.kind) == ("ab" * 8, db.REMEASURE)
+    assert r.gflops == pytest.approx(task.flop / 3e-3 / 1e9)
+    failed = record_of(task, cfg, MeasureResult((), ErrorKind.RUNTIME_ERROR, "boom", 0.5, 0.0, 1.7e9, "w"))
+    assert (failed.costs, failed.error_kind, failed.error_msg) == ([], ErrorKind.RUNTIME_ERROR.value, "boom")
+    assert failed.gflops is None and failed.kind == db.TRIAL and failed.run_id is None
+
+
 def test_resume_measures_nothing_twice(tmp_path, task, options):
     log_path = tmp_path / "t.db"
     first = autotune.tune(task, trials=6, tuner="random", db=log_path, measure_option=options,

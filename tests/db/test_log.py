@@ -1,4 +1,4 @@
-"""The tuning log on SQLite and PostgreSQL: storing, best(), import/export, merge, prune, summary."""
+"""The tuning log on SQLite and PostgreSQL: storing, runs, import/export, merge, prune, summary."""
 
 from __future__ import annotations
 
@@ -47,6 +47,9 @@ def test_every_field_round_trips(tlog: db.TuningLog) -> None:
     assert tlog.records(target_model="sm_90") == [cuda]
     assert tlog.records(target="llvm -mcpu=znver4", run_id=run) == [ok, failed]
     assert tlog.records(limit=1) == [ok]
+    assert tlog.records(SimpleNamespace(workload_key="mm-zen4")) == [ok, failed]  # a task names its workload
+    with pytest.raises(TypeError, match="workload key"):
+        tlog.records(42)
     assert tlog.count() == 3 and tlog.count("mm-zen4") == 2 and tlog.count(errors=True) == 1
     assert tlog.workloads() == [db.Workload("mm-zen4", "matmul", ok.args, **ZEN4),
                                 db.Workload("mm-h100", "matmul", ARGS, "cuda -arch=sm_90", "sm_90")]
@@ -126,7 +129,7 @@ def test_the_heartbeat_interval_comes_from_the_environment(monkeypatch: pytest.M
             db.default_heartbeat_interval()
 
 
-def _best_fixture(tlog: db.TuningLog) -> None:
+def _workload_fixture(tlog: db.TuningLog) -> None:
     tlog.add([
         rec(config={"t": 1}, costs=[3.0, 5.0], t=1),          # mean 4.0, median 4.0
         rec(config={"t": 2}, costs=[1.0, 1.0, 10.0], t=2),    # mean 4.0, median 1.0
@@ -136,71 +139,6 @@ def _best_fixture(tlog: db.TuningLog) -> None:
         rec(config={"t": 5}, costs=[6.0], t=6),
         rec("other", args=[32, 32, 32, "float32"], config={"t": 0}, costs=[1e-6], t=7),  # never mixed in
     ])
-
-
-def test_best_matches_a_hand_computed_answer(tlog: db.TuningLog) -> None:
-    _best_fixture(tlog)
-    best = tlog.best("mm-zen4", k=3)
-    assert [(r.config["t"], r.mean_cost) for r in best] == [(3, 2.25), (1, 3.5), (2, 4.0)]
-    assert [r.config["t"] for r in tlog.best("mm-zen4", k=10)] == [3, 1, 2, 5]  # distinct, no errors
-    assert [(r.config["t"], r.median_cost) for r in tlog.best("mm-zen4", k=10, order_by="median")] == [
-        (2, 1.0), (3, 2.25), (1, 3.5), (5, 6.0)]
-    (top,) = tlog.best("mm-zen4")
-    assert top == rec(config={"t": 3}, costs=[2.0, 2.5], t=3)
-    assert tlog.best(SimpleNamespace(workload_key="mm-zen4"))[0] == top
-    assert tlog.best("mm-zen4", target="llvm -mcpu=znver4")[0] == top
-    assert tlog.best("mm-zen4", target="cuda") == []
-    assert tlog.best("never-tuned") == []
-    with pytest.raises(ValueError, match="order_by"):
-        tlog.best("mm-zen4", order_by="fastest")
-    with pytest.raises(ValueError, match="k must be"):
-        tlog.best("mm-zen4", k=0)
-
-
-def test_best_skips_and_reports_invalid_configs(tlog: db.TuningLog, caplog: pytest.LogCaptureFixture) -> None:
-    _best_fixture(tlog)
-    seen = []
-
-    def reject_3(record: db.Record) -> bool:
-        seen.append(record.config["t"])
-        return record.config["t"] != 3
-
-    def raise_on_3_and_1(record: db.Record) -> None:
-        if record.config["t"] in (1, 3):
-            raise KeyError(f"knob 't' has no value {record.config['t']}")
-
-    with caplog.at_level(logging.WARNING, logger="db"):
-        assert [r.config["t"] for r in tlog.best("mm-zen4", validate=reject_3)] == [1]
-        assert [r.config["t"] for r in tlog.best("mm-zen4", k=2, validate=raise_on_3_and_1)] == [2, 5]
-        assert tlog.best("mm-zen4", validate=lambda r: False) == []
-    assert seen == [3, 1]
-    messages = [r.getMessage() for r in caplog.records]
-    assert any("not valid" in m and "rejected by the validator" in m and "{'t': 3}" in m for m in messages)
-    assert any("KeyError" in m and "no value 1" in m for m in messages)
-
-
-def test_best_borrows_across_models_only_when_asked(tlog: db.TuningLog) -> None:
-    _best_fixture(tlog)
-    tlog.add(rec("mm-h100", target="cuda -arch=sm_90", target_model="sm_90", config={"t": 99}, costs=[1e-9]))
-    tlog.add(rec("mm-zen3", target="llvm -mcpu=znver3", target_model="znver3", config={"t": 7},
-                 costs=[], error_kind="timeout"))
-    zen3 = SimpleNamespace(workload_key="mm-zen3", template="matmul", args=tuple(ARGS),
-                           target="llvm -mcpu=znver3")
-    assert tlog.best(zen3) == []
-    assert tlog.best("mm-zen3") == []
-    borrowed = tlog.best(zen3, k=2, any_model=True)
-    assert [(r.config["t"], r.target_model) for r in borrowed] == [(3, "znver4"), (1, "znver4")]
-    assert [r.config["t"] for r in tlog.best("mm-zen3", any_model=True)] == [3]  # family from the log's row
-    skylake = SimpleNamespace(workload_key="mm-skylake", name="matmul", args=ARGS,
-                              target="llvm -mcpu=skylake")
-    assert [r.config["t"] for r in tlog.best(skylake, any_model=True)] == [3]    # key not in the log at all
-    other_args = SimpleNamespace(workload_key="mm-skylake", name="matmul", args=[16, 16, 16, "float32"],
-                                 target="llvm -mcpu=skylake")
-    assert tlog.best(other_args, any_model=True) == []
-    # a workload with its own records never borrows
-    assert [r.config["t"] for r in tlog.best("mm-zen4", any_model=True)] == [3]
-    with pytest.raises(TypeError, match="workload key"):
-        tlog.best(42)
 
 
 def test_export_import_round_trip_is_idempotent(tlog: db.TuningLog, other_url: str, tmp_path: Path) -> None:
@@ -256,35 +194,36 @@ def test_merge_adds_only_what_is_new(tlog: db.TuningLog, other_url: str, tmp_pat
     with db.open(tmp_path / "third.db") as third:
         third.add(rec(config={"t": 50}, costs=[9.0], t=50))
     assert tlog.merge(tmp_path / "third.db") == 1
-    assert [r.config["t"] for r in tlog.best("mm-zen4", k=5)] == [0, 1, 2, 50]
+    assert [r.config["t"] for r in tlog.records("mm-zen4")] == [0, 1, 2, 50]
 
 
-def test_prune_keeps_the_best_distinct_configs(tlog: db.TuningLog) -> None:
-    _best_fixture(tlog)
+def test_prune_keeps_the_successful_records_of_the_configs_named(tlog: db.TuningLog) -> None:
+    _workload_fixture(tlog)
     tlog.add(rec("only-errors", config={"t": 1}, costs=[], error_kind="build"))
-    assert tlog.count() == 8
-    assert tlog.prune(keep_best=2) == 5  # kept: config 3 and config 1's best record; "other"'s one record
-    assert [(r.workload_key, r.config["t"], r.mean_cost) for r in tlog.records()] == [
-        ("mm-zen4", 3, 2.25), ("mm-zen4", 1, 3.5), ("other", 0, 1e-6)]
+    tlog.add(rec(config={"t": 3}, costs=[], error_kind="timeout", t=20, kind=db.REMEASURE))
+    assert tlog.count() == 9
+    # configs 1 and 3 of mm-zen4 (both records of config 1; config 3's error goes), nothing of
+    # "only-errors"; "other" is not named: left alone
+    assert tlog.prune({"mm-zen4": [{"t": 1}, {"t": 3}], "only-errors": [], "never-seen": [{"t": 0}]}) == 5
+    assert [(r.workload_key, r.config["t"], r.costs) for r in tlog.records()] == [
+        ("mm-zen4", 1, [3.0, 5.0]), ("mm-zen4", 3, [2.0, 2.5]), ("mm-zen4", 1, [3.5]), ("other", 0, [1e-6])]
     assert [w.key for w in tlog.workloads()] == ["mm-zen4", "other"]
-    assert tlog.prune(keep_best=2) == 0
-    assert tlog.prune(keep_best=1) == 1
-    assert [r.config["t"] for r in tlog.records("mm-zen4")] == [3]
-    with pytest.raises(ValueError, match="keep_best"):
-        tlog.prune(keep_best=0)
+    assert tlog.prune({"mm-zen4": [{"t": 1}, {"t": 3}]}) == 0
+    assert tlog.prune({"mm-zen4": [{"t": 3}], "other": []}) == 3
+    assert [(r.workload_key, r.config["t"]) for r in tlog.records()] == [("mm-zen4", 3)]
+    assert tlog.prune({}) == 0
 
 
 def test_summary(tlog: db.TuningLog) -> None:
-    _best_fixture(tlog)
+    _workload_fixture(tlog)
     tlog.add(rec("other", args=[32, 32, 32, "float32"], config={"t": 1}, costs=[2e-6], gflops=5.0, t=8))
     tlog.add(rec("broken", config={"t": 1}, costs=[], error_kind="build", target="cuda", target_model=""))
     tlog.add([rec(config={"t": 3}, costs=[2.0], t=9, kind=db.REMEASURE),  # measurements, not trials
               rec(config={"t": 1}, costs=[], error_kind="timeout", t=10, kind=db.REMEASURE)])
     rows = tlog.summary()
-    assert [(r.workload_key, r.best_cost, r.trials, r.errors, r.remeasured) for r in rows] == [
-        ("broken", None, 1, 1, 0), ("mm-zen4", 2.0, 6, 1, 2), ("other", 1e-6, 2, 0, 0)]
-    assert rows[1] == db.SummaryRow("mm-zen4", "matmul", "llvm -mcpu=znver4", "znver4", 2.0, None, 6, 1, 2)
-    assert [r.best_cost for r in tlog.summary(order_by="median")] == [None, 1.0, 1e-6]
+    assert [(r.workload_key, r.trials, r.errors, r.remeasured) for r in rows] == [
+        ("broken", 1, 1, 0), ("mm-zen4", 6, 1, 2), ("other", 2, 0, 0)]
+    assert rows[1] == db.SummaryRow("mm-zen4", "matmul", "llvm -mcpu=znver4", "znver4", 6, 1, 2)
 
 
 def test_trials_and_remeasurements_are_told_apart(tlog: db.TuningLog) -> None:
@@ -304,7 +243,7 @@ def test_malformed_rows_are_reported_not_used(tlog: db.TuningLog, log_url: str,
                                               caplog: pytest.LogCaptureFixture) -> None:
     from sqlalchemy import create_engine, text
 
-    _best_fixture(tlog)
+    _workload_fixture(tlog)
     engine = create_engine(log_url if "://" in log_url else f"sqlite:///{log_url}")
     with engine.begin() as conn:  # someone edits the log by hand: a broken config, a cost that is text
         sql = "UPDATE records SET {} = :bad WHERE config = :config"
@@ -312,7 +251,7 @@ def test_malformed_rows_are_reported_not_used(tlog: db.TuningLog, log_url: str,
         conn.execute(text(sql.format("costs")), {"bad": '["fast"]', "config": '{"t":2}'})
     engine.dispose()
     with caplog.at_level(logging.WARNING, logger="db"):
-        assert [r.config["t"] for r in tlog.best("mm-zen4", k=10)] == [1, 5]
+        assert [r.config["t"] for r in tlog.records("mm-zen4", errors=False)] == [1, 1, 5]
         assert len(tlog.records()) == 5
     assert sum("malformed record row" in r.getMessage() for r in caplog.records) >= 2
 

@@ -87,7 +87,7 @@ def test_a_version_1_log_opens_and_keeps_everything(v1_log: str) -> None:
             ("mm32-cuda", 1, 0), ("mm64-z4", 3, 1)]
         assert [w.key for w in log.workloads()] == ["mm64-z4", "mm32-cuda"]
         assert log.records("mm64-z4")[0].costs == [2e-3, 2.2e-3]
-        assert [r.config["index"] for r in log.best("mm64-z4", k=3)] == [5, 3]
+        assert [r.config["index"] for r in log.records("mm64-z4", errors=False)] == [3, 5, 3]
         finished, killed = log.runs()
         assert (finished.tuner, finished.status, finished.options["trials"]) == ("random", "budget", 4)
         assert finished.heartbeat is None and finished.heartbeat_interval is None
@@ -99,7 +99,7 @@ def test_a_version_1_log_opens_and_keeps_everything(v1_log: str) -> None:
                           target="llvm -mcpu=znver4", target_model="znver4",
                           config={"index": 9, "knobs": {"tile": [2, 32]}}, costs=[1e-3], run_id=run))
         log.end_run(run, "budget")
-        assert log.best("mm64-z4")[0].config["index"] == 9
+        assert log.records("mm64-z4", run_id=run)[0].config["index"] == 9
         assert log.runs()[-1].status == "budget" and log.runs()[-1].heartbeat is not None
     with db.open(v1_log) as again:  # already current: opens as it is
         assert again.count() == 6

@@ -55,7 +55,7 @@ def test_an_older_log_is_migrated(log_url: str, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(db.schema, "SCHEMA_VERSION", db.SCHEMA_VERSION + 1)
     monkeypatch.setitem(db.schema.MIGRATIONS, db.SCHEMA_VERSION, add_notes)
     with db.open(log_url) as tlog:
-        assert tlog.count() == 1 and tlog.best("k")[0].config == {"a": 1}
+        assert tlog.count() == 1 and tlog.records("k")[0].config == {"a": 1}
     assert len(calls) == 1 and _version(log_url) == db.SCHEMA_VERSION + 1
     db.open(log_url).close()  # already current: no second migration
     assert len(calls) == 1
