@@ -3,9 +3,10 @@
 Tables:
 
 ``schema_version``
-    one row: the schema version the log was written with. Opening a log from a newer
-    version fails with :class:`~db.errors.SchemaVersionError`; an older one is migrated in
-    place, one step of :data:`MIGRATIONS` at a time, in one transaction.
+    one row: the schema version the log is at. Opening a log from a newer version fails
+    with :class:`~db.errors.SchemaVersionError`; an older one is migrated in place by the
+    Alembic revisions of :mod:`db.migrations`, in one transaction. (``alembic_version``,
+    Alembic's own table, names the same version as revision ``"v<version>"``.)
 ``workloads``
     one row per workload key: template name, canonical JSON arguments, target string, its
     kind (first word) and model (``"znver4"``, ``"sm_90"``).
@@ -30,7 +31,6 @@ serves finding the neighbours of a workload to borrow from.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from sqlalchemy import (
     BigInteger,
@@ -41,11 +41,9 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
-    insert,
     inspect,
     select,
     text,
-    update,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -53,7 +51,7 @@ from db.errors import SchemaVersionError, TuningLogError
 
 __all__ = [
     "SCHEMA_VERSION",
-    "MIGRATIONS",
+    "HEAD_REVISION",
     "Base",
     "SchemaVersionRow",
     "WorkloadRow",
@@ -66,35 +64,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: The version of the schema this library writes. Bump it with each change of the tables
-#: and add the step from the previous version to :data:`MIGRATIONS`.
+#: The version of the schema this library writes. Bump it with each change of the tables and
+#: add its Alembic revision ``v<version>`` to ``db/migrations/versions`` (see :mod:`db.migrations`).
 SCHEMA_VERSION = 3
 
-
-def _add_heartbeat(conn: Connection) -> None:
-    """Version 2: runs get a heartbeat (last time, interval); older runs have none."""
-    conn.execute(text("ALTER TABLE tuning_runs ADD COLUMN heartbeat FLOAT"))
-    conn.execute(text("ALTER TABLE tuning_runs ADD COLUMN heartbeat_interval FLOAT"))
-
-
-def _add_kind(conn: Connection) -> None:
-    """Version 3: records get a kind, "trial" or "remeasure".
-
-    Older logs stored the end-of-run re-measurements as ordinary records of the run. A search
-    never measures a config twice in one run, so a record whose config the same run measured
-    before (for the same workload) is a re-measurement; every other record is a trial. (The
-    first re-measurement of a config that only an earlier run measured stays a trial.)
-    """
-    conn.execute(text("ALTER TABLE records ADD COLUMN kind VARCHAR(32) NOT NULL DEFAULT 'trial'"))
-    conn.execute(text("UPDATE records SET kind = 'remeasure' WHERE run_id IS NOT NULL AND EXISTS ("
-                      "SELECT 1 FROM records AS before WHERE before.run_id = records.run_id "
-                      "AND before.workload_id = records.workload_id AND before.config = records.config "
-                      "AND before.id < records.id)"))
-
-
-#: ``MIGRATIONS[v]`` upgrades a log from version ``v`` to ``v + 1`` on an open connection
-#: (inside the transaction that also records the new version).
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _add_heartbeat, 2: _add_kind}
+#: The Alembic revision of :data:`SCHEMA_VERSION`.
+HEAD_REVISION = f"v{SCHEMA_VERSION}"
 
 # SQLite only auto-increments an "INTEGER PRIMARY KEY"; elsewhere ids are 64-bit.
 _Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -190,33 +165,61 @@ def schema_version(conn: Connection) -> int | None:
     return int(version)
 
 
+def _alembic_revision(conn: Connection) -> str | None:
+    """The revision in Alembic's table; ``None`` for a log written before Alembic managed it."""
+    if "alembic_version" not in inspect(conn).get_table_names():
+        return None
+    return conn.scalar(text("SELECT version_num FROM alembic_version"))
+
+
 def is_current(conn: Connection) -> bool:
     """Whether the log on ``conn`` exists with the current schema (nothing to create or migrate)."""
-    return schema_version(conn) == SCHEMA_VERSION
+    return schema_version(conn) == SCHEMA_VERSION and _alembic_revision(conn) == HEAD_REVISION
 
 
 def ensure_schema(conn: Connection, where: str) -> None:
     """Create the tables of a fresh log, or migrate an older one, inside ``conn``'s transaction.
 
-    ``where`` names the log in messages (a path, or a URL without its password). The caller
-    holds the log's write lock, so concurrent openers do this one at a time.
+    Both are one Alembic upgrade to :data:`HEAD_REVISION` (a fresh log from nothing, through
+    every revision). A log written before Alembic managed it starts from the revision its
+    ``schema_version`` names. ``where`` names the log in messages (a path, or a URL without
+    its password). The caller holds the log's write lock, so concurrent openers do this one
+    at a time.
     """
+    from alembic import command
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+    from alembic.util import CommandError
+
+    from db.migrations import SCRIPT_LOCATION
+
     version = schema_version(conn)
-    if version is None:
-        Base.metadata.create_all(conn)
-        conn.execute(insert(SchemaVersionRow).values(id=1, version=SCHEMA_VERSION))
-        log.debug("created tuning log %s (schema version %d)", where, SCHEMA_VERSION)
-        return
-    if version > SCHEMA_VERSION:
+    if version is not None and version > SCHEMA_VERSION:
         raise SchemaVersionError(
             f"tuning log {where} was written with schema version {version}, but this library reads "
             f"versions up to {SCHEMA_VERSION}: upgrade autotune-compiler to open it")
-    while version < SCHEMA_VERSION:
-        step = MIGRATIONS.get(version)
-        if step is None:
+    config = Config()
+    config.set_main_option("script_location", SCRIPT_LOCATION)
+    config.attributes["connection"] = conn
+    revision = _alembic_revision(conn)
+    if version is None and revision is not None:
+        raise TuningLogError(f"the database has an alembic_version table (revision {revision!r}) but no "
+                             f"tuning-log tables: it is not a tuning log written by this library")
+    if version is not None and revision is None:  # written before Alembic: start where it says
+        revision = f"v{version}"
+        known = {r.revision for r in ScriptDirectory.from_config(config).walk_revisions()}
+        if revision not in known:
             raise SchemaVersionError(f"tuning log {where} has schema version {version}, and no migration "
                                      f"from it to version {SCHEMA_VERSION} exists")
-        log.info("migrating tuning log %s from schema version %d to %d", where, version, version + 1)
-        step(conn)
-        version += 1
-        conn.execute(update(SchemaVersionRow).where(SchemaVersionRow.id == 1).values(version=version))
+        command.stamp(config, revision)
+    if revision == HEAD_REVISION:
+        return
+    if version is None:
+        log.debug("creating tuning log %s (schema version %d)", where, SCHEMA_VERSION)
+    else:
+        log.info("migrating tuning log %s from schema version %d to %d", where, version, SCHEMA_VERSION)
+    try:
+        command.upgrade(config, "head")
+    except CommandError as err:  # a revision this library does not know: a newer writer's
+        raise SchemaVersionError(f"tuning log {where} is at revision {revision!r}, which this library cannot "
+                                 f"migrate ({err}): upgrade autotune-compiler to open it") from None

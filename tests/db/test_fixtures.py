@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-TEST = "tests/db/test_schema.py::test_a_fresh_log_has_the_current_version[postgres]"
+TEST = "tests/db/test_schema.py::test_a_fresh_log_has_the_current_version_and_the_models_tables[postgres]"
 UNREACHABLE = "postgresql+psycopg://autotune:secret@127.0.0.1:1/autotune_test"
 
 

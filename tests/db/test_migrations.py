@@ -11,9 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
 from sqlalchemy import MetaData, create_engine, insert, text
 
 import db
+import db.schema
 
 DATA = Path(__file__).parent / "data"
 V1_SQLITE = DATA / "tuning_log_v1.db"
@@ -72,10 +75,21 @@ def _version(url: str) -> int:
     return version
 
 
+def _revision_and_differences(url: str) -> tuple[str | None, list]:
+    """The log's Alembic revision, and how its tables differ from the ORM models."""
+    engine = _engine(url)
+    with engine.connect() as conn:
+        context = MigrationContext.configure(conn)
+        found = context.get_current_revision(), compare_metadata(context, db.schema.Base.metadata)
+    engine.dispose()
+    return found
+
+
 def test_a_version_1_log_opens_and_keeps_everything(v1_log: str) -> None:
-    assert _version(v1_log) == 1
+    assert _version(v1_log) == 1 and _revision_and_differences(v1_log)[0] is None  # from before Alembic
     with db.open(v1_log) as log:
         assert _version(v1_log) == db.SCHEMA_VERSION
+        assert _revision_and_differences(v1_log) == (db.schema.HEAD_REVISION, [])
         records = log.records()
         assert len(records) == 5 and log.count(errors=True) == 1
         assert log.add(records) == 0  # every record keeps its identity (uid)

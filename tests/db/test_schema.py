@@ -1,32 +1,77 @@
-"""Schema versions: a newer log is refused clearly, an older one is migrated in place."""
+"""Schema versions: a fresh log is made by the Alembic revisions, an older one is migrated in
+place to tables that match the ORM models, a newer one is refused clearly."""
 
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import Connection, create_engine, text
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import create_engine, text
 
 import db
 import db.schema
+from db.migrations import SCRIPT_LOCATION
+
+
+def _engine(url: str):
+    return create_engine(url if "://" in url else f"sqlite:///{url}")
 
 
 def _set_version(url: str, version: int) -> None:
-    engine = create_engine(url if "://" in url else f"sqlite:///{url}")
+    engine = _engine(url)
     with engine.begin() as conn:
         conn.execute(text("UPDATE schema_version SET version = :v"), {"v": version})
     engine.dispose()
 
 
-def _version(url: str) -> int:
-    engine = create_engine(url if "://" in url else f"sqlite:///{url}")
+def _version(url: str) -> tuple[int, str | None]:
+    """The log's schema_version, and its Alembic revision."""
+    engine = _engine(url)
     with engine.connect() as conn:
         version = conn.execute(text("SELECT version FROM schema_version")).scalar_one()
+        revision = MigrationContext.configure(conn).get_current_revision()
     engine.dispose()
-    return version
+    return version, revision
 
 
-def test_a_fresh_log_has_the_current_version(log_url: str) -> None:
+def _differences(url: str) -> list:
+    """How the log's tables differ from the ORM models (Alembic's autogenerate comparison)."""
+    engine = _engine(url)
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), db.schema.Base.metadata)
+    engine.dispose()
+    return diff
+
+
+def _upgrade_to(url: str, revision: str) -> None:
+    """Make an empty database a log at an older ``revision``, as that version's library would."""
+    engine = _engine(url)
+    config = Config()
+    config.set_main_option("script_location", SCRIPT_LOCATION)
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, revision)
+    engine.dispose()
+
+
+def test_a_fresh_log_has_the_current_version_and_the_models_tables(log_url: str) -> None:
     db.open(log_url).close()
-    assert _version(log_url) == db.SCHEMA_VERSION
+    assert _version(log_url) == (db.SCHEMA_VERSION, db.schema.HEAD_REVISION)
+    assert _differences(log_url) == []
+
+
+@pytest.mark.parametrize("older", range(1, db.SCHEMA_VERSION))
+def test_a_log_at_every_older_version_is_migrated_to_the_models_tables(log_url: str, older: int) -> None:
+    _upgrade_to(log_url, f"v{older}")
+    assert _version(log_url) == (older, f"v{older}")
+    with db.open(log_url) as tlog:
+        tlog.add(db.Record(workload_key="k", template="t", args=[1], target="llvm", config={"a": 1},
+                           costs=[1.0]))
+        assert tlog.records("k")[0].kind == db.TRIAL
+    assert _version(log_url) == (db.SCHEMA_VERSION, db.schema.HEAD_REVISION)
+    assert _differences(log_url) == []
 
 
 def test_a_log_from_a_newer_version_is_refused(log_url: str) -> None:
@@ -38,45 +83,55 @@ def test_a_log_from_a_newer_version_is_refused(log_url: str) -> None:
                                                     r".*upgrade autotune-compiler") as info:
         db.open(log_url)
     assert "autotune@" not in str(info.value)  # the test URL's password never shows
-    assert _version(log_url) == newer        # and the log is left as it was
+    assert _version(log_url)[0] == newer     # and the log is left as it was
 
 
-def test_an_older_log_is_migrated(log_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    with db.open(log_url) as tlog:
-        tlog.add(db.Record(workload_key="k", template="t", args=[1], target="llvm", config={"a": 1},
-                           costs=[1.0]))
-    calls = []
-
-    def add_notes(conn: Connection) -> None:  # what a real step looks like: DDL plus a backfill
-        calls.append(db.SCHEMA_VERSION)
-        conn.execute(text("ALTER TABLE workloads ADD COLUMN notes TEXT"))
-        conn.execute(text("UPDATE workloads SET notes = 'migrated'"))
-
-    monkeypatch.setattr(db.schema, "SCHEMA_VERSION", db.SCHEMA_VERSION + 1)
-    monkeypatch.setitem(db.schema.MIGRATIONS, db.SCHEMA_VERSION, add_notes)
-    with db.open(log_url) as tlog:
-        assert tlog.count() == 1 and tlog.records("k")[0].config == {"a": 1}
-    assert len(calls) == 1 and _version(log_url) == db.SCHEMA_VERSION + 1
-    db.open(log_url).close()  # already current: no second migration
-    assert len(calls) == 1
-    engine = create_engine(log_url if "://" in log_url else f"sqlite:///{log_url}")
-    with engine.connect() as conn:
-        assert conn.execute(text("SELECT notes FROM workloads")).scalar_one() == "migrated"
-    engine.dispose()
-
-
-def test_an_older_log_without_a_migration_path_is_refused(log_url: str,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_older_log_without_a_migration_path_is_refused(log_url: str) -> None:
     db.open(log_url).close()
-    monkeypatch.setattr(db.schema, "SCHEMA_VERSION", db.SCHEMA_VERSION + 1)
-    with pytest.raises(db.SchemaVersionError, match="no migration"):
+    engine = _engine(log_url)
+    with engine.begin() as conn:  # a log from before Alembic, at a version no revision starts from
+        conn.execute(text("DROP TABLE alembic_version"))
+        conn.execute(text("UPDATE schema_version SET version = 0"))
+    engine.dispose()
+    with pytest.raises(db.SchemaVersionError, match="schema version 0, and no migration"):
+        db.open(log_url)
+
+
+def test_a_revision_from_a_newer_library_is_refused(log_url: str) -> None:
+    db.open(log_url).close()
+    engine = _engine(log_url)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = 'v99'"))
+    engine.dispose()
+    with pytest.raises(db.SchemaVersionError, match="revision 'v99'.*upgrade autotune-compiler"):
         db.open(log_url)
 
 
 def test_a_database_with_foreign_tables_of_our_names_is_refused(log_url: str) -> None:
-    engine = create_engine(log_url if "://" in log_url else f"sqlite:///{log_url}")
+    engine = _engine(log_url)
     with engine.begin() as conn:
         conn.execute(text("CREATE TABLE records (id INTEGER PRIMARY KEY, payload TEXT)"))
     engine.dispose()
     with pytest.raises(db.TuningLogError, match="not a tuning log"):
         db.open(log_url)
+
+
+def test_a_database_of_another_alembic_project_is_refused(log_url: str) -> None:
+    engine = _engine(log_url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE alembic_version (version_num VARCHAR(32) PRIMARY KEY)"))
+        conn.execute(text("INSERT INTO alembic_version VALUES ('1f2e3d4c')"))
+    engine.dispose()
+    with pytest.raises(db.TuningLogError, match="not a tuning log"):
+        db.open(log_url)
+
+
+def test_the_head_revision_is_the_schema_version() -> None:
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", SCRIPT_LOCATION)
+    script = ScriptDirectory.from_config(config)
+    assert script.get_heads() == [db.schema.HEAD_REVISION] == [f"v{db.SCHEMA_VERSION}"]
+    chain = [r.revision for r in script.walk_revisions()][::-1]
+    assert chain == [f"v{n}" for n in range(1, db.SCHEMA_VERSION + 1)]

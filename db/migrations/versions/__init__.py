@@ -1,0 +1,1 @@
+"""The revisions of the tuning log's schema, one per version (``vN_<what>.py``)."""
