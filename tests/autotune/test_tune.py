@@ -187,6 +187,22 @@ def test_total_finishes_the_budget_of_a_run_cut_short(tmp_path, task):
         assert [r.options["total"] for r in log.runs()] == [True, True, True, False]
 
 
+class _BrokenRunner(Runner):
+    """A runner that fails outright (not a failed candidate: the measuring itself breaks)."""
+
+    def run(self, jobs, gates):
+        raise RuntimeError("the runner broke")
+
+
+def test_a_run_stopped_by_an_error_is_recorded_as_failed(tmp_path, task):
+    with MeasureOptions(_NoBuild(), _BrokenRunner()) as opts, pytest.raises(RuntimeError, match="broke"):
+        autotune.tune(task, trials=4, tuner="random", db=tmp_path / "t.db", measure_option=opts,
+                      progress=False)
+    with db.open(tmp_path / "t.db") as log:
+        (run,) = log.runs()
+    assert run.status == "failed" and run.ended is not None
+
+
 def test_tune_tasks_shares_one_budget(tmp_path, options):
     tasks = [autotune.create_task("matmul", (16, 16, 16, "float32"), "llvm"),
              autotune.create_task("softmax", (8, 32, "float32"), "llvm")]
