@@ -192,6 +192,10 @@ class ConstBounder:
             limit = 2 ** (dtypes.bits(e.dtype) - 1)
             if lo >= -limit and hi < limit:
                 return lo, hi
+            if dtypes.bits(e.dtype) >= 64:
+                # As unbounded as any 64-bit value (dtype_bound): a finite limit of 2**63 would
+                # read as a bound and size buffers by it.
+                return (lo if lo >= -limit else -INF), (hi if hi < limit else INF)
             return -limit, limit - 1
         if target[0] <= lo and hi <= target[1]:
             return lo, hi

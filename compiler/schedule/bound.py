@@ -30,6 +30,7 @@ from ..errors import ScheduleError
 from ..te.tensor import ComputeOp
 from ..tir.analysis import free_vars, post_order_visit, substitute
 from ..tir.expr import (
+    Cast,
     FloorDiv,
     FloorMod,
     IntImm,
@@ -43,6 +44,7 @@ from ..tir.expr import (
     is_const_int,
 )
 from ..tir.functor import IRMutator
+from ..tir.indexing import widen
 from .schedule import Fuse, Schedule, Split, Stage
 
 __all__ = ["StageBounds", "infer_bounds", "inline_bodies", "loop_context", "storage_scope"]
@@ -53,7 +55,7 @@ class StageBounds:
     """What bound inference knows about one stage."""
 
     stage: Stage
-    body: PrimExpr
+    bodies: tuple  # one per output, inlined producers substituted
     root_range: dict = field(default_factory=dict)  # id(root iv) -> Range
     extent: dict = field(default_factory=dict)  # id(iv) -> extent, every iter var
     loop_min: dict = field(default_factory=dict)  # id(leaf iv) -> first value of its loop
@@ -62,6 +64,11 @@ class StageBounds:
     guards: list = field(default_factory=list)  # (condition, involves_reduction)
     factor: dict = field(default_factory=dict)  # id(split) -> its inner extent (int if constant)
     scope: str = "global"  # where its buffer lives: the stage's scope, or the inferred one
+
+    @property
+    def body(self) -> PrimExpr:
+        """The first output's body (a reduction's, for every output of a tuple reduction)."""
+        return self.bodies[0]
 
 
 class _Inline(IRMutator):
@@ -73,18 +80,20 @@ class _Inline(IRMutator):
         stage = self.sch[node.producer]
         if stage.attach_type == "inline":
             op = stage.op
-            return substitute(self.bodies[id(stage)], {iv.var: i for iv, i in zip(op.axis, indices)})
+            body = self.bodies[id(stage)][node.producer.value_index]
+            return substitute(body, {iv.var: i for iv, i in zip(op.axis, indices)})
         if any(a is not b for a, b in zip(indices, node.indices)):
             return ProducerLoad(node.producer, indices, node.dtype)
         return node
 
 
-def inline_bodies(sch: Schedule) -> dict[int, PrimExpr]:
-    """The body of every compute stage with inlined producers substituted (by id(stage))."""
-    bodies: dict[int, PrimExpr] = {}
+def inline_bodies(sch: Schedule) -> dict[int, tuple]:
+    """The bodies of every compute stage (one per output) with inlined producers
+    substituted (by id(stage))."""
+    bodies: dict[int, tuple] = {}
     for st in sch.stages:
         if isinstance(st.op, ComputeOp):
-            bodies[id(st)] = _Inline(sch, bodies).visit(st.op.body)
+            bodies[id(st)] = tuple(_Inline(sch, bodies).visit(b) for b in st.op.bodies)
     return bodies
 
 
@@ -122,6 +131,12 @@ def _ceil_div(a: PrimExpr, b: int, analyzer: Analyzer) -> PrimExpr:
     return analyzer.simplify(FloorDiv(a + (b - 1), const(b, a.dtype), a.dtype))
 
 
+def _narrow(e: PrimExpr, dtype: str) -> PrimExpr:
+    if e.dtype == dtype:
+        return e
+    return const(e.value, dtype) if is_const_int(e) else Cast(dtype, e)
+
+
 def _derive_loops(info: StageBounds, analyzer: Analyzer) -> None:
     """Extents of every iter var, leaf loop ranges, root values and split guards."""
     st = info.stage
@@ -146,8 +161,9 @@ def _derive_loops(info: StageBounds, analyzer: Analyzer) -> None:
                     f = f.value
             info.factor[id(rel)] = f
         elif isinstance(rel, Fuse):
+            dt = rel.fused.var.dtype  # wide enough for the product (Stage.fuse chose it)
             info.extent[id(rel.fused)] = analyzer.simplify(
-                info.extent[id(rel.outer)] * info.extent[id(rel.inner)])
+                widen(info.extent[id(rel.outer)], dt) * widen(info.extent[id(rel.inner)], dt))
     # Leaf loops: a root axis that is itself a loop runs over its own range (its loop variable
     # is its value); derived loops run from 0.
     for iv in st.leaf_iter_vars:
@@ -167,12 +183,14 @@ def _derive_loops(info: StageBounds, analyzer: Analyzer) -> None:
                 info.guards.append((info.offset[id(rel.parent)] < ext,
                                     rel.parent.iter_type is IterType.COMM_REDUCE))
         elif isinstance(rel, Fuse):
-            inner_ext = info.extent[id(rel.inner)]
             fused = info.offset[id(rel.fused)]
-            info.offset[id(rel.outer)] = FloorDiv(fused, inner_ext, fused.dtype) \
-                if not is_const_int(inner_ext, 1) else fused
-            info.offset[id(rel.inner)] = FloorMod(fused, inner_ext, fused.dtype) \
-                if not is_const_int(inner_ext, 1) else const(0, fused.dtype)
+            inner_ext = widen(info.extent[id(rel.inner)], fused.dtype)
+            outer = FloorDiv(fused, inner_ext, fused.dtype) if not is_const_int(inner_ext, 1) else fused
+            inner = FloorMod(fused, inner_ext, fused.dtype) if not is_const_int(inner_ext, 1) \
+                else const(0, fused.dtype)
+            # Each part counts in its own dtype again (narrower where the fused one was widened).
+            info.offset[id(rel.outer)] = _narrow(outer, rel.outer.var.dtype)
+            info.offset[id(rel.inner)] = _narrow(inner, rel.inner.var.dtype)
     for r in roots:
         if any(r is leaf for leaf in st.leaf_iter_vars):
             info.value[id(r)] = r.var
@@ -317,7 +335,7 @@ def _region_needed(st: Stage, scope: str, sch: Schedule, active: list, infos: di
     for reader in active:
         if reader is st or id(reader) not in infos:
             continue
-        reads = _reads_of(infos[id(reader)].body, sch, st)
+        reads = [r for body in infos[id(reader)].bodies for r in _reads_of(body, sch, st)]
         if not reads:
             continue
         ctx = prefix[id(reader)] + list(reader.leaf_iter_vars)

@@ -23,7 +23,7 @@ from ..tir.expr import (
 )
 from ..tir.function import PrimFunc
 from ..tir.functor import IRMutator
-from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, ForKind, IfThenElse, Stmt, seq
+from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, ForKind, IfThenElse, LetStmt, Stmt, seq
 from ..tir.transform.inject_double_buffer import DOUBLE_BUFFER_SCOPE
 from ..tir.transform.unroll_loops import PRAGMA_PREFIX
 from .bound import StageBounds, infer_bounds
@@ -40,8 +40,7 @@ class _ToBufferLoads(IRMutator):
 
     def visit_ProducerLoad(self, node: ProducerLoad):
         indices = [self.visit(i) for i in node.indices]
-        stage = self.sch[node.producer] if node.producer in self.sch else None
-        key = id(stage) if stage is not None else id(node.producer.op)
+        key = _key(self.sch, node.producer)
         buf = self.buffers.get(key)
         if buf is None:
             raise LoweringError(
@@ -53,7 +52,15 @@ class _ToBufferLoads(IRMutator):
         return BufferLoad(buf, tuple(indices), node.dtype)
 
 
+def _key(sch: Schedule, tensor: Tensor) -> tuple[int, int]:
+    """Where the buffer of ``tensor`` is filed: its stage (or operation) and output index."""
+    holder = sch[tensor] if tensor in sch else tensor.op
+    return id(holder), tensor.value_index
+
+
 class _LoopBuilder:
+    """Buffers and their regions' starts are filed by ``(id(stage), output index)``."""
+
     def __init__(self, sch: Schedule, infos: dict, prefix: dict, buffers: dict, mins: dict,
                  allocated: set, analyzer: Analyzer):
         self.sch = sch
@@ -71,11 +78,12 @@ class _LoopBuilder:
 
     def _with_allocs(self, stages: list[Stage], body: Stmt) -> Stmt:
         for st in reversed(stages):
-            if id(st) in self.allocated:
-                buf = self.buffers[id(st)]
-                body = Allocate(buf, body)
-                if st.double_buffered:  # for inject_double_buffer (GPU lowering)
-                    body = AttrStmt(buf.data, DOUBLE_BUFFER_SCOPE, const(1), body)
+            for k in reversed(range(st.op.num_outputs)):
+                if (id(st), k) in self.allocated:
+                    buf = self.buffers[(id(st), k)]
+                    body = Allocate(buf, body)
+                    if st.double_buffered:  # for inject_double_buffer (GPU lowering)
+                        body = AttrStmt(buf.data, DOUBLE_BUFFER_SCOPE, const(1), body)
         return body
 
     def place(self, stages: list[Stage], rest: Stmt | None) -> Stmt:
@@ -85,16 +93,19 @@ class _LoopBuilder:
     def stage_stmt(self, st: Stage) -> Stmt:
         info: StageBounds = self.infos[id(st)]
         op: ComputeOp = st.op
-        buf = self.buffers[id(st)]
-        mins = self.mins[id(st)]
         values = {r.var: info.value[id(r)] for r in op.root_iter_vars}
         to_buf = _ToBufferLoads(self.sch, self.buffers, self.mins)
 
         def lower_expr(e: PrimExpr) -> PrimExpr:
             return substitute(to_buf.visit(e), values)
 
-        index = tuple(lower_expr(iv.var - m if not is_const_int(m, 0) else iv.var)
-                      for iv, m in zip(op.axis, mins))
+        # One (buffer, index) per output; every output is stored at the same point.
+        outs = []
+        for k in range(op.num_outputs):
+            mins = self.mins[(id(st), k)]
+            outs.append((self.buffers[(id(st), k)],
+                         tuple(lower_expr(iv.var - m if not is_const_int(m, 0) else iv.var)
+                               for iv, m in zip(op.axis, mins))))
         spatial_guards = [c for c, red in info.guards if not red]
         reduce_guards = [c for c, red in info.guards if red]
         body = info.body
@@ -103,20 +114,23 @@ class _LoopBuilder:
         store_guards = self._store_predicate(st, lower_expr, cross)
         if isinstance(body, Reduce):
             if cross is not None:
-                return self._cross_thread_stmt(st, cross, buf, index, lower_expr, spatial_guards,
+                return self._cross_thread_stmt(st, cross, outs, lower_expr, spatial_guards,
                                                reduce_guards, store_guards)
 
-            current = BufferLoad(buf, index, buf.dtype)
-            update_value = body.combiner.combine(current, lower_expr(body.source))
+            current = tuple(BufferLoad(buf, index, buf.dtype) for buf, index in outs)
+            sources = tuple(lower_expr(x) for x in body.all_sources)
             cond = lower_expr(body.condition)
-            update = _guard(BufferStore(buf, update_value, index),
+            update = _guard(_store_all(outs, body.combiner.combine_all(current, sources), st.op.name),
                             spatial_guards + store_guards + reduce_guards + [cond])
-            init = _guard(BufferStore(buf, body.combiner.identity(body.dtype), index),
+            identity = body.combiner.identities(tuple(b.dtype for b in info.bodies))
+            init = _guard(seq(*[BufferStore(buf, v, index) for (buf, index), v in zip(outs, identity)]),
                           spatial_guards + store_guards)
             first_reduce = next((k for k, iv in enumerate(leaves)
                                  if iv.iter_type is IterType.COMM_REDUCE), len(leaves))
         else:
-            update = _guard(BufferStore(buf, lower_expr(body), index), spatial_guards + store_guards)
+            update = _guard(seq(*[BufferStore(buf, lower_expr(b), index)
+                                  for (buf, index), b in zip(outs, info.bodies)]),
+                            spatial_guards + store_guards)
             init = None
             first_reduce = len(leaves)
         stmt = update
@@ -179,7 +193,7 @@ class _LoopBuilder:
                 return iv
         return None
 
-    def _cross_thread_stmt(self, st: Stage, tiv, buf: Buffer, index: tuple, lower_expr,
+    def _cross_thread_stmt(self, st: Stage, tiv, outs: list, lower_expr,
                            spatial_guards: list, reduce_guards: list, store_guards: list) -> Stmt:
         """A reduction whose leaf ``tiv`` is bound to threadIdx.x, as a shared-memory tree.
 
@@ -191,7 +205,8 @@ class _LoopBuilder:
         shared or local one, which other stages of the kernel then read in the same thread.
         The data-parallel leaves and ``tiv`` enclose the tree in their order (a serial
         data-parallel loop inside ``tiv`` runs one tree per iteration); the other
-        reduction leaves go inside, around the serial part.
+        reduction leaves go inside, around the serial part. A tuple reduction has one
+        ``red`` and one ``acc`` buffer per value, combined together.
         """
         from ..tir.transform.thread_sync import sync_stmt
 
@@ -203,19 +218,22 @@ class _LoopBuilder:
             raise LoweringError(f"stage {st.op.name!r}: the reduction axis {tiv.var.name!r} bound to "
                                 f"threadIdx.x needs a constant extent, got {n}")
         n = n.value
-        dtype = red_body.dtype
+        types = tuple(b.dtype for b in info.bodies)
         combiner = red_body.combiner
         groups, group = self._reduction_groups(st, tiv)
-        red = decl_buffer((groups * n,), dtype, f"{st.op.name}.red", scope="shared")
-        acc = decl_buffer((1,), dtype, f"{st.op.name}.acc", scope="local")
+        suffix = [""] if len(types) == 1 else [f".v{k}" for k in range(len(types))]
+        reds = [decl_buffer((groups * n,), t, f"{st.op.name}.red{x}", scope="shared")
+                for t, x in zip(types, suffix)]
+        accs = [decl_buffer((1,), t, f"{st.op.name}.acc{x}", scope="local") for t, x in zip(types, suffix)]
         zero = const(0, "int32")
         tmin = info.loop_min[id(tiv)]
         tid = tiv.var if is_const_int(tmin, 0) else tiv.var - tmin
         base = None if group is None else group * n
-        source = lower_expr(red_body.source)
+        sources = tuple(lower_expr(x) for x in red_body.all_sources)
         cond = lower_expr(red_body.condition)
-        acc_load = BufferLoad(acc, (zero,), dtype)
-        update = _guard(BufferStore(acc, combiner.combine(acc_load, source), (zero,)),
+        acc_at = [(acc, (zero,)) for acc in accs]
+        acc_loads = tuple(BufferLoad(acc, (zero,), t) for acc, t in zip(accs, types))
+        update = _guard(_store_all(acc_at, combiner.combine_all(acc_loads, sources), st.op.name),
                         spatial_guards + reduce_guards + [cond])
         leaves = st.leaf_iter_vars
         serial = [iv for iv in leaves if iv.iter_type is IterType.COMM_REDUCE and iv is not tiv]
@@ -226,21 +244,27 @@ class _LoopBuilder:
             pos = tid if offset is None else tid + offset
             return (pos if base is None else base + pos,)
 
-        steps = [BufferStore(acc, combiner.identity(dtype), (zero,)), stmt,
-                 BufferStore(red, acc_load, at()), sync_stmt()]
+        steps = [*[BufferStore(acc, v, (zero,)) for acc, v in zip(accs, combiner.identities(types))],
+                 stmt, *[BufferStore(red, load, at()) for red, load in zip(reds, acc_loads)],
+                 sync_stmt()]
         width = 1 << (n.bit_length() - 1)  # the largest power of two <= n
         offsets = ([(n - width, width)] if width < n else []) + \
             [(s, s) for s in _halvings(width)]
         for live, offset in offsets:
-            mine = BufferLoad(red, at(), dtype)
-            other = BufferLoad(red, at(offset), dtype)
-            steps.append(IfThenElse(LT(tid, const(live, tid.dtype), "bool"),
-                                    BufferStore(red, combiner.combine(mine, other), at())))
+            mine = tuple(BufferLoad(red, at(), t) for red, t in zip(reds, types))
+            other = tuple(BufferLoad(red, at(offset), t) for red, t in zip(reds, types))
+            combined = _store_all([(red, at()) for red in reds], combiner.combine_all(mine, other),
+                                  st.op.name)
+            steps.append(IfThenElse(LT(tid, const(live, tid.dtype), "bool"), combined))
             steps.append(sync_stmt())
-        result = BufferStore(buf, BufferLoad(red, (zero if base is None else base,), dtype), index)
+        first_slot = (zero if base is None else base,)
+        result = seq(*[BufferStore(buf, BufferLoad(red, first_slot, t), index)
+                       for (buf, index), red, t in zip(outs, reds, types)])
         first = [] if info.scope != "global" else [EQ(tid, const(0, tid.dtype), "bool")]
         steps.append(_guard(result, first + spatial_guards + store_guards))
-        stmt = Allocate(red, Allocate(acc, seq(*steps)))
+        stmt = seq(*steps)
+        for buf in reversed(reds + accs):
+            stmt = Allocate(buf, stmt)
         for iv in reversed([iv for iv in leaves if iv is tiv or iv.iter_type is not IterType.COMM_REDUCE]):
             stmt = self._loop(st, iv, self.place(self.children.get((id(st), id(iv)), []), stmt))
         return stmt
@@ -304,6 +328,20 @@ def _halvings(width: int) -> list[int]:
     return out
 
 
+def _store_all(outs: list, values: tuple, name: str) -> Stmt:
+    """Store ``values[k]`` at ``outs[k]`` (a buffer and an index). Several values are all
+    computed before the first store, since each may read what another overwrites (the
+    update of a tuple reduction reads every accumulator)."""
+    if len(outs) == 1:
+        (buf, index), = outs
+        return BufferStore(buf, values[0], index)
+    temps = [Var(f"{name}.v{k}.next", v.dtype) for k, v in enumerate(values)]
+    stmt = seq(*[BufferStore(buf, t, index) for (buf, index), t in zip(outs, temps)])
+    for t, v in reversed(list(zip(temps, values))):
+        stmt = LetStmt(t, v, stmt)
+    return stmt
+
+
 def _guard(stmt: Stmt, conds: list) -> Stmt:
     conds = [c for c in conds if not (isinstance(c, IntImm) and c.value == 1)]
     if not conds:
@@ -335,10 +373,9 @@ def schedule_to_primfunc(sch: Schedule, args: list, name: str, binds: dict | Non
     binds = dict(binds or {})
     analyzer = Analyzer()
     infos, prefix = infer_bounds(sch, analyzer)
-    buffers: dict[int, Buffer] = {}
-    mins: dict[int, list] = {}
+    buffers: dict[tuple[int, int], Buffer] = {}
+    mins: dict[tuple[int, int], list] = {}
     params: list = []
-    arg_stage_ids: set[int] = set()
     for a in args:
         if isinstance(a, Var):
             params.append(a)
@@ -353,29 +390,33 @@ def schedule_to_primfunc(sch: Schedule, args: list, name: str, binds: dict | Non
         elif len(buf.shape) != a.ndim:
             raise LoweringError(f"binds: buffer for {a.name!r} has {len(buf.shape)} dimensions, "
                                 f"the tensor has {a.ndim}")
-        key = id(sch[a]) if a in sch else id(a.op)
-        if key in arg_stage_ids:
+        key = _key(sch, a)
+        if key in buffers:
             raise LoweringError(f"tensor {a.name!r} appears twice in the argument list")
-        arg_stage_ids.add(key)
         buffers[key] = buf
         params.append(buf)
         if a in sch and isinstance(sch[a].op, ComputeOp):
             # An inlined stage that is also an argument is not stored: as in TVM, its
             # buffer is left as the caller passed it, and its readers recompute its values.
             mins[key] = [iv.dom.min for iv in sch[a].op.axis]
-    allocated: set[int] = set()
+    allocated: set[tuple[int, int]] = set()
     loop_vars = {id(iv.var) for st in sch.stages if id(st) in infos for iv in st.leaf_iter_vars}
     for st in sch.stages:
-        if id(st) not in infos or id(st) in buffers:
+        if id(st) not in infos:
             continue
         info = infos[id(st)]
         op = st.op
         region = [info.root_range[id(iv)] for iv in op.axis]
-        shape = [_alloc_extent(st, r.extent, analyzer, loop_vars) for r in region]
-        strides = _strides([s.value if is_const_int(s) else s for s in shape], st.storage_aligns)
-        buffers[id(st)] = decl_buffer(shape, op.dtype, op.name, strides=strides, scope=info.scope)
-        mins[id(st)] = [r.min for r in region]
-        allocated.add(id(st))
+        for k in range(op.num_outputs):
+            key = (id(st), k)
+            if key in buffers:
+                continue
+            shape = [_alloc_extent(st, r.extent, analyzer, loop_vars) for r in region]
+            strides = _strides([s.value if is_const_int(s) else s for s in shape], st.storage_aligns)
+            buffers[key] = decl_buffer(shape, op.output_dtype(k), op.output(k).name, strides=strides,
+                                       scope=info.scope)
+            mins[key] = [r.min for r in region]
+            allocated.add(key)
     builder = _LoopBuilder(sch, infos, prefix, buffers, mins, allocated, analyzer)
     roots = [st for st in sch.stages if id(st) in infos and st.attach_type != "scope"]
     body = builder.place(roots, None)

@@ -26,20 +26,22 @@ from ..tir.expr import (
     is_const_int,
 )
 from ..tir.functor import IRMutator
+from ..tir.indexing import index_dtype, widen
 from .schedule import Fuse, Schedule, Split, Stage
 
 __all__ = ["cache_read", "cache_write", "rfactor"]
 
 
 class _RedirectLoads(IRMutator):
-    """Point loads of one stage's result at another tensor."""
+    """Point loads of one output of a stage at another tensor."""
 
-    def __init__(self, sch: Schedule, stage: Stage, target: Tensor):
-        self.sch, self.stage, self.target = sch, stage, target
+    def __init__(self, sch: Schedule, stage: Stage, value_index: int, target: Tensor):
+        self.sch, self.stage, self.value_index, self.target = sch, stage, value_index, target
 
     def visit_ProducerLoad(self, node: ProducerLoad):
         indices = tuple(self.visit(i) for i in node.indices)
-        if self.sch._stage_of.get(id(node.producer.op)) is self.stage:
+        if (self.sch._stage_of.get(id(node.producer.op)) is self.stage
+                and node.producer.value_index == self.value_index):
             return ProducerLoad(self.target, indices, node.dtype)
         if any(a is not b for a, b in zip(indices, node.indices)):
             return ProducerLoad(node.producer, indices, node.dtype)
@@ -67,29 +69,47 @@ def cache_read(sch: Schedule, tensor: Tensor, scope: str, readers) -> Tensor:
     reader_stages = [r if isinstance(r, Stage) else sch[r] for r in readers]
     if not reader_stages:
         raise ScheduleError(f"cache_read of {source.op.name!r}: give at least one reader")
+    vi = tensor.value_index
     for r in reader_stages:
-        if not isinstance(r.op, ComputeOp) or not any(sch[t] is source for t in r.op.input_tensors):
-            raise ScheduleError(f"cache_read of {source.op.name!r}: stage {r.op.name!r} does not "
+        if not isinstance(r.op, ComputeOp) or not any(
+                sch[t] is source and t.value_index == vi for t in r.op.input_tensors):
+            raise ScheduleError(f"cache_read of {tensor.name!r}: stage {r.op.name!r} does not "
                                 "read it, so it cannot be one of its readers")
-    data = source.op.output(0)
-    axis = tuple(IterVar(Range(const(0, s.dtype), s), Var(f"ax{k}", s.dtype))
+    data = source.op.output(vi)
+    # Count as te.compute does: in int64 where the shape needs it (compiler.tir.indexing).
+    wide = index_dtype(data.shape) == "int64"
+    axis = tuple(IterVar(Range(const(0, "int64"), widen(s)), Var(f"ax{k}", "int64")) if wide
+                 else IterVar(Range(const(0, s.dtype), s), Var(f"ax{k}", s.dtype))
                  for k, s in enumerate(data.shape))
     body = data[tuple(iv.var for iv in axis)] if axis else data[()]
-    cache_op = ComputeOp(f"{source.op.name}.{scope}", axis, body)
+    cache_op = ComputeOp(f"{data.name}.{scope}", axis, body)
     cache = Stage(cache_op, sch)
     cache.scope = scope
     sch._insert_after(source, cache)
     sch._register(cache_op, cache)
     target = cache_op.output(0)
     for r in reader_stages:
-        new_body = _RedirectLoads(sch, source, target).visit(r.op.body)
-        _replace_op(sch, r, ComputeOp(r.op.name, r.op.axis, new_body, r.op.tag, r.op.attrs), reset=False)
+        redirect = _RedirectLoads(sch, source, vi, target)
+        new_bodies = tuple(redirect.visit(b) for b in r.op.bodies)
+        _replace_op(sch, r, ComputeOp(r.op.name, r.op.axis, new_bodies, r.op.tag, r.op.attrs),
+                    reset=False)
     return target
 
 
-def cache_write(sch: Schedule, tensor: Tensor, scope: str) -> Tensor:
-    """Compute ``tensor`` into a ``scope`` buffer; its stage then copies the result out."""
-    stage = sch[tensor]
+def cache_write(sch: Schedule, tensor, scope: str):
+    """Compute ``tensor`` into a ``scope`` buffer; its stage then copies the result out.
+
+    For an operation with several outputs give all of them (a list, as in TVM); the
+    cache tensors come back in the same order.
+    """
+    tensors = list(tensor) if isinstance(tensor, (list, tuple)) else [tensor]
+    if not tensors:
+        raise ScheduleError("cache_write needs a tensor")
+    stage = sch[tensors[0]]
+    if any(sch[t] is not stage for t in tensors) or sorted(t.value_index for t in tensors) != list(
+            range(stage.op.num_outputs)):
+        raise ScheduleError(f"cache_write of {stage.op.name!r}: give every output of the operation, "
+                            "and only those")
     _check_scope(scope, f"cache_write of {stage.op.name!r}")
     op = stage.op
     if not isinstance(op, ComputeOp):
@@ -102,15 +122,18 @@ def cache_write(sch: Schedule, tensor: Tensor, scope: str) -> Tensor:
                             "or annotating the stage's axes")
     new_axis = tuple(IterVar(iv.dom, Var(f"{iv.var.name}.c", iv.var.dtype), IterType.DATA_PAR)
                      for iv in op.axis)
-    cache_body = substitute(op.body, {iv.var: n.var for iv, n in zip(op.axis, new_axis)})
-    cache_op = ComputeOp(f"{op.name}.{scope}", new_axis, cache_body, op.tag, op.attrs)
+    mapping = {iv.var: n.var for iv, n in zip(op.axis, new_axis)}
+    cache_bodies = tuple(substitute(b, mapping) for b in op.bodies)
+    cache_op = ComputeOp(f"{op.name}.{scope}", new_axis, cache_bodies, op.tag, op.attrs)
     cache = Stage(cache_op, sch)
     cache.scope = scope
     sch._insert_before(stage, cache)
     sch._register(cache_op, cache)
-    copy_body = cache_op.output(0)[tuple(iv.var for iv in op.axis)]
-    _replace_op(sch, stage, ComputeOp(op.name, op.axis, copy_body, op.tag, op.attrs), reset=True)
-    return cache_op.output(0)
+    index = tuple(iv.var for iv in op.axis)
+    copies = tuple(cache_op.output(k)[index] for k in range(op.num_outputs))
+    _replace_op(sch, stage, ComputeOp(op.name, op.axis, copies, op.tag, op.attrs), reset=True)
+    outputs = tuple(cache_op.output(t.value_index) for t in tensors)
+    return outputs if isinstance(tensor, (list, tuple)) else outputs[0]
 
 
 def _ceil_div(a: PrimExpr, b) -> PrimExpr:
@@ -121,9 +144,10 @@ def _ceil_div(a: PrimExpr, b) -> PrimExpr:
     return simplify((a + b - 1) // b)
 
 
-def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
+def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0):
     """Turn the reduction axis ``axis`` into a data-parallel axis of a new stage ``T.rf``
-    holding partial results; ``T`` then reduces over that axis."""
+    holding partial results; ``T`` then reduces over that axis. For a tuple reduction
+    (several outputs) the partial results are a tuple of tensors."""
     stage = sch[tensor]
     op = stage.op
     name = op.name
@@ -172,17 +196,14 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0) 
     rf_axis = spatial[:factor_axis] + (v_iv,) + spatial[factor_axis:]
     mapping = {iv.var: s.var for iv, s in zip(op.axis, spatial)}
     mapping[root.var] = k_value
-    source = substitute(red.source, mapping)
+    sources = tuple(substitute(x, mapping) for x in red.all_sources)
     condition = substitute(red.condition, mapping)
     if not _is_true(cond):
         condition = condition & cond
     remaining = tuple(a for a in red.axis if a is not root) + tuple(new_reduce)
-    if remaining:
-        rf_body = Reduce(red.combiner, source, remaining, condition, red.dtype)
-    else:
-        rf_body = source if _is_true(condition) else Select(
-            condition, source, red.combiner.identity(red.dtype), red.dtype)
-    rf_op = ComputeOp(f"{name}.rf", rf_axis, rf_body, op.tag, op.attrs)
+    types = tuple(b.dtype for b in op.bodies)
+    rf_op = ComputeOp(f"{name}.rf", rf_axis, _reduce_bodies(red.combiner, sources, remaining, condition,
+                                                             types), op.tag, op.attrs)
     rf_stage = Stage(rf_op, sch)
     sch._insert_before(stage, rf_stage)
     sch._register(rf_op, rf_stage)
@@ -190,9 +211,25 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0) 
                          Var(f"{axis.var.name}.v", dtype), IterType.COMM_REDUCE)
     idx = tuple(iv.var for iv in op.axis)
     idx = idx[:factor_axis] + (final_axis.var,) + idx[factor_axis:]
-    final_body = Reduce(red.combiner, rf_op.output(0)[idx], (final_axis,), const(True), red.dtype)
-    _replace_op(sch, stage, ComputeOp(name, op.axis, final_body, op.tag, op.attrs), reset=True)
-    return rf_op.output(0)
+    partial = tuple(rf_op.output(k)[idx] for k in range(rf_op.num_outputs))
+    final = _reduce_bodies(red.combiner, partial, (final_axis,), const(True), types)
+    _replace_op(sch, stage, ComputeOp(name, op.axis, final, op.tag, op.attrs), reset=True)
+    outputs = tuple(rf_op.output(k) for k in range(rf_op.num_outputs))
+    return outputs[0] if len(outputs) == 1 else outputs
+
+
+def _reduce_bodies(combiner, sources: tuple, axes: tuple, condition, types: tuple) -> tuple:
+    """The bodies of a reduction of ``sources`` (one per output); without axes left to
+    reduce, the sources themselves where ``condition`` holds, else the identity."""
+    if axes:
+        if len(sources) == 1:
+            return (Reduce(combiner, sources[0], axes, condition, types[0]),)
+        return tuple(Reduce(combiner, x, axes, condition, t, k, sources)
+                     for k, (x, t) in enumerate(zip(sources, types)))
+    if _is_true(condition):
+        return sources
+    return tuple(Select(condition, x, e, t)
+                 for x, e, t in zip(sources, combiner.identities(types), types))
 
 
 def _is_true(e) -> bool:

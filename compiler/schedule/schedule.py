@@ -170,13 +170,44 @@ class Stage:
         fused = args[0]
         for inner in args[1:]:
             name = f"{fused.var.name}.{inner.var.name}.fused"
-            new = self._new_iv(name, inner)
+            new = IterVar(None, Var(name, self._fused_dtype(fused, inner)), inner.iter_type)
             self.relations.append(Fuse(fused, inner, new))
             self.all_iter_vars.append(new)
             k = _index_of(self.leaf_iter_vars, fused)
             self.leaf_iter_vars[k:k + 2] = [new]
             fused = new
         return fused
+
+    def _fused_dtype(self, outer: IterVar, inner: IterVar) -> str:
+        """The dtype that counts over ``outer`` x ``inner`` without wrapping (as te.compute
+        chooses one for a shape, :func:`compiler.tir.indexing.index_dtype`)."""
+        from ..tir.indexing import index_dtype
+
+        extents = [self._static_extent(outer), self._static_extent(inner)]
+        if any(e is None for e in extents):
+            return "int64" if "int64" in (outer.var.dtype, inner.var.dtype) else inner.var.dtype
+        dtype = index_dtype(extents)
+        return "int64" if "int64" in (dtype, outer.var.dtype, inner.var.dtype) else inner.var.dtype
+
+    def _static_extent(self, iv: IterVar):
+        """The extent of ``iv`` over its whole domain, from the relations (None if unknown)."""
+        from ..arith import simplify
+
+        if iv.dom is not None:
+            return iv.dom.extent
+        for rel in self.relations:
+            if isinstance(rel, Split) and (rel.outer is iv or rel.inner is iv):
+                ext = self._static_extent(rel.parent)
+                if ext is None:
+                    return None
+                given, part = (rel.factor, rel.inner) if rel.factor is not None else (rel.nparts, rel.outer)
+                if part is iv:
+                    return convert(given)
+                return simplify((ext + (given - 1)) // given)
+            if isinstance(rel, Fuse) and rel.fused is iv:
+                a, b = self._static_extent(rel.outer), self._static_extent(rel.inner)
+                return None if a is None or b is None else a * b
+        return None
 
     def reorder(self, *args: IterVar) -> None:
         """Put the given leaf axes in this order, in the positions they occupy."""
@@ -477,14 +508,17 @@ class Schedule:
 
         return cache_read(self, tensor, scope, readers)
 
-    def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
-        """Compute ``tensor`` into a buffer in ``scope`` first, then copy it to its destination."""
+    def cache_write(self, tensor, scope: str):
+        """Compute ``tensor`` into a buffer in ``scope`` first, then copy it to its destination.
+
+        For an operation with several outputs, give the list of them; a list comes back."""
         from .dataflow import cache_write
 
         return cache_write(self, tensor, scope)
 
-    def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
-        """Factor a reduction over ``axis`` into a data-parallel stage of partial results."""
+    def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0):
+        """Factor a reduction over ``axis`` into a data-parallel stage of partial results
+        (a tensor, or a tuple of them for a tuple reduction)."""
         from .dataflow import rfactor
 
         return rfactor(self, tensor, axis, factor_axis)

@@ -14,6 +14,7 @@ from .intrin import (  # noqa: A004
                      any,
                      call_extern,
                      ceil,
+                     comm_reducer,
                      const,
                      cos,
                      erf,
@@ -50,5 +51,5 @@ __all__ = [
     "Range", "Var", "sum", "max", "min", "exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt",
     "tanh", "sin", "cos", "sigmoid", "erf", "abs", "floor", "ceil", "round", "trunc", "power",
     "isnan", "if_then_else", "all", "any", "max_value", "min_value", "const", "floordiv", "floormod",
-    "call_extern",
+    "call_extern", "comm_reducer",
 ]

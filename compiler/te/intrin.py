@@ -7,16 +7,17 @@ seed's ``te`` does; inside it, the builtins are reached through :mod:`builtins`.
 from __future__ import annotations
 
 import builtins
+import inspect
 
 from .. import dtypes
 from ..errors import DTypeError
 from ..tir import expr as E
-from ..tir.expr import Call, CommReducer, IterVar, PrimExpr, Reduce, convert
+from ..tir.expr import Call, CommReducer, IterVar, PrimExpr, Reduce, UserReducer, convert
 
 __all__ = ["sum", "max", "min", "exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt", "tanh",
            "sin", "cos", "sigmoid", "erf", "abs", "floor", "ceil", "round", "trunc", "power",
            "isnan", "if_then_else", "all", "any", "max_value", "min_value", "const", "floordiv",
-           "floormod", "call_extern"]
+           "floormod", "call_extern", "comm_reducer"]
 
 
 def _reducer(kind: CommReducer):
@@ -50,6 +51,93 @@ def _reducer(kind: CommReducer):
 sum = _reducer(CommReducer.SUM)  # noqa: A001
 max = _reducer(CommReducer.MAX)  # noqa: A001
 min = _reducer(CommReducer.MIN)  # noqa: A001
+
+
+def comm_reducer(fcombine, fidentity, name: str = "reduce"):
+    """A reduction of your own, as TVM's ``te.comm_reducer``.
+
+    ``fcombine(x, y)`` combines two values (it must be commutative and associative) and
+    ``fidentity(dtype)`` gives the value that leaves any other unchanged::
+
+        prod = te.comm_reducer(lambda x, y: x * y, lambda t: te.const(1, dtype=t), name="prod")
+        B = te.compute((n,), lambda i: prod(A[i, k], axis=k))
+
+    Over a tuple of values, ``x`` and ``y`` are tuples, ``fcombine`` returns a tuple and
+    ``fidentity(*dtypes)`` one identity per value; the reduction then returns one
+    expression per value, and ``te.compute`` one tensor per value::
+
+        def fcombine(x, y):   # argmax over (index, value)
+            keep = x[1] >= y[1]
+            return te.if_then_else(keep, x[0], y[0]), te.if_then_else(keep, x[1], y[1])
+        argmax = te.comm_reducer(fcombine, lambda t0, t1: (te.const(-1, t0), te.min_value(t1)))
+        T0, T1 = te.compute((m,), lambda i: argmax((idx[i, k], val[i, k]), axis=k))
+
+    The reducer takes ``axis`` and ``where`` as ``te.sum`` does; called on plain values
+    (``r(a, b)``) it combines them.
+    """
+    try:
+        params = [p.name for p in inspect.signature(fcombine).parameters.values()][:2]
+    except (TypeError, ValueError):
+        params = []
+    lname, rname = params if len(params) == 2 else ("x", "y")
+
+    def reducer(expr, axis=None, where=None, init=None, *args):
+        if not _is_axes(axis):
+            values = [v for v in (expr, axis, where, init, *args) if v is not None]
+            result = values[0]
+            for v in values[1:]:
+                result = fcombine(result, v)
+            return result
+        if init is not None:
+            raise NotImplementedError(f"{name}: custom init values are not supported")
+        axes = (axis,) if isinstance(axis, IterVar) else tuple(axis)
+        for a in axes:
+            if a.iter_type is not E.IterType.COMM_REDUCE:
+                raise TypeError(f"{name}: axis {a.var.name!r} is not a reduce_axis")
+        is_tuple = isinstance(expr, (tuple, list))
+        sources = tuple(convert(e) for e in expr) if is_tuple else (convert(expr),)
+        types = tuple(v.dtype for v in sources)
+        if is_tuple:
+            lhs = tuple(E.Var(f"{lname}_{k}", t) for k, t in enumerate(types))
+            rhs = tuple(E.Var(f"{rname}_{k}", t) for k, t in enumerate(types))
+            result, identity = fcombine(lhs, rhs), fidentity(*types)
+        else:
+            lhs, rhs = (E.Var(lname, types[0]),), (E.Var(rname, types[0]),)
+            result, identity = fcombine(lhs[0], rhs[0]), fidentity(types[0])
+        result = _as_values(result, types, f"{name}: fcombine")
+        identity = _as_values(identity, types, f"{name}: fidentity")
+        combiner = UserReducer(name, lhs, rhs, result, identity)
+        cond = E.const(True) if where is None else E.all_of(where)
+        if not is_tuple:
+            return Reduce(combiner, sources[0], axes, cond, types[0])
+        return tuple(Reduce(combiner, src, axes, cond, t, k, sources)
+                     for k, (src, t) in enumerate(zip(sources, types)))
+
+    reducer.__name__ = name
+    reducer.__doc__ = f"The {name!r} reduction made by te.comm_reducer."
+    return reducer
+
+
+def _is_axes(axis) -> bool:
+    return isinstance(axis, IterVar) or (
+        isinstance(axis, (list, tuple)) and bool(axis)
+        and builtins.all(isinstance(a, IterVar) for a in axis))
+
+
+def _as_values(values, types: tuple, what: str) -> tuple:
+    """``values`` (one per reduced value) as expressions of the reduced values' dtypes."""
+    if not isinstance(values, (tuple, list)):
+        values = (values,)
+    if len(values) != len(types):
+        raise TypeError(f"{what} returned {len(values)} values for a reduction of {len(types)}")
+    out = []
+    for v, t in zip(values, types):
+        e = convert(v)
+        out.append(E._cast_to(e, t) if isinstance(e, (E.IntImm, E.FloatImm)) else e)
+        if out[-1].dtype != t:
+            raise DTypeError(f"{what} returned a {out[-1].dtype} value for a {t} reduction; "
+                             "cast it with .astype()")
+    return tuple(out)
 
 
 def _float_call(op: str):

@@ -91,8 +91,13 @@ def thread_axis(dom=None, tag: str = "", name: str = "") -> IterVar:
 
 
 def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "",
-            attrs: dict | None = None) -> Tensor:
+            attrs: dict | None = None) -> Tensor | tuple[Tensor, ...]:
     """A tensor whose element at index ``(i, j, ...)`` is ``fcompute(i, j, ...)``.
+
+    When ``fcompute`` returns a tuple, the operation has one output per element and
+    ``compute`` returns the tuple of tensors (``B0, B1 = te.compute(...)``), which one
+    loop nest computes together; a tuple reduction (``te.comm_reducer``) gives one
+    output per reduced value.
 
     The lambda's parameter names name the axes. A reduction (``te.sum`` and
     friends) may only appear as the whole body. The axes count in int64 when a size
@@ -119,10 +124,18 @@ def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "",
         axis = tuple(IterVar(Range(const(0, s.dtype), s), Var(n, s.dtype)) for n, s in zip(names, shape))
     body = fcompute(*[iv.var for iv in axis])
     if isinstance(body, (list, tuple)):
-        raise CompilerError(f"compute {name!r}: only single-output computations are supported")
-    body = convert(body)
-    _check_reduce_top_level(body, name)
-    return ComputeOp(name, axis, body, tag, attrs, shape=shape).output(0)
+        if not body:
+            raise CompilerError(f"compute {name!r}: the function returned an empty tuple")
+        bodies = tuple(convert(b) for b in body)
+    else:
+        bodies = (convert(body),)
+    for b in bodies:
+        _check_reduce_top_level(b, name)
+    _check_multi_output(bodies, name)
+    op = ComputeOp(name, axis, bodies, tag, attrs, shape=shape)
+    if op.num_outputs == 1:
+        return op.output(0)
+    return tuple(op.output(k) for k in range(op.num_outputs))
 
 
 def _check_reduce_top_level(body: PrimExpr, name: str) -> None:
@@ -138,3 +151,25 @@ def _check_reduce_top_level(body: PrimExpr, name: str) -> None:
             f"compute {name!r}: a reduction must be the whole body of a compute; "
             "compute it in a stage of its own and combine the results in another"
         )
+
+
+def _check_multi_output(bodies: tuple, name: str) -> None:
+    """The outputs of one compute are all plain values, or together one tuple reduction
+    (the elements of one ``te.comm_reducer`` call, in order)."""
+    if len(bodies) == 1:
+        first = bodies[0]
+        if isinstance(first, Reduce) and len(first.all_sources) != 1:
+            raise CompilerError(f"compute {name!r}: a tuple reduction of {len(first.all_sources)} values "
+                                "gives as many outputs; return all of them (a tuple)")
+        return
+    reductions = [isinstance(b, Reduce) for b in bodies]
+    if not any(reductions):
+        return
+    first = bodies[0]
+    same = all(reductions) and all(
+        b.combiner is first.combiner and b.sources is first.sources and b.value_index == k
+        for k, b in enumerate(bodies))
+    if not same or len(first.all_sources) != len(bodies):
+        raise CompilerError(f"compute {name!r}: the outputs of a compute with a reduction must be "
+                            "the elements of one tuple reduction (all that one te.comm_reducer call "
+                            "returns, in order)")

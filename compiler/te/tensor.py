@@ -12,22 +12,29 @@ __all__ = ["Tensor", "Operation", "PlaceholderOp", "ComputeOp"]
 class Operation:
     """A node of the operation graph; ``output(0)`` is the tensor it produces."""
 
-    __slots__ = ("name", "tag", "attrs", "_output")
+    __slots__ = ("name", "tag", "attrs", "_outputs")
 
     def __init__(self, name: str, tag: str = "", attrs: dict | None = None):
         self.name = name
         self.tag = tag
         self.attrs = dict(attrs or {})
-        self._output = Tensor(self, 0)
+        self._outputs = tuple(Tensor(self, k) for k in range(self.num_outputs))
 
     def output(self, index: int = 0) -> Tensor:
-        if index != 0:
-            raise IndexError(f"operation {self.name!r} has one output, asked for output {index}")
-        return self._output
+        """The ``index``-th tensor this operation produces."""
+        if not 0 <= index < len(self._outputs):
+            n = len(self._outputs)
+            raise IndexError(f"operation {self.name!r} has {n} output{'s' * (n != 1)}, "
+                             f"asked for output {index}")
+        return self._outputs[index]
 
     @property
     def num_outputs(self) -> int:
         return 1
+
+    def output_dtype(self, index: int) -> str:
+        """The element type of output ``index``."""
+        return self.dtype
 
     @property
     def input_tensors(self) -> list[Tensor]:
@@ -68,19 +75,34 @@ class ComputeOp(Operation):
     """``output[axis] = body`` for every point of ``axis``; ``body`` may be a reduction
     over ``reduce_axis``.
 
+    With a tuple of bodies the operation has one output per body, all over the same
+    axes (TVM's multi-output compute); reductions then reduce a tuple together, one
+    ``Reduce`` per output. ``body`` is the first body, ``bodies`` all of them.
     ``shape`` is the shape as declared (by default the extents of ``axis``), which the
-    output buffer keeps even where the axes count in a wider type than its entries.
+    output buffers keep even where the axes count in a wider type than its entries.
     """
 
-    __slots__ = ("axis", "reduce_axis", "body", "_shape")
+    __slots__ = ("axis", "reduce_axis", "bodies", "_shape")
 
-    def __init__(self, name: str, axis: tuple[IterVar, ...], body: PrimExpr, tag: str = "",
+    def __init__(self, name: str, axis: tuple[IterVar, ...], body, tag: str = "",
                  attrs: dict | None = None, shape: tuple | None = None):
         self.axis = tuple(axis)
-        self.body = body
-        self.reduce_axis = tuple(body.axis) if isinstance(body, Reduce) else ()
+        self.bodies = tuple(body) if isinstance(body, (tuple, list)) else (body,)
+        first = self.bodies[0]
+        self.reduce_axis = tuple(first.axis) if isinstance(first, Reduce) else ()
         self._shape = tuple(shape) if shape is not None else tuple(iv.dom.extent for iv in self.axis)
         super().__init__(name, tag, attrs)
+
+    @property
+    def body(self) -> PrimExpr:
+        return self.bodies[0]
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.bodies)
+
+    def output_dtype(self, index: int) -> str:
+        return self.bodies[index].dtype
 
     @property
     def shape(self) -> tuple:
@@ -100,7 +122,8 @@ class ComputeOp(Operation):
                 t = node.producer
                 found.setdefault((id(t.op), t.value_index), t)
 
-        post_order_visit(self.body, visit)
+        for body in self.bodies:
+            post_order_visit(body, visit)
         return list(found.values())
 
     @property
@@ -123,11 +146,14 @@ class Tensor:
 
     @property
     def dtype(self) -> str:
-        return self.op.dtype
+        return self.op.output_dtype(self.value_index)
 
     @property
     def name(self) -> str:
-        return self.op.name
+        """The operation's name; ``name.v<k>`` for the outputs of a multi-output one, as in TVM."""
+        if self.op.num_outputs == 1:
+            return self.op.name
+        return f"{self.op.name}.v{self.value_index}"
 
     @property
     def ndim(self) -> int:

@@ -27,8 +27,8 @@ __all__ = [
     "PrimExpr", "Var", "IntImm", "FloatImm", "StringImm", "Cast", "BinaryOp", "Add", "Sub", "Mul",
     "Div", "FloorDiv", "FloorMod", "Min", "Max", "CmpOp", "EQ", "NE", "LT", "LE", "GT", "GE",
     "And", "Or", "Not", "Select", "Call", "Let", "ProducerLoad", "BufferLoad", "Ramp", "Broadcast",
-    "Reduce", "Range", "IterVar", "IterType", "CommReducer", "convert", "const", "is_const_int",
-    "const_value", "ExprOp", "max_value", "min_value", "all_of", "any_of",
+    "Reduce", "Range", "IterVar", "IterType", "CommReducer", "UserReducer", "convert", "const",
+    "is_const_int", "const_value", "ExprOp", "max_value", "min_value", "all_of", "any_of",
 ]
 
 
@@ -388,16 +388,80 @@ class CommReducer(enum.Enum):
             return min_value(dtype)
         return max_value(dtype)
 
+    @property
+    def label(self) -> str:
+        """How the printer names the reduction (``reduce_sum``)."""
+        return self.value
+
+    def combine_all(self, lhs: tuple, rhs: tuple) -> tuple:
+        """:meth:`combine` on one-element tuples (the interface of :class:`UserReducer`)."""
+        return (self.combine(lhs[0], rhs[0]),)
+
+    def identities(self, dtypes: tuple) -> tuple:
+        return (self.identity(dtypes[0]),)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class UserReducer:
+    """A commutative reduction that ``te.comm_reducer`` defines, as TVM's ``tir.CommReducer``.
+
+    It combines tuples of values: ``result[i]`` is the i-th combined value, an expression
+    of the variables ``lhs`` (the accumulated tuple) and ``rhs`` (the new one);
+    ``identity_element`` is the tuple that combines with any other to give it back. A
+    single-value reduction (a product) is a tuple of one.
+    """
+
+    name: str
+    lhs: tuple
+    rhs: tuple
+    result: tuple
+    identity_element: tuple
+
+    @property
+    def label(self) -> str:
+        return self.name
+
+    def combine_all(self, lhs: tuple, rhs: tuple) -> tuple:
+        """The combined tuple of ``lhs`` and ``rhs`` (tuples of expressions)."""
+        from .analysis import substitute
+
+        mapping = dict(zip(self.lhs, lhs, strict=True))
+        mapping.update(zip(self.rhs, rhs, strict=True))
+        return tuple(substitute(r, mapping) for r in self.result)
+
+    def identities(self, dtypes: tuple) -> tuple:
+        return self.identity_element
+
+    def combine(self, lhs: PrimExpr, rhs: PrimExpr) -> PrimExpr:
+        """:meth:`combine_all` of a single-value reduction."""
+        return self.combine_all((lhs,), (rhs,))[0]
+
+    def identity(self, dtype: str) -> PrimExpr:
+        return self.identity_element[0]
+
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Reduce(PrimExpr):
-    """A commutative reduction of ``source`` over ``axis`` where ``condition`` holds."""
+    """A commutative reduction of ``source`` over ``axis`` where ``condition`` holds.
 
-    combiner: CommReducer
+    A reduction of tuples (``te.comm_reducer`` over several values, such as an argmax
+    over (index, value)) is one ``Reduce`` per element of the tuple: each holds all the
+    ``sources`` and is the ``value_index``-th element of the result; ``source`` is its
+    own source.
+    """
+
+    combiner: Any  # CommReducer or UserReducer
     source: PrimExpr
     axis: tuple
     condition: PrimExpr
     dtype: str
+    value_index: int = 0
+    sources: tuple = ()
+
+    @property
+    def all_sources(self) -> tuple:
+        """The source of every element of the reduced tuple (just ``source`` for one)."""
+        return self.sources or (self.source,)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

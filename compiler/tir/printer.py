@@ -81,7 +81,9 @@ def expr_to_str(e, prec: int = 0) -> str:
         cond = "" if E.is_const_int(e.condition) or (
             isinstance(e.condition, E.IntImm) and e.condition.value) \
             else f", where={expr_to_str(e.condition)}"
-        return f"reduce_{e.combiner.value}({expr_to_str(e.source)}, axis=[{axes}]{cond})"
+        source = (expr_to_str(e.source) if not e.sources else
+                  "(" + ", ".join(expr_to_str(x) for x in e.sources) + f")[{e.value_index}]")
+        return f"reduce_{e.combiner.label}({source}, axis=[{axes}]{cond})"
     return f"<{type(e).__name__}>"
 
 
