@@ -299,12 +299,26 @@ class Not(PrimExpr):
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Select(PrimExpr):
-    """``condition ? true_value : false_value``; only the chosen side is evaluated."""
+    """``condition ? true_value : false_value``; only the chosen side is evaluated.
+
+    Without ``dtype`` (``Select(c, a, b)``, as TVM's ``tir.Select``) the operands are
+    converted and promoted to a common dtype, which becomes the node's.
+    """
 
     condition: PrimExpr
     true_value: PrimExpr
     false_value: PrimExpr
-    dtype: str
+    dtype: str | None = None
+
+    def __post_init__(self):
+        if self.dtype is not None:
+            return
+        t, f = _convert_pair(self.true_value, self.false_value)
+        dtype = dtypes.promote(t.dtype, f.dtype)
+        object.__setattr__(self, "condition", _as_bool(convert(self.condition)))
+        object.__setattr__(self, "true_value", _cast_to(t, dtype))
+        object.__setattr__(self, "false_value", _cast_to(f, dtype))
+        object.__setattr__(self, "dtype", dtype)
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)

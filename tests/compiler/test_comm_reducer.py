@@ -13,7 +13,7 @@ from cuda_helpers import build_ptx, simulate
 from helpers import assert_written, poisoned, random_array
 
 import compiler
-from compiler import te
+from compiler import te, tir
 from compiler.errors import CompilerError
 
 
@@ -22,13 +22,14 @@ def _prod():
 
 
 def _argmax():
-    """tuple_inputs.py: the index and value of the largest value."""
+    """tuple_inputs.py, as written there: the index and value of the largest value."""
     def fcombine(x, y):
-        keep = x[1] >= y[1]
-        return te.if_then_else(keep, x[0], y[0]), te.if_then_else(keep, x[1], y[1])
+        lhs = tir.Select((x[1] >= y[1]), x[0], y[0])
+        rhs = tir.Select((x[1] >= y[1]), x[1], y[1])
+        return lhs, rhs
 
     def fidentity(t0, t1):
-        return te.const(-1, t0), te.min_value(t1)
+        return tir.const(-1, t0), te.min_value(t1)
 
     return te.comm_reducer(fcombine, fidentity, name="argmax")
 
