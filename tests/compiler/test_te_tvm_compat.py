@@ -243,3 +243,71 @@ def test_an_inlined_argument_is_left_unwritten_on_the_gpu(rng):
     assert_written(c, (a + 1) * 2, rtol=1e-6)
     np.testing.assert_array_equal(b, np.full((64,), 5.0, "float32"))
     build_ptx(s, [A, B, C])
+
+
+# ----------------------------------------------------------------------------- schedule_primitives
+
+
+def _elementwise_2d():
+    m, n = te.var("m"), te.var("n")
+    A = te.placeholder((m, n), name="A")
+    B = te.compute((m, n), lambda i, j: A[i, j] * 2.0, name="B")
+    return A, B, te.create_schedule(B.op)
+
+
+def _tile(s, B):
+    return s[B].tile(B.op.axis[0], B.op.axis[1], x_factor=10, y_factor=5)
+
+
+def _split_factor(s, B):
+    s[B].split(B.op.axis[0], factor=32)
+
+
+def _split_nparts(s, B):
+    s[B].split(B.op.axis[0], nparts=32)
+
+
+def _tile_fuse(s, B):
+    xo, yo, xi, yi = _tile(s, B)
+    s[B].fuse(xi, yi)
+
+
+def _tile_reorder(s, B):
+    xo, yo, xi, yi = _tile(s, B)
+    s[B].reorder(xi, yo, xo, yi)
+
+
+@pytest.mark.parametrize("primitive", [_split_factor, _split_nparts, _tile, _tile_fuse, _tile_reorder])
+def test_schedule_primitives_tutorial_over_symbolic_sizes(rng, primitive):
+    A, B, s = _elementwise_2d()
+    primitive(s, B)
+    f = compiler.build(s, [A, B], target="llvm")
+    for shape in ((1, 1), (13, 7), (40, 33)):
+        a = random_array(rng, shape, "float32")
+        b = poisoned(shape, "float32")
+        f(a, b)
+        assert_written(b, a * 2, err_msg=f"{shape}")
+
+
+@pytest.mark.parametrize("placement", ["root", "compute_at", "compute_inline", "compute_root"])
+def test_schedule_primitives_tutorial_placements(rng, placement):
+    m = te.var("m")
+    A = te.placeholder((m,), name="A")
+    B = te.compute((m,), lambda i: A[i] + 1, name="B")
+    C = te.compute((m,), lambda i: B[i] * 2, name="C")
+    s = te.create_schedule(C.op)
+    if placement in ("compute_at", "compute_root"):
+        s[B].compute_at(s[C], C.op.axis[0])
+    if placement == "compute_root":
+        s[B].compute_root()
+    if placement == "compute_inline":
+        s[B].compute_inline()
+    f = compiler.build(s, [A, B, C], target="llvm")
+    a = random_array(rng, (37,), "float32")
+    b, c = poisoned((37,), "float32"), poisoned((37,), "float32")
+    f(a, b, c)
+    assert_written(c, (a + 1) * 2)
+    if placement == "compute_inline":
+        assert np.isnan(b).all()  # the inlined argument is left as it was passed
+    else:
+        assert_written(b, a + 1)
