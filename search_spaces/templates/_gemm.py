@@ -1,88 +1,326 @@
-"""The CPU GEMM schedule shared by matmul, dense and batch_matmul.
+"""The CPU GEMM shared by matmul, dense and batch_matmul, in the shape of BLIS.
 
-Modelled on the blocked, packed x86 GEMM (TVM's ``dense_pack``, BLIS): the
-right-hand operand is packed into ``(M / bn, L, bn)`` panels so the register tile
-reads it contiguously; the output is tiled twice (cache block, then a register tile
-of ``yi x xi`` accumulators kept in a local buffer); the inner tile row is
-vectorized, the reduction split for cache blocking and optionally unrolled; the
-outer blocks run in parallel.
+``C[b, i, j] = sum_k A[b, i, k] * B[b, k, j]`` over rows ``i < M``, columns ``j < N``
+and ``k < K`` (``b`` the batch indices, if any), as the fast BLAS libraries compute it:
 
-Knobs: ``tile_y``/``tile_x`` (3-way splits: block, sub-block, register tile),
-``tile_k`` (2-way), ``pack_b``, ``acc_at`` (accumulate per register tile, or per
-cache block with the k blocks outermost), ``unroll_k``, ``vec``, ``parallel``.
+* **Micro-panels.** B is packed into ``Bp[b, j // nr, k, j % nr]`` (zeros past ``N``),
+  so the microkernel reads ``nr`` consecutive values per ``k``. With the ``pack_a``
+  knob, A is packed likewise into ``Ap[b, i // mr, k, i % mr]``, one row block at a
+  time, inside the loop over row blocks: the thread that uses a block packs it, and it
+  stays in L2 while the panels of B stream past it. Packing is part of the operator,
+  so the tuner measures it.
+* **Microkernel.** An ``mr x nr`` tile of C lives in registers (``nr`` is ``nv`` vector
+  registers wide): per ``k``, ``nv`` vector loads of B, ``mr`` broadcasts of A and
+  ``mr * nv`` fused multiply-adds. The knobs allow only tiles whose accumulators, the
+  ``nv`` B operands and one broadcast fit the target's vector registers (32 with
+  AVX-512, 16 with AVX2: :func:`vector_registers`) and that fill at least half of them
+  (fewer accumulators cannot hide the FMA latency).
+* **Cache blocks.** Rows go in blocks of ``mc`` (the packed A block ``mc x K`` within
+  L2), columns in blocks of ``nc``, the reduction in blocks of ``kc``. With ``kc = K``
+  each tile runs the whole reduction in registers; with ``kc < K`` a block of
+  ``mc x nc`` accumulators (kept on the stack, where LLVM can hold each tile in
+  registers across a ``kc`` run) is swept once per ``kc`` slice, so the B micro-panel
+  in use (``kc x nr``) stays in L1 or L2 however long ``K`` is. Blocks are whole
+  numbers of micro-panels, so only the last block of an axis has tail code.
+* **Threads** take row blocks (``parallel_axis="rows"``), column blocks (``"cols"``: A's
+  row block is packed by all threads first) or whole products of a batch (``"batch"``);
+  tiny problems may stay on one thread (``"none"``). Each is one loop, never a fusion of
+  loops whose tails would put bounds checks into the microkernel.
+
+The default config comes from a model of the above (:func:`_default`).
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
 from compiler import te
-from search_spaces.templates._common import accumulator, parallel_and_vectorize, vector_lanes
+from compiler.codegen.llvm import MAX_STACK_BYTES
+from search_spaces.templates._common import vector_lanes, vector_registers
 
-__all__ = ["define_gemm_knobs", "schedule_gemm", "MAX_REGISTER_TILE"]
+__all__ = ["GemmTensors", "define_gemm_knobs", "gemm_compute", "schedule_gemm", "microkernels", "L2_BYTES"]
 
-# Accumulators a register tile may hold (32 vector registers of 16 lanes).
-MAX_REGISTER_TILE = 512
-
-
-def define_gemm_knobs(cfg, N: int, L: int, M: int, dtype: str) -> int:
-    """Declare the GEMM knobs for an ``N x L @ L x M`` product; returns the panel width ``bn``."""
-    lanes = vector_lanes(dtype)
-    cfg.define_split("tile_y", N, num_outputs=3, filter=lambda e: e.size[-1] <= 16, default=[-1, 2, 4])
-    cfg.define_split("tile_x", M, num_outputs=3, filter=lambda e: e.size[-1] <= 4 * lanes,
-                     default=[-1, 2, lanes])
-    cfg.define_split("tile_k", L, num_outputs=2, default=[-1, 16])
-    cfg.add_constraint(lambda c: c["tile_y"].size[-1] * c["tile_x"].size[-1] <= MAX_REGISTER_TILE,
-                       knobs=["tile_y", "tile_x"], name="register_tile")
-    cfg.define_knob("pack_b", [True, False])
-    cfg.define_knob("acc_at", ["register", "block"])
-    cfg.define_knob("unroll_k", [True, False])
-    cfg.define_knob("vec", [True, False])
-    cfg.define_knob("parallel", [True, False])
-    return cfg["tile_x"].size[-1]
+# The L2 size the blocks aim at: the smaller of the x86 server cores we target (Zen 4/5 and Xeon
+# have 1-2 MiB per core). A constant, so that a pinned target's space is the same on any machine.
+L2_BYTES = 1024 * 1024
+MAX_VECTORS = 4  # nr is at most 4 vector registers wide
+KC_CHOICES = (128, 256, 512)  # reduction slices below K (around BLIS's kc for these cores)
+MIN_BLOCK_ROWS = 32  # a row block shorter than this reuses each B micro-panel too few times
+FMA_IN_FLIGHT = 10  # FMA latency x FMA ports (5 x 2 on Haswell, 4 x 2 on Skylake and Zen 4)
+SMALL_WORK = 1 << 22  # multiply-adds below which running on one thread is worth trying
 
 
-def schedule_gemm(cfg, s, C, out, packed=None, nbatch: int = 0) -> None:
-    """Schedule reduction ``C`` (``[batch...,] y, x`` with one reduce axis) whose result
-    ``out`` is (``C`` itself or an elementwise stage reading it); ``packed`` is the
-    packing stage of the right-hand operand, if any."""
-    acc = accumulator(s, C, out)
-    *batch, y, x = s[out].op.axis
-    yo, ym, yi = cfg["tile_y"].apply(s, out, y)
-    xo, xm, xi = cfg["tile_x"].apply(s, out, x)
-    s[out].reorder(*batch, yo, xo, ym, xm, yi, xi)
-    outer = s[out].fuse(*batch, yo, xo)
-    parallel_and_vectorize(s, cfg, out, outer, xi)
-
-    *batch_c, yc, xc = s[acc].op.axis
-    (kc,) = s[acc].op.reduce_axis
-    ko, ki = cfg["tile_k"].apply(s, acc, kc)
-    if cfg["acc_at"].val == "register":
-        s[acc].compute_at(s[out], xm)
-        s[acc].reorder(*batch_c, ko, ki, yc, xc)
-        rows, lanes = yc, xc
-    else:  # one accumulator per cache block; the k blocks sweep it outermost
-        s[acc].compute_at(s[out], outer)
-        ycm, yci = s[acc].split(yc, factor=cfg["tile_y"].size[-1])
-        xcm, xci = s[acc].split(xc, factor=cfg["tile_x"].size[-1])
-        s[acc].reorder(*batch_c, ko, ycm, xcm, ki, yci, xci)
-        rows, lanes = yci, xci
-    if cfg["vec"].val:
-        s[acc].vectorize(lanes)
-    if cfg["unroll_k"].val and cfg["tile_k"].size[-1] <= 16:
-        s[acc].unroll(ki)
-        s[acc].unroll(rows)
-
-    if packed is not None:
-        *pb, pxo, pk, pxi = s[packed].op.axis
-        pouter = s[packed].fuse(*pb, pxo)
-        parallel_and_vectorize(s, cfg, packed, pouter, pxi)
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
 
 
-def gemm_compute(A_at, B_at, shape_out, L: int, dtype: str, name: str = "C"):
-    """``C[..., i, j] = sum_k A_at(..., i, k) * B_at(..., k, j)`` over ``k < L``."""
-    k = te.reduce_axis((0, L), name="k")
+def _pow2_upto(n: int) -> list[int]:
+    """Powers of two up to the first one that is at least ``n``."""
+    out = [1]
+    while out[-1] < n:
+        out.append(out[-1] * 2)
+    return out
+
+
+def microkernels(M: int, N: int, lanes: int, registers: int) -> list[tuple[int, int]]:
+    """The feasible ``(mr, nr)`` register tiles for an ``M x N`` output.
+
+    ``nr = nv * lanes``; ``mr * nv`` accumulators plus ``nv`` B operands and one broadcast
+    fit ``registers``, and the accumulators fill at least half of what is left (or all of
+    ``M``'s rows). No tile holds a vector of only padding or more rows than ``M``. Tiles one
+    vector wide (one load per broadcast) only where no wider tile fits ``N``.
+    """
+    out = []
+    for nv in range(1 if N <= lanes else 2, MAX_VECTORS + 1):
+        if nv > 1 and (nv - 1) * lanes >= N:
+            break
+        budget = registers - nv - 1
+        top = min(budget // nv, M)
+        low = min(top, _cdiv(budget, 2 * nv))
+        out += [(mr, nv * lanes) for mr in range(max(1, low), top + 1)]
+    return out
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """A GEMM's sizes and the target's vector registers, and the blockings they allow."""
+
+    M: int
+    N: int
+    K: int
+    itemsize: int
+    lanes: int
+    registers: int
+
+    def row_panels(self, mr: int) -> list[int]:
+        """Panels per row block for tile height ``mr``: divisors of the panel count (blocks
+        without a tail) and powers of two (the last one a single block), of at least
+        :data:`MIN_BLOCK_ROWS` rows or all of them; a block of more than one panel keeps the
+        packed A block within L2."""
+        panels = _cdiv(self.M, mr)
+        divisors = {d for d in range(1, panels + 1) if panels % d == 0}
+        low = min(_cdiv(MIN_BLOCK_ROWS, mr), panels)
+        size = mr * self.K * self.itemsize
+        return sorted(p for p in divisors | set(_pow2_upto(panels))
+                      if p >= low and (p == low or p * size <= L2_BYTES))
+
+    def col_panels(self, nr: int) -> list[int]:
+        """Panels per column block for tile width ``nr``: powers of two (the last: all columns)."""
+        return _pow2_upto(_cdiv(self.N, nr))
+
+    def k_blocks(self) -> list[int]:
+        """``kc`` choices: all of ``K``, or one of :data:`KC_CHOICES` below it."""
+        return sorted({self.K} | {kc for kc in KC_CHOICES if kc < self.K})
+
+    def block_fits_stack(self, mr: int, p: int, nr: int, q: int) -> bool:
+        """Whether the ``mc x nc`` accumulator block of a ``kc < K`` blocking stays on the stack."""
+        return p * mr * q * nr * self.itemsize <= MAX_STACK_BYTES
+
+
+def define_gemm_knobs(cfg, M: int, N: int, K: int, dtype: str, batch: int = 1) -> None:
+    """Declare the GEMM knobs for ``batch`` products ``M x K @ K x N`` (see the module's
+    docstring): the tile ``mr`` x ``nr``; the blocks ``mc_panels`` (``mc = mc_panels * mr``),
+    ``nc_panels`` (``nc = nc_panels * nr``) and ``kc``; ``parallel_axis``; ``pack_a``."""
+    shape = _Shape(M, N, K, np.dtype(dtype).itemsize, vector_lanes(dtype), vector_registers())
+    kernels = microkernels(M, N, shape.lanes, shape.registers)
+    rows = {(mr, p) for mr, _ in kernels for p in shape.row_panels(mr)}
+    cols = {(nr, q) for _, nr in kernels for q in shape.col_panels(nr)}
+    axes = ["rows", "cols"] + (["batch"] if batch > 1 else [])
+    if batch * M * N * K <= SMALL_WORK:
+        axes.append("none")
+    default = _default(shape, kernels, axes, batch)
+    cfg.define_knob("mr", sorted({mr for mr, _ in kernels}), default=default["mr"])
+    cfg.define_knob("nr", sorted({nr for _, nr in kernels}), default=default["nr"])
+    cfg.define_knob("mc_panels", sorted({p for _, p in rows}), default=default["mc_panels"])
+    cfg.define_knob("nc_panels", sorted({q for _, q in cols}), default=default["nc_panels"])
+    cfg.define_knob("kc", shape.k_blocks(), default=default["kc"])
+    cfg.define_knob("parallel_axis", axes, default=default["parallel_axis"])
+    cfg.define_knob("pack_a", [True, False], default=default["pack_a"])
+    feasible = set(kernels)
+    cfg.add_constraint(lambda c: (c["mr"].val, c["nr"].val) in feasible, knobs=["mr", "nr"],
+                       name="microkernel fits the register file")
+    cfg.add_constraint(lambda c: (c["mr"].val, c["mc_panels"].val) in rows, knobs=["mr", "mc_panels"],
+                       name="row block within L2")
+
+    def blocks(c) -> bool:
+        mr, p, nr, q = c["mr"].val, c["mc_panels"].val, c["nr"].val, c["nc_panels"].val
+        if (nr, q) not in cols:
+            return False
+        if c["kc"].val < K:  # threads on row blocks: the accumulator block is a thread's own
+            return c["parallel_axis"].val != "cols" and shape.block_fits_stack(mr, p, nr, q)
+        # Without k blocks, column blocks matter only when threads split them: one block of all.
+        return c["parallel_axis"].val == "cols" or q == shape.col_panels(nr)[-1]
+
+    cfg.add_constraint(blocks, knobs=["mr", "mc_panels", "nr", "nc_panels", "kc", "parallel_axis"],
+                       name="cache blocks")
+
+
+def _default(shape: _Shape, kernels, axes, batch: int) -> dict:
+    """The config a model of the module's docstring ranks first.
+
+    * the tile: enough accumulators to cover the FMA latency, little padding (and none in
+      rows if possible: no tail code), ``nv = 2`` vectors wide (as BLIS's kernels for
+      AVX2 and AVX-512), then the most accumulators;
+    * ``kc = K`` while a ``K x nr`` B micro-panel fits a quarter of L2, else the largest
+      ``kc`` whose ``kc x nr`` panel does and whose accumulator block fits the stack;
+    * row blocks of about half of L2 that split evenly over the threads;
+    * A read where it is (``pack_a=False``): a tile's ``mr`` rows are read in order, which
+      the prefetchers follow, and single-thread timings at 1024 and 2048 showed packing
+      them cost about what it saved;
+    * threads on the batch, else on rows, when that gives each thread a fair share of the
+      work, else on columns (and ``kc = K``).
+    """
+    from compiler.runtime import num_threads
+
+    threads = num_threads()
+    M, N, K, isz = shape.M, shape.N, shape.K, shape.itemsize
+
+    def kernel_key(kernel):
+        mr, nr = kernel
+        nv = nr // shape.lanes
+        used = M / (_cdiv(M, mr) * mr) * N / (_cdiv(N, nr) * nr)
+        speed = min(1.0, mr * nv / FMA_IN_FLIGHT) * used * (1.0 if M % mr == 0 else 0.98)
+        return (round(speed, 3), -abs(nv - 2), mr * nv)
+
+    mr, nr = max(kernels, key=kernel_key)
+    mb, nb = _cdiv(M, mr), _cdiv(N, nr)
+
+    def balance(blocks: int) -> float:
+        return blocks / (_cdiv(blocks, threads) * threads)
+
+    def row_key(p):
+        blocks = _cdiv(mb, p)
+        half_l2 = -abs(math.log2(p * mr * K * isz / (L2_BYTES / 2)))
+        return (balance(blocks) >= 0.9, mb % p == 0 or blocks > 4 * threads, half_l2)
+
+    p = max(shape.row_panels(mr), key=row_key)
+    q = shape.col_panels(nr)[-1]
+    kc = K
+    if K * nr * isz > L2_BYTES // 4:
+        q = max((x for x in shape.col_panels(nr) if shape.block_fits_stack(mr, p, nr, x)), default=1)
+        fitting = [x for x in shape.k_blocks() if x < K and x * nr * isz <= L2_BYTES // 4]
+        if fitting and shape.block_fits_stack(mr, p, nr, q):
+            kc = max(fitting)
+        else:
+            q = shape.col_panels(nr)[-1]
+    out = {"mr": mr, "nr": nr, "mc_panels": p, "nc_panels": q, "kc": kc, "pack_a": False}
+    if "none" in axes and batch * M * N * K <= SMALL_WORK // 8:
+        return {**out, "parallel_axis": "none"}
+    if batch >= threads and balance(batch) >= 0.9:
+        return {**out, "parallel_axis": "batch"}
+    row_blocks = _cdiv(mb, p)
+    if row_blocks >= threads and balance(row_blocks) >= 0.9:
+        return {**out, "parallel_axis": "rows"}
+    q = max(shape.col_panels(nr), key=lambda x: (balance(_cdiv(nb, x)), _cdiv(nb, x) <= 8 * threads, x))
+    return {**out, "nc_panels": q, "kc": K, "parallel_axis": "cols"}
+
+
+@dataclass(frozen=True)
+class GemmTensors:
+    """The stages of one GEMM: packed operands (``a_packed`` is None without ``pack_a``), the
+    accumulators and the output (C, with any epilogue)."""
+
+    a_packed: te.Tensor | None
+    b_packed: te.Tensor
+    acc: te.Tensor
+    out: te.Tensor
+    K: int
+
+
+def _pack(at, batch: tuple, rows: int, K: int, r: int, panels: int, dtype: str, name: str):
+    """``P[*b, o, k, x] = at(*b, o * r + x, k)``, zero past ``rows``."""
+    pad = panels * r != rows
 
     def body(*idx):
-        *b, i, j = idx
-        return te.sum(A_at(*b, i, k) * B_at(*b, k, j), axis=k)
+        *b, o, k, x = idx
+        value = at(*b, o * r + x, k)
+        if pad:
+            return te.if_then_else(o * r + x < rows, value, te.const(0, dtype))
+        return value
 
-    return te.compute(shape_out, body, name=name)
+    return te.compute((*batch, panels, K, r), body, name=name)
+
+
+def gemm_compute(cfg, A_at, B_at, batch: tuple, M: int, N: int, K: int, dtype: str,
+                 epilogue=None, name: str = "C") -> GemmTensors:
+    """The GEMM's stages for the chosen knobs; ``A_at(*b, i, k)`` and ``B_at(*b, k, j)`` read
+    the operands, ``epilogue(value, *b, i, j)`` (if given) maps each result."""
+    mr, nr = cfg["mr"].val, cfg["nr"].val
+    mb, nb = _cdiv(M, mr), _cdiv(N, nr)
+    b_packed = _pack(lambda *ix: B_at(*ix[:-2], ix[-1], ix[-2]), batch, N, K, nr, nb, dtype, "B_packed")
+    if cfg["pack_a"].val:
+        a_packed = _pack(A_at, batch, M, K, mr, mb, dtype, "A_packed")
+
+        def a_at(*ix):
+            *b, i, k = ix
+            return a_packed[(*b, i // mr, k, i % mr)]
+    else:
+        a_packed, a_at = None, A_at
+    k = te.reduce_axis((0, K), name="k")
+
+    def acc_body(*idx):
+        *b, i, j = idx
+        return te.sum(a_at(*b, i, k) * b_packed[(*b, j // nr, k, j % nr)], axis=k)
+
+    acc = te.compute((*batch, M, N), acc_body, name=f"{name}_acc")
+
+    def out_body(*idx):
+        value = acc[idx]
+        return epilogue(value, *idx) if epilogue is not None else value
+
+    out = te.compute((*batch, M, N), out_body, name=name)
+    return GemmTensors(a_packed, b_packed, acc, out, K)
+
+
+def schedule_gemm(cfg, s, t: GemmTensors) -> None:
+    """Schedule the stages of :func:`gemm_compute` on threads and vector registers."""
+    mr, nr, kc = cfg["mr"].val, cfg["nr"].val, cfg["kc"].val
+    mc, nc = cfg["mc_panels"].val * mr, cfg["nc_panels"].val * nr
+    lanes = vector_lanes(t.out.dtype)
+    axis = cfg["parallel_axis"].val
+    out, acc = s[t.out], s[t.acc]
+    acc.set_scope("local")
+    *batch, i, j = out.op.axis
+    ic, i2 = out.split(i, factor=mc)
+    jc, j2 = out.split(j, factor=nc)
+    ir, ii = out.split(i2, factor=mr)
+    jr, ji = out.split(j2, factor=nr)
+    out.reorder(*batch, ic, jc, jr, ir, ii, ji)
+    out.vectorize(ji)
+    if axis == "rows":
+        out.parallel(ic)
+    elif axis == "cols":
+        out.parallel(jc)
+    elif axis == "batch":
+        out.parallel(out.fuse(*batch) if len(batch) > 1 else batch[0])
+
+    *cb, ci, cj = acc.op.axis
+    (ck,) = acc.op.reduce_axis
+    if kc < t.K:
+        # A block of accumulators; each kc slice sweeps its tiles, each tile in registers.
+        acc.compute_at(out, jc)
+        cio, ci = acc.split(ci, factor=mr)
+        cjo, cj = acc.split(cj, factor=nr)
+        ko, ck = acc.split(ck, factor=kc)
+        acc.reorder(*cb, ko, cjo, cio, ck, ci, cj)
+    else:  # one tile, the whole reduction in registers
+        acc.compute_at(out, ir)
+        acc.reorder(*cb, ck, ci, cj)
+    acc.unroll(ci)
+    cjv, cjl = acc.split(cj, factor=lanes)
+    acc.unroll(cjv)
+    acc.vectorize(cjl)
+
+    pb = s[t.b_packed]
+    *bb, bo, _, bx = pb.op.axis
+    pb.vectorize(bx)
+    if axis != "none":
+        pb.parallel(pb.fuse(*bb, bo) if bb else bo)
+    if t.a_packed is not None:
+        pa = s[t.a_packed]
+        pa.compute_at(out, ic)
+        if axis == "cols":  # all threads pack the row block, then each takes its columns
+            pa.parallel(pa.op.axis[-3])

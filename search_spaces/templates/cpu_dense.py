@@ -28,26 +28,20 @@ def dense_reference(batch: int, in_dim: int, out_dim: int, dtype: str = "float32
 
 @template("dense", target="cpu", reference=dense_reference)
 def dense(batch: int, in_dim: int, out_dim: int, dtype: str = "float32", bias: bool = False):
-    """Blocked GEMM with W packed into ``(out_dim / bn, in_dim, bn)`` panels (TVM's dense_pack)."""
+    """The GEMM of ``_gemm`` with W packed into column panels; the bias is added as the
+    accumulator tile is written out."""
     cfg = get_config()
     X = te.placeholder((batch, in_dim), name="X", dtype=dtype)
     W = te.placeholder((out_dim, in_dim), name="W", dtype=dtype)
-    bn = define_gemm_knobs(cfg, batch, in_dim, out_dim, dtype)
-    if cfg["pack_b"].val:
-        packed = te.compute((out_dim // bn, in_dim, bn), lambda xo, k, xi: W[xo * bn + xi, k],
-                            name="W_packed")
-        C = gemm_compute(lambda i, k: X[i, k], lambda k, j: packed[j // bn, k, j % bn],
-                         (batch, out_dim), in_dim, dtype, name="dense")
-    else:
-        packed = None
-        C = gemm_compute(lambda i, k: X[i, k], lambda k, j: W[j, k], (batch, out_dim), in_dim, dtype,
-                         name="dense")
     tensors = [X, W]
-    out = C
+    epilogue = None
     if bias:
         b = te.placeholder((out_dim,), name="b", dtype=dtype)
-        out = te.compute((batch, out_dim), lambda i, j: C[i, j] + b[j], name="dense_bias")
         tensors.append(b)
-    s = te.create_schedule(out.op)
-    schedule_gemm(cfg, s, C, out, packed)
-    return s, tensors + [out]
+        epilogue = lambda value, i, j: value + b[j]  # noqa: E731
+    define_gemm_knobs(cfg, batch, out_dim, in_dim, dtype)
+    t = gemm_compute(cfg, lambda i, k: X[i, k], lambda k, j: W[j, k], (), batch, out_dim, in_dim, dtype,
+                     epilogue=epilogue, name="dense")
+    s = te.create_schedule(t.out.op)
+    schedule_gemm(cfg, s, t)
+    return s, tensors + [t.out]

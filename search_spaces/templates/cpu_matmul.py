@@ -18,18 +18,12 @@ def matmul_reference(N: int, L: int, M: int, dtype: str = "float32", rng=None):
 
 @template("matmul", target="cpu", reference=matmul_reference)
 def matmul(N: int, L: int, M: int, dtype: str = "float32"):
-    """Blocked GEMM with a packed right-hand operand (see ``_gemm``)."""
+    """Packed, blocked GEMM with a register-tile microkernel (see ``_gemm``)."""
     cfg = get_config()
     A = te.placeholder((N, L), name="A", dtype=dtype)
     B = te.placeholder((L, M), name="B", dtype=dtype)
-    bn = define_gemm_knobs(cfg, N, L, M, dtype)
-    if cfg["pack_b"].val:
-        packed = te.compute((M // bn, L, bn), lambda xo, k, xi: B[k, xo * bn + xi], name="B_packed")
-        C = gemm_compute(lambda i, k: A[i, k], lambda k, j: packed[j // bn, k, j % bn], (N, M), L, dtype)
-    else:
-        packed = None
-        C = gemm_compute(lambda i, k: A[i, k], lambda k, j: B[k, j], (N, M), L, dtype)
-    s = te.create_schedule(C.op)
-    schedule_gemm(cfg, s, C, C, packed)
-    return s, [A, B, C]
-
+    define_gemm_knobs(cfg, N, M, L, dtype)
+    t = gemm_compute(cfg, lambda i, k: A[i, k], lambda k, j: B[k, j], (), N, M, L, dtype)
+    s = te.create_schedule(t.out.op)
+    schedule_gemm(cfg, s, t)
+    return s, [A, B, t.out]

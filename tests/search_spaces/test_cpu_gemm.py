@@ -1,0 +1,134 @@
+"""The GEMM family on CPUs (matmul, dense, batch_matmul): the register file read off the target,
+a space of feasible microkernels and blockings only, a sensible default, and every knob value
+computing what numpy computes on pinned AVX-512 and AVX2 CPUs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import CPUS, assert_written, for_each_cpu, poisoned
+
+import compiler
+from compiler.codegen.llvm import MAX_STACK_BYTES
+from search_spaces import create_task
+from search_spaces.templates._common import vector_lanes, vector_registers
+from search_spaces.templates._gemm import L2_BYTES
+
+AVX512 = next(c for c in CPUS if "avx512f" in c.features)
+AVX2 = next(c for c in CPUS if "avx512f" not in c.features)
+
+
+def _file(cpu) -> tuple[int, int]:
+    """(float32 lanes, vector registers) of ``cpu``, from its features."""
+    return (16, 32) if "avx512f" in cpu.features else (8, 16)
+
+
+@for_each_cpu
+def test_vector_width_and_registers_follow_the_target(cpu):
+    with compiler.Target(cpu.target):
+        assert (vector_lanes("float32"), vector_registers()) == _file(cpu)
+        assert vector_lanes("float64") == _file(cpu)[0] // 2
+    with compiler.Target("llvm -mcpu=x86-64"):  # SSE2 only
+        assert (vector_lanes("float32"), vector_registers()) == (4, 16)
+    with compiler.Target(f"{cpu.target} -mattr=-avx512f"):
+        assert (vector_lanes("float32"), vector_registers()) == (8, 16)
+
+
+def _gemm_sizes(task):
+    """(M, N, K) of a GEMM task: output rows and columns, reduction."""
+    a = task.args
+    if task.template == "matmul":
+        return a[0], a[2], a[1]
+    if task.template == "dense":
+        return a[0], a[2], a[1]
+    return a[1], a[3], a[2]
+
+
+@for_each_cpu
+@pytest.mark.parametrize("size", [1024, 2048])
+def test_space_holds_only_feasible_microkernels_and_blockings(cpu, size):
+    task = create_task("matmul", (size, size, size, "float32"), cpu.target)
+    space = task.config_space
+    lanes, registers = _file(cpu)
+    assert 300 <= len(space) <= 3000  # small enough for 128 trials to cover its good region
+    seen = set()
+    for cfg in space:
+        v = cfg.knob_values()
+        mr, nr, kc = v["mr"], v["nr"], v["kc"]
+        mc, nc = v["mc_panels"] * mr, v["nc_panels"] * nr
+        nv = nr // lanes
+        assert nr % lanes == 0 and 2 <= nv <= 4
+        budget = registers - nv - 1  # the B operands and one broadcast
+        assert budget / 2 <= mr * nv <= budget, v
+        shortest = -(-32 // mr) * mr  # row blocks of at least 32 rows
+        assert mc >= 32 and (mc == shortest or mc * size * 4 <= L2_BYTES), v
+        if kc < size:
+            assert mc * nc * 4 <= MAX_STACK_BYTES and v["parallel_axis"] == "rows", v
+        elif v["parallel_axis"] != "cols":
+            assert nc >= size, v  # one column block
+        seen.add((mr, nr))
+    assert {nr for _, nr in seen} == {2 * lanes, 3 * lanes, 4 * lanes}
+    assert len(space.space_map["kc"]) > 1
+
+
+@for_each_cpu
+def test_default_config_is_a_blis_kernel(cpu, monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "2")
+    lanes, registers = _file(cpu)
+    for size in (1024, 2048, 4096):
+        task = create_task("matmul", (size, size, size, "float32"), cpu.target)
+        v = task.config_space.default_config.knob_values()
+        mr, nr = v["mr"], v["nr"]
+        nv = nr // lanes
+        assert mr * nv >= 8 and mr * nv + nv + 1 <= registers  # covers the FMA latency, no spills
+        if registers == 32:
+            assert (mr, nr) == (8, 32)  # two vectors wide, no padding
+        mc = v["mc_panels"] * mr
+        assert size % mc == 0 and (size // mc) % 2 == 0  # even blocks for two threads
+        assert v["parallel_axis"] == "rows"
+        assert v["kc"] * nr * 4 <= L2_BYTES // 4  # the B micro-panel in use fits a quarter of L2
+        assert (v["kc"] < size) == (size == 4096)
+    monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "4")
+    v = create_task("batch_matmul", (8, 64, 256, 64, "float32"), cpu.target).config_space.default_config
+    assert v["parallel_axis"].val == "batch"
+    v = create_task("dense", (4, 512, 1024, "float32"), cpu.target).config_space.default_config
+    assert v["parallel_axis"].val == "cols"  # four rows cannot feed four threads
+
+
+# Shapes with tails in every axis and K long enough for kc blocks (128 < K).
+CASES = [("matmul", (20, 150, 40, "float32")),
+         ("dense", (9, 140, 50, "float32", True)),
+         ("batch_matmul", (3, 19, 136, 33, "float32"))]
+
+
+def _covering(space, rng) -> list:
+    """Random configs until every value of every knob has been drawn (plus the default)."""
+    missing = {(k.name, repr(e.value())) for k in space.knobs for e in k.entities}
+    configs = [space.default_config]
+    for cfg in space.sample(len(space), rng):
+        new = {(k, repr(v)) for k, v in cfg.knob_values().items()} & missing
+        if new:
+            configs.append(cfg)
+            missing -= new
+        if not missing:
+            return configs
+    raise AssertionError(f"no valid config has {sorted(missing)}")
+
+
+@pytest.mark.parametrize("cpu", [AVX512, AVX2], ids=str)
+@pytest.mark.parametrize("name, args", CASES, ids=[c[0] for c in CASES])
+def test_every_knob_value_computes_the_reference(cpu, name, args):
+    task = create_task(name, args, cpu.target)
+    inputs, expected = task.reference_data(np.random.default_rng(7))
+    configs = _covering(task.config_space, np.random.default_rng(11))
+    kcs = {c["kc"].val for c in configs}
+    K = _gemm_sizes(task)[2]
+    assert K in kcs and min(kcs) < K  # the whole reduction in registers, and in kc blocks
+    for cfg in configs:
+        s, tensors = task.instantiate(cfg)
+        f = compiler.build(s, tensors, target=task.target, name=name)
+        if not cpu.runs_here():
+            continue
+        (out,) = [poisoned(e.shape, e.dtype) for e in expected]
+        f(*inputs, out)
+        assert_written(out, expected[0], rtol=1e-4, atol=1e-4, err_msg=f"{task.workload_name} {cfg}")
