@@ -209,7 +209,7 @@ def _default(shape: _Shape, kernels, axes, batch: int) -> dict:
     out = {"mr": mr, "nr": nr, "mc_panels": p, "nc_panels": q, "kc": kc, "pack_a": False}
     if "none" in axes and batch * M * N * K <= SMALL_WORK // 8:
         return {**out, "parallel_axis": "none"}
-    if batch >= threads and balance(batch) >= 0.9:
+    if "batch" in axes and batch >= threads and balance(batch) >= 0.9:
         return {**out, "parallel_axis": "batch"}
     row_blocks = _cdiv(mb, p)
     if row_blocks >= threads and balance(row_blocks) >= 0.9:

@@ -95,6 +95,17 @@ def test_default_config_is_a_blis_kernel(cpu, monkeypatch):
     assert v["parallel_axis"].val == "cols"  # four rows cannot feed four threads
 
 
+@pytest.mark.parametrize("threads", ["1", "3", "16"])
+def test_default_config_is_valid_for_any_thread_count(threads, monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_NUM_THREADS", threads)
+    for name, args in [("matmul", (1024, 1024, 1024, "float32")), ("matmul", (1, 300, 7, "float32")),
+                       ("dense", (16, 4096, 1000, "float32")), ("batch_matmul", (1, 64, 64, 64, "float32")),
+                       ("batch_matmul", (12, 128, 64, 128, "float32"))]:
+        space = create_task(name, args, AVX512.target).config_space
+        assert space.is_valid(space.default_config.index)
+        assert space.default_config.knob_values() == {k.name: k[k.default].value() for k in space.knobs}
+
+
 # Shapes with tails in every axis and K long enough for kc blocks (128 < K).
 CASES = [("matmul", (20, 150, 40, "float32")),
          ("dense", (9, 140, 50, "float32", True)),
