@@ -164,8 +164,10 @@ def _default(shape: _Shape, kernels, axes, batch: int) -> dict:
     * the tile: enough accumulators to cover the FMA latency, little padding (and none in
       rows if possible: no tail code), ``nv = 2`` vectors wide (as BLIS's kernels for
       AVX2 and AVX-512), then the most accumulators;
-    * ``kc = K`` while a ``K x nr`` B micro-panel fits a quarter of L2, else the largest
-      ``kc`` whose ``kc x nr`` panel does and whose accumulator block fits the stack;
+    * ``kc = K`` while a ``K x nr`` B micro-panel fits half of L2, else the largest ``kc``
+      whose ``kc x nr`` panel fits a quarter and whose accumulator block fits the stack
+      (single-thread timings at K = 4096 favoured ``kc = K``: the stack bounds the
+      accumulator block, so blocked rows reuse each B panel less);
     * row blocks of about half of L2 that split evenly over the threads;
     * A read where it is (``pack_a=False``): a tile's ``mr`` rows are read in order, which
       the prefetchers follow, and single-thread timings at 1024 and 2048 showed packing
@@ -199,7 +201,7 @@ def _default(shape: _Shape, kernels, axes, batch: int) -> dict:
     p = max(shape.row_panels(mr), key=row_key)
     q = shape.col_panels(nr)[-1]
     kc = K
-    if K * nr * isz > L2_BYTES // 4:
+    if K * nr * isz > L2_BYTES // 2:
         q = max((x for x in shape.col_panels(nr) if shape.block_fits_stack(mr, p, nr, x)), default=1)
         fitting = [x for x in shape.k_blocks() if x < K and x * nr * isz <= L2_BYTES // 4]
         if fitting and shape.block_fits_stack(mr, p, nr, q):

@@ -75,7 +75,7 @@ def test_space_holds_only_feasible_microkernels_and_blockings(cpu, size):
 def test_default_config_is_a_blis_kernel(cpu, monkeypatch):
     monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "2")
     lanes, registers = _file(cpu)
-    for size in (1024, 2048, 4096):
+    for size in (1024, 2048, 8192):
         task = create_task("matmul", (size, size, size, "float32"), cpu.target)
         v = task.config_space.default_config.knob_values()
         mr, nr = v["mr"], v["nr"]
@@ -86,8 +86,8 @@ def test_default_config_is_a_blis_kernel(cpu, monkeypatch):
         mc = v["mc_panels"] * mr
         assert size % mc == 0 and (size // mc) % 2 == 0  # even blocks for two threads
         assert v["parallel_axis"] == "rows"
-        assert v["kc"] * nr * 4 <= L2_BYTES // 4  # the B micro-panel in use fits a quarter of L2
-        assert (v["kc"] < size) == (size == 4096)
+        assert v["kc"] * nr * 4 <= L2_BYTES // 2  # the B micro-panel in use fits half of L2
+        assert (v["kc"] < size) == (size == 8192)
     monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "4")
     v = create_task("batch_matmul", (8, 64, 256, 64, "float32"), cpu.target).config_space.default_config
     assert v["parallel_axis"].val == "batch"
