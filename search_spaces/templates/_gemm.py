@@ -230,6 +230,7 @@ class GemmTensors:
     acc: te.Tensor
     out: te.Tensor
     K: int
+    b_rows_are_k: bool  # B stored (K, N), as matmul's; dense's W is (N, K)
 
 
 def _pack(at, batch: tuple, rows: int, K: int, r: int, panels: int, dtype: str, name: str):
@@ -247,9 +248,11 @@ def _pack(at, batch: tuple, rows: int, K: int, r: int, panels: int, dtype: str, 
 
 
 def gemm_compute(cfg, A_at, B_at, batch: tuple, M: int, N: int, K: int, dtype: str,
-                 epilogue=None, name: str = "C") -> GemmTensors:
+                 epilogue=None, name: str = "C", b_rows_are_k: bool = True) -> GemmTensors:
     """The GEMM's stages for the chosen knobs; ``A_at(*b, i, k)`` and ``B_at(*b, k, j)`` read
-    the operands, ``epilogue(value, *b, i, j)`` (if given) maps each result."""
+    the operands, ``epilogue(value, *b, i, j)`` (if given) maps each result.
+    ``b_rows_are_k=False`` says that B is stored transposed (``B_at(k, j)`` reads ``W[j, k]``),
+    which decides the order in which it is packed."""
     mr, nr = cfg["mr"].val, cfg["nr"].val
     mb, nb = _cdiv(M, mr), _cdiv(N, nr)
     b_packed = _pack(lambda *ix: B_at(*ix[:-2], ix[-1], ix[-2]), batch, N, K, nr, nb, dtype, "B_packed")
@@ -274,7 +277,7 @@ def gemm_compute(cfg, A_at, B_at, batch: tuple, M: int, N: int, K: int, dtype: s
         return epilogue(value, *idx) if epilogue is not None else value
 
     out = te.compute((*batch, M, N), out_body, name=name)
-    return GemmTensors(a_packed, b_packed, acc, out, K)
+    return GemmTensors(a_packed, b_packed, acc, out, K, b_rows_are_k)
 
 
 def schedule_gemm(cfg, s, t: GemmTensors) -> None:
@@ -317,8 +320,11 @@ def schedule_gemm(cfg, s, t: GemmTensors) -> None:
     acc.vectorize(cjl)
 
     pb = s[t.b_packed]
-    *bb, bo, _, bx = pb.op.axis
-    pb.vectorize(bx)
+    *bb, bo, bk, bx = pb.op.axis
+    if t.b_rows_are_k:
+        pb.vectorize(bx)  # nr consecutive values of a row of B
+    else:  # a transpose: read each row of W in order, write across the panel
+        pb.reorder(*bb, bo, bx, bk)
     if axis != "none":
         pb.parallel(pb.fuse(*bb, bo) if bb else bo)
     if t.a_packed is not None:

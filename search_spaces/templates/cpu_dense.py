@@ -41,7 +41,7 @@ def dense(batch: int, in_dim: int, out_dim: int, dtype: str = "float32", bias: b
         epilogue = lambda value, i, j: value + b[j]  # noqa: E731
     define_gemm_knobs(cfg, batch, out_dim, in_dim, dtype)
     t = gemm_compute(cfg, lambda i, k: X[i, k], lambda k, j: W[j, k], (), batch, out_dim, in_dim, dtype,
-                     epilogue=epilogue, name="dense")
+                     epilogue=epilogue, name="dense", b_rows_are_k=False)
     s = te.create_schedule(t.out.op)
     schedule_gemm(cfg, s, t)
     return s, tensors + [t.out]
