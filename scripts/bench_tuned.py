@@ -45,6 +45,7 @@ import _bench_common as B  # noqa: E402
 import autotune  # noqa: E402
 import compiler  # noqa: E402
 import db  # noqa: E402
+from autotune import selection  # noqa: E402
 from compiler.runtime import num_threads  # noqa: E402
 
 LOG_VS_DEPLOYED = 0.10  # the deployed kernel's time within 10% of the log's best cost
@@ -114,7 +115,7 @@ class Tuned:
     trials: int  # in the log
     tuned_now: int
     tune_s: float
-    logged_s: float | None  # the log's best cost
+    logged_s: float | None  # the median cost of the log's best config
     so_path: Path
     arrays: list = field(default_factory=list)
 
@@ -128,7 +129,7 @@ def tune_and_export(w: Workload, opts, workdir: Path) -> Tuned:
     check it against the reference and export it."""
     task = autotune.create_task(w.template, w.args, target="llvm")
     with db.open(opts.db) as log:
-        earlier = log.count(task)
+        earlier = log.count(task, kind=db.TRIAL)
     todo = max(0, opts.trials - earlier)
     print(f"{task.workload_name}: {len(task.config_space):,} configs; {earlier} trials in {opts.db}, "
           f"tuning {todo} more with {opts.tuner}", flush=True)
@@ -138,8 +139,8 @@ def tune_and_export(w: Workload, opts, workdir: Path) -> Tuned:
                       seed=opts.seed, progress=opts.progress)
     tune_s = time.perf_counter() - start
     with db.open(opts.db) as log:
-        trials = log.count(task)
-        best = log.best(task)
+        trials = log.count(task, kind=db.TRIAL)
+        best = selection.best(log, task)  # the ranking tune(), autotune best and deployment use
         f = autotune.build(w.template, w.args, target="llvm", db=log)
     inputs, (expected,) = task.reference_data(0)
     out = np.full_like(expected, np.nan)
@@ -148,7 +149,7 @@ def tune_and_export(w: Workload, opts, workdir: Path) -> Tuned:
     np.testing.assert_allclose(out, expected, rtol=1e-3, atol=1e-3)
     path = workdir / f"{w.template}_{len(list(workdir.iterdir()))}.so"
     f.export_library(path)
-    return Tuned(w, float(task.flop), trials, todo, tune_s, best[0].mean_cost if best else None, path,
+    return Tuned(w, float(task.flop), trials, todo, tune_s, best[0].median if best else None, path,
                  [*inputs, out])
 
 
