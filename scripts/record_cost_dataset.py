@@ -27,6 +27,9 @@ import compiler
 import search_spaces
 
 ARGS = (128, 128, 128, "float32")
+# A pinned AVX-512 CPU: the matmul space follows the vector width and register count, so the
+# recorded configs belong to this target's space whichever machine runs the tests.
+TARGET = "llvm -mcpu=znver4"
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "tests" / "autotune" / "data" / "matmul_128_costs.json"
 
 
@@ -38,9 +41,9 @@ def measure(task, config, inputs, expected, dev, number: int, repeat: int) -> fl
     except Exception as exc:  # a failed candidate is a gap in the dataset, not a crash
         print(f"  index {config.index}: build failed: {type(exc).__name__}: {exc}")
         return None
-    out = np.zeros_like(expected)
+    out = np.full_like(expected, np.nan)  # poisoned: an unwritten element is a wrong result
     f(*inputs, out)
-    if not np.allclose(out, expected, rtol=1e-4, atol=1e-4):
+    if not np.allclose(out, expected, rtol=1e-4, atol=1e-4, equal_nan=False):
         print(f"  index {config.index}: wrong result")
         return None
     timer = f.time_evaluator(f.entry_name, dev, number=number, repeat=repeat, min_repeat_ms=10)
@@ -53,10 +56,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--number", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--target", default=TARGET,
+                        help="the target whose space the configs come from (default %(default)s, the one "
+                             "the tests rebuild the task for; run on a CPU that can execute its code)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     opts = parser.parse_args()
 
-    task = search_spaces.create_task("matmul", ARGS, "llvm")
+    task = search_spaces.create_task("matmul", ARGS, opts.target)
     dev = compiler.cpu(0)
     (a, b), (c,) = task.reference_data(np.random.default_rng(opts.seed))
     configs = task.config_space.sample(opts.configs, np.random.default_rng(opts.seed))

@@ -38,7 +38,7 @@ def test_task_fields_and_workload_key():
     # The key names the CPU model: another model is another workload.
     other = create_task("matmul", (16, 24, 32, "float32"), "llvm -mcpu=skylake")
     assert other.workload_key != task.workload_key
-    assert len(task.config_space) > 100
+    assert len(task.config_space) > 10
 
 
 def test_flops_match_hand_counts():
