@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["QUIET_SCALING", "REPEAT", "ROUNDS", "Quietness", "Contender", "Timing", "Verdict",
+__all__ = ["median_seconds", "QUIET_SCALING", "REPEAT", "ROUNDS", "Quietness", "Contender", "Timing", "Verdict",
            "measure_quietness", "fma_peak_flops", "time_interleaved", "run_child", "verdict_lines",
            "busy_note", "format_table", "module_spec", "thread_env"]
 
@@ -225,7 +225,7 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence]) -> str:
 # ----------------------------------------------------------------------------- the child process
 
 
-def _median_seconds(fn, repeat: int, min_ms: float) -> float:
+def median_seconds(fn, repeat: int = 5, min_ms: float = 100.0) -> float:
     """Median seconds per call of ``fn()``: warm up, then ``repeat`` timings of enough calls."""
     fn()
     start = time.perf_counter()
@@ -330,7 +330,7 @@ def _child_main(spec: dict) -> dict:
         seconds, info = _time_module(spec, rng)
     elif kind in ("numpy", "torch"):
         fn, info = _numpy_peer(spec, rng) if kind == "numpy" else _torch_peer(spec, rng, threads)
-        seconds = _median_seconds(fn, spec.get("repeat", REPEAT), spec.get("min_ms", MIN_REPEAT_MS))
+        seconds = median_seconds(fn, spec.get("repeat", REPEAT), spec.get("min_ms", MIN_REPEAT_MS))
     else:
         raise ValueError(f"unknown contender kind {kind!r}")
     if not (math.isfinite(seconds) and seconds > 0):

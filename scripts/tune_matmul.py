@@ -16,29 +16,14 @@ Every option has a default; ``--help`` lists them.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import numpy as np
+from _bench_common import median_seconds  # scripts/ is on sys.path when a script runs
 
 import autotune
 import compiler
 import search_spaces
-
-
-def numpy_seconds(fn, repeat: int = 5, min_ms: float = 100.0) -> float:
-    """Median seconds per call of ``fn()`` over ``repeat`` timings of at least ``min_ms``."""
-    fn()
-    start = time.perf_counter()
-    fn()
-    number = max(1, int(min_ms / 1e3 / max(time.perf_counter() - start, 1e-7)))
-    runs = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        runs.append((time.perf_counter() - start) / number)
-    return statistics.median(runs)
 
 
 def main() -> None:
@@ -82,7 +67,7 @@ def main() -> None:
 
     timer = f.time_evaluator(f.entry_name, compiler.cpu(0), number=1, repeat=5, min_repeat_ms=100)
     ours = timer(a, b, c).median
-    peer = numpy_seconds(lambda: np.matmul(a, b, out=c))
+    peer = median_seconds(lambda: np.matmul(a, b, out=c))
     print(f"{'':<10}{'median ms':>10}{'GFLOPS':>9}")
     for name, t in (("tuned", ours), ("numpy", peer)):
         print(f"{name:<10}{t * 1e3:>10.3f}{task.flop / t / 1e9:>9.1f}")
