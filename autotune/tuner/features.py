@@ -9,7 +9,12 @@ loop, not ramps). Every store is a *statement* with its enclosing loops and the
 buffers it touches; for the loop levels of a statement, innermost first, the features
 are the loop's extent and kind, and for each buffer the stride of its (flattened)
 index along the loop, the bytes it touches in the loops from that level inwards, and
-the reuse of those bytes (iterations per touched element). Statements fill a fixed
+the reuse of those bytes (iterations per touched element); a statement's head adds
+its parallel extent, how often its outermost parallel loop is entered (a fork and join
+each time) and whether its guards test a vectorized or unrolled loop (tail code inside
+a microkernel). Global features count the parallel loops, their entries, the largest
+parallel extent and the work outside any parallel loop, so they stay visible when a
+stage's outer loops or whole stages fall outside the slots. Statements fill a fixed
 number of slots (reductions by work, then other statements by work), so every
 config of every template maps to a vector of :data:`ITERVAR_LENGTH` numbers. All
 sizes are ``log2(1 + x)``.
@@ -37,10 +42,12 @@ _MAX_ACCESSES = 4      # buffers per statement: the stored one, then loads in ex
 _REDUCE_SLOTS = 2      # statements that update their own output (reductions)
 _OTHER_SLOTS = 2       # other statements (init, copy-out, packing)
 _KINDS = (S.ForKind.SERIAL, S.ForKind.PARALLEL, S.ForKind.VECTORIZED, S.ForKind.UNROLLED)
-_STMT_HEAD = ("work", "loops", "guarded", "local_dest", "vector_width", "unroll_length", "parallel_extent")
+_STMT_HEAD = ("work", "loops", "guarded", "local_dest", "vector_width", "unroll_length", "parallel_extent",
+              "parallel_launches", "guard_vectorized", "guard_unrolled")
 _LEVEL = ("extent", *(f"is_{k.value}" for k in _KINDS))
 _ACCESS = ("stride", "bytes", "reuse")
-_GLOBAL = ("statements", "global_alloc_bytes", "local_alloc_bytes", "shared_alloc_bytes")
+_GLOBAL = ("statements", "global_alloc_bytes", "local_alloc_bytes", "shared_alloc_bytes",
+           "parallel_loops", "parallel_launches", "parallel_max_extent", "serial_work")
 _STMT_LENGTH = len(_STMT_HEAD) + _MAX_LEVELS * (len(_LEVEL) + _MAX_ACCESSES * len(_ACCESS))
 ITERVAR_LENGTH = len(_GLOBAL) + (_REDUCE_SLOTS + _OTHER_SLOTS) * _STMT_LENGTH
 
@@ -71,6 +78,7 @@ class _Statement:
     loops: list[_Loop]
     accesses: list[_Access]
     guarded: bool
+    guard_vars: frozenset[int]  # ids of the loop vars that the enclosing guards test
     is_update: bool
     dest_scope: str
     order: int
@@ -154,10 +162,13 @@ class _Collector(IRVisitor):
 
     def __init__(self):
         self.loops: list[_Loop] = []
-        self.guards = 0
+        self.guards: list[set[int]] = []  # loop var ids tested by each enclosing guard
         self.statements: list[_Statement] = []
         self.alloc_bytes = {"global": 0, "local": 0, "shared": 0}
         self.double_buffered: set[int] = set()  # ids of the data Vars of double-buffered stages
+        self.parallel_loops = 0
+        self.parallel_launches = 0  # times parallel loops are entered (a fork and join each)
+        self.parallel_max_extent = 0
 
     def visit_AttrStmt(self, node: S.AttrStmt) -> None:
         if node.key == DOUBLE_BUFFER_SCOPE:
@@ -169,16 +180,22 @@ class _Collector(IRVisitor):
         if not isinstance(extent, int):
             extent = _upper_extent(node.extent)
         kind = S.ForKind.PARALLEL if node.kind is S.ForKind.THREAD_BINDING else node.kind
+        if kind is S.ForKind.PARALLEL:
+            self.parallel_loops += 1
+            self.parallel_launches += math.prod(lp.extent for lp in self.loops)
+            self.parallel_max_extent = max(self.parallel_max_extent, extent)
         self.loops.append(_Loop(id(node.loop_var), max(1, extent), kind))
         self.visit(node.body)
         self.loops.pop()
 
     def visit_IfThenElse(self, node: S.IfThenElse) -> None:
-        self.guards += 1
+        tested: dict[int, float] = {}
+        _coeffs(node.condition, tested)
+        self.guards.append(set(tested))
         self.visit(node.then_case)
         if node.else_case is not None:
             self.visit(node.else_case)
-        self.guards -= 1
+        self.guards.pop()
 
     def visit_Allocate(self, node: S.Allocate) -> None:
         size = math.prod(int(E.const_value(d) or 1) for d in node.buffer.shape)
@@ -201,8 +218,9 @@ class _Collector(IRVisitor):
                 continue
             seen.add(id(load.buffer.data))
             accesses.append(_access(load.buffer, load.indices))
-        self.statements.append(_Statement(list(self.loops), accesses, self.guards > 0, is_update,
-                                          node.buffer.scope, len(self.statements)))
+        guard_vars = frozenset().union(*self.guards)
+        self.statements.append(_Statement(list(self.loops), accesses, bool(self.guards), guard_vars,
+                                          is_update, node.buffer.scope, len(self.statements)))
 
 
 def _access(buffer, indices) -> _Access:
@@ -233,8 +251,12 @@ def _statement_features(st: _Statement) -> list[float]:
     vector = math.prod(lp.extent for lp in st.loops if lp.kind is S.ForKind.VECTORIZED)
     unroll = math.prod(lp.extent for lp in st.loops if lp.kind is S.ForKind.UNROLLED)
     parallel = math.prod(lp.extent for lp in st.loops if lp.kind is S.ForKind.PARALLEL)
+    first_parallel = next((k for k, lp in enumerate(st.loops) if lp.kind is S.ForKind.PARALLEL), None)
+    launches = 0 if first_parallel is None else math.prod(lp.extent for lp in st.loops[:first_parallel])
     out = [_log(st.work), float(len(st.loops)), float(st.guarded), float(st.dest_scope != "global"),
-           _log(vector), _log(unroll), _log(parallel)]
+           _log(vector), _log(unroll), _log(parallel), _log(launches),
+           *(float(any(lp.kind is k and lp.var_id in st.guard_vars for lp in st.loops))
+             for k in (S.ForKind.VECTORIZED, S.ForKind.UNROLLED))]
     for lp in inner:
         out.append(_log(lp.extent))
         out += [float(lp.kind is k) for k in _KINDS]
@@ -275,6 +297,9 @@ def itervar_features(func_or_module) -> np.ndarray:
     reductions = by_work([st for st in stmts if st.is_update])[:_REDUCE_SLOTS]
     others = by_work([st for st in stmts if not st.is_update])[:_OTHER_SLOTS]
     out = [float(len(stmts))] + [_log(collector.alloc_bytes[s]) for s in ("global", "local", "shared")]
+    out += [float(collector.parallel_loops), _log(collector.parallel_launches),
+            _log(collector.parallel_max_extent),
+            _log(sum(st.work for st in stmts if not any(lp.kind is S.ForKind.PARALLEL for lp in st.loops)))]
     for group, slots in ((reductions, _REDUCE_SLOTS), (others, _OTHER_SLOTS)):
         for st in group:
             out += _statement_features(st)

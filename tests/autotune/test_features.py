@@ -152,3 +152,42 @@ def test_double_buffered_shared_tiles_count_twice():
     assert single[shared] == pytest.approx(np.log2(1 + tile_bytes))
     assert double[shared] == pytest.approx(np.log2(1 + 2 * tile_bytes))
     assert np.array_equal(np.delete(single, shared), np.delete(double, shared))
+
+
+def inner_parallel(s, C):
+    i, _ = C.op.axis
+    io, ii = s[C].split(i, factor=16)
+    s[C].parallel(ii)
+
+
+def test_parallel_loops_count_their_entries():
+    """Each entry into a parallel loop is a fork and join: a parallel loop inside a serial one
+    of 4 iterations is entered 4 times, one at the top once; no parallel loop, no entry."""
+    a, top, inner = (matmul_features(f) for f in (plain, tiled, inner_parallel))
+    assert a["parallel_loops"] == a["parallel_launches"] == a["reduce0.parallel_launches"] == 0
+    assert top["parallel_loops"] == inner["parallel_loops"] == 1
+    assert top["parallel_launches"] == top["reduce0.parallel_launches"] == pytest.approx(1.0)
+    assert inner["parallel_launches"] == inner["reduce0.parallel_launches"] == pytest.approx(np.log2(5))
+    assert top["parallel_max_extent"] == pytest.approx(np.log2(65))
+    assert inner["parallel_max_extent"] == inner["reduce0.parallel_extent"] == pytest.approx(np.log2(17))
+    # The plain schedule's work (the reduction and C's initialisation) is all serial; the others' none.
+    assert a["serial_work"] == pytest.approx(np.log2(1 + 64 ** 3 + 64 ** 2))
+    assert top["serial_work"] == inner["serial_work"] == 0
+
+
+@pytest.mark.parametrize("kind", ["vectorized", "unrolled"])
+def test_guards_on_microkernel_loops_show_up(kind):
+    """A split that does not divide the axis guards the inner loop: tail code in a vector or
+    unrolled loop is told apart from a guard on outer loops only."""
+    def split_j(factor):
+        def schedule(s, C):
+            _, j = C.op.axis
+            _, ji = s[C].split(j, factor=factor)
+            (s[C].vectorize if kind == "vectorized" else s[C].unroll)(ji)
+        return schedule
+
+    exact, tail = matmul_features(split_j(16)), matmul_features(split_j(24))
+    assert exact["reduce0.guarded"] == 0 and tail["reduce0.guarded"] == 1
+    other = "unrolled" if kind == "vectorized" else "vectorized"
+    assert exact[f"reduce0.guard_{kind}"] == 0 and tail[f"reduce0.guard_{kind}"] == 1
+    assert tail[f"reduce0.guard_{other}"] == 0
