@@ -33,9 +33,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["median_seconds", "QUIET_SCALING", "REPEAT", "ROUNDS", "Quietness", "Contender", "Timing", "Verdict",
-           "measure_quietness", "fma_peak_flops", "time_interleaved", "run_child", "verdict_lines",
-           "busy_note", "format_table", "module_spec", "thread_env"]
+__all__ = ["QUIET_SCALING", "REPEAT", "ROUNDS", "Quietness", "Contender", "Timing", "Verdict",
+           "median_seconds", "measure_quietness", "fma_peak_flops", "time_interleaved", "run_child",
+           "verdict_lines", "busy_note", "format_table", "module_spec", "thread_env"]
 
 QUIET_SCALING = 0.9  # T threads must do at least 0.9 * T times the FMA work of one (1.8x on 2 cores)
 REPEAT = 7  # timings per child process; the child reports their median
