@@ -242,6 +242,15 @@ def _loop_elementwise(args, inputs):
 
 # ---------------------------------------------------------------------------- cases
 
+_CONV2D_NCHW = [
+    (1, 2, 5, 5, 3, 3, 3, 1, 0, 1, "float32"),
+    (2, 3, 7, 6, 2, 3, 2, 2, 1, 1, "float32"),
+    (1, 2, 7, 8, 2, 2, 3, (2, 1), (1, 2), (2, 1), "float32"),
+    (1, 1, 6, 7, 2, 3, 3, (1, 3), (0, 1, 2, 1), (1, 2), "float64"),
+    (1, 2, 4, 4, 2, 3, 3, 3, 2, 2, "float32"),
+    (1, 2, 5, 4, 2, 1, 1, 1, 0, 1, "int32"),
+]
+
 # template name -> (loop version, argument lists covering every variant the template accepts)
 ORACLES = {
     "matmul": (_loop_matmul, [(3, 4, 5, "float32"), (2, 3, 4, "float64"), (3, 2, 4, "int32"),
@@ -252,23 +261,9 @@ ORACLES = {
                                           (1, 2, 2, 2, "float64")]),
     # (N, C, H, W, F, KH, KW, stride, padding, dilation, dtype): strides, paddings and
     # dilations as one int, a pair, and (for padding) four sides
-    "conv2d_nchw": (_loop_conv2d_nchw, [
-        (1, 2, 5, 5, 3, 3, 3, 1, 0, 1, "float32"),
-        (2, 3, 7, 6, 2, 3, 2, 2, 1, 1, "float32"),
-        (1, 2, 7, 8, 2, 2, 3, (2, 1), (1, 2), (2, 1), "float32"),
-        (1, 1, 6, 7, 2, 3, 3, (1, 3), (0, 1, 2, 1), (1, 2), "float64"),
-        (1, 2, 4, 4, 2, 3, 3, 3, 2, 2, "float32"),
-        (1, 2, 5, 4, 2, 1, 1, 1, 0, 1, "int32"),
-    ]),
-    # (N, H, W, C, F, KH, KW, stride, padding, dilation, dtype)
-    "conv2d_nhwc": (_loop_conv2d_nhwc, [
-        (1, 5, 5, 2, 3, 3, 3, 1, 0, 1, "float32"),
-        (2, 7, 6, 3, 2, 3, 2, 2, 1, 1, "float32"),
-        (1, 7, 8, 2, 2, 2, 3, (2, 1), (1, 2), (2, 1), "float32"),
-        (1, 6, 7, 1, 2, 3, 3, (1, 3), (0, 1, 2, 1), (1, 2), "float64"),
-        (1, 4, 4, 2, 2, 3, 3, 3, 2, 2, "float32"),
-        (1, 5, 4, 2, 2, 1, 1, 1, 0, 1, "int32"),
-    ]),
+    "conv2d_nchw": (_loop_conv2d_nchw, _CONV2D_NCHW),
+    # (N, H, W, C, F, KH, KW, stride, padding, dilation, dtype): the same convolutions
+    "conv2d_nhwc": (_loop_conv2d_nhwc, [(n, h, w, c, *rest) for n, c, h, w, *rest in _CONV2D_NCHW]),
     # (N, C, H, W, KH, KW, stride, padding, dilation, dtype)
     "depthwise_conv2d_nchw": (_loop_depthwise_conv2d_nchw, [
         (1, 2, 5, 5, 3, 3, 1, 0, 1, "float32"),
