@@ -195,17 +195,30 @@ def _wait_for_status(log_path: Path, status: str) -> list:
     pytest.fail(f"no run reads as {status!r}: {[r.status for r in runs]}")
 
 
+def _start_long_tuning(log_path: Path, out: Path, seed: int) -> subprocess.Popen:
+    """`autotune tune` with a budget it will not finish, in a session (process group) of its own,
+    its output in ``out``, writing heartbeats often."""
+    with open(out, "w") as sink:
+        return subprocess.Popen(_tune_command(str(log_path), 1000, seed=seed), cwd=log_path.parent,
+                                stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+                                env=HEARTBEAT_ENV)
+
+
+def _family_once_measuring(log_path: Path, task, proc: subprocess.Popen, out: Path) -> dict[int, str]:
+    """The tuning process and its workers, once it has written three records."""
+    _wait_for_records(log_path, task, proc, 3, out)
+    family = _family(proc.pid)
+    assert len(family) > 1, "autotune tune measured without worker processes?"
+    return family
+
+
 @pytest.mark.slow
 def test_sigterm_ends_a_run_as_ctrl_c_does(task, tmp_path):
     log_path = tmp_path / "t.db"
     out = tmp_path / "terminated.out"
-    with open(out, "w") as sink:
-        proc = subprocess.Popen(_tune_command(str(log_path), 1000, seed=4), cwd=tmp_path, stdout=sink,
-                                stderr=subprocess.STDOUT, start_new_session=True, env=HEARTBEAT_ENV)
+    proc = _start_long_tuning(log_path, out, seed=4)
     try:
-        _wait_for_records(log_path, task, proc, 3, out)
-        family = _family(proc.pid)
-        assert len(family) > 1, "autotune tune measured without worker processes?"
+        family = _family_once_measuring(log_path, task, proc, out)
         proc.send_signal(signal.SIGTERM)  # to the tuning process alone, as `kill PID` does
         code = proc.wait(timeout=CLI_TIMEOUT_S)
     finally:
@@ -228,13 +241,9 @@ def test_sigterm_ends_a_run_as_ctrl_c_does(task, tmp_path):
 def test_sigkill_then_rerun_loses_nothing_and_repeats_nothing(task, tmp_path):
     log_path = tmp_path / "t.db"
     out = tmp_path / "killed.out"
-    with open(out, "w") as sink:
-        proc = subprocess.Popen(_tune_command(str(log_path), 1000, seed=3), cwd=tmp_path, stdout=sink,
-                                stderr=subprocess.STDOUT, start_new_session=True, env=HEARTBEAT_ENV)
+    proc = _start_long_tuning(log_path, out, seed=3)
     try:
-        _wait_for_records(log_path, task, proc, 3, out)
-        family = _family(proc.pid)
-        assert len(family) > 1, "autotune tune measured without worker processes?"
+        family = _family_once_measuring(log_path, task, proc, out)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
