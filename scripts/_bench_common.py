@@ -28,14 +28,13 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["QUIET_SCALING", "REPEAT", "ROUNDS", "Quietness", "Contender", "Timing", "Verdict",
-           "median_seconds", "measure_quietness", "fma_peak_flops", "time_interleaved", "run_child",
-           "verdict_lines", "busy_note", "format_table", "module_spec", "thread_env"]
+           "measure_quietness", "fma_peak_flops", "time_interleaved", "run_child", "verdict_lines",
+           "busy_note", "format_table", "module_spec", "thread_env"]
 
 QUIET_SCALING = 0.9  # T threads must do at least 0.9 * T times the FMA work of one (1.8x on 2 cores)
 REPEAT = 7  # timings per child process; the child reports their median
@@ -225,21 +224,6 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence]) -> str:
 # ----------------------------------------------------------------------------- the child process
 
 
-def median_seconds(fn, repeat: int = 5, min_ms: float = 100.0) -> float:
-    """Median seconds per call of ``fn()``: warm up, then ``repeat`` timings of enough calls."""
-    fn()
-    start = time.perf_counter()
-    fn()
-    number = max(1, int(min_ms / 1e3 / max(time.perf_counter() - start, 1e-7)))
-    runs = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        runs.append((time.perf_counter() - start) / number)
-    return statistics.median(runs)
-
-
 def _openblas_core() -> str:
     """The kernels OpenBLAS picked when it loaded (its "core"), or "?"."""
     import ctypes
@@ -329,8 +313,11 @@ def _child_main(spec: dict) -> dict:
     if kind == "module":
         seconds, info = _time_module(spec, rng)
     elif kind in ("numpy", "torch"):
+        from compiler.runtime.timer import time_calls
+
         fn, info = _numpy_peer(spec, rng) if kind == "numpy" else _torch_peer(spec, rng, threads)
-        seconds = median_seconds(fn, spec.get("repeat", REPEAT), spec.get("min_ms", MIN_REPEAT_MS))
+        seconds = time_calls(fn, number=1, repeat=spec.get("repeat", REPEAT),
+                             min_repeat_ms=spec.get("min_ms", MIN_REPEAT_MS)).median
     else:
         raise ValueError(f"unknown contender kind {kind!r}")
     if not (math.isfinite(seconds) and seconds > 0):

@@ -19,11 +19,11 @@ import argparse
 import time
 
 import numpy as np
-from _bench_common import median_seconds  # scripts/ is on sys.path when a script runs
 
 import autotune
 import compiler
 import search_spaces
+from compiler.runtime.timer import time_calls
 
 
 def main() -> None:
@@ -67,7 +67,7 @@ def main() -> None:
 
     timer = f.time_evaluator(f.entry_name, compiler.cpu(0), number=1, repeat=5, min_repeat_ms=100)
     ours = timer(a, b, c).median
-    peer = median_seconds(lambda: np.matmul(a, b, out=c))
+    peer = time_calls(lambda: np.matmul(a, b, out=c), number=1, repeat=5, min_repeat_ms=100).median
     print(f"{'':<10}{'median ms':>10}{'GFLOPS':>9}")
     for name, t in (("tuned", ours), ("numpy", peer)):
         print(f"{name:<10}{t * 1e3:>10.3f}{task.flop / t / 1e9:>9.1f}")
