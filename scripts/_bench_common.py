@@ -67,6 +67,7 @@ class Quietness:
         return self.scaling >= QUIET_SCALING * self.threads
 
     def describe(self) -> str:
+        """One line: both peaks, their ratio, what quiet needs, and the outcome."""
         state = "quiet" if self.quiet else "BUSY"
         return (f"FMA peak {self.one / 1e9:.1f} GFLOPS on 1 thread, {self.many / 1e9:.1f} on "
                 f"{self.threads}: {self.scaling:.2f}x (quiet needs >= {QUIET_SCALING * self.threads:.2f}x): "
@@ -120,9 +121,11 @@ class Verdict:
 
     @property
     def met(self) -> bool:
+        """Whether ``value`` reaches ``goal``."""
         return self.value <= self.goal if self.at_most else self.value >= self.goal
 
     def line(self) -> str:
+        """The goal, the value and PASS or FAIL, on one line."""
         cmp = "<=" if self.at_most else ">="
         return (f"{self.what}: {self.value:.2f}{self.unit} (goal {cmp} {self.goal:.2f}{self.unit}) "
                 f"{'PASS' if self.met else 'FAIL'}")
@@ -161,6 +164,7 @@ class Timing:
 
     @property
     def median(self) -> float | None:
+        """The median over the rounds (``None`` when none ran)."""
         return statistics.median(self.rounds) if self.rounds else None
 
 

@@ -45,6 +45,7 @@ class Bench:
         self.timings: list[dict[str, B.Timing]] = []
 
     def add(self, kernel: str, shape: str, f, arrays, work: float, unit: str, peers: list[B.Contender]):
+        """Export ``f`` and queue it with its ``peers``; ``work`` (bytes or FLOP) per call gives the rate."""
         path = self.workdir / f"{kernel.replace(' ', '_')}_{len(self.items)}.so"
         f.export_library(path)
         ours = B.Contender("ours", B.module_spec(path, arrays))
@@ -59,6 +60,7 @@ class Bench:
             self.timings.append(B.time_interleaved(contenders, num_threads(), self.rounds))
 
     def rows(self, peak: float) -> list[tuple]:
+        """Table rows of :meth:`run`'s timings; GFLOPS rates also as a share of ``peak`` FLOP/s."""
         rows = []
         for (kernel, shape, work, unit, contenders), timings in zip(self.items, self.timings, strict=True):
             ours = timings["ours"].median
@@ -77,6 +79,7 @@ class Bench:
 
 
 def check(f, inputs, out, want, rtol=1e-5, atol=0.0):
+    """Run ``f(*inputs, out)`` on a NaN-poisoned ``out`` and compare it with ``want``."""
     out[...] = np.nan
     f(*inputs, out)
     assert np.isfinite(out).all()
@@ -84,10 +87,12 @@ def check(f, inputs, out, want, rtol=1e-5, atol=0.0):
 
 
 def numpy_peer(op: str, shape, label: str = "numpy", env: dict | None = None) -> B.Contender:
+    """A contender timing numpy's ``op`` on ``shape`` in a child process."""
     return B.Contender(label, {"kind": "numpy", "op": op, "shape": list(shape)}, env or {})
 
 
 def add_vector_add(bench: Bench, n: int = 1 << 24) -> None:
+    """Check and queue ``c = a + b`` on ``n`` floats, beside numpy."""
     f = compiler.build(*K.vector_add(n), name="vector_add")
     a, b = RNG.random(n, dtype=np.float32), RNG.random(n, dtype=np.float32)
     c = np.empty_like(a)
@@ -96,6 +101,7 @@ def add_vector_add(bench: Bench, n: int = 1 << 24) -> None:
 
 
 def add_row_sum(bench: Bench, rows: int = 4096, cols: int = 4096) -> None:
+    """Check and queue the row sums of a ``rows x cols`` matrix, beside numpy."""
     f = compiler.build(*K.row_sum(rows, cols), name="row_sum")
     a = RNG.random((rows, cols), dtype=np.float32)
     out = np.empty(rows, np.float32)
@@ -136,6 +142,7 @@ def add_matmul(bench: Bench, sizes=(1024, 2048)) -> float:
 
 
 def add_softmax(bench: Bench, rows: int = 4096, cols: int = 1024) -> None:
+    """Check and queue a row softmax of ``rows x cols``, beside numpy."""
     f = compiler.build(*K.softmax(rows, cols), name="softmax")
     x = RNG.standard_normal((rows, cols), dtype=np.float32)
     y = np.empty_like(x)

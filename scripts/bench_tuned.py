@@ -121,6 +121,7 @@ class Tuned:
 
     @property
     def trials_per_minute(self) -> float | None:
+        """Trials measured per minute of this run's tuning (``None`` if it tuned none)."""
         return self.tuned_now / self.tune_s * 60 if self.tuned_now and self.tune_s > 0 else None
 
 
