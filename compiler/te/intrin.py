@@ -75,6 +75,9 @@ def comm_reducer(fcombine, fidentity, name: str = "reduce"):
     The reducer takes ``axis`` and ``where`` as ``te.sum`` does; called on plain values
     (``r(a, b)``) it combines them.
     """
+    for role, fn in (("fcombine", fcombine), ("fidentity", fidentity)):
+        if not callable(fn):
+            raise TypeError(f"te.comm_reducer({name!r}): {role} must be a function, got {type(fn).__name__}")
     try:
         params = [p.name for p in inspect.signature(fcombine).parameters.values()][:2]
     except (TypeError, ValueError):

@@ -244,3 +244,12 @@ def test_cache_read_of_one_output(rng):
     c = poisoned((8, 8), "float32")
     f(a, c)
     assert_written(c, (a + 1) + (a * 2).T)
+
+
+@pytest.mark.parametrize("fcombine,fidentity,role", [
+    (None, lambda t: te.const(1, t), "fcombine"),
+    (lambda x, y: x * y, 5, "fidentity"),
+])
+def test_a_reducer_needs_two_functions(fcombine, fidentity, role):
+    with pytest.raises(TypeError, match=f"{role} must be a function"):
+        te.comm_reducer(fcombine, fidentity, name="prod")
