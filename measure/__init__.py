@@ -20,9 +20,7 @@ from measure.pipeline import MeasureOptions, measure_batch, measure_stream
 from measure.protocol import BuildReply, BuildRequest, RunReply, RunRequest
 from measure.records import Artifact, ErrorKind, MeasureInput, MeasureResult
 
-BuildResult = BuildReply  # the earlier name of a build's outcome
-
-__all__ = ["MeasureError", "ErrorKind", "MeasureInput", "Artifact", "BuildResult", "MeasureResult",
+__all__ = ["MeasureError", "ErrorKind", "MeasureInput", "Artifact", "MeasureResult",
            "BuildRequest", "BuildReply", "RunRequest", "RunReply",
            "Builder", "Runner", "LocalBuilder", "LocalRunner", "MeasureOptions", "measure_batch",
            "measure_stream"]

@@ -14,7 +14,7 @@ import db
 from measure import (
     Artifact,
     Builder,
-    BuildResult,
+    BuildReply,
     ErrorKind,
     MeasureOptions,
     MeasureResult,
@@ -91,7 +91,7 @@ class _NoBuild(Builder):
 
     def build(self, inputs, gates):
         for i, _ in enumerate(inputs):
-            yield i, BuildResult(Artifact("none", b""), None, 0.0)
+            yield i, BuildReply(Artifact("none", b""), None, 0.0)
 
 
 class _ScriptedRunner(Runner):
@@ -134,17 +134,22 @@ def test_early_stopping_after_n_trials_without_improvement(task, patience, trial
                                              * (1 + 0.1 / math.sqrt(1 + 2)))  # measured 1 + 2 final rounds
 
 
-def test_interrupt_keeps_every_finished_trial(tmp_path, task, options):
+def _interrupt_after(n: int):
+    """A tuning callback that raises KeyboardInterrupt (as Ctrl-C does) at the ``n``-th result."""
     count = 0
 
-    def stop_after_three(inp, res):
+    def callback(inp, res):
         nonlocal count
         count += 1
-        if count == 3:
+        if count == n:
             raise KeyboardInterrupt
 
+    return callback
+
+
+def test_interrupt_keeps_every_finished_trial(tmp_path, task, options):
     result = autotune.tune(task, trials=12, tuner="random", db=tmp_path / "t.db", measure_option=options,
-                           batch_size=4, seed=3, callbacks=[stop_after_three], progress=False)
+                           batch_size=4, seed=3, callbacks=[_interrupt_after(3)], progress=False)
     assert result.stopped == "interrupted"
     assert len(result.history) == 3
     assert result.remeasured == 0
@@ -155,20 +160,13 @@ def test_interrupt_keeps_every_finished_trial(tmp_path, task, options):
 
 def test_total_finishes_the_budget_of_a_run_cut_short(tmp_path, task):
     log_path = tmp_path / "t.db"
-    count = 0
-
-    def stop_after_two(inp, res):
-        nonlocal count
-        count += 1
-        if count == 2:
-            raise KeyboardInterrupt
 
     def tune(callbacks=(), **kwargs):
         with MeasureOptions(_NoBuild(), _ScriptedRunner([float(k + 1) * 1e-3 for k in range(16)])) as opts:
             return autotune.tune(task, trials=6, tuner="random", db=log_path, measure_option=opts, seed=9,
                                  batch_size=1, callbacks=callbacks, progress=False, **kwargs)
 
-    cut = tune([stop_after_two], total=True)
+    cut = tune([_interrupt_after(2)], total=True)
     assert (cut.stopped, cut.trials, cut.resumed) == ("interrupted", 2, 0)
     finished = tune(total=True)  # the same call again: the 4 trials left of 6 in all
     assert (finished.stopped, finished.trials, finished.resumed) == ("budget", 4, 2)
