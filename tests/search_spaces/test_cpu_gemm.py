@@ -37,9 +37,7 @@ def test_vector_width_and_registers_follow_the_target(cpu):
 def _gemm_sizes(task):
     """(M, N, K) of a GEMM task: output rows and columns, reduction."""
     a = task.args
-    if task.template == "matmul":
-        return a[0], a[2], a[1]
-    if task.template == "dense":
+    if task.template in ("matmul", "dense"):
         return a[0], a[2], a[1]
     return a[1], a[3], a[2]
 
