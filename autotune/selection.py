@@ -75,13 +75,16 @@ def knobs_of(config) -> dict:
 
 
 def record_of(task, config, result, *, run_id: str | None = None, kind: str = tuning_db.TRIAL,
-              target_model: str | None = None, host: str | None = None) -> tuning_db.Record:
+              target_model: str | None = None, host: str | None = None,
+              config_json: dict | None = None) -> tuning_db.Record:
     """The log record of measuring ``config`` of ``task`` with ``result`` (a
     :class:`measure.MeasureResult`): its costs, or its error; where, when, and in which run.
 
     ``kind`` is :data:`db.TRIAL` for a search trial, :data:`db.REMEASURE` for a config
-    measured again. ``target_model`` (default: the model of the task's target) and ``host``
-    (default: this machine) may be passed by a caller that makes many records.
+    measured again. ``target_model`` (default: the model of the task's target), ``host``
+    (default: this machine) and ``config_json`` (default: ``config.to_json()``; a
+    :class:`measure.MeasureInput` has it already) may be passed by a caller that makes many
+    records.
     """
     if target_model is None:
         from compiler.target import Target
@@ -92,7 +95,8 @@ def record_of(task, config, result, *, run_id: str | None = None, kind: str = tu
     mean = statistics.fmean(costs) if costs else None
     return tuning_db.Record(
         workload_key=task.workload_key, template=task.name, args=list(task.args), target=task.target,
-        target_model=target_model, config=config.to_json(), config_index=config.index, costs=costs,
+        target_model=target_model, config=config.to_json() if config_json is None else config_json,
+        config_index=config.index, costs=costs,
         error_kind=None if ok else result.error_kind.value, error_msg=result.error_msg or "",
         build_time=result.build_time, run_time=result.run_time,
         host=socket.gethostname() if host is None else host, device=result.worker or "",

@@ -102,9 +102,13 @@ class _Recorder:
         self.model = Target(task.target).model
         self.host = socket.gethostname()
 
-    def add(self, config, result, kind: str = tuning_db.TRIAL) -> None:
-        self.log.add(record_of(self.task, config, result, run_id=self.run_id, kind=kind,
-                               target_model=self.model, host=self.host))
+    def add(self, inp, result, kind: str = tuning_db.TRIAL) -> tuning_db.Record:
+        """Write the record of ``inp`` (a :class:`measure.MeasureInput`) measured as ``result``;
+        returns it."""
+        record = record_of(self.task, inp.config, result, run_id=self.run_id, kind=kind,
+                           target_model=self.model, host=self.host, config_json=inp.config_json)
+        self.log.add(record)
+        return record
 
 
 def _resume(log, task, tuner) -> tuple[list, int]:
@@ -163,11 +167,12 @@ class _Session:
                                                       "seed": seed, "workload": task.workload_name})
         self.log = log
         self.recorder = _Recorder(log, task, self.run_id)
-        self.earlier, self.earlier_trials = _resume(log, task, self.tuner)
+        # (config JSON, costs) of every measurement of the workload, earlier runs' too
+        self.pairs, self.earlier_trials = _resume(log, task, self.tuner)
         _pretrain(log, task, self.tuner)
         self.history: list[Trial] = []
         self.errors: Counter = Counter()
-        self.best_cost = min((sum(c) / len(c) for _, c in self.earlier if c), default=float("inf"))
+        self.best_cost = min((sum(c) / len(c) for _, c in self.pairs if c), default=float("inf"))
         self.best_curve: list[float] = []  # best cost after each trial of this run
         self.since_best = 0
         self.stopped: str | None = None
@@ -187,7 +192,8 @@ class _Session:
         done_inputs, done_results = [], []
         try:
             for inp, res in measure_stream([MeasureInput(self.task, c) for c in configs], options):
-                self.recorder.add(inp.config, res)
+                record = self.recorder.add(inp, res)
+                self.pairs.append((record.config, record.costs))
                 self.history.append(Trial(inp.config, res))
                 done_inputs.append(inp)
                 done_results.append(res)
@@ -232,22 +238,20 @@ class _Session:
         recorded as interrupted, with every measurement that finished."""
         from measure import MeasureInput, measure_batch
 
-        pairs = self.earlier + [(t.config.to_json(), list(t.result.costs) if t.result.error_kind is None
-                                 else []) for t in self.history]
-        ranked = rank_configs(pairs)
+        ranked = rank_configs(self.pairs)
         remeasured = 0
         if ranked and remeasure:
             top = [self.task.config_space.from_json(r.config) for r in ranked[:FINAL_TOP_K]]
             inputs = [MeasureInput(self.task, c) for _ in range(FINAL_ROUNDS) for c in top]
             try:
                 for inp, res in zip(inputs, measure_batch(inputs, options)):
-                    self.recorder.add(inp.config, res, kind=tuning_db.REMEASURE)
+                    record = self.recorder.add(inp, res, kind=tuning_db.REMEASURE)
                     remeasured += 1
-                    pairs.append((inp.config.to_json(), list(res.costs) if res.error_kind is None else []))
+                    self.pairs.append((record.config, record.costs))
             except KeyboardInterrupt:
                 self.stopped = "interrupted"
                 logger.warning("re-measurement of the best configs interrupted")
-            ranked = rank_configs(pairs)
+            ranked = rank_configs(self.pairs)
         stopped = self.stopped or "budget"
         self.log.end_run(self.run_id, stopped)
         self.ended = True
