@@ -80,15 +80,7 @@ def matmul_schedule(N=32, K=16, M=32, bn=16, vt=2, nt=4, kf=4):
     s[C].reorder(by, bx, yi, xi)
     s[C].bind(by, te.thread_axis("blockIdx.y"))
     s[C].bind(bx, te.thread_axis("blockIdx.x"))
-    tyz, yi = s[C].split(yi, nparts=vt)
-    txz, xi = s[C].split(xi, nparts=vt)
-    ty_, yi = s[C].split(yi, nparts=nt)
-    tx_, xi = s[C].split(xi, nparts=nt)
-    s[C].reorder(tyz, txz, ty_, tx_, yi, xi)
-    s[C].bind(tyz, te.thread_axis((0, vt), "vthread", name="vy"))
-    s[C].bind(txz, te.thread_axis((0, vt), "vthread", name="vx"))
-    s[C].bind(ty_, ty)
-    s[C].bind(tx_, tx)
+    tx_ = bind_virtual_threads(s[C], yi, xi, vt, nt, ty, tx)[3]
     s[CC].compute_at(s[C], tx_)
     ko, ki = s[CC].split(CC.op.reduce_axis[0], factor=kf)
     s[CC].reorder(ko, ki, *CC.op.axis)
@@ -103,6 +95,63 @@ def matmul_schedule(N=32, K=16, M=32, bn=16, vt=2, nt=4, kf=4):
         s[T].bind(t1, tx)
         s[T].bind(t2, ty)
     return s, [A, B, C]
+
+
+def bind_virtual_threads(stage, y, x, vt, nt, ty, tx):
+    """Split the innermost two axes ``y`` and ``x`` of ``stage`` into ``vt`` x ``vt`` virtual
+    threads, then into ``nt`` x ``nt`` threads bound to the thread axes ``ty`` and ``tx`` (the
+    virtual threads outermost). Returns ``(vy, vx, ty, tx, yi, xi)``, the new loops."""
+    vy, y = stage.split(y, nparts=vt)
+    vx, x = stage.split(x, nparts=vt)
+    ty_, y = stage.split(y, nparts=nt)
+    tx_, x = stage.split(x, nparts=nt)
+    stage.reorder(vy, vx, ty_, tx_, y, x)
+    stage.bind(vy, te.thread_axis((0, vt), "vthread", name="vy"))
+    stage.bind(vx, te.thread_axis((0, vt), "vthread", name="vx"))
+    stage.bind(ty_, ty)
+    stage.bind(tx_, tx)
+    return vy, vx, ty_, tx_, y, x
+
+
+def bind_thread_tiles(stage, block, threads):
+    """Tile the two axes of ``stage``: ``block`` x ``block`` per block (blockIdx.y/x), split
+    among ``threads`` x ``threads`` threads (threadIdx.y/x). Returns the new loops
+    ``(by, bx, ty, tx, yi, xi)``."""
+    i, j = stage.op.axis
+    by, yi = stage.split(i, factor=block)
+    bx, xi = stage.split(j, factor=block)
+    ty, yi = stage.split(yi, nparts=threads)
+    tx, xi = stage.split(xi, nparts=threads)
+    stage.reorder(by, bx, ty, tx, yi, xi)
+    stage.bind(by, te.thread_axis("blockIdx.y"))
+    stage.bind(bx, te.thread_axis("blockIdx.x"))
+    stage.bind(ty, te.thread_axis("threadIdx.y"))
+    stage.bind(tx, te.thread_axis("threadIdx.x"))
+    return by, bx, ty, tx, yi, xi
+
+
+def bind_cross_thread_rfactor(s, B):
+    """The GPU part of TVM's reduction tutorial on the row sum ``B``: rfactor the reduction
+    by 16, rows over blockIdx.x / threadIdx.y (32 a block), the factored axis bound to
+    threadIdx.x with the partial sums computed at it. Returns ``(BF, tx)``."""
+    _, ki = s[B].split(B.op.reduce_axis[0], factor=16)
+    BF = s.rfactor(B, ki)
+    xo, xi = s[B].split(s[B].op.axis[0], factor=32)
+    s[B].bind(xo, te.thread_axis("blockIdx.x"))
+    s[B].bind(xi, te.thread_axis("threadIdx.y"))
+    tx = te.thread_axis("threadIdx.x")
+    s[B].bind(s[B].op.reduce_axis[0], tx)
+    s[BF].compute_at(s[B], s[B].op.reduce_axis[0])
+    return BF, tx
+
+
+def square_matmul(N, K):
+    """``C = A @ B`` with ``A`` of shape ``(N, K)`` and ``B`` of shape ``(K, N)``."""
+    A = te.placeholder((N, K), name="A")
+    B = te.placeholder((K, N), name="B")
+    k = te.reduce_axis((0, K), name="k")
+    C = te.compute((N, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    return A, B, C
 
 
 def random(shape, rng, dtype="float32"):
@@ -122,4 +171,5 @@ def vector_add_schedule(n=None, factor=64):
 
 
 __all__ = ["assemble", "build_ptx", "simulate", "matmul_schedule", "vector_add_schedule", "random",
-           "PTXAS", "np", "gpu_function"]
+           "PTXAS", "np", "gpu_function", "bind_virtual_threads", "bind_thread_tiles",
+           "bind_cross_thread_rfactor", "square_matmul"]

@@ -11,7 +11,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cuda_helpers import build_ptx, gpu_function, simulate
+from cuda_helpers import (
+    bind_cross_thread_rfactor,
+    bind_thread_tiles,
+    bind_virtual_threads,
+    build_ptx,
+    gpu_function,
+    simulate,
+    square_matmul,
+)
 from helpers import assert_written, poisoned, random_array
 
 import compiler
@@ -35,19 +43,11 @@ def _check(s, args, inputs, want, rtol=1e-5, atol=1e-5):
     build_ptx(s, args)
 
 
-def _matmul(N, K):
-    A = te.placeholder((N, K), name="A")
-    B = te.placeholder((K, N), name="B")
-    k = te.reduce_axis((0, K), name="k")
-    C = te.compute((N, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    return A, B, C
-
-
 def shared_gemm(N=16, K=16, tile=8, bind_loads=True):
     """The shared-memory GEMM idiom: one output element per thread, ``tile`` x ``tile``
     threads per block, tiles of A and B in shared memory loaded at each step of k,
     cooperatively (one element per thread) when ``bind_loads``."""
-    A, B, C = _matmul(N, K)
+    A, B, C = square_matmul(N, K)
     s = te.create_schedule(C.op)
     CL = s.cache_write(C, "local")
     AS = s.cache_read(A, "shared", [CL])
@@ -102,19 +102,11 @@ def test_a_per_thread_tile_fixed_outside_the_attach_point(rng):
     tile of A, relaxed over threadIdx.y, starts at the row of the current ``i.c`` (rows
     ``by*8 + i.c_offset + 2*ty``: 7 rows), and every thread loads it (same values)."""
     N, K = 16, 8
-    A, B, C = _matmul(N, K)
+    A, B, C = square_matmul(N, K)
     s = te.create_schedule(C.op)
     CL = s.cache_write(C, "local")
     AS = s.cache_read(A, "shared", [CL])
-    by, i = s[C].split(C.op.axis[0], factor=8)
-    bx, j = s[C].split(C.op.axis[1], factor=8)
-    ty, ii = s[C].split(i, factor=2)
-    tx, jj = s[C].split(j, factor=2)
-    s[C].reorder(by, bx, ty, tx, ii, jj)
-    s[C].bind(by, te.thread_axis("blockIdx.y"))
-    s[C].bind(bx, te.thread_axis("blockIdx.x"))
-    s[C].bind(ty, te.thread_axis("threadIdx.y"))
-    s[C].bind(tx, te.thread_axis("threadIdx.x"))
+    tx = bind_thread_tiles(s[C], block=8, threads=4)[3]  # 2 x 2 outputs a thread
     s[CL].compute_at(s[C], tx)
     ko, _ = s[CL].split(CL.op.reduce_axis[0], factor=4)  # CL's loops: i.c, j.c, ko, ki
     s[AS].compute_at(s[CL], ko)
@@ -160,18 +152,11 @@ def conv_hwcn(in_size=2, in_channel=4, out_channel=8, batch=8, tile=4, num_threa
     bz = s[B].fuse(hi, wi)
     by, fi = s[B].split(fi, factor=block_factor)
     bx, ni = s[B].split(ni, factor=block_factor)
+    s[B].reorder(bz, by, bx, fi, ni)
     s[B].bind(bz, te.thread_axis("blockIdx.z"))
     s[B].bind(by, te.thread_axis("blockIdx.y"))
     s[B].bind(bx, te.thread_axis("blockIdx.x"))
-    tyz, fi = s[B].split(fi, nparts=vthread)
-    txz, ni = s[B].split(ni, nparts=vthread)
-    ty, fi = s[B].split(fi, nparts=num_thread)
-    tx, ni = s[B].split(ni, nparts=num_thread)
-    s[B].reorder(bz, by, bx, tyz, txz, ty, tx, fi, ni)
-    s[B].bind(tyz, te.thread_axis((0, vthread), "vthread", name="vy"))
-    s[B].bind(txz, te.thread_axis((0, vthread), "vthread", name="vx"))
-    s[B].bind(ty, thread_y)
-    s[B].bind(tx, thread_x)
+    tx = bind_virtual_threads(s[B], fi, ni, vthread, num_thread, thread_y, thread_x)[3]
     s[BL].compute_at(s[B], tx)
     yi, xi, fi, ni = s[BL].op.axis
     ry, rx, rc = s[BL].op.reduce_axis
@@ -224,13 +209,7 @@ def cross_thread_rfactor(n=40, m=64):
     k = te.reduce_axis((0, m), "k")
     B = te.compute((n,), lambda i: te.sum(A[i, k], axis=k), name="B")
     s = te.create_schedule(B.op)
-    ko, ki = s[B].split(B.op.reduce_axis[0], factor=16)
-    BF = s.rfactor(B, ki)
-    xo, xi = s[B].split(s[B].op.axis[0], factor=32)
-    s[B].bind(xo, te.thread_axis("blockIdx.x"))
-    s[B].bind(xi, te.thread_axis("threadIdx.y"))
-    s[B].bind(s[B].op.reduce_axis[0], te.thread_axis("threadIdx.x"))
-    s[BF].compute_at(s[B], s[B].op.reduce_axis[0])
+    BF, _ = bind_cross_thread_rfactor(s, B)
     return s, [A, B], BF
 
 

@@ -11,7 +11,7 @@ simulator, and assembled with ptxas.
 from __future__ import annotations
 
 import pytest
-from cuda_helpers import build_ptx, gpu_function, simulate
+from cuda_helpers import bind_thread_tiles, build_ptx, gpu_function, simulate, square_matmul
 from helpers import assert_written, poisoned, random_array
 
 import compiler
@@ -22,14 +22,6 @@ from compiler.tir import stmt as S
 from compiler.tir.analysis import collect
 
 
-def _matmul(N=16, K=8):
-    A = te.placeholder((N, K), name="A")
-    B = te.placeholder((K, N), name="B")
-    k = te.reduce_axis((0, K), "k")
-    C = te.compute((N, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    return A, B, C
-
-
 def _loops(func) -> dict:
     """``{loop variable name: loop kind}`` of the loops left in a lowered function."""
     return {f.loop_var.name: f.kind for f in collect(func.body, lambda n: isinstance(n, S.For))}
@@ -37,7 +29,7 @@ def _loops(func) -> dict:
 
 def _cpu_schedule(step, explicit=None):
     """Tiles of 4 x 4 outputs, each a reduction over 8: the pragma on the outermost axis."""
-    A, B, C = _matmul()
+    A, B, C = square_matmul(16, 8)
     s = te.create_schedule(C.op)
     i, j = C.op.axis
     io, ii = s[C].split(i, factor=4)
@@ -85,7 +77,7 @@ def test_unroll_explicit_0_leaves_the_loops_to_llvm(rng):
 
 
 def test_explicit_unroll_requests_become_llvm_hints_under_unroll_explicit_0():
-    A, B, C = _matmul()
+    A, B, C = square_matmul(16, 8)
     s = te.create_schedule(C.op)
     i, j = C.op.axis
     s[C].unroll(C.op.reduce_axis[0])
@@ -103,19 +95,10 @@ def test_simple_mode_shows_the_pragmas_and_still_builds(rng):
 def _cuda_schedule(step, explicit):
     """AutoTVM's CUDA template shape: 2 x 2 outputs per thread in registers, pragmas on
     the outermost (block) axis."""
-    A, B, C = _matmul()
+    A, B, C = square_matmul(16, 8)
     s = te.create_schedule(C.op)
     CL = s.cache_write(C, "local")
-    i, j = C.op.axis
-    by, yi = s[C].split(i, factor=8)
-    bx, xi = s[C].split(j, factor=8)
-    ty, yi = s[C].split(yi, nparts=4)
-    tx, xi = s[C].split(xi, nparts=4)
-    s[C].reorder(by, bx, ty, tx, yi, xi)
-    s[C].bind(by, te.thread_axis("blockIdx.y"))
-    s[C].bind(bx, te.thread_axis("blockIdx.x"))
-    s[C].bind(ty, te.thread_axis("threadIdx.y"))
-    s[C].bind(tx, te.thread_axis("threadIdx.x"))
+    by, _, _, tx, _, _ = bind_thread_tiles(s[C], block=8, threads=4)
     s[CL].compute_at(s[C], tx)
     s[C].pragma(by, "auto_unroll_max_step", step)
     s[C].pragma(by, "unroll_explicit", explicit)
@@ -147,7 +130,7 @@ def test_a_small_step_leaves_the_cuda_loops_rolled():
 
 
 def test_unknown_pragmas_are_refused_naming_the_known_ones():
-    A, B, C = _matmul()
+    A, B, C = square_matmul(16, 8)
     s = te.create_schedule(C.op)
     with pytest.raises(ScheduleError, match="'auto_unroll_max_step', 'unroll_explicit'"):
         s[C].pragma(C.op.axis[0], "parallel_launch_point")
@@ -156,14 +139,14 @@ def test_unknown_pragmas_are_refused_naming_the_known_ones():
 @pytest.mark.parametrize("key, value", [("auto_unroll_max_step", -1), ("auto_unroll_max_step", 1.5),
                                         ("unroll_explicit", 2)])
 def test_pragma_values_are_checked(key, value):
-    A, B, C = _matmul()
+    A, B, C = square_matmul(16, 8)
     s = te.create_schedule(C.op)
     with pytest.raises(ScheduleError, match=key):
         s[C].pragma(C.op.axis[0], key, value)
 
 
 def test_an_annotated_axis_cannot_be_split():
-    A, B, C = _matmul()
+    A, B, C = square_matmul(16, 8)
     s = te.create_schedule(C.op)
     s[C].pragma(C.op.axis[0], "auto_unroll_max_step", 16)
     with pytest.raises(ScheduleError, match="before annotating"):

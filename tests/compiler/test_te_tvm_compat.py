@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cuda_helpers import build_ptx, simulate
+from cuda_helpers import bind_cross_thread_rfactor, build_ptx, simulate
 from helpers import SENTINEL, assert_written, poisoned, random_array
 
 import compiler
@@ -118,14 +118,7 @@ def test_the_reduction_tutorials_cross_thread_rfactor_over_symbolic_sizes(rng):
     n, m = te.var("n"), te.var("m")
     A, B = _row_sum(n, m)
     s = te.create_schedule(B.op)
-    ko, ki = s[B].split(B.op.reduce_axis[0], factor=16)
-    BF = s.rfactor(B, ki)
-    xo, xi = s[B].split(s[B].op.axis[0], factor=32)
-    s[B].bind(xo, te.thread_axis("blockIdx.x"))
-    s[B].bind(xi, te.thread_axis("threadIdx.y"))
-    tx = te.thread_axis("threadIdx.x")
-    s[B].bind(s[B].op.reduce_axis[0], tx)
-    s[BF].compute_at(s[B], s[B].op.reduce_axis[0])
+    _, tx = bind_cross_thread_rfactor(s, B)
     s[B].set_store_predicate(tx.var.equal(0))
     a = random_array(rng, (40, 37), "float32")
     b = poisoned((40,), "float32")
@@ -194,11 +187,16 @@ def test_a_store_predicate_must_be_boolean_and_not_use_reduction_axes():
         compiler.lower(s, [A, B])
 
 
-def test_a_store_predicate_over_an_unbound_thread_axis_is_refused():
+def _add_then_scale():
+    """``C = (A + 1) * 2`` in two stages, and its schedule."""
     A = te.placeholder((64,), name="A")
     B = te.compute((64,), lambda i: A[i] + 1.0, name="B")
     C = te.compute((64,), lambda i: B[i] * 2.0, name="C")
-    s = te.create_schedule(C.op)
+    return te.create_schedule(C.op), A, B, C
+
+
+def test_a_store_predicate_over_an_unbound_thread_axis_is_refused():
+    s, A, B, C = _add_then_scale()
     tx = te.thread_axis("threadIdx.x")
     for T in (B, C):
         bx, xi = s[T].split(T.op.axis[0], factor=16)
@@ -214,10 +212,7 @@ def test_a_store_predicate_over_an_unbound_thread_axis_is_refused():
 
 
 def _inlined_argument():
-    A = te.placeholder((64,), name="A")
-    B = te.compute((64,), lambda i: A[i] + 1.0, name="B")
-    C = te.compute((64,), lambda i: B[i] * 2.0, name="C")
-    s = te.create_schedule(C.op)
+    s, A, B, C = _add_then_scale()
     s[B].compute_inline()
     return s, A, B, C
 
