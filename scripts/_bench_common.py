@@ -34,7 +34,7 @@ from pathlib import Path
 
 __all__ = ["QUIET_SCALING", "REPEAT", "ROUNDS", "Quietness", "Contender", "Timing", "Verdict",
            "measure_quietness", "fma_peak_flops", "time_interleaved", "run_child", "verdict_lines",
-           "busy_note", "format_table", "module_spec", "thread_env"]
+           "busy_note", "format_table", "module_spec", "matmul_peers", "thread_env"]
 
 QUIET_SCALING = 0.9  # T threads must do at least 0.9 * T times the FMA work of one (1.8x on 2 cores)
 REPEAT = 7  # timings per child process; the child reports their median
@@ -213,6 +213,22 @@ def module_spec(path: str | os.PathLike, arrays: Sequence, repeat: int = REPEAT,
     """The child spec that loads an exported module and times it on arrays shaped like ``arrays``."""
     return {"kind": "module", "path": str(path), "args": [[list(a.shape), str(a.dtype)] for a in arrays],
             "repeat": repeat, "min_ms": min_ms}
+
+
+def matmul_peers(n: int, l: int, m: int) -> list[Contender]:
+    """The peers of an ``n x l @ l x m`` matmul this machine can run: numpy's OpenBLAS as it
+    loads; its AVX-512 kernels where the CPU has them; PyTorch (MKL)."""
+    import importlib.util
+
+    import llvmlite.binding as llvm
+
+    spec = {"kind": "numpy", "op": "matmul", "shape": [n, l, m]}
+    peers = [Contender("numpy a @ b", spec)]
+    if llvm.get_host_cpu_features().get("avx512f"):
+        peers.append(Contender("numpy SkylakeX", dict(spec), {"OPENBLAS_CORETYPE": "SkylakeX"}))
+    if importlib.util.find_spec("torch") is not None:
+        peers.append(Contender("torch a @ b", {**spec, "kind": "torch"}))
+    return peers
 
 
 # ----------------------------------------------------------------------------- tables

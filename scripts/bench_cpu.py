@@ -110,20 +110,6 @@ def add_row_sum(bench: Bench, rows: int = 4096, cols: int = 4096) -> None:
               [numpy_peer("row_sum", a.shape)])
 
 
-def matmul_peers(n: int) -> list[B.Contender]:
-    """numpy's OpenBLAS as it loads; its AVX-512 kernels where the CPU has them; PyTorch (MKL)."""
-    import importlib.util
-
-    import llvmlite.binding as llvm
-
-    peers = [numpy_peer("matmul", (n, n, n), "numpy a @ b")]
-    if llvm.get_host_cpu_features().get("avx512f"):
-        peers.append(numpy_peer("matmul", (n, n, n), "numpy SkylakeX", {"OPENBLAS_CORETYPE": "SkylakeX"}))
-    if importlib.util.find_spec("torch") is not None:
-        peers.append(B.Contender("torch a @ b", {"kind": "torch", "op": "matmul", "shape": [n, n, n]}))
-    return peers
-
-
 def add_matmul(bench: Bench, sizes=(1024, 2048)) -> float:
     """Both sizes; returns the median milliseconds of ``build()`` for the first."""
     for n in sizes:
@@ -131,7 +117,7 @@ def add_matmul(bench: Bench, sizes=(1024, 2048)) -> float:
         a, b = RNG.random((n, n), dtype=np.float32), RNG.random((n, n), dtype=np.float32)
         c = np.empty((n, n), np.float32)
         check(f, (a, b), c, a @ b, rtol=1e-4)
-        bench.add("matmul", f"{n}^3", f, (a, b, c), 2.0 * n ** 3, "GFLOPS", matmul_peers(n))
+        bench.add("matmul", f"{n}^3", f, (a, b, c), 2.0 * n ** 3, "GFLOPS", B.matmul_peers(n, n, n))
     times = []
     for _ in range(B.REPEAT):
         s, args = K.matmul(sizes[0], sizes[0], sizes[0])

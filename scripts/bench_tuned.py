@@ -82,19 +82,9 @@ WORKLOADS = {
 
 def peers(w: Workload) -> list[B.Contender]:
     """The peers of ``w`` that this machine can run."""
-    import llvmlite.binding as llvm
-
-    have_torch = importlib.util.find_spec("torch") is not None
     if w.template == "matmul":
-        n, l, m = w.args[:3]
-        out = [B.Contender("numpy a @ b", {"kind": "numpy", "op": "matmul", "shape": [n, l, m]})]
-        if llvm.get_host_cpu_features().get("avx512f"):
-            out.append(B.Contender("numpy SkylakeX", {"kind": "numpy", "op": "matmul", "shape": [n, l, m]},
-                                   {"OPENBLAS_CORETYPE": "SkylakeX"}))
-        if have_torch:
-            out.append(B.Contender("torch a @ b", {"kind": "torch", "op": "matmul", "shape": [n, l, m]}))
-        return out
-    if not have_torch:
+        return B.matmul_peers(*w.args[:3])
+    if importlib.util.find_spec("torch") is None:
         return []
     if w.template == "conv2d_nchw":
         N, C, H, W, K, KH, KW, stride, pad, dilation, _ = w.args
