@@ -95,13 +95,16 @@ class ComputeOp(Operation):
 
     @property
     def body(self) -> PrimExpr:
+        """The expression of the first output (the only one unless a tuple was computed)."""
         return self.bodies[0]
 
     @property
     def num_outputs(self) -> int:
+        """How many outputs the operation computes (one per body)."""
         return len(self.bodies)
 
     def output_dtype(self, index: int) -> str:
+        """The dtype of output ``index``."""
         return self.bodies[index].dtype
 
     @property

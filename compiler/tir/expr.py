@@ -412,6 +412,7 @@ class CommReducer(enum.Enum):
         return (self.combine(lhs[0], rhs[0]),)
 
     def identities(self, dtypes: tuple) -> tuple:
+        """:meth:`identity` as a one-element tuple (the interface of :class:`UserReducer`)."""
         return (self.identity(dtypes[0]),)
 
 
@@ -433,6 +434,7 @@ class UserReducer:
 
     @property
     def label(self) -> str:
+        """How the printer names the reduction: the name given to ``te.comm_reducer``."""
         return self.name
 
     def combine_all(self, lhs: tuple, rhs: tuple) -> tuple:
@@ -444,6 +446,7 @@ class UserReducer:
         return tuple(substitute(r, mapping) for r in self.result)
 
     def identities(self, dtypes: tuple) -> tuple:
+        """The identity tuple (typed when the reducer was defined, so ``dtypes`` is unused)."""
         return self.identity_element
 
     def combine(self, lhs: PrimExpr, rhs: PrimExpr) -> PrimExpr:
@@ -451,6 +454,7 @@ class UserReducer:
         return self.combine_all((lhs,), (rhs,))[0]
 
     def identity(self, dtype: str) -> PrimExpr:
+        """The identity of a single-value reduction."""
         return self.identity_element[0]
 
 
