@@ -106,6 +106,12 @@ class ArgumentPacker:
         # numpy dtypes compare much faster than their names are computed
         self._np_dtype = {i: np.dtype(self.sig.args[i].dtype) for i in self._buffer_pos}
         self._var_dtype = {name: dtype for name, dtype in self.sig.scalar_vars}
+        # the range of each integer variable, looked up once rather than on every call
+        self._int_range = {}
+        for name, dtype in self.sig.scalar_vars:
+            if dtypes.is_int(dtype):
+                info = np.iinfo(dtype)
+                self._int_range[name] = (int(info.min), int(info.max))
         self._narrow = {i: names for i in self._buffer_pos if (names := self._narrow_vars(self.sig.args[i]))}
 
     # ------------------------------------------------------------------ entry point
@@ -220,11 +226,9 @@ class ArgumentPacker:
         for index arithmetic over int32 sizes (see :mod:`compiler.tir.indexing`): either
         would make the kernel wrap its indices, silently."""
         for name, (value, where) in bound.items():
-            dtype = self._var_dtype.get(name)
-            if dtype is None or not dtypes.is_int(dtype):
-                continue
-            info = np.iinfo(dtype)
-            if not info.min <= value <= info.max:
+            lo, hi = self._int_range.get(name, (-math.inf, math.inf))
+            if not lo <= value <= hi:
+                dtype = self._var_dtype[name]
                 raise RuntimeArgumentError(
                     f"{self.sig.name}: {name} = {value} (from {where}) does not fit its dtype {dtype}; "
                     f"declare it with a wider dtype, e.g. te.var({name!r}, 'int64')")
