@@ -135,6 +135,7 @@ class Cpu:
 
     @property
     def target(self) -> str:
+        """The target string that compiles for this model."""
         return f"llvm -mcpu={self.name}"
 
     def runs_here(self) -> bool:

@@ -9,6 +9,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from helpers import host_features
 
 from compiler.driver import build
 from compiler.errors import CompilerError, RuntimeArgumentError, TargetError
@@ -542,9 +543,7 @@ def test_double_to_half_is_rounded_once_and_needs_no_libcall():
 def test_float16_code_for_cpus_without_f16c_runs_in_the_jit():
     """Without F16C, LLVM converts halves with calls to __extendhfsf2 and __truncsfhf2, which the
     process lacks: the kernel jumped to address 0. In a child process, so that a crash fails."""
-    import llvmlite.binding as llvm
-
-    if not llvm.get_host_cpu_features().get("f16c", False):
+    if "f16c" not in host_features():
         pytest.skip("this CPU has no F16C, which the JIT's float16 conversions use")
     script = textwrap.dedent("""
         import numpy as np
