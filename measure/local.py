@@ -19,7 +19,7 @@ import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 
-from measure.base import Builder, Runner
+from measure.base import Builder, Runner, error_result
 from measure.gate import Gates
 from measure.pool import Completion, WorkerPool
 from measure.protocol import BuildReply, BuildRequest, RunReply, RunRequest
@@ -236,8 +236,8 @@ class LocalRunner(Runner):
             try:
                 result = self.measure_one(inp.task, build, device)
             except BaseException as exc:  # noqa: BLE001 - reported, never lost
-                why = f"the run failed: {type(exc).__name__}: {exc}"
-                result = RunReply.failure(ErrorKind.RUNTIME_ERROR, why).result(build.build_time)
+                result = error_result(ErrorKind.RUNTIME_ERROR, f"the run failed: {type(exc).__name__}: {exc}",
+                                      build.build_time)
             done.put((i, result, device))
 
         while pending is not None or not closed or running:
