@@ -10,16 +10,15 @@ from ..errors import CompilerError
 from ..runtime.arguments import FunctionInfo
 from ..runtime.module import Module
 from ..target import Target
-from ..tir.analysis import collect
+from ..tir.analysis import stored_buffers
 from ..tir.function import IRModule, PrimFunc
-from ..tir.stmt import BufferStore
 
 __all__ = ["build_module", "function_info"]
 
 
 def function_info(func: PrimFunc) -> FunctionInfo:
     """How to call ``func`` and which of its buffer arguments it writes."""
-    stored = {id(s.buffer.data) for s in collect(func.body, lambda n: isinstance(n, BufferStore))}
+    stored = stored_buffers(func.body)
     written = [i for i, p in enumerate(func.params) if not _is_var(p) and id(p.data) in stored]
     return FunctionInfo(func.signature(), written)
 

@@ -34,7 +34,7 @@ from ..errors import CodegenError
 from ..target import Target
 from ..tir import expr as E
 from ..tir import stmt as S
-from ..tir.analysis import collect
+from ..tir.analysis import collect, stored_buffers
 from ..tir.function import PrimFunc
 from ..tir.transform.thread_sync import SYNC_OP
 from .llvm import CodeGenLLVM
@@ -107,7 +107,7 @@ class CodeGenNVPTX(CodeGenLLVM):
         buffers = func.buffer_params()
         scalars = [p for p in func.params if isinstance(p, E.Var)]
         self._check_free_vars(func, buffers, scalars)
-        written = {id(s.buffer.data) for s in collect(func.body, lambda n: isinstance(n, S.BufferStore))}
+        written = stored_buffers(func.body)
         arg_types = [memory_type(b.dtype).as_pointer() for b in buffers]
         arg_types += [scalar_type(v.dtype) for v in scalars]
         fn = ir.Function(self.module, ir.FunctionType(VOID, arg_types), func.name)

@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 from .expr import Let, PrimExpr, Reduce, Var
 from .functor import IRMutator, IRVisitor
-from .stmt import Allocate, For, LetStmt
+from .stmt import Allocate, BufferStore, For, LetStmt
 
-__all__ = ["free_vars", "substitute", "post_order_visit", "uses_var", "collect"]
+__all__ = ["free_vars", "substitute", "post_order_visit", "uses_var", "collect", "stored_buffers"]
 
 
 class _FreeVars(IRVisitor):
@@ -122,3 +122,8 @@ def collect(node, predicate: Callable) -> list:
     out: list = []
     post_order_visit(node, lambda n: out.append(n) if predicate(n) else None)
     return out
+
+
+def stored_buffers(node) -> set[int]:
+    """The ``id`` of the data variable of every buffer that ``node`` stores into."""
+    return {id(s.buffer.data) for s in collect(node, lambda n: isinstance(n, BufferStore))}

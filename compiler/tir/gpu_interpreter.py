@@ -37,6 +37,7 @@ import numpy as np
 from .. import dtypes
 from . import expr as E
 from . import stmt as S
+from .analysis import stored_buffers
 from .buffer import Buffer
 from .function import PrimFunc
 from .interpreter import InterpreterError, _Interpreter, _restore
@@ -285,12 +286,6 @@ def _strip_thread_attrs(body: S.Stmt) -> tuple[dict, S.Stmt]:
     return extents, body
 
 
-def _written_buffers(body: S.Stmt) -> set[int]:
-    from .analysis import collect
-
-    return {id(s.buffer.data) for s in collect(body, lambda n: isinstance(n, S.BufferStore))}
-
-
 def run_kernel(kernel: PrimFunc, arrays: dict, scalars: dict | None = None, *,
                check_races: bool = True) -> None:
     """Run device function ``kernel`` on ``arrays`` (by buffer name) for its whole grid.
@@ -313,7 +308,7 @@ def run_kernel(kernel: PrimFunc, arrays: dict, scalars: dict | None = None, *,
     ev = Evaluator(dict(env), scalars, None)
     sizes = {tag: int(ev.eval(ext)) for tag, (_, ext) in extents.items()}
     # Global buffers the kernel writes are watched; those it only reads cannot race.
-    watched = _written_buffers(body) & set(params) if check_races else set()
+    watched = stored_buffers(body) & set(params) if check_races else set()
     global_log = _GlobalLog(kernel.name)
 
     def axis(prefix: str):
