@@ -69,6 +69,7 @@ class FrameReader:
         self._buf = bytearray()
 
     def feed(self, data: bytes) -> list[dict]:
+        """Take ``data``; return the messages it completes (none while a frame is partial)."""
         self._buf += data
         out = []
         while len(self._buf) >= _HEADER.size:

@@ -55,10 +55,13 @@ class _Message:
     """``encode``/``decode`` through the JSON form of a message."""
 
     def to_json(self) -> dict:
+        """The message as a JSON-able dict."""
         raise NotImplementedError
 
     @classmethod
     def from_json(cls, data):
+        """The message of a :meth:`to_json` dict (or its JSON text); a :class:`MeasureError`
+        names what is missing."""
         raise NotImplementedError
 
     def encode(self) -> bytes:
@@ -195,6 +198,7 @@ class RunReply(_Message):
 
     @property
     def status(self) -> str:
+        """``"ok"`` for a timed candidate, ``"error"`` for one that failed."""
         return "ok" if self.error_kind is None else "error"
 
     def result(self, build_time: float) -> MeasureResult:

@@ -79,6 +79,9 @@ def _detach_stdio() -> _Channel:
 
 
 def main() -> int:
+    """Serve the tuner over this process's stdin and stdout (see :mod:`measure.pool`) until
+    stdin closes or the tuner dies; returns the exit status (2: no init message, 1: start-up
+    failed)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the tuner; it stops us
     channel = _detach_stdio()
     first = channel.receive()

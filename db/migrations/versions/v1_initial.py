@@ -19,6 +19,7 @@ _Id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
 def upgrade() -> None:
+    """Create the version-1 tables."""
     version = op.create_table(
         "schema_version",
         sa.Column("id", sa.Integer, primary_key=True),

@@ -21,6 +21,7 @@ depends_on = None
 
 
 def upgrade() -> None:
+    """Add the runs' heartbeat columns."""
     op.add_column("tuning_runs", sa.Column("heartbeat", sa.Float))
     op.add_column("tuning_runs", sa.Column("heartbeat_interval", sa.Float))
     set_version(2)

@@ -24,6 +24,7 @@ depends_on = None
 
 
 def upgrade() -> None:
+    """Add the records' kind and mark the re-measurements of older logs."""
     op.add_column("records", sa.Column("kind", sa.String(32), nullable=False, server_default="trial"))
     op.execute("UPDATE records SET kind = 'remeasure' WHERE run_id IS NOT NULL AND EXISTS ("
                "SELECT 1 FROM records AS earlier WHERE earlier.run_id = records.run_id "
