@@ -7,7 +7,7 @@ import sys
 import textwrap
 
 import numpy as np
-from helpers import random_array
+from helpers import poisoned, random_array
 
 import compiler
 from compiler import te
@@ -57,7 +57,7 @@ def _unary(name: str, fcompute, n: int = 64):
 
 
 def _run(mod, a):
-    out = np.full(a.shape, np.nan, a.dtype)
+    out = poisoned(a.shape, a.dtype)
     mod(a, out)
     return out
 
