@@ -48,6 +48,8 @@ def postgres_admin() -> Iterator[object]:
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
 
+    from db import hide_passwords
+
     raw = os.environ.get(POSTGRES_ENV)
     if not raw:
         skip_or_fail_in_ci(f"PostgreSQL tests need {POSTGRES_ENV} (e.g. postgresql+psycopg://autotune:"
@@ -60,8 +62,7 @@ def postgres_admin() -> Iterator[object]:
         with engine.connect() as conn:
             conn.execute(text("SELECT 1"))
     except Exception as err:  # unreachable server, missing driver, bad URL: all make it unusable
-        shown = make_url(raw).render_as_string(hide_password=True) if "://" in raw else raw
-        reason = (f"PostgreSQL at {shown} ({POSTGRES_ENV}) is unusable: {type(err).__name__}: "
+        reason = (f"PostgreSQL at {hide_passwords(raw)} ({POSTGRES_ENV}) is unusable: {type(err).__name__}: "
                   f"{' '.join(str(err).split())[:200]}")
     else:
         reason = None
