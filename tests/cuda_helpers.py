@@ -57,6 +57,7 @@ def simulate(s, args, arrays, scalars=None):
 
 
 def gpu_function(s, args):
+    """Lower for CUDA; the device side (its ``kernels``) of the first function."""
     return lower_cuda(compiler.lower(s, args))[0]
 
 
