@@ -57,7 +57,7 @@ def simulate(s, args, arrays, scalars=None):
 
 
 def gpu_function(s, args):
-    """Lower for CUDA; the device side (its ``kernels``) of the first function."""
+    """Lower for CUDA: the first function split into its ``kernels`` and a launch plan."""
     return lower_cuda(compiler.lower(s, args))[0]
 
 
