@@ -11,9 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from alembic.autogenerate import compare_metadata
-from alembic.runtime.migration import MigrationContext
-from sqlalchemy import MetaData, create_engine, insert, text
+from schema_probe import engine_of, revision_and_differences, schema_version
+from sqlalchemy import MetaData, insert, text
 
 import db
 import db.schema
@@ -24,13 +23,9 @@ V1_POSTGRES_DDL = DATA / "tuning_log_v1.postgresql.sql"
 V1_TABLES = ("schema_version", "workloads", "tuning_runs", "records")  # in foreign-key order
 
 
-def _engine(url: str):
-    return create_engine(url if "://" in url else f"sqlite:///{url}")
-
-
 def _v1_rows() -> dict[str, list[dict]]:
     """Every row of the version-1 SQLite log, per table."""
-    engine = _engine(str(V1_SQLITE))
+    engine = engine_of(str(V1_SQLITE))
     meta = MetaData()
     meta.reflect(engine)
     with engine.connect() as conn:
@@ -50,7 +45,7 @@ def v1_log(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return str(path)
     new_postgres_url: Callable[[], str] = request.getfixturevalue("new_postgres_url")
     url = new_postgres_url()
-    engine = _engine(url)
+    engine = engine_of(url)
     with engine.begin() as conn:
         for statement in V1_POSTGRES_DDL.read_text().split(";"):
             if statement.strip() and not statement.strip().startswith("INSERT INTO schema_version"):
@@ -67,29 +62,12 @@ def v1_log(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return url
 
 
-def _version(url: str) -> int:
-    engine = _engine(url)
-    with engine.connect() as conn:
-        version = conn.execute(text("SELECT version FROM schema_version")).scalar_one()
-    engine.dispose()
-    return version
-
-
-def _revision_and_differences(url: str) -> tuple[str | None, list]:
-    """The log's Alembic revision, and how its tables differ from the ORM models."""
-    engine = _engine(url)
-    with engine.connect() as conn:
-        context = MigrationContext.configure(conn)
-        found = context.get_current_revision(), compare_metadata(context, db.schema.Base.metadata)
-    engine.dispose()
-    return found
-
-
 def test_a_version_1_log_opens_and_keeps_everything(v1_log: str) -> None:
-    assert _version(v1_log) == 1 and _revision_and_differences(v1_log)[0] is None  # from before Alembic
+    assert schema_version(v1_log) == 1
+    assert revision_and_differences(v1_log)[0] is None  # from before Alembic
     with db.open(v1_log) as log:
-        assert _version(v1_log) == db.SCHEMA_VERSION
-        assert _revision_and_differences(v1_log) == (db.schema.HEAD_REVISION, [])
+        assert schema_version(v1_log) == db.SCHEMA_VERSION
+        assert revision_and_differences(v1_log) == (db.schema.HEAD_REVISION, [])
         records = log.records()
         assert len(records) == 5 and log.count(errors=True) == 1
         assert log.add(records) == 0  # every record keeps its identity (uid)

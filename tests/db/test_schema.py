@@ -5,22 +5,17 @@ from __future__ import annotations
 
 import pytest
 from alembic import command
-from alembic.autogenerate import compare_metadata
 from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from sqlalchemy import create_engine, text
+from schema_probe import engine_of, revision_and_differences, schema_version
+from sqlalchemy import text
 
 import db
 import db.schema
 from db.migrations import SCRIPT_LOCATION
 
 
-def _engine(url: str):
-    return create_engine(url if "://" in url else f"sqlite:///{url}")
-
-
 def _set_version(url: str, version: int) -> None:
-    engine = _engine(url)
+    engine = engine_of(url)
     with engine.begin() as conn:
         conn.execute(text("UPDATE schema_version SET version = :v"), {"v": version})
     engine.dispose()
@@ -28,26 +23,17 @@ def _set_version(url: str, version: int) -> None:
 
 def _version(url: str) -> tuple[int, str | None]:
     """The log's schema_version, and its Alembic revision."""
-    engine = _engine(url)
-    with engine.connect() as conn:
-        version = conn.execute(text("SELECT version FROM schema_version")).scalar_one()
-        revision = MigrationContext.configure(conn).get_current_revision()
-    engine.dispose()
-    return version, revision
+    return schema_version(url), revision_and_differences(url)[0]
 
 
 def _differences(url: str) -> list:
-    """How the log's tables differ from the ORM models (Alembic's autogenerate comparison)."""
-    engine = _engine(url)
-    with engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn), db.schema.Base.metadata)
-    engine.dispose()
-    return diff
+    """How the log's tables differ from the ORM models."""
+    return revision_and_differences(url)[1]
 
 
 def _upgrade_to(url: str, revision: str) -> None:
     """Make an empty database a log at an older ``revision``, as that version's library would."""
-    engine = _engine(url)
+    engine = engine_of(url)
     config = Config()
     config.set_main_option("script_location", SCRIPT_LOCATION)
     with engine.begin() as conn:
@@ -88,7 +74,7 @@ def test_a_log_from_a_newer_version_is_refused(log_url: str) -> None:
 
 def test_an_older_log_without_a_migration_path_is_refused(log_url: str) -> None:
     db.open(log_url).close()
-    engine = _engine(log_url)
+    engine = engine_of(log_url)
     with engine.begin() as conn:  # a log from before Alembic, at a version no revision starts from
         conn.execute(text("DROP TABLE alembic_version"))
         conn.execute(text("UPDATE schema_version SET version = 0"))
@@ -99,7 +85,7 @@ def test_an_older_log_without_a_migration_path_is_refused(log_url: str) -> None:
 
 def test_a_revision_from_a_newer_library_is_refused(log_url: str) -> None:
     db.open(log_url).close()
-    engine = _engine(log_url)
+    engine = engine_of(log_url)
     with engine.begin() as conn:
         conn.execute(text("UPDATE alembic_version SET version_num = 'v99'"))
     engine.dispose()
@@ -108,7 +94,7 @@ def test_a_revision_from_a_newer_library_is_refused(log_url: str) -> None:
 
 
 def test_a_database_with_foreign_tables_of_our_names_is_refused(log_url: str) -> None:
-    engine = _engine(log_url)
+    engine = engine_of(log_url)
     with engine.begin() as conn:
         conn.execute(text("CREATE TABLE records (id INTEGER PRIMARY KEY, payload TEXT)"))
     engine.dispose()
@@ -117,7 +103,7 @@ def test_a_database_with_foreign_tables_of_our_names_is_refused(log_url: str) ->
 
 
 def test_a_database_of_another_alembic_project_is_refused(log_url: str) -> None:
-    engine = _engine(log_url)
+    engine = engine_of(log_url)
     with engine.begin() as conn:
         conn.execute(text("CREATE TABLE alembic_version (version_num VARCHAR(32) PRIMARY KEY)"))
         conn.execute(text("INSERT INTO alembic_version VALUES ('1f2e3d4c')"))
