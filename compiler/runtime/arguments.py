@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import ctypes
+import functools
 import math
 import re
 import struct
@@ -106,12 +107,6 @@ class ArgumentPacker:
         # numpy dtypes compare much faster than their names are computed
         self._np_dtype = {i: np.dtype(self.sig.args[i].dtype) for i in self._buffer_pos}
         self._var_dtype = {name: dtype for name, dtype in self.sig.scalar_vars}
-        # the range of each integer variable, looked up once rather than on every call
-        self._int_range = {}
-        for name, dtype in self.sig.scalar_vars:
-            if dtypes.is_int(dtype):
-                info = np.iinfo(dtype)
-                self._int_range[name] = (int(info.min), int(info.max))
         self._narrow = {i: names for i in self._buffer_pos if (names := self._narrow_vars(self.sig.args[i]))}
 
     # ------------------------------------------------------------------ entry point
@@ -226,9 +221,9 @@ class ArgumentPacker:
         for index arithmetic over int32 sizes (see :mod:`compiler.tir.indexing`): either
         would make the kernel wrap its indices, silently."""
         for name, (value, where) in bound.items():
-            lo, hi = self._int_range.get(name, (-math.inf, math.inf))
+            dtype = self._var_dtype.get(name, "")
+            lo, hi = _value_range(dtype) if dtypes.is_int(dtype) else (-math.inf, math.inf)
             if not lo <= value <= hi:
-                dtype = self._var_dtype[name]
                 raise RuntimeArgumentError(
                     f"{self.sig.name}: {name} = {value} (from {where}) does not fit its dtype {dtype}; "
                     f"declare it with a wider dtype, e.g. te.var({name!r}, 'int64')")
@@ -262,7 +257,7 @@ class ArgumentPacker:
                 number = float(value)
             except OverflowError:  # an int beyond float64's range
                 number = math.inf
-            if abs(number) > float(np.finfo(dtype).max):
+            if abs(number) > _value_range(dtype)[1]:
                 raise self._err(i, f"value {value} is out of range for {dtype}")
             return number
         if dtype == "bool":
@@ -271,8 +266,8 @@ class ArgumentPacker:
             raise self._err(i, f"expected a bool, got {value!r}")
         if isinstance(value, bool) or not isinstance(value, int):
             raise self._err(i, f"expected an integer for dtype {dtype}, got {type(value).__name__} {value!r}")
-        info = np.iinfo(dtype)
-        if not info.min <= value <= info.max:
+        lo, hi = _value_range(dtype)
+        if not lo <= value <= hi:
             raise self._err(i, f"value {value} is out of range for {dtype}")
         return value
 
@@ -378,3 +373,16 @@ def _evaluate(text: str, env: dict) -> int:
         return ev(tree.body)
     except ZeroDivisionError:
         raise _Unsupported(text) from None
+
+
+@functools.cache
+def _value_range(dtype: str) -> tuple[float, float]:
+    """The least and greatest value of a numeric dtype (ints exactly; floats up to their largest
+    finite value), looked up once per dtype rather than on every call."""
+    if dtypes.is_float(dtype):
+        top = float(np.finfo(dtype).max)
+        return -top, top
+    if dtypes.is_int(dtype):
+        info = np.iinfo(dtype)
+        return int(info.min), int(info.max)
+    return -math.inf, math.inf
