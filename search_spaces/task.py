@@ -31,7 +31,7 @@ import numpy as np
 
 from search_spaces.errors import InstantiationError, SearchSpaceError
 from search_spaces.space import ConfigEntity, ConfigSpace
-from search_spaces.template import TemplateImpl, _ConfigScope, get_template, target_kind
+from search_spaces.template import ANY, TemplateImpl, _ConfigScope, get_template, target_kind
 
 __all__ = ["Task", "create_task", "workload_key"]
 
@@ -121,8 +121,15 @@ class Task:
 
     @property
     def target_kind(self) -> str:
-        """"cpu" or "cuda": which implementation of the template this task uses."""
-        return self._impl.kind
+        """"cpu" or "cuda": the kind of target this task is for (its template implementation is
+        the one for this kind, else the one that serves every target)."""
+        return target_kind(self.target)
+
+    @property
+    def workload(self) -> tuple:
+        """``(name, *args)``: the workload as AutoTVM writes it, e.g.
+        ``("tutorial/matmul", 512, 512, 512, "float32")`` (the target is not part of it)."""
+        return (self.template, *self.args)
 
     @property
     def workload_key(self) -> str:
@@ -322,7 +329,7 @@ def _ensure_registered(name: str, module: str | None, code: str | None) -> None:
         importlib.import_module(module)
     elif code is not None:
         func, reference, kind = _cloudpickle().loads(base64.b64decode(code))
-        template(name, target=kind, reference=reference)(func)
+        template(name, target=None if kind == ANY else kind, reference=reference)(func)
         _from_code[name] = digest
 
 

@@ -2,9 +2,12 @@
 
 A template is a plain function ``f(*args) -> (schedule, tensors)``: compute
 definition, then knobs (through :func:`get_config`), then schedule. It is
-registered under a name, with one implementation per target kind (``"cpu"`` for
-``llvm`` targets, ``"cuda"`` for ``cuda`` targets) and optionally a numpy reference
-``reference(*args) -> (inputs, expected_outputs)``::
+registered under a name (identifiers joined by ``/`` or ``.``, as in AutoTVM's
+``"tutorial/matmul"``) and optionally a numpy reference
+``reference(*args) -> (inputs, expected_outputs)``. Registered without a target, one
+implementation serves every target, as in AutoTVM; ``target="cpu"`` (``llvm``
+targets) or ``target="cuda"`` restricts it to one kind, and such an implementation
+takes precedence over a generic one::
 
     @template("my_matmul", target="cpu", reference=my_matmul_ref)
     def my_matmul(N, L, M, dtype):
@@ -22,6 +25,7 @@ the current dispatch context gives.
 from __future__ import annotations
 
 import inspect
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,9 +33,11 @@ from dataclasses import dataclass
 from search_spaces.errors import SearchSpaceError
 
 __all__ = ["template", "get_config", "get_template", "list_templates", "Template", "TemplateImpl",
-           "target_kind", "unregister_template"]
+           "target_kind", "unregister_template", "ANY"]
 
 _KINDS = {"llvm": "cpu", "cuda": "cuda"}
+ANY = "any"  # the kind of an implementation that serves every target
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[/.][A-Za-z_0-9][A-Za-z0-9_]*)*")
 
 
 @dataclass
@@ -39,7 +45,7 @@ class TemplateImpl:
     """One implementation of a template for one target kind."""
 
     name: str
-    kind: str                      # "cpu" or "cuda"
+    kind: str                      # "cpu", "cuda" or "any" (every target)
     func: Callable
     reference: Callable | None = None
 
@@ -57,13 +63,14 @@ class Template:
         self.__doc__ = f"Template {name!r}."
 
     def impl(self, kind: str) -> TemplateImpl:
-        """The implementation for target kind ``kind`` ("cpu" or "cuda")."""
-        try:
-            return self.impls[kind]
-        except KeyError:
+        """The implementation for target kind ``kind`` ("cpu" or "cuda"): the one registered for
+        that kind, else the one that serves every target."""
+        found = self.impls.get(kind) or self.impls.get(ANY)
+        if found is None:
             have = ", ".join(self.impls) or "none"
             raise SearchSpaceError(f"template {self.name!r} has no {kind!r} implementation "
-                                   f"(it has: {have})") from None
+                                   f"(it has: {have})")
+        return found
 
     def __call__(self, *args, target=None, **kwargs):
         """``(schedule, tensors)`` for ``args`` on ``target`` (default: the current target,
@@ -93,13 +100,20 @@ def target_kind(target) -> str:
     return _KINDS[t.kind]
 
 
-def template(name: str, target: str = "cpu", reference: Callable | None = None):
-    """Register the decorated function as the ``target`` ("cpu" or "cuda") implementation
-    of template ``name``; returns the :class:`Template` for ``name``."""
-    if not isinstance(name, str) or not name.isidentifier():
-        raise SearchSpaceError(f"a template name is an identifier such as 'matmul', got {name!r}")
-    if target not in _KINDS.values():
-        raise SearchSpaceError(f"template {name!r}: target must be 'cpu' or 'cuda', got {target!r}")
+def template(name: str, target: str | None = None, reference: Callable | None = None):
+    """Register the decorated function as template ``name``; returns the :class:`Template`
+    for ``name``.
+
+    Without ``target`` the function serves every target; ``target="cpu"`` or ``"cuda"``
+    registers it for that kind only (it then wins over a generic implementation).
+    """
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise SearchSpaceError("a template name is an identifier, or identifiers joined by '/' or '.', "
+                               f"such as 'matmul' or 'tutorial/matmul'; got {name!r}")
+    if target is not None and target not in _KINDS.values():
+        raise SearchSpaceError(f"template {name!r}: target must be 'cpu', 'cuda' or None (every target), "
+                               f"got {target!r}")
+    kind = ANY if target is None else target
     if reference is not None and not callable(reference):
         raise SearchSpaceError(f"template {name!r}: reference must be callable, got {reference!r}")
 
@@ -109,15 +123,17 @@ def template(name: str, target: str = "cpu", reference: Callable | None = None):
         _check_signature(name, func)
         with _registry_lock:
             tmpl = _registry.setdefault(name, Template(name))
-            old = tmpl.impls.get(target)
-            same = old is not None and (old.module, old.func.__qualname__) == (func.__module__,
-                                                                                func.__qualname__)
-            if old is not None and not same:
-                raise SearchSpaceError(
-                    f"template {name!r} already has a {target!r} implementation "
-                    f"({old.module}.{old.func.__qualname__}); pick another name")
+            # A generic implementation would shadow nothing but fill in for every other kind:
+            # it clashes with any implementation of another function.
+            rivals = list(tmpl.impls.values()) if kind == ANY else [tmpl.impls.get(kind)]
+            for old in rivals:
+                if old is not None and (old.module, old.func.__qualname__) != (func.__module__,
+                                                                                func.__qualname__):
+                    raise SearchSpaceError(
+                        f"template {name!r} already has a {old.kind!r} implementation "
+                        f"({old.module}.{old.func.__qualname__}); pick another name")
             # Redefining the same function (a reloaded module, a re-run notebook cell) replaces it.
-            tmpl.impls[target] = TemplateImpl(name, target, func, reference)
+            tmpl.impls[kind] = TemplateImpl(name, kind, func, reference)
             if func.__doc__ and tmpl.__doc__.startswith("Template "):
                 tmpl.__doc__ = func.__doc__
         from search_spaces.task import _forget_tasks
@@ -147,12 +163,14 @@ def get_template(name: str) -> Template:
 
 
 def list_templates() -> dict[str, list[str]]:
-    """``{template name: [target kinds]}`` of every registered template."""
+    """``{template name: [target kinds]}`` of every registered template ("any" for an
+    implementation that serves every target)."""
     return {n: sorted(t.impls) for n, t in sorted(_registry.items())}
 
 
 def unregister_template(name: str, target: str | None = None) -> None:
-    """Remove template ``name`` (only its ``target`` implementation when given)."""
+    """Remove template ``name`` (only its ``target`` implementation when given: "cpu", "cuda"
+    or "any")."""
     from search_spaces.task import _forget_tasks
 
     with _registry_lock:

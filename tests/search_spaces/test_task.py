@@ -174,3 +174,10 @@ def _env() -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return env
+
+
+def test_workload_is_the_name_and_the_args_as_autotvm_writes_it():
+    task = create_task("matmul", (16, 16, 16), "llvm")
+    assert task.workload == ("matmul", 16, 16, 16, "float32")
+    assert task.workload == (task.name, *task.args)
+    assert isinstance(task.workload, tuple)

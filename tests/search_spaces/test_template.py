@@ -36,7 +36,7 @@ def _scale_ref(n, factor):
 def scale_template():
     """A small user template with a split knob, a choice knob and a constraint."""
 
-    @template("test_scale", reference=_scale_ref)
+    @template("test_scale", target="cpu", reference=_scale_ref)
     def scale(n, factor=2.0):
         A = te.placeholder((n,), name="A")
         B = te.compute((n,), lambda i: A[i] * factor, name="B")
@@ -177,13 +177,19 @@ def test_template_failing_in_define_mode():
 
 
 def test_registration_rules():
-    with pytest.raises(SearchSpaceError, match="identifier"):
-        template("not a name")
-    with pytest.raises(SearchSpaceError, match="'cpu' or 'cuda'"):
+    for bad in ("not a name", "a//b", "/a", "a/", "a/b c", ""):
+        with pytest.raises(SearchSpaceError, match="identifier"):
+            template(bad)
+    with pytest.raises(SearchSpaceError, match="'cpu', 'cuda' or None"):
         template("x", target="llvm")
     with pytest.raises(SearchSpaceError, match="already has a 'cpu' implementation"):
-        @template("matmul")
+        @template("matmul", target="cpu")
         def other_matmul(N, L, M, dtype):
+            pass
+    # A generic implementation would fill in for every kind: it clashes with any other function.
+    with pytest.raises(SearchSpaceError, match="already has a '(cpu|cuda)' implementation"):
+        @template("matmul")
+        def generic_matmul(N, L, M, dtype):
             pass
     with pytest.raises(SearchSpaceError, match="reserved"):
         @template("test_reserved")
@@ -229,3 +235,54 @@ def test_builtin_templates_are_registered():
             "pool2d", "softmax", "layer_norm", "elementwise"} <= names
     for name in names & {"matmul", "dense"}:
         assert search_spaces.get_template(name).impl("cpu").reference is not None
+
+
+def _add_one(n):
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] + 1.0, name="B")
+    s = te.create_schedule(B.op)
+    cfg = get_config()
+    cfg.define_split("tile", B.op.axis[0], num_outputs=2)
+    cfg["tile"].apply(s, B, B.op.axis[0])
+    return s, [A, B]
+
+
+def test_names_with_slashes_and_one_template_for_every_target(rng):
+    def add_one(n):  # defined here: it travels by value
+        return _add_one(n)
+
+    tmpl = template("test/add_one")(add_one)
+    try:
+        assert search_spaces.list_templates()["test/add_one"] == ["any"]
+        cpu = create_task("test/add_one", (8,), "llvm")
+        gpu = create_task("test/add_one", (8,), "cuda")
+        assert cpu.target_kind == "cpu" and gpu.target_kind == "cuda"
+        assert cpu.workload_key != gpu.workload_key
+        assert len(cpu.config_space) == len(gpu.config_space) == 4
+        s, args = tmpl(8, target="llvm")
+        a = rng.random(8).astype("float32")
+        build_and_check(s, args, [a], [a + 1.0])
+        # The task travels by value and registers again as a generic template.
+        from search_spaces.task import Task
+        data = cpu.to_json(by_value=True)
+        unregister_template("test/add_one")
+        again = Task.from_json(data, allow_code=True)
+        assert again.args == (8,) and search_spaces.list_templates()["test/add_one"] == ["any"]
+    finally:
+        unregister_template("test/add_one")
+
+
+def test_a_target_specific_implementation_wins_over_the_generic_one():
+    template("test.restricted")(_add_one)
+
+    @template("test.restricted", target="cuda")
+    def restricted_cuda(n):
+        raise RuntimeError("the cuda implementation ran")
+
+    try:
+        assert search_spaces.list_templates()["test.restricted"] == ["any", "cuda"]
+        assert len(create_task("test.restricted", (8,), "llvm").config_space) == 4
+        with pytest.raises(InstantiationError, match="the cuda implementation ran"):
+            create_task("test.restricted", (8,), "cuda").config_space  # noqa: B018
+    finally:
+        unregister_template("test.restricted")
