@@ -1,13 +1,15 @@
-"""Applying a tuning log: the best measured config for each workload, at build time.
+"""Applying a tuning log or a pin file: the best config for each workload, at build time.
 
->>> with autotune.apply_history_best("tuning.db"):
+>>> with autotune.apply_history_best("tuning.db"):          # or a pin file: "configs.json"
 ...     s, args = search_spaces.matmul(1024, 1024, 1024, "float32", target="llvm")
 ...     f = compiler.build(s, args, target="llvm")
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import threading
 
 import db
@@ -15,43 +17,99 @@ from search_spaces.dispatch import DispatchContext
 from search_spaces.space import ConfigEntity
 
 from . import selection
+from .transfer import LogSource, Source, borrow
 
-__all__ = ["ApplyHistoryBest", "apply_history_best"]
+__all__ = ["ApplyHistoryBest", "apply_history_best", "PinSource"]
 
 logger = logging.getLogger(__name__)
 
 
-def _open(log) -> db.TuningLog:
-    return log if isinstance(log, db.TuningLog) else db.open(log)
+def _is_pin(log) -> bool:
+    return isinstance(log, str | os.PathLike) and os.fspath(log).endswith(".json")
+
+
+class PinSource(Source):
+    """The entries of a pin file (:func:`autotune.pin.read_pin`) as a source of tuned
+    configs: one config per workload, scored by its cost."""
+
+    def __init__(self, entries: list[dict]):
+        self._workloads = []
+        self._configs = {}
+        for e in entries:
+            args = json.loads(json.dumps(list(e["args"])))
+            kind = db.target_kind(e["target"])
+            key = json.dumps([e["template"], args, kind, e.get("model", "")], sort_keys=True)
+            self._workloads.append(db.Workload(key, e["template"], args, e["target"], e.get("model", "")))
+            self._configs[key] = (dict(e["config"]), float(e.get("cost") or 0.0))
+
+    def workloads(self) -> list[db.Workload]:
+        return list(self._workloads)
+
+    def ranked(self, workload, k):
+        return [self._configs[workload.key]]
+
+    def exact(self, target_key_: str, task) -> dict | None:
+        """The knob values pinned for ``task`` on the target keyed ``"<kind>:<model>"``, or None."""
+        args = json.loads(json.dumps(list(task.args)))
+        for w in self._workloads:
+            same_target = f"{w.target_kind}:{w.target_model}" == target_key_
+            if w.template == task.name and w.args == args and same_target:
+                return self._configs[w.key][0]
+        return None
 
 
 class ApplyHistoryBest(DispatchContext):
-    """A dispatch context that answers with the best valid config in a tuning log.
+    """A dispatch context that answers with the best valid config of a tuning log or a pin file.
 
     The best config of a workload is the one :mod:`autotune.selection` ranks first (the
     best confident median over every measurement of a config): the config ``tune()``
-    chose. A workload with no record of its own borrows the best config of its nearest
-    neighbour (:func:`selection.borrow`): another shape of the same template on the same
-    target model (``transfer=True``), and with ``any_model=True`` also a workload tuned on
-    another CPU or GPU model of the same target kind; the config must be valid in its
-    space. Records whose config is not valid for the task are reported in the log and
-    skipped, never applied.
+    chose; a pin file (written by ``autotune pin``) names it directly. A workload with no
+    config of its own borrows from its nearest neighbours (:mod:`autotune.transfer`):
+    other shapes of the same template on the same target model (``transfer=True``), and
+    with ``any_model=True`` also workloads tuned on another CPU or GPU model of the same
+    target kind; the borrowed config is adapted to the workload's space, and says where it
+    came from (:class:`autotune.transfer.BorrowedConfig`). Records whose config is not valid for the
+    task are reported in the log and skipped, never applied.
     """
 
     def __init__(self, log, transfer: bool = True, any_model: bool = False):
         super().__init__()
-        self.log = _open(log)
+        if _is_pin(log):
+            from .pin import read_pin
+
+            self.log = None
+            self.pin = PinSource(read_pin(log))
+            self._source = self.pin
+        else:
+            self.log = log if isinstance(log, db.TuningLog) else db.open(log)
+            self.pin = None
+            self._source = LogSource(self.log)
         self.transfer = transfer
         self.any_model = any_model
         self._cache: dict[tuple[str, str], ConfigEntity | None] = {}
         self._lock = threading.Lock()
 
-    def _query(self, target_key: str, task) -> ConfigEntity | None:
-        key = (target_key, task.workload_key)
+    def query(self, target, workload) -> ConfigEntity | None:
+        """The config for ``workload`` on ``target``, or None when no context has one.
+
+        As in AutoTVM, ``workload`` is ``(template name, *args)``; a
+        :class:`search_spaces.Task` is accepted too. Inside a ``with`` block the contexts
+        it was entered in answer what this one cannot (at the bottom, the default config).
+        """
+        if isinstance(workload, tuple | list):
+            if not workload or not isinstance(workload[0], str):
+                raise ValueError(f"a workload is (template name, *args), got {workload!r}")
+            from search_spaces import create_task
+
+            workload = create_task(workload[0], list(workload[1:]), target)
+        return super().query(target, workload)
+
+    def _query(self, target_key_: str, task) -> ConfigEntity | None:
+        key = (target_key_, task.workload_key)
         with self._lock:
             if key in self._cache:
                 return self._cache[key]
-        cfg = self._lookup(task)
+        cfg = self._lookup(target_key_, task)
         with self._lock:
             self._cache[key] = cfg
         return cfg
@@ -63,31 +121,35 @@ class ApplyHistoryBest(DispatchContext):
             raise ValueError(f"config {config} breaks a constraint of {task.workload_name}")
         return cfg
 
-    def _lookup(self, task) -> ConfigEntity | None:
-        def validate(config: dict) -> None:
-            self._valid_config(task, config)
+    def _own(self, target_key_: str, task) -> ConfigEntity | None:
+        """The workload's own best valid config, if the log or pin holds one."""
+        if self.pin is not None:
+            knobs = self.pin.exact(target_key_, task)
+            if knobs is None:
+                return None
+            try:
+                return self._valid_config(task, {"knobs": knobs})
+            except Exception as err:  # noqa: BLE001 - any failure means the pinned config does not fit
+                logger.warning("ignoring the pinned config of %s: %s (%s)", task.workload_name, knobs, err)
+                return None
+        found = selection.best(self.log, task, validate=lambda config: self._valid_config(task, config))
+        return self._valid_config(task, found[0].config) if found else None
 
-        found = selection.best(self.log, task, validate=validate)
-        if found:
-            return self._valid_config(task, found[0].config)
-        if not (self.transfer or self.any_model):
-            return None
-        borrowed = selection.borrow(self.log, task, other_shapes=self.transfer, other_models=self.any_model,
-                                    validate=validate)
-        if borrowed is None:
-            return None
-        workload, entry = borrowed
-        logger.warning("%s has no tuning record; borrowing the best config of %s on %s", task.workload_name,
-                       selection.workload_label(workload.template, workload.args),
-                       selection.target_label(workload.target, workload.target_model))
-        return self._valid_config(task, entry.config)
+    def _lookup(self, target_key_: str, task) -> ConfigEntity | None:
+        own = self._own(target_key_, task)
+        if own is not None or not (self.transfer or self.any_model):
+            return own
+        return borrow(self._source, task, other_shapes=self.transfer, other_models=self.any_model)
 
 
 def apply_history_best(log, transfer: bool = True, any_model: bool = False) -> ApplyHistoryBest:
     """A context in which templates use the best config recorded in ``log``.
 
-    ``log`` is a path (an SQLite file), an SQLAlchemy URL or an open
-    :class:`db.TuningLog`. Nested contexts: the innermost that has an answer wins;
-    a workload no context knows falls back to its default config with one warning.
+    ``log`` is a path (an SQLite file), an SQLAlchemy URL, an open :class:`db.TuningLog`,
+    or the path of a pin file (``*.json``, written by ``autotune pin``). Nested contexts:
+    the innermost that has an answer wins; a workload no context knows falls back to its
+    default config with one warning. ``ctx.query(target, (template, *args))`` asks for a
+    workload's config directly, as in AutoTVM.
     """
     return ApplyHistoryBest(log, transfer=transfer, any_model=any_model)
+

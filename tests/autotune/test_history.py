@@ -204,7 +204,8 @@ def test_prune_never_deletes_the_config_apply_history_best_picks(log):
 
 def test_borrowing_and_best_agree_with_the_one_ranking(log, caplog):
     from autotune.report import summarize
-    from autotune.selection import best, borrow, confident_cost
+    from autotune.selection import best, confident_cost
+    from autotune.transfer import borrow
 
     tuned = autotune.create_task("test_history_scale", (1000, "float32"), _HERE)
     steady, good = _disagreeing(log, tuned)
@@ -224,8 +225,7 @@ def test_borrowing_and_best_agree_with_the_one_ranking(log, caplog):
     with autotune.apply_history_best(log, transfer=False, any_model=True):
         assert _query(new_model).index == good.index  # the same shape on another CPU model
         assert _query(new_shape).is_fallback           # but no other shape
-    workload, entry = borrow(log, new_model, other_shapes=False, other_models=True)
-    assert workload.key == tuned.workload_key and entry.config["index"] == good.index
-    # a config that does not fit the borrower is skipped for the next best
-    workload, entry = borrow(log, new_shape, validate=lambda config: config["index"] != good.index)
-    assert entry.config["index"] == steady.index
+    borrowed = borrow(log, new_model, other_shapes=False, other_models=True)
+    assert borrowed.source_key == tuned.workload_key and borrowed.index == good.index
+    # a config refused by the borrower is skipped for the next best
+    assert borrow(log, new_shape, accept=lambda config: config.index != good.index).index == steady.index
