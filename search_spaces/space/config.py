@@ -1,0 +1,107 @@
+"""A config: one point of a config space, the entity chosen for each knob."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from search_spaces.errors import SearchSpaceError
+from search_spaces.space.entity import Entity
+
+if TYPE_CHECKING:
+    from search_spaces.space.config_space import ConfigSpace
+
+__all__ = ["ConfigEntity"]
+
+
+class ConfigEntity:
+    """One point of a config space: an entity per knob, and its mixed-radix index.
+
+    Inside a template (apply mode) ``cfg[name]`` is the chosen entity and the
+    ``define_*`` calls do nothing. :meth:`to_json` / :meth:`from_json` round-trip it.
+    """
+
+    def __init__(self, index: int, entities: dict[str, Entity], is_fallback: bool = False):
+        self.index = int(index)
+        self._entities = dict(entities)
+        self.is_fallback = is_fallback
+
+    def __getitem__(self, name: str) -> Entity:
+        try:
+            return self._entities[name]
+        except KeyError:
+            raise SearchSpaceError(f"unknown knob {name!r}; this config has "
+                                   f"{', '.join(self._entities) or 'no knobs'}") from None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._entities
+
+    def keys(self) -> list[str]:
+        return list(self._entities)
+
+    def items(self):
+        return self._entities.items()
+
+    def knob_values(self) -> dict:
+        """``{knob name: JSON value}``, in definition order."""
+        return {k: e.value() for k, e in self._entities.items()}
+
+    # Templates call these in apply mode too: the space is already defined, so they only
+    # check that the knob belongs to this config.
+    def _defined(self, name: str, *args, **kwargs) -> None:
+        if name not in self._entities:
+            raise SearchSpaceError(f"the template defines knob {name!r}, which this config lacks "
+                                   f"(it has {', '.join(self._entities) or 'no knobs'}); "
+                                   "the config belongs to another space")
+
+    define_split = define_reorder = define_annotate = define_knob = _defined
+
+    def add_constraint(self, predicate: Callable, knobs: Sequence[str] | None = None,
+                       name: str | None = None) -> None:
+        """No-op in apply mode (the space already applied its constraints)."""
+
+    def to_json(self) -> dict:
+        """``{"index": int, "knobs": {name: value}}``; plain JSON data."""
+        return {"index": self.index, "knobs": self.knob_values()}
+
+    @classmethod
+    def from_json(cls, space: ConfigSpace, data: dict | str) -> ConfigEntity:
+        """The config described by ``data`` in ``space``; unknown or missing knobs, values
+        outside the space, a wrong index and violated constraints raise :class:`SearchSpaceError`."""
+        if isinstance(data, str):
+            try:
+                data = json.loads(data)
+            except json.JSONDecodeError as exc:
+                raise SearchSpaceError(f"config JSON does not parse: {exc}") from None
+        if not isinstance(data, dict) or not isinstance(data.get("knobs"), dict):
+            raise SearchSpaceError(f"a config is {{'index': int, 'knobs': {{...}}}}, got {data!r}")
+        knobs = data["knobs"]
+        unknown = [k for k in knobs if k not in space.space_map]
+        if unknown:
+            raise SearchSpaceError(f"unknown knob {unknown[0]!r} in config; the space has "
+                                   f"{', '.join(space.space_map) or 'no knobs'}")
+        missing = [k for k in space.space_map if k not in knobs]
+        if missing:
+            raise SearchSpaceError(f"config lacks knob {missing[0]!r}")
+        choices = [knob.index_of(knobs[name]) for name, knob in space.space_map.items()]
+        index = space.choices_to_index(choices)
+        if "index" in data and data["index"] is not None and data["index"] != index:
+            raise SearchSpaceError(f"config index {data['index']!r} does not match its knob values "
+                                   f"(which give index {index})")
+        entities = space._entities(choices)
+        bad = space._violated(entities)
+        if bad is not None:
+            raise SearchSpaceError(f"config {knobs!r} violates constraint {bad.name}")
+        return cls(index, entities)
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, ConfigEntity) and self.index == other.index
+                and self.knob_values() == other.knob_values())
+
+    def __hash__(self) -> int:
+        return hash((self.index, json.dumps(self.knob_values())))
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{k}={e.value()!r}" for k, e in self._entities.items())
+        return f"ConfigEntity(index={self.index}, {body})"

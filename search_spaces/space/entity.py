@@ -1,0 +1,112 @@
+"""Entities: one choice of one knob, and how it applies itself to a schedule."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+
+__all__ = ["Entity", "SplitEntity", "ReorderEntity", "AnnotateEntity", "OtherOptionEntity"]
+
+
+def _stage(s, op):
+    """The stage of ``op`` in schedule ``s``; ``op`` may be a tensor, an operation or a stage."""
+    from compiler.schedule import Stage
+
+    return op if isinstance(op, Stage) else s[op]
+
+
+class Entity:
+    """One choice of one knob; :meth:`value` is its JSON form."""
+
+    __slots__ = ()
+
+    def value(self):
+        raise NotImplementedError
+
+    def __eq__(self, other) -> bool:
+        return type(self) is type(other) and self.value() == other.value()
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, json.dumps(self.value())))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.value()!r})"
+
+
+class SplitEntity(Entity):
+    """Split sizes, outermost first: ``size[0]`` is ``ceil(extent / prod(size[1:]))``."""
+
+    __slots__ = ("size",)
+
+    def __init__(self, size: Sequence[int]):
+        self.size = tuple(int(x) for x in size)
+
+    def value(self) -> list[int]:
+        return list(self.size)
+
+    def apply(self, s, op, axis) -> list:
+        """Split ``axis`` of ``op``'s stage into ``len(size)`` axes, outermost first."""
+        stage = _stage(s, op)
+        axes = []
+        for i in range(1, len(self.size)):
+            outer, axis = stage.split(axis, factor=math.prod(self.size[i:]))
+            axes.append(outer)
+        return axes + [axis]
+
+
+class ReorderEntity(Entity):
+    """A permutation: the new order is ``[axes[i] for i in perm]``."""
+
+    __slots__ = ("perm",)
+
+    def __init__(self, perm: Sequence[int]):
+        self.perm = tuple(int(x) for x in perm)
+
+    def value(self) -> list[int]:
+        return list(self.perm)
+
+    def apply(self, s, op, axes: Sequence) -> list:
+        """Reorder ``axes`` of ``op``'s stage; returns them in their new order."""
+        ordered = [axes[i] for i in self.perm]
+        _stage(s, op).reorder(*ordered)
+        return ordered
+
+
+class AnnotateEntity(Entity):
+    """One annotation per axis: ``"none"``, ``"unroll"`` or ``"vec"``."""
+
+    __slots__ = ("anns",)
+
+    def __init__(self, anns: Sequence[str]):
+        self.anns = tuple(str(a) for a in anns)
+
+    def value(self) -> list[str]:
+        return list(self.anns)
+
+    def apply(self, s, op, axes: Sequence, axis_lens: Sequence[int] | None = None,
+              max_unroll: int | None = None) -> list:
+        """Annotate ``axes`` of ``op``'s stage. With ``axis_lens`` and ``max_unroll``,
+        an ``"unroll"`` on an axis longer than ``max_unroll`` is skipped (code size)."""
+        stage = _stage(s, op)
+        for k, (ax, ann) in enumerate(zip(axes, self.anns, strict=True)):
+            if ann == "unroll":
+                if axis_lens is not None and max_unroll is not None and axis_lens[k] > max_unroll:
+                    continue
+                stage.unroll(ax)
+            elif ann == "vec":
+                stage.vectorize(ax)
+        return list(axes)
+
+
+class OtherOptionEntity(Entity):
+    """A plain value chosen from a list of candidates (``define_knob``)."""
+
+    __slots__ = ("val",)
+
+    def __init__(self, val):
+        self.val = val
+
+    def value(self):
+        return self.val
+

@@ -1,0 +1,256 @@
+"""Knob spaces: the entities one knob can take, their default and their numeric encoding."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Callable, Sequence
+
+from search_spaces.errors import SearchSpaceError
+from search_spaces.space.entity import (
+    AnnotateEntity,
+    Entity,
+    OtherOptionEntity,
+    ReorderEntity,
+    SplitEntity,
+)
+
+__all__ = ["KnobSpace", "SplitSpace", "ReorderSpace", "AnnotateSpace", "OtherOptionSpace"]
+
+# The vector width (in elements) that split defaults aim their innermost factor at.
+_DEFAULT_INNER = 16
+_DEFAULT_MIDDLE = 4
+
+
+class KnobSpace:
+    """The entities one knob can take, in a fixed order; ``default`` indexes one of them."""
+
+    kind = "knob"
+
+    def __init__(self, name: str, entities: list[Entity], default: int = 0):
+        if not entities:
+            raise SearchSpaceError(f"knob {name!r} has no choices (check its filter or candidates)")
+        self.name = name
+        self.entities = entities
+        self.default = default
+        self._index = {json.dumps(e.value()): k for k, e in enumerate(entities)}
+        if len(self._index) != len(entities):
+            raise SearchSpaceError(f"knob {name!r} lists the same choice twice")
+
+    def __len__(self) -> int:
+        return len(self.entities)
+
+    def __getitem__(self, k: int) -> Entity:
+        return self.entities[k]
+
+    def index_of(self, value) -> int:
+        """The position of the entity whose JSON value is ``value``."""
+        key = json.dumps(_jsonable(value))
+        if key not in self._index:
+            raise SearchSpaceError(f"knob {self.name!r}: value {value!r} is not in its space "
+                                   f"({len(self)} choices, e.g. {self.entities[0].value()!r})")
+        return self._index[key]
+
+    def features(self, entity: Entity) -> list[float]:
+        """A numeric encoding of ``entity`` for cost models."""
+        return [float(self.entities.index(entity))]
+
+    def preference(self) -> list[int]:
+        """Choice positions from most to least preferred: the default, then nearest to it."""
+        return sorted(range(len(self)), key=lambda k: (abs(k - self.default), k))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, {len(self)} choices)"
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+class SplitSpace(KnobSpace):
+    """Ways to split an axis of ``extent`` into ``num_outputs`` nested axes.
+
+    Policies: ``"factors"`` (inner sizes divide the extent exactly), ``"power2"``
+    (inner sizes are powers of two; the outer loop is guarded where they overshoot)
+    and ``"verbose"`` (divisors and powers of two). ``max_factor`` bounds each inner
+    size; ``filter(entity) -> bool`` drops choices.
+    """
+
+    kind = "split"
+
+    def __init__(self, name: str, extent: int, policy: str = "factors", num_outputs: int = 2,
+                 max_factor: int | None = None, filter: Callable | None = None,
+                 default: Sequence[int] | None = None):
+        if not isinstance(extent, int) or isinstance(extent, bool) or extent < 1:
+            raise SearchSpaceError(f"split knob {name!r}: the axis extent must be a positive "
+                                   f"constant int, got {extent!r}")
+        if not isinstance(num_outputs, int) or not 2 <= num_outputs <= 4:
+            raise SearchSpaceError(f"split knob {name!r}: num_outputs must be 2, 3 or 4, got {num_outputs!r}")
+        if policy not in ("factors", "power2", "verbose"):
+            raise SearchSpaceError(f"split knob {name!r}: unknown policy {policy!r}; "
+                                   "use 'factors', 'power2' or 'verbose'")
+        self.extent, self.policy, self.num_outputs = extent, policy, num_outputs
+        limit = extent if max_factor is None else min(extent, int(max_factor))
+        pow2 = [1 << k for k in range(extent.bit_length()) if (1 << k) <= limit]
+        divs = [d for d in _divisors(extent) if d <= limit]
+        cands = {"factors": divs, "power2": pow2, "verbose": sorted(set(divs) | set(pow2))}[policy]
+        entities = []
+        for inner in itertools.product(cands, repeat=num_outputs - 1):
+            prod = math.prod(inner)
+            if policy == "factors" and extent % prod:
+                continue
+            if prod > extent:
+                continue
+            e = SplitEntity((-(-extent // prod),) + inner)
+            if filter is None or filter(e):
+                entities.append(e)
+        super().__init__(name, entities)
+        self.default = self._closest(default)
+
+    def _closest(self, hint: Sequence[int] | None) -> int:
+        """The entity nearest (in log2 distance of the inner sizes) to ``hint``.
+
+        Without a hint, the innermost size aims at a vector width and middle sizes at a
+        small register tile; ties go to the larger innermost size, then the first entity.
+        """
+        n = self.num_outputs
+        if hint is None:
+            hint = [-1] + [_DEFAULT_MIDDLE] * (n - 2) + [_DEFAULT_INNER]
+        hint = list(hint)
+        if len(hint) != n:
+            raise SearchSpaceError(f"split knob {self.name!r}: default {hint!r} needs {n} sizes")
+        self._hint = hint
+        return min(range(len(self.entities)), key=self._cost)
+
+    def preference(self) -> list[int]:
+        return sorted(range(len(self)), key=self._cost)
+
+    def _cost(self, k: int) -> tuple:
+        size = self.entities[k].size
+        d = 0.0
+        for want, got in zip(self._hint, size):
+            if want is not None and want > 0:
+                d += abs(math.log2(want) - math.log2(got))
+        # An innermost size that is no multiple nor divisor of the wanted one (a vector
+        # width) leaves partial vectors: prefer 8 over 20 when 16 is wanted.
+        want = self._hint[-1]
+        if want is not None and want > 0 and size[-1] % want and want % size[-1]:
+            d += 2.0
+        # Prefer exact divisions (no guarded tail), then larger inner tiles.
+        waste = size[0] * math.prod(size[1:]) - self.extent
+        return (d, waste > 0, tuple(-x for x in reversed(size[1:])))
+
+    def features(self, entity: Entity) -> list[float]:
+        return [math.log2(x) for x in entity.size]
+
+
+class ReorderSpace(KnobSpace):
+    """Orders of ``n`` axes: ``"all"`` permutations, permutations of an ``interval``
+    ``(lo, hi)`` only, or a ``"candidate"`` list of orders."""
+
+    kind = "reorder"
+
+    def __init__(self, name: str, axes: Sequence, policy: str = "all", candidate=None,
+                 interval: tuple[int, int] | None = None, default: Sequence[int] | None = None):
+        n = len(axes)
+        if policy == "all":
+            perms = list(itertools.permutations(range(n)))
+        elif policy == "interval":
+            lo, hi = interval if interval is not None else (0, n)
+            if not 0 <= lo <= hi <= n:
+                raise SearchSpaceError(f"reorder knob {name!r}: interval {interval!r} is not within 0..{n}")
+            perms = [tuple(range(lo)) + p + tuple(range(hi, n))
+                     for p in itertools.permutations(range(lo, hi))]
+        elif policy == "candidate":
+            if not candidate:
+                raise SearchSpaceError(f"reorder knob {name!r}: policy 'candidate' needs candidate orders")
+            perms = []
+            for order in candidate:
+                perm = []
+                for ax in order:
+                    hits = [k for k, a in enumerate(axes) if a is ax or (isinstance(ax, int) and ax == k)]
+                    if len(hits) != 1:
+                        raise SearchSpaceError(f"reorder knob {name!r}: candidate {order!r} names an axis "
+                                               "that is not among the knob's axes")
+                    perm.append(hits[0])
+                if sorted(perm) != list(range(n)):
+                    raise SearchSpaceError(f"reorder knob {name!r}: candidate {order!r} is not a "
+                                           f"permutation of the {n} axes")
+                perms.append(tuple(perm))
+        else:
+            raise SearchSpaceError(f"reorder knob {name!r}: unknown policy {policy!r}; "
+                                   "use 'all', 'interval' or 'candidate'")
+        super().__init__(name, [ReorderEntity(p) for p in perms])
+        if default is not None:
+            self.default = self.index_of(list(default))
+
+    def features(self, entity: Entity) -> list[float]:
+        return [float(p) for p in entity.perm]
+
+
+_ANN_CODES = {"none": 0.0, "unroll": 1.0, "vec": 2.0}
+
+
+class AnnotateSpace(KnobSpace):
+    """Annotations of ``n`` axes.
+
+    ``"try_unroll"``: each axis unrolled or not. ``"try_vec"``: the last (innermost)
+    axis vectorized or not. ``"try_unroll_vec"``: both. Only the last axis is ever
+    vectorized, because only an innermost loop can be.
+    """
+
+    kind = "annotate"
+
+    def __init__(self, name: str, axes: Sequence, policy: str = "try_unroll",
+                 default: Sequence[str] | None = None):
+        n = len(axes)
+        if n < 1:
+            raise SearchSpaceError(f"annotate knob {name!r} needs at least one axis")
+        unroll = ["none", "unroll"]
+        if policy == "try_unroll":
+            options = [unroll] * n
+        elif policy == "try_vec":
+            options = [["none"]] * (n - 1) + [["none", "vec"]]
+        elif policy == "try_unroll_vec":
+            options = [unroll] * (n - 1) + [["none", "unroll", "vec"]]
+        else:
+            raise SearchSpaceError(f"annotate knob {name!r}: unknown policy {policy!r}; "
+                                   "use 'try_unroll', 'try_vec' or 'try_unroll_vec'")
+        super().__init__(name, [AnnotateEntity(a) for a in itertools.product(*options)])
+        if default is None:  # vectorize what may be vectorized, unroll nothing
+            default = ["none"] * (n - 1) + ["vec" if "vec" in options[-1] else "none"]
+        self.default = self.index_of(list(default))
+
+    def features(self, entity: Entity) -> list[float]:
+        return [_ANN_CODES[a] for a in entity.anns]
+
+
+class OtherOptionSpace(KnobSpace):
+    """A list of candidate values (``define_knob``); JSON-serialisable values only."""
+
+    kind = "knob"
+
+    def __init__(self, name: str, candidates: Sequence, default=None):
+        candidates = list(candidates)
+        for c in candidates:
+            try:
+                json.dumps(c)
+            except TypeError:
+                raise SearchSpaceError(f"knob {name!r}: candidate {c!r} is not JSON-serialisable") from None
+        super().__init__(name, [OtherOptionEntity(c) for c in candidates])
+        if default is not None:
+            self.default = self.index_of(default)
+
+    def features(self, entity: Entity) -> list[float]:
+        v = entity.val
+        if isinstance(v, (bool, int, float)):
+            return [float(v)]
+        return [float(self.entities.index(entity))]
+
+
+def _jsonable(value):
+    """``value`` as JSON would give it back (tuples become lists)."""
+    return json.loads(json.dumps(value))
+
