@@ -229,3 +229,20 @@ def test_borrowing_and_best_agree_with_the_one_ranking(log, caplog):
     assert borrowed.source_key == tuned.workload_key and borrowed.index == good.index
     # a config refused by the borrower is skipped for the next best
     assert borrow(log, new_shape, accept=lambda config: config.index != good.index).index == steady.index
+
+
+# ---------------------------------------------------------------------------- AutoTVM's query
+
+
+def test_query_takes_a_workload_tuple_as_autotvm_does(log, task):
+    tuned = task.config_space.sample(1, rng=9)[0]
+    log.add(_record(task, tuned, 1e-3))
+    ctx = autotune.apply_history_best(log, transfer=False)
+    assert ctx.query(task.target, ("matmul", 32, 32, 32, "float32")) == tuned
+    assert ctx.query(task.target, task) == tuned
+    # a workload the log does not know: None from the context alone, the default inside a `with`
+    assert ctx.query(task.target, ("matmul", 16, 32, 32, "float32")) is None
+    with ctx:
+        assert current_context().query(task.target, ("matmul", 16, 32, 32, "float32")).is_fallback
+    with pytest.raises(ValueError, match="template name"):
+        ctx.query(task.target, (32, 32, 32))
