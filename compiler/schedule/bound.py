@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from ..arith import Analyzer
 from ..errors import ScheduleError
-from ..te.tensor import ComputeOp
+from ..te.tensor import ComputeOp, PlaceholderOp
 from ..tir.analysis import free_vars, post_order_visit, substitute
 from ..tir.expr import (
     Cast,
@@ -120,7 +120,7 @@ def loop_context(sch: Schedule) -> dict[int, list[IterVar]]:
         return result
 
     for st in sch.stages:
-        if isinstance(st.op, ComputeOp) and st.attach_type != "inline":
+        if not isinstance(st.op, PlaceholderOp) and st.attach_type != "inline":
             of(st)
     return prefix
 
@@ -290,17 +290,27 @@ def infer_bounds(sch: Schedule, analyzer: Analyzer) -> tuple[dict, dict]:
     prefix = loop_context(sch)
     infos: dict[int, StageBounds] = {}
     owner: dict[int, Stage] = {}
-    active = [st for st in sch.stages if isinstance(st.op, ComputeOp) and st.attach_type != "inline"]
+    active = [st for st in sch.stages if not isinstance(st.op, PlaceholderOp) and st.attach_type != "inline"]
     for st in active:
         for iv in st.leaf_iter_vars:
             owner[id(iv)] = st
     for st in reversed(active):
+        if not isinstance(st.op, ComputeOp):  # a scan (its time loop) or an extern op (no loops)
+            info = StageBounds(st, ())
+            for iv in st.op.root_iter_vars:
+                info.root_range[id(iv)] = iv.dom
+            _derive_loops(info, analyzer)
+            infos[id(st)] = info
+            continue
         info = StageBounds(st, bodies[id(st)], scope=storage_scope(st, prefix[id(st)], owner))
         op = st.op
         for iv in op.reduce_axis:
             info.root_range[id(iv)] = iv.dom
         if st.attach_type == "scope":
             regions = _region_needed(st, info.scope, sch, active, infos, prefix, owner, analyzer)
+            step = _scan_step(st)
+            if step is not None:  # an update: the step of the time loop it runs in
+                regions[0] = Range(step, const(1, step.dtype))
             for iv, rng in zip(op.axis, regions):
                 info.root_range[id(iv)] = rng if rng is not None else iv.dom
             for iv in op.axis:
@@ -322,6 +332,14 @@ def infer_bounds(sch: Schedule, analyzer: Analyzer) -> tuple[dict, dict]:
                        for c, red in info.guards]
         infos[id(st)] = info
     return infos, prefix
+
+
+def _scan_step(st: Stage):
+    """The time loop's variable if ``st`` computes an update of the scan it belongs to."""
+    scan = st.scan_stage
+    if scan is None or not any(t.op is st.op for t in scan.op.update):
+        return None
+    return scan.op.scan_axis.var
 
 
 def _region_needed(st: Stage, scope: str, sch: Schedule, active: list, infos: dict, prefix: dict,

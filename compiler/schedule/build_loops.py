@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..arith import Analyzer
 from ..errors import LoweringError, ScheduleError
-from ..te.tensor import ComputeOp, Tensor
+from ..te.tensor import ComputeOp, ExternOp, ScanOp, Tensor
 from ..tir.analysis import free_vars, substitute
 from ..tir.buffer import Buffer, decl_buffer
 from ..tir.expr import (
@@ -91,6 +91,12 @@ class _LoopBuilder:
         return self._with_allocs(stages, seq(*[self.stage_stmt(s) for s in stages], rest))
 
     def stage_stmt(self, st: Stage) -> Stmt:
+        if isinstance(st.op, ScanOp):
+            # Its init stages are roots placed before it; its body runs at every step.
+            axis = st.op.scan_axis
+            return self._loop(st, axis, self.place(self.children.get((id(st), id(axis)), []), None))
+        if isinstance(st.op, ExternOp):
+            return self._extern_stmt(st)
         info: StageBounds = self.infos[id(st)]
         op: ComputeOp = st.op
         values = {r.var: info.value[id(r)] for r in op.root_iter_vars}
@@ -143,6 +149,26 @@ class _LoopBuilder:
         if init is not None and first_reduce == len(leaves):
             stmt = seq(init, stmt)  # a reduction with every reduce loop removed (extent 1)
         return stmt
+
+    def _extern_stmt(self, st: Stage) -> Stmt:
+        """An extern op's body, with its placeholder buffers replaced by the real ones."""
+        op: ExternOp = st.op
+        pairs = [(ph, t) for ph, t in zip(op.input_placeholders, op.inputs)]
+        pairs += [(ph, op.output(k)) for k, ph in enumerate(op.output_placeholders)]
+        mapping = {}
+        for ph, tensor in pairs:
+            key = _key(self.sch, tensor)
+            buf = self.buffers.get(key)
+            if buf is None:
+                raise LoweringError(f"extern {op.name!r} reads tensor {tensor.name!r}, which is neither an "
+                                    "argument nor computed by the schedule; add it to the argument list")
+            mins = self.mins.get(key)
+            if buf.strides or buf.elem_offset is not None or buf.scope != "global" or (
+                    mins is not None and not all(is_const_int(m, 0) for m in mins)):
+                raise LoweringError(f"extern {op.name!r}: tensor {tensor.name!r} must be a whole, compact "
+                                    "global buffer (compute it at the root, without strides or offsets)")
+            mapping[id(ph.data)] = buf
+        return _RebindBuffers(mapping).visit(op.body)
 
     def _store_predicate(self, st: Stage, lower_expr, cross) -> list:
         """The stage's store predicate in terms of its loops (``[]`` without one).
@@ -319,6 +345,27 @@ class _LoopBuilder:
         return loop
 
 
+class _RebindBuffers(IRMutator):
+    """Point accesses of buffers (keyed by ``id(data)``) and their data variables at others."""
+
+    def __init__(self, mapping: dict):
+        self.mapping = mapping
+
+    def visit_Var(self, node: Var):
+        buf = self.mapping.get(id(node))
+        return node if buf is None else buf.data
+
+    def visit_BufferLoad(self, node: BufferLoad):
+        node = self.generic_visit(node)
+        buf = self.mapping.get(id(node.buffer.data))
+        return node if buf is None else BufferLoad(buf, node.indices, node.dtype, node.lanes, node.predicate)
+
+    def visit_BufferStore(self, node: BufferStore):
+        node = self.generic_visit(node)
+        buf = self.mapping.get(id(node.buffer.data))
+        return node if buf is None else BufferStore(buf, node.value, node.indices, node.predicate)
+
+
 def _halvings(width: int) -> list[int]:
     """``width / 2, width / 4, ..., 1`` (empty for 1)."""
     out = []
@@ -401,15 +448,23 @@ def schedule_to_primfunc(sch: Schedule, args: list, name: str, binds: dict | Non
             mins[key] = [iv.dom.min for iv in sch[a].op.axis]
     allocated: set[tuple[int, int]] = set()
     loop_vars = {id(iv.var) for st in sch.stages if id(st) in infos for iv in st.leaf_iter_vars}
+    aliases = _scan_aliases(sch)
     for st in sch.stages:
         if id(st) not in infos:
             continue
         info = infos[id(st)]
         op = st.op
-        region = [info.root_range[id(iv)] for iv in op.axis]
+        if isinstance(op, ComputeOp):
+            region = [info.root_range[id(iv)] for iv in op.axis]
         for k in range(op.num_outputs):
             key = (id(st), k)
-            if key in buffers:
+            if key in buffers or key in aliases:
+                continue
+            if not isinstance(op, ComputeOp):  # a scan's or extern op's outputs: whole tensors
+                shape = [analyzer.simplify(e) for e in op.output_shape(k)]
+                buffers[key] = decl_buffer(shape, op.output_dtype(k), op.output(k).name)
+                mins[key] = [const(0, e.dtype) for e in shape]
+                allocated.add(key)
                 continue
             shape = [_alloc_extent(st, r.extent, analyzer, loop_vars) for r in region]
             strides = _strides([s.value if is_const_int(s) else s for s in shape], st.storage_aligns)
@@ -417,10 +472,29 @@ def schedule_to_primfunc(sch: Schedule, args: list, name: str, binds: dict | Non
                                        scope=info.scope)
             mins[key] = [r.min for r in region]
             allocated.add(key)
+    for key, (target, tensor) in aliases.items():
+        if key in buffers:
+            raise LoweringError(f"tensor {tensor.name!r} is part of a scan, which stores it in the scan's "
+                                "output; pass the scan's output as the argument instead")
+        buffers[key] = buffers[target]
+        mins[key] = [const(0, e.dtype) for e in tensor.shape]
     builder = _LoopBuilder(sch, infos, prefix, buffers, mins, allocated, analyzer)
     roots = [st for st in sch.stages if id(st) in infos and st.attach_type != "scope"]
     body = builder.place(roots, None)
     return PrimFunc(tuple(params), body, name, {"from_schedule": True})
+
+
+def _scan_aliases(sch: Schedule) -> dict:
+    """The tensors a scan stores in its outputs, as TVM does: its init, update and state
+    tensors all name output ``k``. Maps their key to (the output's key, the tensor)."""
+    aliases = {}
+    for st in sch.stages:
+        if isinstance(st.op, ScanOp):
+            op: ScanOp = st.op
+            for k in range(op.num_outputs):
+                for t in (op.init[k], op.update[k], op.state_placeholder[k]):
+                    aliases[_key(sch, t)] = ((id(st), k), t)
+    return aliases
 
 
 def _alloc_extent(st: Stage, extent: PrimExpr, analyzer: Analyzer, loop_vars: set) -> PrimExpr:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ScheduleError
-from ..te.tensor import ComputeOp, Operation, Tensor
+from ..te.tensor import ComputeOp, ExternOp, Operation, ScanOp, Tensor
 from ..tir.expr import IterType, IterVar, Var, convert, is_const_int
 from ..tir.stmt import ForKind
 
@@ -78,10 +78,12 @@ class Stage:
         self.storage_aligns: list[StorageAlign] = []
         self.store_predicate = None  # see set_store_predicate
         self.double_buffered = False
+        # The scan stage whose time loop computes this stage (a stage of a scan's body), or None.
+        self.scan_stage: Stage | None = None
         self._reset_iter_vars()
 
     def _reset_iter_vars(self) -> None:
-        roots = list(self.op.root_iter_vars) if isinstance(self.op, ComputeOp) else []
+        roots = list(self.op.root_iter_vars)
         self.all_iter_vars: list[IterVar] = list(roots)
         self.leaf_iter_vars: list[IterVar] = list(roots)
         self.relations = []
@@ -103,6 +105,11 @@ class Stage:
         return ScheduleError(f"{where}: {what}")
 
     def _require_compute(self, primitive: str) -> None:
+        if isinstance(self.op, ScanOp):
+            raise self._fail(f"cannot {primitive} a scan stage: schedule its init and update stages "
+                             "(the time loop scan_axis stays serial)")
+        if isinstance(self.op, ExternOp):
+            raise self._fail(f"cannot {primitive} an extern stage: its body is a call, it has no loops")
         if not isinstance(self.op, ComputeOp):
             raise self._fail(f"cannot {primitive} a placeholder (an input has no loops)")
 
@@ -334,6 +341,10 @@ class Stage:
                 raise self._fail(f"compute_at into {parent.op.name!r} would form a cycle: "
                                  f"{parent.op.name!r} is already computed inside this stage")
             cur = cur.attach_stage
+        if self.scan_stage is not None and parent.scan_stage is not self.scan_stage:
+            raise self._fail(f"compute_at: the stage is computed at every step of scan "
+                             f"{self.scan_stage.op.name!r}; it can only be computed at a stage of that "
+                             f"scan's body, not at {parent.op.name!r}")
         self.attach_type = "scope"
         self.attach_stage = parent
         self.attach_ivar = iv
@@ -346,6 +357,10 @@ class Stage:
         if self.is_output:
             raise self._fail("cannot inline an output stage")
         for st in self.schedule.stages:
+            if isinstance(st.op, (ScanOp, ExternOp)) and any(
+                    t.op is self.op for t in st.op.input_tensors):
+                raise self._fail(f"cannot inline: {type(st.op).__name__} {st.op.name!r} reads the "
+                                 "stored result")
             if st.attach_stage is self:
                 raise self._fail(f"cannot inline: stage {st.op.name!r} is computed inside it")
         self.attach_type = "inline"
@@ -353,11 +368,22 @@ class Stage:
         self.attach_ivar = None
 
     def compute_root(self) -> None:
-        """Compute this stage at the top level (undoes compute_at/compute_inline)."""
+        """Compute this stage at the top level (undoes compute_at/compute_inline); a stage of
+        a scan's body goes back to the scan's time loop."""
         self._require_compute("compute_root")
+        if self.scan_stage is not None:
+            self._attach_to_scan(self.scan_stage)
+            return
         self.attach_type = "root"
         self.attach_stage = None
         self.attach_ivar = None
+
+    def _attach_to_scan(self, scan: Stage) -> None:
+        """Compute this stage at every step of ``scan``'s time loop (part of its body)."""
+        self.scan_stage = scan
+        self.attach_type = "scope"
+        self.attach_stage = scan
+        self.attach_ivar = scan.op.scan_axis
 
     def storage_align(self, axis: IterVar, factor: int, offset: int) -> None:
         """Pad the stride of ``axis``'s dimension so that ``stride % factor == offset``."""
@@ -549,4 +575,39 @@ def create_schedule(ops) -> Schedule:
         visit(o)
     for o in ops:
         sch[o].is_output = True
+    for st in sch.stages:
+        if isinstance(st.op, ScanOp):
+            for op in _scan_body(st.op):
+                sch[op]._attach_to_scan(st)
     return sch
+
+
+def _scan_body(scan: ScanOp) -> list[Operation]:
+    """The operations a scan computes at every step, as TVM's group of a scan: those on a
+    path from its states (or its declared inputs) to its updates, the updates included."""
+    sources = {id(t.op) for t in (*scan.state_placeholder, *scan.inputs)}
+    memo: dict[int, bool] = {}
+    body: list[Operation] = []
+
+    def reaches(op: Operation) -> bool:
+        if id(op) in sources:
+            return True
+        if id(op) in memo:
+            return memo[id(op)]
+        memo[id(op)] = False  # no cycles in a graph of operations; this only ends recursion
+        found = False
+        if isinstance(op, ComputeOp):
+            for t in op.input_tensors:
+                found = reaches(t.op) or found
+        memo[id(op)] = found
+        if found:
+            body.append(op)
+        return found
+
+    for t in scan.update:
+        if not isinstance(t.op, ComputeOp):
+            raise ScheduleError(f"scan {scan.name!r}: update {t.name!r} must be a te.compute")
+        if not reaches(t.op):
+            body.append(t.op)  # an update that reads no state still runs at every step
+            memo[id(t.op)] = True
+    return body

@@ -8,11 +8,11 @@ from collections.abc import Callable
 from .. import dtypes
 from ..errors import CompilerError
 from ..tir.analysis import post_order_visit
-from ..tir.expr import IterType, IterVar, PrimExpr, Range, Reduce, Var, const, convert
+from ..tir.expr import IterType, IterVar, PrimExpr, ProducerLoad, Range, Reduce, Var, const, convert
 from ..tir.indexing import index_dtype, widen
-from .tensor import ComputeOp, PlaceholderOp, Tensor
+from .tensor import ComputeOp, ExternOp, PlaceholderOp, ScanOp, Tensor
 
-__all__ = ["placeholder", "compute", "reduce_axis", "var", "size_var", "thread_axis"]
+__all__ = ["placeholder", "compute", "reduce_axis", "var", "size_var", "thread_axis", "scan", "extern"]
 
 
 def _shape(shape) -> tuple:
@@ -173,3 +173,158 @@ def _check_multi_output(bodies: tuple, name: str) -> None:
         raise CompilerError(f"compute {name!r}: the outputs of a compute with a reduction must be "
                             "the elements of one tuple reduction (all that one te.comm_reducer call "
                             "returns, in order)")
+
+
+# ---------------------------------------------------------------------------- scan
+
+
+def scan(init, update, state_placeholder, inputs=None, name: str = "scan", tag: str = "",
+         attrs: dict | None = None):
+    """A recurrence over the first (time) axis, as TVM's ``te.scan``.
+
+    ``state_placeholder`` is a ``te.placeholder`` of the whole state ``(steps, ...)``;
+    ``init`` computes its first ``init_len`` steps (shape ``(init_len, ...)``) and
+    ``update`` (shape ``(steps, ...)``) step ``t`` from earlier steps, read as
+    ``state[t - 1, ...]``. Give lists of each for several states (one output each).
+    ``inputs`` lists the tensors the step reads besides the states: the stages
+    between them and the updates are computed inside the time loop. The result is
+    the state after every step; ``result.op.scan_axis`` is the time loop.
+    """
+    single = isinstance(init, Tensor)
+    init, update, states = (_tensor_list(x, what) for x, what in
+                            ((init, "init"), (update, "update"), (state_placeholder, "state_placeholder")))
+    inputs = _tensor_list(inputs or [], "inputs")
+    if not (len(init) == len(update) == len(states)) or not init:
+        raise CompilerError(f"scan {name!r}: give as many init, update and state_placeholder tensors "
+                            f"(got {len(init)}, {len(update)} and {len(states)})")
+    from ..arith import Analyzer
+
+    an = Analyzer()
+    for k, (i, u, st) in enumerate(zip(init, update, states)):
+        where = f"scan {name!r}, state {k}"
+        if not isinstance(st.op, PlaceholderOp):
+            raise CompilerError(f"{where}: the state must be a te.placeholder, got {st.op.name!r}")
+        if not (i.ndim == u.ndim == st.ndim) or st.ndim < 1:
+            raise CompilerError(f"{where}: init, update and state need the same number of dimensions "
+                                f"(time first), got {i.ndim}, {u.ndim} and {st.ndim}")
+        if not (i.dtype == u.dtype == st.dtype):
+            raise CompilerError(f"{where}: init, update and state need one dtype, got {i.dtype}, "
+                                f"{u.dtype} and {st.dtype}")
+        for d in range(st.ndim):
+            if not _same_extent(an, u.shape[d], st.shape[d]):
+                raise CompilerError(f"{where}: the update's shape {u.shape} differs from the state's "
+                                    f"{st.shape} in dimension {d}")
+            if d and not _same_extent(an, i.shape[d], st.shape[d]):
+                raise CompilerError(f"{where}: the init's shape {i.shape} differs from the state's "
+                                    f"{st.shape} in dimension {d}")
+        if not _same_extent(an, i.shape[0], init[0].shape[0]) or not _same_extent(an, st.shape[0],
+                                                                                  states[0].shape[0]):
+            raise CompilerError(f"{where}: every state needs the same number of steps and of initial steps")
+    for u in update:
+        _check_reads_earlier_steps(u, states, name)
+    init_len, steps = init[0].shape[0], states[0].shape[0]
+    if an.can_prove(init_len >= steps):
+        raise CompilerError(f"scan {name!r}: the init covers {init_len} steps of {steps}; nothing is left "
+                            "to update")
+    dtype = steps.dtype
+    axis = IterVar(Range(widen(init_len, dtype) if init_len.dtype != dtype else init_len,
+                         an.simplify(steps - init_len)), Var(f"{name}.idx", dtype), IterType.ORDERED)
+    op = ScanOp(name, axis, tuple(init), tuple(update), tuple(states), tuple(inputs), tag, attrs)
+    outputs = [op.output(k) for k in range(op.num_outputs)]
+    return outputs[0] if single and len(outputs) == 1 else outputs
+
+
+def _tensor_list(x, what: str) -> list:
+    items = [x] if isinstance(x, Tensor) else list(x) if isinstance(x, (list, tuple)) else None
+    if items is None or not all(isinstance(t, Tensor) for t in items):
+        raise CompilerError(f"{what} must be a tensor or a list of tensors, got {x!r}")
+    return items
+
+
+def _same_extent(an, a, b) -> bool:
+    from ..tir.expr import EQ
+
+    a, b = convert(a), convert(b)
+    return a is b or an.can_prove(EQ(a, b if b.dtype == a.dtype else b.astype(a.dtype), "bool"))
+
+
+def _check_reads_earlier_steps(update: Tensor, states: list, name: str) -> None:
+    """Refuse an update that reads its state at its own step or later (no value exists yet)."""
+    from ..arith import simplify
+    from ..tir.expr import IntImm
+
+    op = update.op
+    if not isinstance(op, ComputeOp):
+        return
+    t = op.axis[0].var
+    state_ops = {id(s.op) for s in states}
+
+    def visit(node):
+        if isinstance(node, ProducerLoad) and id(node.producer.op) in state_ops:
+            ahead = simplify(node.indices[0] - t)
+            if isinstance(ahead, IntImm) and ahead.value >= 0:
+                raise CompilerError(f"scan {name!r}: update {op.name!r} reads state "
+                                    f"{node.producer.name!r} at step {node.indices[0]}, which is not "
+                                    "computed yet; read earlier steps (t - 1)")
+
+    for body in op.bodies:
+        post_order_visit(body, visit)
+
+
+# ---------------------------------------------------------------------------- extern
+
+
+def extern(shape, inputs, fcompute: Callable, name: str = "extern", dtype=None, in_buffers=None,
+           out_buffers=None, tag: str = "", attrs: dict | None = None):
+    """Tensors computed by a statement, as TVM's ``te.extern``.
+
+    ``shape`` is the output's shape (or a list of shapes, one per output); ``inputs``
+    lists the tensors it reads. ``fcompute(ins, outs)`` receives one buffer per input
+    and per output and returns the statement (or call) that fills the outputs, typically
+    ``compiler.tir.call_packed("name", ins[0], outs[0])`` of a function registered with
+    :func:`compiler.register_func`, or ``te.call_extern`` of a C function. ``dtype``
+    defaults to the first input's. Returns the tensor, or a list for several outputs.
+    """
+    from ..tir.stmt import Evaluate, Stmt
+
+    shapes = [shape] if isinstance(shape, (int, PrimExpr)) or (
+        isinstance(shape, (list, tuple)) and (not shape or not isinstance(shape[0], (list, tuple)))) \
+        else list(shape)
+    shapes = [_shape(s) for s in shapes]
+    inputs = _tensor_list(inputs, f"extern {name!r}: inputs")
+    if dtype is None:
+        if not inputs:
+            raise CompilerError(f"extern {name!r}: give dtype= (there is no input to take it from)")
+        dtype = inputs[0].dtype
+    dtypes_ = [dtype] * len(shapes) if isinstance(dtype, str) else list(dtype)
+    if len(dtypes_) != len(shapes):
+        raise CompilerError(f"extern {name!r}: {len(dtypes_)} dtypes for {len(shapes)} outputs")
+    ins = _extern_buffers(in_buffers, [(t.shape, t.dtype, t.name) for t in inputs],
+                          f"extern {name!r}: in_buffers")
+    outs = _extern_buffers(out_buffers, [(s, d, name if len(shapes) == 1 else f"{name}.v{k}")
+                                         for k, (s, d) in enumerate(zip(shapes, dtypes_))],
+                           f"extern {name!r}: out_buffers")
+    body = fcompute(ins, outs)
+    if isinstance(body, PrimExpr):
+        body = Evaluate(body)
+    if not isinstance(body, Stmt):
+        raise CompilerError(f"extern {name!r}: fcompute must return a statement or a call, got {body!r}")
+    op = ExternOp(name, tuple(inputs), tuple(ins), tuple(outs), body, tag, attrs)
+    outputs = [op.output(k) for k in range(op.num_outputs)]
+    return outputs[0] if len(outputs) == 1 else outputs
+
+
+def _extern_buffers(given, specs: list, what: str) -> list:
+    """The buffers ``fcompute`` sees: those given (checked against ``specs``) or new compact ones."""
+    from ..tir.buffer import Buffer, decl_buffer
+
+    if given is None:
+        return [decl_buffer(s, d, n) for s, d, n in specs]
+    given = list(given)
+    if len(given) != len(specs):
+        raise CompilerError(f"{what}: {len(given)} buffers for {len(specs)} tensors")
+    for b, (s, d, n) in zip(given, specs):
+        if not isinstance(b, Buffer) or b.dtype != d or len(b.shape) != len(s):
+            raise CompilerError(f"{what}: buffer {b!r} does not match tensor {n!r} "
+                                f"({d}, {len(s)} dimensions)")
+    return given

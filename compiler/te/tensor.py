@@ -6,7 +6,7 @@ from .. import dtypes
 from ..tir.analysis import post_order_visit
 from ..tir.expr import IterVar, PrimExpr, ProducerLoad, Reduce, convert
 
-__all__ = ["Tensor", "Operation", "PlaceholderOp", "ComputeOp"]
+__all__ = ["Tensor", "Operation", "PlaceholderOp", "ComputeOp", "ScanOp", "ExternOp"]
 
 
 class Operation:
@@ -36,9 +36,18 @@ class Operation:
         """The element type of output ``index``."""
         return self.dtype
 
+    def output_shape(self, index: int) -> tuple:
+        """The shape of output ``index`` (the outputs of a scan or an extern op may differ)."""
+        return self.shape
+
     @property
     def input_tensors(self) -> list[Tensor]:
         return []
+
+    @property
+    def root_iter_vars(self) -> tuple[IterVar, ...]:
+        """The axes a stage of this operation loops over before any schedule primitive."""
+        return ()
 
     @property
     def shape(self) -> tuple:
@@ -134,6 +143,99 @@ class ComputeOp(Operation):
         return self.axis + self.reduce_axis
 
 
+class ScanOp(Operation):
+    """A recurrence over a time axis (TVM's ``te.scan``): output ``k`` holds the state
+    ``state_placeholder[k]`` at every step.
+
+    Steps ``[0, init_len)`` come from ``init[k]``; each later step ``t`` from
+    ``update[k]`` at ``t``, which reads earlier steps through ``state_placeholder[k]``.
+    ``scan_axis`` runs over ``[init_len, steps)``. The stages between the states (and
+    ``inputs``) and the updates form the scan's body, computed once per step.
+    """
+
+    __slots__ = ("scan_axis", "init", "update", "state_placeholder", "inputs")
+
+    def __init__(self, name: str, scan_axis: IterVar, init: tuple, update: tuple,
+                 state_placeholder: tuple, inputs: tuple, tag: str = "", attrs: dict | None = None):
+        self.scan_axis = scan_axis
+        self.init = tuple(init)
+        self.update = tuple(update)
+        self.state_placeholder = tuple(state_placeholder)
+        self.inputs = tuple(inputs)
+        super().__init__(name, tag, attrs)
+
+    @property
+    def num_outputs(self) -> int:
+        """One output per state."""
+        return len(self.update)
+
+    def output_dtype(self, index: int) -> str:
+        """The dtype of state ``index``."""
+        return self.update[index].dtype
+
+    def output_shape(self, index: int) -> tuple:
+        """The shape of state ``index`` (time first)."""
+        return self.state_placeholder[index].shape
+
+    @property
+    def shape(self) -> tuple:
+        return self.output_shape(0)
+
+    @property
+    def dtype(self) -> str:
+        return self.output_dtype(0)
+
+    @property
+    def input_tensors(self) -> list[Tensor]:
+        """The initial values and the updates, as in TVM."""
+        return [*self.init, *self.update]
+
+    @property
+    def root_iter_vars(self) -> tuple[IterVar, ...]:
+        return (self.scan_axis,)
+
+
+class ExternOp(Operation):
+    """An operation whose body is a statement (TVM's ``te.extern``): typically a call
+    to a registered or external function that reads ``input_placeholders`` (buffers
+    standing for ``inputs``) and writes ``output_placeholders`` (one per output)."""
+
+    __slots__ = ("inputs", "input_placeholders", "output_placeholders", "body")
+
+    def __init__(self, name: str, inputs: tuple, input_placeholders: tuple, output_placeholders: tuple,
+                 body, tag: str = "", attrs: dict | None = None):
+        self.inputs = tuple(inputs)
+        self.input_placeholders = tuple(input_placeholders)
+        self.output_placeholders = tuple(output_placeholders)
+        self.body = body
+        super().__init__(name, tag, attrs)
+
+    @property
+    def num_outputs(self) -> int:
+        """One output per output buffer."""
+        return len(self.output_placeholders)
+
+    def output_dtype(self, index: int) -> str:
+        """The dtype of output ``index``."""
+        return self.output_placeholders[index].dtype
+
+    def output_shape(self, index: int) -> tuple:
+        """The shape of output ``index``."""
+        return self.output_placeholders[index].shape
+
+    @property
+    def shape(self) -> tuple:
+        return self.output_shape(0)
+
+    @property
+    def dtype(self) -> str:
+        return self.output_dtype(0)
+
+    @property
+    def input_tensors(self) -> list[Tensor]:
+        return list(self.inputs)
+
+
 class Tensor:
     """The output of an operation; index it (``A[i, j]``) inside compute definitions."""
 
@@ -145,7 +247,7 @@ class Tensor:
 
     @property
     def shape(self) -> tuple:
-        return self.op.shape
+        return self.op.output_shape(self.value_index)
 
     @property
     def dtype(self) -> str:
