@@ -39,6 +39,8 @@ from ..tir import stmt as S
 from ..tir.analysis import collect, free_vars
 from ..tir.buffer import Buffer
 from ..tir.function import IRModule, PrimFunc
+from ..tir.op import EXTERN_OPS
+from ..tir.transform.lower_intrin import lower_intrin
 from . import loop_metadata
 from .intrinsics import CALL_OPS, MathEmitter, emit_call_extern
 from .llvm_parallel import ParallelLoops, pointer_attrs
@@ -72,10 +74,11 @@ _INT_CMP = {E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">="
 
 
 def generate_llvm_ir(mod: IRModule, triple: str = "", data_layout: str = "", fast_math: bool = False) -> str:
-    """The LLVM IR text (unoptimised) of every function in ``mod``."""
+    """The LLVM IR text (unoptimised) of every function in ``mod``, its intrinsics lowered
+    by the ``llvm`` rules (:mod:`compiler.tir.op`)."""
     cg = CodeGenLLVM(triple, data_layout, fast_math)
     for _, func in mod.items():
-        cg.add_function(func)
+        cg.add_function(lower_intrin(func, "llvm"))
     return cg.finish()
 
 
@@ -525,7 +528,7 @@ class CodeGenLLVM(ParallelLoops, VectorMemory):
 
     def _e_Call(self, e: E.Call) -> ir.Value:
         op = e.op
-        if op == "call_extern":
+        if op in EXTERN_OPS:
             return emit_call_extern(self, e)
         if op not in CALL_OPS:
             known = ", ".join(sorted(CALL_OPS))

@@ -2,6 +2,9 @@
 
 This module defines ``sum``, ``max``, ``all`` and other names of builtins, as the
 seed's ``te`` does; inside it, the builtins are reached through :mod:`builtins`.
+The calls of intrinsics and external functions by name (``call_intrin``,
+``call_pure_extern``, ``call_extern``) and ``indexdiv``/``indexmod`` come from
+:mod:`compiler.tir.op`, where the operators and their lowering rules are registered.
 """
 
 from __future__ import annotations
@@ -13,11 +16,13 @@ from .. import dtypes
 from ..errors import DTypeError
 from ..tir import expr as E
 from ..tir.expr import Call, CommReducer, IterVar, PrimExpr, Reduce, UserReducer, convert
+from ..tir.op import Op, call_extern, call_intrin, call_pure_extern, indexdiv, indexmod
 
 __all__ = ["sum", "max", "min", "exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt", "tanh",
            "sin", "cos", "sigmoid", "erf", "abs", "floor", "ceil", "round", "trunc", "power",
            "isnan", "if_then_else", "all", "any", "max_value", "min_value", "const", "floordiv",
-           "floormod", "call_extern", "comm_reducer"]
+           "floormod", "indexdiv", "indexmod", "call_extern", "call_pure_extern", "call_intrin",
+           "comm_reducer"]
 
 
 def _reducer(kind: CommReducer):
@@ -148,7 +153,7 @@ def _float_call(op: str):
         x = convert(x)
         if not dtypes.is_float(x.dtype):
             raise DTypeError(f"te.{op} needs a float expression, got {x.dtype}; cast it with .astype()")
-        return Call(x.dtype, op, (x,))
+        return Call(x.dtype, Op(op), (x,))
 
     fn.__name__ = op
     fn.__doc__ = f"Elementwise ``{op}`` of a float expression."
@@ -178,7 +183,7 @@ def abs(x) -> PrimExpr:  # noqa: A001
     x = convert(x)
     if dtypes.is_uint(x.dtype) or x.dtype == "bool":
         return x
-    return Call(x.dtype, "fabs" if dtypes.is_float(x.dtype) else "abs", (x,))
+    return Call(x.dtype, Op("fabs" if dtypes.is_float(x.dtype) else "abs"), (x,))
 
 
 def power(x, y) -> PrimExpr:
@@ -187,7 +192,7 @@ def power(x, y) -> PrimExpr:
     dtype = dtypes.promote(x.dtype, y.dtype)
     if not dtypes.is_float(dtype):
         raise DTypeError("te.power needs float operands; cast with .astype()")
-    return Call(dtype, "pow", (E._cast_to(x, dtype), E._cast_to(y, dtype)))
+    return Call(dtype, Op("pow"), (E._cast_to(x, dtype), E._cast_to(y, dtype)))
 
 
 def isnan(x) -> PrimExpr:
@@ -195,7 +200,7 @@ def isnan(x) -> PrimExpr:
     x = convert(x)
     if not dtypes.is_float(x.dtype):
         return E.const(False)
-    return Call("bool", "isnan", (x,))
+    return Call("bool", Op("isnan"), (x,))
 
 
 def if_then_else(cond, then_value, else_value) -> PrimExpr:
@@ -242,18 +247,3 @@ def floordiv(a, b) -> PrimExpr:
 def floormod(a, b) -> PrimExpr:
     """Remainder with the sign of the divisor."""
     return E._binary(E.FloorMod, a, b)
-
-
-def call_extern(dtype: str, name: str, *args) -> PrimExpr:
-    """A call of the C function ``name`` on ``args``, returning ``dtype``.
-
-    The generated code declares ``dtype name(args...)`` with the arguments' types
-    and calls it wherever the expression is evaluated (lane by lane for vector arguments).
-    The symbol must be visible to the loaded code (libc, libm, a loaded library).
-    For a function returning void (``abort``) give any scalar dtype: the value is
-    undefined. Fault-injection tests use ``te.call_extern("int32", "abort")``.
-    """
-    if not isinstance(name, str) or not name.isidentifier():
-        raise ValueError(f"te.call_extern: the function name must be a C identifier, got {name!r}")
-    dtype = dtypes.check(dtype)
-    return Call(dtype, "call_extern", (E.StringImm(name), *(convert(a) for a in args)))
