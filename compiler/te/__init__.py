@@ -46,8 +46,8 @@ from .intrin import (  # noqa: A004
                      tanh,
                      trunc,
 )
-from .operation import compute, placeholder, reduce_axis, size_var, thread_axis, var
-from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+from .operation import compute, extern, placeholder, reduce_axis, scan, size_var, thread_axis, var
+from .tensor import ComputeOp, ExternOp, Operation, PlaceholderOp, ScanOp, Tensor
 
 __all__ = [
     "placeholder", "compute", "reduce_axis", "var", "size_var", "thread_axis", "create_schedule",
@@ -56,5 +56,6 @@ __all__ = [
     "tanh", "sin", "cos", "sigmoid", "erf", "abs", "floor", "ceil", "round", "trunc", "power",
     "isnan", "if_then_else", "all", "any", "max_value", "min_value", "const", "floordiv", "floormod",
     "call_extern", "comm_reducer",
+    "scan", "extern", "ScanOp", "ExternOp",
     "call_intrin", "call_pure_extern", "indexdiv", "indexmod",
 ]
