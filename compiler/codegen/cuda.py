@@ -5,7 +5,8 @@
 virtual threads (:mod:`~compiler.tir.transform.inject_virtual_thread`), double
 buffers (:mod:`~compiler.tir.transform.inject_double_buffer`), then the split into
 kernels with their launch dimensions and barriers
-(:mod:`~compiler.tir.transform.split_host_device`). :func:`build_cuda` compiles the
+(:mod:`~compiler.tir.transform.split_host_device`), whose kernels' intrinsics are lowered
+by the ``cuda`` rules (:mod:`~compiler.tir.transform.lower_intrin`). :func:`build_cuda` compiles the
 kernels of every function into one PTX module (:mod:`.nvptx`) and wraps it in a
 :class:`~compiler.runtime.cuda.CUDAModule`.
 """
@@ -19,6 +20,7 @@ from ..tir import transform
 from ..tir.function import IRModule
 from ..tir.transform.inject_double_buffer import inject_double_buffer
 from ..tir.transform.inject_virtual_thread import inject_virtual_thread
+from ..tir.transform.lower_intrin import lower_intrin
 from ..tir.transform.normalize_loops import normalize_loops
 from ..tir.transform.split_host_device import DeviceLimits, GPUFunction, split_host_device
 
@@ -32,7 +34,7 @@ def lower_cuda(mod: IRModule, limits: DeviceLimits | None = None) -> list[GPUFun
         func = func if func.name == name else func.with_name(name)
         func = transform.simplify(inject_double_buffer(inject_virtual_thread(normalize_loops(func))))
         gf = split_host_device(func, limits)
-        gf.kernels = [transform.remove_no_op(transform.simplify(k)) for k in gf.kernels]
+        gf.kernels = [lower_intrin(transform.remove_no_op(transform.simplify(k)), "cuda") for k in gf.kernels]
         out.append(gf)
     return out
 

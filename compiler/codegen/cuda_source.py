@@ -12,7 +12,9 @@ from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.buffer import Buffer
 from ..tir.function import PrimFunc
+from ..tir.op import EXTERN_OPS
 from ..tir.transform.thread_sync import SYNC_OP
+from .intrinsics import extern_name
 
 __all__ = ["cuda_source"]
 
@@ -62,8 +64,12 @@ def _expr(e) -> str:
     if isinstance(e, E.Select):
         return f"({_expr(e.condition)} ? {_expr(e.true_value)} : {_expr(e.false_value)})"
     if isinstance(e, E.Call):
-        name = _FLOAT_CALLS.get(e.op, e.op) if e.dtype == "float32" else e.op
-        return f"{name}({', '.join(_expr(a) for a in e.args)})"
+        args = e.args
+        if e.op in EXTERN_OPS:  # the function by its own name: expf(x), __expf(x)
+            name, args = extern_name(e), args[1:]
+        else:
+            name = _FLOAT_CALLS.get(e.op, e.op) if e.dtype == "float32" else e.op
+        return f"{name}({', '.join(_expr(a) for a in args)})"
     if isinstance(e, E.BufferLoad):
         vec = f"/*x{e.lanes}*/" if e.lanes > 1 else ""
         return f"{_name(e.buffer)}{vec}[{', '.join(_expr(i) for i in e.indices)}]"

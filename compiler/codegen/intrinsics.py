@@ -14,7 +14,7 @@ from ..errors import CodegenError
 from .llvm_types import splat_constant, type_suffix
 from .vector_math import VECTOR_MATH_OPS, VectorMath, supports
 
-__all__ = ["MathEmitter", "FLOAT_OPS", "CALL_OPS"]
+__all__ = ["MathEmitter", "FLOAT_OPS", "CALL_OPS", "emit_call_extern", "extern_name", "per_lane"]
 
 # Call.op -> LLVM intrinsic base name. ``round`` rounds half to even, as numpy does.
 _INTRINSICS = {"exp2": "exp2", "log2": "log2", "log10": "log10",
@@ -89,35 +89,48 @@ def _as_float(t: ir.Type) -> ir.Type:
     return ir.VectorType(ir.FloatType(), t.count) if isinstance(t, ir.VectorType) else ir.FloatType()
 
 
-# ---------------------------------------------------------------------------- te.call_extern
+# ---------------------------------------------------------------------------- extern calls
 
 
-def emit_call_extern(gen, e) -> ir.Value:
-    """``te.call_extern(dtype, name, *args)``: declare ``dtype name(args...)`` and call it.
-
-    ``gen`` is the LLVM code generator (its ``b``, ``expr`` and ``_declare``). The name
-    is ``e.args[0]`` (a StringImm, broadcast if the call was vectorised); vector
-    arguments are called lane by lane, since C functions take scalars.
-    """
+def extern_name(e) -> str:
+    """The function name of a ``call_extern``/``call_pure_extern`` call (its first argument,
+    a StringImm, broadcast if the call was vectorised)."""
     from ..tir import expr as E
-    from .llvm_types import scalar_type, split_dtype
 
     name = e.args[0]
     while isinstance(name, E.Broadcast):
         name = name.value
     if not isinstance(name, E.StringImm):
-        raise CodegenError(f"call_extern needs the function name as its first argument, got {name!r}")
-    values = [gen.expr(a) for a in e.args[1:]]
-    ret = scalar_type(split_dtype(e.dtype)[0])
-    scalar_args = [v.type.element if isinstance(v.type, ir.VectorType) else v.type for v in values]
-    fn = gen._declare(name.value, ret, scalar_args)
+        raise CodegenError(f"{e.op} needs the function name as its first argument, got {name!r}")
+    return name.value
+
+
+def per_lane(b: ir.IRBuilder, values: list[ir.Value], ret: ir.Type, scalar_call) -> ir.Value:
+    """``scalar_call(scalars)`` on each lane of the vector ``values`` (scalars are shared by
+    every lane), gathered into a vector; a plain call when no value is a vector."""
     lanes = max([v.type.count for v in values if isinstance(v.type, ir.VectorType)], default=1)
     if lanes == 1:
-        return gen.b.call(fn, values)
+        return scalar_call(values)
     out = ir.Constant(ir.VectorType(ret, lanes), ir.Undefined)
     for k in range(lanes):
         idx = ir.Constant(ir.IntType(32), k)
-        lane_args = [gen.b.extract_element(v, idx) if isinstance(v.type, ir.VectorType) else v
-                     for v in values]
-        out = gen.b.insert_element(out, gen.b.call(fn, lane_args), idx)
+        lane_args = [b.extract_element(v, idx) if isinstance(v.type, ir.VectorType) else v for v in values]
+        out = b.insert_element(out, scalar_call(lane_args), idx)
     return out
+
+
+def emit_call_extern(gen, e, name: str | None = None) -> ir.Value:
+    """``call_extern(dtype, name, *args)`` (or ``call_pure_extern``): declare ``dtype name(args...)``
+    and call it.
+
+    ``gen`` is the LLVM code generator (its ``b``, ``expr`` and ``_declare``); ``name``
+    replaces the call's own (the CUDA backend's libdevice names). Vector arguments are
+    called lane by lane, since C functions take scalars.
+    """
+    from .llvm_types import scalar_type, split_dtype
+
+    values = [gen.expr(a) for a in e.args[1:]]
+    ret = scalar_type(split_dtype(e.dtype)[0])
+    scalar_args = [v.type.element if isinstance(v.type, ir.VectorType) else v.type for v in values]
+    fn = gen._declare(name or extern_name(e), ret, scalar_args)
+    return per_lane(gen.b, values, ret, lambda args: gen.b.call(fn, args))

@@ -19,13 +19,17 @@
   ``log``/``log2`` of float32 use the hardware's ``ex2.approx``/``lg2.approx``;
   ``sqrt``, ``fabs``, ``floor``, ``ceil``, ``round``, ``trunc`` are LLVM intrinsics the
   backend lowers to single instructions. Math without a GPU lowering (``erf``,
-  ``sin``, ...) is a :class:`~compiler.errors.CodegenError`, never a crash of LLVM.
+  ``sin``, ...) is a :class:`~compiler.errors.CodegenError`, never a crash of LLVM;
+* ``call_extern``/``call_pure_extern`` name CUDA math functions: the fast-math forms
+  (``__expf``...) are approximate PTX instructions, the others come from libdevice,
+  linked into the module when a kernel calls one (:mod:`.libdevice`).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import math
 
 from llvmlite import ir
 
@@ -36,7 +40,10 @@ from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.analysis import collect, stored_buffers
 from ..tir.function import PrimFunc
+from ..tir.op import EXTERN_OPS
 from ..tir.transform.thread_sync import SYNC_OP
+from .intrinsics import emit_call_extern, extern_name, per_lane
+from .libdevice import FAST_MATH, libdevice_name, link_libdevice
 from .llvm import CodeGenLLVM
 from .llvm_parallel import pointer_attrs
 from .llvm_types import I32, VOID, memory_type, scalar_type, split_dtype
@@ -52,6 +59,7 @@ _SREG = {"threadIdx": "tid", "blockIdx": "ctaid"}
 _GPU_FLOAT_OPS = frozenset({"exp", "log", "tanh", "sigmoid", "sqrt", "rsqrt", "fabs", "floor", "ceil",
                             "round", "trunc", "exp2", "log2"})
 _MAX_LOCAL_BYTES = 16 * 1024
+_LOG2E, _LN2, _LOG2_10, _LOG10_2 = 1 / math.log(2), math.log(2), math.log2(10), math.log10(2)
 
 
 def _ptx_version(arch: str) -> int:
@@ -205,7 +213,12 @@ class CodeGenNVPTX(CodeGenLLVM):
         if op == SYNC_OP:
             self.b.call(self._declare("llvm.nvvm.barrier0", VOID, []), [])
             return ir.Constant(I32, 0)
-        if op in ("omp_thread_id", "omp_num_threads", "call_extern"):
+        if op in EXTERN_OPS:
+            name = extern_name(e)
+            if name in FAST_MATH:
+                return self._fast_math(name, e)
+            return emit_call_extern(self, e, libdevice_name(name))
+        if op in ("omp_thread_id", "omp_num_threads"):
             raise CodegenError(f"intrinsic {op!r} is not available in CUDA kernels")
         dtype = split_dtype(e.dtype)[0]
         if dtypes.is_float(dtype) and op not in ("abs", "isnan"):
@@ -218,6 +231,40 @@ class CodeGenNVPTX(CodeGenLLVM):
             if op in ("exp2", "log2") and dtype != "float32":
                 raise CodegenError(f"{op} of {dtype} has no GPU lowering yet (float32 only)")
         return super()._e_Call(e)
+
+    def _fast_math(self, name: str, e: E.Call) -> ir.Value:
+        """CUDA's fast-math intrinsic ``name`` (``__expf``) as the approximate PTX instructions
+        CUDA compiles it to."""
+        args = e.args[1:]
+        if e.dtype != "float32" or len(args) != FAST_MATH[name]:
+            raise CodegenError(f"{name} takes {FAST_MATH[name]} float32 argument(s) and returns float32; "
+                               f"the call gives {len(args)} and asks for {e.dtype}")
+        values = [self._cast(self.expr(a), split_dtype(a.dtype)[0], "float32") for a in args]
+        return per_lane(self.b, values, ir.FloatType(), lambda xs: self._fast_scalar(name, xs))
+
+    def _fast_scalar(self, name: str, xs: list) -> ir.Value:
+        f32 = ir.FloatType()
+
+        def nv(op: str, *a):
+            return self.b.call(self._declare(f"llvm.nvvm.{op}.approx.f", f32, [f32] * len(a)), list(a))
+
+        def scaled(v, c):
+            return self.b.fmul(v, ir.Constant(f32, c))
+
+        x = xs[0]
+        if name in ("__expf", "__exp10f"):
+            return nv("ex2", scaled(x, _LOG2E if name == "__expf" else _LOG2_10))
+        if name in ("__logf", "__log10f"):
+            return scaled(nv("lg2", x), _LN2 if name == "__logf" else _LOG10_2)
+        if name == "__log2f":
+            return nv("lg2", x)
+        if name in ("__sinf", "__cosf"):
+            return nv(name[2:5], x)
+        if name == "__tanf":
+            return nv("div", nv("sin", x), nv("cos", x))
+        if name == "__powf":
+            return nv("ex2", self.b.fmul(xs[1], nv("lg2", x)))
+        return nv("div", x, xs[1])  # __fdividef
 
     def _approx(self, op: str, x: ir.Value) -> ir.Value:
         """Fast-math float32 ``exp``/``log`` through the special function unit."""
@@ -247,6 +294,7 @@ def generate_ptx(funcs: list[PrimFunc], arch: str, fast_math: bool = False) -> t
         raise CodegenError(f"invalid LLVM IR generated for the GPU: {err}\n{text}") from None
     module.triple = TRIPLE
     module.data_layout = str(tm.target_data)
+    link_libdevice(module, [f.name for f in funcs])
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_unrolling = True
     pb = llvm.create_pass_builder(tm, pto)
