@@ -12,8 +12,10 @@ def build(name: str, args: Sequence, target="llvm", db=None, *, transfer: bool =
           any_model: bool = False, func_name: str | None = None):
     """Build template ``name`` on ``args`` for ``target`` with the best config in ``db``.
 
-    ``db`` is a tuning log (path, URL or open log); without one, or for a workload
-    the log does not know, the template's default config is used (with a warning).
+    ``db`` is a tuning log (path, URL or open log) or a pin file (``*.json``, written by
+    ``autotune pin``). A workload it does not know borrows the config of its nearest tuned
+    neighbour, adapted to its shape (``transfer``; :mod:`autotune.transfer`); without a
+    log, or with nothing to borrow, the template's default config is used (with a warning).
     Returns the compiled :class:`compiler.runtime.Module`; call ``export_library()``
     on it to ship a shared object that needs neither the tuner nor the database.
     """
