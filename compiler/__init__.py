@@ -14,6 +14,7 @@ from .errors import CompilerError, LoweringError, RuntimeArgumentError, Schedule
 from .lowering import lower
 from .runtime import ndarray as nd
 from .runtime.device import Device, cpu, cuda, device
+from .runtime.packed import get_global_func, register_func
 from .target import Target
 
 __version__ = "0.1.0"
@@ -21,4 +22,5 @@ __version__ = "0.1.0"
 __all__ = [
     "te", "tir", "errors", "runtime", "target", "nd", "lower", "build", "device", "cpu", "cuda",
     "Device", "Target", "CompilerError", "ScheduleError", "LoweringError", "RuntimeArgumentError",
+    "register_func", "get_global_func",
 ]

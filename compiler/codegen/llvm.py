@@ -40,9 +40,11 @@ from ..tir.analysis import collect, free_vars
 from ..tir.buffer import Buffer
 from ..tir.function import IRModule, PrimFunc
 from ..tir.op import EXTERN_OPS
+from ..tir.packed import CALL_PACKED
 from ..tir.transform.lower_intrin import lower_intrin
 from . import loop_metadata
 from .intrinsics import CALL_OPS, MathEmitter, emit_call_extern
+from .llvm_packed import emit_call_packed
 from .llvm_parallel import ParallelLoops, pointer_attrs
 from .llvm_types import (
     I1,
@@ -528,6 +530,8 @@ class CodeGenLLVM(ParallelLoops, VectorMemory):
 
     def _e_Call(self, e: E.Call) -> ir.Value:
         op = e.op
+        if op == CALL_PACKED:
+            return emit_call_packed(self, e)
         if op in EXTERN_OPS:
             return emit_call_extern(self, e)
         if op not in CALL_OPS:

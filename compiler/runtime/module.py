@@ -18,6 +18,7 @@ import json
 from typing import Protocol
 
 from ..errors import CompilerError
+from . import packed as _packed
 from .arguments import ArgumentPacker, FunctionInfo
 from .device import Device
 from .threads import SETTER_SYMBOL, ThreadCountSetter
@@ -59,6 +60,7 @@ class Function:
         self._threads.update()
         self._cfunc(packed.buffers, packed.scalars)
         packed.finish()
+        _packed.raise_pending()  # what a Python function called from the code raised
 
     def time(self, args: tuple, **options) -> BenchmarkResult:
         """Time calls on ``args`` (checked and packed once) in the native loop (see :mod:`.timer`)."""
@@ -71,6 +73,7 @@ class Function:
         else:  # a library exported before the native timer existed
             result = time_calls(lambda: cfunc(buffers, scalars), **options)
         packed.finish()
+        _packed.raise_pending()
         return result
 
     def __repr__(self) -> str:
@@ -87,6 +90,7 @@ class Module:
         self._infos = dict(functions)
         self._functions: dict[str, Function] = {}
         self._threads = ThreadCountSetter(backend.address(SETTER_SYMBOL))
+        _packed.install(backend.address(_packed.SETTER_SYMBOL))  # for call_packed in its code
         self._timer: NativeTimer | None | bool = False  # looked up on first use
         self.entry_name = entry_name
 

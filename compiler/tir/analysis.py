@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .expr import Let, PrimExpr, Reduce, Var
+from .expr import Call, Let, PrimExpr, Reduce, Var
 from .functor import IRMutator, IRVisitor
 from .stmt import Allocate, BufferStore, For, LetStmt
 
@@ -125,5 +125,9 @@ def collect(node, predicate: Callable) -> list:
 
 
 def stored_buffers(node) -> set[int]:
-    """The ``id`` of the data variable of every buffer that ``node`` stores into."""
-    return {id(s.buffer.data) for s in collect(node, lambda n: isinstance(n, BufferStore))}
+    """The ``id`` of the data variable of every buffer that ``node`` stores into, or passes
+    to a function it calls (which may write it: ``call_packed``, ``call_extern``)."""
+    stored = {id(s.buffer.data) for s in collect(node, lambda n: isinstance(n, BufferStore))}
+    for call in collect(node, lambda n: isinstance(n, Call)):
+        stored.update(id(a) for a in free_vars(call) if a.dtype == "handle")
+    return stored
