@@ -23,7 +23,9 @@ from db.log import (
     DEAD_AFTER_BEATS,
     HEARTBEAT_ENV,
     HEARTBEAT_INTERVAL_S,
+    CurvePoint,
     TaskOrKey,
+    TrialCurve,
     TuningLog,
     default_heartbeat_interval,
     hide_passwords,
@@ -41,12 +43,19 @@ from db.record import (
     target_kind,
 )
 from db.schema import SCHEMA_VERSION
+from db.stats import ConfigStats, confident_cost, knobs_fingerprint, knobs_of
 
 __all__ = [
     "open",
     "hide_passwords",
     "TuningLog",
     "TaskOrKey",
+    "ConfigStats",
+    "TrialCurve",
+    "CurvePoint",
+    "confident_cost",
+    "knobs_of",
+    "knobs_fingerprint",
     "Record",
     "TRIAL",
     "REMEASURE",

@@ -27,14 +27,13 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
     Connection,
     Engine,
-    and_,
-    case,
     create_engine,
     delete,
     event,
@@ -60,10 +59,19 @@ from db.record import (
     canonical_json,
     target_kind,
 )
-from db.schema import RecordRow, RunRow, WorkloadRow, ensure_schema, is_current
+from db.schema import (
+    ConfigStatsRow,
+    RecordRow,
+    RunRow,
+    WorkloadCountRow,
+    WorkloadRow,
+    ensure_schema,
+    is_current,
+)
+from db.stats import ConfigStats, add_stats, rebuild_stats
 
-__all__ = ["TuningLog", "open", "BUSY_TIMEOUT_S", "TaskOrKey", "HEARTBEAT_INTERVAL_S", "HEARTBEAT_ENV",
-           "DEAD_AFTER_BEATS", "default_heartbeat_interval"]
+__all__ = ["TuningLog", "TrialCurve", "CurvePoint", "open", "BUSY_TIMEOUT_S", "TaskOrKey",
+           "HEARTBEAT_INTERVAL_S", "HEARTBEAT_ENV", "DEAD_AFTER_BEATS", "default_heartbeat_interval"]
 
 log = logging.getLogger(__name__)
 
@@ -331,17 +339,32 @@ class TuningLog:
                 deleted += conn.execute(query).rowcount
             conn.execute(delete(_W).where(_W.id.in_(list(ids.values())),
                                           ~exists().where(_R.workload_id == _W.id)))
+            left = conn.scalars(select(_W.id).where(_W.id.in_(list(ids.values())))).all()
+            if deleted and left:
+                rebuild_stats(conn, left)
         return deleted
 
     # --- reading ---------------------------------------------------------------------------
 
     def records(self, task_or_key: TaskOrKey | None = None, *, target: str | None = None,
                 target_model: str | None = None, run_id: str | None = None, errors: bool | None = None,
-                kind: str | None = None, limit: int | None = None) -> list[Record]:
+                kind: str | None = None, limit: int | None = None,
+                ids: Iterable[int] | None = None) -> list[Record]:
         """Records in the order they were stored, filtered by workload, target string, target model,
-        run, ``errors`` (``True``: only errors, ``False``: only successes, ``None``: all) and
-        ``kind`` (:data:`~db.record.TRIAL` or :data:`~db.record.REMEASURE`; ``None``: both)."""
+        run, ``errors`` (``True``: only errors, ``False``: only successes, ``None``: all),
+        ``kind`` (:data:`~db.record.TRIAL` or :data:`~db.record.REMEASURE`; ``None``: both) and
+        ``ids`` (the record ids a :class:`~db.stats.ConfigStats` names)."""
         query = (select(*_RECORD_COLUMNS).join(_W, _W.id == _R.workload_id).order_by(_R.id))
+        if ids is not None:
+            wanted = sorted(set(ids))
+            if len(wanted) > _BATCH:  # keep the parameter list short: read by batches
+                found: list[Record] = []
+                for start in range(0, len(wanted), _BATCH):
+                    found += self.records(task_or_key, target=target, target_model=target_model,
+                                          run_id=run_id, errors=errors, kind=kind,
+                                          ids=wanted[start:start + _BATCH])
+                return found[:limit] if limit is not None else found
+            query = query.where(_R.id.in_(wanted))
         if kind is not None:
             query = query.where(_R.kind == _checked_kind(kind))
         if task_or_key is not None:
@@ -397,22 +420,71 @@ class TuningLog:
             return int(conn.scalar(query) or 0)
 
     def summary(self) -> list[SummaryRow]:
-        """One row per workload: its trials (re-measurements apart), failed trials and
-        re-measurements; sorted by template then key. (The best config of each workload is
-        chosen by ``autotune.selection``; ``autotune best`` prints both.)"""
-        trial = _R.kind == TRIAL
-        counts = (select(_W.key, _W.template, _W.target, _W.target_model,
-                         func.count(case((trial, _R.id))).label("trials"),
-                         func.count(case((and_(trial, _R.error_kind.is_not(None)), _R.id))).label("errors"),
-                         func.count(case((_R.kind == REMEASURE, _R.id))).label("remeasured"))
-                  .select_from(_W).outerjoin(_R, _R.workload_id == _W.id)
-                  .group_by(_W.id, _W.key, _W.template, _W.target, _W.target_model)
-                  .order_by(_W.template, _W.key))
+        """One row per workload: its trials (re-measurements apart), failed trials (and how many
+        of each error kind) and re-measurements; sorted by template then key. Read from the
+        counts the log keeps, not from the records. (The best config of each workload is chosen
+        by ``autotune.selection``; ``autotune best`` prints both.)"""
+        C = WorkloadCountRow
+        query = (select(_W.id, _W.key, _W.template, _W.target, _W.target_model, C.kind, C.error_kind, C.n)
+                 .select_from(_W).outerjoin(C, C.workload_id == _W.id).order_by(_W.template, _W.key, _W.id))
         with self._guard("summarising"), self._reading() as conn:
-            rows = conn.execute(counts).all()
-        return [SummaryRow(workload_key=w.key, template=w.template, target=w.target,
-                           target_model=w.target_model, trials=int(w.trials), errors=int(w.errors),
-                           remeasured=int(w.remeasured)) for w in rows]
+            rows = conn.execute(query).all()
+        out: dict[int, SummaryRow] = {}
+        for r in rows:
+            row = out.get(r.id)
+            if row is None:
+                row = out[r.id] = SummaryRow(workload_key=r.key, template=r.template, target=r.target,
+                                             target_model=r.target_model, trials=0, errors=0)
+            if r.kind == TRIAL:
+                row.trials += int(r.n)
+                if r.error_kind:
+                    row.errors += int(r.n)
+                    row.error_kinds[r.error_kind] = int(r.n)
+            elif r.kind == REMEASURE:
+                row.remeasured += int(r.n)
+        return list(out.values())
+
+    def config_stats(self, task_or_key: TaskOrKey, *, limit: int | None = None,
+                     offset: int = 0) -> list[ConfigStats]:
+        """The statistics of a workload's configs in ranking order, best first (lower score, then
+        smaller knob fingerprint: see :mod:`db.stats`), from ``offset`` on, at most ``limit``.
+
+        An indexed read: its cost does not grow with the records of the workload.
+        """
+        S = ConfigStatsRow
+        query = (select(_W.key, S.knobs_hash, S.config, S.costs, S.record_ids, S.median_cost, S.score, S.flop)
+                 .join(_W, _W.id == S.workload_id).where(_W.key == _key_of(task_or_key))
+                 .order_by(S.score, S.knobs_hash).offset(offset))
+        if limit is not None:
+            query = query.limit(limit)
+        with self._guard("reading config statistics"), self._reading() as conn:
+            rows = conn.execute(query).all()
+        return [ConfigStats(workload_key=r.key, knobs_hash=r.knobs_hash, config=json.loads(r.config),
+                            costs=tuple(json.loads(r.costs)), record_ids=tuple(json.loads(r.record_ids)),
+                            median=r.median_cost, score=r.score, flop=r.flop) for r in rows]
+
+    def trial_curve(self, task_or_key: TaskOrKey, *, points: int = 1000) -> TrialCurve:
+        """A workload's search trials in time order, in at most ``points`` buckets of consecutive
+        trials: per bucket its last trial number, its fastest and slowest mean cost and its
+        errors; and the trial numbers at which a tuning run starts. What a plot of the tuning
+        curve draws, without loading every record."""
+        if isinstance(points, bool) or not isinstance(points, int) or points < 1:
+            raise ValueError(f"trial_curve: points must be a positive int, got {points!r}")
+        key = _key_of(task_or_key)
+        number = func.row_number().over(order_by=(_R.timestamp, _R.id)).label("n")
+        trials = (select(number, _R.mean_cost, _R.error_kind, _R.run_id).join(_W, _W.id == _R.workload_id)
+                  .where(_W.key == key, _R.kind == TRIAL).subquery())
+        with self._guard("reading a tuning curve"), self._reading() as conn:
+            total = int(conn.scalar(select(func.count()).select_from(trials)) or 0)
+            if not total:
+                return TrialCurve(0, [], [])
+            bucket = ((trials.c.n - 1) * points / total).label("bucket")
+            rows = conn.execute(select(func.max(trials.c.n), func.min(trials.c.mean_cost),
+                                       func.max(trials.c.mean_cost), func.count(trials.c.error_kind))
+                                .group_by(bucket).order_by(bucket)).all()
+            starts = conn.scalars(select(func.min(trials.c.n)).group_by(trials.c.run_id)).all()
+        return TrialCurve(total, [CurvePoint(int(n), lo, hi, int(e)) for n, lo, hi, e in rows],
+                          sorted(int(s) for s in starts if s > 1))
 
     def export_jsonl(self, path: str | os.PathLike[str]) -> int:
         """Write every run (``{"run": {...}}`` lines) then every record (one JSON object per line)
@@ -508,11 +580,15 @@ class TuningLog:
                 "build_time": r.build_time, "run_time": r.run_time, "host": r.host, "device": r.device,
                 "timestamp": r.timestamp, "kind": r.kind})
         values = list(rows.values())
-        insert = self._insert(_R).on_conflict_do_nothing(index_elements=["uid"]).returning(_R.id)
-        added = 0
+        insert = self._insert(_R).on_conflict_do_nothing(index_elements=["uid"]).returning(_R.id, _R.uid)
+        added = []
         for start in range(0, len(values), _BATCH):
-            added += len(conn.execute(insert, values[start:start + _BATCH]).all())
-        return added
+            for new in conn.execute(insert, values[start:start + _BATCH]):
+                row = rows[new.uid]
+                row["id"] = new.id
+                added.append(row)
+        add_stats(conn, added)  # in this transaction: the statistics never lag the records
+        return len(added)
 
     def _decode(self, row: Any) -> Record | None:
         """A :class:`Record` from a row of :data:`_RECORD_COLUMNS`; ``None`` (and a warning) if malformed."""
@@ -539,6 +615,26 @@ class TuningLog:
                 return
             last = rows[-1].id
             yield [r for r in map(self._decode, rows) if r is not None]
+
+
+@dataclass(frozen=True, slots=True)
+class CurvePoint:
+    """A bucket of consecutive trials: the number of its last trial, the fastest and slowest
+    mean cost of its successful trials (``None`` when all failed), and its failed trials."""
+
+    trial: int
+    fastest: float | None
+    slowest: float | None
+    errors: int
+
+
+@dataclass(frozen=True, slots=True)
+class TrialCurve:
+    """A workload's trials, downsampled (see :meth:`TuningLog.trial_curve`)."""
+
+    trials: int
+    points: list[CurvePoint]
+    run_starts: list[int]
 
 
 def _key_of(obj: TaskOrKey) -> str:

@@ -280,11 +280,11 @@ class RunInfo:
         return run
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SummaryRow:
     """One line of :meth:`TuningLog.summary <db.TuningLog.summary>`: a workload's counts
-    (``trials`` and the failed ones among them, ``errors``; ``remeasured``: the records that
-    measured a config again)."""
+    (``trials`` and the failed ones among them, ``errors``, by error kind in ``error_kinds``;
+    ``remeasured``: the records that measured a config again)."""
 
     workload_key: str
     template: str
@@ -293,3 +293,4 @@ class SummaryRow:
     trials: int
     errors: int
     remeasured: int = 0
+    error_kinds: dict[str, int] = field(default_factory=dict)

@@ -22,10 +22,19 @@ Tables:
     timestamp, and ``uid``, the record's fingerprint, which makes adding, importing and
     merging idempotent.
 
+``config_stats``
+    one row per workload and config (pooled by the fingerprint of its knobs): its usable
+    costs (sorted JSON), their count, median, minimum and maximum, its score (the confident
+    cost the ranking sorts by), the ids of its records and the work of one run. Kept by
+    :mod:`db.stats` in the transaction that inserts the records.
+``workload_counts``
+    the number of records per workload, kind and error kind (``""`` for successes).
+
 JSON lives in text columns (portable, and floats come back bit for bit). The indexes
 ``(workload_id, mean_cost)`` and ``(workload_id, median_cost)`` serve reading a workload's
 records (fastest first, where a query wants that); ``(template, target_kind)`` on workloads
-serves finding the neighbours of a workload to borrow from.
+serves finding the neighbours of a workload to borrow from; ``(workload_id, score,
+knobs_hash)`` on ``config_stats`` serves reading a workload's best configs in ranking order.
 """
 
 from __future__ import annotations
@@ -57,6 +66,8 @@ __all__ = [
     "WorkloadRow",
     "RunRow",
     "RecordRow",
+    "ConfigStatsRow",
+    "WorkloadCountRow",
     "ensure_schema",
     "schema_version",
     "is_current",
@@ -66,7 +77,7 @@ log = logging.getLogger(__name__)
 
 #: The version of the schema this library writes. Bump it with each change of the tables and
 #: add its Alembic revision ``v<version>`` to ``db/migrations/versions`` (see :mod:`db.migrations`).
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: The Alembic revision of :data:`SCHEMA_VERSION`.
 HEAD_REVISION = f"v{SCHEMA_VERSION}"
@@ -148,6 +159,39 @@ class RecordRow(Base):
         Index("ix_records_best_median", "workload_id", "median_cost"),
         Index("ix_records_run", "run_id"),
     )
+
+
+class ConfigStatsRow(Base):
+    """The statistics of one config of one workload (see :mod:`db.stats`)."""
+
+    __tablename__ = "config_stats"
+
+    workload_id: Mapped[int] = mapped_column(_Id, ForeignKey("workloads.id", ondelete="CASCADE"),
+                                             primary_key=True)
+    knobs_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    config: Mapped[str] = mapped_column(Text)
+    costs: Mapped[str] = mapped_column(Text)
+    record_ids: Mapped[str] = mapped_column(Text)
+    n_costs: Mapped[int] = mapped_column(Integer)
+    median_cost: Mapped[float] = mapped_column(Float)
+    score: Mapped[float] = mapped_column(Float)
+    min_cost: Mapped[float] = mapped_column(Float)
+    max_cost: Mapped[float] = mapped_column(Float)
+    flop: Mapped[float | None] = mapped_column(Float)
+
+    __table_args__ = (Index("ix_config_stats_rank", "workload_id", "score", "knobs_hash"),)
+
+
+class WorkloadCountRow(Base):
+    """How many records of one kind and error kind a workload has."""
+
+    __tablename__ = "workload_counts"
+
+    workload_id: Mapped[int] = mapped_column(_Id, ForeignKey("workloads.id", ondelete="CASCADE"),
+                                             primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32), primary_key=True)
+    error_kind: Mapped[str] = mapped_column(String(255), primary_key=True)
+    n: Mapped[int] = mapped_column(BigInteger)
 
 
 def schema_version(conn: Connection) -> int | None:

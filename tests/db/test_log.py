@@ -223,7 +223,9 @@ def test_summary(tlog: db.TuningLog) -> None:
     rows = tlog.summary()
     assert [(r.workload_key, r.trials, r.errors, r.remeasured) for r in rows] == [
         ("broken", 1, 1, 0), ("mm-zen4", 6, 1, 2), ("other", 2, 0, 0)]
-    assert rows[1] == db.SummaryRow("mm-zen4", "matmul", "llvm -mcpu=znver4", "znver4", 6, 1, 2)
+    assert rows[1] == db.SummaryRow("mm-zen4", "matmul", "llvm -mcpu=znver4", "znver4", 6, 1, 2,
+                                    error_kinds={"build": 1})  # trials only: the failed re-measurement apart
+    assert rows[0].error_kinds == {"build": 1} and rows[2].error_kinds == {}
 
 
 def test_trials_and_remeasurements_are_told_apart(tlog: db.TuningLog) -> None:
