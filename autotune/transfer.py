@@ -191,7 +191,7 @@ def adapt(knobs: dict, space: ConfigSpace, source_args: Sequence = (), target_ar
     index = _nearest_valid(space, order)
     if index is None:
         return None
-    config = space.get(index)
+    config = space.from_index(index)
     changed = {name: (knobs.get(name), value) for name, value in config.knob_values().items()
                if _plain(knobs.get(name)) != value}
     return Adapted(config, changed)

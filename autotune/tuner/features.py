@@ -358,7 +358,7 @@ class FeatureCache:
     def row(self, task, index: int) -> np.ndarray | None:
         key = (task.workload_key, int(index))
         if key not in self._rows:
-            self._rows[key] = config_features(task, task.config_space.get(int(index), check=False),
+            self._rows[key] = config_features(task, task.config_space.from_index(int(index), check=False),
                                               self.feature_type)
         return self._rows[key]
 

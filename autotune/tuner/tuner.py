@@ -116,7 +116,7 @@ class Tuner:
                 continue
             self._visited.add(index)
             self.proposed.add(index)
-            batch.append(self.space.get(index, check=False))
+            batch.append(self.space.from_index(index, check=False))
             if len(batch) == n:
                 break
         if len(batch) < n:  # the strategy ran dry: fill with random unvisited configs
@@ -205,7 +205,7 @@ class Tuner:
             self._exhausted = True
         self._visited.update(picks)
         self.proposed.update(picks)
-        return [self.space.get(i, check=False) for i in picks]
+        return [self.space.from_index(i, check=False) for i in picks]
 
     def _random_indices(self, n: int, exclude: set[int] | None = None) -> list[int]:
         """Up to ``n`` random valid indices outside ``self._visited`` and ``exclude``."""

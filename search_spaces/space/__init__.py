@@ -7,12 +7,13 @@ The config space is the product of its knobs, filtered by whole-config constrain
 
 A point of the space is a mixed-radix index: knob ``k`` contributes
 ``choice_k * stride_k`` with ``stride_0 = 1`` (the first knob varies fastest), so a
-space of 10**12 points is never enumerated: :meth:`ConfigSpace.get`,
+space of 10**12 points is never enumerated: :meth:`ConfigSpace.from_index`,
 :meth:`ConfigSpace.sample`, :meth:`ConfigSpace.neighbors` and
 :meth:`ConfigSpace.encode` all work on indices. Only constraints need evaluation,
 and a constraint that names the knobs it reads (``add_constraint(pred, knobs=...)``)
 is checked on the product of those knobs alone, which keeps exact sizes and uniform
-sampling cheap.
+sampling cheap. ``len(space)`` counts the valid configs, and ``space.get(i)`` is the
+``i``-th of them in index order.
 
 While a template runs to *define* its space, ``get_config()`` returns the
 :class:`ConfigSpace` (``define_*`` record knobs and ``cfg[name]`` is the knob's

@@ -29,8 +29,9 @@ class ConfigSpace:
 
     In *define* mode (while a template runs to build the space) ``define_*`` record
     knobs and ``cfg[name]`` gives the knob's default entity. Afterwards the space
-    answers questions by mixed-radix index: :meth:`get`, :meth:`sample`,
+    answers questions by mixed-radix index: :meth:`from_index`, :meth:`sample`,
     :meth:`neighbors`, :meth:`encode`, :attr:`default_config`, :meth:`from_json`.
+    ``len(space)`` counts the valid configs and :meth:`get` numbers them ``0..len-1``.
     """
 
     is_fallback = False
@@ -191,9 +192,28 @@ class ConfigSpace:
         """Whether the config at ``index`` satisfies every constraint."""
         return self._violated(self._entities(self.index_to_choices(index))) is None
 
-    def get(self, index: int, check: bool = True) -> ConfigEntity:
-        """The config at mixed-radix ``index``; with ``check``, one violating a
-        constraint raises :class:`SearchSpaceError`."""
+    def get(self, position: int) -> ConfigEntity:
+        """The ``position``-th valid config in index order, ``0 <= position < len(self)``:
+        ``[space.get(i) for i in range(len(space))]`` is ``list(space)``.
+
+        Outside that range raises :class:`IndexError`; a space whose size is only an
+        estimate (:attr:`size_is_exact` False) cannot be indexed by position and raises
+        :class:`SearchSpaceError`. :meth:`from_index` reads a config by its mixed-radix index.
+        """
+        if isinstance(position, (bool, np.bool_)) or not isinstance(position, (int, np.integer)):
+            raise SearchSpaceError(f"a config position is an int, got {position!r}")
+        if not self.size_is_exact:
+            raise SearchSpaceError(f"get({position}): this space's size is an estimate (a constrained part "
+                                   "is too large to enumerate), so its configs have no positions; "
+                                   "use from_index(index) or sample()")
+        if not 0 <= position < self.size:
+            raise IndexError(f"config position {position} is outside the {self.size} valid configs")
+        return self.from_index(sampling.valid_index_at(self, int(position)), check=False)
+
+    def from_index(self, index: int, check: bool = True) -> ConfigEntity:
+        """The config at mixed-radix ``index`` (``0 <= index < raw_size``; see
+        :meth:`index_to_choices`); with ``check``, one violating a constraint raises
+        :class:`SearchSpaceError`."""
         entities = self._entities(self.index_to_choices(index))
         if check:
             bad = self._violated(entities)
@@ -202,7 +222,8 @@ class ConfigSpace:
         return ConfigEntity(int(index), entities)
 
     def __iter__(self) -> Iterator[ConfigEntity]:
-        """Every valid config in index order (meant for small spaces: grid search)."""
+        """Every valid config in index order, as :meth:`get` numbers them (meant for small
+        spaces: grid search)."""
         for index in range(self.raw_size):
             entities = self._entities(self.index_to_choices(index))
             if self._violated(entities) is None:
@@ -227,7 +248,7 @@ class ConfigSpace:
         ``rng`` is a numpy Generator or a seed. Raises :class:`SearchSpaceError` when no
         valid config can be found (constraints that leave the space empty).
         """
-        return [self.get(i, check=False) for i in self.sample_indices(n, rng)]
+        return [self.from_index(i, check=False) for i in self.sample_indices(n, rng)]
 
     def sample_indices(self, n: int, rng: np.random.Generator | int | None = None,
                        exclude: set[int] | None = None) -> list[int]:
@@ -241,7 +262,7 @@ class ConfigSpace:
     def neighbors(self, config: ConfigEntity | int) -> list[ConfigEntity]:
         """Valid configs that differ from ``config`` in exactly one knob."""
         index = config.index if isinstance(config, ConfigEntity) else int(config)
-        return [self.get(j, check=False) for j in sampling.neighbor_indices(self, index)]
+        return [self.from_index(j, check=False) for j in sampling.neighbor_indices(self, index)]
 
     # ------------------------------------------------------------------ features
 
@@ -278,7 +299,7 @@ class ConfigSpace:
             found = start
         else:
             found = sampling.nearest_valid(self, start)
-        self._default = self.get(found, check=False)
+        self._default = self.from_index(found, check=False)
         return self._default
 
     def from_json(self, data: dict | str) -> ConfigEntity:

@@ -20,8 +20,8 @@ from search_spaces.errors import SearchSpaceError
 from search_spaces.space.entity import Entity
 from search_spaces.space.knob import KnobSpace
 
-__all__ = ["EXACT_SIZE_LIMIT", "Constraint", "ConstraintView", "Part", "analyse", "part_choices",
-           "part_ok", "violated"]
+__all__ = ["EXACT_SIZE_LIMIT", "Constraint", "ConstraintView", "Part", "analyse", "choice_table",
+           "part_choices", "part_ok", "violated"]
 
 # Constrained parts of a space up to this many raw points are enumerated to count (and
 # sample) their valid points exactly; larger parts are estimated by sampling.
@@ -73,6 +73,7 @@ class Part:
     raw: int                      # product of the knobs' sizes
     valid: np.ndarray | range | None = None  # sorted valid sub-indices, when enumerated
     estimate: float = 0.0         # estimated number of valid points, when not enumerated
+    table: np.ndarray | None = None  # choices of the valid points, one row each (see choice_table)
 
 
 def violated(constraints: Sequence[Constraint], entities: dict[str, Entity]) -> Constraint | None:
@@ -92,6 +93,18 @@ def part_choices(part: Part, knobs: list[KnobSpace], sub: int) -> list[int]:
         sub, r = divmod(sub, len(knobs[k]))
         out.append(r)
     return out
+
+
+def choice_table(part: Part, knobs: list[KnobSpace]) -> np.ndarray:
+    """The choices of an enumerated ``part``'s valid points: one row per point (in sub-index
+    order), one column per knob of the part; computed once and kept on the part."""
+    if part.table is None:
+        subs = np.asarray(part.valid, dtype=np.int64)
+        table = np.empty((len(subs), len(part.knobs)), dtype=np.int64)
+        for col, k in enumerate(part.knobs):
+            subs, table[:, col] = np.divmod(subs, len(knobs[k]))
+        part.table = table
+    return part.table
 
 
 def part_ok(part: Part, knobs: list[KnobSpace], sub: int) -> bool:

@@ -7,18 +7,19 @@ works on mixed-radix indices; the space's own methods (``sample_indices``,
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from search_spaces.errors import SearchSpaceError
-from search_spaces.space.constraint import ESTIMATE_SAMPLES, Part, part_choices, part_ok
+from search_spaces.space.constraint import ESTIMATE_SAMPLES, Part, choice_table, part_choices, part_ok
 from search_spaces.space.knob import KnobSpace
 
 if TYPE_CHECKING:
     from search_spaces.space.config_space import ConfigSpace
 
-__all__ = ["as_rng", "sample_indices", "all_valid", "neighbor_indices", "nearest_valid"]
+__all__ = ["as_rng", "sample_indices", "all_valid", "valid_index_at", "neighbor_indices", "nearest_valid"]
 
 
 def as_rng(rng: np.random.Generator | int | None) -> np.random.Generator:
@@ -86,6 +87,47 @@ def all_valid(space: ConfigSpace) -> list[int]:
                                zip(part.knobs, part_choices(part, knobs, int(sub)))))
         totals = [t + o for t in totals for o in offsets]
     return sorted(totals)
+
+
+def valid_index_at(space: ConfigSpace, position: int) -> int:
+    """The index of the ``position``-th valid config in index order (``all_valid(space)[position]``),
+    for an exactly counted space and ``0 <= position < space.size``, without listing them all.
+
+    Knobs are fixed from the most significant (the last defined) down. A choice of a
+    knob is followed by as many valid configs as its part has valid points with the
+    choices fixed so far times the valid points of every other part, so the choice
+    that holds ``position`` is found by counting, and only the part's rows that agree
+    with it are kept.
+    """
+    knobs = space.knobs
+    parts = space._analysis()
+    owner: dict[int, tuple[int, int]] = {}   # knob position -> (part, column in the part)
+    rows: list[np.ndarray | None] = []       # valid choices left per part; None: an unconstrained knob
+    left: list[int] = []                     # valid points left per part
+    for p, part in enumerate(parts):
+        for col, k in enumerate(part.knobs):
+            owner[k] = (p, col)
+        rows.append(choice_table(part, knobs) if part.constraints else None)
+        left.append(len(part.valid))
+    strides = space._strides()
+    index = 0
+    for k in reversed(range(len(knobs))):
+        p, col = owner[k]
+        others = math.prod(n for q, n in enumerate(left) if q != p)
+        if rows[p] is None:  # every choice is valid and followed by `others` configs
+            choice, position = divmod(position, others)
+            left[p] = 1
+        else:
+            column = rows[p][:, col]
+            counts = np.bincount(column, minlength=len(knobs[k])).tolist()
+            choice = 0
+            while position >= counts[choice] * others:
+                position -= counts[choice] * others
+                choice += 1
+            rows[p] = rows[p][column == choice]
+            left[p] = len(rows[p])
+        index += choice * strides[k]
+    return index
 
 
 def neighbor_indices(space: ConfigSpace, index: int) -> list[int]:

@@ -68,7 +68,7 @@ def run(tuner, budget: int, batch: int) -> list[list[int]]:
         for c in configs:
             assert tuner.space.is_valid(c.index)
             assert c.index not in seen and c.index not in tuner.measured
-            assert c.knob_values() == tuner.space.get(c.index).knob_values()
+            assert c.knob_values() == tuner.space.from_index(c.index).knob_values()
         seen.update(c.index for c in configs)
         tuner.update(*measure(configs))
         budget -= len(configs)
@@ -111,7 +111,7 @@ def test_valid_fresh_configs_within_budget(name, task):
     batches = run(tuner, budget=45, batch=16)
     assert [len(b) for b in batches] == [16, 16, 13]
     assert len(tuner.measured) == 45
-    assert tuner.best_cost == min(c for c in map(fake_cost, map(task.config_space.get, tuner.measured))
+    assert tuner.best_cost == min(c for c in map(fake_cost, map(task.config_space.from_index, tuner.measured))
                                   if c is not None)
 
 
@@ -142,8 +142,11 @@ def test_exhausts_a_small_space_once(name, tiny_task):
 
 
 def test_grid_walks_index_order(tiny_task):
+    space = tiny_task.config_space
     tuner = get_tuner("grid", tiny_task)
-    assert [c.index for c in tuner.next_batch(8)] == [c.index for c in tiny_task.config_space]
+    walked = [c.index for c in tuner.next_batch(8)]
+    assert walked == [c.index for c in space] == [space.get(i).index for i in range(len(space))]
+    assert len(set(walked)) == len(space) < space.raw_size
 
 
 def test_load_history_marks_configs_measured(task):

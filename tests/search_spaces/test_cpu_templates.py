@@ -137,13 +137,13 @@ _CONV = create_task("conv2d_nchw", (1, 4, 6, 6, 4, 3, 3, 1, 1, 1, "float32"), "l
 @given(st.data())
 def test_hypothesis_matmul_space(data):
     space = _MATMUL.config_space
-    index = data.draw(st.integers(0, space.raw_size - 1).filter(space.is_valid), label="index")
-    _check(_MATMUL, space.get(index))
+    position = data.draw(st.integers(0, len(space) - 1), label="position")
+    _check(_MATMUL, space.get(position))
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_hypothesis_conv2d_space(data):
     space = _CONV.config_space
-    index = data.draw(st.integers(0, space.raw_size - 1).filter(space.is_valid), label="index")
-    _check(_CONV, space.get(index))
+    position = data.draw(st.integers(0, len(space) - 1), label="position")
+    _check(_CONV, space.get(position))

@@ -129,11 +129,16 @@ def test_index_round_trip_is_mixed_radix():
     for index in [0, 1, 5, 17, 233, cfg.raw_size - 1]:
         choices = cfg.index_to_choices(index)
         assert cfg.choices_to_index(choices) == index
-        assert cfg.get(index).index == index
+        assert cfg.from_index(index).index == index
+        assert cfg.get(index).index == index  # no constraints: position and index agree
     assert cfg.index_to_choices(1) == [1, 0, 0, 0]  # the first knob varies fastest
     assert cfg.index_to_choices(5) == [0, 1, 0, 0]
     with pytest.raises(SearchSpaceError, match="outside"):
+        cfg.from_index(cfg.raw_size)
+    with pytest.raises(IndexError, match="outside"):
         cfg.get(cfg.raw_size)
+    with pytest.raises(SearchSpaceError, match="an int"):
+        cfg.from_index("3")
     with pytest.raises(SearchSpaceError, match="an int"):
         cfg.get("3")
 
@@ -143,16 +148,70 @@ def test_constraints_filter_and_count_exactly():
     cfg.add_constraint(lambda c: c["x"].size[1] * c["y"].size[2] <= 8, knobs=["x", "y"], name="tile")
     valid = [c for c in cfg]
     assert len(valid) == cfg.size and cfg.size_is_exact
-    brute = sum(1 for i in range(cfg.raw_size)
-                if cfg.get(i, check=False)["x"].size[1] * cfg.get(i, check=False)["y"].size[2] <= 8)
+    points = [cfg.from_index(i, check=False) for i in range(cfg.raw_size)]
+    brute = sum(1 for c in points if c["x"].size[1] * c["y"].size[2] <= 8)
     assert cfg.size == brute < cfg.raw_size
     bad = next(i for i in range(cfg.raw_size) if not cfg.is_valid(i))
     with pytest.raises(SearchSpaceError, match="'tile'"):
-        cfg.get(bad)
+        cfg.from_index(bad)
     # The same constraint without naming its knobs gives the same count (slower path).
     cfg2 = _space()
     cfg2.add_constraint(lambda c: c["x"].size[1] * c["y"].size[2] <= 8)
     assert cfg2.size == cfg.size
+
+
+def _constrained(kind: str) -> ConfigSpace:
+    """``_space()`` with constraints that tie knobs into parts interleaved in index order."""
+    cfg = _space()
+    if kind == "parts":  # parts {x, u} and {y, a}, knob order x y u a
+        cfg.add_constraint(lambda c: c["x"].size[1] * (1 + c["u"].val) <= 8, knobs=["x", "u"])
+        cfg.add_constraint(lambda c: c["a"].anns[1] == "none" or c["y"].size[2] > 1, knobs=["y", "a"])
+    elif kind == "one_knob":  # one constrained knob, three free ones
+        cfg.add_constraint(lambda c: c["y"].size[1] != 2, knobs=["y"])
+    elif kind == "undeclared":  # reads every knob: one part
+        cfg.add_constraint(lambda c: (c["x"].size[1] + c["y"].size[2] + c["u"].val) % 3 == 0)
+    elif kind == "no_knobs":  # a constraint that reads no knob, beside a real one
+        cfg.add_constraint(lambda c: True, knobs=())
+        cfg.add_constraint(lambda c: c["u"].val < 2, knobs=["u"])
+    return cfg
+
+
+@pytest.mark.parametrize("kind", ["parts", "one_knob", "undeclared", "no_knobs"])
+def test_get_numbers_exactly_the_valid_configs(kind):
+    cfg = _constrained(kind)
+    valid = [i for i in range(cfg.raw_size) if cfg.is_valid(i)]
+    assert cfg.size_is_exact and len(cfg) == len(valid) < cfg.raw_size
+    got = [cfg.get(i) for i in range(len(cfg))]
+    assert [c.index for c in got] == valid  # every valid config once, in index order
+    assert got == list(cfg)
+    assert all(c == cfg.from_index(c.index) for c in got)
+    for outside in (len(cfg), len(cfg) + 7, -1):
+        with pytest.raises(IndexError, match="outside"):
+            cfg.get(outside)
+
+
+def test_get_positions_in_a_large_space_without_listing_it():
+    cfg = ConfigSpace()
+    for k in range(10):
+        cfg.define_knob(f"k{k}", list(range(8)))
+    cfg.add_constraint(lambda c: c["k0"].val + c["k9"].val <= 7, knobs=["k0", "k9"])
+    middle = 8 ** 8  # k1..k8 are free
+    assert len(cfg) == middle * 36 and cfg.size_is_exact
+
+    def expected(position: int) -> int:
+        # Index order: k9 most significant, then k8..k1, then k0; k9 = v leaves 8 - v values of k0.
+        for v in range(8):
+            block = middle * (8 - v)
+            if position < block:
+                rest, k0 = divmod(position, 8 - v)
+                return k0 + rest * 8 + v * 8 ** 9
+            position -= block
+        raise AssertionError("position outside the space")
+
+    for position in [0, 1, 7, 8, 12345, middle * 8 - 1, middle * 8, len(cfg) // 2, len(cfg) - 1]:
+        assert cfg.get(position).index == expected(position)
+    with pytest.raises(IndexError):
+        cfg.get(len(cfg))
 
 
 def test_constraint_reading_undeclared_knob_is_an_error():
@@ -200,15 +259,17 @@ def test_huge_space_is_never_enumerated():
     sample = cfg.sample(50, np.random.default_rng(1))
     assert len({c.index for c in sample}) == 50
     assert all(sum(c.knob_values().values()) % 2 == 0 for c in sample)
-    last = cfg.get(10 ** 12 - 1)
+    last = cfg.from_index(10 ** 12 - 1)
     assert all(v == 9 for v in last.knob_values().values())
+    with pytest.raises(SearchSpaceError, match="estimate"):
+        cfg.get(0)  # no positions without an exact count
     assert cfg.default_config.index == 0
 
 
 def test_neighbors_change_exactly_one_knob():
     cfg = _space()
     cfg.add_constraint(lambda c: c["x"].size[1] <= 8, knobs=["x"])
-    base = cfg.get(cfg.choices_to_index([1, 3, 1, 2]))
+    base = cfg.from_index(cfg.choices_to_index([1, 3, 1, 2]))
     nbrs = cfg.neighbors(base)
     # x: 4 valid other choices minus the one above 8 (16); y: 17; u: 2; a: 3
     assert len(nbrs) == 3 + 17 + 2 + 3
