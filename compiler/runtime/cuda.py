@@ -38,7 +38,8 @@ from .device import Device, require_pycuda
 from .timer import BenchmarkResult
 
 __all__ = ["CUDAModule", "CUDADeviceModule", "CUDAFunction", "DeviceStorage", "load_artifact",
-           "activate", "synchronize", "attached_arch", "unavailable_reason", "ARTIFACT_VERSION"]
+           "activate", "synchronize", "attached_arch", "unavailable_reason", "program_steps",
+           "ARTIFACT_VERSION"]
 
 ARTIFACT_VERSION = 1
 _CAST = re.compile(r"\b(?:u?int(?:8|16|32|64))\(")
@@ -440,9 +441,37 @@ def evaluate_size(text: str, env: dict) -> int:
                                    "which no argument binds") from None
 
 
+def program_steps(plan: dict, env: dict):
+    """The launches of ``plan`` (a launch plan, see
+    :class:`~compiler.tir.transform.split_host_device.GPUFunction`) in the order they run, each
+    as ``(launch index, scalars)``: ``env`` plus the values of the host loops around it (the
+    time loop of a scan launches its kernels once per step)."""
+    def walk(items: list, scope: dict):
+        for item in items:
+            if isinstance(item, int):
+                yield item, scope
+                continue
+            lo = evaluate_size(item["min"], scope)
+            for value in range(lo, lo + evaluate_size(item["extent"], scope)):
+                yield from walk(item["body"], {**scope, item["loop"]: value})
+
+    program = plan.get("program")
+    yield from walk(list(range(len(plan["launches"]))) if program is None else program, dict(env))
+
+
 _SCALAR_TYPES = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64, "uint8": np.uint8,
                  "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64, "float16": np.float16,
                  "float32": np.float32, "float64": np.float64, "bool": np.int8}
+
+
+def _loop_dtypes(program: list) -> dict:
+    """The dtype of every host loop variable of a launch program."""
+    out = {}
+    for item in program:
+        if isinstance(item, dict):
+            out[item["loop"]] = item["dtype"]
+            out.update(_loop_dtypes(item["body"]))
+    return out
 
 
 class _Prepared:
@@ -517,8 +546,10 @@ class CUDAFunction:
             size = evaluate_size(w["size"], env)
             workspaces.append(DeviceStorage((max(0, size),), w["dtype"], device_id))
         launches = []
-        for launch in self.plan["launches"]:
-            grid = tuple(evaluate_size(g, env) for g in launch["grid"])
+        loop_dtypes = _loop_dtypes(self.plan.get("program") or [])
+        for index, scope in program_steps(self.plan, env):
+            launch = self.plan["launches"][index]
+            grid = tuple(evaluate_size(g, scope) for g in launch["grid"])
             if min(grid) <= 0:
                 continue  # nothing to compute for these sizes
             if grid[0] >= 2**31 or grid[1] > 65535 or grid[2] > 65535:
@@ -533,13 +564,13 @@ class CUDAFunction:
                     fmt += "P"
                     kargs.append(int(st.allocation))
                 else:
-                    scalar = _SCALAR_TYPES[self._scalar_dtypes.get(ref, "int32")]
+                    scalar = _SCALAR_TYPES[self._scalar_dtypes.get(ref) or loop_dtypes.get(ref, "int32")]
                     if scalar is np.float16:  # pycuda's struct packer has no "e": pass the bits
                         fmt += "H"
-                        kargs.append(int(np.float16(env[ref]).view(np.uint16)))
+                        kargs.append(int(np.float16(scope[ref]).view(np.uint16)))
                     else:
                         fmt += np.dtype(scalar).char
-                        kargs.append(scalar(env[ref]))
+                        kargs.append(scalar(scope[ref]))
             fn = self._dev.kernel(launch["kernel"], device_id)
             fn.prepare(fmt)
             # pycuda reads grid and block as tuples of Python ints (Boost.Python takes no numpy ints)

@@ -25,6 +25,7 @@ from ..tir.function import PrimFunc
 from ..tir.functor import IRMutator
 from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, ForKind, IfThenElse, LetStmt, Stmt, seq
 from ..tir.transform.inject_double_buffer import DOUBLE_BUFFER_SCOPE
+from ..tir.transform.split_host_device import SCAN_LOOP
 from ..tir.transform.unroll_loops import PRAGMA_PREFIX
 from .bound import StageBounds, infer_bounds
 from .schedule import Schedule, Stage
@@ -94,7 +95,8 @@ class _LoopBuilder:
         if isinstance(st.op, ScanOp):
             # Its init stages are roots placed before it; its body runs at every step.
             axis = st.op.scan_axis
-            return self._loop(st, axis, self.place(self.children.get((id(st), id(axis)), []), None))
+            loop = self._loop(st, axis, self.place(self.children.get((id(st), id(axis)), []), None))
+            return AttrStmt(axis.var, SCAN_LOOP, const(1), loop)
         if isinstance(st.op, ExternOp):
             return self._extern_stmt(st)
         info: StageBounds = self.infos[id(st)]

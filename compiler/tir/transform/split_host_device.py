@@ -16,6 +16,12 @@ with loops bound to GPU thread axes; it becomes one kernel:
 The host side is a :class:`GPUFunction`: the workspaces to allocate and the kernels
 to launch in order, as plain data (:meth:`GPUFunction.to_json`), plus a readable host
 ``PrimFunc`` that says the same.
+
+The time loop of a ``te.scan`` (marked with the ``scan_loop`` attribute) stays on the
+host: the plan's ``program`` runs the launches inside it once per iteration, in order,
+each kernel receiving the loop variable as a scalar parameter (one launch per step, as
+TVM does).
+:func:`compiler.runtime.cuda.program_steps` walks a program for given sizes.
 """
 
 from __future__ import annotations
@@ -34,7 +40,10 @@ from ..printer import expr_to_str
 from .thread_sync import insert_thread_sync
 from .unroll_loops import PRAGMA_PREFIX
 
-__all__ = ["split_host_device", "GPUFunction", "KernelLaunch", "DeviceLimits", "THREAD_TAGS"]
+#: The attribute that lowering puts around the time loop of a scan: the host runs that loop.
+SCAN_LOOP = "scan_loop"
+
+__all__ = ["split_host_device", "GPUFunction", "KernelLaunch", "DeviceLimits", "THREAD_TAGS", "SCAN_LOOP"]
 
 THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
 _MAX_BLOCK_DIM = {"threadIdx.x": 1024, "threadIdx.y": 1024, "threadIdx.z": 64}
@@ -82,10 +91,16 @@ class GPUFunction:
     kernels: list                                   # device PrimFuncs
     launches: list = field(default_factory=list)    # KernelLaunch, in order
     workspaces: list = field(default_factory=list)  # [{"name", "dtype", "size"}] (size: text)
+    # The order of the launches: an index into ``launches``, or a host loop
+    # {"loop": name, "dtype", "min": text, "extent": text, "body": [...]} (None: each once, in order).
+    program: list | None = None
 
     def to_json(self) -> dict:
-        return {"name": self.host.name, "launches": [x.to_json() for x in self.launches],
-                "workspaces": [dict(w) for w in self.workspaces]}
+        out = {"name": self.host.name, "launches": [x.to_json() for x in self.launches],
+               "workspaces": [dict(w) for w in self.workspaces]}
+        if self.program is not None:
+            out["program"] = self.program
+        return out
 
 
 def split_host_device(func: PrimFunc, limits: DeviceLimits | None = None) -> GPUFunction:
@@ -100,7 +115,8 @@ class _Splitter:
         self.kernels: list[PrimFunc] = []
         self.launches: list[KernelLaunch] = []
         self.workspaces: list[Buffer] = []
-        self.host_steps: list = []
+        self.program: list = []  # where the next launch goes (the body of the innermost host loop)
+        self.host_loops = False
         self.param_index = {id(p.data): i for i, p in enumerate(func.params) if isinstance(p, Buffer)}
         self.scalars = {id(v): v for v in func.scalar_vars()}
 
@@ -109,7 +125,7 @@ class _Splitter:
         host = PrimFunc(self.func.params, host_body, self.func.name,
                         {**self.func.attrs, "target": "cuda"})
         ws = [{"name": b.name, "dtype": b.dtype, "size": expr_to_str(b.shape[0])} for b in self.workspaces]
-        return GPUFunction(host, self.kernels, self.launches, ws)
+        return GPUFunction(host, self.kernels, self.launches, ws, self.program if self.host_loops else None)
 
     # ------------------------------------------------------------------ host level
 
@@ -129,6 +145,8 @@ class _Splitter:
             return S.Allocate(s.buffer, self.walk(s.body))
         if isinstance(s, S.For) and s.kind is S.ForKind.THREAD_BINDING:
             return self.kernel(s)
+        if isinstance(s, S.AttrStmt) and s.key == SCAN_LOOP:
+            return S.AttrStmt(s.node, s.key, s.value, self.host_loop(s.body))
         if isinstance(s, S.AttrStmt) and s.key.startswith(PRAGMA_PREFIX):
             return self.walk(s.body)  # left by lower(simple_mode=True), which does not unroll
         if isinstance(s, S.Evaluate) and isinstance(s.value, (E.IntImm, E.FloatImm)):
@@ -145,6 +163,31 @@ class _Splitter:
             f"{what} of CUDA function {self.func.name!r} is not bound to GPU threads: every output "
             "stage of a CUDA function must bind its outer loops to thread axes, e.g. "
             "s[C].bind(xo, te.thread_axis('blockIdx.x')); s[C].bind(xi, te.thread_axis('threadIdx.x'))")
+
+    def host_loop(self, s: S.Stmt) -> S.Stmt:
+        """The time loop of a scan: the host runs it, launching its kernels at every iteration."""
+        if not isinstance(s, S.For):  # the time loop of one step only, removed by the simplifier
+            return self.walk(s)
+        bad = [v.name for e in (s.min, s.extent) for v in free_vars(e) if id(v) not in self.scalars]
+        if bad:
+            raise LoweringError(f"CUDA function {self.func.name!r}: the bounds of loop {s.loop_var.name!r} "
+                                f"depend on {', '.join(bad)}, which the host cannot know")
+        name = s.loop_var.name
+        if any(v.name == name for v in self.scalars.values()):
+            raise LoweringError(f"CUDA function {self.func.name!r}: loop {name!r} has the name of "
+                                "another scalar of the function")
+        item = {"loop": name, "dtype": s.loop_var.dtype, "min": expr_to_str(s.min),
+                "extent": expr_to_str(s.extent), "body": []}
+        outer, self.program = self.program, item["body"]
+        self.scalars[id(s.loop_var)] = s.loop_var
+        try:
+            body = self.walk(s.body)
+        finally:
+            del self.scalars[id(s.loop_var)]
+            self.program = outer
+        self.program.append(item)
+        self.host_loops = True
+        return S.For(s.loop_var, s.min, s.extent, s.kind, body)
 
     # ------------------------------------------------------------------ one kernel
 
@@ -202,6 +245,7 @@ class _Splitter:
                           {"calling_conv": "kernel", "target": "cuda", "grid": grid, "block": block,
                            "shared_bytes": shared})
         self.kernels.append(kernel)
+        self.program.append(len(self.launches))
         self.launches.append(KernelLaunch(name, args, grid, block, shared))
         call_args = [E.StringImm(name)] + [_arg_expr(p) for p in params]
         return S.Evaluate(E.Call("int32", "cuda_launch", tuple(call_args)))
