@@ -15,6 +15,20 @@ costs, raised a little for configs with few costs (:func:`confident_cost`), so t
 well-measured config wins a near tie. ``tune()`` chooses its winner this way,
 ``apply_history_best`` applies it, ``autotune best`` and the report show it, borrowing
 takes it from a neighbour workload, and ``prune`` keeps it.
+
+Configs are pooled by their knob values (the index and key order of the stored JSON do not
+matter). The order is total and depends on the multiset of measurements alone, never on
+the order in which records arrived, so every process, rank and machine reading the same
+log picks the same config:
+
+1. the lower score (:func:`confident_cost` of every usable cost of the config) first;
+2. on equal scores, the config whose knob fingerprint (:func:`db.knobs_fingerprint`: the
+   SHA-256, in hex, of the canonical JSON of its knobs: sorted keys, no spaces) is smaller.
+
+Reading a log does not rank its records here: the log keeps each config's costs, median
+and score in SQL as records arrive (:mod:`db.stats`), and :func:`best` reads them in this
+order with an indexed query. :func:`rank_records` ranks records in Python the same way, for
+records at hand (and as the reference the log's ranking is tested against).
 """
 
 from __future__ import annotations
@@ -34,8 +48,12 @@ __all__ = ["gflops", "workload_label", "target_label", "knobs_of", "record_of", 
 
 logger = logging.getLogger(__name__)
 
-# Relative penalty at one cost: a config timed 3 times is charged ~6%, 27 times ~2%.
-_PENALTY = 0.1
+#: The score of a config: the median of its costs raised by ``0.1 / sqrt(count)`` (a config
+#: timed 3 times is charged ~6%, 27 times ~2%). One formula, kept by the log on insert.
+confident_cost = tuning_db.confident_cost
+
+#: The knob values of a config as the log stores it (``{"index", "knobs"}``, or bare knobs).
+knobs_of = tuning_db.knobs_of
 
 
 # ---------------------------------------------------------------------------- figures and labels
@@ -62,13 +80,6 @@ def target_label(target: str, model: str = "") -> str:
     """The target string, with the CPU or GPU model when the string does not name it:
     ``llvm (znver4)``, ``llvm -mcpu=znver4``."""
     return f"{target} ({model})" if model and model not in target else target
-
-
-def knobs_of(config) -> dict:
-    """The knob values of a config as the log stores it (``{"index", "knobs"}``, or bare knobs)."""
-    if not isinstance(config, dict):
-        return {}
-    return config.get("knobs", config)
 
 
 # ---------------------------------------------------------------------------- results to records
@@ -106,25 +117,20 @@ def record_of(task, config, result, *, run_id: str | None = None, kind: str = tu
 # ---------------------------------------------------------------------------- the ranking
 
 
-def confident_cost(costs: list[float]) -> float:
-    """The median of ``costs``, raised by ``_PENALTY / sqrt(len(costs))``."""
-    if not costs:
-        return math.inf
-    return statistics.median(costs) * (1.0 + _PENALTY / math.sqrt(len(costs)))
-
-
 @dataclass
 class ConfigScore:
-    """All the costs gathered for one config, and its confident score (seconds).
+    """All the costs gathered for one config (ascending), and its confident score (seconds).
 
-    ``records`` are the log records pooled into it (by :func:`rank_records`; empty when
-    ranked from bare ``(config, costs)`` pairs).
+    ``config`` is the config as stored (of several stored spellings of the same knobs, the
+    one whose canonical JSON sorts first); ``records`` are the log records pooled into it, in
+    the order stored (empty when ranked from bare ``(config, costs)`` pairs).
     """
 
     config: dict
     costs: list
     score: float
     records: list = field(default_factory=list, repr=False)
+    fingerprint: str = ""
 
     @property
     def median(self) -> float:
@@ -132,30 +138,28 @@ class ConfigScore:
         return statistics.median(self.costs)
 
 
-def _config_key(config) -> str:
-    return json.dumps(knobs_of(config) if isinstance(config, dict) else config, sort_keys=True, default=str)
-
-
-def _usable(costs: Iterable) -> list[float]:
-    return [float(c) for c in costs if c is not None and math.isfinite(c) and c > 0]
-
-
 def _rank(entries: Iterable[tuple[dict, list, object]]) -> list[ConfigScore]:
     pooled: dict[str, ConfigScore] = {}
+    spelled: dict[str, str] = {}
     for config, costs, record in entries:
-        costs = _usable(costs)
+        costs = tuning_db.stats.usable_costs(costs)
         if not costs:
             continue
-        key = _config_key(config)
+        key = tuning_db.knobs_fingerprint(config)
+        text = tuning_db.canonical_json(config)
         entry = pooled.get(key)
         if entry is None:
-            entry = pooled[key] = ConfigScore(config, [], 0.0)
+            entry = pooled[key] = ConfigScore(config, [], 0.0, fingerprint=key)
+            spelled[key] = text
+        elif text < spelled[key]:  # the same config for any order of the records
+            entry.config, spelled[key] = config, text
         entry.costs.extend(costs)
         if record is not None:
             entry.records.append(record)
     for entry in pooled.values():
+        entry.costs.sort()
         entry.score = confident_cost(entry.costs)
-    return sorted(pooled.values(), key=lambda e: (e.score, _config_key(e.config)))
+    return sorted(pooled.values(), key=lambda e: (e.score, e.fingerprint))
 
 
 def rank_configs(pairs: Iterable[tuple[dict, list]]) -> list[ConfigScore]:
@@ -206,17 +210,29 @@ def best(log: tuning_db.TuningLog, task_or_key, k: int = 1, *,
 
     ``validate(config)`` is called on each candidate; one that raises or returns ``False``
     is reported through logging and skipped (the next best takes its place).
+
+    The candidates come from the statistics the log keeps per config, read in ranking order
+    a page at a time, so the cost does not grow with the workload's records; only the
+    records of the ``k`` configs returned are read. Equal scores go to the config with the
+    smaller knob fingerprint (see the module's docstring), the same in every process.
     """
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"best: k must be a positive int, got {k!r}")
     where = getattr(task_or_key, "workload_name", None) or getattr(task_or_key, "workload_key", task_or_key)
-    found = []
-    for entry in rank_records(log.records(task_or_key, errors=False)):
-        if _valid(str(where), entry.config, validate):
-            found.append(entry)
-            if len(found) == k:
-                break
-    return found
+    found: list[tuning_db.ConfigStats] = []
+    offset, page = 0, max(8, 2 * k)
+    while len(found) < k:
+        stats = log.config_stats(task_or_key, limit=page, offset=offset)
+        for entry in stats:
+            if _valid(str(where), entry.config, validate):
+                found.append(entry)
+                if len(found) == k:
+                    break
+        if len(stats) < page:
+            break
+        offset, page = offset + page, min(4 * page, 4096)
+    return [ConfigScore(entry.config, list(entry.costs), entry.score, fingerprint=entry.knobs_hash,
+                        records=log.records(ids=entry.record_ids)) for entry in found]
 
 
 def _arg_distance(a: Sequence, b: Sequence) -> float | None:
@@ -276,6 +292,5 @@ def prune(log: tuning_db.TuningLog, keep_best: int = 1) -> int:
         raise ValueError(f"prune: keep_best must be a positive int, got {keep_best!r}")
     keep = {}
     for w in log.workloads():
-        ranked = rank_records(log.records(w.key, errors=False))[:keep_best]
-        keep[w.key] = [r.config for entry in ranked for r in entry.records]
+        keep[w.key] = [r.config for entry in best(log, w.key, keep_best) for r in entry.records]
     return log.prune(keep)

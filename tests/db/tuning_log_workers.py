@@ -6,7 +6,7 @@ import itertools
 
 import db
 
-__all__ = ["make_record", "write_records", "write_until_killed"]
+__all__ = ["make_record", "write_records", "write_until_killed", "write_shared_configs"]
 
 
 def make_record(worker: int, i: int, **fields: object) -> db.Record:
@@ -34,3 +34,13 @@ def write_until_killed(url: str, pipe: object) -> None:
             batch = [make_record(7, j) for j in range(i, i + 3)]
             log.add(batch)
             pipe.send([record.uid for record in batch])
+
+
+def write_shared_configs(url: str, worker: int, n: int, barrier: object) -> None:
+    """Wait for the other writers, then add ``n`` records of configs every writer measures too
+    (one transaction each), so that concurrent writers fold costs into the same statistics."""
+    barrier.wait(timeout=60)
+    with db.open(url) as log:
+        for i in range(n):
+            assert log.add(make_record(worker, i, config={"tile": [i % 5]}, workload_key="matmul-64-llvm-w0",
+                                       costs=[1e-3 * (1 + (worker * n + i) % 7)])) == 1

@@ -1,0 +1,150 @@
+"""The per-config statistics and per-workload counts a log keeps as records arrive (SQLite and
+PostgreSQL): they equal the same figures computed from the records, whatever the order, batching
+and concurrency of the writes, and after a prune."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import random
+import statistics
+
+import pytest
+import tuning_log_workers as workers
+from sqlalchemy import create_engine, select
+
+import db
+from db.schema import ConfigStatsRow, WorkloadCountRow
+from db.stats import rebuild_stats
+
+KEYS = ("mm-a", "mm-b")
+
+
+def _random_records(seed: int, n: int) -> list[db.Record]:
+    """Records of few configs (some under two indexes or key orders), with errors, costs that do
+    not count (zero), both kinds, and costs drawn from few values so that scores tie."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        x, y = rng.randrange(4), rng.randrange(3)
+        knobs = {"x": x, "y": y} if rng.random() < 0.5 else {"y": y, "x": x}
+        config = {"index": x * 3 + y + rng.choice((0, 100)), "knobs": knobs}
+        error = rng.random() < 0.15
+        costs = [] if error else [rng.choice((0.0, 1.0, 1.5, 2.0, 3.0)) for _ in range(rng.randint(1, 3))]
+        out.append(db.Record(workload_key=rng.choice(KEYS), template="matmul", args=[64, 64, 64, "float32"],
+                             target="llvm", config=config, costs=costs, timestamp=1.7e9 + i,
+                             error_kind="build" if error else None, gflops=rng.choice((None, 5.0)),
+                             kind=rng.choice((db.TRIAL, db.TRIAL, db.REMEASURE))))
+    return out
+
+
+def _stats_table(url: str) -> tuple[list, list]:
+    """Every row of both statistics tables, as plain sorted data."""
+    engine = create_engine(url if "://" in url else f"sqlite:///{url}")
+    with engine.connect() as conn:
+        stats = sorted(tuple(r) for r in conn.execute(select(ConfigStatsRow.__table__)))
+        counts = sorted(tuple(r) for r in conn.execute(select(WorkloadCountRow.__table__)))
+    engine.dispose()
+    return stats, counts
+
+
+def _rebuilt(url: str) -> tuple[list, list]:
+    engine = create_engine(url if "://" in url else f"sqlite:///{url}")
+    with engine.connect() as conn, conn.begin():
+        rebuild_stats(conn)
+        found = (sorted(tuple(r) for r in conn.execute(select(ConfigStatsRow.__table__))),
+                 sorted(tuple(r) for r in conn.execute(select(WorkloadCountRow.__table__))))
+        conn.rollback()
+    engine.dispose()
+    return found
+
+
+def _by_hand(records: list[db.Record], key: str) -> list[tuple]:
+    """(fingerprint, sorted costs, median, score) of each config of ``key``, in ranking order."""
+    pooled: dict[str, list[float]] = {}
+    for r in records:
+        if r.workload_key == key and r.error_kind is None:
+            costs = [c for c in r.costs if c > 0]
+            if costs:
+                pooled.setdefault(db.knobs_fingerprint(r.config), []).extend(costs)
+    rows = [(h, sorted(c), statistics.median(c), db.confident_cost(c)) for h, c in pooled.items()]
+    return sorted(rows, key=lambda row: (row[3], row[0]))
+
+
+def test_statistics_follow_the_records_in_any_order_and_batching(log_url: str) -> None:
+    records = _random_records(1, 300)
+    with db.open(log_url) as log:
+        rng = random.Random(2)
+        shuffled = records[:]
+        rng.shuffle(shuffled)
+        while shuffled:
+            size = rng.randint(1, 40)
+            log.add(shuffled[:size])
+            shuffled = shuffled[size:]
+        log.add(records[:50])  # already there: changes nothing
+        for key in KEYS:
+            got = [(s.knobs_hash, list(s.costs), s.median, s.score) for s in log.config_stats(key)]
+            assert got == _by_hand(records, key)
+            assert [s.knobs_hash for s in log.config_stats(key, limit=2, offset=1)] == [g[0] for g in got[1:3]]
+            for s in log.config_stats(key):
+                stored = log.records(ids=s.record_ids)
+                assert {db.knobs_fingerprint(r.config) for r in stored} == {s.knobs_hash}
+                assert sorted(c for r in stored for c in r.costs if c > 0) == list(s.costs)
+                assert s.flop == (min(r.gflops * 1e9 * r.mean_cost for r in stored if r.gflops)
+                                  if any(r.gflops for r in stored) else None)
+        summary = {row.workload_key: row for row in log.summary()}
+        for key in KEYS:
+            mine = [r for r in records if r.workload_key == key]
+            trials = [r for r in mine if r.kind == db.TRIAL]
+            assert (summary[key].trials, summary[key].errors, summary[key].remeasured) == (
+                len(trials), sum(r.error_kind is not None for r in trials), len(mine) - len(trials))
+    assert _stats_table(log_url) == _rebuilt(log_url)
+
+
+def test_prune_leaves_the_statistics_of_what_it_keeps(log_url: str) -> None:
+    records = _random_records(3, 120)
+    with db.open(log_url) as log:
+        log.add(records)
+        top = log.config_stats("mm-a", limit=1)[0]
+        before = log.config_stats("mm-a")
+        assert log.prune({"mm-a": [r.config for r in log.records(ids=top.record_ids)]}) > 0
+        assert log.config_stats("mm-a") == [top] and len(before) > 1
+        (row, _) = log.summary()
+        assert row.trials + row.remeasured == log.count("mm-a") >= len(top.record_ids) and row.errors == 0
+    assert _stats_table(log_url) == _rebuilt(log_url)
+
+
+def test_concurrent_writers_of_the_same_configs_lose_no_cost(log_url: str) -> None:
+    writers, each = 4, 40
+    with db.open(log_url):
+        pass  # created before the writers start: they race on the statistics, not on the schema
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(writers)
+    procs = [ctx.Process(target=workers.write_shared_configs, args=(log_url, w, each, barrier))
+             for w in range(writers)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+    assert [p.exitcode for p in procs] == [0] * writers
+    with db.open(log_url) as log:
+        stats = log.config_stats("matmul-64-llvm-w0")
+        assert sum(s.count for s in stats) == writers * each and len(stats) == 5
+        assert sum(len(s.record_ids) for s in stats) == writers * each
+        assert log.summary()[0].trials == writers * each
+    assert _stats_table(log_url) == _rebuilt(log_url)
+
+
+def test_statistics_rows_hold_json(log_url: str) -> None:
+    with db.open(log_url) as log:
+        log.add(_random_records(4, 20))
+    stats, counts = _stats_table(log_url)
+    assert stats and counts
+    for row in stats:
+        assert json.loads(row[3]) == sorted(json.loads(row[3]))  # costs, ascending
+
+
+@pytest.mark.parametrize("k", [0, -1, True])
+def test_trial_curve_checks_its_points(tlog: db.TuningLog, k: object) -> None:
+    with pytest.raises(ValueError, match="points"):
+        tlog.trial_curve("mm-a", points=k)
