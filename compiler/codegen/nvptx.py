@@ -40,13 +40,13 @@ from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.analysis import collect, stored_buffers
 from ..tir.function import PrimFunc
-from ..tir.op import EXTERN_OPS
+from ..tir.op import EXTERN_OPS, Op
 from ..tir.transform.thread_sync import SYNC_OP
 from .intrinsics import emit_call_extern, extern_name, per_lane
 from .libdevice import FAST_MATH, libdevice_name, link_libdevice
 from .llvm import CodeGenLLVM
 from .llvm_parallel import pointer_attrs
-from .llvm_types import I32, VOID, memory_type, scalar_type, split_dtype
+from .llvm_types import I32, VOID, memory_type, scalar_type, splat_constant, split_dtype
 from .llvm_vector import ALIGNED_BYTES
 
 __all__ = ["CodeGenNVPTX", "generate_ptx", "nvptx_target_machine", "DEFAULT_ARCH", "TRIPLE"]
@@ -230,6 +230,9 @@ class CodeGenNVPTX(CodeGenLLVM):
                 return self._approx(op, self.expr(e.args[0]))
             if op in ("exp2", "log2") and dtype != "float32":
                 raise CodegenError(f"{op} of {dtype} has no GPU lowering yet (float32 only)")
+            if op == "log2":  # NVPTX has no exact log2 (LLVM aborts on llvm.log2.f32): log(x) / ln 2
+                value = super()._e_Call(E.Call(e.dtype, Op("log"), e.args))
+                return self.b.fmul(value, splat_constant(value.type, _LOG2E), flags=self.fm)
         return super()._e_Call(e)
 
     def _fast_math(self, name: str, e: E.Call) -> ir.Value:
