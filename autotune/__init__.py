@@ -1,6 +1,7 @@
 """The front door of tuning: tuners, ``tune()``, dispatch contexts and the CLI.
 
-The template API lives in :mod:`search_spaces` and is re-exported here
+AutoTVM's API (``from autotune import autotvm``) sits beside ``tune()`` in
+:mod:`autotune.autotvm`. The template API lives in :mod:`search_spaces` and is re-exported here
 (``autotune.template``, ``autotune.get_config``, ``autotune.create_task``, ...). It is
 imported on first use, so that ``import autotune`` (and ``autotune --version``) stays
 fast.
@@ -44,6 +45,10 @@ __all__ = ["AutotuneError", "__version__", *_FROM_SEARCH_SPACES, *_OWN]
 
 
 def __getattr__(name: str):
+    if name == "autotvm":  # AutoTVM's API, a subpackage: ``from autotune import autotvm``
+        import importlib
+
+        return importlib.import_module("autotune.autotvm")
     if name in _OWN:
         import importlib
 
@@ -60,4 +65,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_FROM_SEARCH_SPACES) | set(_OWN))
+    return sorted(set(globals()) | set(_FROM_SEARCH_SPACES) | set(_OWN) | {"autotvm"})

@@ -147,6 +147,30 @@ def _pretrain(log, task, tuner, limit: int = 2000) -> None:
         logger.info("pre-trained the cost model on %d records of other %s workloads", len(triples), task.name)
 
 
+def _warm_start(log, task, tuner, k: int) -> list:
+    """Up to ``k`` configs borrowed from the nearest tuned workloads
+    (:func:`autotune.transfer.warm_start_configs`), best first, leaving out those the log
+    already holds for ``task`` and any outside its valid space."""
+    if k <= 0:
+        return []
+    from search_spaces import SearchSpaceError
+
+    from .transfer import warm_start_configs
+
+    space, seen, configs = task.config_space, set(tuner.measured), []
+    for cfg in warm_start_configs(log, task, k):
+        try:
+            cfg = space.from_json(cfg.to_json())  # a config of this very space, constraints checked
+        except SearchSpaceError as err:
+            logger.warning("warm start of %s: skipping a borrowed config: %s", task.workload_name, err)
+            continue
+        if cfg.index not in seen:
+            seen.add(cfg.index)
+            configs.append(cfg)
+    logger.info("warm start of %s: %d borrowed configs to measure first", task.workload_name, len(configs))
+    return configs
+
+
 def _progress(total: int, enabled: bool, name: str):
     from tqdm.auto import tqdm
 
@@ -157,7 +181,7 @@ def _progress(total: int, enabled: bool, name: str):
 class _Session:
     """The state of tuning one task: its tuner, its log records and its best so far."""
 
-    def __init__(self, task, tuner, log, seed, batch_size, options_note: dict):
+    def __init__(self, task, tuner, log, seed, batch_size, options_note: dict, warm_start: int = 0):
         from .tuner import get_tuner
 
         self.task = task
@@ -170,6 +194,7 @@ class _Session:
         # (config JSON, costs) of every measurement of the workload, earlier runs' too
         self.pairs, self.earlier_trials = _resume(log, task, self.tuner)
         _pretrain(log, task, self.tuner)
+        self.warm = _warm_start(log, task, self.tuner, warm_start)  # measured before the tuner's own
         self.history: list[Trial] = []
         self.errors: Counter = Counter()
         self.best_cost = min((sum(c) / len(c) for _, c in self.pairs if c), default=float("inf"))
@@ -182,10 +207,7 @@ class _Session:
         """Measure up to ``n`` new candidates; returns how many were measured."""
         from measure import MeasureInput, measure_stream
 
-        if not self.tuner.has_next():
-            self.stopped = "exhausted"
-            return 0
-        configs = self._with_default(self.tuner.next_batch(min(self.batch_size, n)))
+        configs = self._next_configs(min(self.batch_size, n))
         if not configs:
             self.stopped = "exhausted"
             return 0
@@ -211,6 +233,18 @@ class _Session:
             if done_inputs:
                 self.tuner.update(done_inputs, done_results)
         return len(done_inputs)
+
+    def _next_configs(self, n: int) -> list:
+        """The next batch: the warm-start configs first, then the tuner's proposals (the
+        default config leading the first batch either way)."""
+        if self.warm:
+            configs = self._with_default(self.warm[:n])
+            taken = {c.index for c in configs}
+            self.warm = [c for c in self.warm if c.index not in taken]
+            return configs
+        if not self.tuner.has_next():
+            return []
+        return self._with_default(self.tuner.next_batch(n))
 
     def abandon(self) -> None:
         """Record the run as failed, when tuning stops on an error before :meth:`finish`."""
@@ -269,7 +303,8 @@ def _postfix(bar, sessions) -> None:
 
 def tune(task, trials: int = 500, tuner="xgb", db="tuning.db", measure_option=None,
          early_stopping: int | None = None, batch_size: int | None = None, seed: int | None = None,
-         callbacks: Sequence[Callable] = (), progress: bool = True, total: bool = False) -> TuneResult:
+         callbacks: Sequence[Callable] = (), progress: bool = True, total: bool = False,
+         warm_start: int = 0, remeasure: bool = True) -> TuneResult:
     """Search ``task``'s config space for its fastest config.
 
     ``trials`` is the number of new trials to make; with ``total=True`` it is the number of
@@ -288,16 +323,23 @@ def tune(task, trials: int = 500, tuner="xgb", db="tuning.db", measure_option=No
     :func:`db.default_heartbeat_interval` seconds), so that a run whose process was killed
     outright reads as ``"dead"`` (:meth:`db.TuningLog.runs`). A task that cannot be
     measured here (see :func:`check_measurable`) raises :class:`AutotuneError` at once.
+
+    ``warm_start=k`` measures first (they count as trials) up to ``k`` configs borrowed
+    from the log's nearest tuned workloads (:func:`autotune.transfer.warm_start_configs`),
+    leaving out configs the log already holds. ``remeasure=False`` skips the final
+    re-measurement of the best few: the log then holds the run's trials only.
     """
     return tune_tasks([task], trials, tuner=tuner, db=db, measure_option=measure_option,
                       early_stopping=early_stopping, batch_size=batch_size, seed=seed,
-                      callbacks=callbacks, progress=progress, total=total)[0]
+                      callbacks=callbacks, progress=progress, total=total, warm_start=warm_start,
+                      remeasure=remeasure)[0]
 
 
 def tune_tasks(tasks: Sequence, trials: int, tuner="xgb", db="tuning.db", measure_option=None,
                early_stopping: int | None = None, batch_size: int | None = None,
                seed: int | None = None, callbacks: Sequence[Callable] = (), progress: bool = True,
-               weights: Sequence[float] | None = None, total: bool = False) -> list[TuneResult]:
+               weights: Sequence[float] | None = None, total: bool = False, warm_start: int = 0,
+               remeasure: bool = True) -> list[TuneResult]:
     """Tune several tasks with one budget of ``trials``, shared where it gains most
     (with ``total=True``, the log's earlier trials of these tasks count against it).
 
@@ -305,6 +347,7 @@ def tune_tasks(tasks: Sequence, trials: int, tuner="xgb", db="tuning.db", measur
     task whose end-to-end time (its best cost times its ``weights`` entry, how often
     it runs) is expected to fall most, judged from its recent improvement and an
     optimistic guess, as Ansor's task scheduler does. One progress bar covers all.
+    ``warm_start`` and ``remeasure`` are as for :func:`tune`, per task.
     Returns one :class:`TuneResult` per task, in order.
     """
     from measure import MeasureOptions
@@ -314,14 +357,17 @@ def tune_tasks(tasks: Sequence, trials: int, tuner="xgb", db="tuning.db", measur
         raise AutotuneError("tune_tasks needs at least one task")
     if trials < 0:
         raise AutotuneError(f"trials must be >= 0, got {trials}")
+    if warm_start < 0:
+        raise AutotuneError(f"warm_start must be >= 0, got {warm_start}")
     weights = list(weights) if weights is not None else [1.0] * len(tasks)
     if len(weights) != len(tasks):
         raise AutotuneError(f"{len(weights)} weights for {len(tasks)} tasks")
     check_measurable(tasks, measure_option)
     log, own_log = _open_log(db)
     options = measure_option if measure_option is not None else MeasureOptions()
-    note = {"trials": trials, "total": total, "early_stopping": early_stopping, "tasks": len(tasks)}
-    sessions = [_Session(t, tuner, log, seed, batch_size, note) for t in tasks]
+    note = {"trials": trials, "total": total, "early_stopping": early_stopping, "tasks": len(tasks),
+            "warm_start": warm_start}
+    sessions = [_Session(t, tuner, log, seed, batch_size, note, warm_start) for t in tasks]
     if total:
         done = sum(s.earlier_trials for s in sessions)
         trials = max(0, trials - done)
@@ -340,7 +386,7 @@ def tune_tasks(tasks: Sequence, trials: int, tuner="xgb", db="tuning.db", measur
                                   on_result, bar)
             results = []
             for s in sessions:
-                results.append(s.finish(options, remeasure=not (interrupted or spent)))
+                results.append(s.finish(options, remeasure=remeasure and not (interrupted or spent)))
                 interrupted = interrupted or results[-1].stopped == "interrupted"
     except Exception:
         for s in sessions:

@@ -233,3 +233,46 @@ def test_applied_log_is_never_slower_than_the_default(tmp_path, options):
     assert chosen.index == min(confident, key=confident.get)
     assert confident[chosen.index] <= confident[default.index]
     assert statistics.median(pooled[chosen.index]) <= 1.1 * statistics.median(pooled[default.index])
+
+
+def test_without_remeasure_the_log_holds_the_trials_only(tmp_path, task):
+    with MeasureOptions(_NoBuild(), _ScriptedRunner([3e-3, 2e-3, 1e-3, 4e-3])) as options:
+        result = autotune.tune(task, trials=4, tuner="grid", db=tmp_path / "t.db", measure_option=options,
+                               batch_size=2, remeasure=False, progress=False)
+    assert result.trials == 4 and result.remeasured == 0
+    with db.open(tmp_path / "t.db") as log:
+        assert [r.kind for r in log.records(task)] == [db.TRIAL] * 4
+
+
+def test_warm_start_measures_borrowed_configs_first_never_held_ones(task, monkeypatch):
+    import sys
+    import types
+
+    log = db.open(":memory:")
+    try:
+        with MeasureOptions(_NoBuild(), _ScriptedRunner([5e-3] * 20)) as options:
+            first = autotune.tune(task, trials=2, tuner="grid", db=log, measure_option=options,
+                                  batch_size=2, remeasure=False, progress=False)
+            held = [t.config.index for t in first.history]
+            proposals = autotune.get_tuner("random", task, seed=3).next_batch(6)
+            others = [c for c in proposals if c.index not in held]
+            fresh = [c.index for c in others[:2]]
+            calls = []
+
+            def warm_start_configs(log_, task_, k):
+                calls.append((log_, task_, k))
+                return [first.history[0].config, *others[:2]]
+
+            fake = types.ModuleType("autotune.transfer")
+            fake.warm_start_configs = warm_start_configs
+            monkeypatch.setitem(sys.modules, "autotune.transfer", fake)
+            second = autotune.tune(task, trials=4, tuner="grid", db=log, measure_option=options,
+                                   batch_size=2, warm_start=3, remeasure=False, progress=False)
+        assert calls == [(log, task, 3)]
+        order = [t.config.index for t in second.history]
+        assert order[:2] == fresh  # the borrowed configs first, the one the log holds left out
+        assert len(order) == 4 and not set(order) & set(held) and len(set(order)) == 4
+        with pytest.raises(autotune.AutotuneError, match="warm_start"):
+            autotune.tune(task, trials=1, db=log, warm_start=-1, progress=False)
+    finally:
+        log.close()

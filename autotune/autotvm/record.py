@@ -1,0 +1,275 @@
+"""AutoTVM's tuning-record format: JSON lines, read into and written from the tuning log.
+
+Each line of an AutoTVM log is one measurement::
+
+    {"input": [target, task name, args, kwargs],
+     "config": {"index": int, "code_hash": str | null, "entity": [[knob, kind, value], ...]},
+     "result": [costs, error_no, all_cost, timestamp], "version": 0.2, "tvm_version": "..."}
+
+(logs of AutoTVM before v0.7 have ``{"i": [...], "r": [...], "v": 0.1}``, read too).
+:func:`import_log` adds such a file's records to a :class:`db.TuningLog`;
+:func:`encode` writes one measurement in that format (``callback.log_to_file`` uses it).
+
+What a record holds that the tuning log cannot use is reported, never dropped in
+silence: records of templates not registered here, or whose config is not in the
+template's space here, are skipped with a warning naming the reason, the count and the
+first line; fields with no place in the log (``all_cost``, ``code_hash``, target options
+such as ``-keys``) are named in one warning per file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+
+import db as tuning_db
+
+from ..errors import AutotuneError
+from .measure import MeasureErrorNo, error_kind, error_no
+
+__all__ = ["encode", "read_log", "import_log", "LogReading", "AUTOTVM_LOG_VERSION"]
+
+logger = logging.getLogger(__name__)
+
+AUTOTVM_LOG_VERSION = 0.2
+
+# Our knob kinds and AutoTVM's entity kinds.
+_KIND_CODE = {"split": "sp", "reorder": "re", "annotate": "an", "knob": "ot"}
+# Target options that carry over, per target kind (the rest name things this project has no use for).
+_TARGET_OPTIONS = {"llvm": ("mcpu", "mattr", "mtriple"), "cuda": ("arch",)}
+
+
+# ---------------------------------------------------------------------------- writing
+
+
+def encode(inp, result) -> str:
+    """One line of AutoTVM's JSON log for measure input ``inp`` and its ``result``
+    (:class:`measure.MeasureInput` / :class:`measure.MeasureResult`, or the AutoTVM views of
+    :mod:`autotune.autotvm.measure`)."""
+    from compiler.target import Target
+
+    task, config = inp.task, inp.config
+    res = getattr(result, "result", result)  # the measure result behind an AutoTVM view
+    target = Target(task.target)
+    spec = str(target)
+    if target.kind == "llvm" and "mcpu" not in target.options:
+        spec += f" -mcpu={target.model}"  # the CPU it was measured on, for readers elsewhere
+    space = task.config_space.space_map
+    entity = [[name, _KIND_CODE.get(space[name].kind, "ot"), value]
+              for name, value in config.knob_values().items()]
+    ok = res.error_kind is None
+    row = {
+        "input": [spec, task.name, list(task.args), {}],
+        "config": {"index": config.index, "code_hash": None, "entity": entity},
+        "result": [list(res.costs) if ok else [1e9], int(error_no(res.error_kind)),
+                   res.build_time + res.run_time, res.timestamp],
+        "version": AUTOTVM_LOG_VERSION,
+        "tvm_version": f"autotune {_version()}",
+    }
+    return json.dumps(row)
+
+
+def _version() -> str:
+    import autotune
+
+    return autotune.__version__
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+@dataclass
+class LogReading:
+    """What :func:`read_log` made of an AutoTVM log: ``records`` for the tuning log,
+    ``skipped`` (reason -> count), ``first_line`` (reason -> first line number with it) and
+    ``dropped`` (field or target option -> how many records had it)."""
+
+    path: str
+    records: list = field(default_factory=list)
+    skipped: Counter = field(default_factory=Counter)
+    first_line: dict = field(default_factory=dict)
+    dropped: Counter = field(default_factory=Counter)
+
+    def skip(self, reason: str, lineno: int) -> None:
+        self.skipped[reason] += 1
+        self.first_line.setdefault(reason, lineno)
+
+    def report(self, dropped: bool = True) -> list[str]:
+        """One line per reason records were skipped, then (with ``dropped``) one for the fields
+        left out."""
+        lines = [f"{self.path}: skipped {n} record(s) (first at line {self.first_line[why]}): {why}"
+                 for why, n in self.skipped.items()]
+        if dropped and self.dropped:
+            what = ", ".join(f"{name} ({n})" for name, n in self.dropped.items())
+            lines.append(f"{self.path}: AutoTVM fields with no place in the tuning log, not imported: {what}")
+        return lines
+
+
+def read_log(path: str | os.PathLike) -> LogReading:
+    """Read an AutoTVM JSON-lines log into :class:`db.Record` objects (see :class:`LogReading`).
+
+    The templates of its records must be registered (import the module that defines them
+    first); the file itself need not have been written here.
+    """
+    reading = LogReading(str(path))
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            try:
+                reading.records.append(_record(json.loads(line), reading))
+            except _Skip as skip:
+                reading.skip(str(skip), lineno)
+            except json.JSONDecodeError as exc:
+                reading.skip(f"not JSON ({exc.msg})", lineno)
+    return reading
+
+
+def import_log(log: tuning_db.TuningLog, path: str | os.PathLike, report_dropped: bool = True) -> int:
+    """Add the records of AutoTVM log ``path`` to the tuning log ``log``; returns how many were
+    new (importing a file twice adds nothing the second time).
+
+    Records that cannot be used are skipped and each reason is logged as a warning, as are
+    (with ``report_dropped``) the AutoTVM fields that have no place in the log. A file none
+    of whose records can be used raises :class:`AutotuneError` with the reasons.
+    """
+    reading = read_log(path)
+    report = reading.report(dropped=report_dropped)
+    if reading.skipped and not reading.records:
+        raise AutotuneError(f"no record of AutoTVM log {path} could be imported:\n  " + "\n  ".join(report))
+    for line in report:
+        logger.warning("%s", line)
+    return log.add(reading.records) if reading.records else 0
+
+
+class _Skip(Exception):
+    """A record that cannot be imported; the message says why."""
+
+
+def _record(row, reading: LogReading) -> tuning_db.Record:
+    """The tuning-log record of one parsed AutoTVM line."""
+    from compiler.target import Target
+
+    from ..selection import gflops
+
+    inp, config, result = _parts(row)
+    target, dropped = _target(inp[0])
+    for option in dropped:
+        reading.dropped[f"target option {option}"] += 1
+    task = _task(inp[1], inp[2], inp[3] if len(inp) > 3 else {}, target)
+    cfg = _config(task, config)
+    if config.get("code_hash") is not None:
+        reading.dropped["code_hash"] += 1
+    if len(result) < 4:
+        raise _Skip(f"its result has {len(result)} fields, not [costs, error_no, all_cost, timestamp]")
+    costs, number, all_cost, timestamp = result[:4]
+    if all_cost is not None:
+        reading.dropped["all_cost"] += 1
+    try:
+        kind = error_kind(number)
+    except (TypeError, ValueError):
+        raise _Skip(f"unknown AutoTVM error number {number!r}") from None
+    ok = kind is None
+    if ok and not (isinstance(costs, list) and costs and all(isinstance(c, int | float) for c in costs)):
+        raise _Skip(f"a successful result without costs in seconds: {costs!r}")
+    message = "" if ok else f"AutoTVM {MeasureErrorNo(number).name}" + _error_text(costs)
+    mean = sum(costs) / len(costs) if ok else None
+    try:
+        return tuning_db.Record(
+            workload_key=task.workload_key, template=task.name, args=list(task.args), target=task.target,
+            target_model=Target(task.target).model, config=cfg.to_json(), config_index=cfg.index,
+            costs=list(costs) if ok else [], error_kind=None if ok else kind.value, error_msg=message,
+            timestamp=float(timestamp), gflops=gflops(task.flop, mean))
+    except (tuning_db.RecordError, TypeError, ValueError) as exc:
+        raise _Skip(f"not a valid record: {exc}") from None
+
+
+def _error_text(costs) -> str:
+    """The error message AutoTVM keeps in ``costs`` in memory (its files hold ``[1e9]``)."""
+    texts = [c for c in costs if isinstance(c, str)] if isinstance(costs, list) else []
+    return f": {texts[0][:500]}" if texts else ""
+
+
+def _parts(row) -> tuple[list, dict, list]:
+    """``(input, config, result)`` of a line of either AutoTVM format."""
+    if isinstance(row, dict) and {"input", "config", "result"} <= set(row):
+        inp, config, result = row["input"], row["config"], row["result"]
+    elif isinstance(row, dict) and {"i", "r"} <= set(row) and isinstance(row["i"], list) \
+            and len(row["i"]) >= 6:
+        inp, config, result = row["i"][:4], row["i"][5], row["r"]
+    else:
+        raise _Skip("not an AutoTVM record (no 'input', 'config' and 'result')")
+    if not (isinstance(inp, list) and len(inp) >= 3 and isinstance(inp[0], str) and isinstance(inp[1], str)):
+        raise _Skip(f"its input is not [target, task name, args, kwargs]: {inp!r}")
+    if not isinstance(config, dict) or not isinstance(config.get("entity"), list):
+        raise _Skip("its config has no 'entity' list")
+    if not isinstance(result, list):
+        raise _Skip(f"its result is not a list: {result!r}")
+    return inp, config, result
+
+
+def _target(spec: str) -> tuple[str, list[str]]:
+    """Our spelling of AutoTVM target ``spec`` and the options left out of it."""
+    tokens = spec.split()
+    kind = tokens[0] if tokens else ""
+    if kind not in _TARGET_OPTIONS:
+        raise _Skip(f"target kind {kind!r} is not supported here (only llvm and cuda)")
+    kept, dropped = [kind], []
+    for tok in tokens[1:]:
+        name = tok.lstrip("-").partition("=")[0]
+        (kept if name in _TARGET_OPTIONS[kind] else dropped).append(tok)
+    return " ".join(kept), [tok.partition("=")[0] for tok in dropped]
+
+
+def _task(name: str, args, kwargs, target: str):
+    from search_spaces import SearchSpaceError, create_task
+    from search_spaces.template import _registry
+
+    if name not in _registry:
+        raise _Skip(f"template {name!r} is not registered here (import the module that defines it first)")
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        raise _Skip(f"task {name!r}: args must be a list and kwargs a dict, got {args!r}, {kwargs!r}")
+    try:
+        task = create_task(name, args, target, kwargs=kwargs or None)
+        task.config_space  # noqa: B018 - defined here, so that a failing template is a skip
+    except Exception as exc:  # noqa: BLE001 - any failure of the user's template is a reason to skip
+        why = exc if isinstance(exc, SearchSpaceError) else f"{type(exc).__name__}: {exc}"
+        raise _Skip(f"task {name}{tuple(args)!r} on {target!r} cannot be made here: {why}") from None
+    return task
+
+
+def _config(task, config: dict):
+    """The config of ``task`` that AutoTVM's ``config`` describes (AutoTVM's index is not ours:
+    the knob values decide)."""
+    from search_spaces import SearchSpaceError
+
+    space = task.config_space.space_map
+    knobs = {}
+    for item in config["entity"]:
+        if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str)):
+            raise _Skip(f"config entity {item!r} is not [knob, kind, value]")
+        name, code, value = item
+        knob = space.get(name)
+        if knob is None:
+            raise _Skip(f"knob {name!r} is not in the space of {task.name!r} here "
+                        f"(it has {', '.join(space) or 'no knobs'})")
+        if code == "sp" and isinstance(value, list) and value and value[0] == -1:
+            value = _full_split(knob, value)
+        knobs[name] = value
+    try:
+        return task.config_space.from_json({"knobs": knobs})
+    except SearchSpaceError as exc:
+        raise _Skip(f"config not in the space of {task.name!r} here: {exc}") from None
+
+
+def _full_split(knob, value: list) -> list:
+    """A split written as ``[-1, inner...]`` (AutoTVM leaves the outer size implicit) as the
+    split of the knob with those inner sizes."""
+    for entity in knob.entities:
+        if list(entity.size[1:]) == value[1:]:
+            return list(entity.size)
+    raise _Skip(f"split {value!r} of knob {knob.name!r} is not in its space here")

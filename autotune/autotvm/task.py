@@ -1,0 +1,41 @@
+"""Tasks under AutoTVM's names: ``autotvm.task.create``, ``autotvm.template``, ``get_config``.
+
+A task here is :class:`search_spaces.Task`: ``task.name``, ``task.args``,
+``task.target``, ``task.config_space``, ``task.flop``, ``task.instantiate(config)``
+and ``task.workload`` (``(name, *args)``) mean what they mean in AutoTVM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from search_spaces import (
+    ApplyConfig,
+    ConfigEntity,
+    ConfigSpace,
+    DispatchContext,
+    FallbackContext,
+    Task,
+    Template,
+    get_config,
+    template,
+)
+
+__all__ = ["create", "Task", "template", "get_config", "ConfigSpace", "ConfigEntity", "DispatchContext",
+           "ApplyConfig", "FallbackContext"]
+
+
+def create(task_name, args: Sequence, target=None, target_host=None) -> Task:
+    """The task of template ``task_name`` (its name, or the template itself) on ``args`` for
+    ``target``, as AutoTVM's ``autotvm.task.create``.
+
+    ``target_host`` is accepted for AutoTVM's signature; it must be None or ``"llvm"``: host
+    code is always compiled for this machine's CPU here.
+    """
+    from search_spaces import SearchSpaceError, create_task
+
+    if target_host is not None and str(target_host).split()[0] != "llvm":
+        raise SearchSpaceError(f"autotvm.task.create: target_host {target_host!r} is not supported; "
+                               "host code is compiled for this CPU ('llvm')")
+    name = task_name.name if isinstance(task_name, Template) else task_name
+    return create_task(name, args, target)

@@ -1,0 +1,116 @@
+"""AutoTVM's tuner classes: ``RandomTuner``, ``GridSearchTuner``, ``GATuner``, ``XGBTuner``.
+
+Each is this project's tuner of the same strategy (:mod:`autotune.tuner`) with
+AutoTVM's constructor and its ``tune(n_trial, measure_option, early_stopping,
+callbacks)``, which runs :func:`autotune.tune` (the one tuning loop) and calls the
+callbacks as AutoTVM does, ``callback(tuner, inputs, results)``. As in AutoTVM,
+results go where the callbacks put them: the loop itself tunes into an in-memory log,
+makes ``n_trial`` trials (fewer when the space runs out or ``early_stopping`` stops
+it) and measures nothing more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from autotune import tuner as _tuners
+
+from .measure import MeasureInput, MeasureResult
+from .measure import measure_option as _measure_option
+
+__all__ = ["Tuner", "RandomTuner", "GridSearchTuner", "GATuner", "XGBTuner"]
+
+
+class Tuner:
+    """What AutoTVM's tuners add to ours: :meth:`tune`, ``best_flops`` and ``best_measure_pair``."""
+
+    def tune(self, n_trial: int, measure_option=None, early_stopping: int | None = None,
+             callbacks: Sequence[Callable] = (), si_prefix: str = "G"):
+        """Measure up to ``n_trial`` configs of the task, calling each of ``callbacks`` as
+        ``callback(tuner, inputs, results)`` after every measurement; returns the
+        :class:`autotune.TuneResult`. ``measure_option`` comes from
+        :func:`autotune.autotvm.measure_option` (default: local builder and runner);
+        ``early_stopping=N`` stops after N trials without a better config. ``si_prefix`` is
+        accepted for AutoTVM's signature (progress is shown by ``callback.progress_bar``)."""
+        from autotune.tuning import tune
+
+        if n_trial < 0:
+            raise ValueError(f"n_trial must be >= 0, got {n_trial}")
+        options = measure_option if measure_option is not None else _measure_option()
+        callbacks = list(callbacks)
+
+        def call_back(inp, res) -> None:
+            views = [MeasureInput.of(inp)], [MeasureResult.of(res)]
+            if views[1][0].error_no == 0 and views[1][0].costs:
+                self._note_best(*views)
+            for cb in callbacks:
+                cb(self, *views)
+
+        try:
+            return tune(self.task, trials=n_trial, tuner=self, db=None, measure_option=options,
+                        early_stopping=early_stopping, callbacks=[call_back], progress=False,
+                        remeasure=False)
+        finally:
+            if measure_option is None:
+                options.close()
+
+    def _note_best(self, inputs: list, results: list) -> None:
+        seconds = sum(results[0].costs) / len(results[0].costs)
+        flops = self.task.flop / seconds if seconds > 0 else 0.0
+        if flops > getattr(self, "best_flops", 0.0):
+            self.best_flops = flops
+            self.best_measure_pair = (inputs[0], results[0])
+            self.best_iter = len(self.measured)
+
+    best_flops: float = 0.0
+    best_measure_pair: tuple | None = None
+    best_iter: int = 0
+
+
+class RandomTuner(Tuner, _tuners.RandomTuner):
+    """Draws configs uniformly at random, never twice (AutoTVM's ``RandomTuner``).
+
+    ``range_idx`` (AutoTVM's restriction to an index range) is not supported."""
+
+    def __init__(self, task, range_idx=None, seed: int | None = None):
+        if range_idx is not None:
+            raise ValueError("RandomTuner: range_idx is not supported; it draws from the whole valid space")
+        super().__init__(task, seed=seed)
+
+
+class GridSearchTuner(Tuner, _tuners.GridTuner):
+    """Walks the valid space in index order (AutoTVM's ``GridSearchTuner``)."""
+
+    def __init__(self, task, range_idx=None, seed: int | None = None):
+        if range_idx is not None:
+            raise ValueError("GridSearchTuner: range_idx is not supported; it walks the whole valid space")
+        super().__init__(task, seed=seed)
+
+
+class GATuner(Tuner, _tuners.GATuner):
+    """A genetic algorithm (AutoTVM's ``GATuner(task, pop_size, elite_num, mutation_prob)``)."""
+
+    def __init__(self, task, pop_size: int = 100, elite_num: int = 3, mutation_prob: float = 0.1,
+                 seed: int | None = None):
+        super().__init__(task, seed=seed, pop_size=pop_size, elite_num=elite_num, mutation_prob=mutation_prob)
+
+
+class XGBTuner(Tuner, _tuners.XGBTuner):
+    """A gradient-boosted cost model guiding simulated annealing (AutoTVM's ``XGBTuner``).
+
+    ``plan_size``, ``feature_type`` ("itervar", "knob", "curve") and ``loss_type`` ("rank",
+    "reg") mean what they mean in AutoTVM; ``num_threads`` is the model's threads;
+    ``optimizer`` must be "sa"; ``diversity_filter_ratio`` and ``log_interval`` are
+    accepted for AutoTVM's signature only at their defaults.
+    """
+
+    def __init__(self, task, plan_size: int = 64, feature_type: str = "itervar", loss_type: str = "rank",
+                 num_threads: int | None = None, optimizer: str = "sa", diversity_filter_ratio=None,
+                 log_interval: int = 50, seed: int | None = None):
+        if optimizer != "sa":
+            raise ValueError(f"XGBTuner: optimizer {optimizer!r} is not supported; it uses simulated "
+                             "annealing ('sa')")
+        if diversity_filter_ratio is not None:
+            raise ValueError("XGBTuner: diversity_filter_ratio is not supported")
+        super().__init__(task, seed=seed, feature_type=feature_type, loss_type=loss_type,
+                         plan_size=plan_size, num_threads=num_threads or 1)
