@@ -6,11 +6,17 @@ A config's confident cost is the median of all its costs times ``1 + 0.1 / sqrt(
 from __future__ import annotations
 
 import itertools
+import json
 import math
+import os
+import random
+import subprocess
+import sys
 
 import pytest
 
-from autotune.selection import confident_cost, rank_configs
+import db
+from autotune.selection import best, confident_cost, rank_configs, rank_records
 
 
 def _cfg(x: int, index: int | None = None, **more) -> dict:
@@ -77,3 +83,85 @@ def test_equal_scores_rank_the_same_whatever_the_record_order():
 def test_nothing_measured_ranks_nothing():
     assert rank_configs([]) == []
     assert rank_configs([(_cfg(1), []), (_cfg(2), [math.nan])]) == []
+
+
+# ---------------------------------------------------------------------------- the log's ranking
+
+_SCRIPT = """
+import json, random, sys
+import db
+from autotune.selection import best
+path, seed = sys.argv[1], int(sys.argv[2])
+records = [db.Record.from_dict(d) for d in json.load(sys.stdin)]
+random.Random(seed).shuffle(records)
+with db.open(path) as log:
+    while records:                      # batches of varied size, in this process's order
+        size = random.Random(seed + len(records)).randint(1, 30)
+        log.add(records[:size]); records = records[size:]
+    print(json.dumps({w.key: [e.config for e in best(log, w.key, k=3)] for w in log.workloads()}))
+"""
+
+
+def _log_records(seed: int) -> list:
+    """Records of three workloads: per workload six configs (some under two spellings: index, key
+    order) measured twice each, four of them with exactly the same costs (a tie, broken by the
+    knob fingerprint), and errors and zero costs that do not count; in an order of ``seed``."""
+    rng = random.Random(seed)
+    out = []
+    for w, x, rep in itertools.product(range(3), range(6), range(2)):
+        knobs = {"x": x, "y": x % 2} if rng.random() < 0.5 else {"y": x % 2, "x": x}
+        config = {"index": x + rng.choice((0, 10)), "knobs": knobs}
+        costs = [1.0, 3.0] if x < 4 else [2.0 + x + w, 1.0 + rep]
+        if rng.random() < 0.3:
+            costs.append(0.0)  # a cost that does not count
+        for error in ([False, True] if rng.random() < 0.2 else [False]):
+            out.append(db.Record(workload_key=f"w{w}", template="t", args=[8], target="llvm", config=config,
+                                 timestamp=float(len(out)), costs=[] if error else costs,
+                                 error_kind="run" if error else None))
+    rng.shuffle(out)
+    return out
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def fresh_log(request, tmp_path):
+    """An empty log on SQLite and on PostgreSQL."""
+    if request.param == "sqlite":
+        url = str(tmp_path / "t.db")
+    else:
+        url = request.getfixturevalue("new_postgres_url")()
+    with db.open(url) as log:
+        yield log
+
+
+def test_the_log_ranks_as_the_python_ranking_does(fresh_log):
+    records = _log_records(5)
+    fresh_log.add(records)
+    for key in ("w0", "w1", "w2"):
+        by_python = rank_records([r for r in records if r.workload_key == key])
+        by_sql = best(fresh_log, key, k=100)
+        assert len(by_sql) == len(by_python) == 6 and by_sql[0].score == by_sql[3].score
+        def figures(ranked):
+            return [(e.config, e.costs, e.score) for e in ranked]
+
+        assert figures(by_sql) == figures(by_python)
+        assert [[r.uid for r in e.records] for e in by_sql] == [[r.uid for r in e.records] for e in by_python]
+        # the validator skips a config for the next one, as the Python ranking would
+        skipped = best(fresh_log, key, k=2, validate=lambda c, top=by_python[0].config: c != top)
+        assert [e.config for e in skipped] == [e.config for e in by_python[1:3]]
+
+
+def test_two_processes_adding_records_in_other_orders_pick_the_same_configs(tmp_path):
+    records = _log_records(7)
+    data = json.dumps([r.to_dict() for r in records])
+    picks = []
+    for seed in (1, 2):
+        done = subprocess.run([sys.executable, "-c", _SCRIPT, str(tmp_path / f"log{seed}.db"), str(seed)],
+                              input=data, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "PYTHONHASHSEED": str(seed)})
+        assert done.returncode == 0, done.stderr
+        picks.append(json.loads(done.stdout))
+    assert picks[0] == picks[1] and len(picks[0]) == 3
+    assert all(len(configs) == 3 for configs in picks[0].values())
+    # and the same configs as the ranking of the records in their first order
+    for key, configs in picks[0].items():
+        assert configs == [e.config for e in rank_records([r for r in records if r.workload_key == key])[:3]]
