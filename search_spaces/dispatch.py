@@ -45,7 +45,13 @@ class DispatchContext:
         self._parent: DispatchContext | None = None
 
     def query(self, target, task) -> ConfigEntity | None:
-        """The config for ``task`` on ``target`` (a Target or its string), or None."""
+        """The config for ``task`` on ``target`` (a Target or its string), or None.
+
+        ``task`` is a :class:`search_spaces.Task`, or a workload as AutoTVM writes it:
+        ``(template name, *args)`` (``task.workload``), made into the task for ``target``.
+        """
+        if isinstance(task, tuple):
+            task = _workload_task(task, target)
         cfg = self._query(target_key(target), task)
         if cfg is None and self._parent is not None:
             return self._parent.query(target, task)
@@ -71,6 +77,16 @@ class DispatchContext:
             raise RuntimeError("dispatch contexts were exited out of order")
         stack.pop()
         self._parent = None
+
+
+def _workload_task(workload: tuple, target):
+    """The task of an AutoTVM workload ``(template name, *args)`` on ``target``."""
+    from search_spaces.errors import SearchSpaceError
+    from search_spaces.task import create_task
+
+    if not workload or not isinstance(workload[0], str):
+        raise SearchSpaceError(f"a workload is (template name, *args), got {workload!r}")
+    return create_task(workload[0], workload[1:], target)
 
 
 class FallbackContext(DispatchContext):

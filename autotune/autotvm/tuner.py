@@ -11,6 +11,7 @@ it) and measures nothing more.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 
 from autotune import tuner as _tuners
@@ -19,6 +20,9 @@ from .measure import MeasureInput, MeasureResult
 from .measure import measure_option as _measure_option
 
 __all__ = ["Tuner", "RandomTuner", "GridSearchTuner", "GATuner", "XGBTuner"]
+
+# AutoTVM scripts configure the "autotvm" logger to watch each trial; it gets the same lines here.
+logger = logging.getLogger("autotvm")
 
 
 class Tuner:
@@ -39,10 +43,15 @@ class Tuner:
         options = measure_option if measure_option is not None else _measure_option()
         callbacks = list(callbacks)
 
+        done = 0
+
         def call_back(inp, res) -> None:
+            nonlocal done
             views = [MeasureInput.of(inp)], [MeasureResult.of(res)]
-            if views[1][0].error_no == 0 and views[1][0].costs:
-                self._note_best(*views)
+            flops = self._note_best(*views) if res.error_kind is None and res.costs else 0.0
+            done += 1
+            logger.debug("No: %d\tGFLOPS: %.2f/%.2f\tresult: %s\t%s", done, flops / 1e9,
+                         self.best_flops / 1e9, views[1][0], inp.config)
             for cb in callbacks:
                 cb(self, *views)
 
@@ -54,13 +63,15 @@ class Tuner:
             if measure_option is None:
                 options.close()
 
-    def _note_best(self, inputs: list, results: list) -> None:
+    def _note_best(self, inputs: list, results: list) -> float:
+        """Keep the best measurement so far, as AutoTVM's tuners do; returns its FLOPS."""
         seconds = sum(results[0].costs) / len(results[0].costs)
         flops = self.task.flop / seconds if seconds > 0 else 0.0
-        if flops > getattr(self, "best_flops", 0.0):
+        if flops > self.best_flops:
             self.best_flops = flops
             self.best_measure_pair = (inputs[0], results[0])
             self.best_iter = len(self.measured)
+        return flops
 
     best_flops: float = 0.0
     best_measure_pair: tuple | None = None

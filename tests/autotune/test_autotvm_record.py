@@ -112,6 +112,7 @@ def test_apply_history_best_on_an_autotvm_log_picks_the_fastest(task, tmp_path):
                                _line(1, 0, [1e9], error_no=2)]) + "\n")
     with autotvm.apply_history_best(str(path)) as ctx:
         cfg = ctx.query(compiler.Target(TARGET), task)
+        assert ctx.query(TARGET, task.workload) == cfg  # AutoTVM asks with the workload
     assert cfg.knob_values() == {"tile": [8, 4], "unroll": 1}
     with pytest.raises(FileNotFoundError, match="no such AutoTVM log"):
         autotvm.apply_history_best(str(tmp_path / "missing.log"))

@@ -286,3 +286,21 @@ def test_a_target_specific_implementation_wins_over_the_generic_one():
             create_task("test.restricted", (8,), "cuda").config_space  # noqa: B018
     finally:
         unregister_template("test.restricted")
+
+
+def test_query_takes_an_autotvm_workload(scale_template):
+    task = create_task("test_scale", (32,), "llvm")
+    chosen = task.config_space.from_json({"knobs": {"tile": [4, 8], "vec": True}})
+
+    class OnlyThisTask(DispatchContext):
+        def _query(self, target_key, asked):
+            return chosen if asked is task else None
+
+    ctx = OnlyThisTask()
+    assert ctx.query("llvm", task.workload) == chosen  # ("test_scale", 32, 2.0)
+    assert ctx.query("llvm", ("test_scale", 32)) == chosen  # defaults filled in, as create_task does
+    assert ctx.query("llvm", ("test_scale", 64)) is None
+    with pytest.raises(SearchSpaceError, match="unknown template 'nope'"):
+        ctx.query("llvm", ("nope", 1))
+    with pytest.raises(SearchSpaceError, match="a workload is"):
+        ctx.query("llvm", ())

@@ -110,6 +110,7 @@ def test_tune_simple_template_runs_to_the_end(tmp_path):
                        text=True, timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "tile_y: split, 7 choices" in p.stdout  # print(task.config_space)
+    assert "No: 10\tGFLOPS: " in p.stdout  # the "autotvm" logger it configures reports each trial
     # n_trial trials in the log, in AutoTVM's format, each a distinct config of the task.
     rows = [json.loads(line) for line in (tmp_path / "matmul.log").read_text().splitlines()]
     assert len(rows) == 10
