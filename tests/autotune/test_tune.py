@@ -276,3 +276,19 @@ def test_warm_start_measures_borrowed_configs_first_never_held_ones(task, monkey
             autotune.tune(task, trials=1, db=log, warm_start=-1, progress=False)
     finally:
         log.close()
+
+
+def test_warm_start_borrows_from_a_tuned_neighbour(tmp_path, task, options):
+    from autotune.transfer import warm_start_configs
+
+    with db.open(tmp_path / "t.db") as log:
+        neighbour = autotune.create_task("matmul", (32, 32, 16, "float32"), "llvm")
+        autotune.tune(neighbour, trials=4, tuner="random", db=log, measure_option=options, batch_size=4,
+                      seed=0, remeasure=False, progress=False)
+        borrowed = [c.index for c in warm_start_configs(log, task, 2)]
+        assert borrowed
+        result = autotune.tune(task, trials=3, tuner="random", db=log, measure_option=options,
+                               batch_size=3, seed=0, warm_start=2, remeasure=False, progress=False)
+    order = [t.config.index for t in result.history]
+    assert set(borrowed) <= set(order) and len(set(order)) == 3
+    assert order[0] == task.config_space.default_config.index  # the baseline still leads
