@@ -7,6 +7,7 @@ A callback is called as ``callback(tuner, inputs, results)`` after each measurem
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import socket
@@ -46,15 +47,31 @@ def log_to_file(file_out, protocol: str = "json"):
 
 def is_autotvm_log(path) -> bool:
     """Whether ``path`` names an AutoTVM JSON-lines log: a file name ending in ``.json`` or
-    ``.log`` that is not an SQLite database, and not a URL."""
+    ``.log`` (not a URL) that does not exist yet, is empty, or whose first record is
+    AutoTVM's (not an SQLite database, nor another JSON file such as a pin file)."""
     text = os.fspath(path)
     if "://" in text or not text.lower().endswith(_AUTOTVM_SUFFIXES):
         return False
     try:
         with open(text, "rb") as f:
-            return f.read(len(_SQLITE_MAGIC)) != _SQLITE_MAGIC
+            if f.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC:
+                return False
+            f.seek(0)
+            for line in f:
+                line = line.strip()
+                if line and not line.startswith(b"#"):
+                    return _is_record(line)
     except FileNotFoundError:
-        return True
+        pass
+    return True
+
+
+def _is_record(line: bytes) -> bool:
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(row, dict) and ({"input", "result"} <= row.keys() or {"i", "r"} <= row.keys())
 
 
 class LogToFile:

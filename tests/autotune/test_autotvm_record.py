@@ -139,3 +139,25 @@ def test_written_records_read_back_the_same(task, tmp_path):
         got = {r.config_index: r for r in log.records(task)}
         assert got[good.config.index].costs == [1e-6, 2e-6]
         assert got[bad.config.index].error_kind == "wrong_answer"
+
+
+def test_which_files_are_autotvm_logs(task, tmp_path):
+    from autotune.autotvm.callback import LogToFile, LogToTuningLog, is_autotvm_log
+
+    assert is_autotvm_log(tmp_path / "new.log") and is_autotvm_log(str(tmp_path / "new.json"))
+    assert not is_autotvm_log(tmp_path / "tuning.db") and not is_autotvm_log("sqlite:///x.log")
+    records = tmp_path / "records.log"
+    records.write_text("# comment\n" + _line(8, 0, [1e-6]) + "\n")
+    assert is_autotvm_log(records)
+    pin = tmp_path / "pin.json"
+    pin.write_text(json.dumps({"format": "autotune-pin", "version": 1, "entries": []}, indent=1))
+    assert not is_autotvm_log(pin)
+    # A tuning log (SQLite) named like an AutoTVM log stays a tuning log.
+    sql = tmp_path / "tuned.log"
+    with db.open(sql) as log:
+        autotvm.import_log(log, records)
+    assert not is_autotvm_log(sql)
+    assert isinstance(autotvm.callback.log_to_file(str(sql)), LogToTuningLog)
+    assert isinstance(autotvm.callback.log_to_file(str(records)), LogToFile)
+    with autotvm.apply_history_best(str(sql)) as ctx:
+        assert ctx.query(TARGET, task).knob_values() == {"tile": [4, 8], "unroll": 0}
