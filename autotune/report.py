@@ -9,8 +9,11 @@
 
 A workload's best config is chosen as :func:`autotune.apply_history_best` chooses it
 (:mod:`autotune.selection`: the best confident median over every measurement of a
-config), so the tables name the config a build would use. Trials are
-ordered by timestamp; failed trials are drawn as red crosses on the x axis.
+config), so the tables name the config a build would use. The tables read the counts and
+per-config statistics the log keeps (no record is loaded); the plots read each workload's
+trials downsampled in SQL (:meth:`db.TuningLog.trial_curve`), at most
+:data:`PLOT_POINTS` buckets of consecutive trials. Trials are ordered by timestamp;
+failed trials are drawn as red crosses on the x axis.
 
 Only :mod:`db` is needed to summarise; plots need matplotlib (drawn off-screen with
 the Agg backend).
@@ -28,14 +31,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autotune.selection import gflops, knobs_of, rank_records, target_label, workload_label
-from db import TRIAL
+from autotune.selection import gflops, knobs_of, target_label, workload_label
 
 __all__ = ["WorkloadSummary", "summarize", "summarize_workload", "summary_table", "format_table",
-           "run_lines", "plot_workload", "write_plot", "write_html", "IMAGE_SUFFIXES", "SUMMARY_HEADER"]
+           "run_lines", "plot_workload", "write_plot", "write_html", "IMAGE_SUFFIXES", "SUMMARY_HEADER",
+           "PLOT_POINTS"]
 
 #: File suffixes :func:`write_plot` can write (matplotlib's formats).
 IMAGE_SUFFIXES = (".png", ".svg", ".pdf")
+
+#: At most this many points per tuning curve: longer histories are drawn in buckets.
+PLOT_POINTS = 1000
 
 
 @dataclass
@@ -46,8 +52,8 @@ class WorkloadSummary:
     ``remeasured`` counts the end-of-run re-measurements, which are no trials but count
     as measurements of their config. ``best_cost`` is the median (seconds) of every
     measurement of the best config, ``best_gflops`` its rate; ``flop`` is the work of
-    one run (None when no record says); ``records`` are the workload's records (both
-    kinds) ordered by timestamp.
+    one run (None when no record of the best config says). ``curve`` is the downsampled
+    tuning curve (a :class:`db.TrialCurve`), read only for plots.
     """
 
     key: str
@@ -62,13 +68,8 @@ class WorkloadSummary:
     best_cost: float | None
     best_measurements: int
     flop: float | None
-    records: list = field(default_factory=list, repr=False)
     remeasured: int = 0
-
-    @property
-    def trial_records(self) -> list:
-        """The records of the search trials, ordered by timestamp."""
-        return [r for r in self.records if r.kind == TRIAL]
+    curve: object = field(default=None, repr=False)
 
     @property
     def label(self) -> str:
@@ -85,35 +86,21 @@ class WorkloadSummary:
         """The rate of the best config (None without a FLOP count or a success)."""
         return gflops(self.flop, self.best_cost)
 
-    def record_gflops(self, record) -> float | None:
-        """A record's GFLOPS (its own figure, else from the workload's FLOP count); None for errors."""
-        if record.error_kind is not None:
-            return None
-        if record.gflops:
-            return record.gflops
-        return gflops(self.flop, record.mean_cost)
 
-
-def _flop_of(records: Sequence) -> float | None:
-    for r in records:
-        if r.error_kind is None and r.gflops and r.mean_cost:
-            return r.gflops * 1e9 * r.mean_cost
-    return None
-
-
-def summarize_workload(log, workload) -> WorkloadSummary:
-    """The :class:`WorkloadSummary` of one workload (a :class:`db.Workload`) of ``log``."""
-    records = sorted(log.records(workload.key), key=lambda r: r.timestamp)
-    ranked = rank_records(records)
-    best = ranked[0] if ranked else None
-    trials = [r for r in records if r.kind == TRIAL]
-    kinds = Counter(r.error_kind for r in trials if r.error_kind is not None)
+def summarize_workload(log, workload, counts=None) -> WorkloadSummary:
+    """The :class:`WorkloadSummary` of one workload (a :class:`db.Workload`) of ``log``;
+    ``counts`` is its :class:`db.SummaryRow` when the caller has it."""
+    if counts is None:
+        counts = next((row for row in log.summary() if row.workload_key == workload.key), None)
+    top = log.config_stats(workload.key, limit=1)
+    best = top[0] if top else None
     return WorkloadSummary(
         key=workload.key, template=workload.template, args=list(workload.args), target=workload.target,
-        target_model=workload.target_model, trials=len(trials), errors=sum(kinds.values()),
-        error_kinds=dict(kinds), best_config=knobs_of(best.config) if best else None,
-        best_cost=best.median if best else None, best_measurements=len(best.costs) if best else 0,
-        flop=_flop_of(records), records=records, remeasured=len(records) - len(trials))
+        target_model=workload.target_model, trials=counts.trials if counts else 0,
+        errors=counts.errors if counts else 0, error_kinds=dict(counts.error_kinds) if counts else {},
+        best_config=knobs_of(best.config) if best else None, best_cost=best.median if best else None,
+        best_measurements=best.count if best else 0, flop=best.flop if best else None,
+        remeasured=counts.remeasured if counts else 0)
 
 
 def summarize(log, match: str | None = None) -> list[WorkloadSummary]:
@@ -121,12 +108,13 @@ def summarize(log, match: str | None = None) -> list[WorkloadSummary]:
 
     ``match`` keeps the workloads whose key starts with it or whose label contains it.
     """
+    counts = {row.workload_key: row for row in log.summary()}
     out = []
     for w in log.workloads():
         label = workload_label(w.template, w.args)
         if match and not (w.key.startswith(match) or match in label):
             continue
-        out.append(summarize_workload(log, w))
+        out.append(summarize_workload(log, w, counts.get(w.key)))
     return sorted(out, key=lambda s: (s.template, s.label, s.target))
 
 
@@ -210,41 +198,53 @@ def _pyplot():
 
 
 def plot_workload(ax, summary: WorkloadSummary) -> None:
-    """Draw ``summary``'s tuning curve on matplotlib axes ``ax``: every trial as a point
-    (GFLOPS), the best so far as a line, failed trials as red crosses at zero, and a
-    dotted line where a new tuning run starts. (Re-measurements are no trials: not drawn.)"""
-    records = summary.trial_records
-    xs = list(range(1, len(records) + 1))
-    ys = [summary.record_gflops(r) for r in records]
-    have_flop = summary.flop is not None or any(y is not None for y in ys)
-    if not have_flop:  # no FLOP count anywhere: plot runs per second instead
-        ys = [1.0 / r.mean_cost if r.error_kind is None and r.mean_cost else None for r in records]
-    ok = [(x, y) for x, y in zip(xs, ys) if y is not None]
-    bad = [x for x, r in zip(xs, records) if r.error_kind is not None]
-    best, curve = 0.0, []
-    for y in ys:
-        best = max(best, y or 0.0)
-        curve.append(best)
+    """Draw ``summary``'s tuning curve (its ``curve``, see :func:`summarize`) on matplotlib
+    axes ``ax``: the trials as points (GFLOPS; past :data:`PLOT_POINTS` trials, the fastest and
+    slowest of each bucket of consecutive trials), the best so far as a line, failed trials as
+    red crosses at zero, and a dotted line where a new tuning run starts. (Re-measurements are
+    no trials: not drawn.)"""
+    curve = summary.curve
+    points = curve.points if curve is not None else []
+    have_flop = summary.flop is not None
+
+    def rate(cost):
+        if cost is None or cost <= 0:
+            return None
+        return summary.flop / cost / 1e9 if have_flop else 1.0 / cost
+
+    xs = [p.trial for p in points]
+    best, curve_ys, ok = 0.0, [], []
+    for p in points:
+        hi, lo = rate(p.fastest), rate(p.slowest)
+        ok += [(p.trial, y) for y in {hi, lo} if y is not None]
+        best = max(best, hi or 0.0)
+        curve_ys.append(best)
+    bad = [p.trial for p in points if p.errors]
     if ok:
-        ax.scatter([p[0] for p in ok], [p[1] for p in ok], s=12, color="#4c72b0", alpha=0.55,
-                   label="trial", zorder=2)
+        ax.scatter([q[0] for q in ok], [q[1] for q in ok], s=12, color="#4c72b0", alpha=0.55,
+                   label="trial" if curve.trials == len(points) else "trials (fastest, slowest per bucket)",
+                   zorder=2)
     if xs:
-        ax.step(xs, curve, where="post", color="#dd8452", linewidth=2, label="best so far", zorder=3)
+        ax.step(xs, curve_ys, where="post", color="#dd8452", linewidth=2, label="best so far", zorder=3)
     if bad:
         ax.scatter(bad, [0.0] * len(bad), marker="x", s=30, color="#c44e52",
-                   label=f"error ({len(bad)})", zorder=4)
-    runs = [r.run_id for r in records]
-    for k in range(1, len(runs)):
-        if runs[k] != runs[k - 1]:
-            ax.axvline(k + 0.5, color="#999999", linestyle=":", linewidth=1)
+                   label=f"error ({sum(p.errors for p in points)})", zorder=4)
+    for start in curve.run_starts if curve is not None else []:
+        ax.axvline(start - 0.5, color="#999999", linestyle=":", linewidth=1)
     ax.set_title(f"{summary.label} on {summary.target_label}", fontsize=9)
     ax.set_xlabel("trial (in time order)")
     ax.set_ylabel("GFLOPS" if have_flop else "runs per second")
     ax.set_ylim(bottom=0)
     if xs:
-        ax.set_xlim(0, len(xs) + 1)
+        ax.set_xlim(0, xs[-1] + 1)
         ax.legend(loc="lower right", fontsize=8)
     ax.grid(True, alpha=0.3)
+
+
+def _with_curves(log, summaries: Sequence[WorkloadSummary]) -> list[WorkloadSummary]:
+    for s in summaries:
+        s.curve = log.trial_curve(s.key, points=PLOT_POINTS)
+    return list(summaries)
 
 
 def _figure(summaries: Sequence[WorkloadSummary]):
@@ -278,7 +278,7 @@ def write_plot(log, path, match: str | None = None) -> int:
     path = Path(path)
     if path.suffix.lower() not in IMAGE_SUFFIXES:
         raise ValueError(f"{path}: an image file ends in {', '.join(IMAGE_SUFFIXES)}")
-    summaries = summarize(log, match)
+    summaries = _with_curves(log, summarize(log, match))
     plt, fig = _figure(summaries)
     try:
         fig.savefig(path, dpi=100)
@@ -338,7 +338,7 @@ def write_html(log, path, match: str | None = None, title: str = "Tuning report"
     """Write a self-contained HTML page: the summary table, then per workload its tuning
     curve (an embedded PNG), its error counts and its best config. Returns the number of
     workloads."""
-    summaries = summarize(log, match)
+    summaries = _with_curves(log, summarize(log, match))
     runs = log.runs()
     when = time.strftime("%Y-%m-%d %H:%M:%S")
     body = [f"<h1>{html.escape(title)}</h1>",

@@ -478,7 +478,7 @@ class TuningLog:
             total = int(conn.scalar(select(func.count()).select_from(trials)) or 0)
             if not total:
                 return TrialCurve(0, [], [])
-            bucket = ((trials.c.n - 1) * points / total).label("bucket")
+            bucket = ((trials.c.n - 1) * points // total).label("bucket")
             rows = conn.execute(select(func.max(trials.c.n), func.min(trials.c.mean_cost),
                                        func.max(trials.c.mean_cost), func.count(trials.c.error_kind))
                                 .group_by(bucket).order_by(bucket)).all()

@@ -85,7 +85,8 @@ def test_statistics_follow_the_records_in_any_order_and_batching(log_url: str) -
         for key in KEYS:
             got = [(s.knobs_hash, list(s.costs), s.median, s.score) for s in log.config_stats(key)]
             assert got == _by_hand(records, key)
-            assert [s.knobs_hash for s in log.config_stats(key, limit=2, offset=1)] == [g[0] for g in got[1:3]]
+            page = log.config_stats(key, limit=2, offset=1)
+            assert [s.knobs_hash for s in page] == [g[0] for g in got[1:3]]
             for s in log.config_stats(key):
                 stored = log.records(ids=s.record_ids)
                 assert {db.knobs_fingerprint(r.config) for r in stored} == {s.knobs_hash}
@@ -148,3 +149,29 @@ def test_statistics_rows_hold_json(log_url: str) -> None:
 def test_trial_curve_checks_its_points(tlog: db.TuningLog, k: object) -> None:
     with pytest.raises(ValueError, match="points"):
         tlog.trial_curve("mm-a", points=k)
+
+
+def test_trial_curve_downsamples_in_time_order(tlog: db.TuningLog) -> None:
+    rng = random.Random(6)
+    n, points = 1000, 40
+    costs = [rng.uniform(1.0, 2.0) for _ in range(n)]
+    runs = [tlog.start_run("random"), tlog.start_run("xgb")]
+    records = [db.Record(workload_key="mm-a", template="matmul", args=[8], target="llvm", config={"i": i},
+                         costs=[] if i % 7 == 3 else [costs[i]], error_kind="run" if i % 7 == 3 else None,
+                         timestamp=1000.0 + i, run_id=runs[i >= 600]) for i in range(n)]
+    records.append(db.Record(workload_key="mm-a", template="matmul", args=[8], target="llvm", config={"i": 0},
+                             costs=[0.1], timestamp=5000.0, kind=db.REMEASURE))  # no trial: not drawn
+    rng.shuffle(records)
+    tlog.add(records)
+    curve = tlog.trial_curve("mm-a", points=points)
+    assert curve.trials == n and len(curve.points) == points and curve.run_starts == [601]
+    first = 0
+    for p in curve.points:  # bucket of trials first+1 .. p.trial (1-based, in time order)
+        bucket = range(first, p.trial)
+        ok = [costs[i] for i in bucket if i % 7 != 3]
+        assert (p.fastest, p.slowest, p.errors) == (min(ok), max(ok), sum(i % 7 == 3 for i in bucket))
+        first = p.trial
+    assert first == n
+    small = tlog.trial_curve("mm-a", points=5000)  # fewer trials than points: one point each
+    assert [p.trial for p in small.points] == list(range(1, n + 1))
+    assert tlog.trial_curve("nothing").points == []
