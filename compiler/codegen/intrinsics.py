@@ -119,16 +119,36 @@ def per_lane(b: ir.IRBuilder, values: list[ir.Value], ret: ir.Type, scalar_call)
     return out
 
 
+def _check_host_symbol(name: str, triple: str) -> None:
+    """Refuse a call of a function this process does not have when compiling for this machine:
+    the JIT would turn it into a jump to address 0."""
+    import ctypes
+
+    import llvmlite.binding as llvm
+
+    if triple and triple != llvm.get_process_triple():
+        return  # code for another machine: its symbols are resolved there
+    if hasattr(ctypes.CDLL(None), name) or llvm.address_of_symbol(name):
+        return
+    hint = " (CUDA math such as __expf exists only in CUDA kernels)" if name.startswith("__") else ""
+    raise CodegenError(f"call_extern: no function {name!r} is loaded in this process{hint}; load the "
+                       "library defining it first, with ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL) or "
+                       "llvmlite.binding.load_library_permanently(path)")
+
+
 def emit_call_extern(gen, e, name: str | None = None) -> ir.Value:
     """``call_extern(dtype, name, *args)`` (or ``call_pure_extern``): declare ``dtype name(args...)``
     and call it.
 
     ``gen`` is the LLVM code generator (its ``b``, ``expr`` and ``_declare``); ``name``
-    replaces the call's own (the CUDA backend's libdevice names). Vector arguments are
-    called lane by lane, since C functions take scalars.
+    replaces the call's own (the CUDA backend's libdevice names). Without it, for this
+    machine, the function must be loaded in the process. Vector arguments are called lane
+    by lane, since C functions take scalars.
     """
     from .llvm_types import scalar_type, split_dtype
 
+    if name is None:
+        _check_host_symbol(extern_name(e), gen.module.triple)
     values = [gen.expr(a) for a in e.args[1:]]
     ret = scalar_type(split_dtype(e.dtype)[0])
     scalar_args = [v.type.element if isinstance(v.type, ir.VectorType) else v.type for v in values]

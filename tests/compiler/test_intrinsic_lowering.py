@@ -205,6 +205,13 @@ def test_user_operator_without_a_rule_for_the_target_is_a_lowering_error():
         compiler.build(s, args, target="llvm")
 
 
+def test_cpu_call_of_a_function_the_process_lacks_is_a_codegen_error():
+    """It used to compile into a jump to address 0."""
+    s, args = _unary(lambda x: te.call_pure_extern("float32", "__expf", x), 8)
+    with pytest.raises(CodegenError, match="no function '__expf' is loaded in this process"):
+        compiler.build(s, args, target="llvm")
+
+
 @pytest.mark.parametrize("rule,message", [
     (lambda c: tir.call_pure_extern("float64", "log", c.args[0].astype("float64")), "float64 expression"),
     (lambda c: "logf", "not an expression"),
@@ -311,7 +318,8 @@ def test_cuda_libdevice_errors_name_the_problem(monkeypatch):
 def test_missing_libdevice_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setenv(libdevice.ENV_VAR, str(tmp_path))
     s, args = _unary(lambda x: te.call_pure_extern("float32", "expf", x), threads=64)
-    with pytest.raises(CodegenError, match=rf"libdevice \(libdevice.10.bc\) was not found.*set {libdevice.ENV_VAR}"):
+    missing = rf"libdevice \(libdevice.10.bc\) was not found.*set {libdevice.ENV_VAR}"
+    with pytest.raises(CodegenError, match=missing):
         compiler.build(s, args, target=CUDA)
 
 
