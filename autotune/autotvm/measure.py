@@ -158,13 +158,14 @@ class MeasureResult:
     """What AutoTVM callbacks receive as a measure result: ``costs`` (seconds; on an error,
     the error message, as AutoTVM has it), ``error_no`` (:class:`MeasureErrorNo`),
     ``all_cost`` (seconds of build and run) and ``timestamp``; ``result`` is the
-    :class:`measure.MeasureResult` it shows."""
+    :class:`measure.MeasureResult` it shows (None, like ``all_cost``, for a record read
+    back from a log)."""
 
     costs: tuple
     error_no: int
-    all_cost: float
+    all_cost: float | None
     timestamp: float
-    result: measure.MeasureResult
+    result: measure.MeasureResult | None
 
     @classmethod
     def of(cls, res: measure.MeasureResult) -> MeasureResult:

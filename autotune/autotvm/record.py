@@ -26,11 +26,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import db as tuning_db
+from measure import ErrorKind
 
 from ..errors import AutotuneError
 from .measure import MeasureErrorNo, error_kind, error_no
 
-__all__ = ["encode", "read_log", "import_log", "LogReading", "AUTOTVM_LOG_VERSION"]
+__all__ = ["encode", "read_log", "import_log", "load_from_file", "LogReading", "AUTOTVM_LOG_VERSION"]
 
 logger = logging.getLogger(__name__)
 
@@ -144,6 +145,26 @@ def import_log(log: tuning_db.TuningLog, path: str | os.PathLike, report_dropped
     for line in report:
         logger.warning("%s", line)
     return log.add(reading.records) if reading.records else 0
+
+
+def load_from_file(filename: str | os.PathLike):
+    """AutoTVM's ``load_from_file``: the ``(MeasureInput, MeasureResult)`` views of the usable
+    records of an AutoTVM log, in file order (skipped records are logged as by
+    :func:`import_log`). ``all_cost`` is not kept by the tuning log: it reads as None."""
+    from search_spaces import create_task
+
+    from .measure import MeasureInput, MeasureResult
+
+    reading = read_log(filename)
+    for line in reading.report(dropped=False):
+        logger.warning("%s", line)
+    for r in reading.records:
+        task = create_task(r.template, r.args, r.target)
+        ok = r.error_kind is None
+        costs = tuple(r.costs) if ok else (r.error_msg,)
+        number = 0 if ok else int(error_no(ErrorKind(r.error_kind)))
+        yield (MeasureInput(task.target, task, task.config_space.from_json(r.config)),
+               MeasureResult(costs, number, None, r.timestamp, None))
 
 
 class _Skip(Exception):

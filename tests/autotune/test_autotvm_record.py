@@ -161,3 +161,17 @@ def test_which_files_are_autotvm_logs(task, tmp_path):
     assert isinstance(autotvm.callback.log_to_file(str(records)), LogToFile)
     with autotvm.apply_history_best(str(sql)) as ctx:
         assert ctx.query(TARGET, task).knob_values() == {"tile": [4, 8], "unroll": 0}
+
+
+def test_load_from_file_gives_autotvm_pairs(task, tmp_path):
+    path = tmp_path / "pairs.log"
+    path.write_text("\n".join([_line(8, 0, [2e-6, 3e-6]), _line(4, 1, [1e9], error_no=6),
+                               _line(8, 0, [2e-6], name="conv2d_nchw.x86")]) + "\n")
+    pairs = list(autotvm.record.load_from_file(path))
+    assert len(pairs) == 2
+    (inp, res), (bad_inp, bad) = pairs
+    assert inp.task is task and inp.target == task.target
+    assert inp.config.knob_values() == {"tile": [4, 8], "unroll": 0}
+    assert res.costs == (2e-6, 3e-6) and res.error_no == 0 and res.timestamp == 1.7e9
+    assert bad.error_no == autotvm.MeasureErrorNo.BUILD_TIMEOUT and "BUILD_TIMEOUT" in bad.costs[0]
+    assert bad_inp.config.knob_values() == {"tile": [8, 4], "unroll": 1}
