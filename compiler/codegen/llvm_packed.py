@@ -61,7 +61,7 @@ def _to_slot(gen, a: E.PrimExpr) -> tuple[list, list]:
     """The descriptor entry of argument ``a`` and its slot values (i64)."""
     b = gen.b
     if isinstance(a, E.Call) and a.op == ARRAY_HANDLE:
-        data, dtype, *shape = a.args
+        data, dtype, _, *shape = a.args
         values = [b.ptrtoint(gen.expr(data), I64)]
         values += [gen._cast(gen.expr(d), d.dtype, "int64") for d in shape]
         return ["array", dtype.value, len(shape)], values

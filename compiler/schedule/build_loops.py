@@ -11,6 +11,7 @@ from ..tir.expr import (
     EQ,
     LT,
     BufferLoad,
+    Call,
     IntImm,
     IterType,
     PrimExpr,
@@ -23,6 +24,7 @@ from ..tir.expr import (
 )
 from ..tir.function import PrimFunc
 from ..tir.functor import IRMutator
+from ..tir.packed import ARRAY_HANDLE, read_only
 from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, ForKind, IfThenElse, LetStmt, Stmt, seq
 from ..tir.transform.inject_double_buffer import DOUBLE_BUFFER_SCOPE
 from ..tir.transform.split_host_device import SCAN_LOOP
@@ -170,7 +172,8 @@ class _LoopBuilder:
                 raise LoweringError(f"extern {op.name!r}: tensor {tensor.name!r} must be a whole, compact "
                                     "global buffer (compute it at the root, without strides or offsets)")
             mapping[id(ph.data)] = buf
-        return _RebindBuffers(mapping).visit(op.body)
+        inputs = {id(ph.data) for ph in op.input_placeholders}
+        return _RebindBuffers(mapping, inputs).visit(op.body)
 
     def _store_predicate(self, st: Stage, lower_expr, cross) -> list:
         """The stage's store predicate in terms of its loops (``[]`` without one).
@@ -350,8 +353,15 @@ class _LoopBuilder:
 class _RebindBuffers(IRMutator):
     """Point accesses of buffers (keyed by ``id(data)``) and their data variables at others."""
 
-    def __init__(self, mapping: dict):
+    def __init__(self, mapping: dict, read_only: set = frozenset()):
         self.mapping = mapping
+        self.read_only = read_only  # ids of data variables whose array arguments are only read
+
+    def visit_Call(self, node: Call):
+        new = self.generic_visit(node)
+        if node.op == ARRAY_HANDLE and id(node.args[0]) in self.read_only:
+            return read_only(new)
+        return new
 
     def visit_Var(self, node: Var):
         buf = self.mapping.get(id(node))

@@ -1,13 +1,16 @@
 """``call_packed``: calling a function registered with :func:`compiler.register_func`.
 
 A call is ``Call("int32", "call_packed", (name, *args))``. Scalar arguments are
-expressions; a buffer argument becomes ``Call("handle", ARRAY_HANDLE, (data, dtype,
+expressions; a buffer argument becomes ``Call("handle", ARRAY_HANDLE, (data, dtype, access,
 *shape))``, the data pointer with what the callee needs to see it as an array (TVM's
-``tvm_stack_make_array``). The LLVM code generator packs the arguments into 8-byte
-slots and calls the runtime (:mod:`compiler.runtime.packed`), which turns them back
-into Python values: arrays for buffers (:class:`compiler.nd.NDArray` views of the
-memory, no copy), ints, floats, bools and strings. The call's value is 0, or nonzero
-when the function raised; the exception surfaces from the compiled function's call.
+``tvm_stack_make_array``); ``access`` is "rw", or "r" for the inputs of a ``te.extern``
+(which the callee only reads, so the caller may pass read-only or shared arrays).
+
+The LLVM code generator packs the arguments into 8-byte slots and calls the runtime
+(:mod:`compiler.runtime.packed`), which turns them back into Python values: arrays for
+buffers (:class:`compiler.nd.NDArray` views of the memory, no copy), ints, floats, bools
+and strings. The call's value is 0, or nonzero when the function raised; the exception
+surfaces from the compiled function's call.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from .. import dtypes
 from .buffer import Buffer
 from .expr import Call, PrimExpr, StringImm, convert
 
-__all__ = ["call_packed", "ARRAY_HANDLE", "CALL_PACKED"]
+__all__ = ["call_packed", "read_only", "ARRAY_HANDLE", "CALL_PACKED"]
 
 CALL_PACKED = "call_packed"
 ARRAY_HANDLE = "array_handle"
@@ -35,7 +38,7 @@ def _argument(name: str, k: int, a) -> PrimExpr:
         if a.strides or a.elem_offset is not None:
             raise ValueError(f"call_packed {name!r}, argument {k}: buffer {a.name!r} has strides or an "
                              "offset; only compact buffers can be passed")
-        return Call("handle", ARRAY_HANDLE, (a.data, StringImm(a.dtype), *a.shape))
+        return Call("handle", ARRAY_HANDLE, (a.data, StringImm(a.dtype), StringImm("rw"), *a.shape))
     if isinstance(a, str):
         return StringImm(a)
     try:
@@ -45,3 +48,9 @@ def _argument(name: str, k: int, a) -> PrimExpr:
     if e.dtype != "handle" and not (dtypes.is_float(e.dtype) or dtypes.is_int(e.dtype) or e.dtype == "bool"):
         raise ValueError(f"call_packed {name!r}, argument {k}: cannot pass a value of dtype {e.dtype}")
     return e
+
+
+def read_only(handle: Call) -> Call:
+    """The array argument ``handle`` (an ``ARRAY_HANDLE`` call) marked as only read."""
+    data, dtype, _, *shape = handle.args
+    return Call(handle.dtype, ARRAY_HANDLE, (data, dtype, StringImm("r"), *shape))
