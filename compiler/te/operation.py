@@ -204,6 +204,8 @@ def scan(init, update, state_placeholder, inputs=None, name: str = "scan", tag: 
         where = f"scan {name!r}, state {k}"
         if not isinstance(st.op, PlaceholderOp):
             raise CompilerError(f"{where}: the state must be a te.placeholder, got {st.op.name!r}")
+        if not isinstance(i.op, ComputeOp) or not isinstance(u.op, ComputeOp):
+            raise CompilerError(f"{where}: init and update must be te.compute tensors")
         if not (i.ndim == u.ndim == st.ndim) or st.ndim < 1:
             raise CompilerError(f"{where}: init, update and state need the same number of dimensions "
                                 f"(time first), got {i.ndim}, {u.ndim} and {st.ndim}")

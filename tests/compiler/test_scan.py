@@ -156,6 +156,8 @@ def test_bad_scans_are_refused():
         te.scan(init, te.compute((m, n), lambda t, i: state[t, i] + 1.0), state)
     with pytest.raises(CompilerError, match="must be a te.placeholder"):
         te.scan(init, update, init)
+    with pytest.raises(CompilerError, match="must be te.compute tensors"):
+        te.scan(X, update, state)
     with pytest.raises(CompilerError, match="differs from the state's"):
         te.scan(te.compute((1, m), lambda _, i: X[0, i]), update, state)
     with pytest.raises(CompilerError, match="one dtype"):
