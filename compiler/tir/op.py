@@ -52,13 +52,14 @@ EXTERN_OPS = frozenset({"call_extern", "call_pure_extern"})
 
 
 class CallEffectKind(enum.IntEnum):
-    """What evaluating a call does besides returning its value (TVM's ``CallEffectKind``)."""
+    """What evaluating a call does besides returning its value (TVM's ``CallEffectKind``;
+    ``Opaque`` is another name of ``UpdateState``, as there)."""
 
     ExprAnnotation = 0
     Pure = 1
     ReadState = 2
     UpdateState = 3
-    Opaque = 4
+    Opaque = 3
 
 
 def BUILTIN_LOWERING(call: Call) -> Call:  # noqa: N802  (a registered value, named as a constant)
@@ -101,6 +102,11 @@ class Op(str):
     def reset_attr(self, attr_key: str) -> None:
         """Forget attribute ``attr_key`` of this operator (any level)."""
         _attrs.pop((self.name, attr_key), None)
+
+    @staticmethod
+    def list_op_names() -> list[str]:
+        """The qualified names of every registered operator."""
+        return list_op_names()
 
 
 def _short(name: str) -> str:

@@ -78,7 +78,9 @@ def test_calls_name_their_operator_as_tvm_does():
     ext = te.call_pure_extern("float32", "expf", x)
     assert ext.op.name == "tir.call_pure_extern" and ext.args[0].value == "expf"
     assert Op.get("tir.exp").get_attr("TCallEffectKind") == tir.CallEffectKind.Pure
-    assert "tir.exp" in tir.list_op_names()
+    assert "tir.exp" in tir.list_op_names() == Op.list_op_names()
+    assert tir.CallEffectKind.Opaque is tir.CallEffectKind.UpdateState == 3
+    assert Op.get("tir.call_extern").get_attr("TCallEffectKind") == tir.CallEffectKind.Opaque
 
 
 def test_unknown_operators_are_refused_by_name():
@@ -116,6 +118,9 @@ def test_builtin_lowering_is_level_10():
     tir.register_intrin_lowering("tir.exp", "llvm", f=_extern_rule("%sf"), level=5)  # ignored
     s, args = _unary(te.exp, 16)
     assert "@expf" not in compiler.build(s, args, target="llvm").get_source("ll")
+    Op.get("tir.exp").reset_attr("llvm.FLowerIntrinsic")  # now any level registers
+    tir.register_intrin_lowering("tir.exp", "llvm", f=_extern_rule("%sf"), level=5)
+    assert "@expf" in compiler.build(s, args, target="llvm").get_source("ll")
 
 
 def test_register_intrin_rule_needs_override_over_an_existing_rule(rng):
