@@ -232,3 +232,43 @@ def test_cuda_scan_body_must_be_bound():
     s[init].bind(xi, te.thread_axis("threadIdx.x"))
     with pytest.raises(LoweringError, match="not bound to GPU threads"):
         gpu_function(s, [X, scan])
+
+
+def rnn_scan(hidden=16):
+    """``h[t] = tanh(h[t - 1] @ W + X[t])``: a reduction in the scan's body."""
+    m = te.var("m")
+    X = te.placeholder((m, hidden), name="X")
+    W = te.placeholder((hidden, hidden), name="W")
+    state = te.placeholder((m, hidden), name="state")
+    init = te.compute((1, hidden), lambda _, i: X[0, i], name="init")
+    k = te.reduce_axis((0, hidden), name="k")
+    mm = te.compute((m, hidden), lambda t, i: te.sum(state[t - 1, k] * W[k, i], axis=k), name="mm")
+    upd = te.compute((m, hidden), lambda t, i: te.tanh(mm[t, i] + X[t, i]), name="upd")
+    return X, W, init, mm, upd, te.scan(init, upd, state, inputs=[X])
+
+
+def rnn_reference(x, w):
+    out = x.copy()
+    for t in range(1, len(x)):
+        out[t] = np.tanh(out[t - 1] @ w + x[t])
+    return out
+
+
+def test_rnn_cell_on_cpu_and_cuda(rng):
+    x = random_array(rng, (7, 16), "float32")
+    w = random_array(rng, (16, 16), "float32") / 16
+    want = rnn_reference(x, w)
+    X, W, init, mm, upd, h = rnn_scan()
+    out = poisoned((7, 16), "float32")
+    compiler.build(te.create_schedule(h.op), [X, W, h])(x, w, out)
+    assert_written(out, want, rtol=1e-5, atol=1e-5)
+
+    s = te.create_schedule(h.op)  # one block; a thread per hidden unit, its dot product local
+    for stage in (init, upd):
+        s[stage].bind(stage.op.axis[0], te.thread_axis("blockIdx.x"))
+        s[stage].bind(stage.op.axis[1], te.thread_axis("threadIdx.x"))
+    s[mm].compute_at(s[upd], upd.op.axis[1])
+    out = poisoned((7, 16), "float32")
+    simulate_plan(gpu_function(s, [X, W, h]), [x, w, out], {"m": 7})
+    assert_written(out, want, rtol=1e-5, atol=1e-5)
+    build_ptx(s, [X, W, h])
