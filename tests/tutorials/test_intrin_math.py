@@ -39,10 +39,10 @@ def _registry():
         yield
 
 
-def _gpu_schedule(fcompute):
+def _gpu_schedule(fcompute, dtype="float32"):
     """The tutorial's kernel: ``B[i] = fcompute(A[i])`` over a symbolic ``n``, 64 threads a block."""
     n = te.var("n")
-    A = te.placeholder((n,), name="A")
+    A = te.placeholder((n,), name="A", dtype=dtype)
     B = te.compute(A.shape, lambda i: fcompute(A[i]), name="B")
     s = te.create_schedule(B.op)
     bx, tx = s[B].split(B.op.axis[0], factor=NUM_THREAD)
@@ -104,14 +104,15 @@ def test_direct_extern_call():
     assert "ex2.approx.f32" in f.get_source("ptx")  # what CUDA compiles __expf to
 
 
-def test_unified_intrinsic(rng):
-    s, args = _gpu_schedule(te.exp)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])  # "te.exp can also be used for float64"
+def test_unified_intrinsic(rng, dtype):
+    s, args = _gpu_schedule(te.exp, dtype)
     _build(s, args, "myexp")
     assert _extern_calls(s, args) == []  # the built-in lowering: no library call
-    a = random_array(rng, 150, "float32")
-    b = poisoned(150, "float32")
+    a = random_array(rng, 150, dtype)
+    b = poisoned(150, dtype)
     simulate(s, args, [a, b])
-    assert_written(b, np.exp(a), rtol=1e-6)
+    assert_written(b, np.exp(a), rtol=1e-6 if dtype == "float32" else 1e-14)
 
 
 def test_intrinsic_lowering_rule():
