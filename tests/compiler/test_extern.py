@@ -217,3 +217,25 @@ def test_extern_inputs_may_be_shared_and_read_only(rng):
     c = poisoned((6, 6), "float32")
     f(a, a, c)  # the same read-only array for both inputs
     assert_written(c, a @ a, rtol=1e-5, atol=1e-5)
+
+
+def test_given_buffers_are_the_ones_fcompute_sees(rng, registered):
+    registered("test.extern.double", lambda x, y: y.copyfrom(x.numpy() * 2))
+    A = te.placeholder((5,), name="A", dtype="int32")
+    a_buf = compiler.tir.decl_buffer((5,), "int32", "a_buf")
+    out_buf = compiler.tir.decl_buffer((5,), "int32", "out_buf")
+    seen = []
+
+    def body(ins, outs):
+        seen.extend([ins[0], outs[0]])
+        return call_packed("test.extern.double", ins[0], outs[0])
+
+    C = te.extern((5,), [A], body, in_buffers=[a_buf], out_buffers=[out_buf])
+    assert seen == [a_buf, out_buf] and C.op.input_placeholders == (a_buf,)
+    f = compiler.build(te.create_schedule(C.op), [A, C])
+    a = random_array(rng, 5, "int32")
+    c = poisoned(5, "int32")
+    f(a, c)
+    assert_written(c, a * 2)
+    with pytest.raises(CompilerError, match="does not match tensor 'A'"):
+        te.extern((5,), [A], body, in_buffers=[compiler.tir.decl_buffer((5,), "float32")])
