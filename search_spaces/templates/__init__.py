@@ -4,6 +4,7 @@ package registers them."""
 from search_spaces.templates import (  # noqa: F401
     cpu_batch_matmul,
     cpu_conv2d,
+    cpu_conv2d_nchwc,
     cpu_dense,
     cpu_depthwise,
     cpu_elementwise,

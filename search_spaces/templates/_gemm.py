@@ -231,6 +231,7 @@ class GemmTensors:
     out: te.Tensor
     K: int
     b_rows_are_k: bool  # B stored (K, N), as matmul's; dense's W is (N, K)
+    col_axes: int = 1  # the output's axes that make up its N columns (row-major)
 
 
 def _pack(at, batch: tuple, rows: int, K: int, r: int, panels: int, dtype: str, name: str):
@@ -248,11 +249,14 @@ def _pack(at, batch: tuple, rows: int, K: int, r: int, panels: int, dtype: str, 
 
 
 def gemm_compute(cfg, A_at, B_at, batch: tuple, M: int, N: int, K: int, dtype: str,
-                 epilogue=None, name: str = "C", b_rows_are_k: bool = True) -> GemmTensors:
+                 epilogue=None, name: str = "C", b_rows_are_k: bool = True,
+                 out_cols: tuple[int, ...] | None = None) -> GemmTensors:
     """The GEMM's stages for the chosen knobs; ``A_at(*b, i, k)`` and ``B_at(*b, k, j)`` read
     the operands, ``epilogue(value, *b, i, j)`` (if given) maps each result.
     ``b_rows_are_k=False`` says that B is stored transposed (``B_at(k, j)`` reads ``W[j, k]``),
-    which decides the order in which it is packed."""
+    which decides the order in which it is packed. ``out_cols`` (sizes whose product is
+    ``N``) shapes the output ``(*batch, M, *out_cols)``, its columns in row-major order (a
+    1x1 convolution's output pixels ``(Ho, Wo)``); the epilogue then gets those indices."""
     mr, nr = cfg["mr"].val, cfg["nr"].val
     mb, nb = _cdiv(M, mr), _cdiv(N, nr)
     b_packed = _pack(lambda *ix: B_at(*ix[:-2], ix[-1], ix[-2]), batch, N, K, nr, nb, dtype, "B_packed")
@@ -271,13 +275,20 @@ def gemm_compute(cfg, A_at, B_at, batch: tuple, M: int, N: int, K: int, dtype: s
         return te.sum(a_at(*b, i, k) * b_packed[(*b, j // nr, k, j % nr)], axis=k)
 
     acc = te.compute((*batch, M, N), acc_body, name=f"{name}_acc")
+    cols = tuple(out_cols) if out_cols else (N,)
+    if int(np.prod(cols)) != N:
+        raise ValueError(f"out_cols {cols} do not hold the {N} columns")
 
     def out_body(*idx):
-        value = acc[idx]
+        head, tail = idx[:len(idx) - len(cols)], idx[len(idx) - len(cols):]
+        j = tail[0]
+        for size, v in zip(cols[1:], tail[1:]):
+            j = j * size + v
+        value = acc[(*head, j)]
         return epilogue(value, *idx) if epilogue is not None else value
 
-    out = te.compute((*batch, M, N), out_body, name=name)
-    return GemmTensors(a_packed, b_packed, acc, out, K, b_rows_are_k)
+    out = te.compute((*batch, M, *cols), out_body, name=name)
+    return GemmTensors(a_packed, b_packed, acc, out, K, b_rows_are_k, len(cols))
 
 
 def schedule_gemm(cfg, s, t: GemmTensors) -> None:
@@ -288,7 +299,9 @@ def schedule_gemm(cfg, s, t: GemmTensors) -> None:
     axis = cfg["parallel_axis"].val
     out, acc = s[t.out], s[t.acc]
     acc.set_scope("local")
-    *batch, i, j = out.op.axis
+    *batch, i = out.op.axis[:len(out.op.axis) - t.col_axes]
+    cols = out.op.axis[len(out.op.axis) - t.col_axes:]
+    j = out.fuse(*cols) if len(cols) > 1 else cols[0]
     ic, i2 = out.split(i, factor=mc)
     jc, j2 = out.split(j, factor=nc)
     ir, ii = out.split(i2, factor=mr)

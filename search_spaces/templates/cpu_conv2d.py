@@ -1,12 +1,15 @@
 """2-D convolutions for CPUs: ``conv2d_nchw`` and ``conv2d_nhwc``.
 
-Both follow the direct-convolution schedule of TVM's x86 templates: the output is
-tiled into register tiles (output channels x rows x columns) accumulated in a local
-buffer across the whole reduction, the reduction over input channels is split for
-cache blocking, the innermost tile axis is vectorized (output columns in NCHW,
-output channels in NHWC), kernel taps may be unrolled and the outer tiles run in
-parallel. In NCHW the weights may be packed so the register tile's channels are
-contiguous.
+``conv2d_nchw`` takes and returns NCHW arrays but computes in channel blocks, as
+oneDNN and TVM's ``conv2d_NCHWc`` do (see ``cpu_conv2d_nchwc``): inside the operator
+the data is padded and blocked, the kernel packed, and the blocked output unpacked.
+1x1 convolutions without padding are GEMMs and run through ``_gemm``'s schedule.
+
+``conv2d_nhwc`` follows the direct-convolution schedule of TVM's x86 templates: the
+output is tiled into register tiles (rows x columns x output channels) accumulated in
+a local buffer across the whole reduction, the reduction over input channels is split
+for cache blocking, the output channels are vectorized, kernel taps may be unrolled
+and the outer tiles run in parallel.
 
 ``stride``, ``padding`` and ``dilation`` take an int or a pair ``(h, w)``;
 ``padding`` also takes ``(top, left, bottom, right)``.
@@ -30,6 +33,16 @@ from search_spaces.templates._common import (
     vector_lanes,
 )
 from search_spaces.templates._conv_ref import conv2d_nchw_np
+from search_spaces.templates._gemm import define_gemm_knobs, gemm_compute, schedule_gemm
+from search_spaces.templates.cpu_conv2d_nchwc import (
+    ConvGeometry,
+    blocked_conv,
+    blocks_from_nchw,
+    define_blocked_knobs,
+    nchw_from_blocks,
+    nchw_to_blocks,
+    schedule_blocked_conv,
+)
 
 __all__ = ["conv2d_nchw", "conv2d_nhwc", "conv2d_nchw_reference", "conv2d_nhwc_reference"]
 
@@ -59,68 +72,56 @@ def conv2d_nchw_reference(N, C, H, W, F, KH, KW, stride, padding, dilation, dtyp
 @template("conv2d_nchw", target="cpu", reference=conv2d_nchw_reference)
 def conv2d_nchw(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, stride=1, padding=0,
                 dilation=1, dtype: str = "float32"):
-    """Direct NCHW convolution; register tile ``tile_f x tile_y x tile_x`` vectorized along x."""
+    """NCHW convolution through channel blocks (see ``cpu_conv2d_nchwc``): the data is
+    padded and blocked and the kernel packed inside the operator, the blocked output
+    unpacked row by row."""
     cfg = get_config()
-    (sh, sw), (dh, dw), pads, Ho, Wo = _geometry(H, W, KH, KW, stride, padding, dilation)
+    g = ConvGeometry.of(N, C, H, W, F, KH, KW, stride, padding, dilation)
     X = te.placeholder((N, C, H, W), name="X", dtype=dtype)
     Wt = te.placeholder((F, C, KH, KW), name="W", dtype=dtype)
-
-    lanes = vector_lanes(dtype)
-    cfg.define_split("tile_f", F, num_outputs=2, filter=lambda e: e.size[-1] <= 32, default=[-1, 4])
-    cfg.define_split("tile_y", Ho, num_outputs=2, filter=lambda e: e.size[-1] <= 8, default=[-1, 2])
-    cfg.define_split("tile_x", Wo, num_outputs=2, filter=lambda e: e.size[-1] <= 4 * lanes,
-                     default=[-1, lanes])
-    cfg.define_split("tile_rc", C, num_outputs=2, default=[-1, 8])
-    cfg.add_constraint(lambda c: c["tile_f"].size[-1] * c["tile_y"].size[-1] * c["tile_x"].size[-1]
-                       <= _MAX_REGISTER_TILE, knobs=["tile_f", "tile_y", "tile_x"], name="register_tile")
-    cfg.define_knob("pack_w", [True, False])
-    if any(pads):
-        cfg.define_knob("pad", ["inline", "at_block"])
-    cfg.define_knob("unroll_kw", [True, False])
-    cfg.define_knob("vec", [True, False])
-    cfg.define_knob("parallel", [True, False])
-
-    P = pad_nchw_like(X, 2, pads, 0.0, name="X_pad")
-    rc = te.reduce_axis((0, C), name="rc")
-    ry = te.reduce_axis((0, KH), name="ry")
-    rx = te.reduce_axis((0, KW), name="rx")
-    bf = cfg["tile_f"].size[-1]
-    if cfg["pack_w"].val:
-        Wp = te.compute((F // bf, C, KH, KW, bf), lambda fo, c, y, x, fi: Wt[fo * bf + fi, c, y, x],
-                        name="W_packed")
-        w_at = lambda f, c, y, x: Wp[f // bf, c, y, x, f % bf]
+    if g.KH == g.KW == 1 and not any(g.pads):
+        return _conv2d_1x1(cfg, g, X, Wt, dtype)
+    define_blocked_knobs(cfg, g, dtype)
+    ic_bn, oc_bn = cfg["ic_bn"].val, cfg["oc_bn"].val
+    D = nchw_to_blocks(X, ic_bn, g.pads, dtype)
+    Wb = blocks_from_nchw(Wt, ic_bn, oc_bn, dtype)
+    Y = blocked_conv(D, Wb, g, name="conv2d_nchwc")
+    out = nchw_from_blocks(Y, F)
+    s = te.create_schedule(out.op)
+    schedule_blocked_conv(cfg, s, Y, out_is_y=False)
+    n, f, y, x = s[out].op.axis
+    fo, fi = s[out].split(f, factor=oc_bn)
+    if cfg["parallel_axis"].val == "oc":  # each thread packs the kernel of its channel blocks
+        s[out].reorder(fo, n, y, fi, x)
+        outer = s[out].fuse(fo, n)
+        s[Wb].compute_at(s[out], outer)
+        s[Y].compute_at(s[out], y)
     else:
-        Wp = None
-        w_at = lambda f, c, y, x: Wt[f, c, y, x]
-    Y = te.compute((N, F, Ho, Wo), lambda n, f, y, x: te.sum(
-        P[n, rc, y * sh + ry * dh, x * sw + rx * dw] * w_at(f, rc, ry, rx), axis=[rc, ry, rx]),
-        name="conv2d_nchw")
+        s[out].reorder(n, fo, y, fi, x)
+        outer = s[out].fuse(n, fo, y)
+        s[Y].compute_at(s[out], outer)
+        s[Wb].parallel(s[Wb].op.axis[0])
+    s[out].parallel(outer)
+    s[D].parallel(s[D].fuse(*s[D].op.axis[:3]))
+    return s, [X, Wt, out]
 
-    s = te.create_schedule(Y.op)
-    acc = accumulator(s, Y, Y)
-    n, f, y, x = s[Y].op.axis
-    fo, fi = cfg["tile_f"].apply(s, Y, f)
-    yo, yi = cfg["tile_y"].apply(s, Y, y)
-    xo, xi = cfg["tile_x"].apply(s, Y, x)
-    s[Y].reorder(n, fo, yo, xo, fi, yi, xi)
-    outer = s[Y].fuse(n, fo, yo)
-    parallel_and_vectorize(s, cfg, Y, outer, xi)
 
-    s[acc].compute_at(s[Y], xo)
-    nc, fc, yc, xc = s[acc].op.axis
-    rc_, ry_, rx_ = s[acc].op.reduce_axis
-    rco, rci = cfg["tile_rc"].apply(s, acc, rc_)
-    s[acc].reorder(nc, rco, ry_, rci, rx_, fc, yc, xc)
-    if cfg["unroll_kw"].val:
-        s[acc].unroll(rx_)
-    if cfg["vec"].val:
-        s[acc].vectorize(xc)
+def _conv2d_1x1(cfg, g, X, Wt, dtype):
+    """A 1x1 convolution without padding as the GEMM ``W (F x C) @ X (C x Ho*Wo)`` per image,
+    through ``_gemm``'s schedule: packing the data's micro-panels also applies the stride,
+    and the output is NCHW as the GEMM writes it."""
+    Ho, Wo = g.Ho, g.Wo
+    sh, sw = g.stride
+    define_gemm_knobs(cfg, g.F, Ho * Wo, g.C, dtype, batch=g.N)
 
-    place_padding(s, cfg, P, X, Y, outer)
-    if Wp is not None:
-        wfo, *_, wfi = s[Wp].op.axis
-        parallel_and_vectorize(s, cfg, Wp, wfo, wfi)
-    return s, [X, Wt, Y]
+    def b_at(n, k, j):
+        return X[n, k, (j // Wo) * sh, (j % Wo) * sw]
+
+    t = gemm_compute(cfg, lambda n, i, k: Wt[i, k, 0, 0], b_at, (g.N,), g.F, Ho * Wo, g.C, dtype,
+                     name="conv2d_nchw", out_cols=(Ho, Wo))
+    s = te.create_schedule(t.out.op)
+    schedule_gemm(cfg, s, t)
+    return s, [X, Wt, t.out]
 
 
 # ---------------------------------------------------------------------------- NHWC

@@ -149,6 +149,22 @@ def _loop_conv2d_nhwc(args, inputs):
     return _conv(args, inputs, "NHWC")
 
 
+def _loop_conv2d_nchwc(args, inputs):
+    """The NCHW loop convolution of the unblocked inputs, its output blocked again."""
+    N, C, H, W, F, KH, KW, stride, padding, dilation, ic_bn, oc_bn, dtype = args
+    x, w = inputs
+    _shape_of(x, (N, C // ic_bn, H, W, ic_bn), dtype)
+    _shape_of(w, (F // oc_bn, C // ic_bn, KH, KW, ic_bn, oc_bn), dtype)
+    x_nchw = _to([[[[_value(x, n, c // ic_bn, h, i, c % ic_bn) for i in range(W)] for h in range(H)]
+                   for c in range(C)] for n in range(N)], dtype)
+    w_nchw = _to([[[[_value(w, f // oc_bn, c // ic_bn, ry, rx, c % ic_bn, f % oc_bn) for rx in range(KW)]
+                    for ry in range(KH)] for c in range(C)] for f in range(F)], dtype)
+    (y,) = _conv((N, C, H, W, F, KH, KW, stride, padding, dilation, dtype), [x_nchw, w_nchw], "NCHW")
+    Ho, Wo = y.shape[2:]
+    return [_to([[[[[_value(y, n, fc * oc_bn + b, i, j) for b in range(oc_bn)] for j in range(Wo)]
+                   for i in range(Ho)] for fc in range(F // oc_bn)] for n in range(N)], dtype)]
+
+
 def _loop_depthwise_conv2d_nchw(args, inputs):
     return _conv(args, inputs, "NCHW", depthwise=True)
 
@@ -262,6 +278,12 @@ ORACLES = {
     # (N, C, H, W, F, KH, KW, stride, padding, dilation, dtype): strides, paddings and
     # dilations as one int, a pair, and (for padding) four sides
     "conv2d_nchw": (_loop_conv2d_nchw, _CONV2D_NCHW),
+    # (N, C, H, W, F, KH, KW, stride, padding, dilation, ic_bn, oc_bn, dtype): blocked layouts
+    "conv2d_nchwc": (_loop_conv2d_nchwc, [
+        (1, 4, 5, 5, 6, 3, 3, 1, 0, 1, 2, 3, "float32"),
+        (2, 3, 7, 6, 4, 3, 2, 2, 1, 1, 3, 2, "float32"),
+        (1, 2, 7, 8, 2, 2, 3, (2, 1), (0, 1, 2, 1), (2, 1), 1, 2, "float64"),
+    ]),
     # (N, H, W, C, F, KH, KW, stride, padding, dilation, dtype): the same convolutions
     "conv2d_nhwc": (_loop_conv2d_nhwc, [(n, h, w, c, *rest) for n, c, h, w, *rest in _CONV2D_NCHW]),
     # (N, C, H, W, KH, KW, stride, padding, dilation, dtype)

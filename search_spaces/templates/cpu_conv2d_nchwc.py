@@ -1,0 +1,309 @@
+"""Channel-blocked 2-D convolution for CPUs: ``conv2d_nchwc`` and the schedule that
+``conv2d_nchw`` runs inside.
+
+In the spirit of TVM's ``conv2d_NCHWc`` x86 schedule (and oneDNN's ``nChw16c``), channels
+are grouped into blocks so that the innermost axis of the output is a whole number of
+vector registers:
+
+* data ``(N, C / ic_bn, H, W, ic_bn)``, kernel ``(F / oc_bn, C / ic_bn, KH, KW, ic_bn, oc_bn)``,
+  output ``(N, F / oc_bn, Ho, Wo, oc_bn)``.
+* **Microkernel.** A register tile of ``reg_n`` output columns by ``oc_bn`` output channels
+  (``oc_bn / lanes`` vectors) accumulates over the whole reduction: per input channel and
+  kernel tap, ``reg_n`` broadcasts of the data, ``oc_bn / lanes`` vector loads of the kernel
+  and ``reg_n * oc_bn / lanes`` fused multiply-adds. The knobs allow only tiles whose
+  accumulators, kernel operands and one broadcast fit the target's vector registers
+  (:func:`vector_registers`) and that fill at least half of them (or all output columns).
+* ``unroll_kw`` unrolls the kernel-width taps inside the input-channel block (TVM's
+  ``unroll_kw``), else they run outside it.
+* ``parallel_axis``: threads take rows of the output (``"rows"``: batch, channel block and
+  output row fused) or whole output-channel blocks (``"oc"``; in ``conv2d_nchw`` each
+  thread then packs the kernel of its own blocks, which it reuses while it is hot).
+
+``conv2d_nchw`` (see ``cpu_conv2d``) transforms its NCHW data into blocks (padding in the
+same pass) and packs its kernel (zeros past ``F``), then runs this schedule and writes
+NCHW rows from each blocked output row: all of it part of the compiled operator. There
+``ic_bn`` (a divisor of ``C``) and ``oc_bn`` (whole vectors) are knobs; in
+``conv2d_nchwc`` the layout is the caller's, given as arguments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler import te
+from search_spaces.template import get_config, template
+from search_spaces.templates._common import (
+    conv_out_size,
+    padding4,
+    pair,
+    random_data,
+    vector_lanes,
+    vector_registers,
+)
+from search_spaces.templates._conv_ref import conv2d_nchw_np
+
+__all__ = ["conv2d_nchwc", "conv2d_nchwc_reference", "ConvGeometry", "register_tiles",
+           "define_blocked_knobs", "blocked_conv", "schedule_blocked_conv", "nchw_to_blocks",
+           "nchw_from_blocks", "blocks_from_nchw"]
+
+MAX_IC_BN = 64  # input-channel blocks beyond this gain nothing (the inner loop is long enough)
+MAX_VECTORS = 4  # oc_bn is at most 4 vector registers wide
+FMA_IN_FLIGHT = 10  # FMA latency x FMA ports (as in _gemm)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    """A convolution's sizes: input ``N x C x H x W``, ``F`` filters of ``KH x KW``, and the
+    output size that ``stride``, ``pads`` (top, left, bottom, right) and ``dilation`` give."""
+
+    N: int
+    C: int
+    H: int
+    W: int
+    F: int
+    KH: int
+    KW: int
+    stride: tuple[int, int]
+    pads: tuple[int, int, int, int]
+    dilation: tuple[int, int]
+
+    @classmethod
+    def of(cls, N, C, H, W, F, KH, KW, stride, padding, dilation) -> ConvGeometry:
+        """The geometry of a template's arguments (ValueError on bad ones)."""
+        for name, v in (("N", N), ("C", C), ("H", H), ("W", W), ("F", F), ("KH", KH), ("KW", KW)):
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"{name} must be a positive int, got {v!r}")
+        g = cls(int(N), int(C), int(H), int(W), int(F), int(KH), int(KW), pair(stride, "stride"),
+                padding4(padding), pair(dilation, "dilation"))
+        _ = g.Ho, g.Wo  # raises if the window does not fit
+        return g
+
+    @property
+    def Ho(self) -> int:
+        return conv_out_size(self.H, self.KH, self.stride[0], self.pads[0], self.pads[2], self.dilation[0])
+
+    @property
+    def Wo(self) -> int:
+        return conv_out_size(self.W, self.KW, self.stride[1], self.pads[1], self.pads[3], self.dilation[1])
+
+
+def register_tiles(Wo: int, oc_bn: int, lanes: int, registers: int) -> list[int]:
+    """The feasible ``reg_n`` for an ``oc_bn``-wide output block: ``reg_n * nv`` accumulators
+    (``nv = ceil(oc_bn / lanes)`` vectors), ``nv`` kernel operands and one broadcast fit
+    ``registers``, and the accumulators fill at least half of what is left (or all ``Wo``)."""
+    nv = _cdiv(oc_bn, lanes)
+    budget = registers - nv - 1
+    top = min(budget // nv, Wo)
+    low = min(top, _cdiv(budget, 2 * nv))
+    return list(range(max(1, low), top + 1))
+
+
+def _ic_blocks(C: int) -> list[int]:
+    """``ic_bn`` choices: divisors of ``C`` up to :data:`MAX_IC_BN`, the smallest ones left out
+    where larger ones exist (a short inner loop only adds loop overhead)."""
+    divisors = [d for d in range(1, min(C, MAX_IC_BN) + 1) if C % d == 0]
+    return [d for d in divisors if d >= min(8, divisors[-1])]
+
+
+def _oc_blocks(F: int, lanes: int) -> list[int]:
+    """``oc_bn`` choices: whole vectors (1 to :data:`MAX_VECTORS`), ``F`` padded to a multiple
+    of it by less than one vector (no vector of only padding)."""
+    return [nv * lanes for nv in range(1, MAX_VECTORS + 1)
+            if nv == 1 or _cdiv(F, nv * lanes) * nv * lanes - F < lanes]
+
+
+def _default_reg_n(Wo: int, oc_bn: int, lanes: int, registers: int) -> int:
+    """The tile a model ranks first: enough accumulators to hide the FMA latency, little
+    padding in the last tile of a row, then the most accumulators."""
+    nv = _cdiv(oc_bn, lanes)
+
+    def key(r):
+        used = Wo / (_cdiv(Wo, r) * r)
+        speed = min(1.0, r * nv / FMA_IN_FLIGHT) * used * (1.0 if Wo % r == 0 else 0.98)
+        return round(speed, 3), r
+    return max(register_tiles(Wo, oc_bn, lanes, registers), key=key)
+
+
+def define_blocked_knobs(cfg, g: ConvGeometry, dtype: str, ic_bn: int | None = None,
+                         oc_bn: int | None = None) -> None:
+    """Declare the knobs of the blocked schedule (see the module's docstring). ``ic_bn`` and
+    ``oc_bn`` given fix the layout; else they are knobs too."""
+    lanes, registers = vector_lanes(dtype), vector_registers()
+    ocs = [oc_bn] if oc_bn is not None else _oc_blocks(g.F, lanes)
+    tiles = {(o, r) for o in ocs for r in register_tiles(g.Wo, o, lanes, registers)}
+    default_oc = oc_bn if oc_bn is not None else min(ocs, key=lambda o: (abs(o - 2 * lanes), o))
+    if ic_bn is None:
+        ics = _ic_blocks(g.C)
+        cfg.define_knob("ic_bn", ics, default=min(ics, key=lambda d: (abs(d - lanes), -d)))
+    if oc_bn is None:
+        cfg.define_knob("oc_bn", ocs, default=default_oc)
+    cfg.define_knob("reg_n", sorted({r for _, r in tiles}),
+                    default=_default_reg_n(g.Wo, default_oc, lanes, registers))
+    # Unrolled taps let LLVM keep the broadcasts that neighbouring taps share (stride 1) live
+    # together, which spills the tile's accumulators: not the default.
+    cfg.define_knob("unroll_kw", [False, True], default=False)
+    cfg.define_knob("parallel_axis", ["rows", "oc"], default="rows")
+    if oc_bn is None:
+        cfg.add_constraint(lambda c: (c["oc_bn"].val, c["reg_n"].val) in tiles, knobs=["oc_bn", "reg_n"],
+                           name="register tile fits the register file")
+    else:
+        cfg.add_constraint(lambda c: (oc_bn, c["reg_n"].val) in tiles, knobs=["reg_n"],
+                           name="register tile fits the register file")
+
+
+def blocked_conv(P, Wb, g: ConvGeometry, name: str = "conv2d_nchwc"):
+    """``Y[n, fc, y, x, fb]``: the convolution of padded blocked data ``P`` (N, C/ic_bn,
+    Hp, Wp, ic_bn) with the blocked kernel ``Wb`` (F/oc_bn, C/ic_bn, KH, KW, ic_bn, oc_bn)."""
+    _, Cc, _, _, ic_bn = (int(d.value) for d in P.shape)
+    Fc, oc_bn = int(Wb.shape[0].value), int(Wb.shape[-1].value)
+    (sh, sw), (dh, dw) = g.stride, g.dilation
+    cc = te.reduce_axis((0, Cc), name="cc")
+    cb = te.reduce_axis((0, ic_bn), name="cb")
+    ry = te.reduce_axis((0, g.KH), name="ry")
+    rx = te.reduce_axis((0, g.KW), name="rx")
+    return te.compute(
+        (g.N, Fc, g.Ho, g.Wo, oc_bn),
+        lambda n, fc, y, x, fb: te.sum(P[n, cc, y * sh + ry * dh, x * sw + rx * dw, cb]
+                                       * Wb[fc, cc, ry, rx, cb, fb], axis=[cc, ry, rx, cb]),
+        name=name)
+
+
+def pad_blocks(X, pads, dtype: str, name: str = "data_pad"):
+    """Blocked data ``X`` (N, Cc, H, W, cb) padded in H and W (X itself without padding)."""
+    top, left, bottom, right = pads
+    if not any(pads):
+        return X
+    N, Cc, H, W, cb = (int(d.value) for d in X.shape)
+
+    def body(n, c, h, w, b):
+        inside = te.all(h >= top, h < H + top, w >= left, w < W + left)
+        return te.if_then_else(inside, X[n, c, h - top, w - left, b], te.const(0, dtype))
+
+    return te.compute((N, Cc, H + top + bottom, W + left + right, cb), body, name=name)
+
+
+def nchw_to_blocks(X, ic_bn: int, pads, dtype: str, name: str = "data_vec"):
+    """NCHW data ``X`` as padded blocks ``(N, C/ic_bn, H + pads, W + pads, ic_bn)``, in one pass."""
+    top, left, bottom, right = pads
+    N, C, H, W = (int(d.value) for d in X.shape)
+
+    def body(n, c, h, w, b):
+        value = X[n, c * ic_bn + b, h - top, w - left]
+        if not any(pads):
+            return value
+        inside = te.all(h >= top, h < H + top, w >= left, w < W + left)
+        return te.if_then_else(inside, value, te.const(0, dtype))
+
+    return te.compute((N, C // ic_bn, H + top + bottom, W + left + right, ic_bn), body, name=name)
+
+
+def blocks_from_nchw(Wt, ic_bn: int, oc_bn: int, dtype: str, name: str = "kernel_vec"):
+    """The kernel ``(F, C, KH, KW)`` packed as ``(ceil(F/oc_bn), C/ic_bn, KH, KW, ic_bn, oc_bn)``,
+    zero past ``F``."""
+    F, C, KH, KW = (int(d.value) for d in Wt.shape)
+    Fc = _cdiv(F, oc_bn)
+
+    def body(fc, c, ry, rx, b, fb):
+        value = Wt[fc * oc_bn + fb, c * ic_bn + b, ry, rx]
+        if Fc * oc_bn == F:
+            return value
+        return te.if_then_else(fc * oc_bn + fb < F, value, te.const(0, dtype))
+
+    return te.compute((Fc, C // ic_bn, KH, KW, ic_bn, oc_bn), body, name=name)
+
+
+def nchw_from_blocks(Y, F: int, name: str = "conv2d_nchw"):
+    """The blocked output ``Y`` (N, F/oc_bn, Ho, Wo, oc_bn) as NCHW ``(N, F, Ho, Wo)``."""
+    N, _, Ho, Wo, oc_bn = (int(d.value) for d in Y.shape)
+    return te.compute((N, F, Ho, Wo), lambda n, f, y, x: Y[n, f // oc_bn, y, x, f % oc_bn], name=name)
+
+
+def _schedule_tile(cfg, s, Y, acc, xo_parent) -> None:
+    """The register tile: ``acc`` (Y's local accumulators) computed at ``xo_parent`` of Y, the
+    reduction outside the ``reg_n x oc_bn`` tile, columns unrolled, channels vectorized."""
+    lanes = vector_lanes(Y.dtype)
+    s[acc].compute_at(s[Y], xo_parent)
+    _, _, _, ax, af = s[acc].op.axis
+    cc, ry, rx, cb = s[acc].op.reduce_axis
+    if cfg["unroll_kw"].val:
+        s[acc].reorder(cc, ry, cb, rx, ax, af)
+        s[acc].unroll(rx)
+    else:
+        s[acc].reorder(cc, ry, rx, cb, ax, af)
+    s[acc].unroll(ax)
+    afo, afi = s[acc].split(af, factor=lanes)
+    s[acc].unroll(afo)
+    s[acc].vectorize(afi)
+
+
+def schedule_blocked_conv(cfg, s, Y, out_is_y: bool):
+    """Schedule the blocked convolution ``Y``. When ``Y`` is the output its loops get the
+    threads; else the caller computes it at an output row and places the threads.
+    Returns Y's tile loops ``(n, fc, y)`` (fused when Y is the output)."""
+    acc = s.cache_write(Y, "local")
+    lanes = vector_lanes(Y.dtype)
+    n, fc, y, x, fb = s[Y].op.axis
+    xo, xi = s[Y].split(x, factor=cfg["reg_n"].val)
+    fbo, fbi = s[Y].split(fb, factor=lanes)
+    if out_is_y and cfg["parallel_axis"].val == "oc":
+        s[Y].reorder(fc, n, y, xo, xi, fbo, fbi)
+        s[Y].parallel(s[Y].fuse(fc, n))
+    else:
+        s[Y].reorder(n, fc, y, xo, xi, fbo, fbi)
+        if out_is_y:
+            s[Y].parallel(s[Y].fuse(n, fc, y))
+    s[Y].unroll(xi)
+    s[Y].unroll(fbo)
+    s[Y].vectorize(fbi)
+    _schedule_tile(cfg, s, Y, acc, xo)
+
+
+def _parallel_rows(s, T, rows: int) -> None:
+    """Threads on the first ``rows`` axes of stage ``T`` (fused), the last axis vectorized."""
+    axes = s[T].op.axis
+    s[T].parallel(s[T].fuse(*axes[:rows]) if rows > 1 else axes[0])
+
+
+# ---------------------------------------------------------------------------- conv2d_nchwc
+
+
+def conv2d_nchwc_reference(N, C, H, W, F, KH, KW, stride, padding, dilation, ic_bn, oc_bn,
+                           dtype="float32", rng=None):
+    """Random blocked data ``(N, C/ic_bn, H, W, ic_bn)`` and kernel
+    ``(F/oc_bn, C/ic_bn, KH, KW, ic_bn, oc_bn)``, and their blocked convolution."""
+    g = ConvGeometry.of(N, C, H, W, F, KH, KW, stride, padding, dilation)
+    x, w = random_data(rng, (N, C, H, W), dtype), random_data(rng, (F, C, KH, KW), dtype)
+    out = conv2d_nchw_np(x, w, g.stride, g.pads, g.dilation)
+    xb = x.reshape(N, C // ic_bn, ic_bn, H, W).transpose(0, 1, 3, 4, 2)
+    wb = w.reshape(F // oc_bn, oc_bn, C // ic_bn, ic_bn, KH, KW).transpose(0, 2, 4, 5, 3, 1)
+    yb = out.reshape(N, F // oc_bn, oc_bn, g.Ho, g.Wo).transpose(0, 1, 3, 4, 2)
+    return ([np.ascontiguousarray(xb), np.ascontiguousarray(wb)],
+            [np.ascontiguousarray(yb).astype(dtype)])
+
+
+@template("conv2d_nchwc", target="cpu", reference=conv2d_nchwc_reference)
+def conv2d_nchwc(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, stride=1, padding=0,
+                 dilation=1, ic_bn: int = 16, oc_bn: int = 16, dtype: str = "float32"):
+    """Convolution of channel-blocked data: ``C`` input channels in blocks of ``ic_bn``,
+    ``F`` output channels in blocks of ``oc_bn`` (both must divide); see the module's docstring."""
+    g = ConvGeometry.of(N, C, H, W, F, KH, KW, stride, padding, dilation)
+    for name, blocks, total in (("ic_bn", ic_bn, C), ("oc_bn", oc_bn, F)):
+        if not isinstance(blocks, int) or blocks < 1 or total % blocks:
+            raise ValueError(f"{name} must be a positive divisor of {total}, got {blocks!r}")
+    cfg = get_config()
+    define_blocked_knobs(cfg, g, dtype, ic_bn=ic_bn, oc_bn=oc_bn)
+    X = te.placeholder((N, C // ic_bn, H, W, ic_bn), name="X", dtype=dtype)
+    Wb = te.placeholder((F // oc_bn, C // ic_bn, KH, KW, ic_bn, oc_bn), name="W", dtype=dtype)
+    P = pad_blocks(X, g.pads, dtype)
+    Y = blocked_conv(P, Wb, g)
+    s = te.create_schedule(Y.op)
+    schedule_blocked_conv(cfg, s, Y, out_is_y=True)
+    if P is not X:
+        _parallel_rows(s, P, 3)
+    return s, [X, Wb, Y]

@@ -1,0 +1,133 @@
+"""Convolutions on CPUs: conv2d_nchw through channel blocks (and 1x1 layers through the GEMM),
+conv2d_nchwc on the caller's blocks. Spaces hold only register tiles that fit the target's
+vector registers; every knob value computes what numpy computes, on pinned AVX-512 and AVX2
+CPUs, at odd channel counts, strides, paddings and dilations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import CPUS, assert_written, for_each_cpu, poisoned
+
+import compiler
+from search_spaces import InstantiationError, create_task
+
+AVX512 = next(c for c in CPUS if "avx512f" in c.features)
+AVX2 = next(c for c in CPUS if "avx512f" not in c.features)
+
+
+def _file(cpu) -> tuple[int, int]:
+    """(float32 lanes, vector registers) of ``cpu``, from its features."""
+    return (16, 32) if "avx512f" in cpu.features else (8, 16)
+
+
+def _conv(C, H, F, k, stride=1, pad=1, N=1, W=None, dilation=1):
+    return (N, C, H, W or H, F, k, k, stride, pad, dilation, "float32")
+
+
+@for_each_cpu
+@pytest.mark.parametrize("C, H", [(64, 56), (128, 28), (256, 14), (512, 7)], ids=["56", "28", "14", "7"])
+def test_blocked_space_holds_only_register_tiles_that_fit(cpu, C, H):
+    task = create_task("conv2d_nchw", _conv(C, H, C, 3), cpu.target)
+    lanes, registers = _file(cpu)
+    space = task.config_space
+    assert len(space) <= 1000  # 128 trials cover a good share of it
+    tiles = set()
+    for cfg in space:
+        v = cfg.knob_values()
+        assert C % v["ic_bn"] == 0 and v["oc_bn"] % lanes == 0, v
+        nv = v["oc_bn"] // lanes
+        budget = registers - nv - 1  # the kernel operands and one broadcast
+        assert v["reg_n"] * nv <= budget and (2 * v["reg_n"] * nv >= budget or v["reg_n"] == H), v
+        tiles.add((v["oc_bn"], v["reg_n"]))
+    assert {o for o, _ in tiles} == {lanes, 2 * lanes, 4 * lanes}  # 3 vectors would pad C
+    default = space.default_config.knob_values()
+    assert default["oc_bn"] == 2 * lanes and default["ic_bn"] == lanes
+    assert default["reg_n"] * 2 >= 10 and space.is_valid(space.default_config.index)
+
+
+def test_odd_channel_counts_pad_output_blocks_by_less_than_a_vector():
+    task = create_task("conv2d_nchw", _conv(100, 9, 100, 3), AVX512.target)
+    values = {k.name: {e.value() for e in k.entities} for k in task.config_space.knobs}
+    assert values["oc_bn"] == {16}  # 112 channels; 32 would pad 28
+    assert values["ic_bn"] == {10, 20, 25, 50}  # divisors of 100, none too short
+    task = create_task("conv2d_nchw", _conv(3, 9, 40, 3), AVX512.target)
+    values = {k.name: {e.value() for e in k.entities} for k in task.config_space.knobs}
+    assert values["ic_bn"] == {3} and values["oc_bn"] == {16, 48}
+
+
+@pytest.mark.parametrize("args", [_conv(128, 28, 256, 1, stride=2, pad=0), _conv(64, 14, 32, 1, pad=0, N=2)],
+                         ids=["s2", "s1-batch2"])
+def test_1x1_layers_without_padding_run_as_gemms(args):
+    knobs = {k.name for k in create_task("conv2d_nchw", args, AVX512.target).config_space.knobs}
+    assert {"mr", "nr", "mc_panels", "kc", "pack_a"} <= knobs and "oc_bn" not in knobs
+    padded = (*args[:8], 1, *args[9:])
+    knobs = {k.name for k in create_task("conv2d_nchw", padded, AVX512.target).config_space.knobs}
+    assert "oc_bn" in knobs and "mr" not in knobs
+
+
+def test_nchwc_blocks_must_divide_the_channels():
+    with pytest.raises(InstantiationError, match="ic_bn must be a positive divisor of 12"):
+        create_task("conv2d_nchwc", (1, 12, 6, 6, 16, 3, 3, 1, 1, 1, 8, 16, "float32"), "llvm").config_space  # noqa: B018
+    with pytest.raises(InstantiationError, match="oc_bn must be a positive divisor of 16"):
+        create_task("conv2d_nchwc", (1, 12, 6, 6, 16, 3, 3, 1, 1, 1, 4, 5, "float32"), "llvm").config_space  # noqa: B018
+
+
+def _covering(space, rng, knobs=None) -> list:
+    """The default, then random configs until every value of every knob (of those named in
+    ``knobs``, if given) has been drawn."""
+    missing = {(k.name, repr(e.value())) for k in space.knobs for e in k.entities
+               if knobs is None or k.name in knobs}
+    configs = [space.default_config]
+    missing -= {(k, repr(v)) for k, v in space.default_config.knob_values().items()}
+    for cfg in space.sample(len(space), rng):
+        if not missing:
+            break
+        new = {(k, repr(v)) for k, v in cfg.knob_values().items()} & missing
+        if new:
+            configs.append(cfg)
+            missing -= new
+    assert not missing, f"no valid config has {sorted(missing)}"
+    return configs
+
+
+# Small shapes with odd channel counts (3 inputs; 20 outputs pad a block), strides, paddings,
+# dilation, a batch, and 1x1 layers (the GEMM path, stride 2 included; its microkernels and
+# blockings are covered in test_cpu_gemm.py, here its threads and packing). Outputs at most 5
+# columns wide keep the register tiles few.
+GEMM_KNOBS = ("parallel_axis", "pack_a")
+CASES = [
+    ("conv2d_nchw", _conv(3, 9, 20, 3, stride=2, W=8)),
+    ("conv2d_nchw", (2, 12, 7, 9, 18, 3, 2, (1, 2), (1, 0, 2, 1), (2, 1), "float32")),
+    ("conv2d_nchw", _conv(20, 7, 24, 1, stride=2, pad=0)),
+    ("conv2d_nchw", _conv(9, 5, 10, 1, pad=0, N=2, W=6)),
+    ("conv2d_nchwc", (1, 8, 9, 5, 16, 3, 3, 1, 1, 1, 4, 8, "float32")),
+    ("conv2d_nchwc", (2, 6, 8, 9, 32, 3, 2, 2, (0, 1), (1, 2), 3, 32, "float32")),
+]
+
+
+@pytest.mark.parametrize("cpu", [AVX512, AVX2], ids=str)
+@pytest.mark.parametrize("name, args", CASES, ids=[f"{n}-{'-'.join(map(str, a[:7]))}" for n, a in CASES])
+def test_every_knob_value_computes_the_reference(cpu, name, args):
+    task = create_task(name, args, cpu.target)
+    inputs, expected = task.reference_data(np.random.default_rng(3))
+    gemm = "mr" in {k.name for k in task.config_space.knobs}
+    for cfg in _covering(task.config_space, np.random.default_rng(5), GEMM_KNOBS if gemm else None):
+        s, tensors = task.instantiate(cfg)
+        f = compiler.build(s, tensors, target=task.target, name=name)
+        if not cpu.runs_here():
+            continue
+        (out,) = [poisoned(e.shape, e.dtype) for e in expected]
+        f(*inputs, out)
+        assert_written(out, expected[0], rtol=1e-4, atol=1e-4, err_msg=f"{task.workload_name} {cfg}")
+
+
+def test_nchwc_reference_is_the_blocked_nchw_convolution():
+    from search_spaces.templates.cpu_conv2d import conv2d_nchw_reference
+    from search_spaces.templates.cpu_conv2d_nchwc import conv2d_nchwc_reference
+
+    args = (1, 6, 5, 4, 8, 3, 3, 1, 1, 1)
+    (x, w), (y,) = conv2d_nchwc_reference(*args, 3, 4, "float64", rng=np.random.default_rng(0))
+    (x2, w2), (y2,) = conv2d_nchw_reference(*args, "float64", rng=np.random.default_rng(0))
+    assert x[0, 1, 2, 3, 2] == x2[0, 5, 2, 3] and w[1, 0, 2, 1, 2, 3] == w2[7, 2, 2, 1]
+    assert y[0, 1, 4, 3, 2] == y2[0, 6, 4, 3]
