@@ -31,6 +31,17 @@ INTRINSICS: dict[str, Callable] = {
 }
 
 
+def _extern_math(name: str) -> Callable | None:
+    """The math function an external call names, C and CUDA spellings alike
+    (``expf``, ``__expf``, ``__nv_expf``, ``__fdividef``), or None."""
+    base = name.removeprefix("__nv_").removeprefix("__")
+    if base in ("fdividef", "fdivide"):
+        return np.divide
+    if base in INTRINSICS:
+        return INTRINSICS[base]
+    return INTRINSICS.get(base.removesuffix("f")) if base.endswith("f") else None
+
+
 def wrap_int(value: int, dtype: str) -> int:
     """``value`` reduced to the range of the integer (or bool) ``dtype``."""
     if dtype == "bool":
@@ -191,10 +202,13 @@ class Evaluator:
         if e.op == "if_then_else":
             c = self.eval(e.args[0])
             return self.eval(e.args[1] if c else e.args[2])
-        fn = INTRINSICS.get(e.op)
+        if e.op in ("call_extern", "call_pure_extern"):
+            fn, args = _extern_math(e.args[0].value), [self.eval(a) for a in e.args[1:]]
+        else:
+            fn, args = INTRINSICS.get(e.op), [self.eval(a) for a in e.args]
         if fn is None:
-            raise NotImplementedError(f"cannot evaluate intrinsic {e.op!r}")
-        args = [self.eval(a) for a in e.args]
+            name = e.args[0].value if e.op.endswith("extern") else e.op
+            raise NotImplementedError(f"cannot evaluate intrinsic {name!r}")
         with np.errstate(all="ignore"):
             return _elementwise(lambda *xs: cast_value(fn(*xs), e.dtype), *args)
 

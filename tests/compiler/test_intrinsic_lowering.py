@@ -253,6 +253,25 @@ def test_cuda_user_operator_on_the_gpu_simulator(rng):
     build_ptx(s, args)
 
 
+@pytest.mark.parametrize("name,nargs,ref", [
+    ("__expf", 1, np.exp), ("expf", 1, np.exp), ("__nv_expf", 1, np.exp), ("__logf", 1, np.log),
+    ("logf", 1, np.log), ("__powf", 2, np.power), ("__fdividef", 2, np.divide),
+])
+def test_cuda_extern_math_on_the_gpu_simulator(rng, name, nargs, ref):
+    """The simulator evaluates the C and CUDA spellings of math calls as the math they name."""
+    s, args = _unary(lambda x: te.call_pure_extern("float32", name, *([x] * nargs)), 100, threads=32)
+    a = _positive(rng, 100) + np.float32(0.5)
+    b = poisoned(100, "float32")
+    simulate(s, args, [a, b])
+    assert_written(b, ref(*([a] * nargs)), rtol=1e-6)
+
+
+def test_gpu_simulator_refuses_an_unknown_extern_call_by_name(rng):
+    s, args = _unary(lambda x: te.call_pure_extern("float32", "mystery", x), 100, threads=32)
+    with pytest.raises(NotImplementedError, match="'mystery'"):
+        simulate(s, args, [_positive(rng, 100), poisoned(100, "float32")])
+
+
 @pytest.mark.parametrize("name,nargs,instruction", [
     ("__expf", 1, "ex2.approx.f32"), ("__exp10f", 1, "ex2.approx.f32"), ("__logf", 1, "lg2.approx.f32"),
     ("__log2f", 1, "lg2.approx.f32"), ("__log10f", 1, "lg2.approx.f32"), ("__sinf", 1, "sin.approx.f32"),
