@@ -188,9 +188,9 @@ def scan(init, update, state_placeholder, inputs=None, name: str = "scan", tag: 
     ``state[t - 1, ...]``. Give lists of each for several states (one output each).
     ``inputs`` lists the tensors the step reads besides the states: the stages
     between them and the updates are computed inside the time loop. The result is
-    the state after every step; ``result.op.scan_axis`` is the time loop.
+    the state after every step (a list of them for several states); ``result.op.scan_axis``
+    is the time loop.
     """
-    single = isinstance(init, Tensor)
     init, update, states = (_tensor_list(x, what) for x, what in
                             ((init, "init"), (update, "update"), (state_placeholder, "state_placeholder")))
     inputs = _tensor_list(inputs or [], "inputs")
@@ -233,7 +233,7 @@ def scan(init, update, state_placeholder, inputs=None, name: str = "scan", tag: 
                          an.simplify(steps - init_len)), Var(f"{name}.idx", dtype), IterType.ORDERED)
     op = ScanOp(name, axis, tuple(init), tuple(update), tuple(states), tuple(inputs), tag, attrs)
     outputs = [op.output(k) for k in range(op.num_outputs)]
-    return outputs[0] if single and len(outputs) == 1 else outputs
+    return outputs[0] if len(outputs) == 1 else outputs
 
 
 def _tensor_list(x, what: str) -> list:
