@@ -126,3 +126,16 @@ def test_callbacks_refuse_what_they_cannot_do(task):
         autotvm.tuner.RandomTuner(task, range_idx=(0, 3))
     with pytest.raises(ValueError, match="optimizer"):
         autotvm.tuner.XGBTuner(task, optimizer="reg")
+
+
+
+def test_task_create_takes_the_template_or_its_name(task):
+    from autotune.autotvm.task.space import SplitEntity  # AutoTVM's module path
+    from search_spaces import SearchSpaceError, get_template
+
+    by_object = autotvm.task.create(get_template("test_autotvm/scale"), args=(64, "float32"), target="llvm")
+    assert by_object is task
+    assert autotvm.task.create("test_autotvm/scale", (64, "float32"), "llvm", target_host="llvm") is task
+    with pytest.raises(SearchSpaceError, match="target_host"):
+        autotvm.task.create("test_autotvm/scale", (64, "float32"), "llvm", target_host="cuda")
+    assert isinstance(task.config_space.default_config["tile"], SplitEntity)

@@ -1,4 +1,5 @@
-"""Tasks under AutoTVM's names: ``autotvm.task.create``, ``autotvm.template``, ``get_config``.
+"""Tasks under AutoTVM's names: ``autotvm.task.create``, ``autotvm.template``, ``get_config``
+(and ``autotvm.task.space``: knobs and config spaces).
 
 A task here is :class:`search_spaces.Task`: ``task.name``, ``task.args``,
 ``task.target``, ``task.config_space``, ``task.flop``, ``task.instantiate(config)``
@@ -21,8 +22,10 @@ from search_spaces import (
     template,
 )
 
-__all__ = ["create", "Task", "template", "get_config", "ConfigSpace", "ConfigEntity", "DispatchContext",
-           "ApplyConfig", "FallbackContext"]
+from . import space
+
+__all__ = ["create", "space", "Task", "template", "get_config", "ConfigSpace", "ConfigEntity",
+           "DispatchContext", "ApplyConfig", "FallbackContext"]
 
 
 def create(task_name, args: Sequence, target=None, target_host=None) -> Task:

@@ -1,0 +1,17 @@
+"""AutoTVM's ``autotvm.task.space``: knobs, entities and config spaces (:mod:`search_spaces.space`)."""
+
+from search_spaces.space import (
+    AnnotateEntity,
+    AnnotateSpace,
+    ConfigEntity,
+    ConfigSpace,
+    OtherOptionEntity,
+    OtherOptionSpace,
+    ReorderEntity,
+    ReorderSpace,
+    SplitEntity,
+    SplitSpace,
+)
+
+__all__ = ["ConfigSpace", "ConfigEntity", "SplitSpace", "SplitEntity", "ReorderSpace", "ReorderEntity",
+           "AnnotateSpace", "AnnotateEntity", "OtherOptionSpace", "OtherOptionEntity"]
