@@ -115,6 +115,8 @@ def _split_costs(knob: SplitSpace, want) -> list[float]:
     if not isinstance(want, list) or len(want) != n or not all(_is_number(x) and x > 0 for x in want):
         return [_STEP * r for r in _ranks(knob)]
     inner = want[1:]
+    if want[0] == 1:  # the whole axis in the inner loops: still so, the innermost factors kept
+        inner[0] = -(-knob.extent // math.prod(inner[1:]))
     costs = []
     for e in knob.entities:
         got = e.size[1:]
@@ -134,13 +136,29 @@ def _role_value(want, knob: OtherOptionSpace, source_args: Sequence, target_args
     return min(found, key=lambda t: (_log_gap(t, want), t)) if found else None
 
 
-def _option_costs(knob: OtherOptionSpace, want, source_args, target_args) -> list[float]:
-    """Distance of each choice of a ``define_knob`` knob to the tuned value ``want``."""
+def _numbers(knob) -> list | None:
+    """The values of a ``define_knob`` knob when they are all numbers, else None."""
+    if not isinstance(knob, OtherOptionSpace):
+        return None
     values = [e.val for e in knob.entities]
-    if not (_is_number(want) and all(_is_number(v) for v in values)):
+    return values if all(_is_number(v) for v in values) else None
+
+
+def _option_costs(knob: OtherOptionSpace, want, source_args, target_args, source_knob) -> list[float]:
+    """Distance of each choice of a ``define_knob`` knob to the tuned value ``want``.
+
+    A value at an end of the tuned knob's range (the largest block: all of an axis) aims at
+    the same end of the new range; a value the new knob lacks aims at the argument it stood
+    for, if any, else at itself.
+    """
+    values = _numbers(knob)
+    if values is None or not _is_number(want):
         return _categorical_costs(knob, want)
     aim = want
-    if want not in values:
+    tuned = _numbers(source_knob) if source_knob is not None else None
+    if tuned and len(tuned) > 1 and want in (min(tuned), max(tuned)):
+        aim = max(values) if want == max(tuned) else min(values)
+    elif want not in values:
         role = _role_value(want, knob, source_args, target_args)
         aim = want if role is None else role
     return [_log_gap(v, aim) for v in values]
@@ -160,25 +178,26 @@ def _categorical_costs(knob, want) -> list[float]:
             for e, r in zip(knob.entities, _ranks(knob))]
 
 
-def _knob_costs(knob, want, source_args, target_args) -> list[float]:
+def _knob_costs(knob, want, source_args, target_args, source_knob) -> list[float]:
     if want is None:  # a knob the tuned config lacks: the knob's own preference
         return [_STEP * r for r in _ranks(knob)]
     if isinstance(knob, SplitSpace):
         return _split_costs(knob, want)
     if isinstance(knob, OtherOptionSpace):
-        return _option_costs(knob, want, source_args, target_args)
+        return _option_costs(knob, want, source_args, target_args, source_knob)
     return _categorical_costs(knob, want)
 
 
 def adapt(knobs: dict, space: ConfigSpace, source_args: Sequence = (), target_args: Sequence = (),
-          ) -> Adapted | None:
+          source_space: ConfigSpace | None = None) -> Adapted | None:
     """The valid config of ``space`` nearest to the tuned knob values ``knobs``.
 
     ``source_args`` and ``target_args`` are the arguments of the tuned workload and of the
-    new one (a value that equalled a tuned argument follows it). Knobs the new space lacks
-    are dropped, knobs the tuned config lacks take their default. Returns None when no
-    valid config was found within a bounded search (a space whose constraints leave few
-    valid points).
+    new one (a value that equalled a tuned argument follows it); ``source_space``, the
+    tuned workload's space, tells which values were at an end of their knob's range.
+    Knobs the new space lacks are dropped, knobs the tuned config lacks take their default.
+    Returns None when no valid config was found within a bounded search (a space whose
+    constraints leave few valid points).
     """
     knobs = selection.knobs_of(knobs)
     names = list(space.space_map)
@@ -186,7 +205,8 @@ def adapt(knobs: dict, space: ConfigSpace, source_args: Sequence = (), target_ar
     order = []  # per knob: choices sorted by cost, with their costs
     for name in names:
         knob = space.space_map[name]
-        costs = _knob_costs(knob, _plain(knobs.get(name)), source_args, target_args)
+        source_knob = source_space.space_map.get(name) if source_space is not None else None
+        costs = _knob_costs(knob, _plain(knobs.get(name)), source_args, target_args, source_knob)
         order.append(sorted((cost, c) for c, cost in enumerate(costs)))
     index = _nearest_valid(space, order)
     if index is None:
@@ -295,6 +315,17 @@ def _neighbours(source: Source, task, other_shapes: bool, other_models: bool) ->
     return [(d, w) for d, _, _, w in near]
 
 
+def _space_of(workload: tuning_db.Workload) -> ConfigSpace | None:
+    """The config space of a tuned workload (None when this code can no longer define it)."""
+    from search_spaces import create_task
+
+    try:
+        return create_task(workload.template, workload.args, workload.target).config_space
+    except Exception as err:  # noqa: BLE001 - a workload this code cannot rebuild still lends its knobs
+        logger.debug("cannot define the space of %s: %s", workload.key, err)
+        return None
+
+
 def candidates(source, task, k: int = 1, *, other_shapes: bool = True, other_models: bool = False,
                neighbours: int = NEIGHBOURS, accept: Callable[[ConfigEntity], bool] | None = None,
                ) -> list[BorrowedConfig]:
@@ -316,8 +347,9 @@ def candidates(source, task, k: int = 1, *, other_shapes: bool = True, other_mod
         if not ranked:
             continue
         top = ranked[0][1]
+        tuned_space = _space_of(w)
         for knobs, score in ranked:
-            adapted = adapt(knobs, space, w.args, task.args)
+            adapted = adapt(knobs, space, w.args, task.args, tuned_space)
             if adapted is None:
                 logger.info("config %s of %s does not adapt to %s", knobs, w.key, task.workload_name)
                 continue

@@ -103,6 +103,14 @@ def test_a_split_keeps_its_factors_with_a_guarded_tail_where_the_policy_allows_o
     assert got.config["tile_j"].size == (4, 8)
 
 
+def test_a_split_that_held_the_whole_axis_still_does():
+    src = autotune.create_task("test_transfer_tiles", (64, 32, "factors"), RUNS_HERE)
+    dst = autotune.create_task("test_transfer_tiles", (120, 30, "factors"), RUNS_HERE)
+    tuned = {"tile_i": [1, 16, 4], "tile_j": [2, 16], "unroll": False}
+    got = adapt(tuned, dst.config_space, src.args, dst.args)
+    assert got.config["tile_i"].size == (1, 30, 4)  # not (2, 15, 4), nearer to 16 x 4
+
+
 @pytest.mark.parametrize("policy", ["factors", "power2"])
 def test_adapted_kernels_compute_what_numpy_does(policy, rng):
     src = autotune.create_task("test_transfer_tiles", (64, 32, policy), RUNS_HERE)
@@ -149,6 +157,17 @@ def test_matmul_1000_borrows_an_adapted_config_from_power_of_two_shapes(log, cap
     assert new.config_space.is_valid(cfg.index)
     assert "borrowing the best config of matmul(1024,1024,1024,float32)" in caplog.text
     assert "kc 1024 -> 1000" in caplog.text
+
+
+def test_a_gemm_block_at_the_end_of_its_range_stays_there():
+    src, dst = (autotune.create_task("matmul", (n, n, n, "float32"), ZEN4) for n in (1024, 1536))
+    tuned = src.config_space.from_json({"knobs": {**src.config_space.default_config.knob_values(), "mr": 8,
+                                                  "nr": 32, "mc_panels": 16, "nc_panels": 32, "kc": 1024,
+                                                  "parallel_axis": "rows"}})
+    assert src.config_space.space_map["nc_panels"].entities[-1].val == 32  # all columns of 1024
+    got = adapt(tuned.knob_values(), dst.config_space, src.args, dst.args, src.config_space)
+    # all columns of 1536 are 64 panels of 32; the register tile is kept
+    assert got.changed == {"nc_panels": (32, 64), "kc": (1024, 1536)}
 
 
 def test_an_adapted_matmul_config_computes_the_product(log, rng):
