@@ -8,6 +8,8 @@
     autotune best --db tuning.db                          the best of each workload, as a table
     autotune report --db tuning.db --out report.html      tuning curves and the table (or --out curve.png)
     autotune export --db tuning.db -o log.jsonl           the log as JSON lines (and `autotune import`)
+    autotune import --format autotvm --db tuning.db tvm.log   an AutoTVM log's records, into the log
+    autotune pin tuning.db -o pinned.json                 the chosen config of each workload, to ship
     autotune build matmul --args 1024,1024,1024,float32 --db tuning.db -o kernel.so
 
 Every subcommand has ``--help``. Errors a user can make (an unknown template, bad
@@ -33,7 +35,7 @@ from autotune import __version__
 
 __all__ = ["COMMANDS", "PLANNED_COMMANDS", "UsageError", "main"]
 
-COMMANDS = ("tune", "best", "report", "export", "import", "build", "templates", "space")
+COMMANDS = ("tune", "best", "report", "export", "import", "pin", "build", "templates", "space")
 PLANNED_COMMANDS = COMMANDS  # the name older code and tests use
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -135,6 +137,9 @@ def _build_parser() -> _Parser:
                    help="seconds a build or a run may take before it counts as an error (default: 10)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="show a progress bar (default: when stderr is a terminal)")
+    p.add_argument("--warm-start", type=_count, default=0, metavar="N",
+                   help="first measure up to N configs borrowed (and adapted) from the log's nearest "
+                        "tuned workloads of the template; they count as trials (default: 0)")
     p.set_defaults(func=_cmd_tune)
 
     p = sub.add_parser("templates", parents=[common], help="list the registered templates",
@@ -178,11 +183,27 @@ def _build_parser() -> _Parser:
     p.set_defaults(func=_cmd_export)
 
     p = sub.add_parser("import", parents=[common], help="add JSON-lines records to a log",
-                       description="Add the runs and records of JSON-lines files (from 'autotune export') "
-                                   "to a tuning log; records it already holds are not added twice.")
+                       description="Add the runs and records of JSON-lines files (from 'autotune export', "
+                                   "or AutoTVM logs with --format autotvm) to a tuning log; records it "
+                                   "already holds are not added twice.")
     p.add_argument("files", nargs="+", metavar="FILE.jsonl")
+    p.add_argument("--format", choices=("jsonl", "autotvm"), default="jsonl",
+                   help="jsonl: 'autotune export' files; autotvm: AutoTVM's JSON-lines tuning logs "
+                        "(default: jsonl)")
     _add_db(p)
     p.set_defaults(func=_cmd_import)
+
+    p = sub.add_parser("pin", parents=[common], help="write the chosen config of each workload to a file",
+                       description="Write a small JSON file with the config the log's ranking chooses for "
+                                   "each workload (its knobs, median time and record count), for a "
+                                   "deployment to ship instead of the log: apply_history_best reads it. "
+                                   "The same log gives the same file in every process.")
+    p.add_argument("log", metavar="LOG", help="the tuning log: a path or a database URL")
+    p.add_argument("-o", "--out", required=True, metavar="FILE.json", help="the pin file to write")
+    p.add_argument("--template", help="only workloads of this template")
+    p.add_argument("--target", help="only workloads on this target (a target string, or its kind: "
+                                    "llvm, cuda)")
+    p.set_defaults(func=_cmd_pin)
 
     p = sub.add_parser("build", parents=[common], help="build a template with its best config into a .so",
                        description="Build a template on arguments with the best config of the log (the "
@@ -213,6 +234,16 @@ def _positive_int(text: str) -> int:
 
 
 _MAX_SEED = 2**32 - 1  # the largest seed numpy's RandomState (optuna's sampler) accepts
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
+    return value
 
 
 def _seed(text: str) -> int:
@@ -428,7 +459,8 @@ def _cmd_tune(ns) -> int:
         try:
             result = autotune.tune(task, trials=ns.trials, tuner=ns.tuner, db=log, measure_option=options,
                                    early_stopping=ns.early_stopping, batch_size=ns.batch_size,
-                                   seed=ns.seed, progress=progress, total=ns.total)
+                                   seed=ns.seed, progress=progress, total=ns.total,
+                                   warm_start=ns.warm_start)
         finally:
             options.close()
         wall = time.perf_counter() - start
@@ -537,13 +569,34 @@ def _cmd_import(ns) -> int:
     for path in ns.files:
         if not os.path.isfile(path):
             raise db.TuningLogError(f"cannot read {path}: no such file")
+    if ns.format == "autotvm":
+        from autotune.autotvm import import_log
+
+        def read(log, path):
+            return import_log(log, path)
+    else:
+        def read(log, path):
+            return log.import_jsonl(path)
     with _open_log(ns.db) as log:
         before = log.count()
         for path in ns.files:
-            added = log.import_jsonl(path)
+            added = read(log, path)
             _out(f"imported {added} new records from {path}")
         total = log.count()
     _out(f"{_hide_passwords(ns.db)} now holds {total} records ({total - before} new)")
+    return EXIT_OK
+
+
+def _cmd_pin(ns) -> int:
+    from autotune.pin import write_pin
+
+    with _open_log(ns.log, must_exist=True) as log:
+        n = write_pin(log, ns.out, template=ns.template, target=ns.target)
+    what = " of " + " on ".join(f for f in (ns.template, ns.target) if f) if ns.template or ns.target else ""
+    _out(f"pinned the chosen config of {n} workload{'s' * (n != 1)}{what} from {_hide_passwords(ns.log)} "
+         f"to {ns.out}")
+    if not n:
+        _out("(no workload with a successful measurement matched: the file has no entry)")
     return EXIT_OK
 
 

@@ -473,3 +473,68 @@ def test_postgres_passwords_never_print(tuned, postgres_log):
     assert hidden in page and clear not in page
     hints = [line for line in runs["tune"].stdout.splitlines() if "--db" in line]
     assert len(hints) == 2 and all(hidden in line for line in hints), hints
+
+
+# ---------------------------------------------------------------------------- pin, warm start, AutoTVM logs
+
+
+def test_pin_writes_the_configs_best_shows(tuned):
+    d, _ = tuned
+    p = _run("pin", "tuning.db", "-o", "pinned.json", "--template", "matmul", "--target", "llvm", cwd=d)
+    assert p.returncode == 0, p.stderr
+    assert "pinned the chosen config of 1 workload of matmul on llvm" in p.stdout
+    (entry,) = json.loads((d / "pinned.json").read_text())["entries"]
+    assert (entry["template"], entry["args"], entry["target"]) == ("matmul", [16, 16, 16, "float32"], "llvm")
+    best = _run("best", "--db", "tuning.db", "--configs", cwd=d).stdout
+    for knob, value in entry["config"].items():
+        assert f"{knob}  {value!r}" in " ".join(best.split()) or f"{knob} {value!r}" in " ".join(best.split())
+    assert float(best.splitlines()[1].split()[-4]) == pytest.approx(entry["cost"] * 1e3, rel=1e-3)
+    p = _run("pin", "tuning.db", "-o", "none.json", "--template", "conv2d", cwd=d)
+    assert p.returncode == 0 and "no workload" in p.stdout
+    assert json.loads((d / "none.json").read_text())["entries"] == []
+    _one_line_error(_run("pin", "missing.db", "-o", "x.json", cwd=d), 1)
+
+
+def test_tune_warm_start_measures_borrowed_configs_first(tuned, tmp_path):
+    import autotune
+    import db
+    from autotune.transfer import warm_start_configs
+
+    d, _ = tuned
+    shutil.copyfile(d / "tuning.db", tmp_path / "tuning.db")
+    task = autotune.create_task("matmul", (16, 16, 32, "float32"), "llvm")
+    with db.open(tmp_path / "tuning.db") as log:
+        borrowed = [c.knob_values() for c in warm_start_configs(log, task, 2)]
+    assert borrowed  # the log's 16x16x16 workload lends its configs
+    p = _run("tune", "matmul", "--args", "16,16,32,float32", "--trials", "3", "--tuner", "random",
+             "--batch-size", "3", "--seed", "0", "--warm-start", "2", "--db", "tuning.db", "--no-progress",
+             cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "3 this run" in p.stdout
+    with db.open(tmp_path / "tuning.db") as log:
+        trials = [r.config["knobs"] for r in log.records(task, kind=db.TRIAL)]
+    assert len(trials) == 3 and all(knobs in trials for knobs in borrowed)  # measured in one batch
+    assert _run("tune", "--warm-start", "-1", "matmul", "--args", ARGS, cwd=tmp_path).returncode == 2
+
+
+def test_import_reads_an_autotvm_log(tuned, tmp_path):
+    import autotune
+    from autotune.autotvm.record import encode
+
+    task = autotune.create_task("matmul", (16, 16, 16, "float32"), "llvm")
+    lines = []
+    for i, cost in ((0, 3e-6), (1, 2e-6)):
+        config = task.config_space.get(i)
+        result = type("R", (), dict(error_kind=None, costs=[cost], build_time=0.1, run_time=0.1,
+                                    timestamp=1.7e9 + i))()
+        lines.append(encode(type("I", (), dict(task=task, config=config))(), result))
+    (tmp_path / "tvm.log").write_text("\n".join(lines) + "\n")
+    p = _run("import", "--format", "autotvm", "tvm.log", "--db", "from_tvm.db", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "imported 2 new records from tvm.log" in p.stdout
+    p = _run("import", "--format", "autotvm", "tvm.log", "--db", "from_tvm.db", cwd=tmp_path)
+    assert "imported 0 new records" in p.stdout
+    row = _run("best", "--db", "from_tvm.db", cwd=tmp_path).stdout.splitlines()[1]
+    assert row.split()[-2] == "2" and float(row.split()[-4]) == pytest.approx(2e-3)
+    p = _run("import", "--format", "tvm", "tvm.log", cwd=tmp_path)
+    assert "--format" in _one_line_error(p, 2)
