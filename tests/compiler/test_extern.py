@@ -239,3 +239,29 @@ def test_given_buffers_are_the_ones_fcompute_sees(rng, registered):
     assert_written(c, a * 2)
     with pytest.raises(CompilerError, match="does not match tensor 'A'"):
         te.extern((5,), [A], body, in_buffers=[compiler.tir.decl_buffer((5,), "float32")])
+
+
+def test_packed_calls_from_a_parallel_loop(registered):
+    """Worker threads of a parallel loop call Python too; the call's value is 0 on success, and
+    an exception raised in a worker surfaces from the compiled call."""
+    seen = []
+
+    def record(i):
+        seen.append(i)
+        if i == 37 and fail:
+            raise KeyError("thirty-seven")
+
+    registered("test.extern.record", record)
+    B = te.compute((64,), lambda i: call_packed("test.extern.record", i), name="B")
+    s = te.create_schedule(B.op)
+    xo, _ = s[B].split(B.op.axis[0], factor=4)
+    s[B].parallel(xo)
+    f = compiler.build(s, [B])
+    fail = False
+    b = poisoned(64, "int32")
+    f(b)
+    assert_written(b, np.zeros(64, "int32"))
+    assert sorted(seen) == list(range(64))
+    fail = True
+    with pytest.raises(KeyError, match="thirty-seven"):
+        f(poisoned(64, "int32"))
