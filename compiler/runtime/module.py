@@ -5,8 +5,9 @@ it (an LLVM JIT, a loaded shared library) is a small backend object:
 
 * ``type_key`` -- "llvm" for CPU code;
 * ``address(name) -> int`` -- the address of an exported ``void name(void **, int64_t *)``,
-  of the thread-count setter (:data:`threads.SETTER_SYMBOL`) or of the native timing
-  loop (:data:`timer.TIMER_SYMBOL`), 0 when absent;
+  of the thread-count setter (:data:`threads.SETTER_SYMBOL`), of the setter of the
+  callback that ``call_packed`` reaches Python through (:data:`packed.SETTER_SYMBOL`) or
+  of the native timing loop (:data:`timer.TIMER_SYMBOL`), 0 when absent;
 * ``source(fmt) -> str`` -- the code as text (``"ll"``, ``"asm"``);
 * ``export(path, metadata_json)`` -- write a shared library.
 """
