@@ -308,8 +308,8 @@ def _neighbours(source: Source, task, other_shapes: bool, other_models: bool) ->
         if not other_models and w.target_model != target.model:
             continue
         d = arg_distance(args, list(w.args))
-        if d is None or (d > 0 and not other_shapes):
-            continue
+        if d is None or (d > 0 and not other_shapes) or (d == 0 and w.target_model == target.model):
+            continue  # not comparable, another shape when none may be, or the task's own workload
         near.append((d, w.target_model != target.model, w.key, w))
     near.sort(key=lambda n: n[:3])
     return [(d, w) for d, _, _, w in near]

@@ -246,3 +246,39 @@ def test_query_takes_a_workload_tuple_as_autotvm_does(log, task):
         assert current_context().query(task.target, ("matmul", 16, 32, 32, "float32")).is_fallback
     with pytest.raises(ValueError, match="template name"):
         ctx.query(task.target, (32, 32, 32))
+
+
+# ---------------------------------------------------------------------------- pin files
+
+
+def test_a_pin_file_answers_as_the_log_does_and_lends_to_other_shapes(log, tmp_path, caplog):
+    from autotune.pin import write_pin
+
+    tuned = autotune.create_task("test_history_scale", (1000, "float32"), _HERE)
+    slow, fast = tuned.config_space.sample(2, rng=4)
+    log.add([_record(tuned, slow, 2e-3), _record(tuned, fast, 1e-3)])
+    path = tmp_path / "pinned.json"
+    assert write_pin(log, path) == 1
+    log.close()  # a deployment reads the pin file alone
+    ctx = autotune.apply_history_best(path)
+    assert ctx.query(_HERE, ("test_history_scale", 1000, "float32")) == fast
+    with caplog.at_level(logging.WARNING):
+        borrowed = ctx.query(_HERE, ("test_history_scale", 1024, "float32"))
+    assert borrowed.index == fast.index
+    assert borrowed.borrowed_from == f"test_history_scale(1000,float32) on {_HERE}"
+    assert "borrowing the best config of test_history_scale(1000,float32)" in caplog.text
+    assert autotune.apply_history_best(path, transfer=False).query(_HERE, ("test_history_scale", 1024,
+                                                                           "float32")) is None
+    assert ctx.query(_ELSEWHERE, ("test_history_scale", 1000, "float32")) is None  # another CPU model
+
+
+def test_a_pinned_config_that_does_not_fit_is_reported_not_applied(tmp_path, caplog):
+    import json
+
+    entry = {"template": "test_history_scale", "args": [1000, "float32"], "target": _HERE, "model": "znver4",
+             "config": {"factor": 5, "parallel": False}, "cost": 1e-3, "records": 1}
+    path = tmp_path / "pinned.json"
+    path.write_text(json.dumps({"format": "autotune-pin", "version": 1, "entries": [entry]}))
+    with caplog.at_level(logging.WARNING):
+        assert autotune.apply_history_best(path).query(_HERE, ("test_history_scale", 1000, "float32")) is None
+    assert "ignoring the pinned config" in caplog.text
