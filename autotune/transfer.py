@@ -7,18 +7,22 @@ are still good guesses, once they fit the new shape:
 * **Adapting** (:func:`adapt`). Each knob of the new space gets the value nearest the
   tuned one. A split keeps its inner factors where the new extent allows them (exactly,
   or with a guarded tail where the split's policy allows one), else takes the nearest
-  factorisation in log space, the innermost (vector) factor weighing most. A numeric knob
-  keeps its value when the new space has it; a value that stood for an argument of the
-  tuned workload (``kc = K``) becomes that argument of the new one; otherwise the nearest
-  value in log space. Other knobs are carried over when valid. When the knobs together
-  break a constraint of the new space, the valid config nearest to the wanted values is
-  taken (best-first over the knobs' choices, ordered by distance).
+  factorisation in log space, the innermost (vector) factor weighing most, and work
+  wasted in a tail counting against it; a split that held the whole axis in its inner
+  loops still does. A numeric knob (``define_knob``) whose value was at an end of its
+  range (the largest block: all columns, ``kc = K``) takes the same end of the new range;
+  otherwise it keeps its value when the new space has it, else takes the argument of the
+  new workload that stands where the value stood among the tuned workload's arguments,
+  else the nearest value in log space. Other knobs are carried over when valid. When the
+  knobs together break a constraint of the new space, the valid config nearest to the
+  wanted values is taken (best-first over the knobs' choices, ordered by distance).
 * **Ranking** (:func:`candidates`). Neighbours are workloads of the same template and
   target kind (and CPU or GPU model, unless other models are allowed), nearest first by
   :func:`arg_distance`. Each neighbour's best configs come from :func:`selection.best`; a
   candidate is ranked by how well it did there, its score relative to that workload's
   best (1.0 for the winner), then by the distance of its workload, then by the
-  workload's key and the config's knobs, so the choice is the same in every process.
+  workload's key and the adapted config's index, so that every process reading the
+  same log makes the same choice.
   Each candidate says which workload it came from (:class:`BorrowedConfig`).
 
 :func:`warm_start_configs` gives ``tune(warm_start=k)`` the first ``k`` candidates;
