@@ -11,7 +11,7 @@ that AutoTVM callbacks receive (``inp.target``, ``inp.task``, ``inp.config``;
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import measure
 from measure import ErrorKind, MeasureOptions
@@ -165,7 +165,7 @@ class MeasureResult:
     error_no: int
     all_cost: float | None
     timestamp: float
-    result: measure.MeasureResult | None
+    result: measure.MeasureResult | None = field(repr=False)
 
     @classmethod
     def of(cls, res: measure.MeasureResult) -> MeasureResult:

@@ -26,7 +26,12 @@ logger = logging.getLogger("autotvm")
 
 
 class Tuner:
-    """What AutoTVM's tuners add to ours: :meth:`tune`, ``best_flops`` and ``best_measure_pair``."""
+    """What AutoTVM's tuners add to ours: :meth:`tune`, ``best_flops``, ``best_measure_pair``
+    and ``best_iter``."""
+
+    best_flops: float = 0.0
+    best_measure_pair: tuple | None = None
+    best_iter: int = 0
 
     def tune(self, n_trial: int, measure_option=None, early_stopping: int | None = None,
              callbacks: Sequence[Callable] = (), si_prefix: str = "G"):
@@ -42,7 +47,6 @@ class Tuner:
             raise ValueError(f"n_trial must be >= 0, got {n_trial}")
         options = measure_option if measure_option is not None else _measure_option()
         callbacks = list(callbacks)
-
         done = 0
 
         def call_back(inp, res) -> None:
@@ -72,10 +76,6 @@ class Tuner:
             self.best_measure_pair = (inputs[0], results[0])
             self.best_iter = len(self.measured)
         return flops
-
-    best_flops: float = 0.0
-    best_measure_pair: tuple | None = None
-    best_iter: int = 0
 
 
 class RandomTuner(Tuner, _tuners.RandomTuner):
