@@ -265,3 +265,10 @@ def test_packed_calls_from_a_parallel_loop(registered):
     fail = True
     with pytest.raises(KeyError, match="thirty-seven"):
         f(poisoned(64, "int32"))
+
+
+def test_extern_stage_in_a_cuda_function_is_refused():
+    A = te.placeholder((4, 4), name="A")
+    C = cblas.matmul(A, A)
+    with pytest.raises(LoweringError, match="extern stages run only in CPU functions"):
+        compiler.build(te.create_schedule(C.op), [A, C], "cuda")

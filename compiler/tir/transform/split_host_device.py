@@ -151,6 +151,11 @@ class _Splitter:
             return self.walk(s.body)  # left by lower(simple_mode=True), which does not unroll
         if isinstance(s, S.Evaluate) and isinstance(s.value, (E.IntImm, E.FloatImm)):
             return s
+        calls = collect(s, lambda n: isinstance(n, E.Call) and n.op in ("call_packed", "call_extern"))
+        if calls and not collect(s, lambda n: isinstance(n, S.For)):
+            raise LoweringError(f"CUDA function {self.func.name!r} calls {calls[0].op} on the host (a "
+                                "te.extern stage): extern stages run only in CPU functions; build this "
+                                "one for 'llvm'")
         stores = collect(s, lambda n: isinstance(n, S.BufferStore))
         names = sorted({st.buffer.name for st in stores})
         what = f"stage {', '.join(map(repr, names))}" if names else "a statement"
