@@ -67,6 +67,25 @@ class Tuner:
             if measure_option is None:
                 options.close()
 
+    def load_history(self, data_set, min_seed_records: int = 500) -> None:
+        """AutoTVM's ``load_history``: ``(MeasureInput, MeasureResult)`` pairs, such as
+        :func:`autotune.autotvm.record.load_from_file` gives. Configs of this tuner's task
+        count as measured and are never proposed; with a learning tuner (``XGBTuner``),
+        records of other workloads of the same template train its cost model once there are
+        ``min_seed_records`` of them (AutoTVM's transfer learning). ``(config, result)``
+        pairs, as :func:`autotune.tune` passes when it resumes, load as in every tuner."""
+        pairs = list(data_set)
+        if not pairs or not hasattr(pairs[0][0], "task"):
+            super().load_history(pairs)
+            return
+        key = self.task.workload_key  # "llvm" and "llvm -mcpu=<this CPU>" are one workload
+        own = [(inp.config, _seconds(res)) for inp, res in pairs if inp.task.workload_key == key]
+        others = [(inp.config, inp.task, _seconds(res)) for inp, res in pairs if inp.task.workload_key != key]
+        if own:
+            super().load_history(own)
+        if others and hasattr(self, "pretrain") and len(others) >= min_seed_records:
+            self.pretrain(others)
+
     def _note_best(self, inputs: list, results: list) -> float:
         """Keep the best measurement so far, as AutoTVM's tuners do; returns its FLOPS."""
         seconds = sum(results[0].costs) / len(results[0].costs)
@@ -76,6 +95,13 @@ class Tuner:
             self.best_measure_pair = (inputs[0], results[0])
             self.best_iter = len(self.measured)
         return flops
+
+
+def _seconds(result) -> float | None:
+    """Mean seconds of an AutoTVM measure result; None for a failure."""
+    if result.error_no != 0 or not result.costs:
+        return None
+    return sum(result.costs) / len(result.costs)
 
 
 class RandomTuner(Tuner, _tuners.RandomTuner):

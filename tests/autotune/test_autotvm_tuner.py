@@ -139,3 +139,27 @@ def test_task_create_takes_the_template_or_its_name(task):
     with pytest.raises(SearchSpaceError, match="target_host"):
         autotvm.task.create("test_autotvm/scale", (64, "float32"), "llvm", target_host="cuda")
     assert isinstance(task.config_space.default_config["tile"], SplitEntity)
+
+
+def test_load_history_from_an_autotvm_log(task, option, tmp_path):
+    path = tmp_path / "history.log"
+    autotvm.tuner.RandomTuner(task).tune(n_trial=4, measure_option=option,
+                                         callbacks=[autotvm.callback.log_to_file(str(path))])
+    logged = {json.loads(line)["config"]["index"] for line in path.read_text().splitlines()}
+    tuner = autotvm.tuner.GridSearchTuner(task)
+    tuner.load_history(autotvm.record.load_from_file(path))
+    assert tuner.measured == logged and tuner.best_config.index in logged
+    calls = []
+    tuner.tune(n_trial=3, measure_option=option, callbacks=[lambda t, i, r: calls.append(i[0].config.index)])
+    assert len(calls) == 3 and not set(calls) & logged
+
+    # Records of another workload of the template train a learning tuner's model instead.
+    other = autotvm.task.create("test_autotvm/scale", args=(128, "float32"), target="llvm")
+    xgb = autotvm.tuner.XGBTuner(other, plan_size=4)
+    seen = []
+    xgb.pretrain = lambda triples: seen.extend(triples)
+    xgb.load_history(autotvm.record.load_from_file(path), min_seed_records=5)
+    assert seen == [] and not xgb.measured  # fewer than min_seed_records
+    xgb.load_history(autotvm.record.load_from_file(path), min_seed_records=4)
+    assert len(seen) == 4 and not xgb.measured
+    assert all(t.workload_key == task.workload_key and c > 0 for _, t, c in seen)
