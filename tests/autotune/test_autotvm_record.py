@@ -175,3 +175,19 @@ def test_load_from_file_gives_autotvm_pairs(task, tmp_path):
     assert res.costs == (2e-6, 3e-6) and res.error_no == 0 and res.timestamp == 1.7e9
     assert bad.error_no == autotvm.MeasureErrorNo.BUILD_TIMEOUT and "BUILD_TIMEOUT" in bad.costs[0]
     assert bad_inp.config.knob_values() == {"tile": [8, 4], "unroll": 1}
+
+
+def test_log_to_file_writes_to_an_open_file(task):
+    import io
+
+    from autotune.autotvm.measure import MeasureInput as InputView
+    from autotune.autotvm.measure import MeasureResult as ResultView
+    from measure import MeasureInput, MeasureResult
+
+    inp = MeasureInput(task, task.config_space.default_config)
+    res = MeasureResult((1e-6,), None, "", 0.1, 0.2, 1.7e9, "w")
+    out = io.StringIO()
+    autotvm.callback.log_to_file(out)(None, [InputView.of(inp)], [ResultView.of(res)])
+    [row] = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert row["input"][1:3] == ["test_record/add", [32, "float32"]]
+    assert row["config"]["index"] == inp.config.index and row["result"][:2] == [[1e-6], 0]
