@@ -352,11 +352,12 @@ def _lockstep(threads: list, name: str, state: _BlockState) -> None:
 
 def run_gpu_function(gf, arrays: list, scalars: dict | None = None, *, check_races: bool = True) -> None:
     """Run a :class:`~compiler.tir.transform.split_host_device.GPUFunction` on numpy ``arrays``
-    (one per buffer parameter of the host function, in order), launch by launch.
+    (one per buffer parameter of the host function, in order), launch by launch, host loops
+    of launches included.
 
     With ``check_races`` (the default), a data race between threads of a launch raises
     :class:`DataRaceError`."""
-    from ..runtime.cuda import evaluate_size
+    from ..runtime.cuda import evaluate_size, program_steps
 
     scalars = dict(scalars or {})
     params = list(gf.host.params)
@@ -374,7 +375,9 @@ def run_gpu_function(gf, arrays: list, scalars: dict | None = None, *, check_rac
             k += 1
     workspaces = [_poison(max(0, evaluate_size(w["size"], scalars)), w["dtype"]) for w in gf.workspaces]
     kernels = {kf.name: kf for kf in gf.kernels}
-    for launch in gf.launches:
+    # The launch program repeats launches inside host loops (the time loop of a scan).
+    for index, step_scalars in program_steps(gf.to_json(), scalars):
+        launch = gf.launches[index]
         kernel = kernels[launch.kernel]
         named = {}
         for p, (kind, ref) in zip(kernel.params, launch.args, strict=True):
@@ -382,4 +385,4 @@ def run_gpu_function(gf, arrays: list, scalars: dict | None = None, *, check_rac
                 named[p.name] = by_index[ref]
             elif kind == "workspace":
                 named[p.name] = workspaces[ref]
-        run_kernel(kernel, named, scalars, check_races=check_races)
+        run_kernel(kernel, named, step_scalars, check_races=check_races)

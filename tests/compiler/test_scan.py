@@ -11,7 +11,7 @@ import compiler
 from compiler import te
 from compiler.errors import CompilerError, LoweringError, ScheduleError
 from compiler.runtime.cuda import program_steps
-from compiler.tir.gpu_interpreter import run_kernel
+from compiler.tir.gpu_interpreter import run_gpu_function
 
 
 def cumsum_scan(m=None, n=None, dtype="float32"):
@@ -192,17 +192,6 @@ def cuda_cumsum(num_thread=64):
     return s, [X, scan]
 
 
-def simulate_plan(gf, arrays, sizes):
-    """Run a launch plan's program on the GPU simulator, host loops included."""
-    kernels = {k.name: k for k in gf.kernels}
-    for index, scalars in program_steps(gf.to_json(), sizes):
-        launch = gf.launches[index]
-        kernel = kernels[launch.kernel]
-        named = {p.name: arrays[ref] for p, (kind, ref) in zip(kernel.params, launch.args, strict=True)
-                 if kind == "param"}
-        run_kernel(kernel, named, scalars)
-
-
 def test_cuda_scan_launches_one_kernel_per_step(rng):
     s, args = cuda_cumsum()
     gf = gpu_function(s, args)
@@ -214,7 +203,7 @@ def test_cuda_scan_launches_one_kernel_per_step(rng):
     assert steps == [(0, None), (1, 0), (1, 1), (1, 2)]
     x = random_array(rng, (5, 100), "float32")
     out = poisoned((5, 100), "float32")
-    simulate_plan(gf, [x, out], {"m": 5, "n": 100})
+    run_gpu_function(gf, [x, out])
     assert_written(out, np.cumsum(x, axis=0, dtype="float32"), rtol=1e-5, atol=1e-5)
 
 
@@ -269,6 +258,6 @@ def test_rnn_cell_on_cpu_and_cuda(rng):
         s[stage].bind(stage.op.axis[1], te.thread_axis("threadIdx.x"))
     s[mm].compute_at(s[upd], upd.op.axis[1])
     out = poisoned((7, 16), "float32")
-    simulate_plan(gpu_function(s, [X, W, h]), [x, w, out], {"m": 7})
+    run_gpu_function(gpu_function(s, [X, W, h]), [x, w, out])
     assert_written(out, want, rtol=1e-5, atol=1e-5)
     build_ptx(s, [X, W, h])

@@ -16,14 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cuda_helpers import assemble
+from cuda_helpers import assemble, simulate
 from helpers import assert_written, poisoned
 
 import compiler
 from compiler import te
-from compiler.codegen.cuda import lower_cuda
-from compiler.runtime.cuda import program_steps
-from compiler.tir.gpu_interpreter import run_kernel
 
 
 def cumsum_on_cuda():
@@ -64,13 +61,7 @@ def test_cumsum_check_on_the_simulator():
     m = 10
     a_np = np.random.uniform(size=(m, n)).astype(args[1].dtype)
     b = poisoned((m, n), args[1].dtype)  # the tutorial's zeros, poisoned
-    gf = lower_cuda(compiler.lower(s, args))[0]
-    kernels = {k.name: k for k in gf.kernels}
-    for index, scalars in program_steps(gf.to_json(), {"m": m, "n": n}):
-        launch = gf.launches[index]
-        kernel = kernels[launch.kernel]
-        run_kernel(kernel, {p.name: (a_np, b)[ref] for p, (kind, ref) in zip(kernel.params, launch.args)
-                            if kind == "param"}, scalars)
+    simulate(s, args, [a_np, b])  # every launch of the plan, one per step of the scan
     np.testing.assert_allclose(b, np.cumsum(a_np, axis=0), rtol=1e-5)
     assert_written(b, np.cumsum(a_np, axis=0, dtype=a_np.dtype), rtol=1e-5, atol=1e-5)
 
