@@ -1,9 +1,18 @@
 """The operator library, under TVM's ``topi`` names.
 
-``topi.utils`` holds the helpers TE code uses on shapes (``get_const_tuple``,
-``get_const_int``).
+* ``topi.nn``: operators as tensor expressions (``pad``, ``conv2d_nchw``,
+  ``conv2d_nhwc``, ``depthwise_conv2d_nchw``, ``dense``, ``matmul``, ``batch_matmul``,
+  ``pool2d``, ``softmax``, ``relu``), with TVM's argument order and meaning;
+* ``topi.testing``: their numpy references (``conv2d_nchw_python``,
+  ``conv2d_nhwc_python``, ``depthwise_conv2d_python_nchw``, ``poolnd_python``,
+  ``softmax_python``, ``batch_matmul``, ``dilate_python``);
+* ``topi.utils``: helpers on shapes (``get_const_tuple``, ``get_const_int``).
+
+The templates in ``search_spaces`` build their computations from these, so a kernel a
+user writes against ``topi.nn`` and a tuned template compute the same thing.
+See ``docs/topi.md``.
 """
 
-from . import utils
+from . import nn, testing, utils
 
-__all__ = ["utils"]
+__all__ = ["nn", "testing", "utils"]

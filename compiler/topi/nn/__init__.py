@@ -1,0 +1,18 @@
+"""Neural-network operators as tensor expressions, under TVM's ``topi.nn`` names.
+
+Each function returns the output ``te.Tensor``; schedule it with ``te.create_schedule``
+(or a template). Sizes, strides, padding and dilation follow TVM's meaning.
+"""
+
+from .batch_matmul import batch_matmul
+from .conv2d import conv2d, conv2d_nchw, conv2d_nhwc
+from .dense import dense, matmul
+from .depthwise_conv2d import depthwise_conv2d_nchw
+from .elemwise import relu
+from .pad import pad
+from .pooling import pool2d
+from .softmax import softmax
+from .utils import get_pad_tuple
+
+__all__ = ["pad", "conv2d", "conv2d_nchw", "conv2d_nhwc", "depthwise_conv2d_nchw", "dense", "matmul",
+           "batch_matmul", "pool2d", "softmax", "relu", "get_pad_tuple"]

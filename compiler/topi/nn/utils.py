@@ -1,0 +1,64 @@
+"""Argument helpers of the ``topi.nn`` operators (TVM's ``topi.nn.utils``)."""
+
+from __future__ import annotations
+
+import numbers
+
+__all__ = ["get_pad_tuple", "as_pair"]
+
+_PADDING_FORMS = "padding must be an int, a tuple of 2 or 4 ints, 'SAME' or 'VALID', got {!r}"
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def as_pair(value, name: str) -> tuple[int, int]:
+    """A stride or dilation given as one int or ``(h, w)``, as ``(h, w)`` of positive ints."""
+    if _is_int(value):
+        pair = (int(value), int(value))
+    elif isinstance(value, (tuple, list)) and len(value) == 2 and all(_is_int(v) for v in value):
+        pair = (int(value[0]), int(value[1]))
+    else:
+        raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
+    if min(pair) < 1:
+        raise ValueError(f"{name} must be positive, got {value!r}")
+    return pair
+
+
+def get_pad_tuple(padding, kernel) -> tuple[int, int, int, int]:
+    """``(pad_top, pad_left, pad_down, pad_right)`` as TVM's ``topi.nn.get_pad_tuple``.
+
+    ``padding`` is an int (every side), ``(h, w)`` (top and bottom ``h``, left and right
+    ``w``), ``(top, left, bottom, right)``, ``"VALID"`` (none) or ``"SAME"`` (``kernel - 1``
+    in all on each axis, the larger half at the top and left). ``kernel`` is the
+    (dilated) window size ``(h, w)``, used by ``"SAME"`` only.
+    """
+    if isinstance(padding, str):
+        if padding.upper() == "VALID":
+            pad_h = pad_w = 0
+        elif padding.upper() == "SAME":
+            pad_h, pad_w = int(kernel[0]) - 1, int(kernel[1]) - 1
+        else:
+            raise ValueError(_PADDING_FORMS.format(padding))
+    elif _is_int(padding):
+        pad_h = pad_w = 2 * int(padding)
+    elif isinstance(padding, (tuple, list)) and len(padding) in (2, 4) and all(_is_int(p) for p in padding):
+        if len(padding) == 4:
+            pads = tuple(int(p) for p in padding)
+            _check_pads(pads, padding)
+            return pads
+        pads = (int(padding[0]), int(padding[1])) * 2
+        _check_pads(pads, padding)
+        return pads
+    else:
+        raise ValueError(_PADDING_FORMS.format(padding))
+    top, left = (pad_h + 1) // 2, (pad_w + 1) // 2
+    pads = (top, left, pad_h - top, pad_w - left)
+    _check_pads(pads, padding)
+    return pads
+
+
+def _check_pads(pads, given) -> None:
+    if min(pads) < 0:
+        raise ValueError(f"padding must not be negative, got {given!r}")
