@@ -69,18 +69,26 @@ def conv2d_nchw_reference(N, C, H, W, F, KH, KW, stride, padding, dilation, dtyp
     return [x, w], [out.astype(dtype)]
 
 
+def _as_gemm(g) -> bool:
+    """Whether to run the convolution as a GEMM rather than in channel blocks: a 1x1 layer
+    without padding (its windows are the image itself), or one whose windows are fewer to
+    gather than the kernel is to pack (``N * Ho * Wo < F``: the deep layers of small images,
+    where packing a large kernel into blocks costs more than the convolution itself)."""
+    return (g.KH == g.KW == 1 and not any(g.pads)) or g.N * g.Ho * g.Wo < g.F
+
+
 @template("conv2d_nchw", target="cpu", reference=conv2d_nchw_reference)
 def conv2d_nchw(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, stride=1, padding=0,
                 dilation=1, dtype: str = "float32"):
     """NCHW convolution through channel blocks (see ``cpu_conv2d_nchwc``): the data is
     padded and blocked and the kernel packed inside the operator, the blocked output
-    unpacked row by row."""
+    unpacked row by row. 1x1 layers and small images run as GEMMs (:func:`_as_gemm`)."""
     cfg = get_config()
     g = ConvGeometry.of(N, C, H, W, F, KH, KW, stride, padding, dilation)
     X = te.placeholder((N, C, H, W), name="X", dtype=dtype)
     Wt = te.placeholder((F, C, KH, KW), name="W", dtype=dtype)
-    if g.KH == g.KW == 1 and not any(g.pads):
-        return _conv2d_1x1(cfg, g, X, Wt, dtype)
+    if _as_gemm(g):
+        return _conv2d_gemm(cfg, g, X, Wt, dtype)
     define_blocked_knobs(cfg, g, dtype)
     ic_bn, oc_bn = cfg["ic_bn"].val, cfg["oc_bn"].val
     D = nchw_to_blocks(X, ic_bn, g.pads, dtype)
@@ -106,18 +114,28 @@ def conv2d_nchw(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, stride
     return s, [X, Wt, out]
 
 
-def _conv2d_1x1(cfg, g, X, Wt, dtype):
-    """A 1x1 convolution without padding as the GEMM ``W (F x C) @ X (C x Ho*Wo)`` per image,
-    through ``_gemm``'s schedule: packing the data's micro-panels also applies the stride,
-    and the output is NCHW as the GEMM writes it."""
+def _conv2d_gemm(cfg, g, X, Wt, dtype):
+    """The convolution as the GEMM ``W (F x C*KH*KW) @ windows (C*KH*KW x Ho*Wo)`` per image,
+    through ``_gemm``'s schedule. The kernel is read in place (its rows are the GEMM's rows);
+    packing B's micro-panels gathers the image's windows (im2col), applying stride, padding
+    and dilation on the way; the output is NCHW as the GEMM writes it."""
     Ho, Wo = g.Ho, g.Wo
-    sh, sw = g.stride
-    define_gemm_knobs(cfg, g.F, Ho * Wo, g.C, dtype, batch=g.N)
+    (sh, sw), (dh, dw), (top, left, _, _) = g.stride, g.dilation, g.pads
+    taps = g.KH * g.KW
+    define_gemm_knobs(cfg, g.F, Ho * Wo, g.C * taps, dtype, batch=g.N)
 
     def b_at(n, k, j):
-        return X[n, k, (j // Wo) * sh, (j % Wo) * sw]
+        c, ry, rx = k // taps, k // g.KW % g.KH, k % g.KW
+        h, w = j // Wo * sh + ry * dh - top, j % Wo * sw + rx * dw - left
+        if not any(g.pads):
+            return X[n, c, h, w]
+        inside = te.all(h >= 0, h < g.H, w >= 0, w < g.W)
+        return te.if_then_else(inside, X[n, c, h, w], te.const(0, dtype))
 
-    t = gemm_compute(cfg, lambda n, i, k: Wt[i, k, 0, 0], b_at, (g.N,), g.F, Ho * Wo, g.C, dtype,
+    def a_at(n, i, k):
+        return Wt[i, k // taps, k // g.KW % g.KH, k % g.KW]
+
+    t = gemm_compute(cfg, a_at, b_at, (g.N,), g.F, Ho * Wo, g.C * taps, dtype,
                      name="conv2d_nchw", out_cols=(Ho, Wo))
     s = te.create_schedule(t.out.op)
     schedule_gemm(cfg, s, t)

@@ -130,6 +130,16 @@ def _default_reg_n(Wo: int, oc_bn: int, lanes: int, registers: int) -> int:
     return max(register_tiles(Wo, oc_bn, lanes, registers), key=key)
 
 
+def _default_parallel_axis(g: ConvGeometry, oc_bn: int) -> str:
+    """Threads on whole output-channel blocks when they split evenly over the threads (each
+    thread then reads only its part of the kernel), else on output rows."""
+    from compiler.runtime import num_threads
+
+    threads = num_threads()
+    blocks = g.N * _cdiv(g.F, oc_bn)
+    return "oc" if blocks % threads == 0 or blocks >= 8 * threads else "rows"
+
+
 def define_blocked_knobs(cfg, g: ConvGeometry, dtype: str, ic_bn: int | None = None,
                          oc_bn: int | None = None) -> None:
     """Declare the knobs of the blocked schedule (see the module's docstring). ``ic_bn`` and
@@ -148,7 +158,7 @@ def define_blocked_knobs(cfg, g: ConvGeometry, dtype: str, ic_bn: int | None = N
     # Unrolled taps let LLVM keep the broadcasts that neighbouring taps share (stride 1) live
     # together, which spills the tile's accumulators: not the default.
     cfg.define_knob("unroll_kw", [False, True], default=False)
-    cfg.define_knob("parallel_axis", ["rows", "oc"], default="rows")
+    cfg.define_knob("parallel_axis", ["rows", "oc"], default=_default_parallel_axis(g, default_oc))
     if oc_bn is None:
         cfg.add_constraint(lambda c: (c["oc_bn"].val, c["reg_n"].val) in tiles, knobs=["oc_bn", "reg_n"],
                            name="register tile fits the register file")
