@@ -5,11 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import dtypes
-from .expr import PrimExpr, Var, convert
+from .expr import BufferLoad, Call, IntImm, PrimExpr, StringImm, Var, convert
 
-__all__ = ["Buffer", "decl_buffer", "SCOPES"]
+__all__ = ["Buffer", "decl_buffer", "SCOPES", "ACCESS_PTR"]
 
 SCOPES = ("global", "shared", "local")
+
+#: ``Call("handle", ACCESS_PTR, (dtype, data, offset, extent, mask))``: the address of element
+#: ``offset`` of a buffer's memory, typed as a pointer to ``dtype`` (TVM's ``tvm_access_ptr``);
+#: ``mask`` says whether the callee reads ("r"), writes ("w") or both ("rw") ``extent`` elements.
+ACCESS_PTR = "tvm_access_ptr"
+_MASKS = {"r": "r", "w": "w", "rw": "rw", "wr": "rw", 1: "r", 2: "w", 3: "rw"}
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -28,6 +34,7 @@ class Buffer:
     elem_offset: PrimExpr | None = None
     scope: str = "global"
     align: int = 64
+    offset_factor: int = 0  # elem_offset is a multiple of it (0: no promise)
 
     def __repr__(self) -> str:
         return f"Buffer({self.name}, shape={list(self.shape)}, {self.dtype}, scope={self.scope})"
@@ -39,15 +46,75 @@ class Buffer:
     def with_shape(self, shape, strides=()) -> Buffer:
         """A view of the same memory with another shape (used by storage flattening)."""
         return Buffer(self.name, tuple(shape), self.dtype, self.data, tuple(strides),
-                      self.elem_offset, self.scope, self.align)
+                      self.elem_offset, self.scope, self.align, self.offset_factor)
+
+    def access_ptr(self, access_mask="rw", ptr_type: str = "handle", content_lanes: int = 1,
+                   offset=0, extent=None) -> PrimExpr:
+        """The address of the buffer's first element (plus ``offset`` elements), to pass to
+        an external function (``call_extern``), as TVM's ``Buffer.access_ptr``.
+
+        ``access_mask`` is "r", "w" or "rw" (or TVM's 1, 2, 3): what the callee does with
+        the memory. The address includes ``elem_offset``, so in a tensor intrinsic it points
+        at the region that :meth:`compiler.te.Stage.tensorize` binds the buffer to.
+        """
+        mask = _MASKS.get(access_mask)
+        if mask is None:
+            raise ValueError(f"buffer {self.name!r}: access_ptr mask must be 'r', 'w' or 'rw', got "
+                             f"{access_mask!r}")
+        if ptr_type != "handle" or content_lanes != 1:
+            raise ValueError(f"buffer {self.name!r}: access_ptr supports ptr_type='handle' and "
+                             "content_lanes=1 only")
+        base = self.elem_offset if self.elem_offset is not None else IntImm(0, "int32")
+        off = convert(offset)
+        start = base if isinstance(off, IntImm) and off.value == 0 else base + off
+        if extent is None:
+            extent = self._extent()
+        return Call("handle", ACCESS_PTR, (StringImm(self.dtype), self.data, start, convert(extent) - off,
+                                           StringImm(mask)))
+
+    def _extent(self) -> PrimExpr:
+        """How many elements the buffer spans from its first one."""
+        if not self.shape:
+            return IntImm(1, "int32")
+        if self.strides:
+            return self.strides[0] * self.shape[0]
+        total = self.shape[0]
+        for d in self.shape[1:]:
+            total = total * d
+        return total
+
+    def vload(self, begin, dtype: str | None = None) -> PrimExpr:
+        """The element at index ``begin`` (a tuple, one index per dimension)."""
+        begin = tuple(convert(b) for b in (begin if isinstance(begin, (list, tuple)) else (begin,)))
+        if len(begin) != len(self.shape):
+            raise ValueError(f"buffer {self.name!r} has {len(self.shape)} dimensions, vload got "
+                             f"{len(begin)} indices")
+        if dtype is not None and dtype != self.dtype:
+            raise ValueError(f"buffer {self.name!r}: vload of {dtype} from a {self.dtype} buffer")
+        return BufferLoad(self, begin, self.dtype)
+
+    def vstore(self, begin, value):
+        """A statement storing ``value`` at index ``begin``."""
+        from .stmt import BufferStore
+
+        begin = tuple(convert(b) for b in (begin if isinstance(begin, (list, tuple)) else (begin,)))
+        if len(begin) != len(self.shape):
+            raise ValueError(f"buffer {self.name!r} has {len(self.shape)} dimensions, vstore got "
+                             f"{len(begin)} indices")
+        return BufferStore(self, convert(value), begin)
 
 
-def decl_buffer(shape, dtype: str = "float32", name: str = "buffer", strides=None,
-                elem_offset=None, scope: str = "global") -> Buffer:
-    """Declare a buffer, for ``lower(..., binds={tensor: buffer})`` and for hand-written IR.
+def decl_buffer(shape, dtype: str = "float32", name: str = "buffer", data=None, strides=None,
+                elem_offset=None, scope: str = "global", data_alignment: int = -1,
+                offset_factor: int = 0) -> Buffer:
+    """Declare a buffer, for ``lower(..., binds={tensor: buffer})``, for the buffers of a tensor
+    intrinsic (:func:`compiler.te.decl_tensor_intrin`) and for hand-written IR.
 
     ``strides`` and ``elem_offset`` may be symbolic (``te.var``), in which case
-    they are bound from the array passed at call time.
+    they are bound from the array passed at call time, or from the region a tensorized
+    loop nest covers. ``offset_factor`` (TVM's): when nonzero and no ``elem_offset`` is
+    given, the offset is a new variable ``<name>_elem_offset``, promised to be a multiple
+    of ``offset_factor``; with 0 the buffer starts at offset 0.
     """
     from ..errors import LoweringError
 
@@ -63,7 +130,15 @@ def decl_buffer(shape, dtype: str = "float32", name: str = "buffer", strides=Non
     offset = convert(elem_offset) if elem_offset is not None else None
     if offset is not None and offset.dtype != "int32" and offset.dtype != "int64":
         raise LoweringError(f"buffer {name!r}: elem_offset must be an integer")
-    data = Var(name, "handle")
-    return Buffer(name, shape, dtype, data, strides, offset if offset is not None else None, scope)
+    if isinstance(offset_factor, bool) or not isinstance(offset_factor, int) or offset_factor < 0:
+        raise LoweringError(f"buffer {name!r}: offset_factor must be an int >= 0, got {offset_factor!r}")
+    if offset is None and offset_factor:
+        offset = Var(f"{name}_elem_offset", "int32")
+    if data is None:
+        data = Var(name, "handle")
+    elif not isinstance(data, Var) or data.dtype != "handle":
+        raise LoweringError(f"buffer {name!r}: data must be a handle variable, got {data!r}")
+    align = data_alignment if data_alignment > 0 else 64
+    return Buffer(name, shape, dtype, data, strides, offset, scope, align, offset_factor)
 
 

@@ -1,0 +1,111 @@
+"""Tensor intrinsics: a computation declared in TE together with the statement that performs it
+(TVM's ``te.decl_tensor_intrin``), for :meth:`compiler.te.Stage.tensorize`.
+
+The declaration says *what* the intrinsic computes (a ``te.compute`` over placeholders);
+``fcompute(ins, outs)`` says *how*: it receives one buffer per input and per output and
+returns the statement that fills the outputs, typically a ``call_extern`` of a hand-written
+kernel with the buffers' ``access_ptr``. ``tensorize`` checks that a loop nest computes what
+the declaration says, binds the buffers to the regions the nest covers (their ``elem_offset``
+and symbolic ``strides`` become the region's), and puts the statement in the nest's place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..errors import CompilerError
+from ..tir.buffer import Buffer, decl_buffer
+from ..tir.expr import PrimExpr
+from ..tir.stmt import Evaluate, Stmt
+from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+
+__all__ = ["TensorIntrin", "decl_tensor_intrin"]
+
+
+class TensorIntrin:
+    """A declared intrinsic: ``op`` (what it computes), ``inputs`` (the placeholders ``op`` reads,
+    in order of first use), ``buffers`` (one per input, then one per output), and its statements:
+    ``body`` computes the outputs outright; for a reduction split outside the intrinsic,
+    ``reduce_init`` resets the outputs and ``reduce_update`` accumulates into them."""
+
+    def __init__(self, name: str, op: ComputeOp, inputs: list, buffers: list, body, reduce_init,
+                 reduce_update):
+        self.name = name
+        self.op = op
+        self.inputs = list(inputs)
+        self.buffers = list(buffers)
+        self.body = body
+        self.reduce_init = reduce_init
+        self.reduce_update = reduce_update
+
+    def __repr__(self) -> str:
+        return f"TensorIntrin({self.name!r}, op={self.op.name!r})"
+
+
+def decl_tensor_intrin(op: Operation, fcompute: Callable, name: str = "tensor_intrin",
+                       binds: dict | None = None, scalar_params=None,
+                       default_buffer_params: dict | None = None) -> TensorIntrin:
+    """Declare a tensor intrinsic for the computation ``op`` (a ``te.compute`` over placeholders).
+
+    ``fcompute(ins, outs)`` gets the buffers of ``op``'s inputs and outputs and returns a
+    statement (or an expression, such as a ``call_extern``), or the triple ``(body,
+    reduce_reset, reduce_update)`` for a reduction, any of which may be None. ``binds``
+    maps ``op``'s tensors to buffers declared with :func:`compiler.tir.decl_buffer`
+    (``offset_factor=1`` and ``strides=[te.var("s"), 1]`` let the intrinsic apply anywhere
+    in a larger array); the other tensors get compact buffers made with
+    ``default_buffer_params``, which start at offset 0 unless those give ``offset_factor``.
+    """
+    if isinstance(op, Tensor):
+        op = op.op
+    if not isinstance(op, ComputeOp):
+        raise CompilerError(f"decl_tensor_intrin {name!r}: op must be a te.compute operation, got {op!r}")
+    if scalar_params:
+        raise CompilerError(f"decl_tensor_intrin {name!r}: scalar_params are not supported")
+    inputs = op.input_tensors
+    for t in inputs:
+        if not isinstance(t.op, PlaceholderOp):
+            raise CompilerError(f"decl_tensor_intrin {name!r}: input {t.name!r} is computed by "
+                                f"{t.op.name!r}; an intrinsic's computation may only read placeholders")
+    binds = dict(binds or {})
+    params = dict(default_buffer_params or {})
+    tensors = [*inputs, *(op.output(k) for k in range(op.num_outputs))]
+    for t in binds:
+        if not isinstance(t, Tensor) or t not in tensors:
+            raise CompilerError(f"decl_tensor_intrin {name!r}: binds has {t!r}, which is neither an input "
+                                f"nor an output of {op.name!r}")
+    buffers = []
+    for t in tensors:
+        buf = binds.get(t)
+        if buf is None:
+            buf = decl_buffer(t.shape, t.dtype, t.op.name, **params)
+        _check_buffer(name, t, buf)
+        buffers.append(buf)
+    result = fcompute(buffers[:len(inputs)], buffers[len(inputs):])
+    if isinstance(result, (list, tuple)):
+        if len(result) != 3:
+            raise CompilerError(f"decl_tensor_intrin {name!r}: fcompute returned {len(result)} statements; "
+                                "return one, or (body, reduce_reset, reduce_update)")
+        body, reset, update = (_stmt(name, s) for s in result)
+    else:
+        body, reset, update = _stmt(name, result), None, None
+    if body is None and update is None:
+        raise CompilerError(f"decl_tensor_intrin {name!r}: fcompute returned no statement")
+    return TensorIntrin(name, op, inputs, buffers, body, reset, update)
+
+
+def _check_buffer(name: str, t: Tensor, buf) -> None:
+    if not isinstance(buf, Buffer):
+        raise CompilerError(f"decl_tensor_intrin {name!r}: binds[{t.name!r}] must be a buffer "
+                            f"(tir.decl_buffer), got {buf!r}")
+    if buf.dtype != t.dtype or len(buf.shape) != t.ndim:
+        raise CompilerError(f"decl_tensor_intrin {name!r}: buffer {buf.name!r} ({buf.dtype}, "
+                            f"{len(buf.shape)} dimensions) does not match tensor {t.name!r} ({t.dtype}, "
+                            f"{t.ndim} dimensions)")
+
+
+def _stmt(name: str, s) -> Stmt | None:
+    if s is None or isinstance(s, Stmt):
+        return s
+    if isinstance(s, PrimExpr):
+        return Evaluate(s)
+    raise CompilerError(f"decl_tensor_intrin {name!r}: fcompute must return statements or calls, got {s!r}")
