@@ -37,13 +37,14 @@ from ..errors import CodegenError
 from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.analysis import collect, free_vars
-from ..tir.buffer import Buffer
+from ..tir.buffer import ACCESS_PTR, Buffer
 from ..tir.function import IRModule, PrimFunc
 from ..tir.op import EXTERN_OPS
 from ..tir.packed import CALL_PACKED
 from ..tir.transform.lower_intrin import lower_intrin
 from . import loop_metadata
-from .intrinsics import CALL_OPS, MathEmitter, emit_call_extern
+from .intrinsics import CALL_OPS, MathEmitter, emit_call_extern, extern_name
+from .llvm_jit import defined_functions, imported_llvm, link_imports
 from .llvm_packed import emit_call_packed
 from .llvm_parallel import ParallelLoops, pointer_attrs
 from .llvm_types import (
@@ -79,9 +80,11 @@ def generate_llvm_ir(mod: IRModule, triple: str = "", data_layout: str = "", fas
     """The LLVM IR text (unoptimised) of every function in ``mod``, its intrinsics lowered
     by the ``llvm`` rules (:mod:`compiler.tir.op`)."""
     cg = CodeGenLLVM(triple, data_layout, fast_math)
+    imports = [code for _, func in mod.items() for code in imported_llvm(func.body)]  # Stage.pragma
+    cg.imported_symbols = defined_functions(imports)
     for _, func in mod.items():
         cg.add_function(lower_intrin(func, "llvm"))
-    return cg.finish()
+    return link_imports(cg.finish(), imports)
 
 
 @dataclass
@@ -98,6 +101,8 @@ class _FunctionScope:
 
 class CodeGenLLVM(ParallelLoops, VectorMemory):
     """Builds one LLVM module from PrimFuncs; :meth:`finish` returns its text."""
+
+    imported_symbols: frozenset = frozenset()  # functions that import_llvm pragmas define
 
     def __init__(self, triple: str = "", data_layout: str = "", fast_math: bool = False):
         self.module = ir.Module(name="autotune")
@@ -532,8 +537,13 @@ class CodeGenLLVM(ParallelLoops, VectorMemory):
         op = e.op
         if op == CALL_PACKED:
             return emit_call_packed(self, e)
-        if op in EXTERN_OPS:
-            return emit_call_extern(self, e)
+        if op in EXTERN_OPS:  # a function of an import_llvm pragma is defined in this module
+            name = extern_name(e)
+            return emit_call_extern(self, e, name if name in self.imported_symbols else None)
+        if op == ACCESS_PTR:  # (dtype, data, offset, extent, mask): &data[offset] as a dtype*
+            ptr, want = self._lookup(e.args[1]), memory_type(e.args[0].value).as_pointer()
+            ptr = ptr if ptr.type == want else self.b.bitcast(ptr, want)
+            return self.b.gep(ptr, [self.expr(e.args[2])])
         if op not in CALL_OPS:
             known = ", ".join(sorted(CALL_OPS))
             raise CodegenError(f"unknown intrinsic {op!r}; the LLVM backend knows {known}")
