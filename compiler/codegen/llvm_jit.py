@@ -237,7 +237,7 @@ def link_imports(ir_text: str, imports: list[str]) -> str:
                 raise CodegenError(f"pragma import_llvm: the imported code defines {fn.name!r}, which the "
                                    "generated code defines too; rename one of them")
             if fn.name in imported:  # weak, so that this later definition replaces it
-                main.get_function(fn.name).linkage = "weak"
+                main.get_function(fn.name).linkage = "weak_any"
             imported.add(fn.name)
         try:
             main.link_in(lib)

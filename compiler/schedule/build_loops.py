@@ -17,6 +17,7 @@ from ..tir.expr import (
     PrimExpr,
     ProducerLoad,
     Reduce,
+    StringImm,
     Var,
     all_of,
     const,
@@ -101,6 +102,11 @@ class _LoopBuilder:
             return AttrStmt(axis.var, SCAN_LOOP, const(1), loop)
         if isinstance(st.op, ExternOp):
             return self._extern_stmt(st)
+        tloc = _tensorized_leaf(st)
+        if tloc is not None:
+            from .tensorize import tensorize_stmt
+
+            return tensorize_stmt(self, st, tloc)
         info: StageBounds = self.infos[id(st)]
         op: ComputeOp = st.op
         values = {r.var: info.value[id(r)] for r in op.root_iter_vars}
@@ -346,7 +352,8 @@ class _LoopBuilder:
         loop: Stmt = For(iv.var, info.loop_min[id(iv)], info.extent[id(iv)], kind, body, tag)
         # Pragmas scope the loop itself and everything inside it (unroll_loops reads them).
         for key, value in reversed(list(attr.pragmas.items()) if attr is not None else []):
-            loop = AttrStmt(iv.var, PRAGMA_PREFIX + key, const(value), loop)
+            loop = AttrStmt(iv.var, PRAGMA_PREFIX + key, StringImm(value) if isinstance(value, str)
+                            else const(value), loop)
         return loop
 
 
@@ -376,6 +383,15 @@ class _RebindBuffers(IRMutator):
         node = self.generic_visit(node)
         buf = self.mapping.get(id(node.buffer.data))
         return node if buf is None else BufferStore(buf, node.value, node.indices, node.predicate)
+
+
+def _tensorized_leaf(st: Stage) -> int | None:
+    """The position of the stage's tensorized leaf axis, or None."""
+    for k, iv in enumerate(st.leaf_iter_vars):
+        attr = st.iter_attrs.get(id(iv))
+        if attr is not None and attr.tensor_intrin is not None:
+            return k
+    return None
 
 
 def _halvings(width: int) -> list[int]:

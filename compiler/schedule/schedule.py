@@ -42,14 +42,18 @@ class Fuse:
 class IterAttr:
     kind: ForKind = ForKind.SERIAL
     bind: IterVar | None = None
-    pragmas: dict = field(default_factory=dict)  # pragma name -> int value
+    pragmas: dict = field(default_factory=dict)  # pragma name -> int value (a string for import_llvm)
+    tensor_intrin: object = None  # the TensorIntrin that replaces the loop nest from this axis inward
 
 
 #: The pragmas ``Stage.pragma`` knows, with TVM's meaning: the loop nest under the axis
 #: auto-unrolls loops whose constant trip count times the statements of their body is at
 #: most ``auto_unroll_max_step``; ``unroll_explicit`` (default 1) unrolls them in the loop
 #: IR, 0 leaves them as loops that ask the code generator (LLVM) to unroll them.
-PRAGMAS = ("auto_unroll_max_step", "unroll_explicit")
+#: ``import_llvm`` (a string: LLVM IR text, or the path of a ``.ll``/``.bc`` file) links that
+#: code into the module built for the CPU, so that ``call_extern`` can call the functions it
+#: defines (the C kernels of tensor intrinsics, see :meth:`Stage.tensorize`).
+PRAGMAS = ("auto_unroll_max_step", "unroll_explicit", "import_llvm")
 
 
 @dataclass
@@ -145,9 +149,9 @@ class Stage:
         value = factor if factor is not None else nparts
         value = _positive_int(value, self, parent, "factor" if factor is not None else "nparts")
         attr = self._attr(parent)
-        if attr.kind is not ForKind.SERIAL or attr.bind is not None or attr.pragmas:
+        if attr.kind is not ForKind.SERIAL or attr.bind is not None or attr.pragmas or attr.tensor_intrin:
             raise self._fail("split an axis before annotating it (vectorize/unroll/parallel/bind/"
-                             "pragma)", parent)
+                             "pragma/tensorize)", parent)
         base = parent.var.name
         outer = self._new_iv(f"{base}.outer", parent)
         inner = self._new_iv(f"{base}.inner", parent)
@@ -274,6 +278,12 @@ class Stage:
         if pragma_type not in PRAGMAS:
             raise self._fail(f"unknown pragma {pragma_type!r}; the known pragmas are "
                              + ", ".join(repr(p) for p in PRAGMAS), iv)
+        if pragma_type == "import_llvm":
+            if not isinstance(pragma_value, str) or not pragma_value.strip():
+                raise self._fail(f"pragma 'import_llvm' needs LLVM IR text or the path of a .ll/.bc file, "
+                                 f"got {pragma_value!r}", iv)
+            self._attr(iv).pragmas[pragma_type] = pragma_value
+            return
         value = 1 if pragma_value is None else pragma_value
         if hasattr(value, "dtype") and is_const_int(convert(value)):
             value = convert(value).value
@@ -284,6 +294,36 @@ class Stage:
             allowed = "0 or 1" if pragma_type == "unroll_explicit" else "an int >= 0"
             raise self._fail(f"pragma {pragma_type!r} needs {allowed}, got {pragma_value!r}", iv)
         self._attr(iv).pragmas[pragma_type] = value
+
+    def tensorize(self, iv: IterVar, intrin) -> None:
+        """Replace the loop nest from axis ``iv`` inward by the tensor intrinsic ``intrin``
+        (:func:`compiler.te.decl_tensor_intrin`), as TVM's ``Stage.tensorize``.
+
+        Lowering checks that the nest computes what ``intrin.op`` declares (the same
+        expression once the nest's axes are renamed to the intrinsic's, with the same
+        extents), binds the intrinsic's buffers to the regions of the stage's inputs and
+        outputs that the nest covers, and emits the intrinsic's statement in its place. When
+        reduction loops remain outside ``iv``, the intrinsic's ``reduce_reset`` runs before
+        them and ``reduce_update`` inside them (or, without a reset, its ``body`` at their
+        first iteration and ``reduce_update`` at the others), as in TVM.
+        """
+        from ..te.tensor_intrin import TensorIntrin
+
+        k = self._leaf_index(iv, "tensorize")
+        if not isinstance(intrin, TensorIntrin):
+            raise self._fail(f"tensorize needs a tensor intrinsic (te.decl_tensor_intrin), got {intrin!r}",
+                             iv)
+        for other in self.leaf_iter_vars:
+            attr = self.iter_attrs.get(id(other))
+            if attr is not None and attr.tensor_intrin is not None and other is not iv:
+                raise self._fail(f"tensorize: axis {_axis_name(other)!r} is already tensorized; a stage "
+                                 "has one tensorized loop nest", iv)
+        for inner in self.leaf_iter_vars[k:]:
+            attr = self.iter_attrs.get(id(inner))
+            if attr is not None and attr.bind is not None:
+                raise self._fail(f"tensorize: axis {_axis_name(inner)!r} inside the tensorized nest is "
+                                 f"bound to {attr.bind.thread_tag}", iv)
+        self._attr(iv).tensor_intrin = intrin
 
     def bind(self, iv: IterVar, thread_ivar: IterVar) -> None:
         """Map this axis to a GPU thread axis (``te.thread_axis("threadIdx.x")``).
