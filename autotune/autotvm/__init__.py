@@ -19,13 +19,13 @@ One concept per module: :mod:`.task`, :mod:`.measure`, :mod:`.tuner`,
 stays the main API.
 """
 
-from search_spaces import get_config, template
+from search_spaces import get_config
 
 from . import callback, measure, record, task, tuner
 from .dispatch import apply_history_best
 from .measure import LocalBuilder, LocalRunner, MeasureErrorNo, MeasureInput, MeasureResult, measure_option
 from .record import import_log
-from .task import ApplyConfig, ConfigEntity, ConfigSpace, DispatchContext, FallbackContext
+from .task import ApplyConfig, ConfigEntity, ConfigSpace, DispatchContext, FallbackContext, template
 
 __all__ = ["template", "get_config", "task", "measure", "tuner", "callback", "record", "measure_option",
            "LocalBuilder", "LocalRunner", "MeasureInput", "MeasureResult", "MeasureErrorNo",

@@ -163,3 +163,17 @@ def test_load_history_from_an_autotvm_log(task, option, tmp_path):
     xgb.load_history(autotvm.record.load_from_file(path), min_seed_records=4)
     assert len(seen) == 4 and not xgb.measured
     assert all(t.workload_key == task.workload_key and c > 0 for _, t, c in seen)
+
+
+def test_template_takes_autotvms_arguments():
+    def double(n):
+        A = te.placeholder((n,), name="A")
+        B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
+        return te.create_schedule(B.op), [A, B]
+
+    try:
+        tmpl = autotvm.template("test_autotvm/double", double)  # AutoTVM's template(task_name, func)
+        assert tmpl is autotvm.task.template("test_autotvm/double")(double)
+        assert autotvm.task.create("test_autotvm/double", (8,), "cuda").target_kind == "cuda"
+    finally:
+        unregister_template("test_autotvm/double")

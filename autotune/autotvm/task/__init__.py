@@ -19,13 +19,21 @@ from search_spaces import (
     Task,
     Template,
     get_config,
-    template,
 )
+from search_spaces import template as _template
 
 from . import space
 
 __all__ = ["create", "space", "Task", "template", "get_config", "ConfigSpace", "ConfigEntity",
            "DispatchContext", "ApplyConfig", "FallbackContext"]
+
+
+def template(task_name: str, func=None):
+    """AutoTVM's ``@autotvm.template("name")``: register ``func`` (or the decorated function)
+    as template ``task_name`` for every target; returns the :class:`search_spaces.Template`.
+    ``search_spaces.template`` does the same and can restrict a template to a target kind."""
+    register = _template(task_name)
+    return register if func is None else register(func)
 
 
 def create(task_name, args: Sequence, target=None, target_host=None) -> Task:
