@@ -1,99 +1,166 @@
-"""The one generic visitor and mutator over expressions and statements.
+"""The one generic functor over expressions and statements, and the visitor and
+mutator built on it.
 
-Subclasses define ``visit_<NodeClass>`` for the node kinds they care about; every
-other node is traversed generically through its dataclass fields. A mutator
-rebuilds a node only when one of its children changed, so untouched subtrees
-are shared.
+:class:`Functor` dispatches ``visit(node)`` to ``visit_<NodeClass>`` (looked up once
+per functor class and node class, then cached) and returns what that method returns;
+a node kind without a method goes to ``generic_visit``. Code generators, printers and
+analyses subclass it directly and return values (LLVM values, text, intervals);
+:class:`IRVisitor` walks every child and :class:`IRMutator` rebuilds the tree.
+
+The children of every node class are declared once, in :data:`CHILDREN`: the fields
+that hold sub-expressions or sub-statements (a node, a tuple of nodes, or None).
+Fields such as a loop's ``loop_var``, a ``Let``'s ``var``, a ``Reduce``'s ``axis`` or
+a load's ``buffer`` are binders or references, not children, and are not walked.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from .expr import PrimExpr
-from .stmt import Stmt
+from . import expr as E
+from . import stmt as S
 
-__all__ = ["IRVisitor", "IRMutator", "child_fields"]
+__all__ = ["CHILDREN", "Functor", "IRVisitor", "IRMutator", "child_fields", "children"]
+
+#: The child fields of every IR node class, in the order they are walked.
+CHILDREN: dict[type, tuple[str, ...]] = {
+    E.Var: (),
+    E.IntImm: (),
+    E.FloatImm: (),
+    E.StringImm: (),
+    E.Cast: ("value",),
+    E.BinaryOp: ("a", "b"),  # and every arithmetic, comparison and logical subclass
+    E.Not: ("a",),
+    E.Select: ("condition", "true_value", "false_value"),
+    E.Call: ("args",),
+    E.Let: ("value", "body"),
+    E.ProducerLoad: ("indices",),
+    E.BufferLoad: ("indices", "predicate"),
+    E.Ramp: ("base", "stride"),
+    E.Broadcast: ("value",),
+    E.Reduce: ("source", "condition", "sources"),
+    S.For: ("min", "extent", "body"),
+    S.BufferStore: ("value", "indices", "predicate"),
+    S.Allocate: ("body",),
+    S.IfThenElse: ("condition", "then_case", "else_case"),
+    S.LetStmt: ("value", "body"),
+    S.SeqStmt: ("seq",),
+    S.Evaluate: ("value",),
+    S.AttrStmt: ("value", "body"),
+}
 
 _FIELDS_CACHE: dict[type, tuple[str, ...]] = {}
 
 
 def child_fields(cls: type) -> tuple[str, ...]:
-    """Names of the fields of ``cls`` that may hold child nodes."""
+    """Names of the fields of node class ``cls`` that hold child nodes.
+
+    A subclass without its own entry in :data:`CHILDREN` has its base class's children.
+    """
     names = _FIELDS_CACHE.get(cls)
     if names is None:
-        skip = {"dtype", "name", "op", "kind", "thread_tag", "lanes", "key", "combiner",
-                "producer", "buffer", "node", "axis", "var", "loop_var"}
-        names = tuple(f.name for f in dataclasses.fields(cls) if f.name not in skip)
-        _FIELDS_CACHE[cls] = names
+        base = next((k for k in cls.__mro__ if k in CHILDREN), None)
+        if base is None:
+            raise TypeError(f"{cls.__name__} is not an IR node: its children are not declared")
+        names = _FIELDS_CACHE[cls] = CHILDREN[base]
     return names
 
 
 def _is_node(x) -> bool:
-    return isinstance(x, (PrimExpr, Stmt))
+    return isinstance(x, (E.PrimExpr, S.Stmt))
 
 
-class _Dispatch:
-    _method_cache: dict
+def children(node) -> list:
+    """The child nodes of ``node``, in walking order (None fields left out)."""
+    out = []
+    for name in child_fields(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, tuple):
+            out.extend(v for v in value if _is_node(v))
+        elif _is_node(value):
+            out.append(value)
+    return out
 
-    def _method(self, node):
-        cache = type(self).__dict__.get("_method_cache_")
-        if cache is None:
-            cache = {}
-            type(self)._method_cache_ = cache
+
+class Functor:
+    """Value-returning dispatch: ``visit(node)`` calls ``visit_<type(node).__name__>``.
+
+    Methods are looked up by the node's exact class name first, then by its base
+    classes' (``visit_BinaryOp`` serves every binary operator without its own method).
+    Each functor class keeps its own table from node class to method, filled on first use.
+    """
+
+    _dispatch_table: dict[type, object]
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._dispatch_table = {}
+
+    def visit(self, node):
+        """Visit ``node`` and return what its ``visit_<Node>`` (or ``generic_visit``) returns."""
         cls = type(node)
-        m = cache.get(cls)
-        if m is None:
-            m = getattr(type(self), "visit_" + cls.__name__, None)
-            cache[cls] = m
-        return m
+        try:
+            method = type(self)._dispatch_table[cls]
+        except KeyError:
+            method = type(self)._dispatch_table[cls] = self._find_method(cls)
+        if method is None:
+            return self.generic_visit(node)
+        return method(self, node)
+
+    @classmethod
+    def _find_method(cls, node_cls: type):
+        for k in node_cls.__mro__:
+            if k is object or k is E.ExprOp:
+                break
+            method = getattr(cls, "visit_" + k.__name__, None)
+            if method is not None:
+                return method
+        return None
+
+    def generic_visit(self, node):
+        """What a node kind without a ``visit_<Node>`` method gives; subclasses override."""
+        raise NotImplementedError(f"{type(self).__name__} cannot visit {type(node).__name__}")
 
 
-class IRVisitor(_Dispatch):
+Functor._dispatch_table = {}
+
+
+class IRVisitor(Functor):
     """Visits every node; override ``visit_<Node>`` and call ``self.generic_visit(node)``
     to continue into children."""
-
-    def visit(self, node) -> None:
-        m = self._method(node)
-        if m is not None:
-            m(self, node)
-        else:
-            self.generic_visit(node)
 
     def generic_visit(self, node) -> None:
         for name in child_fields(type(node)):
             value = getattr(node, name)
-            if _is_node(value):
-                self.visit(value)
-            elif isinstance(value, tuple):
+            if isinstance(value, tuple):
                 for item in value:
                     if _is_node(item):
                         self.visit(item)
+            elif value is not None and _is_node(value):
+                self.visit(value)
 
 
-class IRMutator(_Dispatch):
-    """Rebuilds the tree; ``visit_<Node>`` returns the replacement node."""
+class IRMutator(Functor):
+    """Rebuilds the tree; ``visit_<Node>`` returns the replacement node.
 
-    def visit(self, node):
-        m = self._method(node)
-        if m is not None:
-            return m(self, node)
-        return self.generic_visit(node)
+    A node is rebuilt only when one of its children changed, so untouched subtrees
+    are shared.
+    """
 
     def generic_visit(self, node):
         changes = {}
         for name in child_fields(type(node)):
             value = getattr(node, name)
-            if _is_node(value):
-                new = self.visit(value)
-                if new is not value:
-                    changes[name] = new
-            elif isinstance(value, tuple) and value and any(_is_node(v) for v in value):
+            if isinstance(value, tuple):
+                if not any(_is_node(v) for v in value):
+                    continue
                 new_items = tuple(self.visit(v) if _is_node(v) else v for v in value)
                 if any(a is not b for a, b in zip(new_items, value, strict=True)):
                     changes[name] = new_items
+            elif _is_node(value):
+                new = self.visit(value)
+                if new is not value:
+                    changes[name] = new
         if not changes:
             return node
         return dataclasses.replace(node, **changes)
-
-
