@@ -209,7 +209,7 @@ class _Tensorize:
             if is_const_int(rem) and rem.value != 0:
                 raise self.fail(f"{where}: the region starts at element {offset}, not a multiple of the "
                                 f"buffer's offset_factor {ib.offset_factor}")
-        return Buffer(ib.name, tuple(shape), actual.dtype, actual.data, tuple(mine), offset, actual.scope,
+        return Buffer(actual.name, tuple(shape), actual.dtype, actual.data, tuple(mine), offset, actual.scope,
                       actual.align, ib.offset_factor)
 
     def _bind(self, vmap: dict, want, got, what: str) -> None:

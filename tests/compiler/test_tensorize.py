@@ -345,3 +345,21 @@ def test_import_llvm_errors():
         compiler.build(s, args, target="llvm")
     with pytest.raises(ScheduleError, match=r"pragma 'import_llvm' needs LLVM IR text"):
         s[args[1]].pragma(args[1].op.axis[0], "import_llvm", 3)
+
+
+def test_inputs_cached_per_tile_bind_to_the_cache(rng):
+    """An input copied per tile (cache_read computed at the tile loop) holds only the tile:
+    the intrinsic's buffer binds to the cache, at the tile's offset there (0) and stride (5)."""
+    X, Y, Z = add_stage()
+    s = te.create_schedule(Z.op)
+    XL = s.cache_read(X, "global", [Z])
+    io, jo, ii, ji = s[Z].tile(*Z.op.axis, 4, 5)
+    s[XL].compute_at(s[Z], jo)
+    s[Z].tensorize(ii, intrin_add_tile(4, 5))
+    text = str(compiler.lower(s, [X, Y, Z], simple_mode=True))
+    assert "X.global[r * 5 + q]" in text
+    f = compiler.build(s, [X, Y, Z], target="llvm")
+    xa, ya = random_array(rng, (12, 20), "float32"), random_array(rng, (12, 20), "float32")
+    out = poisoned((12, 20), "float32")
+    f(xa, ya, out)
+    assert_written(out, xa + ya)
