@@ -6,6 +6,7 @@ import math
 
 from . import expr as E
 from . import stmt as S
+from .functor import Functor
 
 __all__ = ["expr_to_str", "stmt_to_str", "func_to_str"]
 
@@ -40,99 +41,157 @@ def expr_to_str(e, prec: int = 0) -> str:
     """Text of an expression; ``prec`` is the binding strength of the context."""
     if isinstance(e, E.IterVar):
         return e.var.name
-    if isinstance(e, E.Var):
+    return _ExprPrinter().text(e, prec)
+
+
+class _ExprPrinter(Functor):
+    """Text of expressions; ``prec`` is the binding strength of the enclosing context."""
+
+    def __init__(self):
+        self.prec = 0
+
+    def text(self, e, prec: int = 0) -> str:
+        saved, self.prec = self.prec, prec
+        try:
+            return self.visit(e)
+        finally:
+            self.prec = saved
+
+    def visit_Var(self, e):
         return e.name
-    if isinstance(e, (E.IntImm, E.FloatImm)):
+
+    def visit_IntImm(self, e):
         return _num(e)
-    if isinstance(e, E.StringImm):
+
+    visit_FloatImm = visit_IntImm
+
+    def visit_StringImm(self, e):
         return repr(e.value)
-    op = _BINOP.get(type(e))
-    if op is not None:
+
+    def visit_BinaryOp(self, e):
         p = _PREC[type(e)]
-        text = f"{expr_to_str(e.a, p)} {op} {expr_to_str(e.b, p + 1)}"
-        return f"({text})" if p < prec else text
-    if isinstance(e, E.Min):
-        return f"min({expr_to_str(e.a)}, {expr_to_str(e.b)})"
-    if isinstance(e, E.Max):
-        return f"max({expr_to_str(e.a)}, {expr_to_str(e.b)})"
-    if isinstance(e, E.Not):
-        return f"!{expr_to_str(e.a, 9)}"
-    if isinstance(e, E.Cast):
-        return f"{e.dtype}({expr_to_str(e.value)})"
-    if isinstance(e, E.Select):
-        return (f"select({expr_to_str(e.condition)}, {expr_to_str(e.true_value)}, "
-                f"{expr_to_str(e.false_value)})")
-    if isinstance(e, E.Call):
-        return f"{e.op}({', '.join(expr_to_str(a) for a in e.args)})"
-    if isinstance(e, E.Let):
-        return f"(let {e.var.name} = {expr_to_str(e.value)} in {expr_to_str(e.body)})"
-    if isinstance(e, E.ProducerLoad):
-        return f"{e.producer.name}[{', '.join(expr_to_str(i) for i in e.indices)}]"
-    if isinstance(e, E.BufferLoad):
+        text = f"{self.text(e.a, p)} {_BINOP[type(e)]} {self.text(e.b, p + 1)}"
+        return f"({text})" if p < self.prec else text
+
+    def visit_Min(self, e):
+        return f"min({self.text(e.a)}, {self.text(e.b)})"
+
+    def visit_Max(self, e):
+        return f"max({self.text(e.a)}, {self.text(e.b)})"
+
+    def visit_Not(self, e):
+        return f"!{self.text(e.a, 9)}"
+
+    def visit_Cast(self, e):
+        return f"{e.dtype}({self.text(e.value)})"
+
+    def visit_Select(self, e):
+        return (f"select({self.text(e.condition)}, {self.text(e.true_value)}, "
+                f"{self.text(e.false_value)})")
+
+    def visit_Call(self, e):
+        return f"{e.op}({', '.join(self.text(a) for a in e.args)})"
+
+    def visit_Let(self, e):
+        return f"(let {e.var.name} = {self.text(e.value)} in {self.text(e.body)})"
+
+    def visit_ProducerLoad(self, e):
+        return f"{e.producer.name}[{', '.join(self.text(i) for i in e.indices)}]"
+
+    def visit_BufferLoad(self, e):
         lanes = f"<x{e.lanes}>" if e.lanes > 1 else ""
-        mask = "" if e.predicate is None else f", mask={expr_to_str(e.predicate)}"
-        return f"{e.buffer.name}{lanes}[{', '.join(expr_to_str(i) for i in e.indices)}{mask}]"
-    if isinstance(e, E.Ramp):
-        return f"ramp({expr_to_str(e.base)}, {expr_to_str(e.stride)}, {e.lanes})"
-    if isinstance(e, E.Broadcast):
-        return f"x{e.lanes}({expr_to_str(e.value)})"
-    if isinstance(e, E.Reduce):
+        mask = "" if e.predicate is None else f", mask={self.text(e.predicate)}"
+        return f"{e.buffer.name}{lanes}[{', '.join(self.text(i) for i in e.indices)}{mask}]"
+
+    def visit_Ramp(self, e):
+        return f"ramp({self.text(e.base)}, {self.text(e.stride)}, {e.lanes})"
+
+    def visit_Broadcast(self, e):
+        return f"x{e.lanes}({self.text(e.value)})"
+
+    def visit_Reduce(self, e):
         axes = ", ".join(iv.var.name for iv in e.axis)
         cond = "" if E.is_const_int(e.condition) or (
             isinstance(e.condition, E.IntImm) and e.condition.value) \
-            else f", where={expr_to_str(e.condition)}"
-        source = (expr_to_str(e.source) if not e.sources else
-                  "(" + ", ".join(expr_to_str(x) for x in e.sources) + f")[{e.value_index}]")
+            else f", where={self.text(e.condition)}"
+        source = (self.text(e.source) if not e.sources else
+                  "(" + ", ".join(self.text(x) for x in e.sources) + f")[{e.value_index}]")
         return f"reduce_{e.combiner.label}({source}, axis=[{axes}]{cond})"
-    return f"<{type(e).__name__}>"
+
+    def generic_visit(self, e):
+        return f"<{type(e).__name__}>"
 
 
 def stmt_to_str(s, indent: int = 0) -> str:
-    lines: list[str] = []
-    _stmt(s, indent, lines)
-    return "\n".join(lines)
+    """Text of a statement, one line per statement, indented by ``indent`` levels."""
+    printer = _StmtPrinter(indent)
+    printer.visit(s)
+    return "\n".join(printer.lines)
 
 
-def _stmt(s, ind: int, out: list[str]) -> None:
-    pad = "  " * ind
-    if isinstance(s, S.SeqStmt):
+class _StmtPrinter(Functor):
+    """Appends the lines of a statement to ``lines``; ``ind`` is the current indent level."""
+
+    def __init__(self, indent: int):
+        self.ind = indent
+        self.lines: list[str] = []
+
+    def _line(self, text: str) -> None:
+        self.lines.append("  " * self.ind + text)
+
+    def _nested(self, s) -> None:
+        self.ind += 1
+        try:
+            self.visit(s)
+        finally:
+            self.ind -= 1
+
+    def visit_SeqStmt(self, s):
         for c in s.seq:
-            _stmt(c, ind, out)
-    elif isinstance(s, S.For):
+            self.visit(c)
+
+    def visit_For(self, s):
         kind = "" if s.kind is S.ForKind.SERIAL else f" {s.kind.value}"
         if s.thread_tag:
             kind += f" {s.thread_tag!r}"
         stop = expr_to_str(_loop_stop(s))
         rng = (f"{expr_to_str(s.extent)}" if E.is_const_int(s.min, 0)
                else f"{expr_to_str(s.min)}, {stop}")
-        out.append(f"{pad}for {s.loop_var.name} in range({rng}){kind}:")
-        _stmt(s.body, ind + 1, out)
-    elif isinstance(s, S.BufferStore):
+        self._line(f"for {s.loop_var.name} in range({rng}){kind}:")
+        self._nested(s.body)
+
+    def visit_BufferStore(self, s):
         idx = ", ".join(expr_to_str(i) for i in s.indices)
         mask = "" if s.predicate is None else f", mask={expr_to_str(s.predicate)}"
-        out.append(f"{pad}{s.buffer.name}[{idx}{mask}] = {expr_to_str(s.value)}")
-    elif isinstance(s, S.Allocate):
+        self._line(f"{s.buffer.name}[{idx}{mask}] = {expr_to_str(s.value)}")
+
+    def visit_Allocate(self, s):
         b = s.buffer
         shape = ", ".join(expr_to_str(x) for x in b.shape)
-        out.append(f"{pad}allocate {b.name}[{b.dtype} * {shape}], {b.scope}")
-        _stmt(s.body, ind, out)
-    elif isinstance(s, S.IfThenElse):
-        out.append(f"{pad}if {expr_to_str(s.condition)}:")
-        _stmt(s.then_case, ind + 1, out)
+        self._line(f"allocate {b.name}[{b.dtype} * {shape}], {b.scope}")
+        self.visit(s.body)
+
+    def visit_IfThenElse(self, s):
+        self._line(f"if {expr_to_str(s.condition)}:")
+        self._nested(s.then_case)
         if s.else_case is not None:
-            out.append(f"{pad}else:")
-            _stmt(s.else_case, ind + 1, out)
-    elif isinstance(s, S.LetStmt):
-        out.append(f"{pad}{s.var.name} = {expr_to_str(s.value)}")
-        _stmt(s.body, ind, out)
-    elif isinstance(s, S.Evaluate):
-        out.append(f"{pad}{expr_to_str(s.value)}")
-    elif isinstance(s, S.AttrStmt):
+            self._line("else:")
+            self._nested(s.else_case)
+
+    def visit_LetStmt(self, s):
+        self._line(f"{s.var.name} = {expr_to_str(s.value)}")
+        self.visit(s.body)
+
+    def visit_Evaluate(self, s):
+        self._line(expr_to_str(s.value))
+
+    def visit_AttrStmt(self, s):
         node = getattr(s.node, "name", None) or getattr(getattr(s.node, "var", None), "name", "")
-        out.append(f"{pad}// attr [{node}] {s.key} = {expr_to_str(s.value)}")
-        _stmt(s.body, ind, out)
-    else:
-        out.append(f"{pad}<{type(s).__name__}>")
+        self._line(f"// attr [{node}] {s.key} = {expr_to_str(s.value)}")
+        self.visit(s.body)
+
+    def generic_visit(self, s):
+        self._line(f"<{type(s).__name__}>")
 
 
 def _loop_stop(s):
