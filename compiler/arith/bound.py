@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from .. import dtypes
 from ..tir import expr as E
+from ..tir.functor import Functor
 from .canonical import LinearSum, flatten, is_index_dtype
 
 __all__ = ["ConstBounder", "INF"]
@@ -56,7 +57,7 @@ def dtype_bound(dtype: str) -> Bound:
     return -INF, INF
 
 
-class ConstBounder:
+class ConstBounder(Functor):
     """Computes bounds of expressions given bounds of their free variables.
 
     ``var_bound(var)`` returns ``(lo, hi)`` (ints, None or infinities) or None
@@ -72,8 +73,7 @@ class ConstBounder:
             return e.value, e.value
         if isinstance(e, E.FloatImm) or dtypes.is_float(e.dtype) or e.dtype == "handle":
             return -INF, INF
-        method = getattr(self, "_b_" + type(e).__name__, None)
-        lo, hi = method(e) if method is not None else dtype_bound(e.dtype)
+        lo, hi = self.visit(e)
         dlo, dhi = dtype_bound(e.dtype)
         return max(lo, dlo), min(hi, dhi)
 
@@ -119,7 +119,7 @@ class ConstBounder:
 
     # -- per node kind -------------------------------------------------------------------
 
-    def _b_Var(self, e: E.Var) -> Bound:
+    def visit_Var(self, e: E.Var) -> Bound:
         if id(e) in self._lets:
             return self._lets[id(e)]
         b = self.var_bound(e)
@@ -128,19 +128,19 @@ class ConstBounder:
         lo, hi = b
         return (-INF if lo is None else lo), (INF if hi is None else hi)
 
-    def _b_Add(self, e) -> Bound:
+    def visit_Add(self, e) -> Bound:
         if is_index_dtype(e.dtype):
             return self.sum_bound(flatten(e))
         (a0, a1), (b0, b1) = self.bound(e.a), self.bound(e.b)
         return a0 + b0, a1 + b1
 
-    def _b_Sub(self, e) -> Bound:
+    def visit_Sub(self, e) -> Bound:
         if is_index_dtype(e.dtype):
             return self.sum_bound(flatten(e))
         (a0, a1), (b0, b1) = self.bound(e.a), self.bound(e.b)
         return a0 - b1, a1 - b0
 
-    def _b_Mul(self, e) -> Bound:
+    def visit_Mul(self, e) -> Bound:
         return _corners(_mul, self.bound(e.a), self.bound(e.b))
 
     def _div_like(self, e, f) -> Bound:
@@ -150,13 +150,13 @@ class ConstBounder:
         m = max(abs(num[0]), abs(num[1]))
         return -m, m
 
-    def _b_FloorDiv(self, e) -> Bound:
+    def visit_FloorDiv(self, e) -> Bound:
         return self._div_like(e, _floordiv)
 
-    def _b_Div(self, e) -> Bound:
+    def visit_Div(self, e) -> Bound:
         return self._div_like(e, _truncdiv)
 
-    def _b_FloorMod(self, e) -> Bound:
+    def visit_FloorMod(self, e) -> Bound:
         (n0, n1), (d0, d1) = self.bound(e.a), self.bound(e.b)
         if d0 > 0:
             if d0 == d1 and not math.isinf(n0) and not math.isinf(n1) and n0 // d0 == n1 // d0:
@@ -169,19 +169,19 @@ class ConstBounder:
         m = max(abs(d0), abs(d1))
         return -(m - 1), m - 1
 
-    def _b_Min(self, e) -> Bound:
+    def visit_Min(self, e) -> Bound:
         (a0, a1), (b0, b1) = self.bound(e.a), self.bound(e.b)
         return min(a0, b0), min(a1, b1)
 
-    def _b_Max(self, e) -> Bound:
+    def visit_Max(self, e) -> Bound:
         (a0, a1), (b0, b1) = self.bound(e.a), self.bound(e.b)
         return max(a0, b0), max(a1, b1)
 
-    def _b_Select(self, e) -> Bound:
+    def visit_Select(self, e) -> Bound:
         (a0, a1), (b0, b1) = self.bound(e.true_value), self.bound(e.false_value)
         return min(a0, b0), max(a1, b1)
 
-    def _b_Cast(self, e: E.Cast) -> Bound:
+    def visit_Cast(self, e: E.Cast) -> Bound:
         target = dtype_bound(e.dtype)
         if dtypes.is_float(e.value.dtype):
             return target
@@ -201,7 +201,7 @@ class ConstBounder:
             return lo, hi
         return target
 
-    def _b_Let(self, e: E.Let) -> Bound:
+    def visit_Let(self, e: E.Let) -> Bound:
         self._lets[id(e.var)] = self.bound(e.value)
         try:
             return self.bound(e.body)
@@ -211,4 +211,9 @@ class ConstBounder:
     def _logical(self, e) -> Bound:
         return 0, 1
 
-    _b_EQ = _b_NE = _b_LT = _b_LE = _b_GT = _b_GE = _b_And = _b_Or = _b_Not = _logical
+    visit_EQ = visit_NE = visit_LT = visit_LE = visit_GT = visit_GE = _logical
+    visit_And = visit_Or = visit_Not = _logical
+
+    def generic_visit(self, e) -> Bound:
+        # Nothing known about this node kind: whatever its dtype allows.
+        return dtype_bound(e.dtype)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from .. import dtypes
 from ..tir import expr as E
 from ..tir.analysis import substitute, uses_var
+from ..tir.functor import Functor
 from .bound import ConstBounder
 from .canonical import int_const, is_index_dtype
 
@@ -41,7 +42,7 @@ def _hi_max(a, b):
     return None if a is None or b is None else E.Max(a, b, a.dtype)
 
 
-class IntervalEval:
+class IntervalEval(Functor):
     """Computes intervals of simplified expressions; ``relax`` maps ``id(var) -> (lo, hi)``."""
 
     def __init__(self, analyzer: Analyzer, relax: dict):
@@ -53,12 +54,14 @@ class IntervalEval:
     def get(self, e: E.PrimExpr) -> Interval:
         if not uses_var(e, self.ids):
             return e, e
-        method = getattr(self, "_i_" + type(e).__name__, None)
-        if method is not None and is_index_dtype(e.dtype):
-            return method(e)
+        if not is_index_dtype(e.dtype):
+            return self._fallback(e)
+        return self.visit(e)
+
+    def generic_visit(self, e: E.PrimExpr) -> Interval:
         return self._fallback(e)
 
-    def _i_Var(self, e: E.Var) -> Interval:
+    def visit_Var(self, e: E.Var) -> Interval:
         if id(e) in self._active:
             return None, None
         lo_b, hi_b = self.relax[id(e)]
@@ -70,19 +73,19 @@ class IntervalEval:
             self._active.discard(id(e))
         return lo, hi
 
-    def _i_Add(self, e) -> Interval:
+    def visit_Add(self, e) -> Interval:
         (a0, a1), (b0, b1) = self.get(e.a), self.get(e.b)
         dt = e.dtype
         return (None if a0 is None or b0 is None else E.Add(a0, b0, dt),
                 None if a1 is None or b1 is None else E.Add(a1, b1, dt))
 
-    def _i_Sub(self, e) -> Interval:
+    def visit_Sub(self, e) -> Interval:
         (a0, a1), (b0, b1) = self.get(e.a), self.get(e.b)
         dt = e.dtype
         return (None if a0 is None or b1 is None else E.Sub(a0, b1, dt),
                 None if a1 is None or b0 is None else E.Sub(a1, b0, dt))
 
-    def _i_Mul(self, e) -> Interval:
+    def visit_Mul(self, e) -> Interval:
         x, c = (e.a, e.b) if isinstance(e.b, E.IntImm) else (e.b, e.a)
         if not isinstance(c, E.IntImm):
             return self._fallback(e)
@@ -99,13 +102,13 @@ class IntervalEval:
         div = (lambda v: None if v is None else op(v, e.b, e.dtype))
         return (div(lo), div(hi)) if e.b.value > 0 else (div(hi), div(lo))
 
-    def _i_FloorDiv(self, e) -> Interval:
+    def visit_FloorDiv(self, e) -> Interval:
         return self._divide(e, E.FloorDiv)
 
-    def _i_Div(self, e) -> Interval:
+    def visit_Div(self, e) -> Interval:
         return self._divide(e, E.Div)
 
-    def _i_FloorMod(self, e) -> Interval:
+    def visit_FloorMod(self, e) -> Interval:
         if not isinstance(e.b, E.IntImm) or e.b.value == 0:
             return self._fallback(e)
         c, dt = e.b.value, e.dtype
@@ -118,19 +121,19 @@ class IntervalEval:
                 return E.FloorMod(lo, e.b, dt), E.FloorMod(hi, e.b, dt)
         return int_const(0, dt), int_const(c - 1, dt)
 
-    def _i_Min(self, e) -> Interval:
+    def visit_Min(self, e) -> Interval:
         (a0, a1), (b0, b1) = self.get(e.a), self.get(e.b)
         return _lo_min(a0, b0), _hi_min(a1, b1)
 
-    def _i_Max(self, e) -> Interval:
+    def visit_Max(self, e) -> Interval:
         (a0, a1), (b0, b1) = self.get(e.a), self.get(e.b)
         return _lo_max(a0, b0), _hi_max(a1, b1)
 
-    def _i_Select(self, e) -> Interval:
+    def visit_Select(self, e) -> Interval:
         (a0, a1), (b0, b1) = self.get(e.true_value), self.get(e.false_value)
         return _lo_min(a0, b0), _hi_max(a1, b1)
 
-    def _i_Cast(self, e: E.Cast) -> Interval:
+    def visit_Cast(self, e: E.Cast) -> Interval:
         src = e.value.dtype
         if is_index_dtype(src) and dtypes.bits(e.dtype) >= dtypes.bits(src):
             lo, hi = self.get(e.value)
@@ -138,7 +141,7 @@ class IntervalEval:
                     None if hi is None else E.Cast(e.dtype, hi))
         return self._fallback(e)
 
-    def _i_Let(self, e: E.Let) -> Interval:
+    def visit_Let(self, e: E.Let) -> Interval:
         return self.get(substitute(e.body, {e.var: e.value}))
 
     def _fallback(self, e: E.PrimExpr) -> Interval:
@@ -146,7 +149,7 @@ class IntervalEval:
 
         def var_bound(v: E.Var):
             if id(v) in self.ids:
-                lo, hi = self._i_Var(v)
+                lo, hi = self.visit_Var(v)
                 return (None if lo is None else self.an.const_int_bound(lo)[0],
                         None if hi is None else self.an.const_int_bound(hi)[1])
             return self.an._var_const_bound(v)
