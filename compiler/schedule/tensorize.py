@@ -22,9 +22,21 @@ from ..arith import Analyzer
 from ..errors import ScheduleError
 from ..tir.analysis import post_order_visit, substitute, uses_var
 from ..tir.buffer import Buffer
-from ..tir.expr import EQ, IterType, PrimExpr, ProducerLoad, Reduce, Var, all_of, const, is_const_int
+from ..tir.expr import (
+    EQ,
+    IterType,
+    PrimExpr,
+    ProducerLoad,
+    Reduce,
+    StringImm,
+    Var,
+    all_of,
+    const,
+    is_const_int,
+)
 from ..tir.functor import IRMutator
-from ..tir.stmt import IfThenElse, Stmt, seq
+from ..tir.stmt import AttrStmt, IfThenElse, Stmt, seq
+from ..tir.transform.unroll_loops import PRAGMA_PREFIX
 
 __all__ = ["tensorize_stmt"]
 
@@ -262,10 +274,17 @@ class _Tensorize:
         inputs_data = {id(self.intrin.buffers[k].data) for k in range(n_in)}
         values = {key: v for key, (_, v) in vmap.items()}
 
+        # The loops of the tensorized axes are gone; code they import stays with the intrinsic.
+        imports = [attr.pragmas["import_llvm"] for iv in self.leaves[tloc:]
+                   if (attr := st.iter_attrs.get(id(iv))) is not None and "import_llvm" in attr.pragmas]
+
         def bound(s: Stmt | None) -> Stmt | None:
             if s is None:
                 return None
-            return substitute(_RebindBuffers(mapping, inputs_data).visit(s), values)
+            s = substitute(_RebindBuffers(mapping, inputs_data).visit(s), values)
+            for code in imports:
+                s = AttrStmt(self.axis.var, PRAGMA_PREFIX + "import_llvm", StringImm(code), s)
+            return s
 
         return self._place(bound)
 

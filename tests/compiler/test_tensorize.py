@@ -298,7 +298,7 @@ done:
 """
 
 
-def scale_schedule(code=_SCALE_LL):
+def scale_schedule(code=_SCALE_LL, at_tensorized_axis=False):
     A = te.placeholder((6, 8), name="A")
     B = te.compute((6, 8), lambda i, j: A[i, j] * 3.0, name="B")
     a = te.placeholder((8,), name="a")
@@ -310,7 +310,7 @@ def scale_schedule(code=_SCALE_LL):
     s = te.create_schedule(B.op)
     i, j = B.op.axis
     s[B].tensorize(j, intrin)
-    s[B].pragma(i, "import_llvm", code)
+    s[B].pragma(j if at_tensorized_axis else i, "import_llvm", code)
     return s, [A, B]
 
 
@@ -320,6 +320,10 @@ def test_import_llvm_links_the_kernel_an_intrinsic_calls(rng, tmp_path):
     a = random_array(rng, (6, 8), "float32")
     out = poisoned((6, 8), "float32")
     f(a, out)
+    assert_written(out, a * np.float32(3.0))
+    s, args = scale_schedule(at_tensorized_axis=True)  # the import stays with the intrinsic's call
+    out = poisoned((6, 8), "float32")
+    compiler.build(s, args, target="llvm")(a, out)
     assert_written(out, a * np.float32(3.0))
     path = tmp_path / "scale.ll"  # a path works as well as the text
     path.write_text(_SCALE_LL)
