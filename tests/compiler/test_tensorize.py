@@ -133,6 +133,53 @@ def test_reduction_split_outside_needs_an_update(sgemm):
         compiler.lower(s, [A, B, C])
 
 
+def _tile_view(addr: int, rows: int, cols: int, ld: int) -> np.ndarray:
+    """The float32 (rows, cols) tile at ``addr`` of a row-major array with leading dimension ``ld``."""
+    flat = np.frombuffer((ctypes.c_float * ((rows - 1) * ld + cols)).from_address(addr), dtype=np.float32)
+    return np.lib.stride_tricks.as_strided(flat, (rows, cols), (ld * 4, 4))
+
+
+@pytest.fixture
+def packed_gemm():
+    """A GEMM kernel registered as a packed function: ``c (+)= a @ b`` on the tiles at the addresses."""
+    def gemm(c, a, b, mt, nt, kt, lda, ldb, ldc, accumulate):
+        prod = _tile_view(a, mt, kt, lda) @ _tile_view(b, kt, nt, ldb)
+        out = _tile_view(c, mt, nt, ldc)
+        out[...] = out + prod if accumulate else prod
+
+    compiler.register_func("test.tensorize.gemm", gemm)
+    yield "test.tensorize.gemm"
+    compiler.runtime.packed.remove_global_func("test.tensorize.gemm")
+
+
+def test_tensorized_tile_calls_a_packed_function(rng, packed_gemm):
+    """The body of an intrinsic may be a ``call_packed``; the tiles go as addresses and strides."""
+    mt, nt, kt = 8, 16, 12
+    a = te.placeholder((mt, kt), name="a")
+    b = te.placeholder((kt, nt), name="b")
+    k = te.reduce_axis((0, kt), name="k")
+    c = te.compute((mt, nt), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="c")
+    bufs = {t: tir.decl_buffer(t.shape, "float32", t.op.name, offset_factor=1, strides=[te.var("ld"), 1])
+            for t in (a, b, c)}
+
+    def fcompute(ins, outs):
+        (aa, bb), (cc,) = ins, outs
+
+        def call(accumulate):
+            return tir.call_packed(packed_gemm, cc.access_ptr("w"), aa.access_ptr("r"), bb.access_ptr("r"),
+                                   mt, nt, kt, aa.strides[0], bb.strides[0], cc.strides[0], accumulate)
+
+        return call(False), None, call(True)
+
+    A, B, C = matmul(32, 48, 36)
+    s = te.create_schedule(C.op)
+    io, jo, ii, ji = s[C].tile(*C.op.axis, mt, nt)
+    ko, ki = s[C].split(C.op.reduce_axis[0], factor=kt)
+    s[C].reorder(io, jo, ko, ii, ji, ki)
+    s[C].tensorize(ii, te.decl_tensor_intrin(c.op, fcompute, name="gemm", binds=bufs))
+    run_matmul(rng, s, A, B, C)
+
+
 def intrin_add_tile(rows: int, cols: int, op=lambda x, y: x + y, strided: bool = True):
     """``z = x + y`` over a (rows, cols) tile, written in the loop IR."""
     x = te.placeholder((rows, cols), name="x")
