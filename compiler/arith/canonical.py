@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .. import dtypes
 from ..tir import expr as E
-from ..tir.functor import child_fields
+from ..tir.functor import Functor, child_fields
 from .evaluate import wrap_int
 
 __all__ = ["LinearSum", "expr_key", "flatten", "is_index_dtype"]
@@ -120,21 +120,39 @@ class LinearSum:
 
 def flatten(e: E.PrimExpr) -> LinearSum:
     """Read an already-simplified expression as a sum, without rewriting its atoms."""
-    dt = e.dtype
-    if isinstance(e, E.IntImm):
-        return LinearSum(dt, e.value)
-    if is_index_dtype(dt):
-        if isinstance(e, E.Add):
-            return flatten(e.a).iadd(flatten(e.b))
-        if isinstance(e, E.Sub):
-            return flatten(e.a).iadd(flatten(e.b), -1)
-        if isinstance(e, E.Mul):
-            if isinstance(e.b, E.IntImm):
-                return flatten(e.a).scaled(e.b.value)
-            if isinstance(e.a, E.IntImm):
-                return flatten(e.b).scaled(e.a.value)
-    return LinearSum.atom(e)
+    return _FLATTEN.visit(e)
 
+
+class _Flatten(Functor):
+    """Sums, differences and constant multiples of index dtype are read through; anything
+    else is an atom."""
+
+    def visit_IntImm(self, e):
+        return LinearSum(e.dtype, e.value)
+
+    def visit_Add(self, e):
+        if not is_index_dtype(e.dtype):
+            return LinearSum.atom(e)
+        return self.visit(e.a).iadd(self.visit(e.b))
+
+    def visit_Sub(self, e):
+        if not is_index_dtype(e.dtype):
+            return LinearSum.atom(e)
+        return self.visit(e.a).iadd(self.visit(e.b), -1)
+
+    def visit_Mul(self, e):
+        if is_index_dtype(e.dtype):
+            if isinstance(e.b, E.IntImm):
+                return self.visit(e.a).scaled(e.b.value)
+            if isinstance(e.a, E.IntImm):
+                return self.visit(e.b).scaled(e.a.value)
+        return LinearSum.atom(e)
+
+    def generic_visit(self, e):
+        return LinearSum.atom(e)
+
+
+_FLATTEN = _Flatten()
 
 # Fields that identify a node beyond its children.
 _EXTRA = {E.Call: ("op",), E.Ramp: ("lanes",), E.Broadcast: ("lanes",), E.BufferLoad: ("lanes",)}
@@ -148,37 +166,76 @@ def expr_key(e) -> str:
     (``Let``, ``Reduce``) are keyed by identity, which is safe (never merges
     distinct values) though not complete.
     """
-    if isinstance(e, E.Var):
+    return _EXPR_KEY.visit(e)
+
+
+class _ExprKey(Functor):
+    """The functor behind :func:`expr_key`."""
+
+    def visit_Var(self, e):
         return f"${id(e)}"
-    if isinstance(e, E.IntImm):
+
+    def visit_IntImm(self, e):
         return f"{e.value}:{e.dtype}"
-    if isinstance(e, E.FloatImm):
+
+    def visit_FloatImm(self, e):
         return f"{e.value!r}:{e.dtype}"
-    if isinstance(e, E.StringImm):
+
+    def visit_StringImm(self, e):
         return repr(e.value)
-    if isinstance(e, (E.Let, E.Reduce)) or not isinstance(e, E.PrimExpr):
+
+    def visit_Let(self, e):
         return f"#{id(e)}"
-    if is_index_dtype(e.dtype) and (isinstance(e, (E.Add, E.Sub)) or (
-            isinstance(e, E.Mul) and (isinstance(e.a, E.IntImm) or isinstance(e.b, E.IntImm)))):
+
+    visit_Reduce = visit_Let
+
+    def visit_Add(self, e):
+        if is_index_dtype(e.dtype):
+            key = self._sum_key(e)
+            if key is not None:
+                return key
+        return self._node_key(e)
+
+    visit_Sub = visit_Add
+
+    def visit_Mul(self, e):
+        if isinstance(e.a, E.IntImm) or isinstance(e.b, E.IntImm):
+            return self.visit_Add(e)
+        return self._node_key(e)
+
+    def generic_visit(self, e):
+        if not isinstance(e, E.PrimExpr):
+            return f"#{id(e)}"
+        return self._node_key(e)
+
+    @staticmethod
+    def _sum_key(e) -> str | None:
+        """Key of a sum independent of term order; None when ``e`` is a single atom."""
         s = flatten(e)
-        if not (len(s.terms) == 1 and s.const == 0 and next(iter(s.terms.values()))[1] == 1):
-            parts = sorted(f"{c}*{k}" for k, (_, c) in s.terms.items())
-            return f"sum:{e.dtype}({s.const};{';'.join(parts)})"
-    head = type(e).__name__ + ":" + e.dtype
-    for name in _EXTRA.get(type(e), ()):
-        head += f":{getattr(e, name)}"
-    if isinstance(e, E.BufferLoad):
-        head += f":@{id(e.buffer)}"
-    if isinstance(e, E.ProducerLoad):
-        head += f":@{id(e.producer)}"
-    parts = []
-    for name in child_fields(type(e)):
-        value = getattr(e, name)
-        if isinstance(value, tuple):
-            parts.append("[" + ",".join(expr_key(v) for v in value) + "]")
-        elif isinstance(value, E.PrimExpr):
-            parts.append(expr_key(value))
-    return head + "(" + ",".join(parts) + ")"
+        if len(s.terms) == 1 and s.const == 0 and next(iter(s.terms.values()))[1] == 1:
+            return None
+        parts = sorted(f"{c}*{k}" for k, (_, c) in s.terms.items())
+        return f"sum:{e.dtype}({s.const};{';'.join(parts)})"
+
+    def _node_key(self, e) -> str:
+        head = type(e).__name__ + ":" + e.dtype
+        for name in _EXTRA.get(type(e), ()):
+            head += f":{getattr(e, name)}"
+        if isinstance(e, E.BufferLoad):
+            head += f":@{id(e.buffer)}"
+        if isinstance(e, E.ProducerLoad):
+            head += f":@{id(e.producer)}"
+        parts = []
+        for name in child_fields(type(e)):
+            value = getattr(e, name)
+            if isinstance(value, tuple):
+                parts.append("[" + ",".join(self.visit(v) for v in value) + "]")
+            elif isinstance(value, E.PrimExpr):
+                parts.append(self.visit(value))
+        return head + "(" + ",".join(parts) + ")"
+
+
+_EXPR_KEY = _ExprKey()
 
 
 def bool_const(value: bool) -> E.IntImm:
