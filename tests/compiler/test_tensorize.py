@@ -414,3 +414,26 @@ def test_inputs_cached_per_tile_bind_to_the_cache(rng):
     out = poisoned((12, 20), "float32")
     f(xa, ya, out)
     assert_written(out, xa + ya)
+
+
+def test_symbolic_intrinsic_size_is_bound_to_the_tile(rng):
+    """An intrinsic declared over ``te.var`` sizes applies to any tile; the size is bound to it."""
+    A = te.placeholder((6, 8), name="A")
+    B = te.compute((6, 8), lambda i, j: A[i, j] * 3.0, name="B")
+    n = te.var("n")
+    a = te.placeholder((n,), name="a")
+    b = te.compute((n,), lambda j: a[j] * 3.0, name="b")
+    bufs = {t: tir.decl_buffer(t.shape, "float32", t.op.name, offset_factor=1) for t in (a, b)}
+    intrin = te.decl_tensor_intrin(
+        b.op, lambda ins, outs: tir.call_extern("int32", "scale_tile", outs[0].access_ptr("w"),
+                                                ins[0].access_ptr("r"), outs[0].shape[0]), binds=bufs)
+    s = te.create_schedule(B.op)
+    i, j = B.op.axis
+    jo, ji = s[B].split(j, factor=4)
+    s[B].tensorize(ji, intrin)
+    s[B].pragma(i, "import_llvm", _SCALE_LL)
+    assert "'r'), 4)" in str(compiler.lower(s, [A, B], simple_mode=True))
+    x = random_array(rng, (6, 8), "float32")
+    out = poisoned((6, 8), "float32")
+    compiler.build(s, [A, B], target="llvm")(x, out)
+    assert_written(out, x * np.float32(3.0))
