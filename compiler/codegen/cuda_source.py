@@ -12,6 +12,7 @@ from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.buffer import Buffer
 from ..tir.function import PrimFunc
+from ..tir.functor import Functor
 from ..tir.op import EXTERN_OPS
 from ..tir.transform.thread_sync import SYNC_OP
 from .intrinsics import extern_name
@@ -46,87 +47,134 @@ def _name(v) -> str:
 
 
 def _expr(e) -> str:
-    if isinstance(e, E.Var):
+    return _EXPR.visit(e)
+
+
+class _ExprSource(Functor):
+    """CUDA C text of an expression."""
+
+    def visit_Var(self, e):
         return _name(e)
-    if isinstance(e, E.IntImm):
+
+    def visit_IntImm(self, e):
         return ("true" if e.value else "false") if e.dtype == "bool" else str(e.value)
-    if isinstance(e, E.FloatImm):
+
+    def visit_FloatImm(self, e):
         return f"{e.value!r}f" if e.dtype == "float32" else repr(e.value)
-    op = _OPS.get(type(e))
-    if op is not None:
-        return f"({_expr(e.a)} {op} {_expr(e.b)})"
-    if isinstance(e, (E.Min, E.Max)):
-        return f"{type(e).__name__.lower()}({_expr(e.a)}, {_expr(e.b)})"
-    if isinstance(e, E.Not):
-        return f"!{_expr(e.a)}"
-    if isinstance(e, E.Cast):
-        return f"(({_ctype(e.dtype)}){_expr(e.value)})"
-    if isinstance(e, E.Select):
-        return f"({_expr(e.condition)} ? {_expr(e.true_value)} : {_expr(e.false_value)})"
-    if isinstance(e, E.Call):
+
+    def visit_BinaryOp(self, e):
+        return f"({self.visit(e.a)} {_OPS[type(e)]} {self.visit(e.b)})"
+
+    def visit_Min(self, e):
+        return f"{type(e).__name__.lower()}({self.visit(e.a)}, {self.visit(e.b)})"
+
+    visit_Max = visit_Min
+
+    def visit_Not(self, e):
+        return f"!{self.visit(e.a)}"
+
+    def visit_Cast(self, e):
+        return f"(({_ctype(e.dtype)}){self.visit(e.value)})"
+
+    def visit_Select(self, e):
+        return f"({self.visit(e.condition)} ? {self.visit(e.true_value)} : {self.visit(e.false_value)})"
+
+    def visit_Call(self, e):
         args = e.args
         if e.op in EXTERN_OPS:  # the function by its own name: expf(x), __expf(x)
             name, args = extern_name(e), args[1:]
         else:
             name = _FLOAT_CALLS.get(e.op, e.op) if e.dtype == "float32" else e.op
-        return f"{name}({', '.join(_expr(a) for a in args)})"
-    if isinstance(e, E.BufferLoad):
+        return f"{name}({', '.join(self.visit(a) for a in args)})"
+
+    def visit_BufferLoad(self, e):
         vec = f"/*x{e.lanes}*/" if e.lanes > 1 else ""
-        return f"{_name(e.buffer)}{vec}[{', '.join(_expr(i) for i in e.indices)}]"
-    if isinstance(e, E.Ramp):
-        return f"ramp({_expr(e.base)}, {_expr(e.stride)}, {e.lanes})"
-    if isinstance(e, E.Broadcast):
-        return f"broadcast({_expr(e.value)}, {e.lanes})"
-    if isinstance(e, E.Let):
-        return f"({_expr(e.body)} /* {_name(e.var)} = {_expr(e.value)} */)"
-    return f"/*{type(e).__name__}*/"
+        return f"{_name(e.buffer)}{vec}[{', '.join(self.visit(i) for i in e.indices)}]"
+
+    def visit_Ramp(self, e):
+        return f"ramp({self.visit(e.base)}, {self.visit(e.stride)}, {e.lanes})"
+
+    def visit_Broadcast(self, e):
+        return f"broadcast({self.visit(e.value)}, {e.lanes})"
+
+    def visit_Let(self, e):
+        return f"({self.visit(e.body)} /* {_name(e.var)} = {self.visit(e.value)} */)"
+
+    def generic_visit(self, e):
+        return f"/*{type(e).__name__}*/"
 
 
-def _stmt(s, ind: int, out: list) -> None:
-    pad = "  " * ind
-    if isinstance(s, S.SeqStmt):
+_EXPR = _ExprSource()
+
+
+class _StmtSource(Functor):
+    """Appends the CUDA C lines of a statement to ``lines`` at indent level ``ind``."""
+
+    def __init__(self, indent: int, lines: list[str]):
+        self.ind = indent
+        self.lines = lines
+
+    def _line(self, text: str) -> None:
+        self.lines.append("  " * self.ind + text)
+
+    def _nested(self, s) -> None:
+        self.ind += 1
+        try:
+            self.visit(s)
+        finally:
+            self.ind -= 1
+
+    def visit_SeqStmt(self, s):
         for c in s.seq:
-            _stmt(c, ind, out)
-    elif isinstance(s, S.AttrStmt):
+            self.visit(c)
+
+    def visit_AttrStmt(self, s):
         if s.key == "thread_extent":
-            out.append(f"{pad}// {getattr(s.node, 'name', s.node)} in [0, {_expr(s.value)})")
-        _stmt(s.body, ind, out)
-    elif isinstance(s, S.For):
+            self._line(f"// {getattr(s.node, 'name', s.node)} in [0, {_expr(s.value)})")
+        self.visit(s.body)
+
+    def visit_For(self, s):
         v = _name(s.loop_var)
         pragma = {S.ForKind.UNROLLED: "#pragma unroll", S.ForKind.VECTORIZED: "// vectorized"}.get(s.kind)
         if pragma:
-            out.append(f"{pad}{pragma}")
+            self._line(pragma)
         stop = _expr(s.extent) if E.is_const_int(s.min, 0) else f"{_expr(s.min)} + {_expr(s.extent)}"
-        out.append(f"{pad}for ({_ctype(s.loop_var.dtype)} {v} = {_expr(s.min)}; {v} < {stop}; ++{v}) {{")
-        _stmt(s.body, ind + 1, out)
-        out.append(f"{pad}}}")
-    elif isinstance(s, S.BufferStore):
+        self._line(f"for ({_ctype(s.loop_var.dtype)} {v} = {_expr(s.min)}; {v} < {stop}; ++{v}) {{")
+        self._nested(s.body)
+        self._line("}")
+
+    def visit_BufferStore(self, s):
         vec = f"/*x{s.indices[0].lanes}*/" if s.indices and isinstance(s.indices[0], E.Ramp) else ""
         idx = ", ".join(_expr(i) for i in s.indices)
-        out.append(f"{pad}{_name(s.buffer)}{vec}[{idx}] = {_expr(s.value)};")
-    elif isinstance(s, S.Allocate):
+        self._line(f"{_name(s.buffer)}{vec}[{idx}] = {_expr(s.value)};")
+
+    def visit_Allocate(self, s):
         b = s.buffer
         size = " * ".join(_expr(d) for d in b.shape)
         qual = "__shared__ " if b.scope == "shared" else ""
-        out.append(f"{pad}{qual}{_ctype(b.dtype)} {_name(b)}[{size}];")
-        _stmt(s.body, ind, out)
-    elif isinstance(s, S.IfThenElse):
-        out.append(f"{pad}if ({_expr(s.condition)}) {{")
-        _stmt(s.then_case, ind + 1, out)
+        self._line(f"{qual}{_ctype(b.dtype)} {_name(b)}[{size}];")
+        self.visit(s.body)
+
+    def visit_IfThenElse(self, s):
+        self._line(f"if ({_expr(s.condition)}) {{")
+        self._nested(s.then_case)
         if s.else_case is not None:
-            out.append(f"{pad}}} else {{")
-            _stmt(s.else_case, ind + 1, out)
-        out.append(f"{pad}}}")
-    elif isinstance(s, S.LetStmt):
-        out.append(f"{pad}{_ctype(s.var.dtype)} {_name(s.var)} = {_expr(s.value)};")
-        _stmt(s.body, ind, out)
-    elif isinstance(s, S.Evaluate):
+            self._line("} else {")
+            self._nested(s.else_case)
+        self._line("}")
+
+    def visit_LetStmt(self, s):
+        self._line(f"{_ctype(s.var.dtype)} {_name(s.var)} = {_expr(s.value)};")
+        self.visit(s.body)
+
+    def visit_Evaluate(self, s):
         if isinstance(s.value, E.Call) and s.value.op == SYNC_OP:
-            out.append(f"{pad}__syncthreads();")
+            self._line("__syncthreads();")
         elif not isinstance(s.value, (E.IntImm, E.FloatImm)):
-            out.append(f"{pad}{_expr(s.value)};")
-    else:
-        out.append(f"{pad}/* {type(s).__name__} */")
+            self._line(f"{_expr(s.value)};")
+
+    def generic_visit(self, s):
+        self._line(f"/* {type(s).__name__} */")
 
 
 def _kernel(f: PrimFunc) -> str:
@@ -141,7 +189,7 @@ def _kernel(f: PrimFunc) -> str:
     grid = ", ".join(str(g) for g in f.attrs.get("grid", []))
     lines = [f"// grid ({grid}), block ({', '.join(map(str, block))})",
              f'extern "C" __global__ void __launch_bounds__({threads}) {f.name}({", ".join(params)}) {{']
-    _stmt(f.body, 1, lines)
+    _StmtSource(1, lines).visit(f.body)
     lines.append("}")
     return "\n".join(lines)
 
