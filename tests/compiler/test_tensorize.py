@@ -437,3 +437,32 @@ def test_symbolic_intrinsic_size_is_bound_to_the_tile(rng):
     out = poisoned((6, 8), "float32")
     compiler.build(s, [A, B], target="llvm")(x, out)
     assert_written(out, x * np.float32(3.0))
+
+
+def test_ir_builder_branches_in_an_intrinsic(rng):
+    """``ir_builder`` loops with ``if_scope``/``else_scope``: a ReLU tile."""
+    X = te.placeholder((6, 8), name="X")
+    Z = te.compute((6, 8), lambda i, j: te.max(X[i, j], tir.const(0.0, "float32")), name="Z")
+    x = te.placeholder((4,), name="x")
+    z = te.compute((4,), lambda j: te.max(x[j], tir.const(0.0, "float32")), name="z")
+
+    def fcompute(ins, outs):
+        ib = tir.ir_builder.create()
+        with ib.for_range(0, 4, name="q") as q:
+            with ib.if_scope(ins[0].vload(q) > 0.0):
+                ib.emit(outs[0].vstore(q, ins[0].vload(q)))
+            with ib.else_scope():
+                ib.emit(outs[0].vstore(q, tir.const(0.0, "float32")))
+        return ib.get()
+
+    bufs = {t: tir.decl_buffer(t.shape, "float32", t.op.name, offset_factor=1) for t in (x, z)}
+    s = te.create_schedule(Z.op)
+    jo, ji = s[Z].split(Z.op.axis[1], factor=4)
+    s[Z].tensorize(ji, te.decl_tensor_intrin(z.op, fcompute, binds=bufs))
+    xa = random_array(rng, (6, 8), "float32")
+    out = poisoned((6, 8), "float32")
+    compiler.build(s, [X, Z], target="llvm")(xa, out)
+    assert_written(out, np.maximum(xa, 0))
+    with pytest.raises(CompilerError, match="else_scope must directly follow an if_scope"):
+        with tir.ir_builder.create().else_scope():
+            pass
