@@ -273,6 +273,9 @@ class Stage:
         rolled. ``"unroll_explicit"``: with a true value (the default) such loops are
         unrolled in the loop IR; with 0 they stay loops that ask the code generator to
         unroll them (LLVM's ``llvm.loop.unroll.full``, CUDA's ``#pragma unroll``).
+        ``"import_llvm"``: ``pragma_value`` is LLVM IR text (or a ``.ll``/``.bc`` path) that the
+        CPU build links into its module, for the ``call_extern`` of a tensor intrinsic;
+        a function several imports define takes the last one's definition.
         """
         self._leaf_index(iv, "pragma")
         if pragma_type not in PRAGMAS:
