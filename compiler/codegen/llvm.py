@@ -39,6 +39,7 @@ from ..tir import stmt as S
 from ..tir.analysis import collect, free_vars
 from ..tir.buffer import ACCESS_PTR, Buffer
 from ..tir.function import IRModule, PrimFunc
+from ..tir.functor import Functor
 from ..tir.op import EXTERN_OPS
 from ..tir.packed import CALL_PACKED
 from ..tir.transform.lower_intrin import lower_intrin
@@ -99,7 +100,7 @@ class _FunctionScope:
     in_parallel: bool = False
 
 
-class CodeGenLLVM(ParallelLoops, VectorMemory):
+class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
     """Builds one LLVM module from PrimFuncs; :meth:`finish` returns its text."""
 
     imported_symbols: frozenset = frozenset()  # functions that import_llvm pragmas define
@@ -241,28 +242,30 @@ class CodeGenLLVM(ParallelLoops, VectorMemory):
     # ================================================================== statements
 
     def emit(self, s: S.Stmt) -> None:
-        method = getattr(self, "_s_" + type(s).__name__, None)
-        if method is None:
-            raise CodegenError(f"the LLVM backend cannot translate statement {type(s).__name__}")
-        method(s)
+        """Emit the code of statement ``s`` at the builder's position."""
+        self.visit(s)
 
-    def _s_SeqStmt(self, s: S.SeqStmt) -> None:
+    def generic_visit(self, node):
+        kind = "statement" if isinstance(node, S.Stmt) else "expression"
+        raise CodegenError(f"the LLVM backend cannot translate {kind} {type(node).__name__}")
+
+    def visit_SeqStmt(self, s: S.SeqStmt) -> None:
         for child in s.seq:
             self.emit(child)
 
-    def _s_AttrStmt(self, s: S.AttrStmt) -> None:
+    def visit_AttrStmt(self, s: S.AttrStmt) -> None:
         self.emit(s.body)
 
-    def _s_Evaluate(self, s: S.Evaluate) -> None:
+    def visit_Evaluate(self, s: S.Evaluate) -> None:
         if not isinstance(s.value, (E.IntImm, E.FloatImm)):
             self.expr(s.value)
 
-    def _s_LetStmt(self, s: S.LetStmt) -> None:
+    def visit_LetStmt(self, s: S.LetStmt) -> None:
         value = self.expr(s.value)
         with self._bind(s.var, value):
             self.emit(s.body)
 
-    def _s_BufferStore(self, s: S.BufferStore) -> None:
+    def visit_BufferStore(self, s: S.BufferStore) -> None:
         buf = s.buffer
         value = self.expr(s.value)
         lanes = lanes_of(value)
@@ -280,7 +283,7 @@ class CodeGenLLVM(ParallelLoops, VectorMemory):
             return
         self._vector_store(buf, ptr, index, value, self._mask(s.predicate, lanes))
 
-    def _s_IfThenElse(self, s: S.IfThenElse) -> None:
+    def visit_IfThenElse(self, s: S.IfThenElse) -> None:
         cond = self._truth(s.condition)
         fn = self._scope.fn
         then_bb = fn.append_basic_block("if.then")
@@ -296,7 +299,7 @@ class CodeGenLLVM(ParallelLoops, VectorMemory):
             self.b.branch(end_bb)
         self.b.position_at_end(end_bb)
 
-    def _s_Allocate(self, s: S.Allocate) -> None:
+    def visit_Allocate(self, s: S.Allocate) -> None:
         buf = s.buffer
         elem = memory_type(buf.dtype)
         count = _product(buf.shape)
@@ -328,7 +331,7 @@ class CodeGenLLVM(ParallelLoops, VectorMemory):
 
     # ------------------------------------------------------------------ loops
 
-    def _s_For(self, s: S.For) -> None:
+    def visit_For(self, s: S.For) -> None:
         if s.kind is S.ForKind.THREAD_BINDING:
             raise CodegenError(f"in {self._func_name!r}: loop {s.loop_var.name!r} is bound to GPU thread "
                                f"axis {s.thread_tag!r}; the LLVM CPU backend cannot run it (build for cuda)")
@@ -366,31 +369,29 @@ class CodeGenLLVM(ParallelLoops, VectorMemory):
     # ================================================================== expressions
 
     def expr(self, e: E.PrimExpr) -> ir.Value:
-        method = getattr(self, "_e_" + type(e).__name__, None)
-        if method is None:
-            raise CodegenError(f"the LLVM backend cannot translate expression {type(e).__name__}")
-        return method(e)
+        """The LLVM value of expression ``e``."""
+        return self.visit(e)
 
     def _truth(self, e: E.PrimExpr) -> ir.Value:
         """``e`` as an ``i1`` condition."""
         return self._cast(self.expr(e), split_dtype(e.dtype)[0], "bool")
 
-    def _e_Var(self, e: E.Var) -> ir.Value:
+    def visit_Var(self, e: E.Var) -> ir.Value:
         return self._lookup(e)
 
-    def _e_IntImm(self, e: E.IntImm) -> ir.Value:
+    def visit_IntImm(self, e: E.IntImm) -> ir.Value:
         return constant(e.dtype, e.value)
 
-    def _e_FloatImm(self, e: E.FloatImm) -> ir.Value:
+    def visit_FloatImm(self, e: E.FloatImm) -> ir.Value:
         return constant(e.dtype, e.value)
 
-    def _e_StringImm(self, e: E.StringImm) -> ir.Value:
+    def visit_StringImm(self, e: E.StringImm) -> ir.Value:
         raise CodegenError(f"string {e.value!r} cannot be used as a value in CPU code")
 
-    def _e_Cast(self, e: E.Cast) -> ir.Value:
+    def visit_Cast(self, e: E.Cast) -> ir.Value:
         return self._cast(self.expr(e.value), split_dtype(e.value.dtype)[0], split_dtype(e.dtype)[0])
 
-    def _e_Let(self, e: E.Let) -> ir.Value:
+    def visit_Let(self, e: E.Let) -> ir.Value:
         with self._bind(e.var, self.expr(e.value)):
             return self.expr(e.body)
 
@@ -413,22 +414,22 @@ class CodeGenLLVM(ParallelLoops, VectorMemory):
         flags = ("nsw",) if dtype.startswith("int") else ()
         return getattr(self.b, int_op)(a, b, flags=flags)
 
-    def _e_Add(self, e):
+    def visit_Add(self, e):
         return self._arith(e, "fadd", "add")
 
-    def _e_Sub(self, e):
+    def visit_Sub(self, e):
         return self._arith(e, "fsub", "sub")
 
-    def _e_Mul(self, e):
+    def visit_Mul(self, e):
         return self._arith(e, "fmul", "mul")
 
-    def _e_Div(self, e):
+    def visit_Div(self, e):
         a, b, dtype = self._operands(e)
         if dtypes.is_float(dtype):
             return self.b.fdiv(a, b, flags=self.fm)
         return self.b.udiv(a, b) if _unsigned(dtype) else self.b.sdiv(a, b)
 
-    def _e_FloorDiv(self, e):
+    def visit_FloorDiv(self, e):
         a, b, dtype = self._operands(e)
         if dtypes.is_float(dtype):
             return self.math.emit(self.b, "floor", [self.b.fdiv(a, b, flags=self.fm)], self.fm)
@@ -438,7 +439,7 @@ class CodeGenLLVM(ParallelLoops, VectorMemory):
         # Truncation rounded up when the remainder is non-zero and its sign differs from b's.
         return self.b.sub(q, self.b.zext(self._floor_adjust(a, b), q.type))
 
-    def _e_FloorMod(self, e):
+    def visit_FloorMod(self, e):
         a, b, dtype = self._operands(e)
         if dtypes.is_float(dtype):
             q = self.math.emit(self.b, "floor", [self.b.fdiv(a, b, flags=self.fm)], self.fm)
@@ -466,10 +467,10 @@ class CodeGenLLVM(ParallelLoops, VectorMemory):
             cond = self.b.icmp_signed(op, a, b)
         return self.b.select(cond, a, b)
 
-    def _e_Min(self, e):
+    def visit_Min(self, e):
         return self._minmax(e, "<")
 
-    def _e_Max(self, e):
+    def visit_Max(self, e):
         return self._minmax(e, ">")
 
     def _compare(self, e) -> ir.Value:
@@ -484,23 +485,23 @@ class CodeGenLLVM(ParallelLoops, VectorMemory):
             return self.b.icmp_unsigned(op, a, b)
         return self.b.icmp_signed(op, a, b)
 
-    _e_EQ = _e_NE = _e_LT = _e_LE = _e_GT = _e_GE = _compare
+    visit_EQ = visit_NE = visit_LT = visit_LE = visit_GT = visit_GE = _compare
 
     def _logical_operands(self, e) -> tuple[ir.Value, ir.Value]:
         a, b = self._truth(e.a), self._truth(e.b)
         lanes = max(lanes_of(a), lanes_of(b))
         return self._vector(a, lanes), self._vector(b, lanes)
 
-    def _e_And(self, e):
+    def visit_And(self, e):
         return self.b.and_(*self._logical_operands(e))
 
-    def _e_Or(self, e):
+    def visit_Or(self, e):
         return self.b.or_(*self._logical_operands(e))
 
-    def _e_Not(self, e):
+    def visit_Not(self, e):
         return self.b.not_(self._truth(e.a))
 
-    def _e_Select(self, e: E.Select) -> ir.Value:
+    def visit_Select(self, e: E.Select) -> ir.Value:
         dtype = split_dtype(e.dtype)[0]
         cond = self._truth(e.condition)
         if lanes_of(cond) == 1 and (_may_fault(e.true_value) or _may_fault(e.false_value)):
@@ -533,7 +534,7 @@ class CodeGenLLVM(ParallelLoops, VectorMemory):
             phi.add_incoming(value, block)
         return phi
 
-    def _e_Call(self, e: E.Call) -> ir.Value:
+    def visit_Call(self, e: E.Call) -> ir.Value:
         op = e.op
         if op == CALL_PACKED:
             return emit_call_packed(self, e)
@@ -571,7 +572,7 @@ class CodeGenLLVM(ParallelLoops, VectorMemory):
             args = [self._vector(a, lanes) for a in args]
         return self.math.emit(self.b, "fabs" if op == "abs" else op, args, self.fm)
 
-    def _e_BufferLoad(self, e: E.BufferLoad) -> ir.Value:
+    def visit_BufferLoad(self, e: E.BufferLoad) -> ir.Value:
         buf = e.buffer
         ptr = self._buffer_ptr(buf)
         index = self._flat_index(buf, e.indices)
@@ -591,7 +592,7 @@ class CodeGenLLVM(ParallelLoops, VectorMemory):
         """The ``<lanes x i1>`` mask of a predicated access (None: every lane)."""
         return None if predicate is None else self._vector(self._truth(predicate), lanes)
 
-    def _e_Ramp(self, e: E.Ramp) -> ir.Value:
+    def visit_Ramp(self, e: E.Ramp) -> ir.Value:
         base, stride = self.expr(e.base), self.expr(e.stride)
         if stride.type != base.type:
             stride = self._cast(stride, e.stride.dtype, split_dtype(e.base.dtype)[0])
@@ -600,15 +601,15 @@ class CodeGenLLVM(ParallelLoops, VectorMemory):
         scaled = self.b.mul(self._vector(stride, e.lanes), offsets)
         return self.b.add(self._vector(base, e.lanes), scaled)
 
-    def _e_Broadcast(self, e: E.Broadcast) -> ir.Value:
+    def visit_Broadcast(self, e: E.Broadcast) -> ir.Value:
         return self._vector(self.expr(e.value), e.lanes)
 
-    def _e_ProducerLoad(self, e):
+    def visit_ProducerLoad(self, e):
         name = getattr(e.producer, "name", "?")
         raise CodegenError(f"ProducerLoad of {name!r} reached the code generator; "
                            "lower the schedule first (compiler.lower)")
 
-    def _e_Reduce(self, e):
+    def visit_Reduce(self, e):
         raise CodegenError("Reduce reached the code generator; lower the schedule first (compiler.lower)")
 
     # ================================================================== helpers

@@ -148,7 +148,7 @@ class CodeGenNVPTX(CodeGenLLVM):
 
     # ------------------------------------------------------------------ statements
 
-    def _s_AttrStmt(self, s: S.AttrStmt) -> None:
+    def visit_AttrStmt(self, s: S.AttrStmt) -> None:
         if s.key != "thread_extent":
             self.emit(s.body)
             return
@@ -162,7 +162,7 @@ class CodeGenNVPTX(CodeGenLLVM):
         with self._bind(var, value):
             self.emit(s.body)
 
-    def _s_Allocate(self, s: S.Allocate) -> None:
+    def visit_Allocate(self, s: S.Allocate) -> None:
         buf = s.buffer
         count = E.const_value(buf.shape[0]) if len(buf.shape) == 1 else None
         if not isinstance(count, int):
@@ -187,9 +187,9 @@ class CodeGenNVPTX(CodeGenLLVM):
         if nbytes > _MAX_LOCAL_BYTES:
             raise CodegenError(f"in {self._func_name!r}: {buf.scope} buffer {buf.name!r} of {nbytes} bytes "
                                f"is too large for a thread (at most {_MAX_LOCAL_BYTES})")
-        super()._s_Allocate(s)
+        super().visit_Allocate(s)
 
-    def _s_For(self, s: S.For) -> None:
+    def visit_For(self, s: S.For) -> None:
         if s.kind is S.ForKind.PARALLEL:
             raise CodegenError(f"in {self._func_name!r}: loop {s.loop_var.name!r} is marked parallel; "
                                "on a GPU "
@@ -197,18 +197,18 @@ class CodeGenNVPTX(CodeGenLLVM):
         if s.kind is S.ForKind.THREAD_BINDING:
             raise CodegenError(f"in {self._func_name!r}: loop {s.loop_var.name!r} bound to {s.thread_tag!r} "
                                "reached the code generator; build for cuda lowers these first")
-        super()._s_For(s)
+        super().visit_For(s)
 
     # ------------------------------------------------------------------ expressions
 
-    def _e_BufferLoad(self, e: E.BufferLoad) -> ir.Value:
-        value = super()._e_BufferLoad(e)
+    def visit_BufferLoad(self, e: E.BufferLoad) -> ir.Value:
+        value = super().visit_BufferLoad(e)
         if id(e.buffer.data) in self._readonly and isinstance(value, ir.LoadInstr):
             # Nothing writes the buffer during the kernel: loads go through the read-only cache.
             value.set_metadata("invariant.load", self.module.add_metadata([]))
         return value
 
-    def _e_Call(self, e: E.Call) -> ir.Value:
+    def visit_Call(self, e: E.Call) -> ir.Value:
         op = e.op
         if op == SYNC_OP:
             self.b.call(self._declare("llvm.nvvm.barrier0", VOID, []), [])
@@ -231,9 +231,9 @@ class CodeGenNVPTX(CodeGenLLVM):
             if op in ("exp2", "log2") and dtype != "float32":
                 raise CodegenError(f"{op} of {dtype} has no GPU lowering yet (float32 only)")
             if op == "log2":  # NVPTX has no exact log2 (LLVM aborts on llvm.log2.f32): log(x) / ln 2
-                value = super()._e_Call(E.Call(e.dtype, Op("log"), e.args))
+                value = super().visit_Call(E.Call(e.dtype, Op("log"), e.args))
                 return self.b.fmul(value, splat_constant(value.type, _LOG2E), flags=self.fm)
-        return super()._e_Call(e)
+        return super().visit_Call(e)
 
     def _fast_math(self, name: str, e: E.Call) -> ir.Value:
         """CUDA's fast-math intrinsic ``name`` (``__expf``) as the approximate PTX instructions
