@@ -18,11 +18,11 @@ import math
 
 import numpy as np
 
-from compiler import te
+from compiler import te, topi
 from search_spaces.template import get_config, template
 from search_spaces.templates._common import parallel_and_vectorize, random_data, vector_lanes
 
-__all__ = ["elementwise", "elementwise_reference", "BINARY_OPS", "UNARY_OPS"]
+__all__ = ["elementwise", "elementwise_reference", "chain_compute", "parse_chain", "BINARY_OPS", "UNARY_OPS"]
 
 BINARY_OPS = ("add", "sub", "mul", "div", "max", "min")
 UNARY_OPS = ("relu", "gelu", "sigmoid", "tanh", "exp", "neg", "abs")
@@ -30,7 +30,8 @@ _FLOAT_ONLY = ("div", "gelu", "sigmoid", "tanh", "exp")
 _GELU_C = math.sqrt(2.0 / math.pi)
 
 
-def _parse(ops: str, dtype: str) -> list[str]:
+def parse_chain(ops: str, dtype: str) -> list[str]:
+    """The ops of the comma-separated chain ``ops``, checked against ``dtype``."""
     chain = [o.strip() for o in ops.split(",") if o.strip()] if isinstance(ops, str) else []
     if not chain:
         raise ValueError(f"ops is a comma-separated chain such as 'add,mul,relu', got {ops!r}")
@@ -48,7 +49,7 @@ def _operand_shape(k: int, M: int, N: int) -> tuple[int, ...]:
 
 def elementwise_reference(M: int, N: int, ops: str, dtype: str = "float32", rng=None):
     """Random inputs and the chain evaluated in float64."""
-    chain = _parse(ops, dtype)
+    chain = parse_chain(ops, dtype)
     x = random_data(rng, (M, N), dtype)
     inputs = [x]
     v = x.astype("float64")
@@ -95,8 +96,6 @@ def _apply(o: str, v, b, dtype: str):
         return te.max(v, b)
     if o == "min":
         return te.min(v, b)
-    if o == "relu":
-        return te.max(v, zero)
     if o == "gelu":
         return v * 0.5 * (1.0 + te.tanh((v + v * v * v * 0.044715) * _GELU_C))
     if o == "sigmoid":
@@ -127,10 +126,31 @@ def _stage_body(o: str, cur, operand, dtype: str):
     return body
 
 
+def chain_compute(M: int, N: int, chain: list[str], dtype: str):
+    """``(inputs, stages)``: the placeholders (``X``, then the binary operands) and one
+    ``(M, N)`` stage per op of ``chain``, the last being the output. ``relu`` is
+    ``topi.nn.relu``; the others have no topi operator with this broadcasting."""
+    X = te.placeholder((M, N), name="X", dtype=dtype)
+    inputs, stages = [X], []
+    cur = X
+    for pos, o in enumerate(chain):
+        if o == "relu":
+            cur = topi.nn.relu(cur)
+        else:
+            operand = None
+            if o in BINARY_OPS:
+                operand = te.placeholder(_operand_shape(len(inputs) - 1, M, N), name=f"B{len(inputs) - 1}",
+                                         dtype=dtype)
+                inputs.append(operand)
+            cur = te.compute((M, N), _stage_body(o, cur, operand, dtype), name=f"{o}{pos}")
+        stages.append(cur)
+    return inputs, stages
+
+
 @template("elementwise", target="cpu", reference=elementwise_reference)
 def elementwise(M: int, N: int, ops: str, dtype: str = "float32"):
     """The chain as one stage per op, fused by inlining (or computed per row block)."""
-    chain = _parse(ops, dtype)
+    chain = parse_chain(ops, dtype)
     cfg = get_config()
     lanes = vector_lanes(dtype)
     cfg.define_split("tile_m", M, num_outputs=2, filter=lambda e: e.size[-1] <= 64, default=[-1, 4])
@@ -141,20 +161,8 @@ def elementwise(M: int, N: int, ops: str, dtype: str = "float32"):
     cfg.define_knob("vec", [True, False])
     cfg.define_knob("parallel", [True, False])
 
-    X = te.placeholder((M, N), name="X", dtype=dtype)
-    inputs = [X]
-    stages = []
-    cur = X
-    k = 0
-    for pos, o in enumerate(chain):
-        operand = None
-        if o in BINARY_OPS:
-            operand = te.placeholder(_operand_shape(k, M, N), name=f"B{k}", dtype=dtype)
-            inputs.append(operand)
-            k += 1
-        cur = te.compute((M, N), _stage_body(o, cur, operand, dtype), name=f"{o}{pos}")
-        stages.append(cur)
-    out = cur
+    inputs, stages = chain_compute(M, N, chain, dtype)
+    out = stages[-1]
 
     s = te.create_schedule(out.op)
     i, j = s[out].op.axis

@@ -23,6 +23,8 @@ def matmul(N: int, L: int, M: int, dtype: str = "float32"):
     A = te.placeholder((N, L), name="A", dtype=dtype)
     B = te.placeholder((L, M), name="B", dtype=dtype)
     define_gemm_knobs(cfg, N, M, L, dtype)
+    # Not topi.nn.matmul: the GEMM schedule needs its own compute, which reads B through a
+    # packed copy (micro-panels) and accumulates in blocks (see _gemm).
     t = gemm_compute(cfg, lambda i, k: A[i, k], lambda k, j: B[k, j], (), N, M, L, dtype)
     s = te.create_schedule(t.out.op)
     schedule_gemm(cfg, s, t)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler import te
+from compiler import te, topi
 from search_spaces.template import get_config, template
 from search_spaces.templates._common import (
     float_dtype_check,
@@ -59,26 +59,23 @@ def _schedule_rows(cfg, s, out, row_stages, elem_stages) -> None:
 
 
 def softmax_reference(M: int, N: int, dtype: str = "float32", rng=None):
-    """Random ``X`` and its softmax over the last axis."""
+    """Random ``X`` and its softmax over the last axis (``topi.testing.softmax_python``)."""
     x = random_data(rng, (M, N), dtype)
-    e = np.exp(x.astype("float64") - x.max(axis=1, keepdims=True))
-    return [x], [(e / e.sum(axis=1, keepdims=True)).astype(dtype)]
+    return [x], [topi.testing.softmax_python(x)]
 
 
 @template("softmax", target="cpu", reference=softmax_reference)
 def softmax(M: int, N: int, dtype: str = "float32"):
-    """Stable softmax: row max, ``exp(x - max)`` (stored, or recomputed where used), row sum, divide."""
+    """Stable softmax (``topi.nn.softmax``): row max, ``exp(x - max)`` (stored, or recomputed
+    where used), row sum, divide."""
     float_dtype_check(dtype, "softmax")
     cfg = get_config()
     _row_knobs(cfg, M, N, dtype)
     cfg.define_knob("inline_exp", [False, True])
     X = te.placeholder((M, N), name="X", dtype=dtype)
-    k = te.reduce_axis((0, N), name="k")
-    mx = te.compute((M,), lambda i: te.max(X[i, k], axis=k), name="row_max")
-    ex = te.compute((M, N), lambda i, j: te.exp(X[i, j] - mx[i]), name="exp")
-    k2 = te.reduce_axis((0, N), name="k2")
-    sm = te.compute((M,), lambda i: te.sum(ex[i, k2], axis=k2), name="row_sum")
-    out = te.compute((M, N), lambda i, j: ex[i, j] / sm[i], name="softmax")
+    out = topi.nn.softmax(X)
+    ex, sm = out.op.input_tensors
+    mx = ex.op.input_tensors[1]
     s = te.create_schedule(out.op)
     if cfg["inline_exp"].val:
         s[ex].compute_inline()
@@ -102,6 +99,7 @@ def layer_norm_reference(M: int, N: int, dtype: str = "float32", rng=None):
     return [x, gamma, beta], [out.astype(dtype)]
 
 
+# compiler.topi has no layer_norm (TVM added one after v0.8), so the template keeps its own computation.
 @template("layer_norm", target="cpu", reference=layer_norm_reference)
 def layer_norm(M: int, N: int, dtype: str = "float32"):
     """``(x - mean) / sqrt(var + eps) * gamma + beta`` per row; two passes (mean, then variance)."""

@@ -8,45 +8,28 @@ taps may be unrolled; channel blocks run in parallel.
 
 from __future__ import annotations
 
-import numpy as np
-
-from compiler import te
+from compiler import te, topi
+from compiler.topi.utils import get_const_tuple
 from search_spaces.template import get_config, template
 from search_spaces.templates._common import (
     accumulator,
-    conv_out_size,
     float_dtype_check,
-    pad_nchw_like,
     padding4,
-    pair,
     parallel_and_vectorize,
     place_padding,
     random_data,
     vector_lanes,
 )
-from search_spaces.templates._conv_ref import window_views
 
 __all__ = ["pool2d", "pool2d_reference"]
 
 
 def pool2d_reference(N, C, H, W, KH, KW, stride, padding, pool_type, dtype="float32", rng=None):
-    """Random input ``(N, C, H, W)`` and its pooled output.
-
-    The output size is read off the padded input here, not taken from the template's
-    arithmetic, so that the reference checks the template's sizes too.
-    """
+    """Random input ``(N, C, H, W)`` and its pooled output (``topi.testing.pool2d_python``,
+    which reads the output size off the padded input, so it checks the template's sizes too)."""
     x = random_data(rng, (N, C, H, W), dtype)
-    top, left, bottom, right = padding4(padding)
-    fill = -np.inf if pool_type == "max" else 0.0
-    xp = np.pad(x.astype("float64"), ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=fill)
-    sh, sw = pair(stride, "stride")
-    Hp, Wp = xp.shape[2:]
-    if Hp < KH or Wp < KW:
-        raise ValueError(f"pool2d: a {KH}x{KW} window does not fit the padded {Hp}x{Wp} input")
-    Ho, Wo = (Hp - KH) // sh + 1, (Wp - KW) // sw + 1
-    views = [v for _, _, v in window_views(xp, KH, KW, (sh, sw), (1, 1), Ho, Wo)]
-    out = np.max(views, axis=0) if pool_type == "max" else np.sum(views, axis=0) / (KH * KW)
-    return [x], [out.astype(dtype)]
+    out = topi.testing.pool2d_python(x, (KH, KW), stride, 1, padding4(padding), pool_type)
+    return [x], [out]
 
 
 @template("pool2d", target="cpu", reference=pool2d_reference)
@@ -56,13 +39,15 @@ def pool2d(N: int, C: int, H: int, W: int, KH: int, KW: int, stride=1, padding=0
     if pool_type not in ("max", "avg"):
         raise ValueError(f"pool_type must be 'max' or 'avg', got {pool_type!r}")
     float_dtype_check(dtype, "pool2d")
-    cfg = get_config()
-    sh, sw = pair(stride, "stride")
-    pads = padding4(padding)
-    Ho = conv_out_size(H, KH, sh, pads[0], pads[2])
-    Wo = conv_out_size(W, KW, sw, pads[1], pads[3])
     X = te.placeholder((N, C, H, W), name="X", dtype=dtype)
+    pads = padding4(padding)
+    # topi's stages: [pad_temp ->] pool_max, or [pad_temp ->] pool_sum -> pool_avg
+    out = topi.nn.pool2d(X, (KH, KW), stride, 1, pads, pool_type)
+    R = out if pool_type == "max" else out.op.input_tensors[0]
+    P = R.op.input_tensors[0]
+    _, _, Ho, Wo = get_const_tuple(out.shape)
 
+    cfg = get_config()
     lanes = vector_lanes(dtype)
     cfg.define_split("tile_y", Ho, num_outputs=2, filter=lambda e: e.size[-1] <= 8, default=[-1, 1])
     cfg.define_split("tile_x", Wo, num_outputs=2, filter=lambda e: e.size[-1] <= 4 * lanes,
@@ -72,18 +57,6 @@ def pool2d(N: int, C: int, H: int, W: int, KH: int, KW: int, stride=1, padding=0
     cfg.define_annotate("unroll_kernel", [0, 1], policy="try_unroll", default=["none", "unroll"])
     cfg.define_knob("vec", [True, False])
     cfg.define_knob("parallel", [True, False])
-
-    fill = te.min_value(dtype).value if pool_type == "max" else 0.0
-    P = pad_nchw_like(X, 2, pads, fill, name="X_pad")
-    ry = te.reduce_axis((0, KH), name="ry")
-    rx = te.reduce_axis((0, KW), name="rx")
-    reducer = te.max if pool_type == "max" else te.sum
-    R = te.compute((N, C, Ho, Wo), lambda n, c, y, x: reducer(P[n, c, y * sh + ry, x * sw + rx],
-                                                              axis=[ry, rx]), name=f"pool_{pool_type}")
-    out = R
-    if pool_type == "avg":
-        out = te.compute((N, C, Ho, Wo), lambda n, c, y, x: R[n, c, y, x] * (1.0 / (KH * KW)),
-                         name="pool_avg_scaled")
 
     s = te.create_schedule(out.op)
     acc = accumulator(s, R, out)

@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from compiler import te
+from compiler import te, topi
 from search_spaces.template import get_config, template
 from search_spaces.templates._cuda_limits import MAX_SHARED_BYTES, MAX_THREADS, register_tile_fits
 from search_spaces.templates.cpu_batch_matmul import batch_matmul_reference
@@ -62,20 +62,17 @@ def define_gemm_cuda_knobs(cfg, N: int, L: int, M: int, dtype: str) -> None:
 
 
 def k_major_view(cfg, operand):
-    """``(tensor, read)``: what the GEMM reads of ``operand`` (``[..., rows, k]``, k
-    contiguous), and ``read(*batch, row, k)`` reading it. The tensor is the operand, or
-    with the ``k_major`` knob a transposed view ``[..., k, rows]``; the view is inlined by
-    :func:`schedule_gemm_cuda`, so only its shared-memory copy exists, laid out so that
-    each thread reads its rows of one k step with vector loads."""
+    """``(tensor, transposed)``: what the GEMM reads of ``operand`` (``[..., rows, k]``, k
+    contiguous): the operand itself, or with the ``k_major`` knob a transposed view
+    ``[..., k, rows]`` (``transposed`` is then True, to pass as topi's ``transpose_a``).
+    The view is inlined by :func:`schedule_gemm_cuda`, so only its shared-memory copy
+    exists, laid out so that each thread reads its rows of one k step with vector loads."""
     if not cfg["k_major"].val:
-        return operand, lambda *i: operand[i]
-
-    def swap_last(i):
-        return (*i[:-2], i[-1], i[-2])
-
+        return operand, False
     *batch, rows, k = operand.shape
-    view = te.compute((*batch, k, rows), lambda *i: operand[swap_last(i)], name=f"{operand.op.name}_T")
-    return view, lambda *i: view[swap_last(i)]
+    view = te.compute((*batch, k, rows), lambda *i: operand[(*i[:-2], i[-1], i[-2])],
+                      name=f"{operand.op.name}_T")
+    return view, True
 
 
 def schedule_gemm_cuda(cfg, s, out, acc, operands, batch_axis=None) -> None:
@@ -134,13 +131,6 @@ def schedule_gemm_cuda(cfg, s, out, acc, operands, batch_axis=None) -> None:
             s[shared].vectorize(v)
 
 
-def _gemm(a_at, b_at, shape, L: int, dtype: str, name: str = "C"):
-    k = te.reduce_axis((0, L), name="k")
-    if len(shape) == 2:
-        return te.compute(shape, lambda i, j: te.sum(a_at(i, k) * b_at(k, j), axis=k), name=name)
-    return te.compute(shape, lambda b, i, j: te.sum(a_at(b, i, k) * b_at(b, k, j), axis=k), name=name)
-
-
 @template("matmul", target="cuda", reference=matmul_reference)
 def matmul_cuda(N: int, L: int, M: int, dtype: str = "float32"):
     """``C = A @ B``: shared-memory block tiles and register tiles (see the module doc)."""
@@ -148,8 +138,8 @@ def matmul_cuda(N: int, L: int, M: int, dtype: str = "float32"):
     define_gemm_cuda_knobs(cfg, N, L, M, dtype)
     A = te.placeholder((N, L), name="A", dtype=dtype)
     B = te.placeholder((L, M), name="B", dtype=dtype)
-    A_view, a_at = k_major_view(cfg, A)
-    C = _gemm(a_at, lambda k, j: B[k, j], (N, M), L, dtype)
+    A_view, a_t = k_major_view(cfg, A)
+    C = topi.nn.matmul(A_view, B, transpose_a=a_t)
     s = te.create_schedule(C.op)
     CC = s.cache_write(C, "local")
     schedule_gemm_cuda(cfg, s, C, CC, [A_view, B])
@@ -163,21 +153,18 @@ def dense_cuda(batch: int, in_dim: int, out_dim: int, dtype: str = "float32", bi
     define_gemm_cuda_knobs(cfg, batch, in_dim, out_dim, dtype)
     X = te.placeholder((batch, in_dim), name="X", dtype=dtype)
     W = te.placeholder((out_dim, in_dim), name="W", dtype=dtype)
-    (X_view, x_at), (W_view, w_at) = k_major_view(cfg, X), k_major_view(cfg, W)
-    D = _gemm(x_at, lambda k, j: w_at(j, k), (batch, out_dim), in_dim, dtype, name="dense")
-    tensors = [X, W]
-    if bias:
-        b = te.placeholder((out_dim,), name="b", dtype=dtype)
-        out = te.compute((batch, out_dim), lambda i, j: D[i, j] + b[j], name="dense_bias")
-        tensors.append(b)
-        s = te.create_schedule(out.op)
+    (X_view, x_t), (W_view, w_t) = k_major_view(cfg, X), k_major_view(cfg, W)
+    b = te.placeholder((out_dim,), name="b", dtype=dtype) if bias else None
+    tensors = [X, W] + ([b] if bias else [])
+    # topi.nn.dense(X, W, b) is matmul(X, W, b, transpose_b=True); matmul also reads the views
+    out = topi.nn.matmul(X_view, W_view, b, transpose_a=x_t, transpose_b=not w_t)
+    s = te.create_schedule(out.op)
+    if bias:  # the product is accumulated in registers, the bias added as they leave
+        D = out.op.input_tensors[0]
         s[D].set_scope("local")
         schedule_gemm_cuda(cfg, s, out, D, [X_view, W_view])
     else:
-        out = D
-        s = te.create_schedule(out.op)
-        DD = s.cache_write(D, "local")
-        schedule_gemm_cuda(cfg, s, D, DD, [X_view, W_view])
+        schedule_gemm_cuda(cfg, s, out, s.cache_write(out, "local"), [X_view, W_view])
     return s, tensors + [out]
 
 
@@ -188,8 +175,8 @@ def batch_matmul_cuda(B: int, N: int, L: int, M: int, dtype: str = "float32"):
     define_gemm_cuda_knobs(cfg, N, L, M, dtype)
     A = te.placeholder((B, N, L), name="A", dtype=dtype)
     Bt = te.placeholder((B, L, M), name="B", dtype=dtype)
-    A_view, a_at = k_major_view(cfg, A)
-    C = _gemm(a_at, lambda b, k, j: Bt[b, k, j], (B, N, M), L, dtype)
+    A_view, a_t = k_major_view(cfg, A)
+    C = topi.nn.batch_matmul(A_view, Bt, transpose_a=a_t, transpose_b=False)
     s = te.create_schedule(C.op)
     CC = s.cache_write(C, "local")
     schedule_gemm_cuda(cfg, s, C, CC, [A_view, Bt], batch_axis=C.op.axis[0])

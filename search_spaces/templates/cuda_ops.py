@@ -26,25 +26,15 @@ import math
 
 import numpy as np
 
-from compiler import te
+from compiler import te, topi
+from compiler.topi.nn.utils import as_pair
+from compiler.topi.utils import get_const_tuple
 from search_spaces.template import get_config, template
-from search_spaces.templates._common import (
-    conv_out_size,
-    float_dtype_check,
-    pad_nchw_like,
-    padding4,
-    pair,
-)
+from search_spaces.templates._common import float_dtype_check, padding4
 from search_spaces.templates._cuda_limits import MAX_SHARED_BYTES, MAX_THREADS, register_tile_fits
 from search_spaces.templates.cpu_conv2d import conv2d_nchw_reference
 from search_spaces.templates.cpu_depthwise import depthwise_conv2d_nchw_reference
-from search_spaces.templates.cpu_elementwise import (
-    BINARY_OPS,
-    _operand_shape,
-    _parse,
-    _stage_body,
-    elementwise_reference,
-)
+from search_spaces.templates.cpu_elementwise import chain_compute, elementwise_reference, parse_chain
 from search_spaces.templates.cpu_norm import softmax_reference
 
 __all__ = ["elementwise_cuda", "softmax_cuda", "conv2d_nchw_cuda", "depthwise_conv2d_nchw_cuda"]
@@ -62,25 +52,13 @@ def _bind_flat(cfg, s, out, name: str = "tile") -> None:
 @template("elementwise", target="cuda", reference=elementwise_reference)
 def elementwise_cuda(M: int, N: int, ops: str, dtype: str = "float32"):
     """The chain fused into one kernel; ``tile`` = (blocks, threads, elements per thread)."""
-    chain = _parse(ops, dtype)
+    chain = parse_chain(ops, dtype)
     cfg = get_config()
     cfg.define_split("tile", M * N, num_outputs=3, policy="verbose",
                      filter=lambda e: e.size[1] <= MAX_THREADS and e.size[2] <= 8)
     cfg.define_knob("unroll", [1, 0])
-    X = te.placeholder((M, N), name="X", dtype=dtype)
-    inputs = [X]
-    stages = []
-    cur = X
-    k = 0
-    for pos, o in enumerate(chain):
-        operand = None
-        if o in BINARY_OPS:
-            operand = te.placeholder(_operand_shape(k, M, N), name=f"B{k}", dtype=dtype)
-            inputs.append(operand)
-            k += 1
-        cur = te.compute((M, N), _stage_body(o, cur, operand, dtype), name=f"{o}{pos}")
-        stages.append(cur)
-    out = cur
+    inputs, stages = chain_compute(M, N, chain, dtype)
+    out = stages[-1]
     s = te.create_schedule(out.op)
     for st in stages[:-1]:
         s[st].compute_inline()
@@ -90,7 +68,8 @@ def elementwise_cuda(M: int, N: int, ops: str, dtype: str = "float32"):
 
 @template("softmax", target="cuda", reference=softmax_reference)
 def softmax_cuda(M: int, N: int, dtype: str = "float32"):
-    """Stable softmax in four kernels: row max, ``exp(x - max)``, row sum, divide."""
+    """Stable softmax (``topi.nn.softmax``) in four kernels: row max, ``exp(x - max)``, row
+    sum, divide."""
     float_dtype_check(dtype, "softmax")
     cfg = get_config()
     cfg.define_split("rows", M, num_outputs=2, filter=lambda e: e.size[1] <= MAX_THREADS)
@@ -100,12 +79,9 @@ def softmax_cuda(M: int, N: int, dtype: str = "float32"):
     cfg.add_constraint(lambda c: c["tile_n"].size[1] * c["tile_m"].size[1] <= MAX_THREADS,
                        knobs=["tile_n", "tile_m"], name="threads per block")
     X = te.placeholder((M, N), name="X", dtype=dtype)
-    k = te.reduce_axis((0, N), name="k")
-    mx = te.compute((M,), lambda i: te.max(X[i, k], axis=k), name="row_max")
-    ex = te.compute((M, N), lambda i, j: te.exp(X[i, j] - mx[i]), name="exp")
-    k2 = te.reduce_axis((0, N), name="k2")
-    sm = te.compute((M,), lambda i: te.sum(ex[i, k2], axis=k2), name="row_sum")
-    out = te.compute((M, N), lambda i, j: ex[i, j] / sm[i], name="softmax")
+    out = topi.nn.softmax(X)
+    ex, sm = out.op.input_tensors
+    mx = ex.op.input_tensors[1]
     s = te.create_schedule(out.op)
     for red in (mx, sm):
         if cfg["row_threads"].val:  # a block per row, reduced across its threads
@@ -176,10 +152,14 @@ def _conv_knobs(cfg, F: int, Ho: int, Wo: int, reduce_extents: dict, window: tup
                        name="shared memory")
 
 
-def _schedule_conv(cfg, s, Y, P, Wt) -> None:
+def _schedule_conv(cfg, s, Y, reduce_knobs: list[str]) -> None:
     """Block tiles of the output; at each step of the outer reduction loops the block
     stages its window of the (padded) input and of the weights in shared memory, loaded
-    by all its threads together; each thread accumulates a register tile in ``local``."""
+    by all its threads together; each thread accumulates a register tile in ``local``.
+
+    ``Y`` is a topi convolution: it reads the padded input and the weights, in that
+    order; ``reduce_knobs`` names the split knob of each of its reduce axes, in order."""
+    P, Wt = Y.op.input_tensors
     acc = s.cache_write(Y, "local")
     data_shared = s.cache_read(P, "shared", [acc])
     weights_shared = s.cache_read(Wt, "shared", [acc])
@@ -205,8 +185,8 @@ def _schedule_conv(cfg, s, Y, P, Wt) -> None:
     for axis in s[acc].op.axis:  # constant indices keep the accumulators in registers
         s[acc].unroll(axis)
     outer, inner = [], []
-    for axis in s[acc].op.reduce_axis:
-        o, i = cfg[f"tile_{axis.var.name}"].apply(s, acc, axis)
+    for name, axis in zip(reduce_knobs, s[acc].op.reduce_axis, strict=True):
+        o, i = cfg[f"tile_{name}"].apply(s, acc, axis)
         outer.append(o)
         inner.append(i)
     s[acc].reorder(*outer, *inner, *s[acc].op.axis)
@@ -226,54 +206,40 @@ def _schedule_conv(cfg, s, Y, P, Wt) -> None:
             s[load].bind(t, te.thread_axis(tag))
 
 
+def _conv_window(stride, dilation) -> tuple[int, int, int, int]:
+    return (*as_pair(stride, "stride"), *as_pair(dilation, "dilation"))
+
+
 @template("conv2d_nchw", target="cuda", reference=conv2d_nchw_reference)
 def conv2d_nchw_cuda(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, stride=1, padding=0,
                      dilation=1, dtype: str = "float32"):
-    """Direct NCHW convolution: shared-memory tiles of input and weights, register tiles
-    of outputs (see the module doc)."""
+    """Direct NCHW convolution (``topi.nn.conv2d_nchw``): shared-memory tiles of input and
+    weights, register tiles of outputs (see the module doc)."""
     cfg = get_config()
-    sh, sw = pair(stride, "stride")
-    dh, dw = pair(dilation, "dilation")
-    pads = padding4(padding)
-    Ho = conv_out_size(H, KH, sh, pads[0], pads[2], dh)
-    Wo = conv_out_size(W, KW, sw, pads[1], pads[3], dw)
-    _conv_knobs(cfg, F, Ho, Wo, {"rc": C, "ry": KH, "rx": KW}, (sh, sw, dh, dw), np.dtype(dtype).itemsize,
-                per_channel=False)
     X = te.placeholder((N, C, H, W), name="X", dtype=dtype)
     Wt = te.placeholder((F, C, KH, KW), name="W", dtype=dtype)
-    P = pad_nchw_like(X, 2, pads, 0.0, name="X_pad")
-    rc = te.reduce_axis((0, C), name="rc")
-    ry = te.reduce_axis((0, KH), name="ry")
-    rx = te.reduce_axis((0, KW), name="rx")
-    Y = te.compute((N, F, Ho, Wo), lambda n, f, y, x: te.sum(
-        P[n, rc, y * sh + ry * dh, x * sw + rx * dw] * Wt[f, rc, ry, rx], axis=[rc, ry, rx]),
-        name="conv2d_nchw")
+    Y = topi.nn.conv2d_nchw(X, Wt, stride, padding4(padding), dilation)
+    _, _, Ho, Wo = get_const_tuple(Y.shape)
+    _conv_knobs(cfg, F, Ho, Wo, {"rc": C, "ry": KH, "rx": KW}, _conv_window(stride, dilation),
+                np.dtype(dtype).itemsize, per_channel=False)
     s = te.create_schedule(Y.op)
-    _schedule_conv(cfg, s, Y, P, Wt)
+    _schedule_conv(cfg, s, Y, ["rc", "ry", "rx"])
     return s, [X, Wt, Y]
 
 
 @template("depthwise_conv2d_nchw", target="cuda", reference=depthwise_conv2d_nchw_reference)
 def depthwise_conv2d_nchw_cuda(N: int, C: int, H: int, W: int, KH: int, KW: int, stride=1, padding=0,
                                dilation=1, dtype: str = "float32"):
-    """Depthwise convolution with the same shared-memory and register tiling, each block's
-    channels staging their own input windows."""
+    """Depthwise convolution (``topi.nn.depthwise_conv2d_nchw``, channel multiplier 1) with
+    the same shared-memory and register tiling, each block's channels staging their own
+    input windows."""
     cfg = get_config()
-    sh, sw = pair(stride, "stride")
-    dh, dw = pair(dilation, "dilation")
-    pads = padding4(padding)
-    Ho = conv_out_size(H, KH, sh, pads[0], pads[2], dh)
-    Wo = conv_out_size(W, KW, sw, pads[1], pads[3], dw)
-    _conv_knobs(cfg, C, Ho, Wo, {"ry": KH, "rx": KW}, (sh, sw, dh, dw), np.dtype(dtype).itemsize,
-                per_channel=True)
     X = te.placeholder((N, C, H, W), name="X", dtype=dtype)
     Wt = te.placeholder((C, 1, KH, KW), name="W", dtype=dtype)
-    P = pad_nchw_like(X, 2, pads, 0.0, name="X_pad")
-    ry = te.reduce_axis((0, KH), name="ry")
-    rx = te.reduce_axis((0, KW), name="rx")
-    Y = te.compute((N, C, Ho, Wo), lambda n, c, y, x: te.sum(
-        P[n, c, y * sh + ry * dh, x * sw + rx * dw] * Wt[c, 0, ry, rx], axis=[ry, rx]),
-        name="depthwise_conv2d_nchw")
+    Y = topi.nn.depthwise_conv2d_nchw(X, Wt, stride, padding4(padding), dilation)
+    _, _, Ho, Wo = get_const_tuple(Y.shape)
+    _conv_knobs(cfg, C, Ho, Wo, {"ry": KH, "rx": KW}, _conv_window(stride, dilation),
+                np.dtype(dtype).itemsize, per_channel=True)
     s = te.create_schedule(Y.op)
-    _schedule_conv(cfg, s, Y, P, Wt)
+    _schedule_conv(cfg, s, Y, ["ry", "rx"])
     return s, [X, Wt, Y]

@@ -34,6 +34,9 @@ def poolnd_python(np_data, kernel, strides, dilation, padding_before, padding_af
     windows = zip(sizes, kernel, strides, dilation, padding_before, padding_after, strict=True)
     for n, k, s, d, lo, hi in windows:
         span = (n + lo + hi - (k - 1) * d - 1) / s
+        if span < 0:
+            raise ValueError(f"a window of {k} taps (dilation {d}) does not fit the padded input "
+                             f"({n} + {lo} + {hi})")
         out_sizes.append(int(math.ceil(span) if ceil_mode else math.floor(span)) + 1)
     wide = data.astype("float64")
     out = np.zeros(data.shape[:-nsp] + tuple(out_sizes))
