@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from .errors import CompilerError
+from .passes import build_module
 from .runtime.module import Module
 from .target import Target
 from .tir.function import IRModule, PrimFunc
@@ -28,7 +29,7 @@ def build(inputs, args=None, target=None, target_host=None, name: str = "default
         return _build_per_target(inputs, target_host)
     tgt = Target.from_any(target) or Target("llvm")
     mod = _to_module(inputs, args, name, binds)
-    return _build_one(mod, tgt)
+    return build_module(mod, tgt)
 
 
 def _to_module(inputs, args, name: str, binds) -> IRModule:
@@ -40,16 +41,6 @@ def _to_module(inputs, args, name: str, binds) -> IRModule:
     from .lowering import lower
 
     return lower(inputs, args, name=name, binds=binds)
-
-
-def _build_one(mod: IRModule, target: Target) -> Module:
-    from .codegen import build_module
-
-    if target.kind == "cuda":
-        from .codegen.cuda import build_cuda
-
-        return build_cuda(mod, target)
-    return build_module(mod, target)
 
 
 def _build_per_target(inputs: dict, target_host) -> Module:
@@ -73,4 +64,4 @@ def _build_per_target(inputs: dict, target_host) -> Module:
             merged[name] = func
     if first is None or not merged:
         raise CompilerError("build() was given no functions")
-    return _build_one(IRModule(merged), first)
+    return build_module(IRModule(merged), first)

@@ -1,4 +1,5 @@
-"""``lower()``: from a schedule (or a function) to optimised loop IR."""
+"""``lower()``: from a schedule (or a function) to optimised loop IR (the passes of
+:data:`compiler.passes.LOWER`)."""
 
 from __future__ import annotations
 
@@ -9,19 +10,9 @@ __all__ = ["lower"]
 
 
 def _passes(func: PrimFunc, simple_mode: bool) -> PrimFunc:
-    from .tir import transform
-    from .tir.transform.storage_flatten import storage_flatten
+    from .passes import LOWER, run_passes
 
-    func = storage_flatten(func)
-    func = transform.simplify(func)
-    if not simple_mode:
-        func = transform.loop_partition(func)
-        func = transform.unroll_loops(func)
-        func = transform.simplify(func)
-        # Last: later passes (the simplifier in particular) do not know vector nodes.
-        func = transform.vectorize_loops(func)
-    func = transform.remove_no_op(func)
-    return func
+    return run_passes(func, LOWER, simple_mode)
 
 
 def lower(inp, args=None, name: str = "main", binds: dict | None = None,

@@ -1,42 +1,20 @@
-"""``build(..., target="cuda")``: GPU lowering, PTX, and the host module that launches it.
+"""``build(..., target="cuda")``: PTX, and the host module that launches it.
 
-:func:`lower_cuda` runs the GPU passes on functions that :func:`compiler.lower` produced
-(target-agnostic): loops from 0 (:mod:`~compiler.tir.transform.normalize_loops`),
-virtual threads (:mod:`~compiler.tir.transform.inject_virtual_thread`), double
-buffers (:mod:`~compiler.tir.transform.inject_double_buffer`), then the split into
-kernels with their launch dimensions and barriers
-(:mod:`~compiler.tir.transform.split_host_device`), whose kernels' intrinsics are lowered
-by the ``cuda`` rules (:mod:`~compiler.tir.transform.lower_intrin`). :func:`build_cuda` compiles the
-kernels of every function into one PTX module (:mod:`.nvptx`) and wraps it in a
+:func:`build_cuda` runs the GPU passes of :mod:`compiler.passes` (:func:`lower_cuda`) on
+functions that :func:`compiler.lower` produced, compiles the kernels of every function
+into one PTX module (:mod:`.nvptx`) and wraps it in a
 :class:`~compiler.runtime.cuda.CUDAModule`.
 """
 
 from __future__ import annotations
 
 from ..errors import CompilerError
+from ..passes import lower_cuda
 from ..runtime.cuda import CUDADeviceModule, CUDAModule
 from ..target import Target
-from ..tir import transform
 from ..tir.function import IRModule
-from ..tir.transform.inject_double_buffer import inject_double_buffer
-from ..tir.transform.inject_virtual_thread import inject_virtual_thread
-from ..tir.transform.lower_intrin import lower_intrin
-from ..tir.transform.normalize_loops import normalize_loops
-from ..tir.transform.split_host_device import DeviceLimits, GPUFunction, split_host_device
 
 __all__ = ["lower_cuda", "build_cuda"]
-
-
-def lower_cuda(mod: IRModule, limits: DeviceLimits | None = None) -> list[GPUFunction]:
-    """Every function of ``mod`` split into kernels and a launch plan (checked against ``limits``)."""
-    out = []
-    for name, func in mod.items():
-        func = func if func.name == name else func.with_name(name)
-        func = transform.simplify(inject_double_buffer(inject_virtual_thread(normalize_loops(func))))
-        gf = split_host_device(func, limits)
-        gf.kernels = [lower_intrin(transform.remove_no_op(transform.simplify(k)), "cuda") for k in gf.kernels]
-        out.append(gf)
-    return out
 
 
 def build_cuda(mod: IRModule, target: Target) -> CUDAModule:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from llvmlite import ir
 
-from .. import dtypes
+from .. import dtypes, passes
 from ..errors import CodegenError
 from ..tir import expr as E
 from ..tir import stmt as S
@@ -42,7 +42,6 @@ from ..tir.function import IRModule, PrimFunc
 from ..tir.functor import Functor
 from ..tir.op import EXTERN_OPS
 from ..tir.packed import CALL_PACKED
-from ..tir.transform.lower_intrin import lower_intrin
 from . import loop_metadata
 from .intrinsics import CALL_OPS, MathEmitter, emit_call_extern, extern_name
 from .llvm_jit import defined_functions, imported_llvm, link_imports
@@ -78,13 +77,13 @@ _INT_CMP = {E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">="
 
 
 def generate_llvm_ir(mod: IRModule, triple: str = "", data_layout: str = "", fast_math: bool = False) -> str:
-    """The LLVM IR text (unoptimised) of every function in ``mod``, its intrinsics lowered
-    by the ``llvm`` rules (:mod:`compiler.tir.op`)."""
+    """The LLVM IR text (unoptimised) of every function in ``mod``, after the passes of
+    :data:`compiler.passes.LLVM_CODEGEN` (intrinsics lowered by the ``llvm`` rules)."""
     cg = CodeGenLLVM(triple, data_layout, fast_math)
     imports = [code for _, func in mod.items() for code in imported_llvm(func.body)]  # Stage.pragma
     cg.imported_symbols = defined_functions(imports)
     for _, func in mod.items():
-        cg.add_function(lower_intrin(func, "llvm"))
+        cg.add_function(passes.run_passes(func, passes.LLVM_CODEGEN))
     return link_imports(cg.finish(), imports)
 
 
