@@ -338,3 +338,13 @@ def test_batch_matmul_reference_against_loops(rng, trans_x, trans_y):
         a_row = [x[b, k, i] if trans_x else x[b, i, k] for k in range(4)]
         b_col = [y[0, j, k] if trans_y else y[0, k, j] for k in range(4)]
         assert got[b, i, j] == sum(int(p) * int(q) for p, q in zip(a_row, b_col))
+
+
+def test_references_refuse_windows_that_do_not_fit():
+    x = np.ones((1, 1, 2, 2), dtype="float32")
+    with pytest.raises(ValueError, match="does not fit"):
+        topi.testing.pool2d_python(x, 3, 1, 1, 0, "max")
+    with pytest.raises(ValueError, match="does not fit"):
+        topi.testing.conv2d_nchw_python(x, np.ones((1, 1, 3, 3), dtype="float32"), 1, 0)
+    with pytest.raises(ValueError, match="pool_type"):
+        topi.testing.pool2d_python(x, 1, 1, 1, 0, "min")

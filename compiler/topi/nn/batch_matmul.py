@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ... import te
-from .conv2d import check_tensor
+from .utils import check_tensor
 
 __all__ = ["batch_matmul"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ... import te
 from ..utils import get_const_tuple
-from .conv2d import check_tensor
+from .utils import check_tensor
 
 __all__ = ["dense", "matmul"]
 

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from ... import te
-from .conv2d import check_tensor
 from .pad import pad
-from .utils import as_pair, get_pad_tuple
+from .utils import as_pair, check_tensor, get_pad_tuple
 
 __all__ = ["pool2d"]
 

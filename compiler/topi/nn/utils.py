@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import numbers
 
-__all__ = ["get_pad_tuple", "as_pair"]
+from ... import te
+from ..utils import get_const_tuple
+
+__all__ = ["get_pad_tuple", "as_pair", "check_tensor", "conv_output_size"]
 
 _PADDING_FORMS = "padding must be an int, a tuple of 2 or 4 ints, 'SAME' or 'VALID', got {!r}"
 
@@ -62,3 +65,23 @@ def get_pad_tuple(padding, kernel) -> tuple[int, int, int, int]:
 def _check_pads(pads, given) -> None:
     if min(pads) < 0:
         raise ValueError(f"padding must not be negative, got {given!r}")
+
+
+def check_tensor(t, ndim: int, what: str, layout: str) -> tuple:
+    """``t``'s shape (ints where constant), after checking that ``t`` is a tensor of ``ndim`` axes."""
+    if not isinstance(t, te.Tensor):
+        raise TypeError(f"{what} must be a te.Tensor, got {type(t).__name__}")
+    if len(t.shape) != ndim:
+        raise ValueError(f"{what} must have {ndim} dimensions ({layout}), "
+                         f"got shape {get_const_tuple(t.shape)}")
+    return get_const_tuple(t.shape)
+
+
+def conv_output_size(size, kernel: int, stride: int, pad_lo: int, pad_hi: int, dilation: int = 1):
+    """``(size + pad_lo + pad_hi - dilated_kernel) // stride + 1``; ``ValueError`` where the
+    dilated window does not fit the padded input."""
+    dilated = (kernel - 1) * dilation + 1
+    if isinstance(size, int) and size + pad_lo + pad_hi < dilated:
+        raise ValueError(f"a window of {kernel} taps (dilation {dilation}) does not fit the padded "
+                         f"input ({size} + {pad_lo} + {pad_hi})")
+    return (size + pad_lo + pad_hi - dilated) // stride + 1
