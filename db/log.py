@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import functools
 import json
 import logging
 import math
@@ -34,6 +35,10 @@ from typing import Any
 from sqlalchemy import (
     Connection,
     Engine,
+    Integer,
+    and_,
+    case,
+    cast,
     create_engine,
     delete,
     event,
@@ -464,27 +469,50 @@ class TuningLog:
                             median=r.median_cost, score=r.score, flop=r.flop) for r in rows]
 
     def trial_curve(self, task_or_key: TaskOrKey, *, points: int = 1000) -> TrialCurve:
-        """A workload's search trials in time order, in at most ``points`` buckets of consecutive
-        trials: per bucket its last trial number, its fastest and slowest mean cost and its
-        errors; and the trial numbers at which a tuning run starts. What a plot of the tuning
-        curve draws, without loading every record."""
+        """A workload's search trials in time order, downsampled: what a plot of its tuning curve
+        draws, without loading every record.
+
+        Up to ``points`` trials come one point each. Beyond, the trials are grouped into
+        ``points`` buckets of equal spans of time (one pass of SQL, no sort of the trials), each
+        a point: the number of its last trial, its fastest and slowest mean cost, its errors.
+        ``run_starts`` are the trial numbers where a tuning run starts (beyond ``points``
+        trials, the first trial of the bucket it starts in).
+        """
         if isinstance(points, bool) or not isinstance(points, int) or points < 1:
             raise ValueError(f"trial_curve: points must be a positive int, got {points!r}")
-        key = _key_of(task_or_key)
-        number = func.row_number().over(order_by=(_R.timestamp, _R.id)).label("n")
-        trials = (select(number, _R.mean_cost, _R.error_kind, _R.run_id).join(_W, _W.id == _R.workload_id)
-                  .where(_W.key == key, _R.kind == TRIAL).subquery())
         with self._guard("reading a tuning curve"), self._reading() as conn:
-            total = int(conn.scalar(select(func.count()).select_from(trials)) or 0)
+            wid = conn.scalar(select(_W.id).where(_W.key == _key_of(task_or_key)))
+            trials = and_(_R.workload_id == wid, _R.kind == TRIAL)
+            total, t0, t1 = conn.execute(select(func.count(), func.min(_R.timestamp), func.max(_R.timestamp))
+                                         .where(trials)).one()
             if not total:
                 return TrialCurve(0, [], [])
-            bucket = ((trials.c.n - 1) * points // total).label("bucket")
-            rows = conn.execute(select(func.max(trials.c.n), func.min(trials.c.mean_cost),
-                                       func.max(trials.c.mean_cost), func.count(trials.c.error_kind))
-                                .group_by(bucket).order_by(bucket)).all()
-            starts = conn.scalars(select(func.min(trials.c.n)).group_by(trials.c.run_id)).all()
-        return TrialCurve(total, [CurvePoint(int(n), lo, hi, int(e)) for n, lo, hi, e in rows],
-                          sorted(int(s) for s in starts if s > 1))
+            if total <= points:
+                rows = conn.execute(select(_R.mean_cost, _R.error_kind, _R.run_id).where(trials)
+                                    .order_by(_R.timestamp, _R.id)).all()
+                starts = [n for n, r in enumerate(rows, 1) if n > 1 and r.run_id != rows[n - 2].run_id]
+                each = [CurvePoint(n, r.mean_cost, r.mean_cost, int(r.error_kind is not None))
+                        for n, r in enumerate(rows, 1)]
+                return TrialCurve(total, each, starts)
+            width = (t1 - t0) / points or 1.0  # all at one time: one bucket
+            offset = (_R.timestamp - t0) / width  # >= 0; SQLite's cast truncates, PostgreSQL's rounds
+            index = cast(func.floor(offset) if self._backend == "postgresql" else offset, Integer)
+            bucket = case((index > points - 1, points - 1), else_=index).label("bucket")
+            buckets = conn.execute(select(bucket, func.count(), func.min(_R.mean_cost),
+                                          func.max(_R.mean_cost), func.count(_R.error_kind))
+                                   .where(trials).group_by(bucket).order_by(bucket)).all()
+            firsts = conn.scalars(select(func.min(_R.timestamp)).where(trials).group_by(_R.run_id)).all()
+        curve, starts_at, last = [], {}, 0
+        for b, n, lo, hi, errors in buckets:
+            starts_at[int(b)] = last + 1
+            last += int(n)
+            curve.append(CurvePoint(last, lo, hi, int(errors)))
+        starts = set()
+        for t in firsts:
+            if t > t0:
+                b = min(int((t - t0) / width), points - 1)
+                starts.add(starts_at.get(b, last))
+        return TrialCurve(total, curve, sorted(starts))
 
     def export_jsonl(self, path: str | os.PathLike[str]) -> int:
         """Write every run (``{"run": {...}}`` lines) then every record (one JSON object per line)
@@ -547,10 +575,46 @@ class TuningLog:
         first: dict[str, Record] = {}
         for r in records:
             first.setdefault(r.workload_key, r)
-        conn.execute(self._insert(_W).on_conflict_do_nothing(index_elements=["key"]),
-                     [{"key": key, "template": r.template, "args": canonical_json(r.args), "target": r.target,
-                       "target_kind": target_kind(r.target), "target_model": r.target_model}
-                      for key, r in first.items()])
+        ids = self._workload_ids(conn, first)
+        missing = [key for key in first if key not in ids]
+        if missing:  # new workloads (usually none: one query is all a known workload costs)
+            conn.execute(self._insert(_W).on_conflict_do_nothing(index_elements=["key"]),
+                         [{"key": key, "template": r.template, "args": canonical_json(r.args),
+                           "target": r.target, "target_kind": target_kind(r.target),
+                           "target_model": r.target_model} for key, r in ((k, first[k]) for k in missing)])
+            ids.update(self._workload_ids(conn, {key: first[key] for key in missing}))
+        started: dict[str, float] = {}
+        for r in records:
+            if r.run_id is not None:
+                started[r.run_id] = min(started.get(r.run_id, r.timestamp), r.timestamp)
+        self._store_runs(conn, [RunInfo(run_id=rid, tuner="unknown", options={}, started=t, ended=None,
+                                        status="unknown") for rid, t in started.items()])
+        rows: dict[str, dict[str, Any]] = {}
+        parsed: dict[str, Record] = {}
+        for r in records:
+            uid = r.uid
+            parsed.setdefault(uid, r)
+            rows.setdefault(uid, {
+                "uid": uid, "workload_id": ids[r.workload_key], "run_id": r.run_id,
+                "config": canonical_json(r.config), "config_index": r.config_index,
+                "costs": json.dumps(r.costs), "mean_cost": r.mean_cost, "median_cost": r.median_cost,
+                "gflops": r.gflops, "error_kind": r.error_kind, "error_msg": r.error_msg,
+                "build_time": r.build_time, "run_time": r.run_time, "host": r.host, "device": r.device,
+                "timestamp": r.timestamp, "kind": r.kind})
+        values = list(rows.values())
+        insert = _insert_records(self._backend)
+        added = []
+        for start in range(0, len(values), _BATCH):
+            for new in conn.execute(insert, values[start:start + _BATCH]):
+                r = parsed[new.uid]
+                added.append({**rows[new.uid], "id": new.id, "costs": r.costs, "config": r.config,
+                              "config_text": rows[new.uid]["config"]})
+        add_stats(conn, added)  # in this transaction: the statistics never lag the records
+        return len(added)
+
+    def _workload_ids(self, conn: Connection, first: dict[str, Record]) -> dict[str, int]:
+        """The ids of the workloads of ``first`` (key -> its first record) that the log holds;
+        a warning for a key that names another workload than its record."""
         ids: dict[str, int] = {}
         keys = list(first)
         for start in range(0, len(keys), _BATCH):
@@ -564,31 +628,7 @@ class TuningLog:
                                 "for %s%s on %s (%s) are stored under it", self._where, w.key,
                                 w.template, w.args, w.target, w.target_model,
                                 r.template, r.args, r.target, r.target_model)
-        started: dict[str, float] = {}
-        for r in records:
-            if r.run_id is not None:
-                started[r.run_id] = min(started.get(r.run_id, r.timestamp), r.timestamp)
-        self._store_runs(conn, [RunInfo(run_id=rid, tuner="unknown", options={}, started=t, ended=None,
-                                        status="unknown") for rid, t in started.items()])
-        rows: dict[str, dict[str, Any]] = {}
-        for r in records:
-            rows.setdefault(r.uid, {
-                "uid": r.uid, "workload_id": ids[r.workload_key], "run_id": r.run_id,
-                "config": canonical_json(r.config), "config_index": r.config_index,
-                "costs": json.dumps(r.costs), "mean_cost": r.mean_cost, "median_cost": r.median_cost,
-                "gflops": r.gflops, "error_kind": r.error_kind, "error_msg": r.error_msg,
-                "build_time": r.build_time, "run_time": r.run_time, "host": r.host, "device": r.device,
-                "timestamp": r.timestamp, "kind": r.kind})
-        values = list(rows.values())
-        insert = self._insert(_R).on_conflict_do_nothing(index_elements=["uid"]).returning(_R.id, _R.uid)
-        added = []
-        for start in range(0, len(values), _BATCH):
-            for new in conn.execute(insert, values[start:start + _BATCH]):
-                row = rows[new.uid]
-                row["id"] = new.id
-                added.append(row)
-        add_stats(conn, added)  # in this transaction: the statistics never lag the records
-        return len(added)
+        return ids
 
     def _decode(self, row: Any) -> Record | None:
         """A :class:`Record` from a row of :data:`_RECORD_COLUMNS`; ``None`` (and a warning) if malformed."""
@@ -635,6 +675,13 @@ class TrialCurve:
     trials: int
     points: list[CurvePoint]
     run_starts: list[int]
+
+
+@functools.cache
+def _insert_records(backend: str) -> Any:
+    """The statement that inserts records (those already held are skipped), built once."""
+    insert = postgresql.insert if backend == "postgresql" else sqlite.insert
+    return insert(_R).on_conflict_do_nothing(index_elements=["uid"]).returning(_R.id, _R.uid)
 
 
 def _key_of(obj: TaskOrKey) -> str:

@@ -179,8 +179,9 @@ class Record:
         Adding, importing or merging a record whose ``uid`` a log already holds adds nothing.
         The ``kind`` is left out: records written before kinds existed keep their identity.
         """
-        data = self.to_dict()
-        del data["kind"]
+        # The fields as to_dict() has them (JSON data already), without its deep copy: hashing
+        # only reads them, and this runs for every record stored.
+        data = {f.name: getattr(self, f.name) for f in _FIELDS if f.name != "kind"}
         return hashlib.sha256(canonical_json(data).encode()).hexdigest()
 
     def to_dict(self) -> dict[str, Any]:
@@ -212,6 +213,9 @@ class Record:
         except ValueError as err:
             raise RecordError(f"a record is not valid JSON: {err}") from None
         return cls.from_dict(data)
+
+
+_FIELDS = fields(Record)
 
 
 @dataclass(frozen=True, slots=True)

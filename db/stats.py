@@ -22,6 +22,7 @@ The ranking order: lower score first; on equal scores, the config whose
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -31,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, insert, select, tuple_
+from sqlalchemy import Connection, bindparam, delete, func, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from db.record import canonical_json
@@ -139,38 +140,61 @@ def _insert(conn: Connection, table: Any) -> Any:
     return (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(table)
 
 
-def _pools(rows: Iterable[Any]) -> dict[tuple[int, str], _Pool]:
-    """New statistics from record rows (``id, workload_id, config, costs, gflops, mean_cost``,
-    successes only)."""
+def _pools(rows: Iterable[dict[str, Any]]) -> dict[tuple[int, str], _Pool]:
+    """New statistics from successful records: dicts of ``id, workload_id, gflops, mean_cost``,
+    ``costs`` (a list), ``config`` (a dict) and ``config_text`` (its canonical JSON)."""
     pools: dict[tuple[int, str], _Pool] = {}
     for r in rows:
-        costs = usable_costs(json.loads(r["costs"]))
+        costs = usable_costs(r["costs"])
         if not costs:
             continue
-        key = (r["workload_id"], knobs_fingerprint(json.loads(r["config"])))
+        key = (r["workload_id"], knobs_fingerprint(r["config"]))
         flop = _flop(r["gflops"], r["mean_cost"])
         pool = pools.get(key)
         if pool is None:
-            pools[key] = _Pool(r["config"], costs, [r["id"]], flop)
+            pools[key] = _Pool(r["config_text"], costs, [r["id"]], flop)
         else:
-            pool.absorb(r["config"], costs, [r["id"]], flop)
+            pool.absorb(r["config_text"], costs, [r["id"]], flop)
     return pools
+
+
+# The statements of every insert, built once per dialect: building an upsert costs more than
+# running it on a few rows.
+
+@functools.cache
+def _stats_upsert(dialect: str) -> Any:
+    upsert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(ConfigStatsRow)
+    keys = ("workload_id", "knobs_hash")
+    columns = [c.name for c in ConfigStatsRow.__table__.columns if c.name not in keys]
+    return upsert.on_conflict_do_update(index_elements=["workload_id", "knobs_hash"],
+                                        set_={c: upsert.excluded[c] for c in columns})
+
+
+@functools.cache
+def _counts_upsert(dialect: str) -> Any:
+    bump = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(WorkloadCountRow)
+    return bump.on_conflict_do_update(index_elements=["workload_id", "kind", "error_kind"],
+                                      set_={"n": WorkloadCountRow.n + bump.excluded.n})
+
+
+@functools.cache
+def _stats_of() -> Any:
+    S = ConfigStatsRow
+    return select(S.workload_id, S.knobs_hash, S.config, S.costs, S.record_ids, S.flop).where(
+        S.workload_id == bindparam("wid"), S.knobs_hash.in_(bindparam("hashes", expanding=True)))
 
 
 def _write_pools(conn: Connection, pools: dict[tuple[int, str], _Pool]) -> None:
     rows = [pool.row(*key) for key, pool in sorted(pools.items())]
-    upsert = _insert(conn, ConfigStatsRow)
-    upsert = upsert.on_conflict_do_update(index_elements=["workload_id", "knobs_hash"],
-                                          set_={c: upsert.excluded[c] for c in rows[0] if
-                                                c not in ("workload_id", "knobs_hash")}) if rows else None
     for start in range(0, len(rows), _BATCH):
-        conn.execute(upsert, rows[start:start + _BATCH])
+        conn.execute(_stats_upsert(conn.dialect.name), rows[start:start + _BATCH])
 
 
 def add_stats(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
     """Fold newly inserted records into the statistics, in ``conn``'s transaction.
 
-    ``rows`` are the inserted rows as dicts (with their new ``id``). On PostgreSQL the rows
+    ``rows`` are the inserted rows as dicts (with their new ``id``; ``costs`` and ``config``
+    as data, the config's canonical JSON as ``config_text``). On PostgreSQL the rows
     of their workloads are locked first (in id order), so that concurrent writers of one
     workload merge their costs one after the other; SQLite writers are serialised already.
     """
@@ -183,21 +207,20 @@ def add_stats(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
         # inserting records takes on their workload (its foreign key) do not conflict with it.
         conn.execute(select(WorkloadRow.id).where(WorkloadRow.id.in_(wids)).order_by(WorkloadRow.id)
                      .with_for_update(key_share=True))
-    bump = _insert(conn, WorkloadCountRow)
-    bump = bump.on_conflict_do_update(index_elements=["workload_id", "kind", "error_kind"],
-                                      set_={"n": WorkloadCountRow.n + bump.excluded.n})
-    conn.execute(bump, [{"workload_id": w, "kind": k, "error_kind": e, "n": n}
+    conn.execute(_counts_upsert(conn.dialect.name), [{"workload_id": w, "kind": k, "error_kind": e, "n": n}
                         for (w, k, e), n in sorted(counts.items())])
     new = _pools(r for r in rows if r["error_kind"] is None)
     if not new:
         return
-    S = ConfigStatsRow
-    keys = sorted(new)
-    for start in range(0, len(keys), _BATCH):
-        part = keys[start:start + _BATCH]
-        query = select(S.workload_id, S.knobs_hash, S.config, S.costs, S.record_ids, S.flop).where(
-            tuple_(S.workload_id, S.knobs_hash).in_(part))
-        for old in conn.execute(query):
+    hashes: dict[int, list[str]] = {}
+    for wid, knobs_hash in sorted(new):
+        hashes.setdefault(wid, []).append(knobs_hash)
+    # One query per workload and batch: "workload_id = ? AND knobs_hash IN (...)" searches the
+    # primary key, where SQLite would scan the table for a (workload_id, knobs_hash) IN list.
+    parts = [(wid, hs[start:start + _BATCH]) for wid, hs in hashes.items()
+             for start in range(0, len(hs), _BATCH)]
+    for wid, part in parts:
+        for old in conn.execute(_stats_of(), {"wid": wid, "hashes": part}):
             new[(old.workload_id, old.knobs_hash)].absorb(old.config, json.loads(old.costs),
                                                           json.loads(old.record_ids), old.flop)
     _write_pools(conn, new)
@@ -227,7 +250,8 @@ def rebuild_stats(conn: Connection, workload_ids: Sequence[int] | None = None) -
         while True:
             query = (select(*columns).where(R.workload_id == wid, R.error_kind.is_(None), R.id > last)
                      .order_by(R.id).limit(20 * _BATCH))
-            rows = [dict(r._mapping) for r in conn.execute(query)]
+            rows = [{**r._mapping, "costs": json.loads(r.costs), "config": json.loads(r.config),
+                     "config_text": r.config} for r in conn.execute(query)]
             if not rows:
                 break
             last = rows[-1]["id"]

@@ -155,23 +155,28 @@ def test_trial_curve_downsamples_in_time_order(tlog: db.TuningLog) -> None:
     rng = random.Random(6)
     n, points = 1000, 40
     costs = [rng.uniform(1.0, 2.0) for _ in range(n)]
+    times = sorted(rng.uniform(0, 1e4) for _ in range(n))  # uneven: buckets of time hold more or less
     runs = [tlog.start_run("random"), tlog.start_run("xgb")]
     records = [db.Record(workload_key="mm-a", template="matmul", args=[8], target="llvm", config={"i": i},
                          costs=[] if i % 7 == 3 else [costs[i]], error_kind="run" if i % 7 == 3 else None,
-                         timestamp=1000.0 + i, run_id=runs[i >= 600]) for i in range(n)]
+                         timestamp=1000.0 + times[i], run_id=runs[i >= 600]) for i in range(n)]
     records.append(db.Record(workload_key="mm-a", template="matmul", args=[8], target="llvm", config={"i": 0},
                              costs=[0.1], timestamp=5000.0, kind=db.REMEASURE))  # no trial: not drawn
     rng.shuffle(records)
     tlog.add(records)
     curve = tlog.trial_curve("mm-a", points=points)
-    assert curve.trials == n and len(curve.points) == points and curve.run_starts == [601]
-    first = 0
+    assert curve.trials == n and len(curve.points) <= points
+    first, edges = 0, []
     for p in curve.points:  # bucket of trials first+1 .. p.trial (1-based, in time order)
         bucket = range(first, p.trial)
         ok = [costs[i] for i in bucket if i % 7 != 3]
         assert (p.fastest, p.slowest, p.errors) == (min(ok), max(ok), sum(i % 7 == 3 for i in bucket))
+        edges.append(first + 1)
         first = p.trial
     assert first == n
-    small = tlog.trial_curve("mm-a", points=5000)  # fewer trials than points: one point each
-    assert [p.trial for p in small.points] == list(range(1, n + 1))
+    assert curve.run_starts == [max(e for e in edges if e <= 601)]  # the bucket the second run starts in
+    exact = tlog.trial_curve("mm-a", points=5000)  # fewer trials than points: one point each
+    assert [p.trial for p in exact.points] == list(range(1, n + 1)) and exact.run_starts == [601]
+    assert [(p.fastest, p.errors) for p in exact.points[:4]] == [(costs[0], 0), (costs[1], 0), (costs[2], 0),
+                                                                 (None, 1)]
     assert tlog.trial_curve("nothing").points == []
