@@ -96,12 +96,15 @@ class ConvGeometry:
 def register_tiles(Wo: int, oc_bn: int, lanes: int, registers: int) -> list[int]:
     """The feasible ``reg_n`` for an ``oc_bn``-wide output block: ``reg_n * nv`` accumulators
     (``nv = ceil(oc_bn / lanes)`` vectors), ``nv`` kernel operands and one broadcast fit
-    ``registers``, and the accumulators fill at least half of what is left (or all ``Wo``)."""
+    ``registers``, and the accumulators fill at least half of what is left (or all ``Wo``).
+    Of the others only the largest: a tail tile doubles the unrolled code (and the build
+    time), worth it only for the most accumulators."""
     nv = _cdiv(oc_bn, lanes)
     budget = registers - nv - 1
     top = min(budget // nv, Wo)
     low = min(top, _cdiv(budget, 2 * nv))
-    return list(range(max(1, low), top + 1))
+    tiles = list(range(max(1, low), top + 1))
+    return [r for r in tiles if Wo % r == 0 or r == top]
 
 
 def _ic_blocks(C: int) -> list[int]:
