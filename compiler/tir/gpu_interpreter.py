@@ -40,11 +40,9 @@ from . import stmt as S
 from .analysis import stored_buffers
 from .buffer import Buffer
 from .function import PrimFunc
-from .interpreter import InterpreterError, _Interpreter, _restore
+from .interpreter import UNBOUND, Interpreter, InterpreterError, restore_binding
 
 __all__ = ["run_kernel", "run_gpu_function", "InterpreterError", "DataRaceError"]
-
-_MISSING = object()
 
 
 class DataRaceError(InterpreterError):
@@ -218,7 +216,7 @@ class _Watched:
 # ----------------------------------------------------------------------------- threads
 
 
-class _Thread(_Interpreter):
+class _Thread(Interpreter):
     """One GPU thread: statements are generators that yield at every barrier."""
 
     def __init__(self, memory: dict, shared: dict, scalars: dict, env: dict, who: _Who | None = None):
@@ -238,11 +236,11 @@ class _Thread(_Interpreter):
         elif isinstance(s, S.For):
             lo = self.ev.eval(s.min)
             hi = lo + self.ev.eval(s.extent)
-            old = self.env.get(id(s.loop_var), _MISSING)
+            old = self.env.get(id(s.loop_var), UNBOUND)
             for v in range(lo, hi):
                 self.env[id(s.loop_var)] = v
                 yield from self.run(s.body)
-            _restore(self.env, s.loop_var, old)
+            restore_binding(self.env, s.loop_var, old)
         elif isinstance(s, S.Allocate):
             buf = s.buffer
             size = int(self.ev.eval(buf.shape[0])) if len(buf.shape) == 1 else \
@@ -266,10 +264,10 @@ class _Thread(_Interpreter):
             elif s.else_case is not None:
                 yield from self.run(s.else_case)
         elif isinstance(s, S.LetStmt):
-            old = self.env.get(id(s.var), _MISSING)
+            old = self.env.get(id(s.var), UNBOUND)
             self.env[id(s.var)] = self.ev.eval(s.value)
             yield from self.run(s.body)
-            _restore(self.env, s.var, old)
+            restore_binding(self.env, s.var, old)
         elif isinstance(s, S.AttrStmt):
             yield from self.run(s.body)
         elif isinstance(s, S.Evaluate) and isinstance(s.value, E.Call) and "sync" in s.value.op:

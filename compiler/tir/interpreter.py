@@ -20,7 +20,7 @@ from .buffer import Buffer
 from .function import PrimFunc
 from .functor import IRVisitor
 
-__all__ = ["run", "InterpreterError"]
+__all__ = ["run", "InterpreterError", "Interpreter", "restore_binding", "UNBOUND"]
 
 
 class InterpreterError(RuntimeError):
@@ -38,7 +38,7 @@ def run(func_or_stmt: PrimFunc | S.Stmt, buffers: dict[str, np.ndarray] | None =
     from ..arith.evaluate import Evaluator
 
     buffers = dict(buffers or {})
-    interp = _Interpreter(buffers, dict(scalars or {}))
+    interp = Interpreter(buffers, dict(scalars or {}))
     interp.ev = Evaluator(interp.env, interp.scalars, interp.load)
     body = func_or_stmt
     if isinstance(func_or_stmt, PrimFunc):
@@ -54,7 +54,10 @@ def run(func_or_stmt: PrimFunc | S.Stmt, buffers: dict[str, np.ndarray] | None =
     return buffers
 
 
-class _Interpreter(IRVisitor):
+class Interpreter(IRVisitor):
+    """Runs a statement on numpy buffers, one scalar at a time (the GPU simulator's threads
+    extend it)."""
+
     def __init__(self, buffers: dict[str, np.ndarray], scalars: dict[str, Any]):
         self.buffers = buffers
         self.scalars = scalars
@@ -132,11 +135,11 @@ class _Interpreter(IRVisitor):
     def visit_For(self, s: S.For) -> None:
         lo = self.ev.eval(s.min)
         hi = lo + self.ev.eval(s.extent)
-        old = self.env.get(id(s.loop_var), _MISSING)
+        old = self.env.get(id(s.loop_var), UNBOUND)
         for v in range(lo, hi):
             self.env[id(s.loop_var)] = v
             self.visit(s.body)
-        _restore(self.env, s.loop_var, old)
+        restore_binding(self.env, s.loop_var, old)
 
     def visit_BufferStore(self, s: S.BufferStore) -> None:
         value = self.ev.eval(s.value)
@@ -178,10 +181,10 @@ class _Interpreter(IRVisitor):
             self.visit(s.else_case)
 
     def visit_LetStmt(self, s: S.LetStmt) -> None:
-        old = self.env.get(id(s.var), _MISSING)
+        old = self.env.get(id(s.var), UNBOUND)
         self.env[id(s.var)] = self.ev.eval(s.value)
         self.visit(s.body)
-        _restore(self.env, s.var, old)
+        restore_binding(self.env, s.var, old)
 
     def visit_Evaluate(self, s: S.Evaluate) -> None:
         v = s.value
@@ -194,11 +197,12 @@ class _Interpreter(IRVisitor):
         self.visit(s.body)
 
 
-_MISSING = object()
+UNBOUND = object()  # the value of a variable that had no binding, for restore_binding
 
 
-def _restore(env: dict, var: E.Var, old) -> None:
-    if old is _MISSING:
+def restore_binding(env: dict, var: E.Var, old) -> None:
+    """Undo a binding of ``var`` in ``env``: put back ``old``, or drop it if it was unbound."""
+    if old is UNBOUND:
         env.pop(id(var), None)
     else:
         env[id(var)] = old
