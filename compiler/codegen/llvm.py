@@ -65,7 +65,7 @@ from .llvm_types import (
 from .llvm_vector import ALIGNED_BYTES, VectorMemory
 from .loop_metadata import LoopMetadata
 
-__all__ = ["CodeGenLLVM", "generate_llvm_ir", "NUM_THREADS_GLOBAL", "MAX_STACK_BYTES"]
+__all__ = ["CodeGenLLVM", "generate_llvm_ir", "double_to_half", "NUM_THREADS_GLOBAL", "MAX_STACK_BYTES"]
 
 NUM_THREADS_GLOBAL = "__autotune_num_threads"
 SET_NUM_THREADS = "__autotune_set_num_threads"
@@ -639,7 +639,7 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
             if dtypes.bits(src) < dtypes.bits(dst):
                 return b.fpext(v, t)
             if (src, dst) == ("float64", "float16"):
-                return _double_to_half(b, v, t)
+                return double_to_half(b, v, t)
             return b.fptrunc(v, t)
         if dtypes.is_float(src):
             return b.fptoui(v, t) if _unsigned(dst) else b.fptosi(v, t)
@@ -671,7 +671,7 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
 # ====================================================================== module-level helpers
 
 
-def _double_to_half(b: ir.IRBuilder, v: ir.Value, t: ir.Type) -> ir.Value:
+def double_to_half(b: ir.IRBuilder, v: ir.Value, t: ir.Type) -> ir.Value:
     """``fptrunc`` from double to half (scalar or vector), rounded correctly, without a libcall.
 
     x86 has no double-to-half instruction before AVX512-FP16, and LLVM calls
@@ -697,12 +697,15 @@ def _double_to_half(b: ir.IRBuilder, v: ir.Value, t: ir.Type) -> ir.Value:
     return b.fptrunc(b.bitcast(b.select(exact, bits, odd), f32), t)
 
 
+_double_to_half = double_to_half  # the name llvm_jit still imports
+
+
 def _from_slot(b: ir.IRBuilder, slot: ir.Value, dtype: str) -> ir.Value:
     """A scalar variable's value from its int64 slot (floats travel as the bits of a double)."""
     if dtypes.is_float(dtype):
         d = b.bitcast(slot, ir.DoubleType())
         if dtype == "float16":
-            return _double_to_half(b, d, scalar_type(dtype))
+            return double_to_half(b, d, scalar_type(dtype))
         return d if dtype == "float64" else b.fptrunc(d, scalar_type(dtype))
     if dtype == "bool":
         return b.icmp_unsigned("!=", slot, ir.Constant(I64, 0))
