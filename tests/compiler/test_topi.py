@@ -348,3 +348,28 @@ def test_references_refuse_windows_that_do_not_fit():
         topi.testing.conv2d_nchw_python(x, np.ones((1, 1, 3, 3), dtype="float32"), 1, 0)
     with pytest.raises(ValueError, match="pool_type"):
         topi.testing.pool2d_python(x, 1, 1, 1, 0, "min")
+
+
+def test_symbolic_batch(rng):
+    """A ``te.var`` batch stays symbolic through the operators, as in TVM."""
+    n = te.var("n")
+    X, W = te.placeholder((n, 3, 6, 6), name="X"), te.placeholder((4, 3, 3, 3), name="W")
+    b = te.placeholder((4,), name="b")
+    x, w, bias = (random_array(rng, shape, "float32") for shape in ((2, 3, 6, 6), (4, 3, 3, 3), (4,)))
+    Y = topi.nn.conv2d_nchw(X, W, 1, 1, 1)
+    _run(Y, [X, W], [x, w], topi.testing.conv2d_nchw_python(x, w, 1, 1))
+    D = te.placeholder((n, 7), name="D")
+    Wd = te.placeholder((4, 7), name="Wd")
+    d, wd = random_array(rng, (3, 7), "float32"), random_array(rng, (4, 7), "float32")
+    want = (d.astype("float64") @ wd.T + bias).astype("float32")
+    _run(topi.nn.dense(D, Wd, b), [D, Wd, b], [d, wd, bias], want)
+
+
+def test_the_example_in_docs_runs():
+    """docs/topi.md's example builds, runs and passes its own check."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "topi.md").read_text()
+    (code,) = re.findall(r"```python\n(.*?)```", text, re.S)
+    exec(compile(code, "docs/topi.md", "exec"), {})
