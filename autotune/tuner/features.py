@@ -29,7 +29,7 @@ import numpy as np
 
 from compiler.tir import expr as E
 from compiler.tir import stmt as S
-from compiler.tir.functor import IRVisitor
+from compiler.tir.functor import Functor, IRVisitor, children
 from compiler.tir.transform.inject_double_buffer import DOUBLE_BUFFER_SCOPE
 
 __all__ = ["FEATURE_TYPES", "ITERVAR_LENGTH", "itervar_features", "itervar_feature_names",
@@ -99,52 +99,68 @@ def _coeffs(e, out: dict[int, float], scale: float = 1.0) -> None:
     Affine parts are exact; ``x // c`` counts as ``x / c`` and ``x % c`` as ``x``
     (strides, not addresses); any other node marks its variables with stride 1.
     """
-    if isinstance(e, E.Var):
-        out[id(e)] = out.get(id(e), 0.0) + scale
-    elif isinstance(e, (E.IntImm, E.FloatImm)):
+    _Coeffs(out).add(e, scale)
+
+
+class _Coeffs(Functor):
+    """Accumulates into ``out``; ``scale`` is the coefficient of the node being visited."""
+
+    def __init__(self, out: dict[int, float]):
+        self.out = out
+        self.scale = 1.0
+
+    def add(self, e, scale: float) -> None:
+        saved, self.scale = self.scale, scale
+        try:
+            self.visit(e)
+        finally:
+            self.scale = saved
+
+    def visit_Var(self, e):
+        self.out[id(e)] = self.out.get(id(e), 0.0) + self.scale
+
+    def visit_IntImm(self, e):
         return
-    elif isinstance(e, E.Add):
-        _coeffs(e.a, out, scale)
-        _coeffs(e.b, out, scale)
-    elif isinstance(e, E.Sub):
-        _coeffs(e.a, out, scale)
-        _coeffs(e.b, out, -scale)
-    elif isinstance(e, E.Mul):
+
+    visit_FloatImm = visit_IntImm
+
+    def visit_Add(self, e):
+        self.add(e.a, self.scale)
+        self.add(e.b, self.scale)
+
+    def visit_Sub(self, e):
+        self.add(e.a, self.scale)
+        self.add(e.b, -self.scale)
+
+    def visit_Mul(self, e):
         a, b = E.const_value(e.a), E.const_value(e.b)
         if b is not None:
-            _coeffs(e.a, out, scale * b)
+            self.add(e.a, self.scale * b)
         elif a is not None:
-            _coeffs(e.b, out, scale * a)
+            self.add(e.b, self.scale * a)
         else:
-            _coeffs(e.a, out, scale)
-            _coeffs(e.b, out, scale)
-    elif isinstance(e, (E.FloorDiv, E.Div)):
+            self.visit_Add(e)
+
+    def visit_FloorDiv(self, e):
         c = E.const_value(e.b)
-        _coeffs(e.a, out, scale / c if c else scale)
-    elif isinstance(e, E.FloorMod):
-        _coeffs(e.a, out, scale)
-    elif isinstance(e, E.Cast):
-        _coeffs(e.value, out, scale)
-    elif isinstance(e, E.Ramp):
-        _coeffs(e.base, out, scale)
-    elif isinstance(e, E.Broadcast):
-        _coeffs(e.value, out, scale)
-    else:  # min/max/select/calls: dependence, stride unknown
-        for child in _children(e):
-            _coeffs(child, out, scale)
+        self.add(e.a, self.scale / c if c else self.scale)
 
+    visit_Div = visit_FloorDiv
 
-def _children(e) -> list:
-    from compiler.tir.functor import child_fields
+    def visit_FloorMod(self, e):
+        self.add(e.a, self.scale)
 
-    out = []
-    for name in child_fields(type(e)):
-        value = getattr(e, name)
-        if isinstance(value, E.PrimExpr):
-            out.append(value)
-        elif isinstance(value, tuple):
-            out += [v for v in value if isinstance(v, E.PrimExpr)]
-    return out
+    def visit_Cast(self, e):
+        self.add(e.value, self.scale)
+
+    def visit_Ramp(self, e):
+        self.add(e.base, self.scale)
+
+    visit_Broadcast = visit_Cast
+
+    def generic_visit(self, e):  # min/max/select/calls: dependence, stride unknown
+        for child in children(e):
+            self.add(child, self.scale)
 
 
 class _Loads(IRVisitor):
