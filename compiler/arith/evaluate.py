@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import dtypes
 from ..tir import expr as E
+from ..tir.functor import Functor
 
 __all__ = ["wrap_int", "cast_value", "binary_value", "evaluate", "Evaluator", "INTRINSICS"]
 
@@ -141,7 +142,7 @@ def evaluate(expr: E.PrimExpr, env: dict | None = None,
     return Evaluator(by_id, by_name, load).eval(expr)
 
 
-class Evaluator:
+class Evaluator(Functor):
     """Evaluates expressions repeatedly against a mutable environment.
 
     ``by_id`` maps ``id(var)`` to values (callers update it as loops advance),
@@ -155,27 +156,29 @@ class Evaluator:
 
     def eval(self, e):
         """The value of ``e``."""
-        handler = _HANDLERS.get(type(e))
-        if handler is None:
-            raise NotImplementedError(f"cannot evaluate {type(e).__name__}")
-        return handler(self, e)
+        return self.visit(e)
 
-    def var(self, e: E.Var):
+    def generic_visit(self, e):
+        raise NotImplementedError(f"cannot evaluate {type(e).__name__}")
+
+    def visit_Var(self, e: E.Var):
         if id(e) in self.by_id:
             return self.by_id[id(e)]
         if e.name in self.by_name:
             return self.by_name[e.name]
         raise KeyError(f"no value for variable {e.name!r}")
 
-    def imm(self, e):
+    def visit_IntImm(self, e):
         return cast_value(e.value, e.dtype)
 
-    def binary(self, e: E.BinaryOp):
+    visit_FloatImm = visit_IntImm
+
+    def visit_BinaryOp(self, e: E.BinaryOp):
         a, b = self.eval(e.a), self.eval(e.b)
         dtype = e.a.dtype
         return _elementwise(lambda x, y: binary_value(type(e), x, y, dtype), a, b)
 
-    def logical(self, e: E.BinaryOp):
+    def visit_And(self, e: E.BinaryOp):
         # Short-circuit like the generated code: the right side may be undefined otherwise.
         a = self.eval(e.a)
         if _lanes(a) is None:
@@ -183,22 +186,24 @@ class Evaluator:
                 return 0
             if isinstance(e, E.Or) and a:
                 return 1
-        return self.binary(e)
+        return self.visit_BinaryOp(e)
 
-    def not_(self, e: E.Not):
+    visit_Or = visit_And
+
+    def visit_Not(self, e: E.Not):
         return _elementwise(lambda x: int(not x), self.eval(e.a))
 
-    def cast(self, e: E.Cast):
+    def visit_Cast(self, e: E.Cast):
         return _elementwise(lambda x: cast_value(x, e.dtype), self.eval(e.value))
 
-    def select(self, e: E.Select):
+    def visit_Select(self, e: E.Select):
         c = self.eval(e.condition)
         if _lanes(c) is None:
             return self.eval(e.true_value if c else e.false_value)
         t, f = self.eval(e.true_value), self.eval(e.false_value)
         return _elementwise(lambda cc, x, y: x if cc else y, c, t, f)
 
-    def call(self, e: E.Call):
+    def visit_Call(self, e: E.Call):
         if e.op == "if_then_else":
             c = self.eval(e.args[0])
             return self.eval(e.args[1] if c else e.args[2])
@@ -212,14 +217,14 @@ class Evaluator:
         with np.errstate(all="ignore"):
             return _elementwise(lambda *xs: cast_value(fn(*xs), e.dtype), *args)
 
-    def let(self, e: E.Let):
+    def visit_Let(self, e: E.Let):
         self.by_id[id(e.var)] = self.eval(e.value)
         try:
             return self.eval(e.body)
         finally:
             del self.by_id[id(e.var)]
 
-    def buffer_load(self, e: E.BufferLoad):
+    def visit_BufferLoad(self, e: E.BufferLoad):
         if self.load is None:
             raise KeyError(f"no buffers given to evaluate a load of {e.buffer.name!r}")
         indices = tuple(self.eval(i) for i in e.indices)
@@ -231,22 +236,10 @@ class Evaluator:
                  else cast_value(0, e.dtype) for k in range(e.lanes)]
         return np.array(lanes, dtype=object)
 
-    def ramp(self, e: E.Ramp):
+    def visit_Ramp(self, e: E.Ramp):
         base, stride = self.eval(e.base), self.eval(e.stride)
         dtype = e.base.dtype
         return np.array([wrap_int(base + k * stride, dtype) for k in range(e.lanes)], dtype=object)
 
-    def broadcast(self, e: E.Broadcast):
+    def visit_Broadcast(self, e: E.Broadcast):
         return np.array([self.eval(e.value)] * e.lanes, dtype=object)
-
-
-_HANDLERS: dict[type, Callable] = {
-    E.Var: Evaluator.var, E.IntImm: Evaluator.imm, E.FloatImm: Evaluator.imm,
-    E.Not: Evaluator.not_, E.Cast: Evaluator.cast, E.Select: Evaluator.select,
-    E.Call: Evaluator.call, E.Let: Evaluator.let, E.BufferLoad: Evaluator.buffer_load,
-    E.Ramp: Evaluator.ramp, E.Broadcast: Evaluator.broadcast,
-    E.And: Evaluator.logical, E.Or: Evaluator.logical,
-}
-for _op in (E.Add, E.Sub, E.Mul, E.Div, E.FloorDiv, E.FloorMod, E.Min, E.Max,
-            E.EQ, E.NE, E.LT, E.LE, E.GT, E.GE):
-    _HANDLERS[_op] = Evaluator.binary
