@@ -40,6 +40,7 @@ from . import stmt as S
 from .analysis import stored_buffers
 from .buffer import Buffer
 from .function import PrimFunc
+from .functor import Functor
 from .interpreter import UNBOUND, Interpreter, InterpreterError, restore_binding
 
 __all__ = ["run_kernel", "run_gpu_function", "InterpreterError", "DataRaceError"]
@@ -230,50 +231,75 @@ class _Thread(Interpreter):
         self.ev = Evaluator(self.env, self.scalars, self.load)
 
     def run(self, s: S.Stmt):
-        if isinstance(s, S.SeqStmt):
-            for c in s.seq:
-                yield from self.run(c)
-        elif isinstance(s, S.For):
-            lo = self.ev.eval(s.min)
-            hi = lo + self.ev.eval(s.extent)
-            old = self.env.get(id(s.loop_var), UNBOUND)
-            for v in range(lo, hi):
-                self.env[id(s.loop_var)] = v
-                yield from self.run(s.body)
-            restore_binding(self.env, s.loop_var, old)
-        elif isinstance(s, S.Allocate):
-            buf = s.buffer
-            size = int(self.ev.eval(buf.shape[0])) if len(buf.shape) == 1 else \
-                int(np.prod([self.ev.eval(d) for d in buf.shape]))
-            if buf.scope == "shared":
-                mem = self.shared.setdefault(id(buf.data), _poison(size, buf.dtype))
-                if self.who is not None:
-                    mem = _Watched(mem, buf.name, self.who.state.shared_log, self.who)
-            else:
-                mem = _poison(size, buf.dtype)
-            old = self.memory.get(id(buf.data))
-            self.memory[id(buf.data)] = mem
-            yield from self.run(s.body)
-            if old is None:
-                del self.memory[id(buf.data)]
-            else:
-                self.memory[id(buf.data)] = old
-        elif isinstance(s, S.IfThenElse):
-            if self.ev.eval(s.condition):
-                yield from self.run(s.then_case)
-            elif s.else_case is not None:
-                yield from self.run(s.else_case)
-        elif isinstance(s, S.LetStmt):
-            old = self.env.get(id(s.var), UNBOUND)
-            self.env[id(s.var)] = self.ev.eval(s.value)
-            yield from self.run(s.body)
-            restore_binding(self.env, s.var, old)
-        elif isinstance(s, S.AttrStmt):
-            yield from self.run(s.body)
-        elif isinstance(s, S.Evaluate) and isinstance(s.value, E.Call) and "sync" in s.value.op:
+        """A generator that runs ``s`` in this thread and yields ``"sync"`` at every barrier."""
+        return _Steps(self).visit(s)
+
+
+class _Steps(Functor):
+    """The statements of one thread as generators: every ``visit_<Stmt>`` yields at the
+    barriers inside it; statements without barriers run on the thread's interpreter."""
+
+    def __init__(self, thread: _Thread):
+        self.t = thread
+
+    def visit_SeqStmt(self, s):
+        for c in s.seq:
+            yield from self.visit(c)
+
+    def visit_For(self, s):
+        t = self.t
+        lo = t.ev.eval(s.min)
+        hi = lo + t.ev.eval(s.extent)
+        old = t.env.get(id(s.loop_var), UNBOUND)
+        for v in range(lo, hi):
+            t.env[id(s.loop_var)] = v
+            yield from self.visit(s.body)
+        restore_binding(t.env, s.loop_var, old)
+
+    def visit_Allocate(self, s):
+        t = self.t
+        buf = s.buffer
+        size = int(t.ev.eval(buf.shape[0])) if len(buf.shape) == 1 else \
+            int(np.prod([t.ev.eval(d) for d in buf.shape]))
+        if buf.scope == "shared":
+            mem = t.shared.setdefault(id(buf.data), _poison(size, buf.dtype))
+            if t.who is not None:
+                mem = _Watched(mem, buf.name, t.who.state.shared_log, t.who)
+        else:
+            mem = _poison(size, buf.dtype)
+        old = t.memory.get(id(buf.data))
+        t.memory[id(buf.data)] = mem
+        yield from self.visit(s.body)
+        if old is None:
+            del t.memory[id(buf.data)]
+        else:
+            t.memory[id(buf.data)] = old
+
+    def visit_IfThenElse(self, s):
+        if self.t.ev.eval(s.condition):
+            yield from self.visit(s.then_case)
+        elif s.else_case is not None:
+            yield from self.visit(s.else_case)
+
+    def visit_LetStmt(self, s):
+        t = self.t
+        old = t.env.get(id(s.var), UNBOUND)
+        t.env[id(s.var)] = t.ev.eval(s.value)
+        yield from self.visit(s.body)
+        restore_binding(t.env, s.var, old)
+
+    def visit_AttrStmt(self, s):
+        yield from self.visit(s.body)
+
+    def visit_Evaluate(self, s):
+        if isinstance(s.value, E.Call) and "sync" in s.value.op:
             yield "sync"
         else:
-            self.visit(s)
+            self.t.visit(s)
+
+    def generic_visit(self, s):
+        self.t.visit(s)
+        yield from ()
 
 
 def _strip_thread_attrs(body: S.Stmt) -> tuple[dict, S.Stmt]:
