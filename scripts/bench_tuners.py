@@ -1,9 +1,11 @@
 """Tuner benchmark: random, ga, xgb and optuna on the CPU ``matmul`` template, against numpy.
 
 Run with ``python3 scripts/bench_tuners.py [--trials 200] [--seeds 3]
-[--tuners random,ga,xgb,optuna] [--shape 512] [--out tuners.png] [--db DIR]``.
+[--tuners random,ga,xgb,optuna] [--budget xgb=50,optuna=50] [--shape 512] [--out tuners.png]
+[--db DIR]``. The goals need only ``--tuners random,xgb,optuna --budget xgb=50,optuna=50``.
 
-Every (tuner, seed) run tunes the same task with the same budget into a fresh tuning
+Every (tuner, seed) run tunes the same task with the same budget (``--trials``, or the
+tuner's own with ``--budget``) into a fresh tuning
 log of its own (in memory, or ``DIR/<tuner>-seed<seed>.db`` with ``--db``), so no run
 resumes another; all runs share one :class:`measure.MeasureOptions`, whose workers
 start once. "Best GFLOPS after k trials" is ``task.flop / min(mean cost of the first k
@@ -12,8 +14,10 @@ seeds (min-max beside it). numpy's ``a @ b`` on the same shapes is timed in this
 process, before and after tuning. The curves (median over seeds, min-max band, numpy
 as a line) go to a PNG.
 
-Goals checked (PASS/FAIL): xgb and optuna reach, within half the budget, at least 95%
-of what random search reaches with the whole budget; the best config found (its
+Goals checked (PASS/FAIL), with ``--trials 200``: xgb and optuna reach, within 50
+trials (a quarter of ``--trials``; median over seeds), at least 95% of what random
+search reaches with its 200 (median over seeds); their seeds land within 10% of each
+other at that point (slowest seed >= 90% of the fastest); the best config found (its
 re-measured confident median) is at least as fast as numpy.
 """
 
@@ -35,6 +39,8 @@ from measure import MeasureOptions
 
 CHECKPOINTS = (25, 50, 100, 200)
 GOAL_SHARE = 0.95
+GOAL_SPREAD = 0.10    # the seeds of a goal tuner within 10% of each other
+GOAL_FRACTION = 4     # the goal tuners' point: a quarter of random's budget (50 of 200)
 GOAL_TUNERS = ("xgb", "optuna")
 
 
@@ -48,6 +54,10 @@ class Run:
     final_gflops: float  # the re-measured best of the run (tune()'s confident median)
     wall: float
     errors: dict = field(default_factory=dict)
+
+    def reached(self, k: int) -> bool:
+        """Whether the run had ``k`` trials (a run ends early once its space is exhausted)."""
+        return len(self.curve) >= k
 
     def best_after(self, k: int) -> float:
         """Best GFLOPS within the first ``k`` trials (the whole run if it stopped earlier)."""
@@ -109,16 +119,19 @@ def run_one(task, tuner: str, seed: int, trials: int, options: MeasureOptions,
 
 
 def benchmark(task, tuners: list[str], seeds: int, trials: int, options: MeasureOptions,
-              db_dir: Path | None = None, verbose: bool = True) -> dict[str, list[Run]]:
-    """Every tuner with every seed 0..seeds-1; one line per run if ``verbose``."""
+              db_dir: Path | None = None, verbose: bool = True,
+              budgets: dict[str, int] | None = None) -> dict[str, list[Run]]:
+    """Every tuner with every seed 0..seeds-1, ``trials`` each (``budgets[tuner]`` where
+    given); one line per run if ``verbose``."""
     runs: dict[str, list[Run]] = {t: [] for t in tuners}
     for tuner in tuners:
+        budget = (budgets or {}).get(tuner, trials)
         for seed in range(seeds):
-            run = run_one(task, tuner, seed, trials, options, db_dir)
+            run = run_one(task, tuner, seed, budget, options, db_dir)
             runs[tuner].append(run)
             if verbose:
                 errors = sum(run.errors.values())
-                print(f"  {tuner:>7} seed {seed}: {len(run.curve)} trials, best {run.best_after(trials):.1f} "
+                print(f"  {tuner:>7} seed {seed}: {len(run.curve)} trials, best {run.best_after(budget):.1f} "
                       f"GFLOPS (re-measured {run.final_gflops:.1f}), {errors} failed, {run.wall:.0f} s",
                       flush=True)
     return runs
@@ -135,23 +148,43 @@ def summary(runs: list[Run], k: int) -> tuple[float, float, float]:
     return statistics.median(values), min(values), max(values)
 
 
+def goal_point(trials: int) -> int:
+    """The trial count at which the goal tuners are judged: 50 for random's 200."""
+    return max(1, trials // GOAL_FRACTION)
+
+
+def parse_budgets(text: str) -> dict[str, int]:
+    """``"xgb=50,optuna=50"`` -> {"xgb": 50, "optuna": 50}."""
+    budgets = {}
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        name, sep, value = item.partition("=")
+        if not sep or not value.strip().isdigit() or int(value) < 1:
+            raise ValueError(f"--budget takes TUNER=TRIALS pairs, got {item!r}")
+        budgets[name.strip()] = int(value)
+    return budgets
+
+
 def report(task, runs: dict[str, list[Run]], trials: int, numpy_gflops: float) -> bool:
-    """Print the table and the goal lines; True if every checked goal holds."""
-    half = trials // 2
+    """Print the table and the goal lines; True if every checked goal holds. ``trials`` is
+    random's budget; a cell is "-" where a run stopped before ``k`` trials."""
+    at = goal_point(trials)
     points = checkpoints(trials)
     seeds = len(next(iter(runs.values())))
     print(f"\n{task.workload_name}, {trials} trials x {seeds} seeds; best GFLOPS after k trials, "
           "median over seeds [min-max]")
     width = 20
     print(f"{'tuner':<8}" + "".join(f"{'k=' + str(k):>{width}}" for k in points)
-          + f"{'@' + str(half) + '/random@' + str(trials):>20}{'wall s':>9}")
+          + f"{'@' + str(at) + '/random@' + str(trials):>20}{'wall s':>9}")
     random_full = summary(runs["random"], trials)[0] if "random" in runs else None
     for tuner, rs in runs.items():
         cells = ""
         for k in points:
-            med, lo, hi = summary(rs, k)
-            cells += f"{f'{med:.1f} [{lo:.1f}-{hi:.1f}]':>{width}}"
-        share = f"{summary(rs, half)[0] / random_full:.0%}" if random_full else "-"
+            if all(r.reached(k) for r in rs):
+                med, lo, hi = summary(rs, k)
+                cells += f"{f'{med:.1f} [{lo:.1f}-{hi:.1f}]':>{width}}"
+            else:
+                cells += f"{'-':>{width}}"
+        share = f"{summary(rs, at)[0] / random_full:.0%}" if random_full else "-"
         wall = sum(r.wall for r in rs)
         print(f"{tuner:<8}{cells}{share:>20}{wall:>9.0f}")
     print(f"{'numpy':<8}{f'{numpy_gflops:.1f}':>{width}}  (a @ b, median in this process)")
@@ -161,17 +194,23 @@ def report(task, runs: dict[str, list[Run]], trials: int, numpy_gflops: float) -
     if random_full is None:
         print("goal 1 not checked: random is not among the tuners")
     for tuner in GOAL_TUNERS:
-        if tuner not in runs or random_full is None:
+        if tuner not in runs:
             continue
-        reached = summary(runs[tuner], half)[0]
-        passed = reached >= GOAL_SHARE * random_full
-        ok &= passed
-        print(f"{'PASS' if passed else 'FAIL'}: {tuner} reaches {reached:.1f} GFLOPS within {half} trials "
-              f"= {reached / random_full:.0%} of random@{trials} ({random_full:.1f}); "
-              f"goal >= {GOAL_SHARE:.0%}")
+        reached, lo, hi = summary(runs[tuner], at)
+        if random_full is not None:
+            passed = reached >= GOAL_SHARE * random_full
+            ok &= passed
+            print(f"{'PASS' if passed else 'FAIL'}: {tuner} reaches {reached:.1f} GFLOPS within {at} trials "
+                  f"= {reached / random_full:.0%} of random@{trials} ({random_full:.1f}); "
+                  f"goal >= {GOAL_SHARE:.0%}")
+        if len(runs[tuner]) > 1:
+            passed = lo >= (1 - GOAL_SPREAD) * hi
+            ok &= passed
+            print(f"{'PASS' if passed else 'FAIL'}: {tuner} seeds within {at} trials span {lo:.1f}-{hi:.1f} "
+                  f"GFLOPS, slowest = {lo / hi if hi else 0.0:.0%} of fastest; goal >= {1 - GOAL_SPREAD:.0%}")
     all_runs = [r for rs in runs.values() for r in rs]
     best = max(all_runs, key=lambda r: r.final_gflops)
-    best_trial = max(r.best_after(trials) for r in all_runs)
+    best_trial = max(r.best_after(len(r.curve)) for r in all_runs)
     passed = best.final_gflops >= numpy_gflops
     ok &= passed
     print(f"{'PASS' if passed else 'FAIL'}: best found {best.final_gflops:.1f} GFLOPS re-measured "
@@ -190,9 +229,10 @@ def plot(runs: dict[str, list[Run]], trials: int, numpy_gflops: float, title: st
     fig, ax = plt.subplots(figsize=(8, 5))
     x = np.arange(1, trials + 1)
     for tuner, rs in runs.items():
-        curves = np.array([[r.best_after(k) for k in x] for r in rs])
-        line, = ax.plot(x, np.median(curves, axis=0), label=tuner)
-        ax.fill_between(x, curves.min(axis=0), curves.max(axis=0), color=line.get_color(), alpha=0.2)
+        xs = x[:min(len(r.curve) for r in rs)]
+        curves = np.array([[r.best_after(k) for k in xs] for r in rs])
+        line, = ax.plot(xs, np.median(curves, axis=0), label=tuner)
+        ax.fill_between(xs, curves.min(axis=0), curves.max(axis=0), color=line.get_color(), alpha=0.2)
     ax.axhline(numpy_gflops, color="black", linestyle="--", label="numpy a @ b")
     ax.set_xlabel("trials")
     ax.set_ylabel("best GFLOPS so far")
@@ -211,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--tuners", default="random,ga,xgb,optuna")
+    parser.add_argument("--budget", default="", metavar="TUNER=N,...",
+                        help="trials for some tuners instead of --trials, e.g. xgb=50,optuna=50 "
+                             "(the goals judge them at a quarter of --trials)")
     parser.add_argument("--shape", default="512", help="N (square) or NxLxM")
     parser.add_argument("--out", type=Path, default=Path("tuners.png"))
     parser.add_argument("--db", type=Path, default=None,
@@ -222,6 +265,18 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [t for t in tuners if t not in autotune.TUNERS]
     if unknown:
         parser.error(f"unknown tuners {unknown}; choose from {', '.join(autotune.TUNERS)}")
+    try:
+        budgets = parse_budgets(args.budget)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if set(budgets) - set(tuners):
+        parser.error(f"--budget names tuners not in --tuners: {sorted(set(budgets) - set(tuners))}")
+    if "random" in budgets:
+        parser.error("random's budget is --trials")
+    short = [t for t in GOAL_TUNERS if budgets.get(t, args.trials) < goal_point(args.trials)]
+    if short:
+        parser.error(f"--budget: {short} need at least {goal_point(args.trials)} trials, where the goals "
+                     "judge them")
     N, L, M = parse_shape(args.shape)
     task = autotune.create_task("matmul", (N, L, M, "float32"), "llvm")
     print(f"{task.workload_name}: {len(task.config_space)} configs; tuners {', '.join(tuners)}", flush=True)
@@ -229,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     numpy_runs = numpy_seconds(N, L, M)
     with MeasureOptions() as options:
-        runs = benchmark(task, tuners, args.seeds, args.trials, options, args.db)
+        runs = benchmark(task, tuners, args.seeds, args.trials, options, args.db, budgets=budgets)
     numpy_runs += numpy_seconds(N, L, M)
     numpy_gflops = task.flop / statistics.median(numpy_runs) / 1e9
     total = time.perf_counter() - start
