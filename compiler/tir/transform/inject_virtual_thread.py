@@ -22,7 +22,7 @@ from .. import stmt as S
 from ..analysis import collect, substitute, uses_var
 from ..buffer import Buffer
 from ..function import PrimFunc
-from ..functor import IRMutator
+from ..functor import Functor, IRMutator
 
 __all__ = ["inject_virtual_thread"]
 
@@ -55,7 +55,7 @@ class _Lower(IRMutator):
         return S.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_tag)
 
 
-class _Injector:
+class _Injector(Functor):
     def __init__(self, var: E.Var, n: int):
         self.var, self.n = var, n
         self.ids = {id(var)}
@@ -64,23 +64,40 @@ class _Injector:
         return uses_var(node, self.ids)
 
     def inject(self, s: S.Stmt) -> S.Stmt:
+        """``s`` run by every virtual thread: statements that do not mention the thread are
+        kept, the innermost ones that do are replicated (or looped over)."""
         if not self.touches(s):
             return s
-        if isinstance(s, S.SeqStmt):
-            return S.seq(*[self.inject(c) for c in s.seq])
-        if isinstance(s, S.For):
-            if self.touches(s.min) or self.touches(s.extent):
-                return self.replicate(s)
-            return S.For(s.loop_var, s.min, s.extent, s.kind, self.inject(s.body), s.thread_tag)
-        if isinstance(s, S.Allocate):
-            return S.Allocate(s.buffer, self.inject(s.body))
-        if isinstance(s, S.IfThenElse) and not self.touches(s.condition):
-            other = None if s.else_case is None else self.inject(s.else_case)
-            return S.IfThenElse(s.condition, self.inject(s.then_case), other)
-        if isinstance(s, S.LetStmt) and not self.touches(s.value):
-            return S.LetStmt(s.var, s.value, self.inject(s.body))
-        if isinstance(s, S.AttrStmt) and not self.touches(s.value):
-            return S.AttrStmt(s.node, s.key, s.value, self.inject(s.body))
+        return self.visit(s)
+
+    def visit_SeqStmt(self, s):
+        return S.seq(*[self.inject(c) for c in s.seq])
+
+    def visit_For(self, s):
+        if self.touches(s.min) or self.touches(s.extent):
+            return self.replicate(s)
+        return S.For(s.loop_var, s.min, s.extent, s.kind, self.inject(s.body), s.thread_tag)
+
+    def visit_Allocate(self, s):
+        return S.Allocate(s.buffer, self.inject(s.body))
+
+    def visit_IfThenElse(self, s):
+        if self.touches(s.condition):
+            return self.replicate(s)
+        other = None if s.else_case is None else self.inject(s.else_case)
+        return S.IfThenElse(s.condition, self.inject(s.then_case), other)
+
+    def visit_LetStmt(self, s):
+        if self.touches(s.value):
+            return self.replicate(s)
+        return S.LetStmt(s.var, s.value, self.inject(s.body))
+
+    def visit_AttrStmt(self, s):
+        if self.touches(s.value):
+            return self.replicate(s)
+        return S.AttrStmt(s.node, s.key, s.value, self.inject(s.body))
+
+    def generic_visit(self, s):
         return self.replicate(s)
 
     def expand_buffers(self, body: S.Stmt) -> S.Stmt:
@@ -102,34 +119,9 @@ class _Injector:
 
     def writes_depend(self, data: E.Var, body: S.Stmt, dep: set) -> bool:
         """Whether what a virtual thread stores into the buffer ``data`` depends on it."""
-        found = False
-
-        def reads_dep(s: S.BufferStore) -> bool:
-            return bool(collect(s.value, lambda n: isinstance(n, E.BufferLoad) and id(n.buffer.data) in dep))
-
-        def visit(s: S.Stmt, around: bool) -> None:
-            nonlocal found
-            if found:
-                return
-            if isinstance(s, S.BufferStore):
-                found = s.buffer.data is data and (around or self.touches(s) or reads_dep(s))
-            elif isinstance(s, S.SeqStmt):
-                for c in s.seq:
-                    visit(c, around)
-            elif isinstance(s, S.For):
-                visit(s.body, around or self.touches(s.min) or self.touches(s.extent))
-            elif isinstance(s, S.IfThenElse):
-                around = around or self.touches(s.condition)
-                visit(s.then_case, around)
-                if s.else_case is not None:
-                    visit(s.else_case, around)
-            elif isinstance(s, (S.LetStmt, S.AttrStmt)):
-                visit(s.body, around or self.touches(s.value))
-            elif isinstance(s, S.Allocate):
-                visit(s.body, around)
-
-        visit(body, False)
-        return found
+        check = _WritesDepend(self, data, dep)
+        check.within(body, False)
+        return check.found
 
     def replicate(self, s: S.Stmt) -> S.Stmt:
         has_loop = bool(collect(s, lambda n: isinstance(n, S.For)))
@@ -137,6 +129,57 @@ class _Injector:
             return S.For(self.var, E.const(0, self.var.dtype), E.const(self.n, self.var.dtype),
                          S.ForKind.SERIAL, s)
         return S.seq(*[substitute(s, {self.var: E.const(k, self.var.dtype)}) for k in range(self.n)])
+
+
+class _WritesDepend(Functor):
+    """Looks for a store into ``data`` that depends on the virtual thread: it mentions the
+    thread, reads a buffer in ``dep``, or sits where ``around`` (an enclosing loop bound,
+    condition or binding that mentions the thread) holds."""
+
+    def __init__(self, injector: _Injector, data: E.Var, dep: set):
+        self.touches = injector.touches
+        self.data, self.dep = data, dep
+        self.around = False
+        self.found = False
+
+    def within(self, s: S.Stmt, around: bool) -> None:
+        if self.found:
+            return
+        saved, self.around = self.around, around
+        try:
+            self.visit(s)
+        finally:
+            self.around = saved
+
+    def visit_BufferStore(self, s):
+        self.found = s.buffer.data is self.data and (self.around or self.touches(s) or self._reads_dep(s))
+
+    def _reads_dep(self, s: S.BufferStore) -> bool:
+        return bool(collect(s.value, lambda n: isinstance(n, E.BufferLoad) and id(n.buffer.data) in self.dep))
+
+    def visit_SeqStmt(self, s):
+        for c in s.seq:
+            self.within(c, self.around)
+
+    def visit_For(self, s):
+        self.within(s.body, self.around or self.touches(s.min) or self.touches(s.extent))
+
+    def visit_IfThenElse(self, s):
+        around = self.around or self.touches(s.condition)
+        self.within(s.then_case, around)
+        if s.else_case is not None:
+            self.within(s.else_case, around)
+
+    def visit_LetStmt(self, s):
+        self.within(s.body, self.around or self.touches(s.value))
+
+    visit_AttrStmt = visit_LetStmt
+
+    def visit_Allocate(self, s):
+        self.within(s.body, self.around)
+
+    def generic_visit(self, s):
+        return None
 
 
 def _expand(buf: Buffer, body: S.Stmt, var: E.Var, n: int) -> tuple[Buffer, S.Stmt]:
