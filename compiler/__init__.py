@@ -8,7 +8,7 @@
 >>> f = compiler.build(s, [A, B], target="llvm", name="double")
 """
 
-from . import errors, runtime, target, te, tir  # noqa: E402  (after the names runtime needs)
+from . import errors, runtime, target, te, tir, topi  # noqa: E402  (after the names runtime needs)
 from .driver import build
 from .errors import CompilerError, LoweringError, RuntimeArgumentError, ScheduleError
 from .lowering import lower
@@ -22,5 +22,5 @@ __version__ = "0.1.0"
 __all__ = [
     "te", "tir", "errors", "runtime", "target", "nd", "lower", "build", "device", "cpu", "cuda",
     "Device", "Target", "CompilerError", "ScheduleError", "LoweringError", "RuntimeArgumentError",
-    "register_func", "get_global_func",
+    "register_func", "get_global_func", "topi",
 ]
