@@ -12,7 +12,8 @@ vector registers:
   kernel tap, ``reg_n`` broadcasts of the data, ``oc_bn / lanes`` vector loads of the kernel
   and ``reg_n * oc_bn / lanes`` fused multiply-adds. The knobs allow only tiles whose
   accumulators, kernel operands and one broadcast fit the target's vector registers
-  (:func:`vector_registers`) and that fill at least half of them (or all output columns).
+  (:func:`vector_registers`) and that fill at least half of them (or all output columns);
+  ``reg_n`` divides the output width, or is the largest such tile (:func:`register_tiles`).
 * ``unroll_kw`` unrolls the kernel-width taps inside the input-channel block (TVM's
   ``unroll_kw``), else they run outside it.
 * ``parallel_axis``: threads take rows of the output (``"rows"``: batch, channel block and
@@ -45,7 +46,7 @@ from search_spaces.templates._common import (
 from search_spaces.templates._conv_ref import conv2d_nchw_np
 
 __all__ = ["conv2d_nchwc", "conv2d_nchwc_reference", "ConvGeometry", "register_tiles",
-           "define_blocked_knobs", "blocked_conv", "schedule_blocked_conv", "nchw_to_blocks",
+           "define_blocked_knobs", "blocked_conv", "schedule_blocked_conv", "pad_blocks", "nchw_to_blocks",
            "nchw_from_blocks", "blocks_from_nchw"]
 
 MAX_IC_BN = 64  # input-channel blocks beyond this gain nothing (the inner loop is long enough)
@@ -256,9 +257,9 @@ def _schedule_tile(cfg, s, Y, acc, xo_parent) -> None:
 
 
 def schedule_blocked_conv(cfg, s, Y, out_is_y: bool):
-    """Schedule the blocked convolution ``Y``. When ``Y`` is the output its loops get the
-    threads; else the caller computes it at an output row and places the threads.
-    Returns Y's tile loops ``(n, fc, y)`` (fused when Y is the output)."""
+    """Schedule the blocked convolution ``Y``: register tiles of ``reg_n`` columns along each
+    output row. When ``Y`` is the output its loops get the threads; else the caller computes
+    it at an output row and places the threads."""
     acc = s.cache_write(Y, "local")
     lanes = vector_lanes(Y.dtype)
     n, fc, y, x, fb = s[Y].op.axis
@@ -278,7 +279,7 @@ def schedule_blocked_conv(cfg, s, Y, out_is_y: bool):
 
 
 def _parallel_rows(s, T, rows: int) -> None:
-    """Threads on the first ``rows`` axes of stage ``T`` (fused), the last axis vectorized."""
+    """Threads on the first ``rows`` axes of stage ``T`` (fused)."""
     axes = s[T].op.axis
     s[T].parallel(s[T].fuse(*axes[:rows]) if rows > 1 else axes[0])
 
