@@ -28,6 +28,7 @@ from .. import expr as E
 from .. import stmt as S
 from ..analysis import free_vars, post_order_visit
 from ..function import PrimFunc
+from ..functor import Functor, IRVisitor
 from ..printer import expr_to_str
 from .inject_double_buffer import DOUBLE_BUFFER_WRITE
 
@@ -96,29 +97,50 @@ def _conflict(before: list, after: list, outer: frozenset) -> bool:
     return False
 
 
-class _Planner:
+class _Planner(Functor):
+    """Plans barriers: ``visit`` returns the statement with its barriers and a summary of
+    its shared accesses; ``loops`` holds the ids of the enclosing loop variables."""
+
     def __init__(self, shared: set[int]):
         self.shared = shared
+        self.loops: frozenset = frozenset()
 
     def stmt(self, s: S.Stmt, loops: frozenset) -> tuple[S.Stmt, _Summary]:
-        if isinstance(s, S.SeqStmt):
-            return self.seq(list(s.seq), loops)
-        if isinstance(s, S.For):
-            return self.loop(s, loops)
-        if isinstance(s, (S.AttrStmt, S.Allocate, S.LetStmt)):
-            body, summary = self.stmt(s.body, loops)
-            if isinstance(s, S.AttrStmt) and s.key == DOUBLE_BUFFER_WRITE:
-                summary.head = [_as_double_write(a) for a in summary.head]
-                summary.tail = [_as_double_write(a) for a in summary.tail]
-            if isinstance(s, S.LetStmt):
-                summary.head = self.accesses(s.value, loops) + summary.head
-                return S.LetStmt(s.var, s.value, body), summary
-            if isinstance(s, S.Allocate):
-                return S.Allocate(s.buffer, body), summary
-            return S.AttrStmt(s.node, s.key, s.value, body), summary
+        saved, self.loops = self.loops, loops
+        try:
+            return self.visit(s)
+        finally:
+            self.loops = saved
+
+    def visit_SeqStmt(self, s):
+        return self.seq(list(s.seq), self.loops)
+
+    def visit_For(self, s):
+        return self.loop(s, self.loops)
+
+    def visit_AttrStmt(self, s):
+        body, summary = self.stmt(s.body, self.loops)
+        if s.key == DOUBLE_BUFFER_WRITE:
+            summary.head = [_as_double_write(a) for a in summary.head]
+            summary.tail = [_as_double_write(a) for a in summary.tail]
+        return S.AttrStmt(s.node, s.key, s.value, body), summary
+
+    def visit_Allocate(self, s):
+        body, summary = self.stmt(s.body, self.loops)
+        return S.Allocate(s.buffer, body), summary
+
+    def visit_LetStmt(self, s):
+        body, summary = self.stmt(s.body, self.loops)
+        summary.head = self.accesses(s.value, self.loops) + summary.head
+        return S.LetStmt(s.var, s.value, body), summary
+
+    def visit_Evaluate(self, s):
         if is_sync(s):
             return s, _Summary(True, [], [])
-        acc = self.accesses(s, loops)
+        return self.generic_visit(s)
+
+    def generic_visit(self, s):
+        acc = self.accesses(s, self.loops)
         return s, _Summary(False, acc, acc)
 
     def seq(self, children: list, loops: frozenset) -> tuple[S.Stmt, _Summary]:
@@ -154,35 +176,34 @@ class _Planner:
 
     def accesses(self, node, loops: frozenset) -> list:
         """Shared-buffer accesses anywhere in ``node`` (loops inside it included)."""
-        found: list = []
-        shared = self.shared
-
-        def visit(n, enclosing: frozenset):
-            if isinstance(n, S.For):
-                visit(n.min, enclosing)
-                visit(n.extent, enclosing)
-                visit(n.body, enclosing | {id(n.loop_var)})
-                return
-            if isinstance(n, (E.BufferLoad, S.BufferStore)) and id(n.buffer.data) in shared:
-                text = ", ".join(expr_to_str(i) for i in n.indices)
-                found.append(_Access(id(n.buffer.data), isinstance(n, S.BufferStore), text,
-                                     frozenset(id(v) for i in n.indices for v in free_vars(i)),
-                                     enclosing))
-            for child in _children(n):
-                visit(child, enclosing)
-
-        visit(node, loops)
-        return found
+        finder = _SharedAccesses(self.shared, loops)
+        finder.visit(node)
+        return finder.found
 
 
-def _children(n) -> list:
-    from ..functor import child_fields
+class _SharedAccesses(IRVisitor):
+    """The accesses of shared buffers in a statement, each with its enclosing loops."""
 
-    out = []
-    for name in child_fields(type(n)):
-        value = getattr(n, name)
-        if isinstance(value, (E.PrimExpr, S.Stmt)):
-            out.append(value)
-        elif isinstance(value, tuple):
-            out.extend(v for v in value if isinstance(v, (E.PrimExpr, S.Stmt)))
-    return out
+    def __init__(self, shared: set[int], loops: frozenset):
+        self.shared = shared
+        self.enclosing = loops
+        self.found: list = []
+
+    def visit_For(self, n):
+        self.visit(n.min)
+        self.visit(n.extent)
+        saved, self.enclosing = self.enclosing, self.enclosing | {id(n.loop_var)}
+        try:
+            self.visit(n.body)
+        finally:
+            self.enclosing = saved
+
+    def visit_BufferLoad(self, n):
+        if id(n.buffer.data) in self.shared:
+            text = ", ".join(expr_to_str(i) for i in n.indices)
+            self.found.append(_Access(id(n.buffer.data), isinstance(n, S.BufferStore), text,
+                                      frozenset(id(v) for i in n.indices for v in free_vars(i)),
+                                      self.enclosing))
+        self.generic_visit(n)
+
+    visit_BufferStore = visit_BufferLoad
