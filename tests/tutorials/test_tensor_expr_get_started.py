@@ -60,7 +60,7 @@ def evaluate_addition(func, target, optimization, log, A, B, C):
     evaluator = func.time_evaluator(func.entry_name, dev, number=10)
     mean_time = evaluator(a, b, c).mean
     compiler.testing.assert_allclose(c.numpy(), a.numpy() + b.numpy())
-    print("%s: %f" % (optimization, mean_time))
+    print(f"{optimization}: {mean_time:f}")
     log.append((optimization, mean_time))
 
 
@@ -110,11 +110,11 @@ def test_vector_addition_on_the_cpu():
 
     baseline = log[0][1]
     for name, t in log:
-        print("%s\t%s\t%s" % (name.rjust(20), str(t).rjust(20), str(t / baseline).rjust(20)))
+        print(f"{name:>20}\t{t:>20}\t{t / baseline:>20}")
 
 
 @pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="Target(target=..., host=...) and Target.kind.name are missing (compiler/target.py)")
+                   reason="Target(target=, host=) and Target.kind.name are missing (compiler/target.py)")
 def test_target_with_a_host():
     tgt = tvm.target.Target(target="llvm", host="llvm")
     assert tvm.device(tgt.kind.name, 0) == tvm.cpu(0)
@@ -215,7 +215,7 @@ def test_matrix_multiplication_step_by_step():
         compiler.testing.assert_allclose(c.numpy(), answer, rtol=1e-5)
         evaluator = func.time_evaluator(func.entry_name, dev, number=10)
         mean_time = evaluator(a, b, c).mean
-        print("%s: %f" % (optimization, mean_time))
+        print(f"{optimization}: {mean_time:f}")
         log.append((optimization, mean_time))
 
     evaluate_operation(s, [A, B, C], target=target, name="mmult", optimization="none", log=log)
