@@ -30,6 +30,7 @@ from llvmlite import ir
 from .. import dtypes
 from ..tir import expr as E
 from ..tir.buffer import Buffer
+from ..tir.functor import Functor
 from .llvm_types import I1, I32, I64, memory_type, type_suffix
 
 __all__ = ["VectorMemory", "ALIGNED_BYTES", "pow2_factor"]
@@ -40,16 +41,30 @@ _FACTOR_CAP = 1 << 12
 
 def pow2_factor(e: E.PrimExpr) -> int:
     """The largest power of two (up to 4096) that certainly divides integer ``e``."""
-    if isinstance(e, E.IntImm):
+    return _POW2_FACTOR.visit(e)
+
+
+class _Pow2Factor(Functor):
+    def visit_IntImm(self, e):
         v = abs(e.value)
         return _FACTOR_CAP if v == 0 else min(_FACTOR_CAP, v & -v)
-    if isinstance(e, (E.Add, E.Sub)):
-        return min(pow2_factor(e.a), pow2_factor(e.b))
-    if isinstance(e, E.Mul):
-        return min(_FACTOR_CAP, pow2_factor(e.a) * pow2_factor(e.b))
-    if isinstance(e, E.Cast) and not dtypes.is_float(e.value.dtype):
-        return pow2_factor(e.value)
-    return 1
+
+    def visit_Add(self, e):
+        return min(self.visit(e.a), self.visit(e.b))
+
+    visit_Sub = visit_Add
+
+    def visit_Mul(self, e):
+        return min(_FACTOR_CAP, self.visit(e.a) * self.visit(e.b))
+
+    def visit_Cast(self, e):
+        return 1 if dtypes.is_float(e.value.dtype) else self.visit(e.value)
+
+    def generic_visit(self, e):
+        return 1
+
+
+_POW2_FACTOR = _Pow2Factor()
 
 
 def _elem_bytes(buf: Buffer) -> int:
