@@ -111,24 +111,30 @@ def busy_note(checks: Sequence[Quietness]) -> str:
 
 @dataclass(frozen=True)
 class Verdict:
-    """A goal: ``value`` must be at least ``goal`` (``at_most=True``: at most)."""
+    """A goal: ``value`` must be at least ``goal`` (``at_most=True``: at most; ``within=r``:
+    within ``r`` of ``goal`` either way, as a share of it)."""
 
     what: str
     value: float
     goal: float
     at_most: bool = False
     unit: str = "x"
+    within: float | None = None
 
     @property
     def met(self) -> bool:
         """Whether ``value`` reaches ``goal``."""
+        if self.within is not None:
+            return abs(self.value - self.goal) <= self.within * self.goal
         return self.value <= self.goal if self.at_most else self.value >= self.goal
 
     def line(self) -> str:
         """The goal, the value and PASS or FAIL, on one line."""
-        cmp = "<=" if self.at_most else ">="
-        return (f"{self.what}: {self.value:.2f}{self.unit} (goal {cmp} {self.goal:.2f}{self.unit}) "
-                f"{'PASS' if self.met else 'FAIL'}")
+        if self.within is not None:
+            goal = f"within {self.within:.0%} of {self.goal:.2f}{self.unit}"
+        else:
+            goal = f"{'<=' if self.at_most else '>='} {self.goal:.2f}{self.unit}"
+        return f"{self.what}: {self.value:.2f}{self.unit} (goal {goal}) {'PASS' if self.met else 'FAIL'}"
 
 
 def verdict_lines(verdicts: Sequence[Verdict], checks: Sequence[Quietness]) -> list[str]:

@@ -3,6 +3,7 @@ contenders are interleaved, and the child process that times one of them (no tim
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import sys
 from pathlib import Path
@@ -127,6 +128,7 @@ def test_bench_tuned_goals_use_the_fastest_peer_the_log_and_the_throughput():
     assert vs_peer.value == pytest.approx(0.9) and not vs_peer.met
     deployed = by_what["mm deployed / log's best"]
     assert deployed.value == pytest.approx(1.0) and deployed.met
+    assert by_what["mm tuning throughput"].goal == 40.0
     assert by_what["mm tuning throughput"].value == pytest.approx(60.0)
     # a peer that did not run is no goal; nothing tuned in this run: no throughput figure
     verdicts = bench_tuned.workload_verdicts(_tuned(tuned_now=0), _timings(ours=1e-3, numpy=2e-3, torch=None))
@@ -141,3 +143,52 @@ def test_bench_tuned_table_gives_peak_share_and_log_vs_deployed():
     assert "60.0/min" in ours[7]
     assert numpy_row[4:6] == ("25%", "2.00")
     assert any(v.what == "mm deployed / log's best" and not v.met for v in verdicts)
+
+
+@pytest.mark.parametrize("logged, met", [(1e-3, True), (0.91e-3, True), (0.89e-3, False), (1.1e-3, True),
+                                         (1.12e-3, False)])
+def test_bench_tuned_deployed_must_be_within_ten_percent_of_the_log_either_way(logged, met):
+    verdicts = bench_tuned.workload_verdicts(_tuned(logged=logged), _timings(ours=1e-3, numpy=1e-3))
+    (deployed,) = [v for v in verdicts if v.what == "mm deployed / log's best"]
+    assert deployed.met is met
+    assert "within 10% of 1.00x" in deployed.line() and deployed.line().endswith("PASS" if met else "FAIL")
+
+
+def test_verdict_within_a_tolerance_either_way():
+    assert B.Verdict("x", 1.05, 1.0, within=0.1).met and B.Verdict("x", 0.95, 1.0, within=0.1).met
+    assert not B.Verdict("x", 1.2, 1.0, within=0.1).met and not B.Verdict("x", 0.8, 1.0, within=0.1).met
+
+
+def test_bench_tuned_covers_the_goal_workloads_with_their_goals():
+    W = bench_tuned.WORKLOADS
+    goals = {(w.template, w.args): (w.goal, w.throughput_goal) for w in W.values()}
+    assert len(goals) == len(W) == 8
+    for n in (1024, 2048):
+        assert goals[("matmul", (n, n, n, "float32"))] == (0.95, n == 1024)
+    for c, hw in [(64, 56), (128, 28), (256, 14), (512, 7)]:  # every 3x3 layer of ResNet-18
+        assert goals[("conv2d_nchw", (1, c, hw, hw, c, 3, 3, 1, 1, 1, "float32"))] == (1.0, False)
+    one_by_one = [w for w in W.values() if w.template == "conv2d_nchw" and w.args[5:7] == (1, 1)]
+    depthwise = [w for w in W.values() if w.template == "depthwise_conv2d_nchw"]
+    assert len(one_by_one) == len(depthwise) == 1
+    assert one_by_one[0].goal == depthwise[0].goal == 0.8
+    assert bench_tuned.LOG_VS_DEPLOYED == 0.10
+
+
+def test_bench_tuned_peers_are_numpy_and_torch():
+    labels = [c.label for c in bench_tuned.peers(bench_tuned.WORKLOADS["matmul1024"])]
+    assert labels[0] == "numpy a @ b"
+    torch = importlib.util.find_spec("torch") is not None
+    assert ("torch a @ b" in labels) is torch
+    for key in ("conv3x3_56", "conv1x1", "depthwise"):
+        peers = bench_tuned.peers(bench_tuned.WORKLOADS[key])
+        assert [p.label for p in peers] == (["torch conv2d"] if torch else [])
+    (dw,) = bench_tuned.peers(bench_tuned.WORKLOADS["depthwise"]) or [None]
+    if dw is not None:
+        assert dw.spec["groups"] == 32 and dw.spec["w"] == [32, 1, 3, 3]
+
+
+def test_bench_tuned_prints_the_whole_run_wall_time():
+    line = bench_tuned.wall_time_line(1500.0, 1200.0, 240.0, 1024)
+    assert line.startswith("# whole run: 25.0 min wall time")
+    assert "tuning 20.0 min, 1024 trials, 51.2 trials/min" in line and "timings 4.0 min" in line
+    assert "trials/min" not in bench_tuned.wall_time_line(60.0, 0.0, 50.0, 0)
