@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from .. import dtypes
 from ..tir import expr as E
 from ..tir.analysis import substitute
-from ..tir.functor import IRMutator
+from ..tir.functor import Functor, IRMutator
 from .canonical import LinearSum, bool_const, expr_key, flatten, int_const, is_index_dtype
 from .evaluate import binary_value, cast_value
 
@@ -38,6 +38,7 @@ class Simplifier(IRMutator):
 
     def __init__(self, analyzer: Analyzer):
         self.an = analyzer
+        self._sums = _ToSum(self)
 
     # -- canonical integer arithmetic --------------------------------------------------
 
@@ -58,24 +59,8 @@ class Simplifier(IRMutator):
 
     def to_sum(self, e: E.PrimExpr) -> LinearSum:
         """The simplified canonical sum of a signed integer expression."""
-        if isinstance(e, E.IntImm):
-            return LinearSum(e.dtype, e.value)
         if is_index_dtype(e.dtype):
-            t = type(e)
-            if t is E.Add:
-                return self.to_sum(e.a).iadd(self.to_sum(e.b))
-            if t is E.Sub:
-                return self.to_sum(e.a).iadd(self.to_sum(e.b), -1)
-            if t is E.Mul:
-                return self._mul(self.to_sum(e.a), self.to_sum(e.b))
-            if t is E.FloorDiv:
-                return self.floordiv(self.to_sum(e.a), self.to_sum(e.b))
-            if t is E.FloorMod:
-                return self.floormod(self.to_sum(e.a), self.to_sum(e.b))
-            if t is E.Div:
-                return self._truncdiv(self.to_sum(e.a), self.to_sum(e.b))
-            if t is E.Min or t is E.Max:
-                return self._minmax(t, self.to_sum(e.a), self.to_sum(e.b))
+            return self._sums.visit(e)
         return flatten(self.visit(e))
 
     def _mul(self, sa: LinearSum, sb: LinearSum) -> LinearSum:
@@ -375,3 +360,40 @@ def _divmod_cost(s: LinearSum) -> int:
 
 def _is_value(e: E.PrimExpr, v) -> bool:
     return isinstance(e, _CONST) and e.value == v and e.dtype != "bool"
+
+
+class _ToSum(Functor):
+    """Canonical sums of index-dtype arithmetic, built from the sums of the operands; any
+    other node is simplified, then read as a sum."""
+
+    def __init__(self, simplifier: Simplifier):
+        self.s = simplifier
+
+    def visit_IntImm(self, e):
+        return LinearSum(e.dtype, e.value)
+
+    def visit_Add(self, e):
+        return self.s.to_sum(e.a).iadd(self.s.to_sum(e.b))
+
+    def visit_Sub(self, e):
+        return self.s.to_sum(e.a).iadd(self.s.to_sum(e.b), -1)
+
+    def visit_Mul(self, e):
+        return self.s._mul(self.s.to_sum(e.a), self.s.to_sum(e.b))
+
+    def visit_FloorDiv(self, e):
+        return self.s.floordiv(self.s.to_sum(e.a), self.s.to_sum(e.b))
+
+    def visit_FloorMod(self, e):
+        return self.s.floormod(self.s.to_sum(e.a), self.s.to_sum(e.b))
+
+    def visit_Div(self, e):
+        return self.s._truncdiv(self.s.to_sum(e.a), self.s.to_sum(e.b))
+
+    def visit_Min(self, e):
+        return self.s._minmax(type(e), self.s.to_sum(e.a), self.s.to_sum(e.b))
+
+    visit_Max = visit_Min
+
+    def generic_visit(self, e):
+        return flatten(self.s.visit(e))
