@@ -45,6 +45,7 @@ import compiler  # noqa: E402
 import db  # noqa: E402
 from autotune import selection  # noqa: E402
 from compiler.runtime import num_threads  # noqa: E402
+from measure import LocalBuilder, MeasureOptions  # noqa: E402
 
 
 def _conv(channels: int) -> tuple:
@@ -81,7 +82,7 @@ def tune_log(opts) -> None:
             print(f"tuning {task.workload_name}: {todo} trials", flush=True)
             if todo:
                 autotune.tune(task, trials=todo, tuner=opts.tuner, db=opts.db, seed=opts.seed,
-                              progress=opts.progress)
+                              measure_option=opts.measure, progress=opts.progress)
 
 
 def build_checked(task, config, path: Path, label: str, note: str = "") -> Built:
@@ -113,11 +114,16 @@ def borrowed_and_warm(task, opts, workdir: Path) -> list[Built]:
     shutil.copyfile(opts.db, copy)
     start = time.perf_counter()
     autotune.tune(task, trials=opts.warm_trials, tuner=opts.tuner, db=str(copy), seed=opts.seed,
-                  warm_start=opts.warm_start, progress=opts.progress)
+                  warm_start=opts.warm_start, measure_option=opts.measure, progress=opts.progress)
     took = time.perf_counter() - start
     with db.open(copy) as log:
-        (best,) = selection.best(log, task)
-    warm = task.config_space.from_json(best.config)
+        best = selection.best(log, task)
+        errors = [r.error_msg for r in log.records(task) if r.error_kind is not None]
+    if not best:
+        print(f"  no warm-started trial of {task.workload_name} succeeded; first error: "
+              f"{(errors or ['none'])[0][:300]}", flush=True)
+        return out
+    warm = task.config_space.from_json(best[0].config)
     rank = "borrowed config won" if warm.index == borrowed.index else "a later trial won"
     out.append(build_checked(task, warm, stem.with_suffix(".warm.so"),
                              f"{opts.warm_trials} warm-started trials",
@@ -165,6 +171,8 @@ def main() -> None:
     p.add_argument("--warm-start", type=int, default=8, metavar="K",
                    help="borrowed configs measured first in those trials (default 8)")
     p.add_argument("--tuner", default="xgb")
+    p.add_argument("--build-timeout", type=float, default=60,
+                   help="seconds a candidate's build may take (default 60: convolutions on a busy machine)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--target", default="llvm")
     p.add_argument("--db", default="bench_transfer.db", help="the log of tuned shapes (kept between runs)")
@@ -178,9 +186,10 @@ def main() -> None:
     print(f"# {platform.processor() or platform.machine()} ({compiler.target.host_cpu_name()}), "
           f"{threads} threads, {os.cpu_count()} CPUs; each time the median of {opts.rounds} fresh processes "
           f"(interleaved), each the median of {B.REPEAT} timings", flush=True)
-    tune_log(opts)
     shapes = []
-    with tempfile.TemporaryDirectory(prefix="bench_transfer_") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench_transfer_") as tmp, \
+            MeasureOptions(LocalBuilder(timeout=opts.build_timeout)) as opts.measure:
+        tune_log(opts)
         for family in opts.only:
             for label, template, args in NEW[family]:
                 task = autotune.create_task(template, args, target=opts.target)
