@@ -167,6 +167,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=B.ROUNDS,
                    help=f"processes per contender (default {B.ROUNDS})")
     opts = p.parse_args()
+    run_start = time.perf_counter()
     threads = num_threads()
     print(f"# {compiler.target.host_cpu_name()}, {threads} threads, numpy {np.__version__}; each figure the "
           f"median of {opts.rounds} fresh processes (interleaved), each the median of {B.REPEAT} timings",
@@ -191,6 +192,7 @@ def main() -> None:
     print(f"# {note}" if note else "# quiet machine (checked before and after)")
     print(f"# FP32 FMA peak {peak / 1e9:.1f} GFLOPS on {threads} threads (the higher of the two checks)")
     print(B.format_table(("kernel", "shape", "median ms", "rate", "% peak", "peer/ours time", "notes"), rows))
+    print(f"# whole run: {(time.perf_counter() - run_start) / 60:.1f} min wall time")
 
 
 if __name__ == "__main__":
