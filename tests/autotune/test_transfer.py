@@ -120,6 +120,24 @@ def test_adapted_kernels_compute_what_numpy_does(policy, rng):
         _run_tiles(dst, got.config, rng)
 
 
+def test_conv2d_configs_of_16_channels_adapt_to_12_in_and_20_out(rng):
+    def conv(c, f):
+        return autotune.create_task("conv2d_nchw", (1, c, 8, 8, f, 3, 3, 1, 1, 1, "float32"), RUNS_HERE)
+
+    src, dst = conv(16, 16), conv(12, 20)
+    adapted = [adapt(c.knob_values(), dst.config_space, src.args, dst.args, src.config_space).config
+               for c in src.config_space]
+    assert all(dst.config_space.is_valid(c.index) for c in adapted)
+    inputs, (expected,) = dst.reference_data(rng)
+    adapted.sort(key=lambda c: c.index)
+    for cfg in {adapted[0], adapted[-1]}:  # the two ends of what the tuned configs became
+        s, args = dst.instantiate(cfg)
+        f = compiler.build(s, args, target=dst.target)
+        out = poisoned(expected.shape, "float32")
+        f(*inputs, out)
+        assert_written(out, expected, rtol=1e-4, atol=1e-4)
+
+
 def test_unknown_knobs_are_dropped_and_missing_ones_take_their_default():
     dst = autotune.create_task("test_transfer_tiles", (100, 30, "factors"), RUNS_HERE)
     got = adapt({"tile_i": [4, 5, 5], "gone": 3}, dst.config_space)
