@@ -55,10 +55,7 @@ class _Widen(IRMutator):
     def _to(self, e: PrimExpr) -> PrimExpr:
         return e if e.dtype == self.dtype else Cast(self.dtype, e)
 
-    def visit(self, node):
-        m = self._method(node)
-        if m is not None:
-            return m(self, node)
+    def generic_visit(self, node):
         return self._to(node)  # anything else (a cast, a call): computed as it is, then widened
 
     def visit_Var(self, node: Var):
