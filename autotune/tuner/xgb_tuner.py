@@ -2,18 +2,20 @@
 
 The model (:class:`~autotune.tuner.cost_model.XGBCostModel`) is trained on every
 measurement so far, failures ranked last, and retrained whenever new results have
-arrived by the next call of :meth:`next_batch`. Parallel simulated annealing over
-the model (:func:`~autotune.tuner.sa.anneal`, chains started from random configs and
-the best measured ones) yields a *plan* of the ``plan_size`` best-predicted unvisited
-configs; batches are taken from the plan, each pick replaced by a random config with
-probability ``epsilon`` (exploration). While fewer than ``replan_until`` configs are
-measured, the search runs again for every batch that follows new results: early models
-change a lot with every batch, and a plan searched with the first model would steer
-the next ``plan_size`` trials. Later, a retrained model only re-ranks the rest of the
-plan and the search runs again once ``plan_size`` new results arrived or the plan runs
-short. A batch takes the plan's picks in order but skips, while others are left, a
-config only one knob away from one already in the batch (near-duplicates teach the
-model little and waste trials on one neighbourhood). Until the model can be trained
+arrived by the next call of :meth:`next_batch`. Parallel simulated annealing over the
+model (:func:`~autotune.tuner.sa.anneal`, chains started from random configs and the
+best measured ones) yields a *plan* of the ``plan_size`` best-predicted unvisited
+configs; where the space holds no more unvisited configs than the annealing would score
+(``sa_chains * sa_iters``), every one is scored instead, so the plan is the model's true
+best at no greater cost. Batches are taken from the plan, each pick replaced by a random
+config with probability ``epsilon`` (exploration). While fewer than ``replan_until``
+configs are measured, the search runs again for every batch that follows new results:
+early models change a lot with every batch, and a plan searched with the first model
+would steer the next ``plan_size`` trials. Later, a retrained model only re-ranks the
+rest of the plan and the search runs again once ``plan_size`` new results arrived or the
+plan runs short. A batch takes the plan's picks in order but skips, while others are
+left, a config only one knob away from one already in the batch (near-duplicates teach
+the model little and waste trials on one neighbourhood). Until the model can be trained
 (fewer than ``min_train`` measurements and no pre-training), batches are random.
 
 Transfer learning: :meth:`XGBTuner.pretrain` takes measurements of other workloads of
@@ -179,7 +181,15 @@ class XGBTuner(Tuner):
         return picked
 
     def _search(self, n: int) -> list[int]:
-        """The ``n`` best-predicted unvisited configs, by annealing from random and top measured starts."""
+        """The ``n`` best-predicted unvisited configs: every one scored where the space holds no
+        more than an annealing search would score, else by annealing from random and top
+        measured starts."""
+        space = self.space
+        if space.size_is_exact and space.size - len(self._visited) <= self.sa_chains * self.sa_iters:
+            rest = [i for i in space.valid_indices() if i not in self._visited]
+            scores = self.model.predict(self.task, rest)
+            order = sorted(range(len(rest)), key=lambda k: (-scores[k], rest[k]))
+            return [rest[k] for k in order[:n] if scores[k] > -float("inf")]
         measured = sorted((c, i) for i, c in zip(self._indices, self._costs) if c is not None)
         tops = [i for _, i in measured[:self.sa_chains // 2]]
         starts = tops + self._random_indices(self.sa_chains - len(tops), exclude=set(tops))

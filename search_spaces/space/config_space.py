@@ -255,8 +255,13 @@ class ConfigSpace:
         """Like :meth:`sample`, but indices; ``exclude`` lists indices not to return."""
         return sampling.sample_indices(self, n, sampling.as_rng(rng), exclude)
 
-    def _all_valid(self) -> list[int]:
-        """Every valid index, sorted (only for exactly counted spaces)."""
+    def valid_indices(self) -> list[int]:
+        """The mixed-radix index of every valid config, sorted: ``get(i).index`` is the
+        ``i``-th. Only for a space whose size is exact, and meant for small ones (it lists
+        them all; :meth:`get` finds one without listing)."""
+        if not self.size_is_exact:
+            raise SearchSpaceError("valid_indices: this space's size is an estimate (a constrained part "
+                                   "is too large to enumerate); draw configs with sample()")
         return sampling.all_valid(self)
 
     def neighbors(self, config: ConfigEntity | int) -> list[ConfigEntity]:

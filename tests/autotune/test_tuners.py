@@ -224,6 +224,20 @@ def test_xgb_itervar_search(task):
     assert first == again
 
 
+def test_xgb_plans_the_models_best_of_a_small_space(task):
+    """Where the space holds no more unvisited configs than an annealing search would score,
+    the plan is the model's best of all of them."""
+    tuner = XGBTuner(task, seed=0, feature_type="knob", min_train=8, plan_size=16, sa_chains=2, sa_iters=160)
+    run(tuner, budget=24, batch=8)
+    rest = [i for i in range(task.config_space.raw_size)
+            if task.config_space.is_valid(i) and i not in tuner.measured]
+    assert len(rest) <= 2 * 160  # two short annealing chains would not meet them all
+    plan = tuner._search(16)
+    assert len(plan) == 16 and not set(plan) & tuner.measured
+    scores = dict(zip(rest, tuner.model.predict(task, rest)))
+    assert min(scores[i] for i in plan) >= max(scores[i] for i in rest if i not in plan)
+
+
 def test_xgb_pretrain_on_other_workloads(task, cost_dataset):
     other, data = cost_dataset
     records = [({"index": r["index"], "knobs": r["knobs"]}, other, r["cost"]) for r in data]

@@ -182,7 +182,7 @@ def test_get_numbers_exactly_the_valid_configs(kind):
     valid = [i for i in range(cfg.raw_size) if cfg.is_valid(i)]
     assert cfg.size_is_exact and len(cfg) == len(valid) < cfg.raw_size
     got = [cfg.get(i) for i in range(len(cfg))]
-    assert [c.index for c in got] == valid  # every valid config once, in index order
+    assert [c.index for c in got] == valid == cfg.valid_indices()  # every valid config once, in order
     assert got == list(cfg)
     assert all(c == cfg.from_index(c.index) for c in got)
     for outside in (len(cfg), len(cfg) + 7, -1):
@@ -263,6 +263,8 @@ def test_huge_space_is_never_enumerated():
     assert all(v == 9 for v in last.knob_values().values())
     with pytest.raises(SearchSpaceError, match="estimate"):
         cfg.get(0)  # no positions without an exact count
+    with pytest.raises(SearchSpaceError, match="estimate"):
+        cfg.valid_indices()
     assert cfg.default_config.index == 0
 
 
