@@ -498,8 +498,9 @@ class TuningLog:
             offset = (_R.timestamp - t0) / width  # >= 0; SQLite's cast truncates, PostgreSQL's rounds
             index = cast(func.floor(offset) if self._backend == "postgresql" else offset, Integer)
             bucket = case((index > points - 1, points - 1), else_=index).label("bucket")
+            # errors are the trials without a mean cost: every column read is in ix_records_curve
             buckets = conn.execute(select(bucket, func.count(), func.min(_R.mean_cost),
-                                          func.max(_R.mean_cost), func.count(_R.error_kind))
+                                          func.max(_R.mean_cost), func.count() - func.count(_R.mean_cost))
                                    .where(trials).group_by(bucket).order_by(bucket)).all()
             firsts = conn.scalars(select(func.min(_R.timestamp)).where(trials).group_by(_R.run_id)).all()
         curve, starts_at, last = [], {}, 0

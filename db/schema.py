@@ -31,8 +31,10 @@ Tables:
     the number of records per workload, kind and error kind (``""`` for successes).
 
 JSON lives in text columns (portable, and floats come back bit for bit). The indexes
-``(workload_id, mean_cost)`` and ``(workload_id, median_cost)`` serve reading a workload's
-records (fastest first, where a query wants that); ``(template, target_kind)`` on workloads
+``(workload_id, mean_cost)`` serves reading a workload's records (fastest first, where a
+query wants that); ``(workload_id, kind, timestamp, mean_cost, run_id)`` holds everything a
+tuning curve draws, so that it is read from the index alone (version 4 put it in place of
+``(workload_id, median_cost)``, which no query used); ``(template, target_kind)`` on workloads
 serves finding the neighbours of a workload to borrow from; ``(workload_id, score,
 knobs_hash)`` on ``config_stats`` serves reading a workload's best configs in ranking order.
 """
@@ -156,7 +158,7 @@ class RecordRow(Base):
 
     __table_args__ = (
         Index("ix_records_best_mean", "workload_id", "mean_cost"),
-        Index("ix_records_best_median", "workload_id", "median_cost"),
+        Index("ix_records_curve", "workload_id", "kind", "timestamp", "mean_cost", "run_id"),
         Index("ix_records_run", "run_id"),
     )
 

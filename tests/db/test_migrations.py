@@ -95,3 +95,22 @@ def test_a_version_1_log_opens_and_keeps_everything(v1_log: str) -> None:
         assert log.runs()[-1].status == "budget" and log.runs()[-1].heartbeat is not None
     with db.open(v1_log) as again:  # already current: opens as it is
         assert again.count() == 6
+
+
+def test_version_4_builds_the_statistics_of_the_records_a_log_holds(v1_log: str) -> None:
+    with db.open(v1_log) as log:
+        for key in ("mm64-z4", "mm32-cuda"):
+            pooled: dict[str, list[float]] = {}
+            for r in log.records(key, errors=False):
+                pooled.setdefault(db.knobs_fingerprint(r.config), []).extend(c for c in r.costs if c > 0)
+            expected = sorted((db.confident_cost(c), h, sorted(c)) for h, c in pooled.items())
+            stats = log.config_stats(key)
+            assert [(s.score, s.knobs_hash, list(s.costs)) for s in stats] == expected
+            assert sum(len(s.record_ids) for s in stats) == log.count(key, errors=False)
+        # mm64-z4: config 3 measured twice (a trial and its re-measurement) pools both records;
+        # config 5 once; config 7 failed: no entry
+        (five, three) = log.config_stats("mm64-z4")
+        assert (five.config["index"], len(five.record_ids)) == (5, 1)
+        assert (three.config["index"], len(three.record_ids), three.count) == (3, 2, 3)
+        counts = {row.workload_key: (row.trials, row.errors, row.remeasured) for row in log.summary()}
+        assert counts == {"mm32-cuda": (1, 0, 0), "mm64-z4": (3, 1, 1)}
