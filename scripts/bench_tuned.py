@@ -24,8 +24,9 @@ time and trials per minute of this run; and "log vs deployed": the best cost in 
 tuning log next to the exported library's median in fresh processes.
 
 Before and after the timings the script checks that the machine is quiet (the FMA
-peak on all threads at least 0.9x per thread of the one-thread peak: 1.8x on two). On a
-busy machine it says so and prints no PASS/FAIL verdict.
+peak on all threads at least 0.9x per thread of the one-thread peak: 1.8x on two; and the
+threads get at least 90% of their cores' time while they run). On a busy machine it says
+so and prints no PASS/FAIL verdict.
 
 The goals (:data:`WORKLOADS`, :data:`LOG_VS_DEPLOYED`, :data:`TRIALS_PER_MINUTE`): matmul
 at least 0.95x the fastest peer; each 3x3 layer at least 1.0x; the 1x1 and depthwise

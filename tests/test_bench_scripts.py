@@ -36,6 +36,15 @@ def test_quiet_needs_the_peak_to_scale_with_the_threads(threads, one, many, quie
     assert ("BUSY" in q.describe()) is not quiet
 
 
+@pytest.mark.parametrize("share, quiet", [(1.0, True), (0.9, True), (0.89, False), (0.15, False)])
+def test_quiet_needs_the_threads_to_get_their_cores_time(share, quiet):
+    # every core shared with other work: one thread and two slow down alike, so the scaling
+    # looks fine, but the threads got a fraction of the cores' time
+    q = B.Quietness(2, 20 * GFLOPS, 39 * GFLOPS, cpu_share=share)
+    assert q.quiet is quiet
+    assert ("BUSY" in q.describe()) is not quiet and f"{share:.0%} of 2 cores' time" in q.describe()
+
+
 QUIET = B.Quietness(2, 100 * GFLOPS, 195 * GFLOPS)
 BUSY = B.Quietness(2, 100 * GFLOPS, 110 * GFLOPS)
 VERDICTS = [B.Verdict("matmul vs numpy", 1.2, 0.95), B.Verdict("conv vs torch", 0.5, 1.0),
