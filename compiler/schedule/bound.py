@@ -178,7 +178,11 @@ def _derive_loops(info: StageBounds, analyzer: Analyzer) -> None:
             f = info.factor[id(rel)]
             info.offset[id(rel.parent)] = info.offset[id(rel.outer)] * f + info.offset[id(rel.inner)]
             ext = info.extent[id(rel.parent)]
-            divisible = is_const_int(ext) and isinstance(f, int) and ext.value % f == 0
+            # The loops cover outer * inner iterations: with nparts=4 over 9, inner is 3 and
+            # 4 * 3 = 12 > 9 although 3 divides 9.
+            outer_ext = info.extent[id(rel.outer)]
+            divisible = (is_const_int(ext) and isinstance(f, int) and is_const_int(outer_ext)
+                         and outer_ext.value * f == ext.value)
             if not divisible:
                 info.guards.append((info.offset[id(rel.parent)] < ext,
                                     rel.parent.iter_type is IterType.COMM_REDUCE))
