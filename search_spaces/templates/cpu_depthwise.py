@@ -25,6 +25,14 @@ tuner measures):
   loops over the whole tensors.
 * **Threads** take channel blocks (``parallel_axis="blocks"``) or, for layers with
   few channel blocks, blocks of rows as well (``"rows"``).
+
+With ``layout="NCHW"`` the kernel works on the NCHW tensors directly instead, as oneDNN's
+plain-layout depthwise kernels do: each channel's padded input is copied once (contiguous
+rows, in cache, within the parallel loop over channels), and a register tile of
+``reg_h`` rows x ``vec_w`` columns, vectorized along the row, accumulates the taps.
+Without the transposes of the blocked layout, this wins where rows are long (many vectors
+wide) and channels few, as in MobileNet's first layers; the blocked layout wins where rows
+are short. The knobs of the other layout are then fixed at their first values.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from compiler import te
 from search_spaces.template import get_config, template
 from search_spaces.templates._common import (
     conv_out_size,
+    pad_nchw_like,
     padding4,
     pair,
     random_data,
@@ -85,6 +94,14 @@ def register_tiles(Wo: int, Ho: int, cb: int, lanes: int, registers: int) -> lis
     return tiles
 
 
+def row_tiles(Wo: int, Ho: int, lanes: int, registers: int) -> list[tuple[int, int]]:
+    """The feasible ``(reg_h, vec_w)`` register tiles of the NCHW kernel: ``vec_w`` divides
+    ``Wo`` (no tail) and is at most four vectors; ``reg_h`` rows of ``vec_w`` columns plus
+    an input vector and a broadcast weight fit ``registers``."""
+    widths = [w for w in range(1, min(Wo, 4 * lanes) + 1) if Wo % w == 0 and (w >= min(Wo, 4) or w == Wo)]
+    return [(h, w) for h in (1, 2, 4) if h <= Ho for w in widths if h * _cdiv(w, lanes) + 2 <= registers]
+
+
 def depthwise_conv2d_nchw_reference(N, C, H, W, KH, KW, stride, padding, dilation, dtype="float32",
                                     rng=None):
     """Random input ``(N, C, H, W)`` and weights ``(C, 1, KH, KW)``, and their depthwise convolution."""
@@ -104,14 +121,28 @@ def _define_knobs(cfg, C: int, Ho: int, Wo: int, lanes: int, registers: int) -> 
     # latency, few enough to leave registers for the loads.
     default_w = max((w for h, w in tiles[default_cb] if h == 1 and w <= 8), default=1)
     cfg.define_knob("cb", blocks, default=default_cb)
-    cfg.define_knob("reg_h", sorted({h for ts in tiles.values() for h, _ in ts}), default=1)
     cfg.define_knob("reg_w", sorted({w for ts in tiles.values() for _, w in ts}), default=default_w)
-    cfg.add_constraint(lambda c: (c["cb"].val, c["reg_h"].val, c["reg_w"].val) in feasible,
-                       knobs=["cb", "reg_h", "reg_w"], name="register tile fits the register file")
     cfg.define_knob("layout_at", ["block", "root"])
     cfg.define_knob("unpack", ["c", "x"])
     axes = ["blocks", "rows"] if Ho >= 2 * ROW_PARTS else ["blocks"]
     cfg.define_knob("parallel_axis", axes)
+    rows = row_tiles(Wo, Ho, lanes, registers)
+    widths = sorted({w for _, w in rows})
+    long_rows = Wo >= 2 * lanes
+    cfg.define_knob("layout", ["NCHWc", "NCHW"], default="NCHW" if long_rows else "NCHWc")
+    cfg.define_knob("vec_w", widths, default=max(w for w in widths if w <= 2 * lanes))
+    cfg.define_knob("reg_h", sorted({h for ts in tiles.values() for h, _ in ts} | {h for h, _ in rows}),
+                    default=2 if long_rows and Ho >= 2 else 1)
+    first = {"cb": blocks[0], "reg_w": 1, "layout_at": "block", "unpack": "c", "parallel_axis": "blocks"}
+
+    def one_layout(c) -> bool:
+        """The knobs of the layout not chosen stay at their first values (no duplicate configs)."""
+        if c["layout"].val == "NCHWc":
+            return c["vec_w"].val == widths[0] and (c["cb"].val, c["reg_h"].val, c["reg_w"].val) in feasible
+        return (c["reg_h"].val, c["vec_w"].val) in rows and all(c[k].val == v for k, v in first.items())
+
+    cfg.add_constraint(one_layout, knobs=["layout", "vec_w", "reg_h", *first],
+                       name="one layout's knobs")
 
 
 @template("depthwise_conv2d_nchw", target="cpu", reference=depthwise_conv2d_nchw_reference)
@@ -126,10 +157,12 @@ def depthwise_conv2d_nchw(N: int, C: int, H: int, W: int, KH: int, KW: int, stri
     Wo = conv_out_size(W, KW, sw, left, right, dw)
     lanes = vector_lanes(dtype)
     _define_knobs(cfg, C, Ho, Wo, lanes, vector_registers())
-    cb, reg_h, reg_w = cfg["cb"].val, cfg["reg_h"].val, cfg["reg_w"].val
-
     X = te.placeholder((N, C, H, W), name="X", dtype=dtype)
     Wt = te.placeholder((C, 1, KH, KW), name="W", dtype=dtype)
+    if cfg["layout"].val == "NCHW":
+        return _direct(cfg, X, Wt, (sh, sw), (dh, dw), (top, left, bottom, right), Ho, Wo)
+    cb, reg_h, reg_w = cfg["cb"].val, cfg["reg_h"].val, cfg["reg_w"].val
+
     Cb, Hop, Wop = _cdiv(C, cb), _cdiv(Ho, reg_h) * reg_h, _cdiv(Wo, reg_w) * reg_w
     Hp, Wp = (Hop - 1) * sh + (KH - 1) * dh + 1, (Wop - 1) * sw + (KW - 1) * dw + 1
     zero = te.const(0, dtype)
@@ -168,6 +201,39 @@ def depthwise_conv2d_nchw(N: int, C: int, H: int, W: int, KH: int, KW: int, stri
     else:
         xs.parallel(xs.fuse(xn, xco))
     s[Wp_].vectorize(s[Wp_].op.axis[-1])
+    return s, [X, Wt, Y]
+
+
+def _direct(cfg, X, Wt, stride, dilation, pads, Ho: int, Wo: int):
+    """The NCHW kernel (``layout="NCHW"``, see the module)."""
+    (sh, sw), (dh, dw) = stride, dilation
+    N, C = X.shape[0].value, X.shape[1].value
+    KH, KW = Wt.shape[2].value, Wt.shape[3].value
+    P = pad_nchw_like(X, 2, pads, 0, name="X_pad")
+    ry = te.reduce_axis((0, KH), name="ry")
+    rx = te.reduce_axis((0, KW), name="rx")
+    Y = te.compute((N, C, Ho, Wo), lambda n, c, y, x: te.sum(
+        P[n, c, y * sh + ry * dh, x * sw + rx * dw] * Wt[c, 0, ry, rx], axis=[ry, rx]),
+        name="depthwise_conv2d_nchw")
+    s = te.create_schedule(Y.op)
+    acc = s.cache_write(Y, "local")
+    n, c, y, x = s[Y].op.axis
+    yo, yi = s[Y].split(y, factor=cfg["reg_h"].val)
+    xo, xi = s[Y].split(x, factor=cfg["vec_w"].val)
+    s[Y].reorder(n, c, yo, xo, yi, xi)
+    channels = s[Y].fuse(n, c)
+    s[Y].parallel(channels)
+    s[Y].vectorize(xi)
+    s[acc].compute_at(s[Y], xo)
+    *_, ay, ax = s[acc].op.axis
+    ary, arx = s[acc].op.reduce_axis
+    s[acc].reorder(ary, arx, ay, ax)
+    s[acc].unroll(arx)
+    s[acc].unroll(ay)
+    s[acc].vectorize(ax)
+    if P is not X:
+        s[P].compute_at(s[Y], channels)
+        s[P].vectorize(s[P].op.axis[-1])
     return s, [X, Wt, Y]
 
 

@@ -1,6 +1,7 @@
 """depthwise_conv2d_nchw on CPUs: channel blocks and register tiles read off the target, a
-space of feasible tiles only, and every knob value computing what numpy computes, on
-pinned AVX-512 and AVX2 CPUs, at odd channel counts, strides, paddings and dilations."""
+space of feasible tiles only (blocked and plain layouts), and every knob value computing
+what numpy computes, on pinned AVX-512 and AVX2 CPUs, at odd channel counts, strides,
+paddings and dilations."""
 
 from __future__ import annotations
 
@@ -27,18 +28,32 @@ def test_space_holds_only_channel_blocks_and_tiles_that_fit(cpu, C, H):
     task = create_task("depthwise_conv2d_nchw", (1, C, H, H, 3, 3, 1, 1, 1, "float32"), cpu.target)
     space = task.config_space
     lanes, registers = _file(cpu)
-    assert 1 <= len(space) <= 400  # 128 trials cover a good part of it
+    assert 1 <= len(space) <= 600  # 128 trials cover a good part of it
+    layouts = set()
     for cfg in space:
         v = cfg.knob_values()
+        layouts.add(v["layout"])
         cb, nv = v["cb"], max(1, v["cb"] // lanes)
         if C >= lanes:
             assert cb % lanes == 0 and cb <= 2 * lanes, v  # whole vectors of channels
         else:
             assert cb >= C, v  # one block holds every channel
-        assert v["reg_h"] * v["reg_w"] * nv + nv + 1 <= registers, v  # accumulators, weights, one input
+        if v["layout"] == "NCHWc":
+            assert v["reg_h"] * v["reg_w"] * nv + nv + 1 <= registers, v  # accumulators, weights, one input
+            assert v["vec_w"] == space.space_map["vec_w"].entities[0].value(), v
+        else:  # rows of whole tiles; the blocked layout's knobs at their first values
+            vectors = -(-v["vec_w"] // lanes)
+            assert H % v["vec_w"] == 0 and v["reg_h"] * vectors + 2 <= registers, v
+            fixed = (v["reg_w"], v["layout_at"], v["unpack"], v["parallel_axis"])
+            assert fixed == (1, "block", "c", "blocks"), v
+    assert layouts == {"NCHWc", "NCHW"}
     default = space.default_config.knob_values()
-    assert default["cb"] == (lanes if C >= lanes else min(channel_blocks(C, lanes)))
-    assert default["reg_w"] > 1 and default["layout_at"] == "block"
+    if H >= 2 * lanes:  # long rows: the plain layout, two rows of up to two vectors
+        assert default["layout"] == "NCHW" and default["reg_h"] == 2
+        assert lanes <= default["vec_w"] <= 2 * lanes
+    else:
+        assert default["layout"] == "NCHWc" and default["layout_at"] == "block" and default["reg_w"] > 1
+        assert default["cb"] == (lanes if C >= lanes else min(channel_blocks(C, lanes)))
 
 
 def test_channel_blocks_are_whole_vectors_or_hold_every_channel():
