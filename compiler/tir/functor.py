@@ -86,7 +86,8 @@ class Functor:
     """Value-returning dispatch: ``visit(node)`` calls ``visit_<type(node).__name__>``.
 
     Methods are looked up by the node's exact class name first, then by its base
-    classes' (``visit_BinaryOp`` serves every binary operator without its own method).
+    classes' (``visit_BinaryOp`` serves every binary operator without its own method;
+    ``visit_PrimExpr`` every expression, as in a pass that rewrites statements only).
     Each functor class keeps its own table from node class to method, filled on first use.
     """
 

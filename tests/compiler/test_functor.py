@@ -104,3 +104,17 @@ def test_mutator_shares_untouched_subtrees():
     out = Swap().visit(e)
     assert out is not e and out.b is keep and out.a.a is y
     assert Swap().visit(keep) is keep
+
+
+def test_a_base_class_method_serves_every_subclass():
+    seen = []
+
+    class StatementsOnly(IRMutator):
+        def visit_PrimExpr(self, e):
+            seen.append(type(e).__name__)
+            return e
+
+    x = E.Var("x")
+    body = S.SeqStmt((S.Evaluate(x + 1), S.Evaluate(E.Cast("float32", x))))
+    assert StatementsOnly().visit(body) is body
+    assert seen == ["Add", "Cast"]
