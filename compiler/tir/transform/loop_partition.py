@@ -62,10 +62,8 @@ class _GuardCollector(IRVisitor):
         self.lets: dict = {}
         self.guards: list[_Guard] = []
 
-    def visit(self, node) -> None:
-        if isinstance(node, E.PrimExpr):
-            return
-        super().visit(node)
+    def visit_PrimExpr(self, e) -> None:
+        return  # guards are statements: expressions are not entered
 
     def visit_For(self, s: S.For) -> None:
         hi = E.Sub(E.Add(s.min, s.extent, s.min.dtype), E.IntImm(1, s.min.dtype), s.min.dtype)
@@ -87,10 +85,8 @@ class _Partitioner(IRMutator):
     def __init__(self, an: Analyzer):
         self.an = an
 
-    def visit(self, node):
-        if isinstance(node, E.PrimExpr):
-            return node
-        return super().visit(node)
+    def visit_PrimExpr(self, e):
+        return e  # statements only
 
     def visit_LetStmt(self, s: S.LetStmt) -> S.Stmt:
         with self.an.bound(s.var, (s.value, s.value)):
@@ -212,10 +208,8 @@ class _RemoveConjuncts(IRMutator):
     def __init__(self, removed: dict[int, set[int]]):
         self.removed = removed
 
-    def visit(self, node):
-        if isinstance(node, E.PrimExpr):
-            return node
-        return super().visit(node)
+    def visit_PrimExpr(self, e):
+        return e  # statements only
 
     def visit_IfThenElse(self, s: S.IfThenElse) -> S.Stmt:
         then_case = self.visit(s.then_case)

@@ -35,10 +35,8 @@ def _uses_buffer(node, data: E.Var) -> bool:
 
 
 class _RemoveNoOp(IRMutator):
-    def visit(self, node):
-        if isinstance(node, E.PrimExpr):
-            return node  # expressions have no statements inside
-        return super().visit(node)
+    def visit_PrimExpr(self, e):
+        return e  # expressions have no statements inside
 
     def visit_Evaluate(self, s: S.Evaluate) -> S.Stmt:
         return S.NOP if is_no_op(s) else s

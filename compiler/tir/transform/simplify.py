@@ -25,10 +25,8 @@ class StmtSimplifier(IRMutator):
     def __init__(self, analyzer: Analyzer | None = None):
         self.an = analyzer or Analyzer()
 
-    def visit(self, node):
-        if isinstance(node, E.PrimExpr):
-            return self.an.simplify(node)
-        return super().visit(node)
+    def visit_PrimExpr(self, e):
+        return self.an.simplify(e)
 
     def visit_For(self, s: S.For) -> S.Stmt:
         lo, ext = self.an.simplify(s.min), self.an.simplify(s.extent)

@@ -63,10 +63,8 @@ class _Unroller(IRMutator):
         self.unroll_depth = 0
         self.rolled_depth = 0
 
-    def visit(self, node):
-        if isinstance(node, E.PrimExpr):
-            return node
-        return super().visit(node)
+    def visit_PrimExpr(self, e):
+        return e  # statements only
 
     def visit_BufferStore(self, s: S.BufferStore) -> S.Stmt:
         self.steps += 1

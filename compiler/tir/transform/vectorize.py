@@ -64,10 +64,8 @@ class _LoopVectorizer(IRMutator):
         # allocation and here: only this thread sees them.
         self.private: frozenset[int] = frozenset()
 
-    def visit(self, node):
-        if isinstance(node, E.PrimExpr):
-            return node
-        return super().visit(node)
+    def visit_PrimExpr(self, e):
+        return e  # statements only
 
     def visit_For(self, s: S.For) -> S.Stmt:
         outer_private = self.private
