@@ -130,9 +130,13 @@ def _define_knobs(cfg, C: int, Ho: int, Wo: int, lanes: int, registers: int) -> 
     widths = sorted({w for _, w in rows})
     long_rows = Wo >= 2 * lanes
     cfg.define_knob("layout", ["NCHWc", "NCHW"], default="NCHW" if long_rows else "NCHWc")
-    cfg.define_knob("vec_w", widths, default=max(w for w in widths if w <= 2 * lanes))
+    # Whole vectors (no masked lanes) if a width of one or two divides the row; four rows
+    # of them where they fit: each input vector then serves up to KH rows' taps.
+    default_vec = max(widths, key=lambda w: (w % lanes == 0 and w <= 2 * lanes, w <= 2 * lanes, w))
+    default_h = max((h for h, w in rows if w == default_vec), default=1)
+    cfg.define_knob("vec_w", widths, default=default_vec)
     cfg.define_knob("reg_h", sorted({h for ts in tiles.values() for h, _ in ts} | {h for h, _ in rows}),
-                    default=2 if long_rows and Ho >= 2 else 1)
+                    default=default_h if long_rows else 1)
     first = {"cb": blocks[0], "reg_w": 1, "layout_at": "block", "unpack": "c", "parallel_axis": "blocks"}
 
     def one_layout(c) -> bool:
@@ -228,6 +232,7 @@ def _direct(cfg, X, Wt, stride, dilation, pads, Ho: int, Wo: int):
     *_, ay, ax = s[acc].op.axis
     ary, arx = s[acc].op.reduce_axis
     s[acc].reorder(ary, arx, ay, ax)
+    s[acc].unroll(ary)
     s[acc].unroll(arx)
     s[acc].unroll(ay)
     s[acc].vectorize(ax)

@@ -48,9 +48,9 @@ def test_space_holds_only_channel_blocks_and_tiles_that_fit(cpu, C, H):
             assert fixed == (1, "block", "c", "blocks"), v
     assert layouts == {"NCHWc", "NCHW"}
     default = space.default_config.knob_values()
-    if H >= 2 * lanes:  # long rows: the plain layout, two rows of up to two vectors
-        assert default["layout"] == "NCHW" and default["reg_h"] == 2
-        assert lanes <= default["vec_w"] <= 2 * lanes
+    if H >= 2 * lanes:  # long rows: the plain layout, four rows of up to two vectors, no tail
+        assert default["layout"] == "NCHW" and default["reg_h"] == 4
+        assert lanes <= default["vec_w"] <= 2 * lanes and H % default["vec_w"] == 0
     else:
         assert default["layout"] == "NCHWc" and default["layout_at"] == "block" and default["reg_w"] > 1
         assert default["cb"] == (lanes if C >= lanes else min(channel_blocks(C, lanes)))
