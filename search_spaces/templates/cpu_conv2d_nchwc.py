@@ -21,9 +21,9 @@ vector registers:
   thread then packs the kernel of its own blocks, which it reuses while it is hot).
 
 ``conv2d_nchw`` (see ``cpu_conv2d``) transforms its NCHW data into blocks (padding in the
-same pass) and packs its kernel (zeros past ``F``), then runs this schedule and writes
-NCHW rows from each blocked output row: all of it part of the compiled operator. There
-``ic_bn`` (a divisor of ``C``) and ``oc_bn`` (whole vectors) are knobs; in
+same pass) and packs its kernel, then runs this schedule and writes NCHW rows from each
+blocked output row: all of it part of the compiled operator. There ``ic_bn`` (a divisor
+of ``C``) and ``oc_bn`` (whole vectors where they divide ``F``) are knobs; in
 ``conv2d_nchwc`` the layout is the caller's, given as arguments.
 """
 
@@ -116,10 +116,15 @@ def _ic_blocks(C: int) -> list[int]:
 
 
 def _oc_blocks(F: int, lanes: int) -> list[int]:
-    """``oc_bn`` choices: whole vectors (1 to :data:`MAX_VECTORS`), ``F`` padded to a multiple
-    of it by less than one vector (no vector of only padding)."""
-    return [nv * lanes for nv in range(1, MAX_VECTORS + 1)
-            if nv == 1 or _cdiv(F, nv * lanes) * nv * lanes - F < lanes]
+    """``oc_bn`` choices: whole vectors (1 to :data:`MAX_VECTORS`) that divide ``F``; where
+    none does, the divisors of ``F`` from half a vector to :data:`MAX_VECTORS` vectors (or the
+    largest below). Blocks never pad ``F``: padded channels would cost work and count as
+    flops of the task."""
+    whole = [nv * lanes for nv in range(1, MAX_VECTORS + 1) if F % (nv * lanes) == 0]
+    if whole:
+        return whole
+    divisors = [d for d in range(1, min(F, MAX_VECTORS * lanes) + 1) if F % d == 0]
+    return [d for d in divisors if d >= lanes // 2] or divisors[-1:]
 
 
 def _default_reg_n(Wo: int, oc_bn: int, lanes: int, registers: int) -> int:

@@ -46,14 +46,26 @@ def test_blocked_space_holds_only_register_tiles_that_fit(cpu, C, H):
     assert default["reg_n"] * 2 >= 10 and space.is_valid(space.default_config.index)
 
 
-def test_odd_channel_counts_pad_output_blocks_by_less_than_a_vector():
-    task = create_task("conv2d_nchw", _conv(100, 12, 100, 3), AVX512.target)
-    values = {k.name: {e.value() for e in k.entities} for k in task.config_space.knobs}
-    assert values["oc_bn"] == {16}  # 112 channels; 32 would pad 28
-    assert values["ic_bn"] == {10, 20, 25, 50}  # divisors of 100, none too short
-    task = create_task("conv2d_nchw", _conv(3, 9, 40, 3), AVX512.target)
-    values = {k.name: {e.value() for e in k.entities} for k in task.config_space.knobs}
-    assert values["ic_bn"] == {3} and values["oc_bn"] == {16, 48}
+def test_output_blocks_are_whole_vectors_that_divide_the_channels_where_there_are_such():
+    def values(args):
+        task = create_task("conv2d_nchw", args, AVX512.target)
+        return {k.name: {e.value() for e in k.entities} for k in task.config_space.knobs}
+
+    assert values(_conv(96, 12, 96, 3))["oc_bn"] == {16, 32, 48}  # 64 does not divide 96
+    v = values(_conv(100, 12, 100, 3))
+    assert v["oc_bn"] == {10, 20, 25, 50}  # no vector divides 100: half a vector or more
+    assert v["ic_bn"] == {10, 20, 25, 50}  # divisors of 100, none too short
+    v = values(_conv(3, 9, 6, 3))
+    assert v["ic_bn"] == {3} and v["oc_bn"] == {6}
+
+
+@pytest.mark.parametrize("args", [_conv(3, 9, 20, 3, stride=2, W=8), _conv(100, 12, 100, 3, N=2),
+                                  _conv(6, 5, 40, 3), _conv(20, 7, 24, 1, stride=2, pad=0)],
+                         ids=["blocked", "blocked-100", "im2col", "1x1"])
+def test_flops_count_the_convolution_only(args):
+    N, C, H, W, F, KH, KW, stride, pad, dilation, _ = args
+    Ho, Wo = (H + 2 * pad - KH) // stride + 1, (W + 2 * pad - KW) // stride + 1
+    assert create_task("conv2d_nchw", args, AVX512.target).flop == 2 * N * F * Ho * Wo * C * KH * KW
 
 
 @pytest.mark.parametrize("args", [_conv(128, 28, 256, 1, stride=2, pad=0), _conv(64, 14, 32, 1, pad=0, N=2),
@@ -98,7 +110,7 @@ def _covering(space, rng, knobs=None) -> list:
     return configs
 
 
-# Small shapes with odd channel counts (3 inputs; 20 outputs pad a block), strides, paddings,
+# Small shapes with odd channel counts (3 inputs; 20 outputs, a block and a half), strides, paddings,
 # dilation, a batch; 1x1 layers and small images with many filters take the GEMM path (stride,
 # padding and dilation included; its microkernels and blockings are covered in
 # test_cpu_gemm.py, here its threads and packing). Outputs at most 5 columns wide keep the
