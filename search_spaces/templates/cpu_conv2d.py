@@ -12,27 +12,24 @@ for cache blocking, the output channels are vectorized, kernel taps may be unrol
 and the outer tiles run in parallel.
 
 ``stride``, ``padding`` and ``dilation`` take an int or a pair ``(h, w)``;
-``padding`` also takes ``(top, left, bottom, right)``.
+``padding`` also takes ``(top, left, bottom, right)``, ``"SAME"`` or ``"VALID"``
+(``topi.nn.get_pad_tuple``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from compiler import te
+from compiler import te, topi
+from compiler.topi.utils import get_const_tuple
 from search_spaces.template import get_config, template
 from search_spaces.templates._common import (
     accumulator,
-    conv_out_size,
-    pad_nchw_like,
-    padding4,
-    pair,
     parallel_and_vectorize,
     place_padding,
     random_data,
     vector_lanes,
 )
-from search_spaces.templates._conv_ref import conv2d_nchw_np
 from search_spaces.templates._gemm import define_gemm_knobs, gemm_compute, schedule_gemm
 from search_spaces.templates.cpu_conv2d_nchwc import (
     ConvGeometry,
@@ -50,23 +47,13 @@ __all__ = ["conv2d_nchw", "conv2d_nhwc", "conv2d_nchw_reference", "conv2d_nhwc_r
 _MAX_REGISTER_TILE = 512
 
 
-def _geometry(H, W, KH, KW, stride, padding, dilation):
-    sh, sw = pair(stride, "stride")
-    dh, dw = pair(dilation, "dilation")
-    pads = padding4(padding)
-    Ho = conv_out_size(H, KH, sh, pads[0], pads[2], dh)
-    Wo = conv_out_size(W, KW, sw, pads[1], pads[3], dw)
-    return (sh, sw), (dh, dw), pads, Ho, Wo
-
-
 # ---------------------------------------------------------------------------- NCHW
 
 
 def conv2d_nchw_reference(N, C, H, W, F, KH, KW, stride, padding, dilation, dtype="float32", rng=None):
     """Random input ``(N, C, H, W)`` and weights ``(F, C, KH, KW)``, and their convolution."""
     x, w = random_data(rng, (N, C, H, W), dtype), random_data(rng, (F, C, KH, KW), dtype)
-    out = conv2d_nchw_np(x, w, pair(stride, "stride"), padding4(padding), pair(dilation, "dilation"))
-    return [x, w], [out.astype(dtype)]
+    return [x, w], [topi.testing.conv2d_nchw_python(x, w, stride, padding, dilation=dilation)]
 
 
 def _as_gemm(g) -> bool:
@@ -148,19 +135,22 @@ def _conv2d_gemm(cfg, g, X, Wt, dtype):
 def conv2d_nhwc_reference(N, H, W, C, F, KH, KW, stride, padding, dilation, dtype="float32", rng=None):
     """Random input ``(N, H, W, C)`` and weights ``(KH, KW, C, F)``, and their convolution."""
     x, w = random_data(rng, (N, H, W, C), dtype), random_data(rng, (KH, KW, C, F), dtype)
-    out = conv2d_nchw_np(x.transpose(0, 3, 1, 2), w.transpose(3, 2, 0, 1), pair(stride, "stride"),
-                         padding4(padding), pair(dilation, "dilation"))
-    return [x, w], [np.ascontiguousarray(out.transpose(0, 2, 3, 1)).astype(dtype)]
+    out = topi.testing.conv2d_nhwc_python(x, w, stride, padding, dilation=dilation)
+    return [x, w], [np.ascontiguousarray(out)]
 
 
 @template("conv2d_nhwc", target="cpu", reference=conv2d_nhwc_reference)
 def conv2d_nhwc(N: int, H: int, W: int, C: int, F: int, KH: int, KW: int, stride=1, padding=0,
                 dilation=1, dtype: str = "float32"):
-    """Direct NHWC convolution; register tile ``tile_y x tile_x x tile_f`` vectorized along f."""
+    """Direct NHWC convolution (``topi.nn.conv2d_nhwc``); register tile
+    ``tile_y x tile_x x tile_f`` vectorized along f."""
     cfg = get_config()
-    (sh, sw), (dh, dw), pads, Ho, Wo = _geometry(H, W, KH, KW, stride, padding, dilation)
     X = te.placeholder((N, H, W, C), name="X", dtype=dtype)
     Wt = te.placeholder((KH, KW, C, F), name="W", dtype=dtype)
+    Y = topi.nn.conv2d_nhwc(X, Wt, stride, padding, dilation)
+    P = Y.op.input_tensors[0]  # the padded input: a stage even without padding
+    _, Ho, Wo, _ = get_const_tuple(Y.shape)
+    padded = get_const_tuple(P.shape)[1:3] != (H, W)
 
     lanes = vector_lanes(dtype)
     cfg.define_split("tile_y", Ho, num_outputs=2, filter=lambda e: e.size[-1] <= 8, default=[-1, 1])
@@ -170,19 +160,12 @@ def conv2d_nhwc(N: int, H: int, W: int, C: int, F: int, KH: int, KW: int, stride
     cfg.define_split("tile_rc", C, num_outputs=2, default=[-1, 8])
     cfg.add_constraint(lambda c: c["tile_f"].size[-1] * c["tile_y"].size[-1] * c["tile_x"].size[-1]
                        <= _MAX_REGISTER_TILE, knobs=["tile_y", "tile_x", "tile_f"], name="register_tile")
-    if any(pads):
+    if padded:
         cfg.define_knob("pad", ["inline", "at_block"])
     cfg.define_knob("unroll_kw", [True, False])
     cfg.define_knob("vec", [True, False])
     cfg.define_knob("parallel", [True, False])
 
-    P = pad_nchw_like(X, 1, pads, 0.0, name="X_pad")
-    ry = te.reduce_axis((0, KH), name="ry")
-    rx = te.reduce_axis((0, KW), name="rx")
-    rc = te.reduce_axis((0, C), name="rc")
-    Y = te.compute((N, Ho, Wo, F), lambda n, y, x, f: te.sum(
-        P[n, y * sh + ry * dh, x * sw + rx * dw, rc] * Wt[ry, rx, rc, f], axis=[ry, rx, rc]),
-        name="conv2d_nhwc")
 
     s = te.create_schedule(Y.op)
     acc = accumulator(s, Y, Y)
@@ -204,5 +187,8 @@ def conv2d_nhwc(N: int, H: int, W: int, C: int, F: int, KH: int, KW: int, stride
     if cfg["vec"].val:
         s[acc].vectorize(fc)
 
-    place_padding(s, cfg, P, X, Y, outer)
+    if padded:
+        place_padding(s, cfg, P, X, Y, outer)
+    else:  # an identity copy: read X itself
+        s[P].compute_inline()
     return s, [X, Wt, Y]

@@ -33,17 +33,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler import te
+from compiler import te, topi
+from compiler.topi.nn.utils import as_pair, conv_output_size
 from search_spaces.template import get_config, template
-from search_spaces.templates._common import (
-    conv_out_size,
-    padding4,
-    pair,
-    random_data,
-    vector_lanes,
-    vector_registers,
-)
-from search_spaces.templates._conv_ref import conv2d_nchw_np
+from search_spaces.templates._common import random_data, vector_lanes, vector_registers
 
 __all__ = ["conv2d_nchwc", "conv2d_nchwc_reference", "ConvGeometry", "register_tiles",
            "define_blocked_knobs", "blocked_conv", "schedule_blocked_conv", "pad_blocks", "nchw_to_blocks",
@@ -80,18 +73,21 @@ class ConvGeometry:
         for name, v in (("N", N), ("C", C), ("H", H), ("W", W), ("F", F), ("KH", KH), ("KW", KW)):
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{name} must be a positive int, got {v!r}")
-        g = cls(int(N), int(C), int(H), int(W), int(F), int(KH), int(KW), pair(stride, "stride"),
-                padding4(padding), pair(dilation, "dilation"))
+        dilation = as_pair(dilation, "dilation")
+        window = ((KH - 1) * dilation[0] + 1, (KW - 1) * dilation[1] + 1)
+        pads = topi.nn.get_pad_tuple(padding, window)
+        g = cls(int(N), int(C), int(H), int(W), int(F), int(KH), int(KW), as_pair(stride, "stride"),
+                pads, dilation)
         _ = g.Ho, g.Wo  # raises if the window does not fit
         return g
 
     @property
     def Ho(self) -> int:
-        return conv_out_size(self.H, self.KH, self.stride[0], self.pads[0], self.pads[2], self.dilation[0])
+        return conv_output_size(self.H, self.KH, self.stride[0], self.pads[0], self.pads[2], self.dilation[0])
 
     @property
     def Wo(self) -> int:
-        return conv_out_size(self.W, self.KW, self.stride[1], self.pads[1], self.pads[3], self.dilation[1])
+        return conv_output_size(self.W, self.KW, self.stride[1], self.pads[1], self.pads[3], self.dilation[1])
 
 
 def register_tiles(Wo: int, oc_bn: int, lanes: int, registers: int) -> list[int]:
@@ -198,13 +194,7 @@ def pad_blocks(X, pads, dtype: str, name: str = "data_pad"):
     top, left, bottom, right = pads
     if not any(pads):
         return X
-    N, Cc, H, W, cb = (int(d.value) for d in X.shape)
-
-    def body(n, c, h, w, b):
-        inside = te.all(h >= top, h < H + top, w >= left, w < W + left)
-        return te.if_then_else(inside, X[n, c, h - top, w - left, b], te.const(0, dtype))
-
-    return te.compute((N, Cc, H + top + bottom, W + left + right, cb), body, name=name)
+    return topi.nn.pad(X, [0, 0, top, left, 0], [0, 0, bottom, right, 0], te.const(0, dtype), name=name)
 
 
 def nchw_to_blocks(X, ic_bn: int, pads, dtype: str, name: str = "data_vec"):
@@ -298,12 +288,11 @@ def conv2d_nchwc_reference(N, C, H, W, F, KH, KW, stride, padding, dilation, ic_
     ``(F/oc_bn, C/ic_bn, KH, KW, ic_bn, oc_bn)``, and their blocked convolution."""
     g = ConvGeometry.of(N, C, H, W, F, KH, KW, stride, padding, dilation)
     x, w = random_data(rng, (N, C, H, W), dtype), random_data(rng, (F, C, KH, KW), dtype)
-    out = conv2d_nchw_np(x, w, g.stride, g.pads, g.dilation)
+    out = topi.testing.conv2d_nchw_python(x, w, g.stride, g.pads, dilation=g.dilation)
     xb = x.reshape(N, C // ic_bn, ic_bn, H, W).transpose(0, 1, 3, 4, 2)
     wb = w.reshape(F // oc_bn, oc_bn, C // ic_bn, ic_bn, KH, KW).transpose(0, 2, 4, 5, 3, 1)
     yb = out.reshape(N, F // oc_bn, oc_bn, g.Ho, g.Wo).transpose(0, 1, 3, 4, 2)
-    return ([np.ascontiguousarray(xb), np.ascontiguousarray(wb)],
-            [np.ascontiguousarray(yb).astype(dtype)])
+    return [np.ascontiguousarray(xb), np.ascontiguousarray(wb)], [np.ascontiguousarray(yb)]
 
 
 @template("conv2d_nchwc", target="cpu", reference=conv2d_nchwc_reference)
