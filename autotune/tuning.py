@@ -50,8 +50,10 @@ class Trial:
 class TuneResult:
     """What a tuning run found.
 
-    ``best_cost`` is in seconds (a confident median over every measurement of the
-    best config, earlier runs and re-measurements included); ``history`` lists this
+    ``best_config`` is the config ranked first by :func:`autotune.selection.rank_configs`
+    (the one ranking that ``autotune best``, the report and ``apply_history_best`` use);
+    ``best_cost`` is the median, in seconds, of every measurement of it, earlier runs and
+    re-measurements included: the figure ``autotune best`` and the report show for it; ``history`` lists this
     run's trials in order (never the re-measurements); ``errors`` counts failed trials
     by error kind; ``stopped`` says why the run ended: "budget", "early_stopping",
     "exhausted" or "interrupted"; ``resumed`` is the number of trials of this workload
@@ -265,6 +267,11 @@ class _Session:
         rest = [c for c in configs if c.index != default.index]
         return [default, *rest[:len(configs) - 1]]
 
+    def ranked_median(self) -> float:
+        """The median cost of the config ranked first so far (inf before any success)."""
+        ranked = rank_configs(self.pairs)
+        return ranked[0].median if ranked else float("inf")
+
     def finish(self, options, remeasure: bool) -> TuneResult:
         """Measure the best few again (unless interrupted), close the run and report.
 
@@ -290,14 +297,15 @@ class _Session:
         self.log.end_run(self.run_id, stopped)
         self.ended = True
         best_config = self.task.config_space.from_json(ranked[0].config) if ranked else None
-        best = ranked[0].score if ranked else float("inf")
+        best = ranked[0].median if ranked else float("inf")
         return TuneResult(self.task, best_config, best, _gflops(self.task, best), self.history,
                           dict(self.errors), stopped, self.run_id, resumed=self.earlier_trials,
                           remeasured=remeasured)
 
 
 def _postfix(bar, sessions) -> None:
-    best = ", ".join(f"{_gflops(s.task, s.best_cost):.1f}" for s in sessions)
+    # The figure TuneResult and ``autotune best`` will show: the top-ranked config's median.
+    best = ", ".join(f"{_gflops(s.task, s.ranked_median()):.1f}" for s in sessions)
     bar.set_postfix(best_gflops=best, errors=sum(sum(s.errors.values()) for s in sessions))
 
 
