@@ -153,3 +153,27 @@ def test_nchwc_reference_is_the_blocked_nchw_convolution():
     (x2, w2), (y2,) = conv2d_nchw_reference(*args, "float64", rng=np.random.default_rng(0))
     assert x[0, 1, 2, 3, 2] == x2[0, 5, 2, 3] and w[1, 0, 2, 1, 2, 3] == w2[7, 2, 2, 1]
     assert y[0, 1, 4, 3, 2] == y2[0, 6, 4, 3]
+
+
+@pytest.mark.parametrize("name", ["conv2d_nchw", "conv2d_nhwc"])
+def test_string_paddings_compute_topis_convolution(name):
+    """The templates take padding as topi does ("SAME" pads the dilated window) and compute
+    what topi's references compute on the same data."""
+    from compiler import topi
+
+    nchw = name == "conv2d_nchw"
+    shape = (1, 5, 7, 6, 8, 3, 2) if nchw else (1, 7, 6, 5, 8, 3, 2)
+    task = create_task(name, (*shape, 1, "SAME", (1, 2), "float32"), AVX2.target)
+    s, tensors = task.instantiate(task.config_space.default_config)
+    f = compiler.build(s, tensors, target=task.target, name=name)
+    if not AVX2.runs_here():
+        return
+    rng = np.random.default_rng(7)
+    x, w = (rng.uniform(0.5, 1.5, size=[int(d) for d in t.shape]).astype("float32") for t in tensors[:2])
+    python = topi.testing.conv2d_nchw_python if nchw else topi.testing.conv2d_nhwc_python
+    expected = python(x, w, 1, "SAME", dilation=(1, 2))
+    want = (1, 8, 7, 6) if nchw else (1, 7, 6, 8)  # "SAME" keeps the image's size
+    assert expected.shape == tuple(int(d) for d in tensors[2].shape) == want
+    out = poisoned(expected.shape, "float32")
+    f(x, w, out)
+    assert_written(out, expected, rtol=1e-4, atol=1e-4)
