@@ -31,7 +31,7 @@ from .tir.transform.split_host_device import DeviceLimits, GPUFunction, split_ho
 from .tir.transform.storage_flatten import storage_flatten
 
 __all__ = ["Pass", "LOWER", "LLVM_CODEGEN", "CUDA_HOST", "CUDA_KERNEL", "run_passes", "lower_cuda",
-           "build_module"]
+           "build_module", "llvm_ir"]
 
 
 @dataclass(frozen=True)
@@ -105,14 +105,24 @@ def _named(mod: IRModule) -> dict[str, PrimFunc]:
     return {name: (f if f.name == name else f.with_name(name)) for name, f in mod.items()}
 
 
+def llvm_ir(mod: IRModule, target: Target, tm) -> tuple[dict[str, PrimFunc], str]:
+    """The functions of ``mod`` under their names in the module, and their LLVM IR text for
+    the target machine ``tm`` (what a JIT build and an exported object file both compile)."""
+    from .codegen.llvm import generate_llvm_ir
+
+    if len(mod) == 0:
+        raise CompilerError("cannot build an empty IRModule")
+    funcs = _named(mod)
+    return funcs, generate_llvm_ir(IRModule(funcs, mod.attrs), tm.triple, str(tm.target_data),
+                                   target.fast_math)
+
+
 def _build_llvm(mod: IRModule, target: Target) -> Module:
     from .codegen import function_info
-    from .codegen.llvm import generate_llvm_ir
     from .codegen.llvm_jit import LLVMBackend, create_target_machine
 
-    funcs = _named(mod)
     tm = create_target_machine(target)
-    text = generate_llvm_ir(IRModule(funcs, mod.attrs), tm.triple, str(tm.target_data), target.fast_math)
+    funcs, text = llvm_ir(mod, target, tm)
     backend = LLVMBackend(text, target, tm)
     infos = {name: function_info(f) for name, f in funcs.items()}
     return Module(backend, infos, next(iter(funcs)))

@@ -49,14 +49,11 @@ def ptx_artifact(module, target: Target) -> Artifact:
 def compile_object(mod: IRModule, target: Target) -> Artifact:
     """What ``compiler.build`` does for a CPU target, ending in an object file instead of a JIT."""
     from compiler.codegen import function_info
-    from compiler.codegen.llvm import generate_llvm_ir
     from compiler.codegen.llvm_jit import create_target_machine, optimize, parse
+    from compiler.passes import llvm_ir
 
-    if len(mod) == 0:
-        raise CompilerError("cannot build an empty IRModule")
-    funcs = {name: (f if f.name == name else f.with_name(name)) for name, f in mod.items()}
     tm = create_target_machine(target, reloc="pic", codemodel="default")
-    text = generate_llvm_ir(IRModule(funcs, mod.attrs), tm.triple, str(tm.target_data), target.fast_math)
+    funcs, text = llvm_ir(mod, target, tm)
     module = parse(text)
     module.triple = tm.triple
     module.data_layout = str(tm.target_data)

@@ -697,7 +697,6 @@ def double_to_half(b: ir.IRBuilder, v: ir.Value, t: ir.Type) -> ir.Value:
     return b.fptrunc(b.bitcast(b.select(exact, bits, odd), f32), t)
 
 
-_double_to_half = double_to_half  # the name llvm_jit still imports
 
 
 def _from_slot(b: ir.IRBuilder, slot: ir.Value, dtype: str) -> ir.Value:

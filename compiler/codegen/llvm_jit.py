@@ -51,7 +51,7 @@ _HALF_BUILTINS = ("__extendhfsf2", "__truncsfhf2", "__truncdfhf2")
 def _half_builtins():
     from llvmlite import ir
 
-    from .llvm import _double_to_half
+    from .llvm import double_to_half
 
     module = ir.Module("half_builtins")
     module.triple = llvm.get_process_triple()
@@ -59,7 +59,7 @@ def _half_builtins():
     for name, (ret, arg), convert in [
         ("__extendhfsf2", (f32, half), lambda b, x: b.fpext(x, f32)),
         ("__truncsfhf2", (half, f32), lambda b, x: b.fptrunc(x, half)),
-        ("__truncdfhf2", (half, f64), lambda b, x: _double_to_half(b, x, half)),
+        ("__truncdfhf2", (half, f64), lambda b, x: double_to_half(b, x, half)),
     ]:
         fn = ir.Function(module, ir.FunctionType(ret, [arg]), name)
         b = ir.IRBuilder(fn.append_basic_block("entry"))
