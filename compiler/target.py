@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from .errors import TargetError
 
-__all__ = ["Target", "host_cpu_name", "llvm_cpus", "llvm_features"]
+__all__ = ["Target", "TargetKind", "host_cpu_name", "llvm_cpus", "llvm_features"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,10 +52,35 @@ def host_cpu_name() -> str:
     return llvm.get_host_cpu_name()
 
 
-class Target:
-    """A parsed target string; compare targets with ``==`` (on their canonical text)."""
+class TargetKind(str):
+    """A target's kind: a string (``"llvm"``, ``"cuda"``) that also has TVM's ``.name``."""
 
-    def __init__(self, spec: str):
+    __slots__ = ()
+
+    @property
+    def name(self) -> str:
+        """The kind's name, as TVM's ``target.kind.name``."""
+        return str(self)
+
+
+class Target:
+    """A parsed target string; compare targets with ``==`` (on their canonical text).
+
+    ``Target(target="cuda", host="llvm")`` is TVM's keyword form: ``host`` is the target the
+    host side of a module is compiled for (a Target or None). It defaults to ``llvm`` for a
+    ``cuda`` target, as in TVM, and to None otherwise; it takes no part in ``str`` or ``==``.
+    """
+
+    def __init__(self, spec: str | Target | None = None, host: str | Target | None = None, *,
+                 target: str | Target | None = None):
+        if target is not None:
+            if spec is not None:
+                raise TargetError("give the target once: Target('llvm') or Target(target='llvm')")
+            spec = target
+        if spec is None:
+            raise TargetError("a target is a string such as 'llvm' or 'cuda', got None")
+        if host is None and isinstance(spec, Target):
+            host = spec.host
         if isinstance(spec, Target):
             spec = str(spec)
         if not isinstance(spec, str):
@@ -63,12 +88,17 @@ class Target:
         tokens = spec.split()
         if not tokens:
             raise TargetError("empty target string; use e.g. 'llvm' or 'cuda'")
-        self.kind: str = tokens[0]
+        self.kind: TargetKind = TargetKind(tokens[0])
         if self.kind not in _OPTIONS:
             raise TargetError(f"unknown target kind {self.kind!r} in {spec!r}; known: {', '.join(_OPTIONS)}")
         self.options: dict = _parse_options(self.kind, tokens[1:], spec)
         if self.kind == "llvm":
             _check_llvm_options(self.options, spec)
+        if host is None and self.kind == "cuda":
+            host = "llvm"
+        self.host: Target | None = None if host is None else Target(host)
+        if self.host is not None and self.host.kind != "llvm":
+            raise TargetError(f"a host target must be an llvm target, got {str(self.host)!r}")
 
     # ------------------------------------------------------------------ attributes
 

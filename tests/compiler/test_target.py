@@ -86,3 +86,22 @@ def test_importing_the_target_module_does_not_load_llvm():
     code = "import sys, compiler.target; print('llvmlite' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0 and proc.stdout.strip() == "False", proc.stderr
+
+
+def test_keyword_form_with_a_host():
+    tgt = Target(target="llvm", host="llvm")
+    assert tgt == Target("llvm") and tgt.host == Target("llvm")
+    assert tgt.kind.name == "llvm" and tgt.kind == "llvm"
+
+
+def test_host_defaults_to_llvm_for_cuda_only():
+    assert Target("cuda").host == Target("llvm")
+    assert Target("llvm").host is None
+    assert Target(Target("cuda", host="llvm -fast-math")).host == Target("llvm -fast-math")
+
+
+def test_target_given_twice_or_a_non_llvm_host_is_refused():
+    with pytest.raises(TargetError, match="give the target once"):
+        Target("llvm", target="llvm")
+    with pytest.raises(TargetError, match="host target must be an llvm"):
+        Target("llvm", host="cuda")

@@ -18,9 +18,6 @@ Changes to the tutorial's code, each for the check's sake or the machine's:
 
 What the tutorial uses and we lack, each an expected failure below naming the missing piece:
 
-- ``tvm.target.Target(target="llvm", host="llvm")`` and ``tgt.kind.name`` (v0.9+): our
-  ``Target`` takes one string and its ``kind`` is a string; the other sections use
-  ``Target("llvm")`` / ``"cuda"``, as the v0.8 tutorial does.
 - ``Module.save("myadd.o")`` with ``tvm.contrib.cc.create_shared`` and ``tvm.contrib.utils.tempdir``:
   there is no object-file export; ``export_library`` + ``load_module`` (its last section) run.
 
@@ -113,8 +110,6 @@ def test_vector_addition_on_the_cpu():
         print(f"{name:>20}\t{t:>20}\t{t / baseline:>20}")
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="Target(target=, host=) and Target.kind.name are missing (compiler/target.py)")
 def test_target_with_a_host():
     tgt = tvm.target.Target(target="llvm", host="llvm")
     assert tvm.device(tgt.kind.name, 0) == tvm.cpu(0)
