@@ -127,6 +127,7 @@ def collect(node, predicate: Callable) -> list:
 def stored_buffers(node) -> set[int]:
     """The ``id`` of the data variable of every buffer that ``node`` stores into, or passes
     to a function it calls (which may write it: ``call_packed``, ``call_extern``)."""
+    from .buffer import ACCESS_PTR
     from .packed import ARRAY_HANDLE
 
     stored = {id(s.buffer.data) for s in collect(node, lambda n: isinstance(n, BufferStore))}
@@ -134,6 +135,10 @@ def stored_buffers(node) -> set[int]:
         if call.op == ARRAY_HANDLE:  # (data, dtype, access, *shape): "r" is only read
             if call.args[2].value != "r":
                 stored.add(id(call.args[0]))
+            continue
+        if call.op == ACCESS_PTR:  # (dtype, data, offset, extent, mask): "r" is only read
+            if call.args[4].value != "r":
+                stored.add(id(call.args[1]))
             continue
         stored.update(id(a) for a in call.args if isinstance(a, Var) and a.dtype == "handle")
     return stored
