@@ -1,3 +1,4 @@
-"""Wrappers of external libraries as tensor operations (TVM's ``tvm.contrib``): ``cblas``."""
+"""TVM's ``tvm.contrib``: ``cblas`` (an external library as tensor operations), ``cc``
+(linking object files into shared libraries) and ``utils`` (``tempdir``)."""
 
-__all__ = ["cblas"]
+__all__ = ["cblas", "cc", "utils"]

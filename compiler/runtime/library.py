@@ -26,17 +26,19 @@ from .arguments import FunctionInfo
 from .module import METADATA_VERSION, Module
 from .threads import load_libgomp
 
-__all__ = ["link_shared", "load_module", "check_elf", "SharedLibrary", "METADATA_SYMBOL", "CHECKSUM_SYMBOL"]
+__all__ = ["link_shared", "link_object", "run_linker", "c_compiler", "load_module",
+           "check_elf", "SharedLibrary", "METADATA_SYMBOL", "CHECKSUM_SYMBOL"]
 
 METADATA_SYMBOL = "__autotune_metadata"
 CHECKSUM_SYMBOL = "__autotune_metadata_sha256"  # hex SHA-256 of the metadata's bytes
 
 
-def _c_compiler() -> str:
+def c_compiler() -> str:
+    """The C compiler that links libraries: $CC, else cc, gcc or clang (the first found)."""
     for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
         if name and shutil.which(name):
             return shutil.which(name)
-    raise CompilerError("export_library needs a C compiler to link (cc, gcc or clang); none was found")
+    raise CompilerError("linking a library needs a C compiler (cc, gcc or clang); none was found")
 
 
 def _metadata_source(metadata_json: str) -> str:
@@ -51,7 +53,21 @@ def _metadata_source(metadata_json: str) -> str:
 
 def link_shared(path: str, objects: list[bytes], metadata_json: str) -> None:
     """Link object files (position independent) and the metadata into the shared library ``path``."""
-    cc = _c_compiler()
+    _link(path, objects, metadata_json, ["-shared", "-O1"], ["-lgomp", "-lm"])
+
+
+def link_object(path: str, objects: list[bytes], metadata_json: str) -> None:
+    """Combine object files and the metadata into one relocatable object file ``path``.
+
+    Linking it into a shared library (:func:`compiler.contrib.cc.create_shared`) gives a
+    library that :func:`load_module` reads, as one written by :func:`link_shared` is.
+    """
+    _link(path, objects, metadata_json, ["-r", "-nostdlib"], [])
+
+
+def _link(path: str, objects: list[bytes], metadata_json: str, mode: list[str], libs: list[str]) -> None:
+    """Run the C compiler over ``objects`` and the metadata source, writing ``path`` atomically."""
+    cc = c_compiler()
     path = os.path.abspath(path)
     with tempfile.TemporaryDirectory(prefix="autotune_link_") as tmp:
         inputs = []
@@ -63,15 +79,20 @@ def link_shared(path: str, objects: list[bytes], metadata_json: str) -> None:
         meta = os.path.join(tmp, "metadata.c")
         with open(meta, "w") as f:
             f.write(_metadata_source(metadata_json))
-        out = os.path.join(tmp, "lib.so")
-        cmd = [cc, "-shared", "-fPIC", "-O1", "-o", out, *inputs, meta, "-lgomp", "-lm"]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise CompilerError(f"linking {path} failed ({' '.join(cmd)}):\n{proc.stderr.strip()}")
-        # Copy then rename, so readers never see a half-written library.
+        out = os.path.join(tmp, "out")
+        cmd = [cc, *mode, "-fPIC", "-o", out, *inputs, meta, *libs]
+        run_linker(cmd, path)
+        # Copy then rename, so readers never see a half-written file.
         staged = f"{path}.tmp{os.getpid()}"
         shutil.copyfile(out, staged)
         os.replace(staged, path)
+
+
+def run_linker(cmd: list[str], path: str) -> None:
+    """Run a C compiler command line; CompilerError with its messages if it fails."""
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise CompilerError(f"linking {path} failed ({' '.join(cmd)}):\n{proc.stderr.strip()}")
 
 
 class SharedLibrary:

@@ -169,5 +169,26 @@ class Module:
         """Write a shared library that :func:`compiler.runtime.load_module` reads back."""
         self._backend.export(str(path), self.metadata_json())
 
+    def save(self, path, fmt: str = "") -> None:
+        """Write this module as an object file (``.o``), as TVM's ``Module.save``.
+
+        :func:`compiler.contrib.cc.create_shared` links it into a shared library that
+        :func:`compiler.runtime.load_module` reads back. Only modules built for the CPU
+        (not ones loaded from a library) can be saved.
+        """
+        path = str(path)
+        fmt = fmt or path.rpartition(".")[2]
+        if fmt not in ("o", "obj"):
+            raise CompilerError(f"Module.save writes object files (.o), not {fmt!r} ({path}); "
+                                "use export_library for a shared library")
+        emit = getattr(self._backend, "emit_object", None)
+        if emit is None:
+            raise CompilerError(f"this {self.type_key} module has no object code to save "
+                                "(only modules built for the CPU do); use export_library")
+        from ..codegen import llvm_timer  # deferred: the runtime alone must not need llvmlite
+        from .library import link_object
+
+        link_object(path, [emit(), llvm_timer.object_code(self._backend.target)], self.metadata_json())
+
     def __repr__(self) -> str:
         return f"<Module {self.type_key} functions={list(self._infos)} entry={self.entry_name!r}>"
