@@ -1,6 +1,6 @@
 """Reductions and intrinsic functions for tensor expressions.
 
-This module defines ``sum``, ``max``, ``all`` and other names of builtins, as the
+This module defines ``sum``, ``max`` (and re-exports ``all``, ``any``) and other names of builtins, as the
 seed's ``te`` does; inside it, the builtins are reached through :mod:`builtins`.
 The calls of intrinsics and external functions by name (``call_intrin``,
 ``call_pure_extern``, ``call_extern``) and ``indexdiv``/``indexmod`` come from
@@ -16,7 +16,17 @@ from .. import dtypes
 from ..errors import DTypeError
 from ..tir import expr as E
 from ..tir.expr import Call, CommReducer, IterVar, PrimExpr, Reduce, UserReducer, convert
-from ..tir.op import Op, call_extern, call_intrin, call_pure_extern, indexdiv, indexmod
+from ..tir.op import (  # tir owns these; te re-exports the same objects, as TVM does
+    Op,
+    all,  # noqa: A004
+    any,  # noqa: A004
+    call_extern,
+    call_intrin,
+    call_pure_extern,
+    if_then_else,
+    indexdiv,
+    indexmod,
+)
 
 __all__ = ["sum", "max", "min", "exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt", "tanh",
            "sin", "cos", "sigmoid", "erf", "abs", "floor", "ceil", "round", "trunc", "power",
@@ -201,27 +211,6 @@ def isnan(x) -> PrimExpr:
     if not dtypes.is_float(x.dtype):
         return E.const(False)
     return Call("bool", Op("isnan"), (x,))
-
-
-def if_then_else(cond, then_value, else_value) -> PrimExpr:
-    """``then_value`` where ``cond`` holds, else ``else_value``; the other side is not evaluated,
-    so it may guard an out-of-bounds read (padding)."""
-    cond = convert(cond)
-    if cond.dtype != "bool":
-        cond = E._as_bool(cond)
-    t, f = E._convert_pair(then_value, else_value)
-    dtype = dtypes.promote(t.dtype, f.dtype)
-    return E.Select(cond, E._cast_to(t, dtype), E._cast_to(f, dtype), dtype)
-
-
-def all(*conds) -> PrimExpr:  # noqa: A001
-    """Logical and of the conditions."""
-    return E.all_of(*conds)
-
-
-def any(*conds) -> PrimExpr:  # noqa: A001
-    """Logical or of the conditions."""
-    return E.any_of(*conds)
 
 
 def max_value(dtype: str) -> PrimExpr:

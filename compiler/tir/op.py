@@ -28,6 +28,7 @@ attribute registered inside it (tests, plugins that register rules temporarily).
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import enum
 import logging
@@ -39,7 +40,8 @@ from .expr import Call, PrimExpr, StringImm, convert
 
 __all__ = ["Op", "CallEffectKind", "BUILTIN_LOWERING", "register_op_attr", "register_intrin_lowering",
            "register_intrin_rule", "lowering_rules", "list_op_names", "isolated_registry",
-           "call_intrin", "call_extern", "call_pure_extern", "indexdiv", "indexmod", "EXTERN_OPS",
+           "call_intrin", "call_extern", "call_pure_extern", "indexdiv", "indexmod", "if_then_else",
+           "all", "any", "EXTERN_OPS",
            "NATIVE_MATH"]
 
 logger = logging.getLogger(__name__)
@@ -191,7 +193,7 @@ def register_intrin_rule(target: str, intrin: str, f: Callable | None = None, ov
 def _check_target(target: str) -> None:
     if not isinstance(target, str) or not target.isidentifier():
         raise ValueError(f"a rule's target is a target kind such as 'llvm' or 'cuda', got {target!r}")
-    if not any(target in keys for keys in _TARGET_KEYS.values()):
+    if not builtins.any(target in keys for keys in _TARGET_KEYS.values()):
         logger.warning("lowering rules for target %r are never used: builds consult %s", target,
                        sorted({k for keys in _TARGET_KEYS.values() for k in keys}))
 
@@ -271,6 +273,27 @@ def call_pure_extern(dtype: str, func_name: str, *args) -> Call:
     """As :func:`call_extern`, for a function without side effects (``expf``): a pure call
     that the compiler may move, repeat or drop like arithmetic."""
     return _extern("call_pure_extern", dtype, func_name, args)
+
+
+def if_then_else(cond, then_value, else_value) -> PrimExpr:
+    """``then_value`` where ``cond`` holds, else ``else_value``; the other side is not evaluated,
+    so it may guard an out-of-bounds read (padding)."""
+    cond = convert(cond)
+    if cond.dtype != "bool":
+        cond = E._as_bool(cond)
+    t, f = E._convert_pair(then_value, else_value)
+    dtype = dtypes.promote(t.dtype, f.dtype)
+    return E.Select(cond, E._cast_to(t, dtype), E._cast_to(f, dtype), dtype)
+
+
+def all(*conds) -> PrimExpr:  # noqa: A001
+    """Logical and of the conditions."""
+    return E.all_of(*conds)
+
+
+def any(*conds) -> PrimExpr:  # noqa: A001
+    """Logical or of the conditions."""
+    return E.any_of(*conds)
 
 
 def indexdiv(a, b) -> PrimExpr:
