@@ -306,3 +306,21 @@ def test_schedule_primitives_tutorial_placements(rng, placement):
         assert np.isnan(b).all()  # the inlined argument is left as it was passed
     else:
         assert_written(b, a + 1)
+
+
+def test_tir_holds_if_then_else_all_and_any_as_tvm_does(rng):
+    from compiler import tir
+
+    assert te.if_then_else is tir.if_then_else and te.all is tir.all and te.any is tir.any
+    A = te.placeholder((8,), name="A")
+    B = te.compute((8,), lambda i: tir.if_then_else(tir.all(i >= 2, i < 6), A[i],
+                                                    tir.if_then_else(tir.any(i == 0, i == 7), A[i] * 2.0,
+                                                                     tir.const(-1.0, "float32"))),
+                   name="B")
+    f = compiler.build(te.create_schedule(B.op), [A, B], target="llvm")
+    a = random_array(rng, 8, "float32")
+    b = poisoned(8, "float32")
+    f(a, b)
+    want = np.where((np.arange(8) >= 2) & (np.arange(8) < 6), a,
+                    np.where((np.arange(8) == 0) | (np.arange(8) == 7), a * 2, -1)).astype("float32")
+    assert_written(b, want)
