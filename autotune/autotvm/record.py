@@ -247,10 +247,9 @@ def _target(spec: str) -> tuple[str, list[str]]:
 
 
 def _task(name: str, args, kwargs, target: str):
-    from search_spaces import SearchSpaceError, create_task
-    from search_spaces.template import _registry
+    from search_spaces import SearchSpaceError, create_task, list_templates
 
-    if name not in _registry:
+    if name not in list_templates():
         raise _Skip(f"template {name!r} is not registered here (import the module that defines it first)")
     if not isinstance(args, list) or not isinstance(kwargs, dict):
         raise _Skip(f"task {name!r}: args must be a list and kwargs a dict, got {args!r}, {kwargs!r}")
