@@ -35,7 +35,7 @@ from .. import stmt as S
 from ..analysis import collect, free_vars, substitute
 from ..buffer import Buffer
 from ..function import PrimFunc
-from ..functor import IRMutator
+from ..functor import Functor, IRMutator
 from ..printer import expr_to_str
 from .thread_sync import insert_thread_sync
 from .unroll_loops import PRAGMA_PREFIX
@@ -108,7 +108,7 @@ def split_host_device(func: PrimFunc, limits: DeviceLimits | None = None) -> GPU
     return _Splitter(func, limits or DeviceLimits()).run()
 
 
-class _Splitter:
+class _Splitter(Functor):
     def __init__(self, func: PrimFunc, limits: DeviceLimits):
         self.func = func
         self.limits = limits
@@ -130,27 +130,42 @@ class _Splitter:
     # ------------------------------------------------------------------ host level
 
     def walk(self, s: S.Stmt) -> S.Stmt:
-        if isinstance(s, S.SeqStmt):
-            return S.seq(*[self.walk(c) for c in s.seq])
-        if isinstance(s, S.Allocate):
-            if s.buffer.scope != "global":
-                raise LoweringError(
-                    f"buffer {s.buffer.name!r} in {s.buffer.scope!r} memory is allocated outside every "
-                    "kernel: compute it at a loop inside the thread bindings (compute_at)")
-            bad = [v.name for v in free_vars(s.buffer.shape[0]) if id(v) not in self.scalars]
-            if bad:
-                raise LoweringError(f"the size of buffer {s.buffer.name!r} depends on {', '.join(bad)}, "
-                                    "which the host cannot know")
-            self.workspaces.append(s.buffer)
-            return S.Allocate(s.buffer, self.walk(s.body))
-        if isinstance(s, S.For) and s.kind is S.ForKind.THREAD_BINDING:
+        return self.visit(s)
+
+    def visit_SeqStmt(self, s: S.SeqStmt) -> S.Stmt:
+        return S.seq(*[self.walk(c) for c in s.seq])
+
+    def visit_Allocate(self, s: S.Allocate) -> S.Stmt:
+        if s.buffer.scope != "global":
+            raise LoweringError(
+                f"buffer {s.buffer.name!r} in {s.buffer.scope!r} memory is allocated outside every "
+                "kernel: compute it at a loop inside the thread bindings (compute_at)")
+        bad = [v.name for v in free_vars(s.buffer.shape[0]) if id(v) not in self.scalars]
+        if bad:
+            raise LoweringError(f"the size of buffer {s.buffer.name!r} depends on {', '.join(bad)}, "
+                                "which the host cannot know")
+        self.workspaces.append(s.buffer)
+        return S.Allocate(s.buffer, self.walk(s.body))
+
+    def visit_For(self, s: S.For) -> S.Stmt:
+        if s.kind is S.ForKind.THREAD_BINDING:
             return self.kernel(s)
-        if isinstance(s, S.AttrStmt) and s.key == SCAN_LOOP:
+        return self.generic_visit(s)
+
+    def visit_AttrStmt(self, s: S.AttrStmt) -> S.Stmt:
+        if s.key == SCAN_LOOP:
             return S.AttrStmt(s.node, s.key, s.value, self.host_loop(s.body))
-        if isinstance(s, S.AttrStmt) and s.key.startswith(PRAGMA_PREFIX):
+        if s.key.startswith(PRAGMA_PREFIX):
             return self.walk(s.body)  # left by lower(simple_mode=True), which does not unroll
-        if isinstance(s, S.Evaluate) and isinstance(s.value, (E.IntImm, E.FloatImm)):
+        return self.generic_visit(s)
+
+    def visit_Evaluate(self, s: S.Evaluate) -> S.Stmt:
+        if isinstance(s.value, (E.IntImm, E.FloatImm)):
             return s
+        return self.generic_visit(s)
+
+    def generic_visit(self, s: S.Stmt) -> S.Stmt:
+        """Anything else at host level is work outside every kernel: an error saying why."""
         calls = collect(s, lambda n: isinstance(n, E.Call) and n.op in ("call_packed", "call_extern"))
         if calls and not collect(s, lambda n: isinstance(n, S.For)):
             raise LoweringError(f"CUDA function {self.func.name!r} calls {calls[0].op} on the host (a "
