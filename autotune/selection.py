@@ -6,15 +6,15 @@ This module is the one home of
 - the figures and labels people read (:func:`gflops`, :func:`workload_label`,
   :func:`target_label`);
 - the ranking of configs, and the log queries that use it: :func:`best`,
-  :func:`borrow`, :func:`prune`.
+  :func:`prune` (borrowing for workloads never tuned is :mod:`autotune.transfer`'s).
 
 The ranking: a config measured once may look fast by luck; one measured many times has a
 trustworthy median. So every measurement of a config counts (search trials, end-of-run
 re-measurements and earlier runs alike), and a config's score is the median of all its
 costs, raised a little for configs with few costs (:func:`confident_cost`), so that a
 well-measured config wins a near tie. ``tune()`` chooses its winner this way,
-``apply_history_best`` applies it, ``autotune best`` and the report show it, borrowing
-takes it from a neighbour workload, and ``prune`` keeps it.
+``apply_history_best`` applies it, ``autotune best`` and the report show it,
+:mod:`autotune.transfer` ranks a neighbour workload's configs by it, and ``prune`` keeps it.
 
 Configs are pooled by their knob values (the index and key order of the stored JSON do not
 matter). The order is total and depends on the multiset of measurements alone, never on
@@ -33,7 +33,6 @@ records at hand (and as the reference the log's ranking is tested against).
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import socket
@@ -44,7 +43,7 @@ from dataclasses import dataclass, field
 import db as tuning_db
 
 __all__ = ["gflops", "workload_label", "target_label", "knobs_of", "record_of", "confident_cost",
-           "ConfigScore", "rank_configs", "rank_records", "config_median", "best", "borrow", "prune"]
+           "ConfigScore", "rank_configs", "rank_records", "config_median", "best", "prune"]
 
 logger = logging.getLogger(__name__)
 
@@ -233,54 +232,6 @@ def best(log: tuning_db.TuningLog, task_or_key, k: int = 1, *,
         offset, page = offset + page, min(4 * page, 4096)
     return [ConfigScore(entry.config, list(entry.costs), entry.score, fingerprint=entry.knobs_hash,
                         records=log.records(ids=entry.record_ids)) for entry in found]
-
-
-def _arg_distance(a: Sequence, b: Sequence) -> float | None:
-    """How far apart two argument lists are: the sum of the log ratios of their numbers
-    (None when they cannot be compared: other lengths, or other values that are no numbers)."""
-    if len(a) != len(b):
-        return None
-    total = 0.0
-    for x, y in zip(a, b):
-        numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (x, y))
-        if not numbers:
-            if x != y:
-                return None
-        elif x != y:
-            total += abs(math.log(x / y)) if x > 0 and y > 0 else abs(x - y)
-    return total
-
-
-def borrow(log: tuning_db.TuningLog, task, *, other_shapes: bool = True, other_models: bool = False,
-           validate: Validate | None = None) -> tuple[tuning_db.Workload, ConfigScore] | None:
-    """The best valid config of the nearest other workload of ``task``'s template and target
-    kind, for a workload with no record of its own; ``None`` when there is none.
-
-    Neighbours are workloads of other arguments (``other_shapes``: the nearest first, by
-    :func:`_arg_distance`) and, with ``other_models``, of the same or other arguments on
-    other CPU or GPU models of the same target kind (e.g. tuned on znver4, used on znver3);
-    without it only the task's own model counts. Each neighbour's configs are ranked as
-    :func:`best` ranks them; ``validate(config)`` says whether a config fits the task.
-    """
-    from compiler.target import Target
-
-    target = Target(task.target)
-    args = json.loads(json.dumps(list(task.args)))  # tuples as the log stores them: lists
-    near = []
-    for w in log.workloads():
-        if w.template != task.name or w.key == task.workload_key or w.target_kind != target.kind:
-            continue
-        if not other_models and w.target_model != target.model:
-            continue
-        d = _arg_distance(args, list(w.args))
-        if d is None or (d > 0 and not other_shapes):
-            continue
-        near.append((d, w.key, w))
-    for _, _, w in sorted(near, key=lambda n: n[:2]):
-        found = best(log, w.key, validate=validate)
-        if found:
-            return w, found[0]
-    return None
 
 
 def prune(log: tuning_db.TuningLog, keep_best: int = 1) -> int:
