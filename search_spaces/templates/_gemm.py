@@ -71,11 +71,15 @@ def microkernels(M: int, N: int, lanes: int, registers: int) -> list[tuple[int, 
     ``nr = nv * lanes``; ``mr * nv`` accumulators plus ``nv`` B operands and one broadcast
     fit ``registers``, and the accumulators fill at least half of what is left (or all of
     ``M``'s rows). No tile holds a vector of only padding or more rows than ``M``. Tiles one
-    vector wide (one load per broadcast) only where no wider tile fits ``N``.
+    vector wide (one load per broadcast) only where no wider tile fits ``N``. ``nv`` is a
+    power of two: three vectors wide compiled to code 8-30x slower than two (matmul 1024 on
+    znver4), so such tiles would only be traps for the tuner and the default.
     """
     out = []
-    for nv in range(1 if N <= lanes else 2, MAX_VECTORS + 1):
-        if nv > 1 and (nv - 1) * lanes >= N:
+    for nv in (1, 2, 4):
+        if nv > MAX_VECTORS or (nv == 1 and N > lanes):
+            continue
+        if nv > 1 and nv // 2 * lanes >= N:  # the upper half of the tile would be padding
             break
         budget = registers - nv - 1
         top = min(budget // nv, M)
@@ -104,7 +108,7 @@ class _Shape:
         divisors = {d for d in range(1, panels + 1) if panels % d == 0}
         low = min(_cdiv(MIN_BLOCK_ROWS, mr), panels)
         size = mr * self.K * self.itemsize
-        return sorted(p for p in divisors | set(_pow2_upto(panels))
+        return sorted(p for p in divisors | set(_pow2_upto(panels)) | {low}
                       if p >= low and (p == low or p * size <= L2_BYTES))
 
     def col_panels(self, nr: int) -> list[int]:
