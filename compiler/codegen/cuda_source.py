@@ -14,6 +14,7 @@ from ..tir.buffer import Buffer
 from ..tir.function import PrimFunc
 from ..tir.functor import Functor
 from ..tir.op import EXTERN_OPS
+from ..tir.printer import LineWriter
 from ..tir.transform.thread_sync import SYNC_OP
 from .intrinsics import extern_name
 
@@ -107,26 +108,8 @@ class _ExprSource(Functor):
 _EXPR = _ExprSource()
 
 
-class _StmtSource(Functor):
+class _StmtSource(LineWriter):
     """Appends the CUDA C lines of a statement to ``lines`` at indent level ``ind``."""
-
-    def __init__(self, indent: int, lines: list[str]):
-        self.ind = indent
-        self.lines = lines
-
-    def _line(self, text: str) -> None:
-        self.lines.append("  " * self.ind + text)
-
-    def _nested(self, s) -> None:
-        self.ind += 1
-        try:
-            self.visit(s)
-        finally:
-            self.ind -= 1
-
-    def visit_SeqStmt(self, s):
-        for c in s.seq:
-            self.visit(c)
 
     def visit_AttrStmt(self, s):
         if s.key == "thread_extent":

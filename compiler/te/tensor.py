@@ -143,7 +143,22 @@ class ComputeOp(Operation):
         return self.axis + self.reduce_axis
 
 
-class ScanOp(Operation):
+class _PerOutputOp(Operation):
+    """An operation whose outputs each declare their own shape and dtype (a scan, an extern
+    op): ``shape`` and ``dtype`` are those of output 0."""
+
+    __slots__ = ()
+
+    @property
+    def shape(self) -> tuple:
+        return self.output_shape(0)
+
+    @property
+    def dtype(self) -> str:
+        return self.output_dtype(0)
+
+
+class ScanOp(_PerOutputOp):
     """A recurrence over a time axis (TVM's ``te.scan``): output ``k`` holds the state
     ``state_placeholder[k]`` at every step.
 
@@ -178,14 +193,6 @@ class ScanOp(Operation):
         return self.state_placeholder[index].shape
 
     @property
-    def shape(self) -> tuple:
-        return self.output_shape(0)
-
-    @property
-    def dtype(self) -> str:
-        return self.output_dtype(0)
-
-    @property
     def input_tensors(self) -> list[Tensor]:
         """The initial values and the updates, as in TVM."""
         return [*self.init, *self.update]
@@ -195,7 +202,7 @@ class ScanOp(Operation):
         return (self.scan_axis,)
 
 
-class ExternOp(Operation):
+class ExternOp(_PerOutputOp):
     """An operation whose body is a statement (TVM's ``te.extern``): typically a call
     to a registered or external function that reads ``input_placeholders`` (buffers
     standing for ``inputs``) and writes ``output_placeholders`` (one per output)."""
@@ -222,14 +229,6 @@ class ExternOp(Operation):
     def output_shape(self, index: int) -> tuple:
         """The shape of output ``index``."""
         return self.output_placeholders[index].shape
-
-    @property
-    def shape(self) -> tuple:
-        return self.output_shape(0)
-
-    @property
-    def dtype(self) -> str:
-        return self.output_dtype(0)
 
     @property
     def input_tensors(self) -> list[Tensor]:

@@ -8,7 +8,7 @@ from . import expr as E
 from . import stmt as S
 from .functor import Functor
 
-__all__ = ["expr_to_str", "stmt_to_str", "func_to_str"]
+__all__ = ["expr_to_str", "stmt_to_str", "func_to_str", "LineWriter"]
 
 _BINOP = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/", E.FloorDiv: "//", E.FloorMod: "%",
           E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=",
@@ -129,12 +129,14 @@ def stmt_to_str(s, indent: int = 0) -> str:
     return "\n".join(printer.lines)
 
 
-class _StmtPrinter(Functor):
-    """Appends the lines of a statement to ``lines``; ``ind`` is the current indent level."""
+class LineWriter(Functor):
+    """A statement functor that writes indented lines of text (the printer, CUDA C):
+    ``_line`` appends one at the current level ``ind``, ``_nested`` visits a body one
+    level deeper."""
 
-    def __init__(self, indent: int):
+    def __init__(self, indent: int, lines: list[str] | None = None):
         self.ind = indent
-        self.lines: list[str] = []
+        self.lines: list[str] = [] if lines is None else lines
 
     def _line(self, text: str) -> None:
         self.lines.append("  " * self.ind + text)
@@ -149,6 +151,10 @@ class _StmtPrinter(Functor):
     def visit_SeqStmt(self, s):
         for c in s.seq:
             self.visit(c)
+
+
+class _StmtPrinter(LineWriter):
+    """Appends the lines of a statement to ``lines``; ``ind`` is the current indent level."""
 
     def visit_For(self, s):
         kind = "" if s.kind is S.ForKind.SERIAL else f" {s.kind.value}"
