@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ... import te
 from .pad import pad
-from .utils import as_pair, check_tensor, conv_output_size, get_pad_tuple
+from .utils import check_tensor, conv_window
 
 __all__ = ["conv2d", "conv2d_nchw", "conv2d_nhwc"]
 
@@ -35,11 +35,8 @@ def conv2d_nchw(Input, Filter, stride, padding, dilation, out_dtype=None):
     N, C, H, W = check_tensor(Input, 4, "conv2d_nchw: Input", "NCHW")
     F, CF, KH, KW = check_tensor(Filter, 4, "conv2d_nchw: Filter", "OIHW")
     _channels_agree(CF, C, "conv2d_nchw")
-    sh, sw = as_pair(stride, "stride")
-    dh, dw = as_pair(dilation, "dilation")
-    top, left, bottom, right = get_pad_tuple(padding, ((KH - 1) * dh + 1, (KW - 1) * dw + 1))
-    Ho = conv_output_size(H, KH, sh, top, bottom, dh)
-    Wo = conv_output_size(W, KW, sw, left, right, dw)
+    (sh, sw), (dh, dw), (top, left, bottom, right), (Ho, Wo) = conv_window(
+        H, W, KH, KW, stride, padding, dilation)
     temp = pad(Input, [0, 0, top, left], [0, 0, bottom, right], name="pad_temp")
     rc = te.reduce_axis((0, C), name="rc")
     ry = te.reduce_axis((0, KH), name="ry")
@@ -60,11 +57,8 @@ def conv2d_nhwc(Input, Filter, stride, padding, dilation, out_dtype=None):
     N, H, W, C = check_tensor(Input, 4, "conv2d_nhwc: Input", "NHWC")
     KH, KW, CF, F = check_tensor(Filter, 4, "conv2d_nhwc: Filter", "HWIO")
     _channels_agree(CF, C, "conv2d_nhwc")
-    sh, sw = as_pair(stride, "stride")
-    dh, dw = as_pair(dilation, "dilation")
-    top, left, bottom, right = get_pad_tuple(padding, ((KH - 1) * dh + 1, (KW - 1) * dw + 1))
-    Ho = conv_output_size(H, KH, sh, top, bottom, dh)
-    Wo = conv_output_size(W, KW, sw, left, right, dw)
+    (sh, sw), (dh, dw), (top, left, bottom, right), (Ho, Wo) = conv_window(
+        H, W, KH, KW, stride, padding, dilation)
     temp = pad(Input, [0, top, left, 0], [0, bottom, right, 0], name="PaddedInput")
     ry = te.reduce_axis((0, KH), name="ry")
     rx = te.reduce_axis((0, KW), name="rx")

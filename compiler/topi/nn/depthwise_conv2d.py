@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ... import te
 from .pad import pad
-from .utils import as_pair, check_tensor, conv_output_size, get_pad_tuple
+from .utils import check_tensor, conv_window
 
 __all__ = ["depthwise_conv2d_nchw"]
 
@@ -28,11 +28,8 @@ def depthwise_conv2d_nchw(Input, Filter, stride, padding, dilation, out_dtype=No
         raise ValueError(f"depthwise_conv2d_nchw: the filter has {CF} channels but the input has {C}")
     if not isinstance(mult, int):
         raise ValueError("depthwise_conv2d_nchw: the channel multiplier must be a constant")
-    sh, sw = as_pair(stride, "stride")
-    dh, dw = as_pair(dilation, "dilation")
-    top, left, bottom, right = get_pad_tuple(padding, ((KH - 1) * dh + 1, (KW - 1) * dw + 1))
-    Ho = conv_output_size(H, KH, sh, top, bottom, dh)
-    Wo = conv_output_size(W, KW, sw, left, right, dw)
+    (sh, sw), (dh, dw), (top, left, bottom, right), (Ho, Wo) = conv_window(
+        H, W, KH, KW, stride, padding, dilation)
     padded = pad(Input, [0, 0, top, left], [0, 0, bottom, right], name="PaddedInput")
     di = te.reduce_axis((0, KH), name="di")
     dj = te.reduce_axis((0, KW), name="dj")

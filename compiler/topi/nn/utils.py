@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import numbers
+from typing import NamedTuple
 
 from ... import te
 from ..utils import get_const_tuple
 
-__all__ = ["get_pad_tuple", "as_pair", "check_tensor", "conv_output_size"]
+__all__ = ["get_pad_tuple", "as_pair", "check_tensor", "conv_output_size", "ConvWindow", "conv_window"]
 
 _PADDING_FORMS = "padding must be an int, a tuple of 2 or 4 ints, 'SAME' or 'VALID', got {!r}"
 
@@ -85,3 +86,23 @@ def conv_output_size(size, kernel: int, stride: int, pad_lo: int, pad_hi: int, d
         raise ValueError(f"a window of {kernel} taps (dilation {dilation}) does not fit the padded "
                          f"input ({size} + {pad_lo} + {pad_hi})")
     return (size + pad_lo + pad_hi - dilated) // stride + 1
+
+
+class ConvWindow(NamedTuple):
+    """A convolution's window over ``(H, W)``: strides, dilations, the paddings
+    ``(top, left, bottom, right)`` and the output size."""
+
+    strides: tuple[int, int]
+    dilations: tuple[int, int]
+    pads: tuple[int, int, int, int]
+    out_size: tuple
+
+
+def conv_window(H, W, KH: int, KW: int, stride, padding, dilation) -> ConvWindow:
+    """Read a convolution's ``stride``, ``padding`` and ``dilation`` arguments (as TVM's
+    operators take them) for a ``KH x KW`` kernel over an ``H x W`` input."""
+    sh, sw = as_pair(stride, "stride")
+    dh, dw = as_pair(dilation, "dilation")
+    top, left, bottom, right = get_pad_tuple(padding, ((KH - 1) * dh + 1, (KW - 1) * dw + 1))
+    out = (conv_output_size(H, KH, sh, top, bottom, dh), conv_output_size(W, KW, sw, left, right, dw))
+    return ConvWindow((sh, sw), (dh, dw), (top, left, bottom, right), out)
