@@ -35,6 +35,7 @@ from ..tir.expr import (
     is_const_int,
 )
 from ..tir.functor import IRMutator
+from ..tir.indexing import as_index
 from ..tir.stmt import AttrStmt, IfThenElse, Stmt, seq
 from ..tir.transform.unroll_loops import PRAGMA_PREFIX
 
@@ -163,7 +164,7 @@ class _Tensorize:
                 elif not self.an.can_prove_equal(ext, want):
                     raise self.fail(f"{kind} {r.var.name!r} covers {ext} values inside the tensorized loops, "
                                     f"the intrinsic's {kind} {t.var.name!r} has extent {want}")
-                vmap[id(r.var)] = _cast(t.var, r.var.dtype) + lo
+                vmap[id(r.var)] = as_index(t.var, r.var.dtype) + lo
                 intrin_an.bind(t.var, t.dom)
         remap = _Remap(vmap, inputs, self.intrin.inputs, regions, self.fail)
         for k, (mine, theirs) in enumerate(zip(self.info.bodies, iop.bodies, strict=True)):
@@ -184,7 +185,7 @@ class _Tensorize:
         offset = actual.elem_offset if actual.elem_offset is not None else const(0, "int32")
         for d, (lo, _) in enumerate(region):
             start = lo if mins is None or is_const_int(mins[d], 0) else lo - mins[d]
-            offset = offset + _cast(start, strides[d].dtype) * strides[d]
+            offset = offset + as_index(start, strides[d].dtype) * strides[d]
         offset = an.simplify(offset)
         lead = len(region) - len(ib.shape)
         if lead < 0:
@@ -226,7 +227,7 @@ class _Tensorize:
 
     def _bind(self, vmap: dict, want, got, what: str) -> None:
         if isinstance(want, Var):
-            got = _cast(got, want.dtype)
+            got = as_index(got, want.dtype)
             if id(want) in vmap and not self.an.can_prove_equal(vmap[id(want)][1], got):
                 raise self.fail(f"{what} {got}, but {want.name!r} is already bound to {vmap[id(want)][1]}")
             vmap.setdefault(id(want), (want, got))
@@ -359,7 +360,7 @@ class _Remap(IRMutator):
             if not is_const_int(region[d][1], 1):
                 raise self.fail(f"the region of {node.producer.name!r} spans {region[d][1]} values in "
                                 f"dimension {d}, which the intrinsic's input {target.name!r} does not have")
-        shifted = tuple(i - _cast(region[d][0], i.dtype) for d, i in enumerate(indices) if d >= start)
+        shifted = tuple(i - as_index(region[d][0], i.dtype) for d, i in enumerate(indices) if d >= start)
         return ProducerLoad(target, shifted, node.dtype)
 
 
@@ -400,16 +401,6 @@ def _row_major(shape) -> list:
         stride = d if stride is None else stride * d
     return list(reversed(strides))
 
-
-def _cast(e: PrimExpr, dtype: str) -> PrimExpr:
-    from ..tir.expr import IntImm, convert
-
-    e = convert(e)
-    if e.dtype == dtype:
-        return e
-    if isinstance(e, IntImm):
-        return IntImm(e.value, dtype)
-    return e.astype(dtype)
 
 
 def _min(a, b):

@@ -20,9 +20,19 @@ from .analysis import free_vars
 from .expr import Cast, IntImm, PrimExpr, Var, convert, is_const_int
 from .functor import IRMutator
 
-__all__ = ["INT32_INDEX_LIMIT", "index_dtype", "widen"]
+__all__ = ["INT32_INDEX_LIMIT", "index_dtype", "widen", "as_index"]
 
 INT32_INDEX_LIMIT = 2**30
+
+
+def as_index(e, dtype: str) -> PrimExpr:
+    """``e`` as an index expression of ``dtype``: constants retyped, others cast."""
+    e = convert(e)
+    if e.dtype == dtype:
+        return e
+    if isinstance(e, IntImm):
+        return IntImm(e.value, dtype)
+    return e.astype(dtype)
 
 
 def index_dtype(extents) -> str:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from ..buffer import Buffer
-from ..expr import BufferLoad, IntImm, PrimExpr, const, convert, is_const_int
+from ..expr import BufferLoad, PrimExpr, const, is_const_int
 from ..function import PrimFunc
 from ..functor import IRMutator
+from ..indexing import as_index
 from ..stmt import Allocate, BufferStore
 
 __all__ = ["storage_flatten", "flat_index"]
@@ -25,14 +26,6 @@ def _index_dtype(buf: Buffer) -> str:
     return "int32" if total <= _INT32_MAX else "int64"
 
 
-def _cast(e: PrimExpr, dtype: str) -> PrimExpr:
-    e = convert(e)
-    if e.dtype == dtype:
-        return e
-    if isinstance(e, IntImm):
-        return IntImm(e.value, dtype)
-    return e.astype(dtype)
-
 
 def flat_index(buf: Buffer, indices) -> PrimExpr:
     """The element offset of ``buf[indices]`` from the buffer's data pointer."""
@@ -43,18 +36,18 @@ def flat_index(buf: Buffer, indices) -> PrimExpr:
         raise LoweringError(f"buffer {buf.name!r} has {len(buf.shape)} dimensions, "
                             f"accessed with {len(indices)} indices")
     if buf.strides:
-        strides = [_cast(s, dtype) for s in buf.strides]
+        strides = [as_index(s, dtype) for s in buf.strides]
     else:
         strides, stride = [], const(1, dtype)
         for d in reversed(buf.shape):
             strides.append(stride)
-            stride = _mul(stride, _cast(d, dtype))
+            stride = _mul(stride, as_index(d, dtype))
         strides.reverse()
     total = const(0, dtype)
     for idx, stride in zip(indices, strides):
-        total = _add(total, _mul(_cast(idx, dtype), stride))
+        total = _add(total, _mul(as_index(idx, dtype), stride))
     if buf.elem_offset is not None:
-        total = _add(total, _cast(buf.elem_offset, dtype))
+        total = _add(total, as_index(buf.elem_offset, dtype))
     return total
 
 
@@ -81,10 +74,10 @@ def _flat_size(buf: Buffer) -> PrimExpr:
     if not buf.shape:
         return const(1, dtype)
     if buf.strides:
-        return _mul(_cast(buf.strides[0], dtype), _cast(buf.shape[0], dtype))
+        return _mul(as_index(buf.strides[0], dtype), as_index(buf.shape[0], dtype))
     size = const(1, dtype)
     for d in buf.shape:
-        size = _mul(size, _cast(d, dtype))
+        size = _mul(size, as_index(d, dtype))
     return size
 
 
