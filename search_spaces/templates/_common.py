@@ -1,4 +1,7 @@
-"""Helpers shared by the CPU templates: vector width, padding, accumulators, test data."""
+"""Helpers shared by the CPU templates: vector width, accumulators, knobs, test data.
+
+Convolution arguments (strides, paddings, output sizes) are read by ``compiler.topi.nn.utils``.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +10,7 @@ import re
 
 import numpy as np
 
-from compiler import te
-
-__all__ = ["vector_lanes", "vector_registers", "padding4", "pad_nchw_like", "accumulator", "random_data",
-           "pair", "conv_out_size", "float_dtype_check"]
+__all__ = ["vector_lanes", "vector_registers", "accumulator", "random_data", "float_dtype_check"]
 
 def _current_llvm_target():
     from compiler.target import Target
@@ -86,56 +86,6 @@ def _vector_file(target: str) -> tuple[int, int]:
     nbytes = 64 if "%zmm" in width else 32 if "%ymm" in width else 16
     registers = 32 if re.search(r"%[xyz]mm(1[6-9]|2\d|3[01])\b", asm) else 16
     return nbytes, registers
-
-
-def pair(value, name: str) -> tuple[int, int]:
-    """``value`` (an int or a pair of ints) as a pair."""
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return int(value), int(value)
-    if isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(v, int) for v in value):
-        return int(value[0]), int(value[1])
-    raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
-
-
-def conv_out_size(size: int, k: int, stride: int, pad_lo: int, pad_hi: int, dilation: int = 1) -> int:
-    out = (size + pad_lo + pad_hi - (k - 1) * dilation - 1) // stride + 1
-    if out < 1:
-        raise ValueError(f"the window (size {k}, dilation {dilation}) does not fit the padded input "
-                         f"(size {size} + {pad_lo} + {pad_hi})")
-    return out
-
-
-def padding4(padding) -> tuple[int, int, int, int]:
-    """``(top, left, bottom, right)`` from an int, a pair ``(h, w)`` or four ints."""
-    if isinstance(padding, (int, np.integer)) and not isinstance(padding, bool):
-        return (int(padding),) * 4
-    if isinstance(padding, (tuple, list)):
-        if len(padding) == 2:
-            return int(padding[0]), int(padding[1]), int(padding[0]), int(padding[1])
-        if len(padding) == 4:
-            return tuple(int(p) for p in padding)
-    raise ValueError(f"padding must be an int, (h, w) or (top, left, bottom, right), got {padding!r}")
-
-
-def pad_nchw_like(X, h_axis: int, pads: tuple[int, int, int, int], value, name: str = "pad"):
-    """``X`` padded on axes ``h_axis`` and ``h_axis + 1`` by ``pads`` with ``value``
-    (X itself when there is no padding)."""
-    top, left, bottom, right = pads
-    if not any(pads):
-        return X
-    shape = list(X.shape)
-    H, W = shape[h_axis].value, shape[h_axis + 1].value
-    shape[h_axis] = H + top + bottom
-    shape[h_axis + 1] = W + left + right
-
-    def body(*idx):
-        h, w = idx[h_axis], idx[h_axis + 1]
-        src = list(idx)
-        src[h_axis], src[h_axis + 1] = h - top, w - left
-        inside = te.all(h >= top, h < H + top, w >= left, w < W + left)
-        return te.if_then_else(inside, X[tuple(src)], te.const(value, X.dtype))
-
-    return te.compute(tuple(shape), body, name=name)
 
 
 def accumulator(s, C, out):

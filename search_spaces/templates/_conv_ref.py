@@ -1,5 +1,6 @@
-"""The float64 NCHW convolution reference that ``cpu_depthwise`` and the CUDA tests still call
-by this name; it is ``topi.testing.conv2d_nchw_python`` on float64 data."""
+"""The float64 NCHW convolution reference that ``tests/compiler/test_cuda_codegen.py`` still
+calls by this name; it is ``topi.testing.conv2d_nchw_python`` on float64 data. The templates
+use ``topi.testing`` directly: remove this module once that test does too."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """``depthwise_conv2d_nchw(N, C, H, W, KH, KW, stride, padding, dilation, dtype)`` for CPUs.
 
 Input ``(N, C, H, W)``, weights ``(C, 1, KH, KW)`` (channel multiplier 1): each channel
-is convolved with its own kernel. NCHW in and out, as users call it; inside, the
+is convolved with its own kernel; ``stride``, ``padding`` and ``dilation`` as
+``topi.nn.depthwise_conv2d_nchw`` takes them. NCHW in and out, as users call it; inside, the
 channel-blocked layout of the fast CPU libraries (oneDNN's ``nChw16c``, TVM's
 ``NCHWc``), whose layout transforms are part of the operator (and so of what the
 tuner measures):
@@ -26,10 +27,11 @@ tuner measures):
 * **Threads** take channel blocks (``parallel_axis="blocks"``) or, for layers with
   few channel blocks, blocks of rows as well (``"rows"``).
 
-With ``layout="NCHW"`` the kernel works on the NCHW tensors directly instead, as oneDNN's
-plain-layout depthwise kernels do: each channel's padded input is copied once (contiguous
-rows, in cache, within the parallel loop over channels), and a register tile of
-``reg_h`` rows x ``vec_w`` columns, vectorized along the row, accumulates the taps.
+With ``layout="NCHW"`` the kernel (``topi.nn.depthwise_conv2d_nchw``'s compute) works on
+the NCHW tensors directly instead, as oneDNN's plain-layout depthwise kernels do: each
+channel's padded input is copied once (contiguous rows, in cache, within the parallel loop
+over channels), and a register tile of ``reg_h`` rows x ``vec_w`` columns, vectorized along
+the row, accumulates the taps.
 Without the transposes of the blocked layout, this wins where rows are long (many vectors
 wide) and channels few, as in MobileNet's first layers; the blocked layout wins where rows
 are short. The knobs of the other layout are then fixed at their first values.
@@ -37,18 +39,11 @@ are short. The knobs of the other layout are then fixed at their first values.
 
 from __future__ import annotations
 
-from compiler import te
+from compiler import te, topi
+from compiler.topi.nn.utils import conv_window
+from compiler.topi.utils import get_const_tuple
 from search_spaces.template import get_config, template
-from search_spaces.templates._common import (
-    conv_out_size,
-    pad_nchw_like,
-    padding4,
-    pair,
-    random_data,
-    vector_lanes,
-    vector_registers,
-)
-from search_spaces.templates._conv_ref import conv2d_nchw_np
+from search_spaces.templates._common import random_data, vector_lanes, vector_registers
 
 __all__ = ["depthwise_conv2d_nchw", "depthwise_conv2d_nchw_reference", "channel_blocks", "register_tiles"]
 
@@ -104,11 +99,10 @@ def row_tiles(Wo: int, Ho: int, lanes: int, registers: int) -> list[tuple[int, i
 
 def depthwise_conv2d_nchw_reference(N, C, H, W, KH, KW, stride, padding, dilation, dtype="float32",
                                     rng=None):
-    """Random input ``(N, C, H, W)`` and weights ``(C, 1, KH, KW)``, and their depthwise convolution."""
+    """Random input ``(N, C, H, W)`` and weights ``(C, 1, KH, KW)``, and their depthwise convolution
+    (``topi.testing.depthwise_conv2d_python_nchw``)."""
     x, w = random_data(rng, (N, C, H, W), dtype), random_data(rng, (C, 1, KH, KW), dtype)
-    out = conv2d_nchw_np(x, w, pair(stride, "stride"), padding4(padding), pair(dilation, "dilation"),
-                         groups_depthwise=True)
-    return [x, w], [out.astype(dtype)]
+    return [x, w], [topi.testing.depthwise_conv2d_python_nchw(x, w, stride, padding, dilation)]
 
 
 def _define_knobs(cfg, C: int, Ho: int, Wo: int, lanes: int, registers: int) -> None:
@@ -154,17 +148,16 @@ def depthwise_conv2d_nchw(N: int, C: int, H: int, W: int, KH: int, KW: int, stri
                           dilation=1, dtype: str = "float32"):
     """Depthwise convolution, NCHW in and out, computed in channel blocks (see the module)."""
     cfg = get_config()
-    sh, sw = pair(stride, "stride")
-    dh, dw = pair(dilation, "dilation")
-    top, left, bottom, right = padding4(padding)
-    Ho = conv_out_size(H, KH, sh, top, bottom, dh)
-    Wo = conv_out_size(W, KW, sw, left, right, dw)
+    (sh, sw), (dh, dw), (top, left, bottom, right), (Ho, Wo) = conv_window(H, W, KH, KW, stride, padding,
+                                                                          dilation)
     lanes = vector_lanes(dtype)
     _define_knobs(cfg, C, Ho, Wo, lanes, vector_registers())
     X = te.placeholder((N, C, H, W), name="X", dtype=dtype)
     Wt = te.placeholder((C, 1, KH, KW), name="W", dtype=dtype)
     if cfg["layout"].val == "NCHW":
-        return _direct(cfg, X, Wt, (sh, sw), (dh, dw), (top, left, bottom, right), Ho, Wo)
+        return _direct(cfg, X, Wt, stride, padding, dilation)
+    # Not topi.nn.depthwise_conv2d_nchw: the blocked kernel computes on packed copies of the
+    # input and weights (channels innermost), so its compute is its own.
     cb, reg_h, reg_w = cfg["cb"].val, cfg["reg_h"].val, cfg["reg_w"].val
 
     Cb, Hop, Wop = _cdiv(C, cb), _cdiv(Ho, reg_h) * reg_h, _cdiv(Wo, reg_w) * reg_w
@@ -208,17 +201,11 @@ def depthwise_conv2d_nchw(N: int, C: int, H: int, W: int, KH: int, KW: int, stri
     return s, [X, Wt, Y]
 
 
-def _direct(cfg, X, Wt, stride, dilation, pads, Ho: int, Wo: int):
-    """The NCHW kernel (``layout="NCHW"``, see the module)."""
-    (sh, sw), (dh, dw) = stride, dilation
-    N, C = X.shape[0].value, X.shape[1].value
-    KH, KW = Wt.shape[2].value, Wt.shape[3].value
-    P = pad_nchw_like(X, 2, pads, 0, name="X_pad")
-    ry = te.reduce_axis((0, KH), name="ry")
-    rx = te.reduce_axis((0, KW), name="rx")
-    Y = te.compute((N, C, Ho, Wo), lambda n, c, y, x: te.sum(
-        P[n, c, y * sh + ry * dh, x * sw + rx * dw] * Wt[c, 0, ry, rx], axis=[ry, rx]),
-        name="depthwise_conv2d_nchw")
+def _direct(cfg, X, Wt, stride, padding, dilation):
+    """The NCHW kernel (``layout="NCHW"``, see the module): ``topi.nn.depthwise_conv2d_nchw``."""
+    Y = topi.nn.depthwise_conv2d_nchw(X, Wt, stride, padding, dilation)
+    P = Y.op.input_tensors[0]  # the padded input: a stage even without padding
+    padded = get_const_tuple(P.shape) != get_const_tuple(X.shape)
     s = te.create_schedule(Y.op)
     acc = s.cache_write(Y, "local")
     n, c, y, x = s[Y].op.axis
@@ -236,9 +223,11 @@ def _direct(cfg, X, Wt, stride, dilation, pads, Ho: int, Wo: int):
     s[acc].unroll(arx)
     s[acc].unroll(ay)
     s[acc].vectorize(ax)
-    if P is not X:
+    if padded:
         s[P].compute_at(s[Y], channels)
         s[P].vectorize(s[P].op.axis[-1])
+    else:  # an identity copy: read X itself
+        s[P].compute_inline()
     return s, [X, Wt, Y]
 
 

@@ -2,8 +2,9 @@
 
 ``pool_type`` is ``"max"`` (padding never wins) or ``"avg"`` (padding counts as
 zeros and the sum is divided by ``KH * KW``, PyTorch's ``count_include_pad=True``).
-The output is tiled into rows x columns tiles vectorized along columns; the window
-taps may be unrolled; channel blocks run in parallel.
+``stride`` and ``padding`` as ``topi.nn.pool2d`` takes them. The output is tiled into
+rows x columns tiles vectorized along columns; the window taps may be unrolled; channel
+blocks run in parallel.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from search_spaces.template import get_config, template
 from search_spaces.templates._common import (
     accumulator,
     float_dtype_check,
-    padding4,
     parallel_and_vectorize,
     place_padding,
     random_data,
@@ -28,7 +28,7 @@ def pool2d_reference(N, C, H, W, KH, KW, stride, padding, pool_type, dtype="floa
     """Random input ``(N, C, H, W)`` and its pooled output (``topi.testing.pool2d_python``,
     which reads the output size off the padded input, so it checks the template's sizes too)."""
     x = random_data(rng, (N, C, H, W), dtype)
-    out = topi.testing.pool2d_python(x, (KH, KW), stride, 1, padding4(padding), pool_type)
+    out = topi.testing.pool2d_python(x, (KH, KW), stride, 1, padding, pool_type)
     return [x], [out]
 
 
@@ -40,11 +40,10 @@ def pool2d(N: int, C: int, H: int, W: int, KH: int, KW: int, stride=1, padding=0
         raise ValueError(f"pool_type must be 'max' or 'avg', got {pool_type!r}")
     float_dtype_check(dtype, "pool2d")
     X = te.placeholder((N, C, H, W), name="X", dtype=dtype)
-    pads = padding4(padding)
     # topi's stages: [pad_temp ->] pool_max, or [pad_temp ->] pool_sum -> pool_avg
-    out = topi.nn.pool2d(X, (KH, KW), stride, 1, pads, pool_type)
+    out = topi.nn.pool2d(X, (KH, KW), stride, 1, padding, pool_type)
     R = out if pool_type == "max" else out.op.input_tensors[0]
-    P = R.op.input_tensors[0]
+    P = R.op.input_tensors[0]  # X itself where there is no padding
     _, _, Ho, Wo = get_const_tuple(out.shape)
 
     cfg = get_config()
@@ -52,7 +51,7 @@ def pool2d(N: int, C: int, H: int, W: int, KH: int, KW: int, stride=1, padding=0
     cfg.define_split("tile_y", Ho, num_outputs=2, filter=lambda e: e.size[-1] <= 8, default=[-1, 1])
     cfg.define_split("tile_x", Wo, num_outputs=2, filter=lambda e: e.size[-1] <= 4 * lanes,
                      default=[-1, lanes])
-    if any(pads):
+    if P is not X:
         cfg.define_knob("pad", ["inline", "at_block"])
     cfg.define_annotate("unroll_kernel", [0, 1], policy="try_unroll", default=["none", "unroll"])
     cfg.define_knob("vec", [True, False])

@@ -30,7 +30,7 @@ from compiler import te, topi
 from compiler.topi.nn.utils import as_pair
 from compiler.topi.utils import get_const_tuple
 from search_spaces.template import get_config, template
-from search_spaces.templates._common import float_dtype_check, padding4
+from search_spaces.templates._common import float_dtype_check
 from search_spaces.templates._cuda_limits import MAX_SHARED_BYTES, MAX_THREADS, register_tile_fits
 from search_spaces.templates.cpu_conv2d import conv2d_nchw_reference
 from search_spaces.templates.cpu_depthwise import depthwise_conv2d_nchw_reference
@@ -218,7 +218,7 @@ def conv2d_nchw_cuda(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, s
     cfg = get_config()
     X = te.placeholder((N, C, H, W), name="X", dtype=dtype)
     Wt = te.placeholder((F, C, KH, KW), name="W", dtype=dtype)
-    Y = topi.nn.conv2d_nchw(X, Wt, stride, padding4(padding), dilation)
+    Y = topi.nn.conv2d_nchw(X, Wt, stride, padding, dilation)
     _, _, Ho, Wo = get_const_tuple(Y.shape)
     _conv_knobs(cfg, F, Ho, Wo, {"rc": C, "ry": KH, "rx": KW}, _conv_window(stride, dilation),
                 np.dtype(dtype).itemsize, per_channel=False)
@@ -236,7 +236,7 @@ def depthwise_conv2d_nchw_cuda(N: int, C: int, H: int, W: int, KH: int, KW: int,
     cfg = get_config()
     X = te.placeholder((N, C, H, W), name="X", dtype=dtype)
     Wt = te.placeholder((C, 1, KH, KW), name="W", dtype=dtype)
-    Y = topi.nn.depthwise_conv2d_nchw(X, Wt, stride, padding4(padding), dilation)
+    Y = topi.nn.depthwise_conv2d_nchw(X, Wt, stride, padding, dilation)
     _, _, Ho, Wo = get_const_tuple(Y.shape)
     _conv_knobs(cfg, C, Ho, Wo, {"ry": KH, "rx": KW}, _conv_window(stride, dilation),
                 np.dtype(dtype).itemsize, per_channel=True)

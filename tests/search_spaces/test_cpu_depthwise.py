@@ -1,7 +1,7 @@
 """depthwise_conv2d_nchw on CPUs: channel blocks and register tiles read off the target, a
 space of feasible tiles only (blocked and plain layouts), and every knob value computing
 what numpy computes, on pinned AVX-512 and AVX2 CPUs, at odd channel counts, strides,
-paddings and dilations."""
+paddings (``topi.nn``'s forms) and dilations, and bad ones refused by name."""
 
 from __future__ import annotations
 
@@ -90,6 +90,20 @@ def _covering(space, rng) -> list:
     raise AssertionError(f"no valid config has {sorted(missing)}")
 
 
+@pytest.mark.parametrize("args, message", [
+    ((1, 2, 5, 5, 3, 3, 0, 1, 1), "stride must be positive"),
+    ((1, 2, 5, 5, 3, 3, 1, 1, (1, 0)), "dilation must be positive"),
+    ((1, 2, 5, 5, 3, 3, 1, -1, 1), "padding must not be negative"),
+    ((1, 2, 5, 5, 3, 3, 1, (1, 2, 3), 1), "padding must be an int, a tuple of 2 or 4 ints"),
+    ((1, 2, 5, 5, 9, 3, 1, 1, 1), "does not fit the padded input"),
+])
+def test_bad_window_arguments_are_refused_by_name(args, message):
+    from search_spaces import InstantiationError
+
+    with pytest.raises(InstantiationError, match=message):
+        create_task("depthwise_conv2d_nchw", (*args, "float32"), AVX2.target).config_space  # noqa: B018
+
+
 # (N, C, H, W, KH, KW, stride, padding, dilation, dtype): channel counts that no block
 # divides, strides, asymmetric padding, dilation, enough rows for row blocks, other dtypes
 CASES = [
@@ -98,6 +112,7 @@ CASES = [
     (1, 20, 16, 18, 3, 3, 1, 1, 1, "float32"),
     (1, 3, 8, 6, 3, 3, 1, 2, 2, "float64"),
     (1, 6, 7, 7, 2, 2, 1, (0, 1), 1, "int32"),
+    (1, 4, 7, 6, 3, 3, 1, "SAME", 2, "float32"),  # topi.nn's padding forms: (2, 2, 2, 2) here
 ]
 
 
