@@ -23,7 +23,8 @@ Columns: the rate as a share of the FP32 FMA peak the script measures; the tunin
 time and trials per minute of this run; and "log vs deployed": the best cost in the
 tuning log next to the exported library's median in fresh processes.
 
-Before and after the timings the script checks that the machine is quiet (the FMA
+Each workload is timed right after it is tuned. Before the first tuning and after the
+last timing the script checks that the machine is quiet (the FMA
 peak on all threads at least 0.9x per thread of the one-thread peak: 1.8x on two; and the
 threads get at least 90% of their cores' time while they run). On a busy machine it says
 so and prints no PASS/FAIL verdict.
@@ -218,25 +219,29 @@ def main() -> None:
           f"{threads} threads, {os.cpu_count()} CPUs; each time the median of {opts.rounds} fresh processes "
           f"(interleaved), each the median of {B.REPEAT} timings", flush=True)
     chosen = [WORKLOADS[k] for k in (opts.only or WORKLOADS)]
+    before = B.measure_quietness(threads)
+    print(f"# before tuning: {before.describe()}", flush=True)
+    tuned, timings, timing_s = [], [], 0.0
     with tempfile.TemporaryDirectory(prefix="bench_tuned_") as tmp:
-        tuned = [tune_and_export(w, opts, Path(tmp)) for w in chosen]
-        timing_start = time.perf_counter()
-        before = B.measure_quietness(threads)
-        print(f"# before the timings: {before.describe()}", flush=True)
-        timings = []
-        for t in tuned:
+        for w in chosen:
+            # Timed right after its tuning, so that the log's figure and the deployed one
+            # are seconds apart, not the whole run: a drift of the machine in between would
+            # show as a gap that no measurement protocol causes.
+            t = tune_and_export(w, opts, Path(tmp))
+            timing_start = time.perf_counter()
             contenders = [B.Contender("ours", B.module_spec(t.so_path, t.arrays)), *peers(t.workload)]
             print(f"timing {t.workload.label}: {', '.join(c.label for c in contenders)}", flush=True)
             timings.append(B.time_interleaved(contenders, threads, opts.rounds))
+            tuned.append(t)
+            timing_s += time.perf_counter() - timing_start
         after = B.measure_quietness(threads)
         print(f"# after the timings: {after.describe()}", flush=True)
-        timing_s = time.perf_counter() - timing_start
 
     peak = max(before.many, after.many)
     rows, verdicts = table_rows(tuned, timings, peak)
     print()
     note = B.busy_note([before, after])
-    print(f"# {note}" if note else "# quiet machine (checked before and after the timings)")
+    print(f"# {note}" if note else "# quiet machine (checked before tuning and after the timings)")
     print(f"# FP32 FMA peak {peak / 1e9:.1f} GFLOPS on {threads} threads (the higher of the two checks)")
     header = ("workload", "implementation", "median ms", "GFLOPS", "% peak", "peer/ours time",
               "log vs deployed ms", "tuning", "notes")
