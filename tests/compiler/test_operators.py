@@ -11,7 +11,7 @@ import pytest
 from helpers import assert_written, build_and_check, poisoned, random_array
 
 import compiler
-from compiler import te
+from compiler import te, topi
 
 
 def _vadd(n):
@@ -169,25 +169,13 @@ def _conv2d_nchw(N, C, H, W, F, K, pad, stride=1):
     return X, Wt, P, Y
 
 
-def _conv_ref(x, w, pad, stride=1):
-    xp = np.pad(x.astype("float64"), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    N, C, H, W = xp.shape
-    F, _, K, _ = w.shape
-    Ho, Wo = (H - K) // stride + 1, (W - K) // stride + 1
-    out = np.zeros((N, F, Ho, Wo))
-    for ry in range(K):
-        for rx in range(K):
-            patch = xp[:, :, ry:ry + stride * Ho:stride, rx:rx + stride * Wo:stride]
-            out += np.einsum("nchw,fc->nfhw", patch, w[:, :, ry, rx])
-    return out.astype("float32")
-
-
 def test_conv2d_nchw_padding_inline(rng):
     X, Wt, P, Y = _conv2d_nchw(1, 3, 9, 9, 4, 3, pad=1)
     x, w = random_array(rng, (1, 3, 9, 9), "float32"), random_array(rng, (4, 3, 3, 3), "float32")
     s = te.create_schedule(Y.op)
     s[P].compute_inline()
-    build_and_check(s, [X, Wt, Y], [x, w], [_conv_ref(x, w, 1)], rtol=1e-5, atol=1e-5)
+    build_and_check(s, [X, Wt, Y], [x, w], [topi.testing.conv2d_nchw_python(x, w, 1, 1)],
+                    rtol=1e-5, atol=1e-5)
 
 
 def test_conv2d_nchw_padding_compute_at_tiled(rng):
@@ -202,7 +190,8 @@ def test_conv2d_nchw_padding_compute_at_tiled(rng):
     s[Y].vectorize(xi)
     s[Y].parallel(fo)
     s[P].compute_at(s[Y], y)
-    build_and_check(s, [X, Wt, Y], [x, w], [_conv_ref(x, w, 1, 2)], rtol=1e-5, atol=1e-5)
+    build_and_check(s, [X, Wt, Y], [x, w], [topi.testing.conv2d_nchw_python(x, w, 2, 1)],
+                    rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("kind", ["sum", "max", "min"])
