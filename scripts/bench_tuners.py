@@ -19,6 +19,10 @@ trials (a quarter of ``--trials``; median over seeds), at least 95% of what rand
 search reaches with its 200 (median over seeds); their seeds land within 10% of each
 other at that point (slowest seed >= 90% of the fastest); the best config found (its
 re-measured confident median) is at least as fast as numpy.
+
+The machine must be quiet for the curves to mean anything (a tuner that met a busy spell
+finds "slow" configs): the script checks before and after, as the CPU benchmarks do
+(``_bench_common.measure_quietness``), and prints no PASS/FAIL when either check failed.
 """
 
 from __future__ import annotations
@@ -33,9 +37,13 @@ from pathlib import Path
 
 import numpy as np
 
-import autotune
-import search_spaces  # noqa: F401 - registers the templates
-from measure import MeasureOptions
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _bench_common as B  # noqa: E402
+
+import autotune  # noqa: E402
+import search_spaces  # noqa: E402, F401 - registers the templates
+from measure import MeasureOptions  # noqa: E402
 
 CHECKPOINTS = (25, 50, 100, 200)
 GOAL_SHARE = 0.95
@@ -164,9 +172,12 @@ def parse_budgets(text: str) -> dict[str, int]:
     return budgets
 
 
-def report(task, runs: dict[str, list[Run]], trials: int, numpy_gflops: float) -> bool:
+def report(task, runs: dict[str, list[Run]], trials: int, numpy_gflops: float,
+           checks: list | tuple = ()) -> bool:
     """Print the table and the goal lines; True if every checked goal holds. ``trials`` is
-    random's budget; a cell is "-" where a run stopped before ``k`` trials."""
+    random's budget; a cell is "-" where a run stopped before ``k`` trials. ``checks`` are
+    the quietness checks (:func:`_bench_common.measure_quietness`) made around the runs:
+    when one found the machine busy, the goal lines give way to a line saying so."""
     at = goal_point(trials)
     points = checkpoints(trials)
     seeds = len(next(iter(runs.values())))
@@ -189,8 +200,12 @@ def report(task, runs: dict[str, list[Run]], trials: int, numpy_gflops: float) -
         print(f"{tuner:<8}{cells}{share:>20}{wall:>9.0f}")
     print(f"{'numpy':<8}{f'{numpy_gflops:.1f}':>{width}}  (a @ b, median in this process)")
 
-    ok = True
     print()
+    note = B.busy_note(checks)
+    if note:
+        print(note)
+        return False
+    ok = True
     if random_full is None:
         print("goal 1 not checked: random is not among the tuners")
     for tuner in GOAL_TUNERS:
@@ -282,14 +297,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{task.workload_name}: {len(task.config_space)} configs; tuners {', '.join(tuners)}", flush=True)
 
     start = time.perf_counter()
+    before = B.measure_quietness()
+    print(f"# before tuning: {before.describe()}", flush=True)
     numpy_runs = numpy_seconds(N, L, M)
     with MeasureOptions() as options:
         runs = benchmark(task, tuners, args.seeds, args.trials, options, args.db, budgets=budgets)
     numpy_runs += numpy_seconds(N, L, M)
+    after = B.measure_quietness()
+    print(f"# after tuning: {after.describe()}", flush=True)
     numpy_gflops = task.flop / statistics.median(numpy_runs) / 1e9
     total = time.perf_counter() - start
 
-    ok = report(task, runs, args.trials, numpy_gflops)
+    ok = report(task, runs, args.trials, numpy_gflops, (before, after))
     plot(runs, args.trials, numpy_gflops, f"{task.workload_name}, {args.seeds} seeds", args.out)
     print(f"\nplot: {args.out.resolve()}\ntotal wall time: {total / 60:.1f} min")
     return 0 if ok else 1

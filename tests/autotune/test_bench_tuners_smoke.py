@@ -183,3 +183,16 @@ def test_budgets_parse_and_reject_bad_pairs(bench):
         with pytest.raises(ValueError, match="TUNER=TRIALS"):
             bench.parse_budgets(bad)
     assert [bench.goal_point(t) for t in (200, 60, 6, 2)] == [50, 15, 1, 1]
+
+
+def test_report_gives_no_verdict_when_a_quietness_check_found_the_machine_busy(bench, capsys):
+    """A busy spell makes any tuner look slow: the table is printed, the goal lines are not."""
+    task = autotune.create_task("matmul", (32, 32, 32, "float32"), "llvm")
+    runs = _runs(bench, ["random", "xgb"])
+    quiet, busy = bench.B.Quietness(2, 1e11, 2e11), bench.B.Quietness(2, 1e11, 1.1e11)
+    assert bench.report(task, runs, 60, 19.0, (quiet, quiet)) is True
+    assert "PASS: xgb reaches" in capsys.readouterr().out
+    assert bench.report(task, runs, 60, 19.0, (quiet, busy)) is False
+    out = capsys.readouterr().out
+    assert "MACHINE BUSY (after the timings)" in out and "xgb" in out
+    assert "PASS:" not in out and "FAIL:" not in out
