@@ -178,7 +178,7 @@ class Task:
                         f"template {self.template!r} failed while defining its space for args "
                         f"{list(self.args)!r}: {type(exc).__name__}: {exc}",
                         self.template, None, exc) from exc
-            self._flop = count_flops(tensors)
+            self._flop = space.flop or count_flops(tensors)
             self._space = space
 
     @property
@@ -190,7 +190,8 @@ class Task:
 
     @property
     def flop(self) -> int:
-        """Arithmetic operations of one run (multiply-adds count two), from the compute definition."""
+        """Arithmetic operations of one run (multiply-adds count two): what the template declared
+        with ``cfg.add_flop``, else counted from the compute definition."""
         if self._space is None:
             self._define()
         return self._flop

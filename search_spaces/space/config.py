@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import numbers
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -12,7 +14,7 @@ from search_spaces.space.entity import Entity
 if TYPE_CHECKING:
     from search_spaces.space.config_space import ConfigSpace
 
-__all__ = ["ConfigEntity"]
+__all__ = ["ConfigEntity", "checked_flop"]
 
 
 class ConfigEntity:
@@ -61,6 +63,10 @@ class ConfigEntity:
                        name: str | None = None) -> None:
         """No-op in apply mode (the space already applied its constraints)."""
 
+    def add_flop(self, flop) -> None:
+        """Checks ``flop`` only, in apply mode: the task took the count when it defined the space."""
+        checked_flop(flop)
+
     def to_json(self) -> dict:
         """``{"index": int, "knobs": {name: value}}``; plain JSON data."""
         return {"index": self.index, "knobs": self.knob_values()}
@@ -105,3 +111,10 @@ class ConfigEntity:
     def __repr__(self) -> str:
         body = ", ".join(f"{k}={e.value()!r}" for k, e in self._entities.items())
         return f"ConfigEntity(index={self.index}, {body})"
+
+
+def checked_flop(flop) -> float:
+    """``flop`` as a number of operations; SearchSpaceError unless it is a finite number >= 0."""
+    if isinstance(flop, bool) or not isinstance(flop, numbers.Real) or not math.isfinite(flop) or flop < 0:
+        raise SearchSpaceError(f"add_flop takes a finite number of operations >= 0, got {flop!r}")
+    return flop

@@ -16,7 +16,7 @@ import numpy as np
 
 from search_spaces.errors import SearchSpaceError
 from search_spaces.space import sampling
-from search_spaces.space.config import ConfigEntity
+from search_spaces.space.config import ConfigEntity, checked_flop
 from search_spaces.space.constraint import Constraint, Part, analyse, violated
 from search_spaces.space.entity import Entity
 from search_spaces.space.knob import AnnotateSpace, KnobSpace, OtherOptionSpace, ReorderSpace, SplitSpace
@@ -41,6 +41,7 @@ class ConfigSpace:
         self._constraints: list[Constraint] = []
         self._parts: list[Part] | None = None
         self._default: ConfigEntity | None = None
+        self.flop = 0  # what the template declared with add_flop; 0: counted from the compute
 
     # ------------------------------------------------------------------ defining
 
@@ -76,6 +77,13 @@ class ConfigSpace:
     def define_knob(self, name: str, candidates: Sequence, default=None) -> None:
         """A knob choosing one of ``candidates`` (the first by default)."""
         self._add(OtherOptionSpace(name, candidates, default))
+
+    def add_flop(self, flop) -> None:
+        """Declare ``flop`` arithmetic operations of one run of the template (AutoTVM's
+        ``cfg.add_flop``); calls add up. A task's ``flop`` is what was declared, or, where
+        nothing was, what its compute definition counts: declare it when the work happens
+        where no count can see it (``te.extern`` calls, a library's kernel)."""
+        self.flop += checked_flop(flop)
 
     def add_constraint(self, predicate: Callable, knobs: Sequence[str] | None = None,
                        name: str | None = None) -> None:

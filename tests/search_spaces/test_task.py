@@ -77,6 +77,49 @@ def test_count_flops_rules():
         count_flops(C)
 
 
+def test_declared_flops_replace_the_count_and_add_up():
+    """``cfg.add_flop`` (AutoTVM's): a te.extern GEMM has no arithmetic the count can see, so the
+    template declares it; declarations add up; a config instantiating the template accepts the
+    call; and a bad amount is refused by name."""
+    import numpy as np
+
+    import autotune
+    from compiler.contrib import cblas
+    from search_spaces import unregister_template
+
+    @autotune.template("test_blas_gemm_declared")
+    def blas_gemm(n, declare_twice=False):
+        A = te.placeholder((n, n), name="A")
+        B = te.placeholder((n, n), name="B")
+        C = cblas.matmul(A, B)
+        cfg = autotune.get_config()
+        cfg.define_knob("unused", [0, 1])
+        cfg.add_flop(n * n * n)
+        cfg.add_flop(n * n * n if declare_twice else 0)
+        return te.create_schedule(C.op), [A, B, C]
+
+    try:
+        assert count_flops(cblas.matmul(te.placeholder((8, 8)), te.placeholder((8, 8)))) == 0
+        assert create_task("test_blas_gemm_declared", (8,), "llvm").flop == 8 ** 3
+        task = create_task("test_blas_gemm_declared", (8, True), "llvm")
+        assert task.flop == 2 * 8 ** 3
+        s, args = task.instantiate(task.config_space.get(1))
+        f = compiler.build(s, args, target="llvm")
+        rng = np.random.default_rng(0)
+        a, b = rng.random((8, 8), dtype=np.float32), rng.random((8, 8), dtype=np.float32)
+        c = np.full((8, 8), np.nan, np.float32)
+        f(a, b, c)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+    finally:
+        unregister_template("test_blas_gemm_declared")
+    space = create_task("matmul", (8, 8, 8, "float32"), "llvm").config_space
+    for bad in (-1, float("nan"), "64", True):
+        with pytest.raises(SearchSpaceError, match="add_flop"):
+            space.add_flop(bad)
+        with pytest.raises(SearchSpaceError, match="add_flop"):
+            space.get(0).add_flop(bad)
+
+
 # ---------------------------------------------------------------------------- transport
 
 
