@@ -9,7 +9,7 @@
     autotune report --db tuning.db --out report.html      tuning curves and the table (or --out curve.png)
     autotune export --db tuning.db -o log.jsonl           the log as JSON lines (and `autotune import`)
     autotune import --format autotvm --db tuning.db tvm.log   an AutoTVM log's records, into the log
-    autotune pin tuning.db -o pinned.json                 the chosen config of each workload, to ship
+    autotune pin --db tuning.db -o pinned.json            the chosen config of each workload, to ship
     autotune build matmul --args 1024,1024,1024,float32 --db tuning.db -o kernel.so
 
 Every subcommand has ``--help``. Errors a user can make (an unknown template, bad
@@ -198,7 +198,7 @@ def _build_parser() -> _Parser:
                                    "each workload (its knobs, median time and record count), for a "
                                    "deployment to ship instead of the log: apply_history_best reads it. "
                                    "The same log gives the same file in every process.")
-    p.add_argument("log", metavar="LOG", help="the tuning log: a path or a database URL")
+    _add_db(p)
     p.add_argument("-o", "--out", required=True, metavar="FILE.json", help="the pin file to write")
     p.add_argument("--template", help="only workloads of this template")
     p.add_argument("--target", help="only workloads on this target (a target string, or its kind: "
@@ -590,10 +590,10 @@ def _cmd_import(ns) -> int:
 def _cmd_pin(ns) -> int:
     from autotune.pin import write_pin
 
-    with _open_log(ns.log, must_exist=True) as log:
+    with _open_log(ns.db, must_exist=True) as log:
         n = write_pin(log, ns.out, template=ns.template, target=ns.target)
     what = " of " + " on ".join(f for f in (ns.template, ns.target) if f) if ns.template or ns.target else ""
-    _out(f"pinned the chosen config of {n} workload{'s' * (n != 1)}{what} from {_hide_passwords(ns.log)} "
+    _out(f"pinned the chosen config of {n} workload{'s' * (n != 1)}{what} from {_hide_passwords(ns.db)} "
          f"to {ns.out}")
     if not n:
         _out("(no workload with a successful measurement matched: the file has no entry)")

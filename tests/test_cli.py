@@ -480,7 +480,8 @@ def test_postgres_passwords_never_print(tuned, postgres_log):
 
 def test_pin_writes_the_configs_best_shows(tuned):
     d, _ = tuned
-    p = _run("pin", "tuning.db", "-o", "pinned.json", "--template", "matmul", "--target", "llvm", cwd=d)
+    p = _run("pin", "--db", "tuning.db", "-o", "pinned.json", "--template", "matmul", "--target", "llvm",
+             cwd=d)
     assert p.returncode == 0, p.stderr
     assert "pinned the chosen config of 1 workload of matmul on llvm" in p.stdout
     (entry,) = json.loads((d / "pinned.json").read_text())["entries"]
@@ -489,10 +490,10 @@ def test_pin_writes_the_configs_best_shows(tuned):
     for knob, value in entry["config"].items():
         assert f"{knob}  {value!r}" in " ".join(best.split()) or f"{knob} {value!r}" in " ".join(best.split())
     assert float(best.splitlines()[1].split()[-4]) == pytest.approx(entry["cost"] * 1e3, rel=1e-3)
-    p = _run("pin", "tuning.db", "-o", "none.json", "--template", "conv2d", cwd=d)
+    p = _run("pin", "--db", "tuning.db", "-o", "none.json", "--template", "conv2d", cwd=d)
     assert p.returncode == 0 and "no workload" in p.stdout
     assert json.loads((d / "none.json").read_text())["entries"] == []
-    _one_line_error(_run("pin", "missing.db", "-o", "x.json", cwd=d), 1)
+    _one_line_error(_run("pin", "--db", "missing.db", "-o", "x.json", cwd=d), 1)
 
 
 def test_tune_warm_start_measures_borrowed_configs_first(tuned, tmp_path):
