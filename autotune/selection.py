@@ -212,8 +212,9 @@ def best(log: tuning_db.TuningLog, task_or_key, k: int = 1, *,
 
     The candidates come from the statistics the log keeps per config, read in ranking order
     a page at a time, so the cost does not grow with the workload's records; only the
-    records of the ``k`` configs returned are read. Equal scores go to the config with the
-    smaller knob fingerprint (see the module's docstring), the same in every process.
+    records of the ``k`` configs returned are read (found through their costs' rows). Equal
+    scores go to the config with the smaller knob fingerprint (see the module's docstring), the
+    same in every process.
     """
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"best: k must be a positive int, got {k!r}")
@@ -230,8 +231,15 @@ def best(log: tuning_db.TuningLog, task_or_key, k: int = 1, *,
         if len(stats) < page:
             break
         offset, page = offset + page, min(4 * page, 4096)
-    return [ConfigScore(entry.config, list(entry.costs), entry.score, fingerprint=entry.knobs_hash,
-                        records=log.records(ids=entry.record_ids)) for entry in found]
+    return [_score_of(log, task_or_key, entry) for entry in found]
+
+
+def _score_of(log: tuning_db.TuningLog, task_or_key, entry: tuning_db.ConfigStats) -> ConfigScore:
+    """The :class:`ConfigScore` of a config the log ranked, with its records (an indexed read of
+    the config's own records) and their usable costs."""
+    records = log.records(task_or_key, knobs_hash=entry.knobs_hash)
+    costs = sorted(tuning_db.stats.usable_costs(c for r in records for c in r.costs))
+    return ConfigScore(entry.config, costs, entry.score, records=records, fingerprint=entry.knobs_hash)
 
 
 def prune(log: tuning_db.TuningLog, keep_best: int = 1) -> int:

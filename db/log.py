@@ -50,6 +50,7 @@ from sqlalchemy import (
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.orm import aliased
 from sqlalchemy.pool import StaticPool
 
 from db.errors import RecordError, TuningLogError
@@ -65,6 +66,7 @@ from db.record import (
     target_kind,
 )
 from db.schema import (
+    ConfigCostRow,
     ConfigStatsRow,
     RecordRow,
     RunRow,
@@ -354,12 +356,21 @@ class TuningLog:
     def records(self, task_or_key: TaskOrKey | None = None, *, target: str | None = None,
                 target_model: str | None = None, run_id: str | None = None, errors: bool | None = None,
                 kind: str | None = None, limit: int | None = None,
-                ids: Iterable[int] | None = None) -> list[Record]:
+                ids: Iterable[int] | None = None, knobs_hash: str | None = None) -> list[Record]:
         """Records in the order they were stored, filtered by workload, target string, target model,
         run, ``errors`` (``True``: only errors, ``False``: only successes, ``None``: all),
-        ``kind`` (:data:`~db.record.TRIAL` or :data:`~db.record.REMEASURE`; ``None``: both) and
-        ``ids`` (the record ids a :class:`~db.stats.ConfigStats` names)."""
+        ``kind`` (:data:`~db.record.TRIAL` or :data:`~db.record.REMEASURE`; ``None``: both),
+        ``ids`` (record ids) and ``knobs_hash``: the records of the workload's config with this
+        knob fingerprint that its :class:`~db.stats.ConfigStats` pools (those with usable
+        costs), read through the config's costs; it needs the workload."""
         query = (select(*_RECORD_COLUMNS).join(_W, _W.id == _R.workload_id).order_by(_R.id))
+        if knobs_hash is not None:
+            if task_or_key is None:
+                raise ValueError("records: knobs_hash names a config of one workload; name the workload too")
+            S, CC, W = ConfigStatsRow, ConfigCostRow, aliased(WorkloadRow)
+            config = (select(CC.record_id).join(S, S.id == CC.config_id).join(W, W.id == S.workload_id)
+                      .where(W.key == _key_of(task_or_key), S.knobs_hash == knobs_hash).correlate(None))
+            query = query.where(_R.id.in_(config))
         if ids is not None:
             wanted = sorted(set(ids))
             if len(wanted) > _BATCH:  # keep the parameter list short: read by batches
@@ -367,7 +378,7 @@ class TuningLog:
                 for start in range(0, len(wanted), _BATCH):
                     found += self.records(task_or_key, target=target, target_model=target_model,
                                           run_id=run_id, errors=errors, kind=kind,
-                                          ids=wanted[start:start + _BATCH])
+                                          ids=wanted[start:start + _BATCH], knobs_hash=knobs_hash)
                 return found[:limit] if limit is not None else found
             query = query.where(_R.id.in_(wanted))
         if kind is not None:
@@ -457,7 +468,8 @@ class TuningLog:
         An indexed read: its cost does not grow with the records of the workload.
         """
         S = ConfigStatsRow
-        query = (select(_W.key, S.knobs_hash, S.config, S.costs, S.record_ids, S.median_cost, S.score, S.flop)
+        query = (select(_W.key, S.knobs_hash, S.config, S.n_costs, S.median_cost, S.score, S.min_cost,
+                        S.max_cost, S.flop)
                  .join(_W, _W.id == S.workload_id).where(_W.key == _key_of(task_or_key))
                  .order_by(S.score, S.knobs_hash).offset(offset))
         if limit is not None:
@@ -465,8 +477,8 @@ class TuningLog:
         with self._guard("reading config statistics"), self._reading() as conn:
             rows = conn.execute(query).all()
         return [ConfigStats(workload_key=r.key, knobs_hash=r.knobs_hash, config=json.loads(r.config),
-                            costs=tuple(json.loads(r.costs)), record_ids=tuple(json.loads(r.record_ids)),
-                            median=r.median_cost, score=r.score, flop=r.flop) for r in rows]
+                            count=r.n_costs, median=r.median_cost, score=r.score, min_cost=r.min_cost,
+                            max_cost=r.max_cost, flop=r.flop) for r in rows]
 
     def trial_curve(self, task_or_key: TaskOrKey, *, points: int = 1000) -> TrialCurve:
         """A workload's search trials in time order, downsampled: what a plot of its tuning curve

@@ -23,10 +23,15 @@ Tables:
     merging idempotent.
 
 ``config_stats``
-    one row per workload and config (pooled by the fingerprint of its knobs): its usable
-    costs (sorted JSON), their count, median, minimum and maximum, its score (the confident
-    cost the ranking sorts by), the ids of its records and the work of one run. Kept by
-    :mod:`db.stats` in the transaction that inserts the records.
+    one row per workload and config (pooled by the fingerprint of its knobs), of fixed size:
+    a surrogate id, the config as stored, the count of its usable costs, their median,
+    minimum and maximum, its score (the confident cost the ranking sorts by) and the work of
+    one run. Kept by :mod:`db.stats` in the transaction that inserts the records.
+``config_costs``
+    one row per usable cost of a config: the config's id, the cost, and the record (and the
+    position among its usable costs) it came from. Its primary key orders a config's costs,
+    so that the median is read from the middle of an index, and names the records that
+    hold them; an insert adds rows and rewrites nothing.
 ``workload_counts``
     the number of records per workload, kind and error kind (``""`` for successes).
 
@@ -36,7 +41,8 @@ query wants that); ``(workload_id, kind, timestamp, mean_cost, run_id)`` holds e
 tuning curve draws, so that it is read from the index alone (version 4 put it in place of
 ``(workload_id, median_cost)``, which no query used); ``(template, target_kind)`` on workloads
 serves finding the neighbours of a workload to borrow from; ``(workload_id, score,
-knobs_hash)`` on ``config_stats`` serves reading a workload's best configs in ranking order.
+knobs_hash)`` on ``config_stats`` serves reading a workload's best configs in ranking order,
+and ``(workload_id, knobs_hash)`` (unique) finding the row of a config.
 """
 
 from __future__ import annotations
@@ -69,6 +75,7 @@ __all__ = [
     "RunRow",
     "RecordRow",
     "ConfigStatsRow",
+    "ConfigCostRow",
     "WorkloadCountRow",
     "ensure_schema",
     "schema_version",
@@ -79,7 +86,7 @@ log = logging.getLogger(__name__)
 
 #: The version of the schema this library writes. Bump it with each change of the tables and
 #: add its Alembic revision ``v<version>`` to ``db/migrations/versions`` (see :mod:`db.migrations`).
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: The Alembic revision of :data:`SCHEMA_VERSION`.
 HEAD_REVISION = f"v{SCHEMA_VERSION}"
@@ -168,12 +175,10 @@ class ConfigStatsRow(Base):
 
     __tablename__ = "config_stats"
 
-    workload_id: Mapped[int] = mapped_column(_Id, ForeignKey("workloads.id", ondelete="CASCADE"),
-                                             primary_key=True)
-    knobs_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    id: Mapped[int] = mapped_column(_Id, primary_key=True, autoincrement=True)
+    workload_id: Mapped[int] = mapped_column(_Id, ForeignKey("workloads.id", ondelete="CASCADE"))
+    knobs_hash: Mapped[str] = mapped_column(String(64))
     config: Mapped[str] = mapped_column(Text)
-    costs: Mapped[str] = mapped_column(Text)
-    record_ids: Mapped[str] = mapped_column(Text)
     n_costs: Mapped[int] = mapped_column(Integer)
     median_cost: Mapped[float] = mapped_column(Float)
     score: Mapped[float] = mapped_column(Float)
@@ -181,7 +186,25 @@ class ConfigStatsRow(Base):
     max_cost: Mapped[float] = mapped_column(Float)
     flop: Mapped[float | None] = mapped_column(Float)
 
-    __table_args__ = (Index("ix_config_stats_rank", "workload_id", "score", "knobs_hash"),)
+    __table_args__ = (
+        Index("ix_config_stats_config", "workload_id", "knobs_hash", unique=True),
+        Index("ix_config_stats_rank", "workload_id", "score", "knobs_hash"),
+    )
+
+
+class ConfigCostRow(Base):
+    """One usable cost of a config (see :mod:`db.stats`); the key orders a config's costs."""
+
+    __tablename__ = "config_costs"
+
+    config_id: Mapped[int] = mapped_column(_Id, ForeignKey("config_stats.id", ondelete="CASCADE"),
+                                           primary_key=True)
+    cost: Mapped[float] = mapped_column(Float, primary_key=True)
+    record_id: Mapped[int] = mapped_column(_Id, primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+
+    # On SQLite the rows live in their key's b-tree alone (no rowid table beside it).
+    __table_args__ = ({"sqlite_with_rowid": False},)
 
 
 class WorkloadCountRow(Base):

@@ -1,16 +1,21 @@
 """Per-config statistics of a tuning log, kept in SQL as records arrive.
 
 Ranking every record of a workload in Python grows with the tuning history, so the log
-keeps, per workload and config, everything the ranking needs (table ``config_stats``):
-the config's usable costs (sorted), their count, median, minimum and maximum, the ids of
-the records that hold them, and the config's *confident cost*, its score. Reading the best
+keeps, per workload and config, everything the ranking needs: in ``config_stats`` a row of
+fixed size (the count of the config's usable costs, their median, minimum and maximum, and
+the config's *confident cost*, its score), in ``config_costs`` one row per usable cost
+(with the record it came from), ordered by cost under the config's id. Reading the best
 configs of a workload is then an indexed ``ORDER BY score`` with a ``LIMIT``. Counts of
 records per workload, kind and error kind (table ``workload_counts``) serve summaries.
 
-Both tables are updated in the transaction that inserts the records (:func:`add_stats`);
-:func:`rebuild_stats` recomputes them from the records (after a prune, and by the schema
-migration that introduced them). A config's statistics are a function of the multiset of
-its costs alone, so they do not depend on the order in which records arrived.
+The tables are updated in the transaction that inserts the records (:func:`add_stats`),
+without rewriting what a config holds already: its new costs are rows added to
+``config_costs``, its fixed-size columns are merged with the new records, and its median is
+read from the middle of its costs (``ORDER BY cost LIMIT 1 or 2 OFFSET (n - 1) / 2`` on the
+table's key), so that an insert does not read or write a config's history.
+:func:`rebuild_stats` recomputes the tables from the records (after a prune, and by the
+schema migration that last changed them). A config's statistics are a function of the
+multiset of its costs alone, so they do not depend on the order in which records arrived.
 
 The score is :func:`confident_cost` (``autotune.selection`` ranks with it and only with it;
 it lives here because the log computes it on insert, and this package imports no other).
@@ -36,7 +41,7 @@ from sqlalchemy import Connection, bindparam, delete, func, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from db.record import canonical_json
-from db.schema import ConfigStatsRow, RecordRow, WorkloadCountRow, WorkloadRow
+from db.schema import ConfigCostRow, ConfigStatsRow, RecordRow, WorkloadCountRow, WorkloadRow
 
 __all__ = ["PENALTY", "confident_cost", "knobs_of", "knobs_fingerprint", "usable_costs", "ConfigStats",
            "add_stats", "rebuild_stats"]
@@ -45,6 +50,7 @@ __all__ = ["PENALTY", "confident_cost", "knobs_of", "knobs_fingerprint", "usable
 PENALTY = 0.1
 
 _BATCH = 500
+_MEDIANS = 200  # configs per median query (SQLite allows 500 terms in a compound SELECT)
 
 
 def confident_cost(costs: Sequence[float]) -> float:
@@ -55,7 +61,7 @@ def confident_cost(costs: Sequence[float]) -> float:
     """
     if not costs:
         return math.inf
-    return statistics.median(costs) * (1.0 + PENALTY / math.sqrt(len(costs)))
+    return _score(statistics.median(costs), len(costs))
 
 
 def knobs_of(config: Any) -> dict:
@@ -81,69 +87,67 @@ class ConfigStats:
     """What the log knows of one config of one workload (a row of ``config_stats``).
 
     ``config`` is the config as stored (of the records pooled, the one whose canonical JSON
-    sorts first); ``costs`` every usable cost of it, ascending; ``record_ids`` the records
-    that hold them; ``score`` its :func:`confident_cost`; ``flop`` the work of one run as its
-    records state it (``None`` when none does).
+    sorts first); ``count`` the number of its usable costs, ``median``, ``min_cost`` and
+    ``max_cost`` their median, minimum and maximum; ``score`` its :func:`confident_cost`;
+    ``flop`` the work of one run as its records state it (``None`` when none does). Its
+    records are ``TuningLog.records(workload_key, knobs_hash=knobs_hash)``.
     """
 
     workload_key: str
     knobs_hash: str
     config: dict
-    costs: tuple[float, ...]
-    record_ids: tuple[int, ...]
+    count: int
     median: float
     score: float
+    min_cost: float
+    max_cost: float
     flop: float | None = None
-
-    @property
-    def count(self) -> int:
-        """How many costs were measured."""
-        return len(self.costs)
 
     @property
     def spread(self) -> float:
         """``(max - min) / median`` of the costs: how much the measurements disagree."""
-        return (self.costs[-1] - self.costs[0]) / self.median if self.median else 0.0
+        return (self.max_cost - self.min_cost) / self.median if self.median else 0.0
 
 
 class _Pool:
-    """The statistics of one config while they are being merged (a row in the making)."""
+    """New records of one config, to be merged into its row: the least canonical JSON of its
+    config, its usable costs as ``(cost, record id, position)`` and the least work of one run
+    (every choice here is order-independent)."""
 
-    __slots__ = ("config", "costs", "ids", "flop")
+    __slots__ = ("config", "costs", "flop")
 
-    def __init__(self, config: str, costs: list[float], ids: list[int], flop: float | None):
-        self.config, self.costs, self.ids, self.flop = config, costs, ids, flop
+    def __init__(self, config: str, flop: float | None):
+        self.config, self.costs, self.flop = config, [], flop
 
-    def absorb(self, config: str, costs: Iterable[float], ids: Iterable[int], flop: float | None) -> None:
-        """Pool more records of the config (every choice here is order-independent)."""
+    def absorb(self, config: str, flop: float | None) -> None:
         self.config = min(self.config, config)
-        self.costs.extend(costs)
-        self.ids.extend(ids)
         if flop is not None:
             self.flop = flop if self.flop is None else min(self.flop, flop)
 
     def row(self, workload_id: int, knobs_hash: str) -> dict[str, Any]:
-        self.costs.sort()
-        self.ids.sort()
+        """The whole row of a config that the log does not hold yet."""
+        costs = sorted(c for c, _, _ in self.costs)
+        median = statistics.median(costs)
         return {"workload_id": workload_id, "knobs_hash": knobs_hash, "config": self.config,
-                "costs": json.dumps(self.costs), "record_ids": json.dumps(self.ids),
-                "n_costs": len(self.costs), "median_cost": statistics.median(self.costs),
-                "score": confident_cost(self.costs), "min_cost": self.costs[0], "max_cost": self.costs[-1],
-                "flop": self.flop}
+                "n_costs": len(costs), "median_cost": median, "score": _score(median, len(costs)),
+                "min_cost": costs[0], "max_cost": costs[-1], "flop": self.flop}
+
+
+def _score(median: float, n: int) -> float:
+    """:func:`confident_cost` from the median and count (the same arithmetic)."""
+    return median * (1.0 + PENALTY / math.sqrt(n))
 
 
 def _flop(gflops: float | None, mean: float | None) -> float | None:
     return gflops * 1e9 * mean if gflops and mean and gflops > 0 and mean > 0 else None
 
 
-def _insert(conn: Connection, table: Any) -> Any:
-    return (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(table)
-
-
-def _pools(rows: Iterable[dict[str, Any]]) -> dict[tuple[int, str], _Pool]:
-    """New statistics from successful records: dicts of ``id, workload_id, gflops, mean_cost``,
-    ``costs`` (a list), ``config`` (a dict) and ``config_text`` (its canonical JSON)."""
-    pools: dict[tuple[int, str], _Pool] = {}
+def _pools(rows: Iterable[dict[str, Any]], pools: dict[tuple[int, str], _Pool] | None = None,
+           ) -> dict[tuple[int, str], _Pool]:
+    """Pool successful records by workload and config, into ``pools`` (new by default): dicts
+    of ``id, workload_id, gflops, mean_cost``, ``costs`` (a list), ``config`` (a dict) and
+    ``config_text`` (its canonical JSON)."""
+    pools = {} if pools is None else pools
     for r in rows:
         costs = usable_costs(r["costs"])
         if not costs:
@@ -152,23 +156,15 @@ def _pools(rows: Iterable[dict[str, Any]]) -> dict[tuple[int, str], _Pool]:
         flop = _flop(r["gflops"], r["mean_cost"])
         pool = pools.get(key)
         if pool is None:
-            pools[key] = _Pool(r["config_text"], costs, [r["id"]], flop)
+            pool = pools[key] = _Pool(r["config_text"], flop)
         else:
-            pool.absorb(r["config_text"], costs, [r["id"]], flop)
+            pool.absorb(r["config_text"], flop)
+        pool.costs.extend((c, r["id"], seq) for seq, c in enumerate(costs))
     return pools
 
 
-# The statements of every insert, built once per dialect: building an upsert costs more than
-# running it on a few rows.
-
-@functools.cache
-def _stats_upsert(dialect: str) -> Any:
-    upsert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(ConfigStatsRow)
-    keys = ("workload_id", "knobs_hash")
-    columns = [c.name for c in ConfigStatsRow.__table__.columns if c.name not in keys]
-    return upsert.on_conflict_do_update(index_elements=["workload_id", "knobs_hash"],
-                                        set_={c: upsert.excluded[c] for c in columns})
-
+# The statements of every insert, built once per dialect: building a statement costs more
+# than running it on a few rows.
 
 @functools.cache
 def _counts_upsert(dialect: str) -> Any:
@@ -180,14 +176,83 @@ def _counts_upsert(dialect: str) -> Any:
 @functools.cache
 def _stats_of() -> Any:
     S = ConfigStatsRow
-    return select(S.workload_id, S.knobs_hash, S.config, S.costs, S.record_ids, S.flop).where(
+    return select(S.id, S.knobs_hash, S.config, S.n_costs, S.min_cost, S.max_cost, S.flop).where(
         S.workload_id == bindparam("wid"), S.knobs_hash.in_(bindparam("hashes", expanding=True)))
 
 
-def _write_pools(conn: Connection, pools: dict[tuple[int, str], _Pool]) -> None:
+@functools.cache
+def _insert_stats() -> Any:
+    S = ConfigStatsRow
+    return insert(S).returning(S.workload_id, S.knobs_hash, S.id, sort_by_parameter_order=True)
+
+
+# The statements run per config and per cost go to the driver as they are (bound by position):
+# SQLAlchemy's processing of each row's parameters would cost more than the database's work.
+
+def _driver_sql(conn: Connection, sql: str) -> str:
+    """``sql`` with ``?`` placeholders in the paramstyle of ``conn``'s driver."""
+    return sql if conn.dialect.paramstyle == "qmark" else sql.replace("?", "%s")
+
+
+_UPDATE_STATS = ("UPDATE config_stats SET config = ?, n_costs = ?, median_cost = ?, score = ?, min_cost = ?, "
+                 "max_cost = ?, flop = ? WHERE id = ?")
+_INSERT_COSTS = "INSERT INTO config_costs (config_id, cost, record_id, seq) VALUES (?, ?, ?, ?)"
+
+
+@functools.cache
+def _middles(n: int) -> str:
+    """The middle costs of ``n`` configs (parameters: id, how many, from which position; for
+    each), each read from its config's key in ``config_costs``: one statement, ``n`` index seeks."""
+    part = ("SELECT * FROM (SELECT config_id, cost FROM config_costs WHERE config_id = ? "
+            "ORDER BY cost LIMIT ? OFFSET ?) AS m{k}")
+    return " UNION ALL ".join(part.format(k=k) for k in range(n))
+
+
+def _insert_costs(conn: Connection, ids: dict[tuple[int, str], int],
+                  pools: dict[tuple[int, str], _Pool]) -> None:
+    rows = [(ids[key], c, rid, seq) for key, pool in sorted(pools.items()) for c, rid, seq in pool.costs]
+    if rows:
+        conn.exec_driver_sql(_driver_sql(conn, _INSERT_COSTS), rows)
+
+
+def _insert_new(conn: Connection, pools: dict[tuple[int, str], _Pool]) -> None:
+    """Write the rows and costs of configs the log does not hold yet."""
     rows = [pool.row(*key) for key, pool in sorted(pools.items())]
+    ids: dict[tuple[int, str], int] = {}
     for start in range(0, len(rows), _BATCH):
-        conn.execute(_stats_upsert(conn.dialect.name), rows[start:start + _BATCH])
+        for wid, knobs_hash, row_id in conn.execute(_insert_stats(), rows[start:start + _BATCH]):
+            ids[(wid, knobs_hash)] = row_id
+    _insert_costs(conn, ids, pools)
+
+
+def _medians(conn: Connection, counts: dict[int, int]) -> dict[int, float]:
+    """The median cost of each config id of ``counts`` (id -> its number of costs)."""
+    ids = sorted(counts)
+    middles: dict[int, list[float]] = {i: [] for i in ids}
+    for start in range(0, len(ids), _MEDIANS):
+        part = ids[start:start + _MEDIANS]
+        params = tuple(v for i in part for v in (i, 2 - counts[i] % 2, (counts[i] - 1) // 2))
+        for config_id, cost in conn.exec_driver_sql(_driver_sql(conn, _middles(len(part))), params):
+            middles[config_id].append(cost)
+    return {i: statistics.median(m) for i, m in middles.items()}  # of the one or two middle costs
+
+
+def _merge_old(conn: Connection, old: dict[tuple[int, str], Any],
+               pools: dict[tuple[int, str], _Pool]) -> None:
+    """Fold new records into the rows of configs the log holds (``old``: key -> its row)."""
+    ids = {key: row.id for key, row in old.items()}
+    _insert_costs(conn, ids, pools)
+    counts = {row.id: row.n_costs + len(pools[key].costs) for key, row in old.items()}
+    medians = _medians(conn, counts)
+    updates = []
+    for key, row in sorted(old.items()):
+        pool = pools[key]
+        pool.absorb(row.config, row.flop)
+        new_costs = [c for c, _, _ in pool.costs]
+        n, median = counts[row.id], medians[row.id]
+        updates.append((pool.config, n, median, _score(median, n), min(row.min_cost, *new_costs),
+                        max(row.max_cost, *new_costs), pool.flop, row.id))
+    conn.exec_driver_sql(_driver_sql(conn, _UPDATE_STATS), updates)
 
 
 def add_stats(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
@@ -216,26 +281,29 @@ def add_stats(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
     for wid, knobs_hash in sorted(new):
         hashes.setdefault(wid, []).append(knobs_hash)
     # One query per workload and batch: "workload_id = ? AND knobs_hash IN (...)" searches the
-    # primary key, where SQLite would scan the table for a (workload_id, knobs_hash) IN list.
-    parts = [(wid, hs[start:start + _BATCH]) for wid, hs in hashes.items()
-             for start in range(0, len(hs), _BATCH)]
-    for wid, part in parts:
-        for old in conn.execute(_stats_of(), {"wid": wid, "hashes": part}):
-            new[(old.workload_id, old.knobs_hash)].absorb(old.config, json.loads(old.costs),
-                                                          json.loads(old.record_ids), old.flop)
-    _write_pools(conn, new)
+    # unique index, where SQLite would scan the table for a (workload_id, knobs_hash) IN list.
+    old: dict[tuple[int, str], Any] = {}
+    for wid, hs in hashes.items():
+        for start in range(0, len(hs), _BATCH):
+            for row in conn.execute(_stats_of(), {"wid": wid, "hashes": hs[start:start + _BATCH]}):
+                old[(wid, row.knobs_hash)] = row
+    _insert_new(conn, {key: pool for key, pool in new.items() if key not in old})
+    if old:
+        _merge_old(conn, old, {key: new[key] for key in old})
 
 
 def rebuild_stats(conn: Connection, workload_ids: Sequence[int] | None = None) -> None:
     """Recompute the statistics of some workloads (all by default) from their records."""
-    S, C, R = ConfigStatsRow, WorkloadCountRow, RecordRow
+    S, CC, C, R = ConfigStatsRow, ConfigCostRow, WorkloadCountRow, RecordRow
     if workload_ids is None:
+        conn.execute(delete(CC))
         conn.execute(delete(S))
         conn.execute(delete(C))
         where = []
         wids: list[int] = list(conn.scalars(select(WorkloadRow.id).order_by(WorkloadRow.id)))
     else:
         wids = sorted(set(workload_ids))
+        conn.execute(delete(CC).where(CC.config_id.in_(select(S.id).where(S.workload_id.in_(wids)))))
         conn.execute(delete(S).where(S.workload_id.in_(wids)))
         conn.execute(delete(C).where(C.workload_id.in_(wids)))
         where = [R.workload_id.in_(wids)]
@@ -255,10 +323,6 @@ def rebuild_stats(conn: Connection, workload_ids: Sequence[int] | None = None) -
             if not rows:
                 break
             last = rows[-1]["id"]
-            for key, pool in _pools(rows).items():
-                if key in pools:
-                    pools[key].absorb(pool.config, pool.costs, pool.ids, pool.flop)
-                else:
-                    pools[key] = pool
+            _pools(rows, pools)
         if pools:
-            _write_pools(conn, pools)
+            _insert_new(conn, pools)

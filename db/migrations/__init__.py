@@ -11,6 +11,10 @@ in ``db/schema.py``, and add ``versions/vN_<what>.py`` with ``revision = "vN"`` 
 ``down_revision = "v<N-1>"``, whose ``upgrade()`` changes the tables (``alembic.op``) and
 ends with ``set_version(N)``. ``tests/db/test_migrations.py`` checks that the migrated
 tables match the ORM tables on SQLite and PostgreSQL.
+
+A revision that changes the statistics tables fills them with :func:`db.stats.rebuild_stats`,
+which writes today's tables; so only the latest such revision calls it (earlier ones stop,
+as ``v4`` did when ``v5`` came), and a log that migrates through several computes them once.
 """
 
 from __future__ import annotations

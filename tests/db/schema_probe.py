@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, text
 
 import db.schema
+from db.migrations import SCRIPT_LOCATION
 
 
 def engine_of(url: str):
@@ -33,3 +36,15 @@ def revision_and_differences(url: str) -> tuple[str | None, list]:
         found = context.get_current_revision(), compare_metadata(context, db.schema.Base.metadata)
     engine.dispose()
     return found
+
+
+def upgrade_to(url: str, revision: str) -> None:
+    """Make an empty database a log at an older ``revision``: its tables, as that version's
+    library would create them (filled with no statistics: the last revision computes them)."""
+    engine = engine_of(url)
+    config = Config()
+    config.set_main_option("script_location", SCRIPT_LOCATION)
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, revision)
+    engine.dispose()

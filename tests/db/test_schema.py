@@ -4,9 +4,8 @@ place to tables that match the ORM models, a newer one is refused clearly."""
 from __future__ import annotations
 
 import pytest
-from alembic import command
 from alembic.config import Config
-from schema_probe import engine_of, revision_and_differences, schema_version
+from schema_probe import engine_of, revision_and_differences, schema_version, upgrade_to
 from sqlalchemy import text
 
 import db
@@ -31,17 +30,6 @@ def _differences(url: str) -> list:
     return revision_and_differences(url)[1]
 
 
-def _upgrade_to(url: str, revision: str) -> None:
-    """Make an empty database a log at an older ``revision``, as that version's library would."""
-    engine = engine_of(url)
-    config = Config()
-    config.set_main_option("script_location", SCRIPT_LOCATION)
-    with engine.begin() as conn:
-        config.attributes["connection"] = conn
-        command.upgrade(config, revision)
-    engine.dispose()
-
-
 def test_a_fresh_log_has_the_current_version_and_the_models_tables(log_url: str) -> None:
     db.open(log_url).close()
     assert _version(log_url) == (db.SCHEMA_VERSION, db.schema.HEAD_REVISION)
@@ -50,7 +38,7 @@ def test_a_fresh_log_has_the_current_version_and_the_models_tables(log_url: str)
 
 @pytest.mark.parametrize("older", range(1, db.SCHEMA_VERSION))
 def test_a_log_at_every_older_version_is_migrated_to_the_models_tables(log_url: str, older: int) -> None:
-    _upgrade_to(log_url, f"v{older}")
+    upgrade_to(log_url, f"v{older}")
     assert _version(log_url) == (older, f"v{older}")
     with db.open(log_url) as tlog:
         tlog.add(db.Record(workload_key="k", template="t", args=[1], target="llvm", config={"a": 1},

@@ -4,7 +4,6 @@ and concurrency of the writes, and after a prune."""
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import random
 import statistics
@@ -14,8 +13,8 @@ import tuning_log_workers as workers
 from sqlalchemy import create_engine, select
 
 import db
-from db.schema import ConfigStatsRow, WorkloadCountRow
-from db.stats import rebuild_stats
+from db.schema import ConfigCostRow, ConfigStatsRow, WorkloadCountRow
+from db.stats import rebuild_stats, usable_costs
 
 KEYS = ("mm-a", "mm-b")
 
@@ -38,25 +37,40 @@ def _random_records(seed: int, n: int) -> list[db.Record]:
     return out
 
 
-def _stats_table(url: str) -> tuple[list, list]:
-    """Every row of both statistics tables, as plain sorted data."""
+def _tables(conn) -> tuple[list, list, list]:
+    """Every row of the statistics tables, as plain sorted data (a cost row under its config's
+    workload and fingerprint: the ids of config_stats are the log's own business)."""
+    S, CC = ConfigStatsRow, ConfigCostRow
+    stats = conn.execute(select(*(c for c in S.__table__.columns if c.name != "id")))
+    costs = conn.execute(select(S.workload_id, S.knobs_hash, CC.cost, CC.record_id, CC.seq)
+                         .join(S, S.id == CC.config_id))
+    counts = conn.execute(select(WorkloadCountRow.__table__))
+    return tuple(sorted(tuple(r) for r in rows) for rows in (stats, costs, counts))
+
+
+def _stats_table(url: str) -> tuple[list, list, list]:
+    """Every row of the statistics tables of the log at ``url``."""
     engine = create_engine(url if "://" in url else f"sqlite:///{url}")
     with engine.connect() as conn:
-        stats = sorted(tuple(r) for r in conn.execute(select(ConfigStatsRow.__table__)))
-        counts = sorted(tuple(r) for r in conn.execute(select(WorkloadCountRow.__table__)))
+        found = _tables(conn)
     engine.dispose()
-    return stats, counts
+    return found
 
 
-def _rebuilt(url: str) -> tuple[list, list]:
+def _rebuilt(url: str) -> tuple[list, list, list]:
+    """The statistics tables as :func:`rebuild_stats` makes them from the records (rolled back)."""
     engine = create_engine(url if "://" in url else f"sqlite:///{url}")
     with engine.connect() as conn, conn.begin():
         rebuild_stats(conn)
-        found = (sorted(tuple(r) for r in conn.execute(select(ConfigStatsRow.__table__))),
-                 sorted(tuple(r) for r in conn.execute(select(WorkloadCountRow.__table__))))
+        found = _tables(conn)
         conn.rollback()
     engine.dispose()
     return found
+
+
+def _costs(log: db.TuningLog, key: str, stats: db.ConfigStats) -> list[float]:
+    """The usable costs of the records the log pools into a config, ascending."""
+    return sorted(usable_costs(c for r in log.records(key, knobs_hash=stats.knobs_hash) for c in r.costs))
 
 
 def _by_hand(records: list[db.Record], key: str) -> list[tuple]:
@@ -83,16 +97,20 @@ def test_statistics_follow_the_records_in_any_order_and_batching(log_url: str) -
             shuffled = shuffled[size:]
         log.add(records[:50])  # already there: changes nothing
         for key in KEYS:
-            got = [(s.knobs_hash, list(s.costs), s.median, s.score) for s in log.config_stats(key)]
+            got = [(s.knobs_hash, _costs(log, key, s), s.median, s.score) for s in log.config_stats(key)]
             assert got == _by_hand(records, key)
             page = log.config_stats(key, limit=2, offset=1)
             assert [s.knobs_hash for s in page] == [g[0] for g in got[1:3]]
             for s in log.config_stats(key):
-                stored = log.records(ids=s.record_ids)
+                stored = log.records(key, knobs_hash=s.knobs_hash)
                 assert {db.knobs_fingerprint(r.config) for r in stored} == {s.knobs_hash}
-                assert sorted(c for r in stored for c in r.costs if c > 0) == list(s.costs)
+                costs = sorted(c for r in stored for c in r.costs if c > 0)
+                assert (s.count, s.min_cost, s.max_cost) == (len(costs), costs[0], costs[-1])
                 assert s.flop == (min(r.gflops * 1e9 * r.mean_cost for r in stored if r.gflops)
                                   if any(r.gflops for r in stored) else None)
+                mine = [r for r in records if r.workload_key == key and r.error_kind is None
+                        and db.knobs_fingerprint(r.config) == s.knobs_hash and usable_costs(r.costs)]
+                assert sorted(r.uid for r in stored) == sorted({r.uid for r in mine})
         summary = {row.workload_key: row for row in log.summary()}
         for key in KEYS:
             mine = [r for r in records if r.workload_key == key]
@@ -108,10 +126,13 @@ def test_prune_leaves_the_statistics_of_what_it_keeps(log_url: str) -> None:
         log.add(records)
         top = log.config_stats("mm-a", limit=1)[0]
         before = log.config_stats("mm-a")
-        assert log.prune({"mm-a": [r.config for r in log.records(ids=top.record_ids)]}) > 0
+        kept = log.records("mm-a", knobs_hash=top.knobs_hash)
+        assert log.prune({"mm-a": [r.config for r in kept]}) > 0
         assert log.config_stats("mm-a") == [top] and len(before) > 1
+        assert log.records("mm-a", knobs_hash=top.knobs_hash) == kept
+        assert log.records("mm-a", knobs_hash=before[1].knobs_hash) == []
         (row, _) = log.summary()
-        assert row.trials + row.remeasured == log.count("mm-a") >= len(top.record_ids) and row.errors == 0
+        assert row.trials + row.remeasured == log.count("mm-a") >= len(kept) and row.errors == 0
     assert _stats_table(log_url) == _rebuilt(log_url)
 
 
@@ -131,18 +152,52 @@ def test_concurrent_writers_of_the_same_configs_lose_no_cost(log_url: str) -> No
     with db.open(log_url) as log:
         stats = log.config_stats("matmul-64-llvm-w0")
         assert sum(s.count for s in stats) == writers * each and len(stats) == 5
-        assert sum(len(s.record_ids) for s in stats) == writers * each
+        key = "matmul-64-llvm-w0"
+        assert sum(len(log.records(key, knobs_hash=s.knobs_hash)) for s in stats) == writers * each
+        for s in stats:
+            costs = _costs(log, key, s)
+            assert (s.count, s.median, s.score) == (len(costs), statistics.median(costs),
+                                                    db.confident_cost(costs))
         assert log.summary()[0].trials == writers * each
     assert _stats_table(log_url) == _rebuilt(log_url)
 
 
-def test_statistics_rows_hold_json(log_url: str) -> None:
+def test_the_median_follows_every_insert_for_odd_and_even_counts(log_url: str) -> None:
+    """Each insert reads the median from the middle of the config's costs: it equals
+    statistics.median of every cost so far, after one record or a batch, as the count turns odd
+    and even, with costs that repeat and costs that do not count."""
+    rng = random.Random(8)
+    every: dict[int, list[float]] = {0: [], 1: []}
+    parities = set()
     with db.open(log_url) as log:
-        log.add(_random_records(4, 20))
-    stats, counts = _stats_table(log_url)
-    assert stats and counts
-    for row in stats:
-        assert json.loads(row[3]) == sorted(json.loads(row[3]))  # costs, ascending
+        for step in range(40):
+            batch = []
+            for _ in range(rng.choice((1, 1, 2, 5))):
+                x = rng.randrange(2)
+                costs = [rng.choice((rng.uniform(1.0, 9.0), 2.0, 0.0)) for _ in range(rng.randint(1, 3))]
+                every[x] += [c for c in costs if c > 0]
+                batch.append(db.Record(workload_key="mm-a", template="matmul", args=[8], target="llvm",
+                                       config={"x": x}, costs=costs, timestamp=float(len(every[0]) + step)))
+            log.add(batch)
+            for s in log.config_stats("mm-a"):
+                costs = sorted(every[db.knobs_of(s.config)["x"]])
+                assert (s.count, s.median, s.score, s.min_cost, s.max_cost) == (
+                    len(costs), statistics.median(costs), db.confident_cost(costs), costs[0], costs[-1])
+                parities.add(s.count % 2)
+    assert parities == {0, 1}
+    assert _stats_table(log_url) == _rebuilt(log_url)
+
+
+def test_two_logs_fed_in_other_orders_keep_the_same_statistics(log_url: str, other_url: str) -> None:
+    records = _random_records(9, 200)
+    shuffled = records[:]
+    random.Random(10).shuffle(shuffled)
+    with db.open(log_url) as one, db.open(other_url) as two:
+        for r in records:  # one record per transaction...
+            one.add(r)
+        two.add(shuffled)  # ...and all at once, in another order
+        for key in KEYS:
+            assert one.config_stats(key) == two.config_stats(key) != []
 
 
 @pytest.mark.parametrize("k", [0, -1, True])
