@@ -200,6 +200,16 @@ def test_two_logs_fed_in_other_orders_keep_the_same_statistics(log_url: str, oth
             assert one.config_stats(key) == two.config_stats(key) != []
 
 
+def test_the_records_of_a_config_need_their_workload(tlog: db.TuningLog) -> None:
+    tlog.add(_random_records(11, 30))
+    top = tlog.config_stats("mm-a", limit=1)[0]
+    with pytest.raises(ValueError, match="knobs_hash.*workload"):
+        tlog.records(knobs_hash=top.knobs_hash)
+    assert tlog.records("mm-b", knobs_hash="0" * 64) == []
+    # the same knobs measured for another workload are another config
+    assert all(r.workload_key == "mm-a" for r in tlog.records("mm-a", knobs_hash=top.knobs_hash))
+
+
 @pytest.mark.parametrize("k", [0, -1, True])
 def test_trial_curve_checks_its_points(tlog: db.TuningLog, k: object) -> None:
     with pytest.raises(ValueError, match="points"):
