@@ -186,33 +186,52 @@ def _insert_stats() -> Any:
     return insert(S).returning(S.workload_id, S.knobs_hash, S.id, sort_by_parameter_order=True)
 
 
-# The statements run per config and per cost go to the driver as they are (bound by position):
-# SQLAlchemy's processing of each row's parameters would cost more than the database's work.
-
-def _driver_sql(conn: Connection, sql: str) -> str:
-    """``sql`` with ``?`` placeholders in the paramstyle of ``conn``'s driver."""
-    return sql if conn.dialect.paramstyle == "qmark" else sql.replace("?", "%s")
-
+# The statements run per config and per cost go to the driver as they are: SQLAlchemy's
+# processing of each row's parameters would cost more than the database's work. SQLite runs
+# them once per row (bound by position); PostgreSQL takes the whole batch at once, a column
+# per array (``unnest``), since a statement per row would cost a round trip each.
 
 _UPDATE_STATS = ("UPDATE config_stats SET config = ?, n_costs = ?, median_cost = ?, score = ?, min_cost = ?, "
                  "max_cost = ?, flop = ? WHERE id = ?")
+_PG_UPDATE_STATS = ("UPDATE config_stats AS s SET config = u.config, n_costs = u.n, median_cost = u.median, "
+                    "score = u.score, min_cost = u.lo, max_cost = u.hi, flop = u.flop FROM unnest("
+                    "%s::text[], %s::int[], %s::float8[], %s::float8[], %s::float8[], %s::float8[], "
+                    "%s::float8[], %s::bigint[]) AS u(config, n, median, score, lo, hi, flop, id) "
+                    "WHERE s.id = u.id")
 _INSERT_COSTS = "INSERT INTO config_costs (config_id, cost, record_id, seq) VALUES (?, ?, ?, ?)"
+_PG_INSERT_COSTS = ("INSERT INTO config_costs (config_id, cost, record_id, seq) "
+                    "SELECT * FROM unnest(%s::bigint[], %s::float8[], %s::bigint[], %s::int[])")
+# The middle costs of configs (id, how many, from which position: for each), each read from
+# its config's key in config_costs; LIMIT and OFFSET are the config's own.
+_PG_MIDDLES = ("SELECT m.config_id, m.cost FROM unnest(%s::bigint[], %s::int[], %s::int[]) AS t(id, l, o) "
+               "CROSS JOIN LATERAL (SELECT config_id, cost FROM config_costs WHERE config_id = t.id "
+               "ORDER BY cost LIMIT t.l OFFSET t.o) AS m")
 
 
 @functools.cache
 def _middles(n: int) -> str:
-    """The middle costs of ``n`` configs (parameters: id, how many, from which position; for
-    each), each read from its config's key in ``config_costs``: one statement, ``n`` index seeks."""
+    """:data:`_PG_MIDDLES` for ``n`` configs on SQLite, whose LIMIT cannot name a column: one
+    ``UNION ALL`` of ``n`` index seeks (parameters: id, how many, from which position; for each)."""
     part = ("SELECT * FROM (SELECT config_id, cost FROM config_costs WHERE config_id = ? "
             "ORDER BY cost LIMIT ? OFFSET ?) AS m{k}")
     return " UNION ALL ".join(part.format(k=k) for k in range(n))
 
 
+def _run_rows(conn: Connection, sqlite_sql: str, postgres_sql: str, rows: list[tuple]) -> None:
+    """Run a statement for each of ``rows`` (tuples of its parameters)."""
+    if not rows:
+        return
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(postgres_sql, tuple(list(column) for column in zip(*rows)))
+    else:
+        conn.exec_driver_sql(sqlite_sql, rows)
+
+
 def _insert_costs(conn: Connection, ids: dict[tuple[int, str], int],
                   pools: dict[tuple[int, str], _Pool]) -> None:
     rows = [(ids[key], c, rid, seq) for key, pool in sorted(pools.items()) for c, rid, seq in pool.costs]
-    if rows:
-        conn.exec_driver_sql(_driver_sql(conn, _INSERT_COSTS), rows)
+    for start in range(0, len(rows), 20 * _BATCH):
+        _run_rows(conn, _INSERT_COSTS, _PG_INSERT_COSTS, rows[start:start + 20 * _BATCH])
 
 
 def _insert_new(conn: Connection, pools: dict[tuple[int, str], _Pool]) -> None:
@@ -228,11 +247,17 @@ def _insert_new(conn: Connection, pools: dict[tuple[int, str], _Pool]) -> None:
 def _medians(conn: Connection, counts: dict[int, int]) -> dict[int, float]:
     """The median cost of each config id of ``counts`` (id -> its number of costs)."""
     ids = sorted(counts)
+    wanted = [(i, 2 - counts[i] % 2, (counts[i] - 1) // 2) for i in ids]
     middles: dict[int, list[float]] = {i: [] for i in ids}
-    for start in range(0, len(ids), _MEDIANS):
-        part = ids[start:start + _MEDIANS]
-        params = tuple(v for i in part for v in (i, 2 - counts[i] % 2, (counts[i] - 1) // 2))
-        for config_id, cost in conn.exec_driver_sql(_driver_sql(conn, _middles(len(part))), params):
+    postgres = conn.dialect.name == "postgresql"
+    step = len(wanted) if postgres else _MEDIANS
+    for start in range(0, len(wanted), step):
+        part = wanted[start:start + step]
+        if postgres:
+            found = conn.exec_driver_sql(_PG_MIDDLES, tuple(list(column) for column in zip(*part)))
+        else:
+            found = conn.exec_driver_sql(_middles(len(part)), tuple(v for row in part for v in row))
+        for config_id, cost in found:
             middles[config_id].append(cost)
     return {i: statistics.median(m) for i, m in middles.items()}  # of the one or two middle costs
 
@@ -252,7 +277,7 @@ def _merge_old(conn: Connection, old: dict[tuple[int, str], Any],
         n, median = counts[row.id], medians[row.id]
         updates.append((pool.config, n, median, _score(median, n), min(row.min_cost, *new_costs),
                         max(row.max_cost, *new_costs), pool.flop, row.id))
-    conn.exec_driver_sql(_driver_sql(conn, _UPDATE_STATS), updates)
+    _run_rows(conn, _UPDATE_STATS, _PG_UPDATE_STATS, updates)
 
 
 def add_stats(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
