@@ -7,7 +7,8 @@ measured again and seed the tuner. By default a run makes ``trials`` new trials 
 of the log's (so a rerun after a kill makes the whole budget again); with
 ``total=True``, ``trials`` counts the log's earlier trials of the workload too, and a
 rerun finishes the budget of a run that was cut short. At the end the few best configs are measured
-again (``FINAL_ROUNDS`` times each of the ``FINAL_TOP_K`` best; these are records of
+again (``FINAL_ROUNDS`` times each of the ``FINAL_TOP_K`` best, and again for configs that
+rise into the best few meanwhile, up to ``FINAL_PASSES`` passes; these are records of
 kind ``"remeasure"``, stored after the run's search trials, and count as measurements of
 their config but never as trials) and the winner is chosen by a confident median
 (:mod:`autotune.selection`).
@@ -33,9 +34,13 @@ __all__ = ["Trial", "TuneResult", "tune", "tune_tasks", "check_measurable"]
 
 logger = logging.getLogger(__name__)
 
-# How many of the best configs are measured again at the end, and how often.
+# How many of the best configs are measured again at the end, and how often. A config timed
+# once at a lucky moment would outrank those whose re-measurements met a slow one, so the
+# re-measurement goes on (at most FINAL_PASSES passes) until the FINAL_TOP_K best have all
+# been measured again.
 FINAL_TOP_K = 3
 FINAL_ROUNDS = 2
+FINAL_PASSES = 3
 
 
 @dataclass
@@ -282,13 +287,20 @@ class _Session:
         ranked = rank_configs(self.pairs)
         remeasured = 0
         if ranked and remeasure:
-            top = [self.task.config_space.from_json(r.config) for r in ranked[:FINAL_TOP_K]]
-            inputs = [MeasureInput(self.task, c) for _ in range(FINAL_ROUNDS) for c in top]
+            done: set[str] = set()
             try:
-                for inp, res in zip(inputs, measure_batch(inputs, options)):
-                    record = self.recorder.add(inp, res, kind=tuning_db.REMEASURE)
-                    remeasured += 1
-                    self.pairs.append((record.config, record.costs))
+                for _ in range(FINAL_PASSES):
+                    todo = [r for r in ranked[:FINAL_TOP_K] if r.fingerprint not in done]
+                    if not todo:
+                        break
+                    top = [self.task.config_space.from_json(r.config) for r in todo]
+                    inputs = [MeasureInput(self.task, c) for _ in range(FINAL_ROUNDS) for c in top]
+                    for inp, res in zip(inputs, measure_batch(inputs, options)):
+                        record = self.recorder.add(inp, res, kind=tuning_db.REMEASURE)
+                        remeasured += 1
+                        self.pairs.append((record.config, record.costs))
+                    done.update(r.fingerprint for r in todo)
+                    ranked = rank_configs(self.pairs)
             except KeyboardInterrupt:
                 self.stopped = "interrupted"
                 logger.warning("re-measurement of the best configs interrupted")

@@ -5,7 +5,8 @@ three tuning processes sharing one SQLite file; and a CUDA task on a machine tha
 CUDA, refused before any work.
 
 Runs of ``autotune tune`` record every trial and then, at the end, measure the best few
-configs again (``FINAL_ROUNDS`` times each of at most ``FINAL_TOP_K``): in the log these
+configs again (``FINAL_ROUNDS`` times each of the ``FINAL_TOP_K`` best, in up to
+``FINAL_PASSES`` passes while configs not yet re-measured rise into them): in the log these
 are the run's records of kind ``"remeasure"``, after its ``--trials`` search trials.
 """
 
@@ -26,7 +27,7 @@ from sqlalchemy.engine import make_url
 import autotune
 import db
 from autotune.errors import AutotuneError
-from autotune.tuning import FINAL_ROUNDS, FINAL_TOP_K
+from autotune.tuning import FINAL_PASSES, FINAL_ROUNDS, FINAL_TOP_K
 from measure import Builder, LocalBuilder, LocalRunner, MeasureOptions
 
 ARGS = "32,32,32,float32"
@@ -68,8 +69,8 @@ def _runs_and_records(log_path, task) -> tuple[dict, dict]:
 def _check_run(records: list, trials: int, earlier: set, others: set = frozenset()) -> None:
     """A finished run: ``trials`` search records of distinct configs, none of them among the
     ``earlier`` configs (measured before it started), then the re-measurements of at most
-    FINAL_TOP_K configs measured before (by it, earlier, or by ``others`` running alongside),
-    FINAL_ROUNDS times each."""
+    FINAL_TOP_K configs per pass (FINAL_PASSES at most) measured before (by it, earlier, or by
+    ``others`` running alongside), FINAL_ROUNDS times each."""
     search, final = records[:trials], records[trials:]
     assert {r.kind for r in search} == {db.TRIAL} and {r.kind for r in final} == {db.REMEASURE}
     keys = [db.canonical_json(r.config) for r in search]
@@ -77,7 +78,7 @@ def _check_run(records: list, trials: int, earlier: set, others: set = frozenset
     assert len(set(keys)) == trials, "a config was measured twice in one run"
     assert not set(keys) & earlier, "a config of an earlier run was measured again"
     again = Counter(db.canonical_json(r.config) for r in final)
-    assert 1 <= len(again) <= FINAL_TOP_K and set(again.values()) == {FINAL_ROUNDS}, again
+    assert 1 <= len(again) <= FINAL_TOP_K * FINAL_PASSES and set(again.values()) == {FINAL_ROUNDS}, again
     assert set(again) <= set(keys) | earlier | others
 
 
