@@ -110,7 +110,7 @@ def test_dense(rng, bias):
     _run(Y, tensors, arrays, want.astype("float32"))
 
 
-@pytest.mark.parametrize("transpose_a,transpose_b", itertools.product([False, True], repeat=2))
+@pytest.mark.parametrize("transpose_a,transpose_b", list(itertools.product([False, True], repeat=2)))
 def test_matmul(rng, transpose_a, transpose_b):
     shape_a = (7, 5) if transpose_a else (5, 7)
     shape_b = (6, 7) if transpose_b else (7, 6)
@@ -328,7 +328,7 @@ def test_softmax_reference_against_loops(rng):
             assert got[n, j, k] == pytest.approx(math.exp(col[j] - max(col)) / total, rel=1e-12)
 
 
-@pytest.mark.parametrize("trans_x,trans_y", itertools.product([False, True], repeat=2))
+@pytest.mark.parametrize("trans_x,trans_y", list(itertools.product([False, True], repeat=2)))
 def test_batch_matmul_reference_against_loops(rng, trans_x, trans_y):
     x = random_array(rng, (2, 4, 3) if trans_x else (2, 3, 4), "int32")
     y = random_array(rng, (1, 5, 4) if trans_y else (1, 4, 5), "int32")
