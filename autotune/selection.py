@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import db as tuning_db
 
 __all__ = ["gflops", "workload_label", "target_label", "knobs_of", "record_of", "confident_cost",
-           "ConfigScore", "rank_configs", "rank_records", "config_median", "best", "prune"]
+           "ConfigScore", "Ranking", "rank_configs", "rank_records", "config_median", "best", "prune"]
 
 logger = logging.getLogger(__name__)
 
@@ -137,28 +137,54 @@ class ConfigScore:
         return statistics.median(self.costs)
 
 
-def _rank(entries: Iterable[tuple[dict, list, object]]) -> list[ConfigScore]:
-    pooled: dict[str, ConfigScore] = {}
-    spelled: dict[str, str] = {}
-    for config, costs, record in entries:
+class Ranking:
+    """Measurements pooled by config (its knobs) as they arrive, ranked on demand.
+
+    Adding a measurement updates its own config's costs and score only, so a tuning loop can
+    ask for the best config after every result without pooling its whole history again.
+    """
+
+    def __init__(self):
+        self._pooled: dict[str, ConfigScore] = {}
+        self._spelled: dict[str, str] = {}  # fingerprint -> canonical JSON of the config kept
+
+    def add(self, config: dict, costs, record=None) -> None:
+        """Pool one measurement (failed ones, with no usable cost, are ignored)."""
         costs = tuning_db.stats.usable_costs(costs)
         if not costs:
-            continue
+            return
         key = tuning_db.knobs_fingerprint(config)
         text = tuning_db.canonical_json(config)
-        entry = pooled.get(key)
+        entry = self._pooled.get(key)
         if entry is None:
-            entry = pooled[key] = ConfigScore(config, [], 0.0, fingerprint=key)
-            spelled[key] = text
-        elif text < spelled[key]:  # the same config for any order of the records
-            entry.config, spelled[key] = config, text
+            entry = self._pooled[key] = ConfigScore(config, [], 0.0, fingerprint=key)
+            self._spelled[key] = text
+        elif text < self._spelled[key]:  # the same config for any order of the records
+            entry.config, self._spelled[key] = config, text
         entry.costs.extend(costs)
-        if record is not None:
-            entry.records.append(record)
-    for entry in pooled.values():
         entry.costs.sort()
         entry.score = confident_cost(entry.costs)
-    return sorted(pooled.values(), key=lambda e: (e.score, e.fingerprint))
+        if record is not None:
+            entry.records.append(record)
+
+    def ranked(self) -> list[ConfigScore]:
+        """Every config, best first."""
+        return sorted(self._pooled.values(), key=_order)
+
+    def best(self) -> ConfigScore | None:
+        """The config ranked first (None before any usable measurement)."""
+        return min(self._pooled.values(), key=_order, default=None)
+
+
+def _order(entry: ConfigScore) -> tuple[float, str]:
+    return entry.score, entry.fingerprint
+
+
+def _rank(entries: Iterable[tuple[dict, list, object]]) -> list[ConfigScore]:
+    ranking = Ranking()
+    for config, costs, record in entries:
+        ranking.add(config, costs, record)
+    return ranking.ranked()
 
 
 def rank_configs(pairs: Iterable[tuple[dict, list]]) -> list[ConfigScore]:

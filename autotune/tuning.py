@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import db as tuning_db
 
 from .errors import AutotuneError
-from .selection import gflops, rank_configs, record_of, workload_label
+from .selection import Ranking, gflops, record_of, workload_label
 
 __all__ = ["Trial", "TuneResult", "tune", "tune_tasks", "check_measurable"]
 
@@ -55,7 +55,7 @@ class Trial:
 class TuneResult:
     """What a tuning run found.
 
-    ``best_config`` is the config ranked first by :func:`autotune.selection.rank_configs`
+    ``best_config`` is the config ranked first by :class:`autotune.selection.Ranking`
     (the one ranking that ``autotune best``, the report and ``apply_history_best`` use);
     ``best_cost`` is the median, in seconds, of every measurement of it, earlier runs and
     re-measurements included: the figure ``autotune best`` and the report show for it; ``history`` lists this
@@ -198,13 +198,16 @@ class _Session:
                                                       "seed": seed, "workload": task.workload_name})
         self.log = log
         self.recorder = _Recorder(log, task, self.run_id)
-        # (config JSON, costs) of every measurement of the workload, earlier runs' too
-        self.pairs, self.earlier_trials = _resume(log, task, self.tuner)
+        # every measurement of the workload, earlier runs' too, pooled by config
+        pairs, self.earlier_trials = _resume(log, task, self.tuner)
+        self.ranking = Ranking()
+        for config, costs in pairs:
+            self.ranking.add(config, costs)
         _pretrain(log, task, self.tuner)
         self.warm = _warm_start(log, task, self.tuner, warm_start)  # measured before the tuner's own
         self.history: list[Trial] = []
         self.errors: Counter = Counter()
-        self.best_cost = min((sum(c) / len(c) for _, c in self.pairs if c), default=float("inf"))
+        self.best_cost = min((sum(c) / len(c) for _, c in pairs if c), default=float("inf"))
         self.best_curve: list[float] = []  # best cost after each trial of this run
         self.since_best = 0
         self.stopped: str | None = None
@@ -222,7 +225,7 @@ class _Session:
         try:
             for inp, res in measure_stream([MeasureInput(self.task, c) for c in configs], options):
                 record = self.recorder.add(inp, res)
-                self.pairs.append((record.config, record.costs))
+                self.ranking.add(record.config, record.costs)
                 self.history.append(Trial(inp.config, res))
                 done_inputs.append(inp)
                 done_results.append(res)
@@ -274,8 +277,8 @@ class _Session:
 
     def ranked_median(self) -> float:
         """The median cost of the config ranked first so far (inf before any success)."""
-        ranked = rank_configs(self.pairs)
-        return ranked[0].median if ranked else float("inf")
+        best = self.ranking.best()
+        return best.median if best else float("inf")
 
     def finish(self, options, remeasure: bool) -> TuneResult:
         """Measure the best few again (unless interrupted), close the run and report.
@@ -284,7 +287,7 @@ class _Session:
         recorded as interrupted, with every measurement that finished."""
         from measure import MeasureInput, measure_batch
 
-        ranked = rank_configs(self.pairs)
+        ranked = self.ranking.ranked()
         remeasured = 0
         if ranked and remeasure:
             done: set[str] = set()
@@ -298,13 +301,13 @@ class _Session:
                     for inp, res in zip(inputs, measure_batch(inputs, options)):
                         record = self.recorder.add(inp, res, kind=tuning_db.REMEASURE)
                         remeasured += 1
-                        self.pairs.append((record.config, record.costs))
+                        self.ranking.add(record.config, record.costs)
                     done.update(r.fingerprint for r in todo)
-                    ranked = rank_configs(self.pairs)
+                    ranked = self.ranking.ranked()
             except KeyboardInterrupt:
                 self.stopped = "interrupted"
                 logger.warning("re-measurement of the best configs interrupted")
-            ranked = rank_configs(self.pairs)
+            ranked = self.ranking.ranked()
         stopped = self.stopped or "budget"
         self.log.end_run(self.run_id, stopped)
         self.ended = True
