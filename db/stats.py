@@ -217,12 +217,17 @@ def _middles(n: int) -> str:
     return " UNION ALL ".join(part.format(k=k) for k in range(n))
 
 
+def _columns(rows: list[tuple]) -> tuple[list, ...]:
+    """Rows of parameters as one list per column: the arrays a PostgreSQL ``unnest`` takes."""
+    return tuple(list(column) for column in zip(*rows))
+
+
 def _run_rows(conn: Connection, sqlite_sql: str, postgres_sql: str, rows: list[tuple]) -> None:
     """Run a statement for each of ``rows`` (tuples of its parameters)."""
     if not rows:
         return
     if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql(postgres_sql, tuple(list(column) for column in zip(*rows)))
+        conn.exec_driver_sql(postgres_sql, _columns(rows))
     else:
         conn.exec_driver_sql(sqlite_sql, rows)
 
@@ -254,7 +259,7 @@ def _medians(conn: Connection, counts: dict[int, int]) -> dict[int, float]:
     for start in range(0, len(wanted), step):
         part = wanted[start:start + step]
         if postgres:
-            found = conn.exec_driver_sql(_PG_MIDDLES, tuple(list(column) for column in zip(*part)))
+            found = conn.exec_driver_sql(_PG_MIDDLES, _columns(part))
         else:
             found = conn.exec_driver_sql(_middles(len(part)), tuple(v for row in part for v in row))
         for config_id, cost in found:
