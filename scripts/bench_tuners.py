@@ -18,7 +18,10 @@ Goals checked (PASS/FAIL), with ``--trials 200``: xgb and optuna reach, within 5
 trials (a quarter of ``--trials``; median over seeds), at least 95% of what random
 search reaches with its 200 (median over seeds); their seeds land within 10% of each
 other at that point (slowest seed >= 90% of the fastest); the best config found (its
-re-measured confident median) is at least as fast as numpy.
+re-measured confident median) is at least as fast as numpy. With ``--budget xgb=50,...``
+every judged run ends where it is judged, and the first two goals compare each run's
+re-measured best, the one ``tune()`` returns (:func:`judged_remeasured`); otherwise
+they compare the best single trials. The goal lines say which.
 
 The machine must be quiet for the curves to mean anything (a tuner that met a busy spell
 finds "slow" configs): the script checks before and after, as the CPU benchmarks do
@@ -156,6 +159,20 @@ def summary(runs: list[Run], k: int) -> tuple[float, float, float]:
     return statistics.median(values), min(values), max(values)
 
 
+def goal_figures(runs: list[Run], k: int, remeasured: bool) -> list[float]:
+    """Each run's best at ``k`` trials as the goals judge it: its re-measured best (the one
+    ``tune()`` returns) if ``remeasured``, else its best single trial within ``k``."""
+    return [r.final_gflops if remeasured else r.best_after(k) for r in runs]
+
+
+def judged_remeasured(groups: list[tuple[list[Run], int]]) -> bool:
+    """Whether every run of each ``(runs, k)`` stopped at its ``k``, so that the goals can judge
+    re-measured bests (the goal tuners with ``--budget``, random at its whole budget). The
+    minimum of single noisy trials favours the run with more of them (200 draws of the noise
+    beat 50), so re-measured bests are the fair figures where the runs allow them."""
+    return all(rs and all(len(r.curve) == k for r in rs) for rs, k in groups)
+
+
 def goal_point(trials: int) -> int:
     """The trial count at which the goal tuners are judged: 50 for random's 200."""
     return max(1, trials // GOAL_FRACTION)
@@ -206,23 +223,31 @@ def report(task, runs: dict[str, list[Run]], trials: int, numpy_gflops: float,
         print(note)
         return False
     ok = True
-    if random_full is None:
+    random_runs = runs.get("random")
+    if random_runs is None:
         print("goal 1 not checked: random is not among the tuners")
     for tuner in GOAL_TUNERS:
         if tuner not in runs:
             continue
-        reached, lo, hi = summary(runs[tuner], at)
-        if random_full is not None:
-            passed = reached >= GOAL_SHARE * random_full
+        groups = [(runs[tuner], at)] + ([(random_runs, trials)] if random_runs else [])
+        remeasured = judged_remeasured(groups)
+        basis = "re-measured bests" if remeasured else "best single trials"
+        values = goal_figures(runs[tuner], at, remeasured)
+        if random_runs is not None:
+            reached = statistics.median(values)
+            full = statistics.median(goal_figures(random_runs, trials, remeasured))
+            passed = reached >= GOAL_SHARE * full
             ok &= passed
             print(f"{'PASS' if passed else 'FAIL'}: {tuner} reaches {reached:.1f} GFLOPS within {at} trials "
-                  f"= {reached / random_full:.0%} of random@{trials} ({random_full:.1f}); "
-                  f"goal >= {GOAL_SHARE:.0%}")
+                  f"= {reached / full:.0%} of random@{trials} ({full:.1f}); goal >= {GOAL_SHARE:.0%} "
+                  f"({basis})")
+        lo, hi = min(values), max(values)
         if len(runs[tuner]) > 1:
             passed = lo >= (1 - GOAL_SPREAD) * hi
             ok &= passed
             print(f"{'PASS' if passed else 'FAIL'}: {tuner} seeds within {at} trials span {lo:.1f}-{hi:.1f} "
-                  f"GFLOPS, slowest = {lo / hi if hi else 0.0:.0%} of fastest; goal >= {1 - GOAL_SPREAD:.0%}")
+                  f"GFLOPS, slowest = {lo / hi if hi else 0.0:.0%} of fastest; goal >= {1 - GOAL_SPREAD:.0%} "
+                  f"({basis})")
     all_runs = [r for rs in runs.values() for r in rs]
     best = max(all_runs, key=lambda r: r.final_gflops)
     best_trial = max(r.best_after(len(r.curve)) for r in all_runs)
