@@ -119,12 +119,13 @@ def llvm_ir(mod: IRModule, target: Target, tm) -> tuple[dict[str, PrimFunc], str
 
 def _build_llvm(mod: IRModule, target: Target) -> Module:
     from .codegen import function_info
+    from .codegen.llvm import argument_align
     from .codegen.llvm_jit import LLVMBackend, create_target_machine
 
     tm = create_target_machine(target)
     funcs, text = llvm_ir(mod, target, tm)
     backend = LLVMBackend(text, target, tm)
-    infos = {name: function_info(f) for name, f in funcs.items()}
+    infos = {name: function_info(f, argument_align) for name, f in funcs.items()}
     return Module(backend, infos, next(iter(funcs)))
 
 

@@ -14,11 +14,12 @@ from ..tir.function import PrimFunc
 __all__ = ["function_info"]
 
 
-def function_info(func: PrimFunc) -> FunctionInfo:
-    """How to call ``func`` and which of its buffer arguments it writes."""
+def function_info(func: PrimFunc, align_of=None) -> FunctionInfo:
+    """How to call ``func`` and which of its buffer arguments it writes; ``align_of(buffer)``
+    is the alignment its code assumes of a buffer argument (default: the runtime's)."""
     stored = stored_buffers(func.body)
     written = [i for i, p in enumerate(func.params) if not _is_var(p) and id(p.data) in stored]
-    return FunctionInfo(func.signature(), written)
+    return FunctionInfo(func.signature(align_of), written)
 
 
 def _is_var(p) -> bool:

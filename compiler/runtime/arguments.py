@@ -279,7 +279,8 @@ class ArgumentPacker:
         buffers = (ctypes.c_void_p * max(1, len(self._buffer_pos)))()
         for k, i in enumerate(self._buffer_pos):
             arr = arrays[i]
-            if self.sig.args[i].strides is None and arr.ctypes.data % ALIGNMENT:
+            spec = self.sig.args[i]
+            if spec.strides is None and arr.ctypes.data % (spec.align or ALIGNMENT):
                 tmp = aligned_empty(arr.shape, arr.dtype)
                 np.copyto(tmp, arr)
                 if i in self.written:
@@ -325,6 +326,9 @@ def _check_arg_json(where: str, a) -> None:
                                 and all(_is_dim(d) for d in strides)),
             f"{where}: 'strides'", "null or one stride per dimension", strides)
     _expect(offset is None or _is_dim(offset), f"{where}: 'elem_offset'", "null, an int or a name", offset)
+    align = a.get("align")
+    _expect(align is None or (type(align) is int and align > 0 and align & (align - 1) == 0),
+            f"{where}: 'align'", "null or a power of two", align)
 
 
 def _to_slot(value, dtype: str) -> int:

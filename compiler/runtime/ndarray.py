@@ -10,7 +10,7 @@ from .device import Device, cpu, require_pycuda
 
 __all__ = ["NDArray", "array", "empty", "aligned_empty", "ALIGNMENT"]
 
-ALIGNMENT = 64  # bytes; compiled kernels assume buffer pointers aligned to this
+ALIGNMENT = 64  # bytes; what a kernel may assume of an argument whose signature claims no alignment
 
 
 def aligned_empty(shape, dtype, align: int = ALIGNMENT) -> np.ndarray:

@@ -58,8 +58,10 @@ class PrimFunc:
                         note(e)
         return list(seen.values())
 
-    def signature(self) -> Signature:
-        """The plain-data description of how to call this function (see :class:`Signature`)."""
+    def signature(self, align_of=None) -> Signature:
+        """The plain-data description of how to call this function (see :class:`Signature`);
+        ``align_of(buffer)`` gives the alignment the compiled code assumes of a buffer
+        argument (see :attr:`ArgSpec.align`)."""
         args = []
         for p in self.params:
             if isinstance(p, Var):
@@ -70,6 +72,7 @@ class PrimFunc:
                     shape=[_dim(e) for e in p.shape],
                     strides=[_dim(e) for e in p.strides] if p.strides else None,
                     elem_offset=None if p.elem_offset is None else _dim(p.elem_offset),
+                    align=align_of(p) if align_of is not None else None,
                 ))
         return Signature(self.name, args, [(v.name, v.dtype) for v in self.scalar_vars()])
 
@@ -96,7 +99,9 @@ class ArgSpec:
 
     ``shape``/``strides`` entries are ints or the names of symbolic variables
     (or, for derived sizes, an expression's text: such arguments are checked
-    only after the variables are bound).
+    only after the variables are bound). ``align`` is the alignment in bytes that the
+    compiled code assumes of a compact buffer's data pointer; ``None`` (as in modules
+    exported without it) means :data:`compiler.runtime.ndarray.ALIGNMENT`.
     """
 
     kind: str  # "buffer" or "scalar"
@@ -105,15 +110,16 @@ class ArgSpec:
     shape: list | None = None
     strides: list | None = None
     elem_offset: int | str | None = None
+    align: int | None = None
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "name": self.name, "dtype": self.dtype, "shape": self.shape,
-                "strides": self.strides, "elem_offset": self.elem_offset}
+                "strides": self.strides, "elem_offset": self.elem_offset, "align": self.align}
 
     @staticmethod
     def from_json(d: dict) -> ArgSpec:
         return ArgSpec(d["kind"], d["name"], d["dtype"], d.get("shape"), d.get("strides"),
-                       d.get("elem_offset"))
+                       d.get("elem_offset"), d.get("align"))
 
 
 @dataclass
