@@ -10,14 +10,15 @@ index                  no predicate                      predicate
 anything else          ``llvm.masked.gather/scatter``    the same, with the predicate
 =====================  ================================  ==============================
 
-Alignment: a buffer pointer that the runtime or an allocation aligns to 64 bytes
+Alignment: a buffer pointer that an allocation of the function aligns to 64 bytes
 (:data:`ALIGNED_BYTES`) is registered with :meth:`VectorMemory._note_aligned`; a
 contiguous access at element offset ``b`` then carries the largest power of two
 that provably divides ``b * sizeof(T)``, capped at 64 -- ``align 64`` for a
-16-lane float32 access at a multiple of 16. Where such a pointer is loaded (from
-the wrapper's argument array, from a parallel loop's closure) the load gets
-``!align`` metadata (:meth:`VectorMemory._mark_aligned_load`), which unlike the
-kernel's ``align`` parameter attribute survives inlining.
+16-lane float32 access at a multiple of 16. Where such a pointer is loaded from a
+parallel loop's closure the load gets ``!align`` metadata
+(:meth:`VectorMemory._mark_aligned_load`), which unlike a parameter's ``align``
+attribute survives inlining. Arguments are aligned to their element only (see
+:func:`compiler.codegen.llvm.argument_align`).
 
 Masked intrinsics are emitted in their classic form, with an ``i32`` alignment
 operand; LLVM 22 and later upgrade that to an ``align`` attribute on reading.
