@@ -168,26 +168,25 @@ def test_call_with_ndarrays_and_numpy(vadd):
 def test_unaligned_numpy_arguments_are_passed_in_place(vadd):
     """CPU code assumes only element alignment: a view that starts mid-line is neither copied
     in nor copied back."""
-    raw = np.zeros(3 * 101 + 1, np.float32)
-    a, b, c = raw[1:102], raw[102:203], raw[203:304]  # misaligned views of one array
-    a[:] = np.arange(101)
-    b[:] = 1
+    raw = np.full(3 * 101 + 1, np.nan, np.float32)
+    a, b, c = raw[1:102], raw[102:203], raw[203:304]  # misaligned views of one array; c poisoned
+    a[:], b[:] = RNG.random(101) + 0.5, RNG.random(101) + 0.5
     assert c.ctypes.data % 64 != 0
     info = vadd.function_info("vadd")
     assert [arg.align for arg in info.signature.args if arg.kind == "buffer"] == [4, 4, 4]
     packed = ArgumentPacker(info).pack((a, b, c))
     assert list(packed.buffers) == [a.ctypes.data, b.ctypes.data, c.ctypes.data] and packed.copy_back == []
     vadd(a, b, c)
-    np.testing.assert_array_equal(c, np.arange(101) + 1)
+    np.testing.assert_array_equal(c, a + b)
 
 
 def test_a_kernel_that_assumes_aligned_arguments_gets_aligned_copies(vadd):
     """A module whose signature claims the runtime's alignment (or, exported without the
     field, claims nothing) gets misaligned arrays copied into aligned memory, and the
     outputs copied back."""
-    raw = np.zeros(3 * 101 + 1, np.float32)
+    raw = np.full(3 * 101 + 1, np.nan, np.float32)
     a, b, c = raw[1:102], raw[102:203], raw[203:304]
-    a[:], b[:] = np.arange(101), 1
+    a[:], b[:] = RNG.random(101) + 0.5, RNG.random(101) + 0.5
     sig = vadd.function_info("vadd").to_json()
     for claim in (64, None):
         for arg in sig["signature"]["args"]:
@@ -200,8 +199,8 @@ def test_a_kernel_that_assumes_aligned_arguments_gets_aligned_copies(vadd):
         assert [dst is c for _, dst in packed.copy_back] == [True]
         np.copyto(packed.copy_back[0][0], a + b)  # as the kernel would write it
         packed.finish()
-        np.testing.assert_array_equal(c, np.arange(101) + 1)
-        c[:] = 0
+        np.testing.assert_array_equal(c, a + b)
+        c[:] = np.nan
 
 
 @pytest.mark.parametrize("args, match", [
