@@ -129,10 +129,15 @@ class Target:
 
     @property
     def model(self) -> str:
-        """The hardware model this target names, used to key tuning logs."""
+        """The hardware model this target names, used to key tuning logs: the CPU, or the CUDA
+        architecture (that of the attached GPU when ``-arch`` is not given, as in a build)."""
         if self.kind == "llvm":
             return self.mcpu or "unknown"
-        return self.arch or "unknown"
+        if self.arch:
+            return self.arch
+        from .runtime.cuda import attached_arch
+
+        return attached_arch() or "unknown"
 
     # ------------------------------------------------------------------ text, equality
 

@@ -16,7 +16,7 @@ reply asks for a fresh worker (``replace_worker``).
 
 A run worker keeps the data of the last few tasks: inputs drawn once per task with a
 fixed seed, and the expected outputs, from the template's numpy reference or, for a
-template without one, from running its default config. :func:`run` makes them when
+template without one, from its compute definition run unscheduled on the CPU. :func:`run` makes them when
 a request names a task it has no data for, then calls ``on_prepared(timeout)``, which
 starts the candidate's own clock, and goes on to check and time it in the same call.
 """
@@ -99,11 +99,12 @@ def _concrete_buffers(info) -> list:
     return out
 
 
-def prepare_task(task: Task, check: bool, device_id: int = 0) -> _TaskData:
+def prepare_task(task: Task, check: bool) -> _TaskData:
     """The inputs of ``task`` (and its expected outputs when ``check``), made once and kept.
 
-    Without a reference, the default config computes the expected outputs (on GPU
-    ``device_id`` for CUDA tasks)."""
+    Without a numpy reference, the expected outputs come from the template's compute
+    definition built unscheduled for the CPU (:func:`_compute_reference`), so they do not
+    depend on any config of the space being valid on the target."""
     key = task_key(task.to_json(by_value=True), check)
     data = _tasks.get(key)
     if data is not None:
@@ -113,30 +114,40 @@ def prepare_task(task: Task, check: bool, device_id: int = 0) -> _TaskData:
         inputs, expected = task.reference_data(np.random.default_rng(SEED))
         data = _TaskData([np.ascontiguousarray(a) for a in inputs], list(expected) if check else None)
     else:
-        # No reference: the default config computes the expected outputs.
-        s, args = task.instantiate(None)
-        module = compiler.build(s, args, target=task.target)
-        info = module.function_info(module.entry_name)
-        rng = np.random.default_rng(SEED)
-        buffers = _concrete_buffers(info)
-        written = set(info.written)
-        inputs = [_random_array(rng, shape, dt) for pos, shape, dt in buffers if pos not in written]
-        expected = None
-        if check:
-            outputs = [_poisoned(shape, dt) for pos, shape, dt in buffers if pos in written]
-            if module.type_key == "cuda_host":
-                dev = compiler.cuda(device_id)
-                on_device = [compiler.nd.array(x, dev) for x in outputs]
-                module(*_arguments(info, [compiler.nd.array(x, dev) for x in inputs], on_device))
-                outputs = [x.numpy() for x in on_device]
-            else:
-                module(*_arguments(info, inputs, outputs))
-            expected = outputs
-        data = _TaskData(inputs, expected)
+        data = _compute_reference(task, check)
     _tasks[key] = data
     while len(_tasks) > _KEEP_TASKS:
         _tasks.popitem(last=False)
     return data
+
+
+def _compute_reference(task: Task, check: bool) -> _TaskData:
+    """Random inputs for ``task`` and, when ``check``, the outputs of its compute definition.
+
+    The tensors come from the default config, but its schedule is dropped: a fresh schedule
+    of the output operations (spatial loops of each computed output fused and run in
+    parallel) is built for the CPU. A GPU template's default config may well not fit a
+    block (too much shared memory, too many threads); the computation it describes always
+    runs on the CPU."""
+    from compiler import te
+
+    _, args = task.instantiate(None)
+    outputs = [t.op for t in args if not isinstance(t.op, te.PlaceholderOp)]
+    s = te.create_schedule(outputs)
+    for op in outputs:
+        if isinstance(op, te.ComputeOp) and op.axis:
+            s[op].parallel(s[op].fuse(*op.axis) if len(op.axis) > 1 else op.axis[0])
+    module = compiler.build(s, args, target="llvm", name="reference")
+    info = module.function_info(module.entry_name)
+    rng = np.random.default_rng(SEED)
+    buffers = _concrete_buffers(info)
+    written = set(info.written)
+    inputs = [_random_array(rng, shape, dt) for pos, shape, dt in buffers if pos not in written]
+    expected = None
+    if check:
+        expected = [_poisoned(shape, dt) for pos, shape, dt in buffers if pos in written]
+        module(*_arguments(info, inputs, expected))
+    return _TaskData(inputs, expected)
 
 
 def _poisoned(shape, dtype) -> np.ndarray:
@@ -231,7 +242,7 @@ def _data_for(request: RunRequest) -> _TaskData | RunReply:
         try:
             task = Task.from_json(request.task, allow_code=True)
             name = task.workload_name
-            return prepare_task(task, request.check_correctness, request.device_id or 0)
+            return prepare_task(task, request.check_correctness)
         except Exception as exc:
             why = f"{type(exc).__name__}: {exc}"
             _broken[key] = f"cannot make the inputs and expected outputs of {name}: {why}"

@@ -88,6 +88,21 @@ def test_importing_the_target_module_does_not_load_llvm():
     assert proc.returncode == 0 and proc.stdout.strip() == "False", proc.stderr
 
 
+def test_a_cuda_target_is_keyed_by_the_architecture_it_builds_for():
+    from compiler.runtime.cuda import attached_arch
+
+    assert Target("cuda -arch=sm_80").model == "sm_80"
+    assert Target("cuda").model == (attached_arch() or "unknown")
+
+
+@pytest.mark.cuda
+def test_a_cuda_target_on_a_gpu_is_keyed_by_that_gpu():
+    from compiler.runtime.cuda import attached_arch
+
+    arch = attached_arch()
+    assert arch is not None and arch.startswith("sm_") and Target("cuda").model == arch
+
+
 def test_keyword_form_with_a_host():
     tgt = Target(target="llvm", host="llvm")
     assert tgt == Target("llvm") and tgt.host == Target("llvm")

@@ -25,8 +25,8 @@ from measure import (
     measure_batch,
 )
 from measure.artifact import build_artifact, load_artifact
-from measure.worker import build, run
-from search_spaces import create_task
+from measure.worker import build, prepare_task, run
+from search_spaces import create_task, get_config, template
 
 TARGET = "cuda -arch=sm_80"
 
@@ -111,6 +111,69 @@ def test_ray_gpu_runner_on_a_cluster_without_gpus_reports_instead_of_waiting(cud
         assert "no alive node of the Ray cluster has a GPU" in r.error_msg
 
 
+def _staged_rows(n, m):
+    """A CUDA template without a numpy reference: ``B = 2 * A``, each block staging its rows of
+    ``A`` in shared memory. The default ``rows`` (64 x 256 floats, 64 KiB) is more than a block
+    may have; ``rows=4`` fits."""
+    from compiler import te
+
+    cfg = get_config()
+    cfg.define_knob("rows", [64, 4])
+    A = te.placeholder((n, m), name="A")
+    B = te.compute((n, m), lambda i, j: A[i, j] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    AA = s.cache_read(A, "shared", [B])
+    bx, _ = s[B].split(B.op.axis[0], factor=cfg["rows"].val)
+    tx, _ = s[B].split(B.op.axis[1], factor=2)
+    s[B].reorder(bx, tx)
+    s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].bind(tx, te.thread_axis("threadIdx.x"))
+    s[AA].compute_at(s[B], bx)
+    o, _ = s[AA].split(s[AA].op.axis[1], factor=2)
+    s[AA].bind(o, te.thread_axis("threadIdx.x"))
+    return s, [A, B]
+
+
+template("measure_staged_rows")(_staged_rows)
+
+
+@pytest.fixture(scope="module")
+def staged_rows():
+    task = create_task("measure_staged_rows", (64, 256), TARGET)
+    assert task.reference is None and task.config_space.default_config["rows"].val == 64
+    return task
+
+
+def test_expected_outputs_without_a_reference_do_not_need_a_valid_default_config(staged_rows):
+    default = build(BuildRequest.of(MeasureInput(staged_rows, staged_rows.config_space.default_config)))
+    assert default.error_kind is ErrorKind.COMPILE_ERROR and "65536 bytes of shared memory" in default.error
+    data = prepare_task(staged_rows, check=True)
+    (a,), (b,) = data.inputs, data.expected
+    assert a.shape == b.shape == (64, 256) and np.ptp(a) > 1  # random inputs, not zeros
+    np.testing.assert_allclose(b, 2 * a, rtol=1e-6)  # every element written: no NaN poison left
+
+
+def test_expected_outputs_without_a_reference_on_the_cpu():
+    from compiler import te
+
+    def scaled_rows(n, k):
+        cfg = get_config()
+        A = te.placeholder((n, k), name="A")
+        r = te.reduce_axis((0, k), name="r")
+        B = te.compute((n,), lambda i: te.sum(A[i, r] * 3.0, axis=r), name="B")
+        s = te.create_schedule(B.op)
+        cfg.define_split("x", n, num_outputs=2)
+        cfg["x"].apply(s, B, B.op.axis[0])
+        return s, [A, B]
+
+    template("measure_scaled_rows")(scaled_rows)
+    task = create_task("measure_scaled_rows", (48, 40), "llvm")
+    data = prepare_task(task, check=True)
+    (a,), (b,) = data.inputs, data.expected
+    assert np.ptp(a) > 1
+    np.testing.assert_allclose(b, 3 * a.sum(axis=1), rtol=1e-5)
+
+
 def test_local_runner_devices_option():
     assert LocalRunner(devices=[1, 0]).devices == [1, 0]
     assert "devices=[0]" in repr(LocalRunner(devices=(0,)))
@@ -142,6 +205,15 @@ def test_cuda_candidate_with_wrong_outputs_is_a_wrong_answer():
     assert good.status == "ok" and len(good.costs) == 2 and all(c > 0 for c in good.costs), good
     bad = run(_run_request(task, build_artifact(other, other.config_space.default_config)))
     assert bad.error_kind is ErrorKind.WRONG_ANSWER and not bad.replace_worker, bad
+
+
+@pytest.mark.cuda
+def test_cuda_template_without_a_reference_is_measured_though_its_default_does_not_fit(staged_rows):
+    fits = next(c for c in staged_rows.config_space if c["rows"].val == 4)
+    with MeasureOptions(LocalBuilder(n_parallel=1, timeout=30),
+                        LocalRunner(number=2, repeat=2, min_repeat_ms=1, timeout=20)) as options:
+        (result,) = measure_batch([MeasureInput(staged_rows, fits)], options)
+    assert costs_ok(result), (result.error_kind, result.error_msg)
 
 
 @pytest.mark.cuda
