@@ -145,11 +145,17 @@ def _derive_loops(info: StageBounds, analyzer: Analyzer) -> None:
     root_ids = {id(r) for r in roots}
     for r in roots:
         info.extent[id(r)] = info.root_range[id(r)].extent
+    on_threads = any(attr.bind is not None for attr in st.iter_attrs.values())
     for rel in st.relations:
         if isinstance(rel, Split):
             ext = info.extent[id(rel.parent)]
             if rel.factor is not None:
                 f = rel.factor
+                if is_const_int(ext) and f >= ext.value and not on_threads:
+                    # One outer iteration: the inner loop runs over the parent's range alone,
+                    # with no guard and no iterations past its end. (Loops bound to GPU
+                    # threads keep the factor: every stage of a kernel binds one extent.)
+                    f = ext.value
                 info.extent[id(rel.inner)] = const(f, ext.dtype)
                 info.extent[id(rel.outer)] = _ceil_div(ext, f, analyzer)
             else:
