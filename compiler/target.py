@@ -52,6 +52,15 @@ def host_cpu_name() -> str:
     return llvm.get_host_cpu_name()
 
 
+@functools.lru_cache(maxsize=1)
+def _attached_gpu_arch() -> str | None:
+    """The CUDA architecture (``sm_90``) of this machine's first GPU, or None without pycuda,
+    driver or GPU; asked once per process, like :func:`host_cpu_name`."""
+    from .runtime.cuda import attached_arch  # deferred: it loads pycuda where there is one
+
+    return attached_arch()
+
+
 class TargetKind(str):
     """A target's kind: a string (``"llvm"``, ``"cuda"``) that also has TVM's ``.name``."""
 
@@ -133,11 +142,7 @@ class Target:
         architecture (that of the attached GPU when ``-arch`` is not given, as in a build)."""
         if self.kind == "llvm":
             return self.mcpu or "unknown"
-        if self.arch:
-            return self.arch
-        from .runtime.cuda import attached_arch
-
-        return attached_arch() or "unknown"
+        return self.arch or _attached_gpu_arch() or "unknown"
 
     # ------------------------------------------------------------------ text, equality
 
