@@ -16,9 +16,10 @@ reply asks for a fresh worker (``replace_worker``).
 
 A run worker keeps the data of the last few tasks: inputs drawn once per task with a
 fixed seed, and the expected outputs, from the template's numpy reference or, for a
-template without one, from its compute definition run unscheduled on the CPU. :func:`run` makes them when
-a request names a task it has no data for, then calls ``on_prepared(timeout)``, which
-starts the candidate's own clock, and goes on to check and time it in the same call.
+template without one, from its compute definition run on the CPU, the template's own
+schedule dropped. :func:`run` makes them when a request names a task it has no data for,
+then calls ``on_prepared(timeout)``, which starts the candidate's own clock, and goes on to
+check and time it in the same call.
 """
 
 from __future__ import annotations
@@ -103,8 +104,8 @@ def prepare_task(task: Task, check: bool) -> _TaskData:
     """The inputs of ``task`` (and its expected outputs when ``check``), made once and kept.
 
     Without a numpy reference, the expected outputs come from the template's compute
-    definition built unscheduled for the CPU (:func:`_compute_reference`), so they do not
-    depend on any config of the space being valid on the target."""
+    definition built for the CPU with a schedule of its own (:func:`_compute_reference`), so
+    they do not depend on any config of the space being valid on the target."""
     key = task_key(task.to_json(by_value=True), check)
     data = _tasks.get(key)
     if data is not None:
