@@ -16,7 +16,7 @@ quiet machine:
   in a fresh process of its own, one after the other, over several rounds
   (A B A B ...), and reports each one's median over the rounds: slow drifts of the
   machine hit every contender alike, and no contender inherits another's thread pool,
-  caches or allocator state.
+  caches or allocator state. Every child sets the C heap alike (:func:`_steady_heap`).
 * :func:`verdict_lines` prints PASS/FAIL only when every quietness check passed.
 
 Run as a script, this module is the child process of one timing:
@@ -348,8 +348,37 @@ def _time_module(spec: dict, rng) -> tuple[float, str]:
     return result.median, f"{Path(spec['path']).name}, numpy {np.__version__}"
 
 
+# glibc's mallopt parameters, and the values every timing child runs with (see _steady_heap).
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_HEAP_MMAP_THRESHOLD = 32 << 20  # glibc's largest
+_HEAP_TRIM_THRESHOLD = 64 << 20
+
+
+def _steady_heap() -> bool:
+    """Make glibc's heap keep and reuse freed blocks below 32 MiB, as it comes to in a process
+    that has run a while, so that buffers a contender allocates on every call (ours above the
+    stack's limit, PyTorch's output and its oneDNN reorders) are not mapped and faulted in
+    afresh each call. By default glibc maps every block over 128 KiB and raises that limit only
+    after freeing a larger mapped block: which contender happened to do that before timing
+    decided whether it paid a page fault per 4 KiB per call (PyTorch's 64x56x56 convolution: 2.1
+    against 1.1 ms on a quiet machine). False where the C library has no ``mallopt`` (not glibc)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        mallopt = libc.mallopt
+    except (OSError, AttributeError, TypeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, _HEAP_MMAP_THRESHOLD)
+                and mallopt(_M_TRIM_THRESHOLD, _HEAP_TRIM_THRESHOLD))
+
+
 def _child_main(spec: dict) -> dict:
-    """Time what ``spec`` names in this process: our exported module, or a numpy/PyTorch peer."""
+    """Time what ``spec`` names in this process: our exported module, or a numpy/PyTorch peer,
+    each on the same heap settings (:func:`_steady_heap`)."""
+    _steady_heap()
     import numpy as np
 
     rng = np.random.default_rng(0)

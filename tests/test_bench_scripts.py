@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import subprocess
 import sys
 from pathlib import Path
 
@@ -119,6 +120,37 @@ def test_child_times_an_exported_module_and_a_numpy_peer(tmp_path):
     assert math.isfinite(seconds) and seconds > 0 and info.startswith("numpy")
     with pytest.raises(RuntimeError, match="unknown contender kind 'jax'"):
         B.run_child({"kind": "jax"}, {})
+
+
+_MAPPED_BYTES = """
+import ctypes, sys
+import numpy as np
+sys.path.insert(0, {scripts!r})
+import _bench_common as B
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+                 "fordblks", "keepcost")]
+
+if {steady}:
+    assert B._steady_heap()
+mallinfo2 = ctypes.CDLL(None).mallinfo2
+mallinfo2.restype = MallInfo2
+held = np.ones(1 << 18, np.float32)  # 1 MiB, as a per-call buffer of a kernel
+print(mallinfo2().hblkhd)
+"""
+
+
+@pytest.mark.parametrize("steady", [True, False])
+def test_timing_children_keep_large_blocks_on_the_heap(steady):
+    # glibc maps a fresh 1 MiB block by itself (and faults its pages in on every call that
+    # allocates it); a timing child keeps such blocks on its heap, for every contender alike
+    scripts = str(Path(B.__file__).parent)
+    out = subprocess.run([sys.executable, "-c", _MAPPED_BYTES.format(scripts=scripts, steady=steady)],
+                         capture_output=True, text=True, check=True).stdout
+    mapped = int(out)
+    assert (mapped < 1 << 20) if steady else (mapped >= 1 << 20)
 
 
 def _tuned(goal=0.95, throughput=True, tuned_now=60, tune_s=60.0, logged=1e-3):
