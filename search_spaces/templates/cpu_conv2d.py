@@ -84,6 +84,10 @@ def conv2d_nchw(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, stride
     out = nchw_from_blocks(Y, F)
     s = te.create_schedule(out.op)
     schedule_blocked_conv(cfg, s, Y, out_is_y=False)
+    # Pack the kernel in the order it is read: each input channel's taps of all oc_bn filters
+    # (a few cache lines of W) before the next channel's.
+    fc, cc, ry, rx, cb, fb = s[Wb].op.axis
+    s[Wb].reorder(fc, cc, cb, ry, rx, fb)
     n, f, y, x = s[out].op.axis
     fo, fi = s[out].split(f, factor=oc_bn)
     if cfg["parallel_axis"].val == "oc":  # each thread packs the kernel of its channel blocks

@@ -85,6 +85,30 @@ def test_other_layers_run_in_channel_blocks(args):
     assert {"ic_bn", "oc_bn", "reg_n"} <= knobs and "mr" not in knobs
 
 
+def _loops_around(text: str, store: str) -> list[str]:
+    """The loop variables around the first store into ``store`` in lowered ``text``, outermost first."""
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.lstrip().startswith(f"{store}["))
+    loops, depth = [], len(lines[at]) - len(lines[at].lstrip())
+    for line in reversed(lines[:at]):
+        indent = len(line) - len(line.lstrip())
+        if indent < depth and line.lstrip().startswith("for "):
+            loops.append(line.split()[1])
+            depth = indent
+    return loops[::-1]
+
+
+@pytest.mark.parametrize("parallel_axis", ["rows", "oc"])
+def test_kernel_is_packed_in_the_order_it_is_read(parallel_axis):
+    # each input channel's taps (consecutive in W) for the whole output block, before the next
+    # channel's: not each tap across every input channel, which strides through W
+    task = create_task("conv2d_nchw", _conv(32, 8, 32, 3), AVX512.target)
+    config = next(c for c in (task.config_space.get(i) for i in range(len(task.config_space)))
+                  if c["parallel_axis"].val == parallel_axis)
+    loops = _loops_around(str(compiler.lower(*task.instantiate(config))), "kernel_vec")
+    assert loops.index("b") < loops.index("ry") < loops.index("rx") < loops.index("fb")
+
+
 def test_nchwc_blocks_must_divide_the_channels():
     with pytest.raises(InstantiationError, match="ic_bn must be a positive divisor of 12"):
         create_task("conv2d_nchwc", (1, 12, 6, 6, 16, 3, 3, 1, 1, 1, 8, 16, "float32"), "llvm").config_space  # noqa: B018
