@@ -48,6 +48,7 @@ from .intrinsics import CALL_OPS, MathEmitter, emit_call_extern, extern_name
 from .llvm_jit import defined_functions, imported_llvm, link_imports
 from .llvm_packed import emit_call_packed
 from .llvm_parallel import ParallelLoops, pointer_attrs
+from .llvm_transpose import TRANSPOSE, emit_transpose
 from .llvm_types import (
     I1,
     I8,
@@ -547,6 +548,8 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
             return emit_call_packed(self, e)
         if op in EXTERN_OPS:  # a function of an import_llvm pragma is defined in this module
             name = extern_name(e)
+            if name == TRANSPOSE:  # ours, emitted inline
+                return emit_transpose(self, e)
             return emit_call_extern(self, e, name if name in self.imported_symbols else None)
         if op == ACCESS_PTR:  # (dtype, data, offset, extent, mask): &data[offset] as a dtype*
             ptr, want = self._lookup(e.args[1]), memory_type(e.args[0].value).as_pointer()

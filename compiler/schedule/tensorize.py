@@ -142,6 +142,8 @@ class _Tensorize:
         vmap: dict = {}
         bound: dict = {}
         intrin_an = Analyzer()
+        for iv in self.leaves[:self.tloc]:  # the loops outside, which the remapped body keeps
+            intrin_an.bind(iv.var, self._loop_range(iv))
         for ours, theirs, kind in ((self.op.axis, iop.axis, "axis"),
                                    (self.op.reduce_axis, iop.reduce_axis, "reduction axis")):
             if len(ours) < len(theirs):

@@ -48,7 +48,7 @@ from .intrin import (  # noqa: A004
 )
 from .operation import compute, extern, placeholder, reduce_axis, scan, size_var, thread_axis, var
 from .tensor import ComputeOp, ExternOp, Operation, PlaceholderOp, ScanOp, Tensor
-from .tensor_intrin import TensorIntrin, decl_tensor_intrin
+from .tensor_intrin import TensorIntrin, decl_tensor_intrin, transpose_intrin
 
 __all__ = [
     "placeholder", "compute", "reduce_axis", "var", "size_var", "thread_axis", "create_schedule",
@@ -59,5 +59,5 @@ __all__ = [
     "call_extern", "comm_reducer",
     "scan", "extern", "ScanOp", "ExternOp",
     "call_intrin", "call_pure_extern", "indexdiv", "indexmod",
-    "decl_tensor_intrin", "TensorIntrin",
+    "decl_tensor_intrin", "TensorIntrin", "transpose_intrin",
 ]

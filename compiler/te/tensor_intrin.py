@@ -19,7 +19,7 @@ from ..tir.expr import PrimExpr
 from ..tir.stmt import Evaluate, Stmt
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 
-__all__ = ["TensorIntrin", "decl_tensor_intrin"]
+__all__ = ["TensorIntrin", "decl_tensor_intrin", "transpose_intrin"]
 
 
 class TensorIntrin:
@@ -91,6 +91,44 @@ def decl_tensor_intrin(op: Operation, fcompute: Callable, name: str = "tensor_in
     if body is None and update is None:
         raise CompilerError(f"decl_tensor_intrin {name!r}: fcompute returned no statement")
     return TensorIntrin(name, op, inputs, buffers, body, reset, update)
+
+
+def transpose_intrin(rows: int, cols: int, dtype: str = "float32", out_ndim: int = 2) -> TensorIntrin:
+    """The intrinsic ``out[j, i] = in[i, j]`` over an ``in`` tile of ``rows x cols``, transposed
+    in vector registers (``rows`` vector loads, shuffles, ``cols`` vector stores) on CPUs.
+
+    Both tiles may lie anywhere in larger arrays, each with unit stride along its rows
+    (``in``'s ``cols``, ``out``'s ``rows``): tensorize the two innermost loops of a copy whose
+    source is contiguous along the inner one and whose destination is contiguous along the outer
+    one, the two loops' extents ``cols`` and ``rows``. With ``out_ndim > 2`` the output tile has
+    unit dimensions between its rows and columns (``(cols, 1, rows)``): for rows and columns that
+    are not adjacent dimensions of the output, as channels and columns of an NCHW image, whose
+    row loop lies outside the tile. The LLVM backend emits it inline
+    (:mod:`compiler.codegen.llvm_transpose`); a scalar copy of such a tile does a load and a
+    store per element, a vectorized one a gather lane."""
+    from ..codegen.llvm_transpose import MAX_TILE, TRANSPOSE
+    from ..tir import call_extern, const
+    from .operation import compute, placeholder, var
+
+    for what, n in (("rows", rows), ("cols", cols)):
+        if not isinstance(n, int) or not 2 <= n <= MAX_TILE:  # a single row or column is a plain copy
+            raise CompilerError(f"transpose_intrin: {what} must be an int from 2 to {MAX_TILE}, got {n!r}")
+    body = {2: lambda j, i: src[i, j], 3: lambda j, _u, i: src[i, j], 4: lambda j, _u, _v, i: src[i, j]}
+    if out_ndim not in body:
+        raise CompilerError(f"transpose_intrin: out_ndim must be 2, 3 or 4, got {out_ndim!r}")
+    src = placeholder((rows, cols), dtype=dtype, name="src")
+    dst = compute((cols, *[1] * (out_ndim - 2), rows), body[out_ndim], name="dst")
+    binds = {t: decl_buffer(t.shape, dtype, t.op.name, offset_factor=1,
+                            strides=[*(var(f"{t.op.name}_stride{k}") for k in range(t.ndim - 1)), 1])
+             for t in (src, dst)}
+
+    def fcompute(ins, outs):
+        (s,), (d,) = ins, outs
+        return call_extern("int32", TRANSPOSE, d.access_ptr("w"), d.strides[0], s.access_ptr("r"),
+                           s.strides[0], const(rows, "int32"), const(cols, "int32"))
+
+    name = f"transpose_{rows}x{cols}_{dtype}_{out_ndim}d"
+    return decl_tensor_intrin(dst.op, fcompute, name=name, binds=binds)
 
 
 def _check_buffer(name: str, t: Tensor, buf) -> None:
