@@ -39,6 +39,8 @@ from search_spaces.templates.cpu_conv2d_nchwc import (
     nchw_from_blocks,
     nchw_to_blocks,
     schedule_blocked_conv,
+    schedule_data_blocks,
+    schedule_unpack,
 )
 
 __all__ = ["conv2d_nchw", "conv2d_nhwc", "conv2d_nchw_reference", "conv2d_nhwc_reference"]
@@ -101,7 +103,8 @@ def conv2d_nchw(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, stride
         s[Y].compute_at(s[out], outer)
         s[Wb].parallel(s[Wb].op.axis[0])
     s[out].parallel(outer)
-    s[D].parallel(s[D].fuse(*s[D].op.axis[:3]))
+    schedule_unpack(s, out, fi, x)
+    schedule_data_blocks(s, D)
     return s, [X, Wt, out]
 
 

@@ -20,9 +20,12 @@ vector registers:
   output row fused) or whole output-channel blocks (``"oc"``; in ``conv2d_nchw`` each
   thread then packs the kernel of its own blocks, which it reuses while it is hot).
 
-``conv2d_nchw`` (see ``cpu_conv2d``) transforms its NCHW data into blocks (padding in the
-same pass) and packs its kernel, then runs this schedule and writes NCHW rows from each
-blocked output row: all of it part of the compiled operator. There ``ic_bn`` (a divisor
+``conv2d_nchw`` (see ``cpu_conv2d``) transforms its NCHW data into blocks and packs its
+kernel, then runs this schedule and writes NCHW rows from each blocked output row: all of it
+part of the compiled operator. Blocking the data and unpacking the output are transposes
+(channels by columns); where the sizes allow, they run in tiles of up to 16 x 16 transposed in
+vector registers (``te.transpose_intrin``), each padded data row made just before its tiles
+(:func:`nchw_to_blocks`, :func:`schedule_data_blocks`, :func:`schedule_unpack`). There ``ic_bn`` (a divisor
 of ``C``) and ``oc_bn`` (whole vectors where they divide ``F``) are knobs; in
 ``conv2d_nchwc`` the layout is the caller's, given as arguments.
 """
@@ -39,7 +42,8 @@ from search_spaces.template import get_config, template
 from search_spaces.templates._common import random_data, vector_lanes, vector_registers
 
 __all__ = ["conv2d_nchwc", "conv2d_nchwc_reference", "ConvGeometry", "register_tiles",
-           "define_blocked_knobs", "blocked_conv", "schedule_blocked_conv", "pad_blocks", "nchw_to_blocks",
+           "define_blocked_knobs", "blocked_conv", "schedule_blocked_conv", "pad_blocks",
+           "nchw_to_blocks", "schedule_data_blocks", "schedule_unpack",
            "nchw_from_blocks", "blocks_from_nchw"]
 
 MAX_IC_BN = 64  # input-channel blocks beyond this gain nothing (the inner loop is long enough)
@@ -197,19 +201,68 @@ def pad_blocks(X, pads, dtype: str, name: str = "data_pad"):
     return topi.nn.pad(X, [0, 0, top, left, 0], [0, 0, bottom, right, 0], te.const(0, dtype), name=name)
 
 
+# Data blocks are transposed in tiles of up to this many channels by this many columns.
+TRANSPOSE_TILE = 16
+
+
+def _transpose_rows(ic_bn: int) -> int | None:
+    """Channels per transposed tile for blocks of ``ic_bn``: 16, 8 or 4, the largest dividing
+    ``ic_bn``; None where none does (the blocks are then gathered element by element)."""
+    return next((r for r in (TRANSPOSE_TILE, 8, 4) if ic_bn % r == 0), None)
+
+
+def _transpose_columns(width: int) -> int | None:
+    """Output columns per transposed tile of a row ``width`` long: all of them up to
+    :data:`TRANSPOSE_TILE`, else the largest divisor from 4 to it; None where there is none."""
+    if width <= TRANSPOSE_TILE:
+        return width
+    return next((r for r in range(TRANSPOSE_TILE, 3, -1) if width % r == 0), None)
+
+
 def nchw_to_blocks(X, ic_bn: int, pads, dtype: str, name: str = "data_vec"):
-    """NCHW data ``X`` as padded blocks ``(N, C/ic_bn, H + pads, W + pads, ic_bn)``, in one pass."""
+    """NCHW data ``X`` as padded blocks ``(N, C/ic_bn, H + pads, Wb, ic_bn)``: ``Wb`` is the
+    padded width, rounded up to whole transpose tiles where :func:`_transpose_rows` allows them
+    (the extra columns are zeros no output reads). Then the blocks are a pure transpose of a
+    padded NCHW stage (``data_pad``), which :func:`schedule_data_blocks` does in vector
+    registers; else one stage pads and gathers."""
     top, left, bottom, right = pads
     N, C, H, W = (int(d.value) for d in X.shape)
+    Hp, Wp = H + top + bottom, W + left + right
 
-    def body(n, c, h, w, b):
-        value = X[n, c * ic_bn + b, h - top, w - left]
-        if not any(pads):
-            return value
+    def padded(n, c, h, w):
+        if not any(pads) and Wb == Wp:
+            return X[n, c, h, w]
         inside = te.all(h >= top, h < H + top, w >= left, w < W + left)
-        return te.if_then_else(inside, value, te.const(0, dtype))
+        return te.if_then_else(inside, X[n, c, h - top, w - left], te.const(0, dtype))
 
-    return te.compute((N, C // ic_bn, H + top + bottom, W + left + right, ic_bn), body, name=name)
+    if _transpose_rows(ic_bn) is None:
+        Wb = Wp
+        return te.compute((N, C // ic_bn, Hp, Wb, ic_bn),
+                          lambda n, c, h, w, b: padded(n, c * ic_bn + b, h, w), name=name)
+    Wb = _cdiv(Wp, TRANSPOSE_TILE) * TRANSPOSE_TILE
+    # Rows outside channels, so that a row's channels by columns are the transposes' tiles.
+    P = te.compute((N, Hp, C, Wb), lambda n, h, c, w: padded(n, c, h, w), name="data_pad")
+    return te.compute((N, C // ic_bn, Hp, Wb, ic_bn), lambda n, c, h, w, b: P[n, h, c * ic_bn + b, w],
+                      name=name)
+
+
+def schedule_data_blocks(s, D) -> None:
+    """Threads on the rows of the data blocks ``D`` (:func:`nchw_to_blocks`). Where they are
+    transposed, each row's padded channels are made just before (vectorized along the row), then
+    transposed in tiles of :func:`_transpose_rows` channels by :data:`TRANSPOSE_TILE` columns."""
+    n, c, h, w, b = s[D].op.axis
+    row = s[D].fuse(n, c, h)
+    s[D].parallel(row)
+    P = D.op.input_tensors[0]
+    if P.op.name != "data_pad":
+        return
+    rows = _transpose_rows(int(D.shape[-1].value))
+    wo, wi = s[D].split(w, factor=TRANSPOSE_TILE)
+    bo, bi = s[D].split(b, factor=rows)
+    s[D].reorder(row, wo, bo, wi, bi)
+    s[D].tensorize(wi, te.transpose_intrin(rows, TRANSPOSE_TILE, D.dtype))
+    s[P].compute_at(s[D], row)
+    s[P].vectorize(s[P].op.axis[-1])
 
 
 def blocks_from_nchw(Wt, ic_bn: int, oc_bn: int, dtype: str, name: str = "kernel_vec"):
@@ -231,6 +284,20 @@ def nchw_from_blocks(Y, F: int, name: str = "conv2d_nchw"):
     """The blocked output ``Y`` (N, F/oc_bn, Ho, Wo, oc_bn) as NCHW ``(N, F, Ho, Wo)``."""
     N, _, Ho, Wo, oc_bn = (int(d.value) for d in Y.shape)
     return te.compute((N, F, Ho, Wo), lambda n, f, y, x: Y[n, f // oc_bn, y, x, f % oc_bn], name=name)
+
+
+def schedule_unpack(s, out, fi, x) -> None:
+    """Unpack the blocked output into ``out`` (:func:`nchw_from_blocks`) in transposed tiles:
+    ``fi`` (the channels of a block) and ``x`` (the output columns, contiguous in ``out``) are
+    ``out``'s two innermost loops. Where no tile fits the sizes, the copy stays element by element."""
+    channels = _transpose_rows(int(s[out].op.input_tensors[0].shape[-1].value))
+    columns = _transpose_columns(int(out.shape[-1].value))
+    if channels is None or columns is None:
+        return
+    fo, fi = s[out].split(fi, factor=channels)
+    xo, xi = s[out].split(x, factor=columns)
+    s[out].reorder(fo, xo, fi, xi)
+    s[out].tensorize(fi, te.transpose_intrin(columns, channels, out.dtype, out_ndim=3))  # (f, y, x)
 
 
 def _schedule_tile(cfg, s, Y, acc, xo_parent) -> None:

@@ -109,6 +109,19 @@ def test_kernel_is_packed_in_the_order_it_is_read(parallel_axis):
     assert loops.index("b") < loops.index("ry") < loops.index("rx") < loops.index("fb")
 
 
+@pytest.mark.parametrize("args, transposed", [
+    (_conv(64, 56, 64, 3), {"data_vec", "conv2d_nchw"}),
+    (_conv(3, 9, 20, 3, stride=2, W=8), {"conv2d_nchw"}),  # 3-channel blocks: gathered
+    (_conv(16, 17, 18, 3), {"data_vec"}),  # 17 columns (prime) and 18 channels: element by element
+])
+def test_data_blocks_and_output_rows_are_transposed_in_tiles_where_they_fit(args, transposed):
+    task = create_task("conv2d_nchw", args, AVX512.target)
+    text = str(compiler.lower(*task.instantiate(task.config_space.default_config)))
+    stores = {line.split("tvm_access_ptr('float32', ")[1].split(",")[0]
+              for line in text.splitlines() if "autotune_transpose" in line}
+    assert stores == transposed
+
+
 def test_nchwc_blocks_must_divide_the_channels():
     with pytest.raises(InstantiationError, match="ic_bn must be a positive divisor of 12"):
         create_task("conv2d_nchwc", (1, 12, 6, 6, 16, 3, 3, 1, 1, 1, 8, 16, "float32"), "llvm").config_space  # noqa: B018
@@ -147,6 +160,7 @@ CASES = [
     ("conv2d_nchw", _conv(6, 5, 40, 3)),
     ("conv2d_nchw", (1, 5, 7, 6, 30, 3, 2, 2, (1, 0, 1, 1), (1, 2), "float32")),
     ("conv2d_nchw", _conv(9, 5, 10, 1, pad=0, N=2, W=6)),
+    ("conv2d_nchw", _conv(16, 18, 16, 3)),  # transposed in tiles: 18 columns by 9, padded to 32
     ("conv2d_nchwc", (1, 8, 9, 5, 16, 3, 3, 1, 1, 1, 4, 8, "float32")),
     ("conv2d_nchwc", (2, 6, 8, 9, 32, 3, 2, 2, (0, 1), (1, 2), 3, 32, "float32")),
 ]
