@@ -43,7 +43,7 @@ from search_spaces.templates._common import random_data, vector_lanes, vector_re
 
 __all__ = ["conv2d_nchwc", "conv2d_nchwc_reference", "ConvGeometry", "register_tiles",
            "define_blocked_knobs", "blocked_conv", "schedule_blocked_conv", "pad_blocks",
-           "nchw_to_blocks", "schedule_data_blocks", "schedule_unpack",
+           "nchw_to_blocks", "schedule_data_blocks", "schedule_unpack", "schedule_kernel_blocks",
            "nchw_from_blocks", "blocks_from_nchw"]
 
 MAX_IC_BN = 64  # input-channel blocks beyond this gain nothing (the inner loop is long enough)
@@ -267,9 +267,34 @@ def schedule_data_blocks(s, D) -> None:
 
 def blocks_from_nchw(Wt, ic_bn: int, oc_bn: int, dtype: str, name: str = "kernel_vec"):
     """The kernel ``(F, C, KH, KW)`` packed as ``(ceil(F/oc_bn), C/ic_bn, KH, KW, ic_bn, oc_bn)``,
-    zero past ``F``."""
+    zero past ``F``.
+
+    Where ``oc_bn`` divides ``F`` into tiles of :func:`_transpose_rows` channels and the taps are
+    at most :data:`~compiler.codegen.llvm_transpose.MAX_TILE`, packing is a transpose per input
+    channel: the taps of a tile of filters (a row of ``KH * KW`` values of W each) become one row
+    of ``oc_bn``-wide blocks per tap. Then an extern stage does it in vector registers, threads on
+    the output-channel blocks; else a compute stage that :func:`schedule_kernel_blocks` places."""
+    from compiler.codegen.llvm_transpose import MAX_TILE, TRANSPOSE
+    from compiler.tir import call_extern, const, ir_builder
+
     F, C, KH, KW = (int(d.value) for d in Wt.shape)
-    Fc = _cdiv(F, oc_bn)
+    Fc, Cc, taps = _cdiv(F, oc_bn), C // ic_bn, KH * KW
+    rows = _transpose_rows(oc_bn)
+    if Fc * oc_bn == F and rows is not None and 2 <= taps <= MAX_TILE:
+        def pack(ins, outs):
+            w, wb = ins[0], outs[0]
+            ib = ir_builder.create()
+            with ib.for_range(0, Fc, name="fc", kind="parallel") as fc, \
+                    ib.for_range(0, Cc, name="cc") as cc, \
+                    ib.for_range(0, ic_bn, name="cb") as cb, \
+                    ib.for_range(0, oc_bn // rows, name="fo") as fo:
+                src = ((fc * oc_bn + fo * rows) * C + cc * ic_bn + cb) * taps
+                dst = ((fc * Cc + cc) * taps * ic_bn + cb) * oc_bn + fo * rows  # at the first tap
+                ib.emit(call_extern("int32", TRANSPOSE, wb.access_ptr("w", offset=dst), const(ic_bn * oc_bn),
+                                    w.access_ptr("r", offset=src), const(C * taps), const(rows), const(taps)))
+            return ib.get()
+
+        return te.extern((Fc, Cc, KH, KW, ic_bn, oc_bn), [Wt], pack, name=name, dtype=dtype)
 
     def body(fc, c, ry, rx, b, fb):
         value = Wt[fc * oc_bn + fb, c * ic_bn + b, ry, rx]
@@ -277,7 +302,22 @@ def blocks_from_nchw(Wt, ic_bn: int, oc_bn: int, dtype: str, name: str = "kernel
             return value
         return te.if_then_else(fc * oc_bn + fb < F, value, te.const(0, dtype))
 
-    return te.compute((Fc, C // ic_bn, KH, KW, ic_bn, oc_bn), body, name=name)
+    return te.compute((Fc, Cc, KH, KW, ic_bn, oc_bn), body, name=name)
+
+
+def schedule_kernel_blocks(s, Wb, at=None) -> None:
+    """Place the packing of a compute-stage kernel ``Wb`` (:func:`blocks_from_nchw`) at loop ``at``
+    (a pair: stage and loop), else on threads over its output-channel blocks; in the order it
+    reads W: an input channel's taps of the whole output block before the next channel's. An
+    extern stage threads itself."""
+    if not isinstance(Wb.op, te.ComputeOp):
+        return
+    fc, cc, ry, rx, cb, fb = s[Wb].op.axis
+    s[Wb].reorder(fc, cc, cb, ry, rx, fb)
+    if at is None:
+        s[Wb].parallel(fc)
+    else:
+        s[Wb].compute_at(*at)
 
 
 def nchw_from_blocks(Y, F: int, name: str = "conv2d_nchw"):

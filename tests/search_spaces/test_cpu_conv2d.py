@@ -69,20 +69,43 @@ def test_flops_count_the_convolution_only(args):
 
 
 @pytest.mark.parametrize("args", [_conv(128, 28, 256, 1, stride=2, pad=0), _conv(64, 14, 32, 1, pad=0, N=2),
-                                  _conv(256, 14, 256, 3), _conv(512, 7, 512, 3)],
-                         ids=["1x1-s2", "1x1-batch2", "3x3-14", "3x3-7"])
+                                  _conv(512, 7, 512, 3), _conv(512, 14, 512, 3, stride=2)],
+                         ids=["1x1-s2", "1x1-batch2", "3x3-7", "3x3-s2-7"])
 def test_1x1_layers_and_small_images_run_as_gemms(args):
-    """1x1 layers without padding, and layers with fewer output pixels than filters (packing
-    their kernel into blocks would cost more than gathering their windows)."""
+    """1x1 layers without padding, and layers with fewer than half as many output pixels as
+    filters (packing their kernel into blocks would cost more than gathering their windows)."""
     knobs = {k.name for k in create_task("conv2d_nchw", args, AVX512.target).config_space.knobs}
     assert {"mr", "nr", "mc_panels", "kc", "pack_a"} <= knobs and "oc_bn" not in knobs
 
 
-@pytest.mark.parametrize("args", [_conv(16, 28, 32, 1, pad=1), _conv(64, 56, 64, 3), _conv(256, 17, 256, 3)],
-                         ids=["1x1-padded", "3x3-56", "3x3-17"])
+@pytest.mark.parametrize("args", [_conv(16, 28, 32, 1, pad=1), _conv(64, 56, 64, 3), _conv(256, 17, 256, 3),
+                                  _conv(256, 14, 256, 3)],
+                         ids=["1x1-padded", "3x3-56", "3x3-17", "3x3-14"])
 def test_other_layers_run_in_channel_blocks(args):
     knobs = {k.name for k in create_task("conv2d_nchw", args, AVX512.target).config_space.knobs}
     assert {"ic_bn", "oc_bn", "reg_n"} <= knobs and "mr" not in knobs
+
+
+def _config(task, **knobs):
+    """The first config of ``task``'s space with these knob values."""
+    return next(c for c in (task.config_space.get(i) for i in range(len(task.config_space)))
+                if all(c[k].val == v for k, v in knobs.items()))
+
+
+@pytest.mark.parametrize("parallel_axis", ["rows", "oc"])
+@pytest.mark.parametrize("args, oc_bn, transposed", [
+    (_conv(64, 56, 64, 3), 16, {"data_vec", "kernel_vec", "conv2d_nchw"}),
+    (_conv(3, 9, 20, 3, stride=2, W=8), 20, {"kernel_vec", "conv2d_nchw"}),  # 3-channel data blocks: gathered
+    (_conv(3, 9, 20, 3, stride=2, W=8), 10, set()),  # and no 4, 8 or 16 channels divide 10 filters
+    (_conv(16, 17, 18, 3), 18, {"data_vec"}),  # 17 columns (prime), 18 filters: element by element
+], ids=["56", "3-channels", "10-filters", "17x18"])
+def test_layout_transforms_are_transposed_in_tiles_where_they_fit(args, oc_bn, transposed, parallel_axis):
+    task = create_task("conv2d_nchw", args, AVX512.target)
+    config = _config(task, parallel_axis=parallel_axis, oc_bn=oc_bn)
+    text = str(compiler.lower(*task.instantiate(config)))
+    stores = {line.split("tvm_access_ptr('float32', ")[1].split(",")[0]
+              for line in text.splitlines() if "autotune_transpose" in line}
+    assert stores == transposed
 
 
 def _loops_around(text: str, store: str) -> list[str]:
@@ -99,27 +122,13 @@ def _loops_around(text: str, store: str) -> list[str]:
 
 
 @pytest.mark.parametrize("parallel_axis", ["rows", "oc"])
-def test_kernel_is_packed_in_the_order_it_is_read(parallel_axis):
+def test_a_kernel_packed_element_by_element_is_packed_in_the_order_it_is_read(parallel_axis):
     # each input channel's taps (consecutive in W) for the whole output block, before the next
     # channel's: not each tap across every input channel, which strides through W
-    task = create_task("conv2d_nchw", _conv(32, 8, 32, 3), AVX512.target)
-    config = next(c for c in (task.config_space.get(i) for i in range(len(task.config_space)))
-                  if c["parallel_axis"].val == parallel_axis)
-    loops = _loops_around(str(compiler.lower(*task.instantiate(config))), "kernel_vec")
+    task = create_task("conv2d_nchw", _conv(16, 17, 18, 3), AVX512.target)
+    text = str(compiler.lower(*task.instantiate(_config(task, parallel_axis=parallel_axis))))
+    loops = _loops_around(text, "kernel_vec")
     assert loops.index("b") < loops.index("ry") < loops.index("rx") < loops.index("fb")
-
-
-@pytest.mark.parametrize("args, transposed", [
-    (_conv(64, 56, 64, 3), {"data_vec", "conv2d_nchw"}),
-    (_conv(3, 9, 20, 3, stride=2, W=8), {"conv2d_nchw"}),  # 3-channel blocks: gathered
-    (_conv(16, 17, 18, 3), {"data_vec"}),  # 17 columns (prime) and 18 channels: element by element
-])
-def test_data_blocks_and_output_rows_are_transposed_in_tiles_where_they_fit(args, transposed):
-    task = create_task("conv2d_nchw", args, AVX512.target)
-    text = str(compiler.lower(*task.instantiate(task.config_space.default_config)))
-    stores = {line.split("tvm_access_ptr('float32', ")[1].split(",")[0]
-              for line in text.splitlines() if "autotune_transpose" in line}
-    assert stores == transposed
 
 
 def test_nchwc_blocks_must_divide_the_channels():
