@@ -17,15 +17,15 @@ vector registers:
 * ``unroll_kw`` unrolls the kernel-width taps inside the input-channel block (TVM's
   ``unroll_kw``), else they run outside it.
 * ``parallel_axis``: threads take rows of the output (``"rows"``: batch, channel block and
-  output row fused) or whole output-channel blocks (``"oc"``; in ``conv2d_nchw`` each
-  thread then packs the kernel of its own blocks, which it reuses while it is hot).
+  output row fused) or whole output-channel blocks (``"oc"``; each thread then reads only
+  its own blocks' part of the kernel, which it packed itself in ``conv2d_nchw``).
 
 ``conv2d_nchw`` (see ``cpu_conv2d``) transforms its NCHW data into blocks and packs its
 kernel, then runs this schedule and writes NCHW rows from each blocked output row: all of it
-part of the compiled operator. Blocking the data and unpacking the output are transposes
-(channels by columns); where the sizes allow, they run in tiles of up to 16 x 16 transposed in
-vector registers (``te.transpose_intrin``), each padded data row made just before its tiles
-(:func:`nchw_to_blocks`, :func:`schedule_data_blocks`, :func:`schedule_unpack`). There ``ic_bn`` (a divisor
+part of the compiled operator. Each of the three is a transpose (channels by columns, or
+filters by taps); where the sizes allow, they run in tiles of up to 16 x 16 transposed in
+vector registers (``te.transpose_intrin``): :func:`nchw_to_blocks`, :func:`blocks_from_nchw`,
+:func:`schedule_unpack`. There ``ic_bn`` (a divisor
 of ``C``) and ``oc_bn`` (whole vectors where they divide ``F``) are knobs; in
 ``conv2d_nchwc`` the layout is the caller's, given as arguments.
 """
@@ -201,14 +201,14 @@ def pad_blocks(X, pads, dtype: str, name: str = "data_pad"):
     return topi.nn.pad(X, [0, 0, top, left, 0], [0, 0, bottom, right, 0], te.const(0, dtype), name=name)
 
 
-# Data blocks are transposed in tiles of up to this many channels by this many columns.
+# Layout changes are transposed in tiles of up to this many channels by this many columns.
 TRANSPOSE_TILE = 16
 
 
-def _transpose_rows(ic_bn: int) -> int | None:
-    """Channels per transposed tile for blocks of ``ic_bn``: 16, 8 or 4, the largest dividing
-    ``ic_bn``; None where none does (the blocks are then gathered element by element)."""
-    return next((r for r in (TRANSPOSE_TILE, 8, 4) if ic_bn % r == 0), None)
+def _transpose_rows(block: int) -> int | None:
+    """Channels per transposed tile for channel blocks of ``block``: 16, 8 or 4, the largest
+    dividing it; None where none does (the layout change then goes element by element)."""
+    return next((r for r in (TRANSPOSE_TILE, 8, 4) if block % r == 0), None)
 
 
 def _transpose_columns(width: int) -> int | None:
