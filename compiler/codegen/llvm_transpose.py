@@ -15,24 +15,34 @@ most :data:`MAX_TILE`. The code generator emits it inline, as no C library has i
 A scalar copy does a load and a store per element, a vectorized one a gather lane per element;
 this does ``(rows + cols) / (rows * cols)`` memory operations and ``log2(n) / n`` shuffles per
 element (for 16 x 16 floats: 32 vector memory operations and 64 shuffles for 256 elements).
-``compiler.te.transpose_intrin`` declares it for ``tensorize``.
+:func:`transpose_call` makes the call; ``compiler.te.transpose_intrin`` declares it for
+``tensorize``.
 """
 
 from __future__ import annotations
 
-import numpy as np
 from llvmlite import ir
 
+from .. import dtypes
 from ..errors import CodegenError
 from ..tir import expr as E
 from ..tir.buffer import ACCESS_PTR
 from .llvm_types import memory_type
 
-__all__ = ["TRANSPOSE", "MAX_TILE", "emit_transpose"]
+__all__ = ["TRANSPOSE", "MAX_TILE", "transpose_call", "emit_transpose"]
 
 TRANSPOSE = "autotune_transpose"
 MAX_TILE = 64
 _I32, _I64 = ir.IntType(32), ir.IntType(64)
+
+
+def transpose_call(dst, dst_stride, src, src_stride, rows: int, cols: int) -> E.Call:
+    """The call that copies the ``rows x cols`` tile at ``src`` transposed to ``dst`` (both
+    ``access_ptr`` of buffers of one dtype; strides in elements, between rows)."""
+    from ..tir import call_extern, const
+
+    return call_extern("int32", TRANSPOSE, dst, dst_stride, src, src_stride, const(rows, "int32"),
+                       const(cols, "int32"))
 
 
 def _const(e, what: str) -> int:
@@ -85,12 +95,12 @@ def emit_transpose(gen, e: E.Call) -> ir.Value:
                            f"got {len(e.args) - 1} arguments")
     _, dst, dst_stride, src, src_stride, rows, cols = e.args
     rows, cols = _const(rows, "rows"), _const(cols, "cols")
-    dtype = _dtype_of(dst, "dst")
-    if _dtype_of(src, "src") != dtype:
-        raise CodegenError(f"{TRANSPOSE}: dst is {dtype}, src {_dtype_of(src, 'src')}")
+    dtype, src_dtype = _dtype_of(dst, "dst"), _dtype_of(src, "src")
+    if src_dtype != dtype:
+        raise CodegenError(f"{TRANSPOSE}: dst is {dtype}, src {src_dtype}")
     b = gen.b
     elem = memory_type(dtype)
-    align = np.dtype(dtype).itemsize  # the arrays are only element-aligned
+    align = max(1, dtypes.bits(dtype) // 8)  # the arrays are only element-aligned
     dst_ptr, src_ptr = gen.expr(dst), gen.expr(src)
     dst_step, src_step = _as_i64(gen.expr(dst_stride), b), _as_i64(gen.expr(src_stride), b)
     n = 1
@@ -118,4 +128,4 @@ def emit_transpose(gen, e: E.Call) -> ir.Value:
         if rows != n:
             value = b.shuffle_vector(value, undefined, _mask(range(rows)))
         b.store(value, b.bitcast(at, out_t.as_pointer()), align=align)
-    return ir.Constant(ir.IntType(32), 0)
+    return _I32(0)

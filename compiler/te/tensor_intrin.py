@@ -106,17 +106,16 @@ def transpose_intrin(rows: int, cols: int, dtype: str = "float32", out_ndim: int
     row loop lies outside the tile. The LLVM backend emits it inline
     (:mod:`compiler.codegen.llvm_transpose`); a scalar copy of such a tile does a load and a
     store per element, a vectorized one a gather lane."""
-    from ..codegen.llvm_transpose import MAX_TILE, TRANSPOSE
-    from ..tir import call_extern, const
+    from ..codegen.llvm_transpose import MAX_TILE, transpose_call
     from .operation import compute, placeholder, var
 
     for what, n in (("rows", rows), ("cols", cols)):
         if not isinstance(n, int) or not 2 <= n <= MAX_TILE:  # a single row or column is a plain copy
             raise CompilerError(f"transpose_intrin: {what} must be an int from 2 to {MAX_TILE}, got {n!r}")
+    src = placeholder((rows, cols), dtype=dtype, name="src")
     body = {2: lambda j, i: src[i, j], 3: lambda j, _u, i: src[i, j], 4: lambda j, _u, _v, i: src[i, j]}
     if out_ndim not in body:
         raise CompilerError(f"transpose_intrin: out_ndim must be 2, 3 or 4, got {out_ndim!r}")
-    src = placeholder((rows, cols), dtype=dtype, name="src")
     dst = compute((cols, *[1] * (out_ndim - 2), rows), body[out_ndim], name="dst")
     binds = {t: decl_buffer(t.shape, dtype, t.op.name, offset_factor=1,
                             strides=[*(var(f"{t.op.name}_stride{k}") for k in range(t.ndim - 1)), 1])
@@ -124,8 +123,7 @@ def transpose_intrin(rows: int, cols: int, dtype: str = "float32", out_ndim: int
 
     def fcompute(ins, outs):
         (s,), (d,) = ins, outs
-        return call_extern("int32", TRANSPOSE, d.access_ptr("w"), d.strides[0], s.access_ptr("r"),
-                           s.strides[0], const(rows, "int32"), const(cols, "int32"))
+        return transpose_call(d.access_ptr("w"), d.strides[0], s.access_ptr("r"), s.strides[0], rows, cols)
 
     name = f"transpose_{rows}x{cols}_{dtype}_{out_ndim}d"
     return decl_tensor_intrin(dst.op, fcompute, name=name, binds=binds)

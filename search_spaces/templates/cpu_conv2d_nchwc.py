@@ -228,6 +228,8 @@ def nchw_to_blocks(X, ic_bn: int, pads, dtype: str, name: str = "data_vec"):
     top, left, bottom, right = pads
     N, C, H, W = (int(d.value) for d in X.shape)
     Hp, Wp = H + top + bottom, W + left + right
+    transposed = _transpose_rows(ic_bn) is not None
+    Wb = _cdiv(Wp, TRANSPOSE_TILE) * TRANSPOSE_TILE if transposed else Wp
 
     def padded(n, c, h, w):
         if not any(pads) and Wb == Wp:
@@ -235,11 +237,9 @@ def nchw_to_blocks(X, ic_bn: int, pads, dtype: str, name: str = "data_vec"):
         inside = te.all(h >= top, h < H + top, w >= left, w < W + left)
         return te.if_then_else(inside, X[n, c, h - top, w - left], te.const(0, dtype))
 
-    if _transpose_rows(ic_bn) is None:
-        Wb = Wp
+    if not transposed:
         return te.compute((N, C // ic_bn, Hp, Wb, ic_bn),
                           lambda n, c, h, w, b: padded(n, c * ic_bn + b, h, w), name=name)
-    Wb = _cdiv(Wp, TRANSPOSE_TILE) * TRANSPOSE_TILE
     # Rows outside channels, so that a row's channels by columns are the transposes' tiles.
     P = te.compute((N, Hp, C, Wb), lambda n, h, c, w: padded(n, c, h, w), name="data_pad")
     return te.compute((N, C // ic_bn, Hp, Wb, ic_bn), lambda n, c, h, w, b: P[n, h, c * ic_bn + b, w],
@@ -253,10 +253,10 @@ def schedule_data_blocks(s, D) -> None:
     n, c, h, w, b = s[D].op.axis
     row = s[D].fuse(n, c, h)
     s[D].parallel(row)
-    P = D.op.input_tensors[0]
-    if P.op.name != "data_pad":
-        return
     rows = _transpose_rows(int(D.shape[-1].value))
+    if rows is None:
+        return
+    P = D.op.input_tensors[0]  # the padded rows (nchw_to_blocks)
     wo, wi = s[D].split(w, factor=TRANSPOSE_TILE)
     bo, bi = s[D].split(b, factor=rows)
     s[D].reorder(row, wo, bo, wi, bi)
@@ -274,8 +274,8 @@ def blocks_from_nchw(Wt, ic_bn: int, oc_bn: int, dtype: str, name: str = "kernel
     channel: the taps of a tile of filters (a row of ``KH * KW`` values of W each) become one row
     of ``oc_bn``-wide blocks per tap. Then an extern stage does it in vector registers, threads on
     the output-channel blocks; else a compute stage that :func:`schedule_kernel_blocks` places."""
-    from compiler.codegen.llvm_transpose import MAX_TILE, TRANSPOSE
-    from compiler.tir import call_extern, const, ir_builder
+    from compiler.codegen.llvm_transpose import MAX_TILE, transpose_call
+    from compiler.tir import ir_builder
 
     F, C, KH, KW = (int(d.value) for d in Wt.shape)
     Fc, Cc, taps = _cdiv(F, oc_bn), C // ic_bn, KH * KW
@@ -290,8 +290,8 @@ def blocks_from_nchw(Wt, ic_bn: int, oc_bn: int, dtype: str, name: str = "kernel
                     ib.for_range(0, oc_bn // rows, name="fo") as fo:
                 src = ((fc * oc_bn + fo * rows) * C + cc * ic_bn + cb) * taps
                 dst = ((fc * Cc + cc) * taps * ic_bn + cb) * oc_bn + fo * rows  # at the first tap
-                ib.emit(call_extern("int32", TRANSPOSE, wb.access_ptr("w", offset=dst), const(ic_bn * oc_bn),
-                                    w.access_ptr("r", offset=src), const(C * taps), const(rows), const(taps)))
+                ib.emit(transpose_call(wb.access_ptr("w", offset=dst), ic_bn * oc_bn,
+                                       w.access_ptr("r", offset=src), C * taps, rows, taps))
             return ib.get()
 
         return te.extern((Fc, Cc, KH, KW, ic_bn, oc_bn), [Wt], pack, name=name, dtype=dtype)
