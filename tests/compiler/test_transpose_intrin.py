@@ -9,8 +9,9 @@ import pytest
 from helpers import CPUS, assert_written, for_each_cpu, poisoned, random_array
 
 import compiler
-from compiler import te
-from compiler.errors import CompilerError
+from compiler import te, tir
+from compiler.codegen.llvm_transpose import TRANSPOSE, transpose_call
+from compiler.errors import CodegenError, CompilerError
 
 TILES = [(16, 16), (8, 16), (16, 8), (14, 16), (7, 16), (16, 4), (3, 5), (2, 2)]
 
@@ -113,3 +114,26 @@ def test_a_tile_of_another_shape_does_not_match():
     with pytest.raises(compiler.errors.ScheduleError, match="transpose_8x16"):
         s[B].tensorize(j, te.transpose_intrin(8, 16))
         compiler.lower(s, [A, B])
+
+
+def _extern_copy(make_call, dtypes=("float32", "float32")):
+    """An extern stage whose body is ``make_call(out, in)``: a transpose call written by hand."""
+    A = te.placeholder((16, 16), name="A", dtype=dtypes[1])
+    B = te.extern((16, 16), [A], lambda ins, outs: make_call(outs[0], ins[0]), name="B", dtype=dtypes[0])
+    return te.create_schedule(B.op), [A, B]
+
+
+@pytest.mark.parametrize("make_call, dtypes, message", [
+    (lambda o, i: transpose_call(o.access_ptr("w"), 16, i.access_ptr("r"), 16, 16, 65), None,
+     "cols must be a constant from 1 to 64"),
+    (lambda o, i: tir.call_extern("int32", TRANSPOSE, o.access_ptr("w"), 16, i.access_ptr("r"), 16, 16), None,
+     "takes \\(dst, dst_stride, src, src_stride, rows, cols\\)"),
+    (lambda o, i: tir.call_extern("int32", TRANSPOSE, o.data, 16, i.access_ptr("r"), 16, 16, 16), None,
+     "dst must be a buffer's access_ptr"),
+    (lambda o, i: transpose_call(o.access_ptr("w"), 16, i.access_ptr("r"), 16, 16, 16), ("float32", "int32"),
+     "dst is float32, src int32"),
+])
+def test_a_bad_transpose_call_is_refused_when_compiled(make_call, dtypes, message):
+    s, args = _extern_copy(make_call, dtypes or ("float32", "float32"))
+    with pytest.raises(CodegenError, match=message):
+        compiler.build(s, args, target=CPUS[2].target)
