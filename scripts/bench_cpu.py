@@ -138,8 +138,8 @@ def add_softmax(bench: Bench, rows: int = 4096, cols: int = 1024) -> None:
 
 
 def empty_region_rows() -> list[tuple]:
-    """What a parallel region costs, back to back and after idle gaps (in this process: it is
-    the runtime's own overhead, there is no peer)."""
+    """What a parallel region costs, back to back and after the caller worked or slept a while
+    (in this process: it is the runtime's own overhead, there is no peer)."""
     f = compiler.build(K.empty_parallel())
     ids = np.full(num_threads(), -1, np.int32)
     f(ids)
@@ -147,18 +147,27 @@ def empty_region_rows() -> list[tuple]:
     back_to_back = f.time_evaluator(f.entry_name, number=1000, repeat=B.REPEAT)(ids).median
     rows = [("empty parallel region", "back to back", f"{back_to_back * 1e3:.4f}", "", "", "", "")]
     serial = compiler.build(K.empty_parallel(parallel=False))
-    for gap_ms in (1, 10, 100):  # one call from Python after a gap, less the same call of a serial loop
+
+    def busy(seconds: float) -> None:  # the caller at work (a Python loop between calls)
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+
+    # One call after a gap, less the same call of a serial loop: after the caller worked (the
+    # workers may still be spinning) and after it slept (they are asleep).
+    gaps = [(f"after {us} us of work", us * 1e-6, busy, 40) for us in (5, 20, 100)]
+    gaps += [(f"after {ms} ms idle", ms * 1e-3, time.sleep, 20 if ms < 100 else 8) for ms in (1, 10, 100)]
+    for label, seconds, wait, samples in gaps:
         costs = []
-        for _ in range(20 if gap_ms < 100 else 8):
+        for _ in range(samples):
             pair = []
             for g in (f, serial):
-                time.sleep(gap_ms / 1e3)
+                wait(seconds)
                 start = time.perf_counter()
                 g(ids)
                 pair.append(time.perf_counter() - start)
             costs.append(pair[0] - pair[1])
-        rows.append(("empty parallel region", f"after {gap_ms} ms idle",
-                     f"{statistics.median(costs) * 1e3:.4f}", "", "", "", ""))
+        rows.append(("empty parallel region", label, f"{statistics.median(costs) * 1e3:.4f}", "", "", "", ""))
     return rows
 
 

@@ -10,12 +10,18 @@ futex. On a machine with few cores that is the worst of both: a sleeping worker
 that the kernel wakes onto the core where the caller is spinning at the region's
 end barrier runs only once the caller's spin ends, so a region after an idle gap
 took 1-8 ms on a 2-vCPU VM. ``OMP_WAIT_POLICY=passive`` (no spinning) costs ~40
-us per region even back to back. A short spin gives both: before libgomp is
-loaded (:func:`load_libgomp`), the runtime sets ``GOMP_SPINCOUNT`` to
-:data:`SPIN_COUNT` (a few microseconds of spinning) unless the user set
-``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY``, then restores the environment. Back-to-
-back regions (a timing loop, consecutive layers) then cost ~1 us, a region after a
-gap tens of microseconds (``scripts/bench_cpu.py`` measures both).
+us per region even back to back. A short spin gives most of both: before libgomp
+is loaded (:func:`load_libgomp`), the runtime sets ``GOMP_SPINCOUNT`` to
+:data:`SPIN_COUNT` unless the user set ``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY``,
+then restores the environment.
+
+:data:`SPIN_COUNT` is a few tens of microseconds of spinning on a 2-vCPU Zen 4
+VM, as long as a call from Python or the imbalance of two threads' shares
+takes. Measured there, an empty region after 5-20 us of work in the caller costs
+~1 us (~40 us at 300 iterations: a futex wake each time, and ResNet-18's 3x3
+convolutions, three regions per call, ran ~5% slower), back to back ~1 us,
+after 10-100 ms asleep ~0.17 ms (0.04 ms at 300 iterations, 1-8 ms at
+libgomp's default). ``scripts/bench_cpu.py`` measures these.
 
 Compiled modules keep the count in a module-level variable that the runtime sets
 before each call, so changing the environment variable takes effect at the next
@@ -43,7 +49,7 @@ ENV_VAR = "AUTOTUNE_NUM_THREADS"
 SETTER_SYMBOL = "__autotune_set_num_threads"  # void(int32), exported by every compiled CPU module
 
 
-SPIN_COUNT = "300"  # libgomp spin iterations before a waiting thread sleeps (default 300000)
+SPIN_COUNT = "3000"  # libgomp spin iterations before a waiting thread sleeps (default 300000)
 
 
 @functools.lru_cache(maxsize=1)
