@@ -114,7 +114,7 @@ class Tuned:
     workload: Workload
     flop: float
     trials: int  # in the log
-    tuned_now: int
+    tuned_now: int  # trials this run measured
     tune_s: float
     logged_s: float | None  # the median cost of the log's best config
     so_path: Path
@@ -134,7 +134,7 @@ def tune_and_export(w: Workload, opts, workdir: Path) -> Tuned:
         earlier = log.count(task, kind=db.TRIAL)
     todo = max(0, opts.trials - earlier)
     print(f"{task.workload_name}: {len(task.config_space):,} configs; {earlier} trials in {opts.db}, "
-          f"tuning {todo} more with {opts.tuner}", flush=True)
+          f"tuning up to {todo} more with {opts.tuner}", flush=True)
     start = time.perf_counter()
     if todo:
         autotune.tune(task, trials=todo, tuner=opts.tuner, db=opts.db, early_stopping=opts.early_stopping,
@@ -151,7 +151,8 @@ def tune_and_export(w: Workload, opts, workdir: Path) -> Tuned:
     np.testing.assert_allclose(out, expected, rtol=1e-3, atol=1e-3)
     path = workdir / f"{w.template}_{len(list(workdir.iterdir()))}.so"
     f.export_library(path)
-    return Tuned(w, float(task.flop), trials, todo, tune_s, best[0].median if best else None, path,
+    measured = trials - earlier  # fewer than ``todo`` where the tuner ran out of configs to try
+    return Tuned(w, float(task.flop), trials, measured, tune_s, best[0].median if best else None, path,
                  [*inputs, out])
 
 

@@ -8,6 +8,7 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -233,3 +234,17 @@ def test_bench_tuned_prints_the_whole_run_wall_time():
     assert line.startswith("# whole run: 25.0 min wall time")
     assert "tuning 20.0 min, 1024 trials, 51.2 trials/min" in line and "timings 4.0 min" in line
     assert "trials/min" not in bench_tuned.wall_time_line(60.0, 0.0, 50.0, 0)
+
+
+def test_bench_tuned_counts_the_trials_it_measured_not_those_it_asked_for(tmp_path):
+    # a space of 4 configs: asked for 6 trials, the tuner measures the 4 and stops
+    w = bench_tuned.Workload("conv tiny", "conv2d_nchw", (1, 8, 4, 4, 16, 3, 3, 1, 1, 1, "float32"), 1.0)
+    assert len(bench_tuned.autotune.create_task(w.template, w.args, target="llvm").config_space) == 4
+    opts = SimpleNamespace(trials=6, db=str(tmp_path / "log.db"), tuner="xgb", early_stopping=None, seed=0,
+                           progress=False)
+    (tmp_path / "so").mkdir()
+    tuned = bench_tuned.tune_and_export(w, opts, tmp_path / "so")
+    assert (tuned.trials, tuned.tuned_now) == (4, 4)
+    assert tuned.so_path.exists() and tuned.logged_s > 0
+    again = bench_tuned.tune_and_export(w, opts, tmp_path / "so")  # the log's trials count: none to tune
+    assert (again.trials, again.tuned_now) == (4, 0) and again.trials_per_minute is None
