@@ -24,8 +24,10 @@ vector registers:
 kernel, then runs this schedule and writes NCHW rows from each blocked output row: all of it
 part of the compiled operator. Each of the three is a transpose (channels by columns, or
 filters by taps); where the sizes allow, they run in tiles of up to 16 x 16 transposed in
-vector registers (``te.transpose_intrin``): :func:`nchw_to_blocks`, :func:`blocks_from_nchw`,
-:func:`schedule_unpack`. There ``ic_bn`` (a divisor
+vector registers (``te.transpose_intrin``, :func:`kernel_block_intrin`):
+:func:`schedule_data_blocks`, :func:`schedule_kernel_blocks`, :func:`schedule_unpack`. With
+``parallel_axis="oc"`` each thread packs the kernel blocks it uses just before it uses them.
+There ``ic_bn`` (a divisor
 of ``C``) and ``oc_bn`` (whole vectors where they divide ``F``) are knobs; in
 ``conv2d_nchwc`` the layout is the caller's, given as arguments.
 """
@@ -44,7 +46,7 @@ from search_spaces.templates._common import random_data, vector_lanes, vector_re
 __all__ = ["conv2d_nchwc", "conv2d_nchwc_reference", "ConvGeometry", "register_tiles",
            "define_blocked_knobs", "blocked_conv", "schedule_blocked_conv", "pad_blocks",
            "nchw_to_blocks", "schedule_data_blocks", "schedule_unpack", "schedule_kernel_blocks",
-           "nchw_from_blocks", "blocks_from_nchw"]
+           "nchw_from_blocks", "blocks_from_nchw", "kernel_block_intrin"]
 
 MAX_IC_BN = 64  # input-channel blocks beyond this gain nothing (the inner loop is long enough)
 MAX_VECTORS = 4  # oc_bn is at most 4 vector registers wide
@@ -267,34 +269,9 @@ def schedule_data_blocks(s, D) -> None:
 
 def blocks_from_nchw(Wt, ic_bn: int, oc_bn: int, dtype: str, name: str = "kernel_vec"):
     """The kernel ``(F, C, KH, KW)`` packed as ``(ceil(F/oc_bn), C/ic_bn, KH, KW, ic_bn, oc_bn)``,
-    zero past ``F``.
-
-    Where ``oc_bn`` divides ``F`` into tiles of :func:`_transpose_rows` channels and the taps are
-    at most :data:`~compiler.codegen.llvm_transpose.MAX_TILE`, packing is a transpose per input
-    channel: the taps of a tile of filters (a row of ``KH * KW`` values of W each) become one row
-    of ``oc_bn``-wide blocks per tap. Then an extern stage does it in vector registers, threads on
-    the output-channel blocks; else a compute stage that :func:`schedule_kernel_blocks` places."""
-    from compiler.codegen.llvm_transpose import MAX_TILE, transpose_call
-    from compiler.tir import ir_builder
-
+    zero past ``F``; :func:`schedule_kernel_blocks` says how."""
     F, C, KH, KW = (int(d.value) for d in Wt.shape)
-    Fc, Cc, taps = _cdiv(F, oc_bn), C // ic_bn, KH * KW
-    rows = _transpose_rows(oc_bn)
-    if Fc * oc_bn == F and rows is not None and 2 <= taps <= MAX_TILE:
-        def pack(ins, outs):
-            w, wb = ins[0], outs[0]
-            ib = ir_builder.create()
-            with ib.for_range(0, Fc, name="fc", kind="parallel") as fc, \
-                    ib.for_range(0, Cc, name="cc") as cc, \
-                    ib.for_range(0, ic_bn, name="cb") as cb, \
-                    ib.for_range(0, oc_bn // rows, name="fo") as fo:
-                src = ((fc * oc_bn + fo * rows) * C + cc * ic_bn + cb) * taps
-                dst = ((fc * Cc + cc) * taps * ic_bn + cb) * oc_bn + fo * rows  # at the first tap
-                ib.emit(transpose_call(wb.access_ptr("w", offset=dst), ic_bn * oc_bn,
-                                       w.access_ptr("r", offset=src), C * taps, rows, taps))
-            return ib.get()
-
-        return te.extern((Fc, Cc, KH, KW, ic_bn, oc_bn), [Wt], pack, name=name, dtype=dtype)
+    Fc = _cdiv(F, oc_bn)
 
     def body(fc, c, ry, rx, b, fb):
         value = Wt[fc * oc_bn + fb, c * ic_bn + b, ry, rx]
@@ -302,18 +279,67 @@ def blocks_from_nchw(Wt, ic_bn: int, oc_bn: int, dtype: str, name: str = "kernel
             return value
         return te.if_then_else(fc * oc_bn + fb < F, value, te.const(0, dtype))
 
-    return te.compute((Fc, Cc, KH, KW, ic_bn, oc_bn), body, name=name)
+    return te.compute((Fc, C // ic_bn, KH, KW, ic_bn, oc_bn), body, name=name)
+
+
+def kernel_block_intrin(C: int, KH: int, KW: int, ic_bn: int, oc_bn: int, dtype: str) -> te.TensorIntrin:
+    """The packing of one output-channel block of the kernel (:func:`blocks_from_nchw`) as a
+    tensor intrinsic: per input channel, the taps of :func:`_transpose_rows` filters (a row of
+    ``KH * KW`` values each in W) transposed in vector registers into one ``oc_bn``-wide row
+    per tap. A scalar copy reads one value per filter and tap, a vectorized one gathers them."""
+    from compiler.codegen.llvm_transpose import transpose_call
+    from compiler.tir import decl_buffer, ir_builder
+
+    rows, taps, Cc = _transpose_rows(oc_bn), KH * KW, C // ic_bn
+    src = te.placeholder((oc_bn, C, KH, KW), dtype=dtype, name="W")
+    dst = te.compute((Cc, KH, KW, ic_bn, oc_bn), lambda cc, ry, rx, cb, fb: src[fb, cc * ic_bn + cb, ry, rx],
+                     name="block")
+    # Whole blocks of the kernel and of its packed copy: compact, anywhere in their arrays.
+    binds = {t: decl_buffer(t.shape, dtype, t.op.name, offset_factor=1) for t in (src, dst)}
+
+    def pack(ins, outs):
+        (w,), (block,) = ins, outs
+        ib = ir_builder.create()
+        with ib.for_range(0, Cc, name="cc") as cc, ib.for_range(0, ic_bn, name="cb") as cb, \
+                ib.for_range(0, oc_bn // rows, name="fo") as fo:
+            first = (fo * rows * C + cc * ic_bn + cb) * taps
+            at = (cc * taps * ic_bn + cb) * oc_bn + fo * rows  # at the first tap
+            ib.emit(transpose_call(block.access_ptr("w", offset=at), ic_bn * oc_bn,
+                                   w.access_ptr("r", offset=first), C * taps, rows, taps))
+        return ib.get()
+
+    return te.decl_tensor_intrin(dst.op, pack, name=f"kernel_block_{C}x{KH}x{KW}_{ic_bn}_{oc_bn}_{dtype}",
+                                 binds=binds)
+
+
+def _packs_in_tiles(Wb) -> bool:
+    """Whether the kernel blocks ``Wb`` pack by :func:`kernel_block_intrin`: whole blocks of a
+    tile rule's channels (:func:`_transpose_rows`), and at most
+    :data:`~compiler.codegen.llvm_transpose.MAX_TILE` taps."""
+    from compiler.codegen.llvm_transpose import MAX_TILE
+
+    F, _, KH, KW = (int(d.value) for d in Wb.op.input_tensors[0].shape)
+    Fc, oc_bn = int(Wb.shape[0].value), int(Wb.shape[-1].value)
+    return Fc * oc_bn == F and _transpose_rows(oc_bn) is not None and 2 <= KH * KW <= MAX_TILE
 
 
 def schedule_kernel_blocks(s, Wb, at=None) -> None:
-    """Place the packing of a compute-stage kernel ``Wb`` (:func:`blocks_from_nchw`) at loop ``at``
-    (a pair: stage and loop), else on threads over its output-channel blocks; in the order it
-    reads W: an input channel's taps of the whole output block before the next channel's. An
-    extern stage threads itself."""
-    if not isinstance(Wb.op, te.ComputeOp):
-        return
+    """Pack the kernel blocks ``Wb`` (:func:`blocks_from_nchw`) at loop ``at`` (a pair: stage and
+    loop; a thread then packs the blocks it uses, just before, in its own cache), else on threads
+    over the output-channel blocks. A block packs by :func:`kernel_block_intrin` where its tiles
+    fit, else element by element in the order it reads W: an input channel's taps of the whole
+    output block before the next channel's."""
     fc, cc, ry, rx, cb, fb = s[Wb].op.axis
-    s[Wb].reorder(fc, cc, cb, ry, rx, fb)
+    if _packs_in_tiles(Wb):
+        _, C, KH, KW = (int(d.value) for d in Wb.op.input_tensors[0].shape)
+        ic_bn, oc_bn = (int(d.value) for d in Wb.shape[-2:])
+        s[Wb].tensorize(cc, kernel_block_intrin(C, KH, KW, ic_bn, oc_bn, Wb.dtype))
+        if oc_bn % vector_lanes(Wb.dtype):
+            # The convolution's last vector reads past such a block: packed where it is used,
+            # it would be a larger region than the intrinsic's tile.
+            at = None
+    else:
+        s[Wb].reorder(fc, cc, cb, ry, rx, fb)
     if at is None:
         s[Wb].parallel(fc)
     else:

@@ -109,9 +109,11 @@ def test_layout_transforms_are_transposed_in_tiles_where_they_fit(args, oc_bn, t
 
 
 def _loops_around(text: str, store: str) -> list[str]:
-    """The loop variables around the first store into ``store`` in lowered ``text``, outermost first."""
+    """The loop variables around the first store into ``store`` in lowered ``text``, outermost first
+    (a store, or a transpose whose destination it is)."""
     lines = text.splitlines()
-    at = next(i for i, line in enumerate(lines) if line.lstrip().startswith(f"{store}["))
+    at = next(i for i, line in enumerate(lines) if line.lstrip().startswith(f"{store}[")
+              or f"autotune_transpose', tvm_access_ptr('float32', {store}," in line)
     loops, depth = [], len(lines[at]) - len(lines[at].lstrip())
     for line in reversed(lines[:at]):
         indent = len(line) - len(line.lstrip())
@@ -129,6 +131,17 @@ def test_a_kernel_packed_element_by_element_is_packed_in_the_order_it_is_read(pa
     text = str(compiler.lower(*task.instantiate(_config(task, parallel_axis=parallel_axis))))
     loops = _loops_around(text, "kernel_vec")
     assert loops.index("b") < loops.index("ry") < loops.index("rx") < loops.index("fb")
+
+
+@pytest.mark.parametrize("parallel_axis", ["rows", "oc"])
+def test_with_threads_on_channel_blocks_each_packs_its_kernel_blocks_where_it_uses_them(parallel_axis):
+    # in transposed tiles either way; under "oc" inside the thread's loop over its output blocks
+    # (the block just packed is in its cache), under "rows" before, on threads of their own
+    task = create_task("conv2d_nchw", _conv(64, 14, 64, 3), AVX512.target)
+    text = str(compiler.lower(*task.instantiate(_config(task, parallel_axis=parallel_axis, oc_bn=16))))
+    loops = _loops_around(text, "kernel_vec")
+    assert loops[0] == ("f.outer.n.fused" if parallel_axis == "oc" else "fc"), loops
+    assert f"for {loops[0]} in range(4) parallel:" in text
 
 
 def test_nchwc_blocks_must_divide_the_channels():
