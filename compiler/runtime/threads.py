@@ -16,12 +16,13 @@ is loaded (:func:`load_libgomp`), the runtime sets ``GOMP_SPINCOUNT`` to
 then restores the environment.
 
 :data:`SPIN_COUNT` is a few tens of microseconds of spinning on a 2-vCPU Zen 4
-VM, as long as a call from Python or the imbalance of two threads' shares
-takes. Measured there, an empty region after 5-20 us of work in the caller costs
-~1 us (~40 us at 300 iterations: a futex wake each time, and ResNet-18's 3x3
-convolutions, three regions per call, ran ~5% slower), back to back ~1 us,
-after 10-100 ms asleep ~0.17 ms (0.04 ms at 300 iterations, 1-8 ms at
-libgomp's default). ``scripts/bench_cpu.py`` measures these.
+VM, about as long as a call from Python or the imbalance of two threads' shares
+takes. Measured there, an empty region right after 5 us of work in the caller
+costs ~1 us (~40 us at 300 iterations, a futex wake each time: ResNet-18's 3x3
+convolutions, two or three regions per call, ran ~5% slower); after 50 us of
+work or more 25-50 us, as at 300; back to back ~1 us; after 10-100 ms asleep
+~0.2 ms (~0.05 ms at 300 iterations, 1-8 ms at libgomp's default).
+``scripts/bench_cpu.py`` measures these.
 
 Compiled modules keep the count in a module-level variable that the runtime sets
 before each call, so changing the environment variable takes effect at the next
