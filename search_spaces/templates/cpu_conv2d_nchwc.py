@@ -313,9 +313,9 @@ def kernel_block_intrin(C: int, KH: int, KW: int, ic_bn: int, oc_bn: int, dtype:
 
 
 def _packs_in_tiles(Wb) -> bool:
-    """Whether the kernel blocks ``Wb`` pack by :func:`kernel_block_intrin`: whole blocks of a
-    tile rule's channels (:func:`_transpose_rows`), and at most
-    :data:`~compiler.codegen.llvm_transpose.MAX_TILE` taps."""
+    """Whether the kernel blocks ``Wb`` pack by :func:`kernel_block_intrin`: no block reaches past
+    ``F``, a block is a whole number of transposed tiles (:func:`_transpose_rows`), and there are
+    2 to :data:`~compiler.codegen.llvm_transpose.MAX_TILE` taps."""
     from compiler.codegen.llvm_transpose import MAX_TILE
 
     F, _, KH, KW = (int(d.value) for d in Wb.op.input_tensors[0].shape)
