@@ -20,7 +20,7 @@ VM, about as long as a call from Python or the imbalance of two threads' shares
 takes. Measured there, an empty region right after 5 us of work in the caller
 costs ~1 us (~40 us at 300 iterations, a futex wake each time: ResNet-18's 3x3
 convolutions, two or three regions per call, ran ~5% slower); after 50 us of
-work or more 25-50 us, as at 300; back to back ~1 us; after 10-100 ms asleep
+work or more 25-60 us (45-85 us at 300); back to back ~1 us; after 10-100 ms asleep
 ~0.2 ms (~0.05 ms at 300 iterations, 1-8 ms at libgomp's default).
 ``scripts/bench_cpu.py`` measures these.
 

@@ -282,14 +282,32 @@ def blocks_from_nchw(Wt, ic_bn: int, oc_bn: int, dtype: str, name: str = "kernel
     return te.compute((Fc, C // ic_bn, KH, KW, ic_bn, oc_bn), body, name=name)
 
 
+def _block_tiles_fit(oc_bn: int, taps: int) -> bool:
+    """Whether :func:`kernel_block_intrin` packs ``oc_bn``-wide blocks of ``taps`` taps: a block is
+    a whole number of transposed tiles (:func:`_transpose_rows`) of 2 to
+    :data:`~compiler.codegen.llvm_transpose.MAX_TILE` taps."""
+    from compiler.codegen.llvm_transpose import MAX_TILE
+
+    return _transpose_rows(oc_bn) is not None and 2 <= taps <= MAX_TILE
+
+
 def kernel_block_intrin(C: int, KH: int, KW: int, ic_bn: int, oc_bn: int, dtype: str) -> te.TensorIntrin:
     """The packing of one output-channel block of the kernel (:func:`blocks_from_nchw`) as a
     tensor intrinsic: per input channel, the taps of :func:`_transpose_rows` filters (a row of
     ``KH * KW`` values each in W) transposed in vector registers into one ``oc_bn``-wide row
-    per tap. A scalar copy reads one value per filter and tap, a vectorized one gathers them."""
-    from compiler.codegen.llvm_transpose import transpose_call
+    per tap. A scalar copy reads one value per filter and tap, a vectorized one gathers them.
+    ValueError where ``ic_bn`` does not divide ``C`` or the block is no whole number of tiles."""
+    from compiler.codegen.llvm_transpose import MAX_TILE, transpose_call
     from compiler.tir import decl_buffer, ir_builder
 
+    for name, v in (("C", C), ("KH", KH), ("KW", KW), ("ic_bn", ic_bn), ("oc_bn", oc_bn)):
+        if not isinstance(v, int) or v < 1:
+            raise ValueError(f"kernel_block_intrin: {name} must be a positive int, got {v!r}")
+    if C % ic_bn:
+        raise ValueError(f"kernel_block_intrin: ic_bn {ic_bn} does not divide C {C}")
+    if not _block_tiles_fit(oc_bn, KH * KW):
+        raise ValueError(f"kernel_block_intrin: blocks of {oc_bn} filters by {KH * KW} taps are no whole "
+                         f"number of transposed tiles (oc_bn a multiple of 4, 2 to {MAX_TILE} taps)")
     rows, taps, Cc = _transpose_rows(oc_bn), KH * KW, C // ic_bn
     src = te.placeholder((oc_bn, C, KH, KW), dtype=dtype, name="W")
     dst = te.compute((Cc, KH, KW, ic_bn, oc_bn), lambda cc, ry, rx, cb, fb: src[fb, cc * ic_bn + cb, ry, rx],
@@ -312,27 +330,16 @@ def kernel_block_intrin(C: int, KH: int, KW: int, ic_bn: int, oc_bn: int, dtype:
                                  binds=binds)
 
 
-def _packs_in_tiles(Wb) -> bool:
-    """Whether the kernel blocks ``Wb`` pack by :func:`kernel_block_intrin`: no block reaches past
-    ``F``, a block is a whole number of transposed tiles (:func:`_transpose_rows`), and there are
-    2 to :data:`~compiler.codegen.llvm_transpose.MAX_TILE` taps."""
-    from compiler.codegen.llvm_transpose import MAX_TILE
-
-    F, _, KH, KW = (int(d.value) for d in Wb.op.input_tensors[0].shape)
-    Fc, oc_bn = int(Wb.shape[0].value), int(Wb.shape[-1].value)
-    return Fc * oc_bn == F and _transpose_rows(oc_bn) is not None and 2 <= KH * KW <= MAX_TILE
-
-
 def schedule_kernel_blocks(s, Wb, at=None) -> None:
     """Pack the kernel blocks ``Wb`` (:func:`blocks_from_nchw`) at loop ``at`` (a pair: stage and
     loop; a thread then packs the blocks it uses, just before, in its own cache), else on threads
-    over the output-channel blocks. A block packs by :func:`kernel_block_intrin` where its tiles
-    fit, else element by element in the order it reads W: an input channel's taps of the whole
-    output block before the next channel's."""
+    over the output-channel blocks. A block packs by :func:`kernel_block_intrin` where no block
+    reaches past ``F`` and its tiles fit, else element by element in the order it reads W: an
+    input channel's taps of the whole output block before the next channel's."""
+    F, C, KH, KW = (int(d.value) for d in Wb.op.input_tensors[0].shape)
+    Fc, _, _, _, ic_bn, oc_bn = (int(d.value) for d in Wb.shape)
     fc, cc, ry, rx, cb, fb = s[Wb].op.axis
-    if _packs_in_tiles(Wb):
-        _, C, KH, KW = (int(d.value) for d in Wb.op.input_tensors[0].shape)
-        ic_bn, oc_bn = (int(d.value) for d in Wb.shape[-2:])
+    if Fc * oc_bn == F and _block_tiles_fit(oc_bn, KH * KW):
         s[Wb].tensorize(cc, kernel_block_intrin(C, KH, KW, ic_bn, oc_bn, Wb.dtype))
         if oc_bn % vector_lanes(Wb.dtype):
             # The convolution's last vector reads past such a block: packed where it is used,

@@ -11,6 +11,7 @@ from helpers import CPUS, assert_written, for_each_cpu, poisoned
 
 import compiler
 from search_spaces import InstantiationError, create_task
+from search_spaces.templates.cpu_conv2d_nchwc import kernel_block_intrin
 
 AVX512 = next(c for c in CPUS if "avx512f" in c.features)
 AVX2 = next(c for c in CPUS if "avx512f" not in c.features)
@@ -142,6 +143,18 @@ def test_with_threads_on_channel_blocks_each_packs_its_kernel_blocks_where_it_us
     loops = _loops_around(text, "kernel_vec")
     assert loops[0] == ("f.outer.n.fused" if parallel_axis == "oc" else "fc"), loops
     assert f"for {loops[0]} in range(4) parallel:" in text
+
+
+@pytest.mark.parametrize("args, message", [
+    ((12, 3, 3, 8, 16), "ic_bn 8 does not divide C 12"),
+    ((16, 3, 3, 8, 10), "blocks of 10 filters by 9 taps"),
+    ((16, 9, 9, 8, 16), "blocks of 16 filters by 81 taps"),
+    ((16, 1, 1, 8, 16), "blocks of 16 filters by 1 taps"),
+    ((16, 3, 3, 0, 16), "ic_bn must be a positive int"),
+])
+def test_a_kernel_block_intrinsic_of_no_whole_tiles_is_refused(args, message):
+    with pytest.raises(ValueError, match=message):
+        kernel_block_intrin(*args, "float32")
 
 
 def test_nchwc_blocks_must_divide_the_channels():
