@@ -38,7 +38,7 @@ from pathlib import Path
 
 __all__ = ["QUIET_SCALING", "QUIET_CPU_SHARE", "REPEAT", "ROUNDS", "Quietness", "Contender", "Timing",
            "Verdict", "measure_quietness", "fma_peak_flops", "time_interleaved", "run_child", "verdict_lines",
-           "busy_note", "format_table", "module_spec", "matmul_peers", "thread_env"]
+           "busy_note", "format_table", "module_spec", "print_rounds", "matmul_peers", "thread_env"]
 
 QUIET_SCALING = 0.9  # T threads must do at least 0.9 * T times the FMA work of one (1.8x on 2 cores)
 QUIET_CPU_SHARE = 0.9  # ... and get at least 90% of T cores' time while they run
@@ -192,6 +192,19 @@ class Timing:
         """The median over the rounds (``None`` when none ran)."""
         return statistics.median(self.rounds) if self.rounds else None
 
+    @property
+    def spread(self) -> float | None:
+        """``(slowest - fastest) / median`` of the rounds: how much the processes disagree
+        (``None`` when none ran)."""
+        return (max(self.rounds) - min(self.rounds)) / self.median if self.rounds else None
+
+    def describe(self) -> str:
+        """One line: each round's milliseconds in the order run, and their spread."""
+        if not self.rounds:
+            return f"{self.label}: did not run ({self.error})"
+        times = " ".join(f"{s * 1e3:.3f}" for s in self.rounds)
+        return f"{self.label}: {times} ms (spread {self.spread:.0%})"
+
 
 def thread_env(threads: int) -> dict:
     """The environment that gives every library in a child ``threads`` threads."""
@@ -231,6 +244,12 @@ def time_interleaved(contenders: Sequence[Contender], threads: int, rounds: int 
                 continue
             t.rounds.append(seconds)
     return timings
+
+
+def print_rounds(timings: dict[str, Timing]) -> None:
+    """Print each contender's rounds (:meth:`Timing.describe`), indented under its workload."""
+    for timing in timings.values():
+        print(f"  {timing.describe()}", flush=True)
 
 
 def module_spec(path: str | os.PathLike, arrays: Sequence, repeat: int = REPEAT,

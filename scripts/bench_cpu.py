@@ -58,6 +58,7 @@ class Bench:
             print(f"timing {kernel} {shape}: {', '.join(c.label for c in contenders)} x {self.rounds} rounds",
                   flush=True)
             self.timings.append(B.time_interleaved(contenders, num_threads(), self.rounds))
+            B.print_rounds(self.timings[-1])
 
     def rows(self, peak: float) -> list[tuple]:
         """Table rows of :meth:`run`'s timings; GFLOPS rates also as a share of ``peak`` FLOP/s."""

@@ -205,6 +205,7 @@ def main() -> None:
             contenders += peers(task.name, task.args)
             print(f"timing {label}: {', '.join(c.label for c in contenders)}", flush=True)
             timings.append(B.time_interleaved(contenders, threads, opts.rounds))
+            B.print_rounds(timings[-1])
         after = B.measure_quietness(threads)
         print(f"# after the timings: {after.describe()}", flush=True)
 

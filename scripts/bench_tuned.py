@@ -233,6 +233,7 @@ def main() -> None:
             contenders = [B.Contender("ours", B.module_spec(t.so_path, t.arrays)), *peers(t.workload)]
             print(f"timing {t.workload.label}: {', '.join(c.label for c in contenders)}", flush=True)
             timings.append(B.time_interleaved(contenders, threads, opts.rounds))
+            B.print_rounds(timings[-1])
             tuned.append(t)
             timing_s += time.perf_counter() - timing_start
         after = B.measure_quietness(threads)

@@ -91,6 +91,16 @@ def test_contenders_are_interleaved_in_fresh_runs_and_reported_as_medians():
     assert timings["peer"].median == 5.0 and timings["peer"].info == "info peer"
 
 
+def test_a_timing_describes_its_rounds_in_order_and_their_spread(capsys):
+    ours = B.Timing("ours", rounds=[0.0030, 0.0010, 0.0020])
+    assert ours.spread == pytest.approx(1.0)
+    assert ours.describe() == "ours: 3.000 1.000 2.000 ms (spread 100%)"
+    failed = B.Timing("torch", error="No module named 'torch'")
+    assert failed.spread is None and failed.describe() == "torch: did not run (No module named 'torch')"
+    B.print_rounds({"ours": ours, "torch": failed})
+    assert capsys.readouterr().out.splitlines() == [f"  {ours.describe()}", f"  {failed.describe()}"]
+
+
 def test_a_contender_that_fails_is_dropped_with_its_reason():
     calls = []
 
