@@ -416,6 +416,8 @@ def tune_tasks(tasks: Sequence, trials: int, tuner="xgb", db="tuning.db", measur
             s.abandon()
         raise
     finally:
+        for s in sessions:
+            s.tuner.close()
         if measure_option is None:
             options.close()
         if own_log:

@@ -148,16 +148,17 @@ def _worker_env() -> dict:
 
 
 class WorkerPool:
-    """``size`` workers (pinned to ``cpus`` when given), started on first use."""
+    """``size`` workers (pinned to ``cpus`` when given), started on first use; each runs
+    ``python -P -m ENTRY``, by default a measurement worker (:mod:`measure.worker_main`)."""
 
-    def __init__(self, size: int, cpus=None, name: str = "measure"):
+    def __init__(self, size: int, cpus=None, name: str = "measure", entry: str = "measure.worker_main"):
         if size < 1:
             raise ValueError(f"a worker pool needs at least one worker, got {size}")
         if not sys.executable:
             raise MeasureError("cannot start measurement workers: sys.executable is empty")
         self.size = size
         self.cpus = sorted(cpus) if cpus else None
-        self.name = name
+        self.name, self.entry = name, entry
         self._slots = [_Slot() for _ in range(size)]
         self._queue: collections.deque[_Job] = collections.deque()
         self._started = False
@@ -220,7 +221,7 @@ class WorkerPool:
 
     def _start(self, slot: _Slot) -> None:
         # -P: no current directory in front of sys.path, where a user's measure.py would shadow ours.
-        proc = subprocess.Popen([sys.executable, "-P", "-m", "measure.worker_main", self.name],
+        proc = subprocess.Popen([sys.executable, "-P", "-m", self.entry, self.name],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0, close_fds=True,
                                 env=_worker_env())
         slot.process, slot.reader, slot.ready, slot.job, slot.fatal = proc, FrameReader(), False, None, ""

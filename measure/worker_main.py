@@ -6,10 +6,14 @@ was started with (see :mod:`measure.pool`), and points its own file descriptors 
 and 1 elsewhere (``/dev/null`` and stderr), so that prints of templates or libraries
 cannot corrupt a frame. The calls it answers are :data:`CALLS`: each takes a request's
 JSON and returns a reply's JSON (:mod:`measure.protocol`).
+
+:func:`serve` is the loop itself, for workers that answer other calls (the tuner's
+feature workers, :mod:`autotune.tuner.feature_worker`).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import socket
@@ -79,9 +83,15 @@ def _detach_stdio() -> _Channel:
 
 
 def main() -> int:
-    """Serve the tuner over this process's stdin and stdout (see :mod:`measure.pool`) until
-    stdin closes or the tuner dies; returns the exit status (2: no init message, 1: start-up
-    failed)."""
+    """Serve :data:`CALLS` (see :func:`serve`), with the measurement code imported first."""
+    return serve(CALLS, "measure.worker")
+
+
+def serve(calls: dict, warm_up: str) -> int:
+    """Answer ``calls`` (name -> function of a request's JSON and a phase callback, returning
+    the reply's JSON) over this process's stdin and stdout (see :mod:`measure.pool`) until
+    stdin closes or the tuner dies; the module ``warm_up`` is imported before the worker
+    says it is ready. Returns the exit status (2: no init message, 1: start-up failed)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the tuner; it stops us
     channel = _detach_stdio()
     first = channel.receive()
@@ -94,7 +104,7 @@ def main() -> int:
         sys.path[:] = init["sys_path"]
         if init.get("cpus"):
             os.sched_setaffinity(0, init["cpus"])
-        import measure.worker  # noqa: F401  (compiler, llvmlite, search_spaces: once, before any call)
+        importlib.import_module(warm_up)  # the project's code, once, before any call
     except BaseException:
         channel.send({"fatal": traceback.format_exc()})
         return 1
@@ -108,7 +118,7 @@ def main() -> int:
         if msg is None:
             return 0
         try:
-            reply = {"reply": CALLS[msg["call"]](msg["request"], phase)}
+            reply = {"reply": calls[msg["call"]](msg["request"], phase)}
         except BaseException:
             reply = {"error": traceback.format_exc()}
         channel.send(reply)

@@ -40,14 +40,16 @@ class XGBCostModel:
     """Features (cached by config) -> XGBoost booster -> scores.
 
     ``num_threads`` and ``seed`` make training deterministic; ``num_rounds`` and
-    ``params`` tune the booster (``params`` are merged over the defaults).
+    ``params`` tune the booster (``params`` are merged over the defaults);
+    ``feature_workers`` is the :class:`FeatureCache`'s ``workers``.
     """
 
     def __init__(self, feature_type: str = "itervar", loss_type: str = "rank", num_threads: int = 1,
-                 seed: int | None = None, num_rounds: int = 150, params: dict | None = None):
+                 seed: int | None = None, num_rounds: int = 150, params: dict | None = None,
+                 feature_workers: int | None = None):
         if loss_type not in LOSS_TYPES:
             raise ValueError(f"unknown loss type {loss_type!r}; use one of {LOSS_TYPES}")
-        self.features = FeatureCache(feature_type)
+        self.features = FeatureCache(feature_type, feature_workers)
         self.loss_type = loss_type
         self.num_rounds = num_rounds
         self.params = {

@@ -18,11 +18,19 @@ stage's outer loops or whole stages fall outside the slots. Statements fill a fi
 number of slots (reductions by work, then other statements by work), so every
 config of every template maps to a vector of :data:`ITERVAR_LENGTH` numbers. All
 sizes are ``log2(1 + x)``.
+
+Lowering a config takes 5-100 ms (a CUDA convolution's the most), and a model-based
+search scores hundreds of new configs at a time, so :class:`FeatureCache` hands them to
+worker processes (:mod:`autotune.tuner.feature_worker`) when computing them here would
+take longer than :data:`PARALLEL_AFTER_S`.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import os
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,10 +40,21 @@ from compiler.tir import stmt as S
 from compiler.tir.functor import Functor, IRVisitor, children
 from compiler.tir.transform.inject_double_buffer import DOUBLE_BUFFER_SCOPE
 
-__all__ = ["FEATURE_TYPES", "ITERVAR_LENGTH", "itervar_features", "itervar_feature_names",
-           "config_features", "FeatureCache"]
+__all__ = ["FEATURE_TYPES", "ITERVAR_LENGTH", "PARALLEL_AFTER_S", "itervar_features", "itervar_feature_names",
+           "config_features", "default_feature_workers", "FeatureCache"]
+
+logger = logging.getLogger(__name__)
 
 FEATURE_TYPES = ("itervar", "knob")
+
+# The workers start once the features of a cache would have taken longer than this to compute
+# here (those done and those asked for): a search scores ~1500 new configs, 32 at a time, and a
+# CUDA convolution's take 30-100 ms each to lower. Once started, they take every request of
+# more than PARALLEL_MIN_S.
+PARALLEL_AFTER_S = 2.0
+PARALLEL_MIN_S = 0.05
+MAX_FEATURE_WORKERS = 8  # each holds the project and its task: ~150 MB
+_MAX_CHUNK = 16  # configs per worker call
 
 _MAX_LEVELS = 6        # loop levels per statement, innermost first
 _MAX_ACCESSES = 4      # buffers per statement: the stored one, then loads in expression order
@@ -354,19 +373,41 @@ def config_features(task, config, feature_type: str = "itervar") -> np.ndarray |
     return itervar_features(mod)
 
 
+def default_feature_workers() -> int:
+    """Worker processes for features: ``AUTOTUNE_FEATURE_WORKERS`` if set (0 or 1: none),
+    else this process's CPUs, at most :data:`MAX_FEATURE_WORKERS`."""
+    text = os.environ.get("AUTOTUNE_FEATURE_WORKERS", "").strip()
+    if text:
+        try:
+            return max(0, int(text))
+        except ValueError:
+            raise ValueError(f"AUTOTUNE_FEATURE_WORKERS must be a whole number, got {text!r}") from None
+    return min(MAX_FEATURE_WORKERS, len(os.sched_getaffinity(0)))
+
+
 class FeatureCache:
     """Features by (workload, config index), computed once.
 
     ``get(task, indices)`` returns ``(matrix, ok)``: one row per index (NaN rows where
     :func:`config_features` gave None) and a bool mask of the rows that have features.
     Rows of knob features are padded with zeros to the longest seen for a template.
+
+    ``itervar`` features missing from the cache are computed by up to ``workers`` worker
+    processes (default :func:`default_feature_workers`) once the cache's features would have
+    taken longer than :data:`PARALLEL_AFTER_S` to compute here (judged by the time the ones
+    computed here took); from then on every request of more than :data:`PARALLEL_MIN_S` goes
+    to them, until :meth:`close` stops them. Rows a worker fails to give (it crashed, hung or
+    could not start) are computed here instead.
     """
 
-    def __init__(self, feature_type: str = "itervar"):
+    def __init__(self, feature_type: str = "itervar", workers: int | None = None):
         if feature_type not in FEATURE_TYPES:
             raise ValueError(f"unknown feature type {feature_type!r}; use one of {FEATURE_TYPES}")
         self.feature_type = feature_type
+        self.workers = default_feature_workers() if workers is None else max(0, int(workers))
         self._rows: dict[tuple[str, int], np.ndarray | None] = {}
+        self._pool = None
+        self._seconds, self._computed = 0.0, 0  # time spent on the rows computed here
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -374,11 +415,29 @@ class FeatureCache:
     def row(self, task, index: int) -> np.ndarray | None:
         key = (task.workload_key, int(index))
         if key not in self._rows:
+            start = time.perf_counter()
             self._rows[key] = config_features(task, task.config_space.from_index(int(index), check=False),
                                               self.feature_type)
+            self._seconds += time.perf_counter() - start
+            self._computed += 1
         return self._rows[key]
 
+    def fill(self, task, indices) -> None:
+        """Compute the features of those of ``indices`` not cached yet (see the class)."""
+        key = task.workload_key
+        missing = list(dict.fromkeys(int(i) for i in indices if (key, int(i)) not in self._rows))
+        if self.feature_type == "itervar" and self.workers > 1 and len(missing) > 1:
+            if not self._computed:
+                self.row(task, missing.pop(0))  # its time is the estimate for the rest
+            estimate = len(missing) * self._seconds / self._computed
+            started = self._pool is not None or self._seconds + estimate > PARALLEL_AFTER_S
+            if started and estimate > PARALLEL_MIN_S:
+                missing = self._fill_in_workers(task, missing)
+        for i in missing:
+            self.row(task, i)
+
     def get(self, task, indices, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        self.fill(task, indices)
         rows = [self.row(task, i) for i in indices]
         ok = np.array([r is not None for r in rows], dtype=bool)
         if width is None:
@@ -389,3 +448,45 @@ class FeatureCache:
                 out[k, :] = 0.0
                 out[k, :min(width, len(r))] = r[:width]
         return out, ok
+
+    def close(self) -> None:
+        """Stop the worker processes, if any (they start again when needed)."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def _fill_in_workers(self, task, indices: list[int]) -> list[int]:
+        """Cache the features of ``indices`` computed by the workers; returns the indices
+        they gave none for (to be computed here)."""
+        from measure import MeasureError
+        from measure.pool import WorkerPool
+
+        size = max(1, min(_MAX_CHUNK, -(-len(indices) // self.workers)))
+        chunks = [indices[k:k + size] for k in range(0, len(indices), size)]
+        timeout = max(60.0, 20 * size * self._seconds / self._computed)
+        spec = task.to_json(by_value=True)
+        try:
+            if self._pool is None:
+                self._pool = WorkerPool(self.workers, name="features", entry="autotune.tuner.feature_worker")
+            for k, chunk in enumerate(chunks):
+                self._pool.submit(k, "features", {"task": spec, "feature_type": self.feature_type,
+                                                  "indices": chunk}, timeout)
+            pending = set(range(len(chunks)))
+            while pending:
+                for done in self._pool.wait():
+                    pending.discard(done.tag)
+                    if done.status != "ok":
+                        why = (str(done.value).strip().splitlines() or [""])[-1]
+                        logger.warning("a feature worker gave no features (%s: %s); computing them here",
+                                       done.status, why)
+                        continue
+                    for i, r in zip(chunks[done.tag], done.value["rows"], strict=True):
+                        self._rows[(task.workload_key, i)] = None if r is None else np.asarray(r, np.float32)
+        except MeasureError as exc:  # the workers cannot start here: stop trying
+            logger.warning("feature workers unavailable (%s); features are computed in this process", exc)
+            self.close()
+            self.workers = 0
+        except BaseException:  # interrupted: no call of this fill may answer a later one
+            self.close()
+            raise
+        return [i for i in indices if (task.workload_key, i) not in self._rows]

@@ -137,6 +137,9 @@ class Tuner:
             return False
         return not (self.space.size_is_exact and len(self._visited) >= self.space.size)
 
+    def close(self) -> None:
+        """Stop any worker processes the tuner started (a tuner may be used again after)."""
+
     def load_history(self, pairs: Iterable) -> None:
         """Seed the tuner with earlier ``(config, result)`` pairs (resuming a run).
 

@@ -47,7 +47,9 @@ class XGBTuner(Tuner):
     ``min_train`` (measurements before the first model), ``num_threads`` (XGBoost
     threads; fixed, so training is deterministic), ``num_rounds`` (boosting rounds),
     ``sa_chains``, ``sa_iters`` and ``sa_early_stop`` (the annealing search),
-    ``replan_until`` (measurements up to which the plan is searched again for every batch).
+    ``replan_until`` (measurements up to which the plan is searched again for every batch),
+    ``feature_workers`` (processes that compute features; default
+    :func:`~autotune.tuner.features.default_feature_workers`).
     """
 
     name = "xgb"
@@ -55,7 +57,8 @@ class XGBTuner(Tuner):
     def __init__(self, task=None, seed: int | None = None, feature_type: str = "itervar",
                  loss_type: str = "rank", plan_size: int = 64, epsilon: float = 0.1, min_train: int = 8,
                  num_threads: int = 1, num_rounds: int = 150, sa_chains: int = 32, sa_iters: int = 60,
-                 sa_early_stop: int = 20, replan_until: int = 256, **options):
+                 sa_early_stop: int = 20, replan_until: int = 256, feature_workers: int | None = None,
+                 **options):
         if feature_type not in FEATURE_TYPES:
             raise AutotuneError(f"XGBTuner: unknown feature_type {feature_type!r}; "
                                 f"use one of {FEATURE_TYPES}")
@@ -69,17 +72,23 @@ class XGBTuner(Tuner):
         self.num_threads, self.num_rounds = num_threads, num_rounds
         self.sa_chains, self.sa_iters, self.sa_early_stop = sa_chains, sa_iters, sa_early_stop
         self.replan_until = replan_until
+        self.feature_workers = feature_workers
         super().__init__(task, seed, **options)
 
     def _setup(self) -> None:
         self.model = XGBCostModel(self.feature_type, self.loss_type, self.num_threads, self.seed,
-                                  self.num_rounds)
+                                  self.num_rounds, feature_workers=self.feature_workers)
         self._indices: list[int] = []
         self._costs: list[float | None] = []
         self._pretrain: dict[str, Group] = {}
         self._trained_on = -1   # results (own + pre-training) behind the current model
         self._plan: list[int] = []
         self._searched_at = 0   # own results when the plan was last searched
+
+    def close(self) -> None:
+        """Stop the feature workers, if any started."""
+        if self.task is not None:
+            self.model.features.close()
 
     # ------------------------------------------------------------------ transfer
 
