@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -385,6 +386,38 @@ def default_feature_workers() -> int:
     return min(MAX_FEATURE_WORKERS, len(os.sched_getaffinity(0)))
 
 
+class _SharedWorkers:
+    """The feature workers of this process: one pool, shared by every cache that uses it
+    (``tune_tasks`` makes a tuner, and so a cache, per task) and stopped when the last of
+    them is closed. ``lock`` is held while a cache's calls are in the pool."""
+
+    def __init__(self):
+        self.lock = threading.RLock()
+        self._pool = None
+        self._users: set[int] = set()
+
+    def acquire(self, cache, size: int):
+        """The pool (``size`` workers if it has to be made), held for ``cache``."""
+        from measure.pool import WorkerPool
+
+        with self.lock:
+            if self._pool is None:
+                self._pool = WorkerPool(size, name="features", entry="autotune.tuner.feature_worker")
+            self._users.add(id(cache))
+            return self._pool
+
+    def release(self, cache) -> None:
+        """``cache`` is done with the pool; the last one out stops the workers."""
+        with self.lock:
+            self._users.discard(id(cache))
+            if not self._users and self._pool is not None:
+                self._pool.close()
+                self._pool = None
+
+
+_WORKERS = _SharedWorkers()
+
+
 class FeatureCache:
     """Features by (workload, config index), computed once.
 
@@ -396,8 +429,9 @@ class FeatureCache:
     processes (default :func:`default_feature_workers`) once the cache's features would have
     taken longer than :data:`PARALLEL_AFTER_S` to compute here (judged by the time the ones
     computed here took); from then on every request of more than :data:`PARALLEL_MIN_S` goes
-    to them, until :meth:`close` stops them. Rows a worker fails to give (it crashed, hung or
-    could not start) are computed here instead.
+    to them, until :meth:`close`. The caches of a process share one set of workers, stopped
+    when the last cache using them is closed. Rows a worker fails to give (it crashed, hung
+    or could not start) are computed here instead.
     """
 
     def __init__(self, feature_type: str = "itervar", workers: int | None = None):
@@ -406,7 +440,7 @@ class FeatureCache:
         self.feature_type = feature_type
         self.workers = default_feature_workers() if workers is None else max(0, int(workers))
         self._rows: dict[tuple[str, int], np.ndarray | None] = {}
-        self._pool = None
+        self._pool = None  # the shared workers, while this cache holds them
         self._seconds, self._computed = 0.0, 0  # time spent on the rows computed here
 
     def __len__(self) -> int:
@@ -450,24 +484,29 @@ class FeatureCache:
         return out, ok
 
     def close(self) -> None:
-        """Stop the worker processes, if any (they start again when needed)."""
+        """Let go of the worker processes (stopped if no other cache uses them; they start
+        again when needed)."""
         if self._pool is not None:
-            self._pool.close()
             self._pool = None
+            _WORKERS.release(self)
 
     def _fill_in_workers(self, task, indices: list[int]) -> list[int]:
         """Cache the features of ``indices`` computed by the workers; returns the indices
         they gave none for (to be computed here)."""
-        from measure import MeasureError
-        from measure.pool import WorkerPool
-
         size = max(1, min(_MAX_CHUNK, -(-len(indices) // self.workers)))
         chunks = [indices[k:k + size] for k in range(0, len(indices), size)]
-        timeout = max(60.0, 20 * size * self._seconds / self._computed)
+        with _WORKERS.lock:
+            self._call_workers(task, chunks, timeout=max(60.0, 20 * size * self._seconds / self._computed))
+        return [i for i in indices if (task.workload_key, i) not in self._rows]
+
+    def _call_workers(self, task, chunks: list[list[int]], timeout: float) -> None:
+        """Cache what the workers give for each chunk of indices (one call per chunk)."""
+        from measure import MeasureError
+
         spec = task.to_json(by_value=True)
         try:
             if self._pool is None:
-                self._pool = WorkerPool(self.workers, name="features", entry="autotune.tuner.feature_worker")
+                self._pool = _WORKERS.acquire(self, self.workers)
             for k, chunk in enumerate(chunks):
                 self._pool.submit(k, "features", {"task": spec, "feature_type": self.feature_type,
                                                   "indices": chunk}, timeout)
@@ -487,6 +526,6 @@ class FeatureCache:
             self.close()
             self.workers = 0
         except BaseException:  # interrupted: no call of this fill may answer a later one
-            self.close()
+            if self._pool is not None:
+                self._pool.close()  # (it starts afresh for the next call)
             raise
-        return [i for i in indices if (task.workload_key, i) not in self._rows]

@@ -19,7 +19,7 @@ from compiler import te
 
 
 def feature_workers_of(pid: int) -> list[int]:
-    """Process ids of the live feature workers whose parent is ``pid`` (from /proc)."""
+    """Process ids, ascending, of the live feature workers whose parent is ``pid`` (from /proc)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -31,7 +31,7 @@ def feature_workers_of(pid: int) -> list[int]:
             continue
         if int(stat[1]) == pid and stat[0] != "Z" and b"autotune.tuner.feature_worker" in cmdline:
             found.append(int(entry.name))
-    return found
+    return sorted(found)
 
 
 @pytest.fixture
@@ -59,6 +59,20 @@ def test_workers_give_the_rows_the_tuner_would_compute(workers_at_once):
             np.testing.assert_array_equal(x, want_x)
     finally:
         cache.close()
+    assert feature_workers_of(os.getpid()) == []
+
+
+def test_caches_share_the_workers_until_the_last_one_closes(workers_at_once):
+    task = search_spaces.create_task("matmul", (64, 64, 64, "float32"), "llvm -mcpu=skylake-avx512")
+    indices = [int(i) for i in task.config_space.sample_indices(8, np.random.default_rng(4))]
+    first, second = FeatureCache("itervar", workers=2), FeatureCache("itervar", workers=2)
+    first.get(task, indices)
+    started = feature_workers_of(os.getpid())
+    second.get(task, indices[::-1])
+    assert len(started) == 2 and feature_workers_of(os.getpid()) == started  # no second set
+    first.close()
+    assert feature_workers_of(os.getpid()) == started  # the second cache still holds them
+    second.close()
     assert feature_workers_of(os.getpid()) == []
 
 
