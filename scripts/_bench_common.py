@@ -36,12 +36,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["QUIET_SCALING", "QUIET_CPU_SHARE", "REPEAT", "ROUNDS", "Quietness", "Contender", "Timing",
-           "Verdict", "measure_quietness", "fma_peak_flops", "time_interleaved", "run_child", "verdict_lines",
-           "busy_note", "format_table", "module_spec", "print_rounds", "matmul_peers", "thread_env"]
+__all__ = ["QUIET_SCALING", "QUIET_CPU_SHARE", "MAX_SPREAD", "REPEAT", "ROUNDS", "Quietness", "Contender",
+           "Timing", "Verdict", "measure_quietness", "fma_peak_flops", "time_interleaved", "run_child",
+           "verdict_lines", "busy_note", "format_table", "module_spec", "print_rounds", "matmul_peers",
+           "thread_env"]
 
 QUIET_SCALING = 0.9  # T threads must do at least 0.9 * T times the FMA work of one (1.8x on 2 cores)
 QUIET_CPU_SHARE = 0.9  # ... and get at least 90% of T cores' time while they run
+# Our kernel's fresh processes agree within a few percent on a quiet machine (2-8% in quiet
+# runs); rounds further apart than this saw the machine change between the quietness checks.
+MAX_SPREAD = 0.10
 REPEAT = 7  # timings per child process; the child reports their median
 ROUNDS = 5  # child processes per contender, interleaved
 MIN_REPEAT_MS = 200.0  # each timing runs the kernel for at least this long
@@ -131,7 +135,8 @@ def busy_note(checks: Sequence[Quietness]) -> str:
 @dataclass(frozen=True)
 class Verdict:
     """A goal: ``value`` must be at least ``goal`` (``at_most=True``: at most; ``within=r``:
-    within ``r`` of ``goal`` either way, as a share of it)."""
+    within ``r`` of ``goal`` either way, as a share of it). ``withheld`` says why the figures
+    cannot judge it (the line then gives no PASS or FAIL)."""
 
     what: str
     value: float
@@ -139,6 +144,7 @@ class Verdict:
     at_most: bool = False
     unit: str = "x"
     within: float | None = None
+    withheld: str = ""
 
     @property
     def met(self) -> bool:
@@ -148,12 +154,13 @@ class Verdict:
         return self.value <= self.goal if self.at_most else self.value >= self.goal
 
     def line(self) -> str:
-        """The goal, the value and PASS or FAIL, on one line."""
+        """The goal, the value and PASS or FAIL (or why neither), on one line."""
         if self.within is not None:
             goal = f"within {self.within:.0%} of {self.goal:.2f}{self.unit}"
         else:
             goal = f"{'<=' if self.at_most else '>='} {self.goal:.2f}{self.unit}"
-        return f"{self.what}: {self.value:.2f}{self.unit} (goal {goal}) {'PASS' if self.met else 'FAIL'}"
+        outcome = f"NO VERDICT: {self.withheld}" if self.withheld else "PASS" if self.met else "FAIL"
+        return f"{self.what}: {self.value:.2f}{self.unit} (goal {goal}) {outcome}"
 
 
 def verdict_lines(verdicts: Sequence[Verdict], checks: Sequence[Quietness]) -> list[str]:
@@ -197,6 +204,13 @@ class Timing:
         """``(slowest - fastest) / median`` of the rounds: how much the processes disagree
         (``None`` when none ran)."""
         return (max(self.rounds) - min(self.rounds)) / self.median if self.rounds else None
+
+    def noise(self) -> str:
+        """Why the rounds cannot be trusted: they spread more than :data:`MAX_SPREAD` ("" if not)."""
+        if self.spread is None or self.spread <= MAX_SPREAD:
+            return ""
+        return (f"the rounds of {self.label} spread {self.spread:.0%} (more than {MAX_SPREAD:.0%}): "
+                "the machine changed")
 
     def describe(self) -> str:
         """One line: each round's milliseconds in the order run, and their spread."""

@@ -206,6 +206,20 @@ def test_bench_tuned_deployed_must_be_within_ten_percent_of_the_log_either_way(l
     assert "within 10% of 1.00x" in deployed.line() and deployed.line().endswith("PASS" if met else "FAIL")
 
 
+def test_bench_tuned_gives_no_verdict_where_our_rounds_disagree():
+    steady = {"ours": B.Timing("ours", [1.00e-3, 1.05e-3, 0.97e-3]), "numpy": B.Timing("numpy", [2e-3] * 3)}
+    jumpy = {"ours": B.Timing("ours", [1.00e-3, 1.25e-3, 0.97e-3]), "numpy": B.Timing("numpy", [2e-3] * 3)}
+    for v in bench_tuned.workload_verdicts(_tuned(), steady):
+        assert v.withheld == "" and v.line().endswith("PASS")
+    verdicts = bench_tuned.workload_verdicts(_tuned(), jumpy)
+    by_what = {v.what: v for v in verdicts}
+    for what in ("mm vs numpy (fastest peer)", "mm deployed / log's best"):
+        line = by_what[what].line()
+        assert line.endswith("NO VERDICT: the rounds of ours spread 28% (more than 10%): the machine changed")
+        assert "PASS" not in line and "FAIL" not in line
+    assert by_what["mm tuning throughput"].line().endswith("PASS")  # not a timing of the kernel
+
+
 def test_verdict_within_a_tolerance_either_way():
     assert B.Verdict("x", 1.05, 1.0, within=0.1).met and B.Verdict("x", 0.95, 1.0, within=0.1).met
     assert not B.Verdict("x", 1.2, 1.0, within=0.1).met and not B.Verdict("x", 0.8, 1.0, within=0.1).met
