@@ -43,8 +43,9 @@ __all__ = ["QUIET_SCALING", "QUIET_CPU_SHARE", "MAX_SPREAD", "REPEAT", "ROUNDS",
 
 QUIET_SCALING = 0.9  # T threads must do at least 0.9 * T times the FMA work of one (1.8x on 2 cores)
 QUIET_CPU_SHARE = 0.9  # ... and get at least 90% of T cores' time while they run
-# Our kernel's fresh processes agree within a few percent on a quiet machine (2-8% in quiet
-# runs); rounds further apart than this saw the machine change between the quietness checks.
+# Our kernel's fresh processes agree within a few percent on a quiet machine (the middle 3 of
+# 5 within 1-7% in quiet runs); rounds further apart than this saw the machine change between
+# the quietness checks.
 MAX_SPREAD = 0.10
 REPEAT = 7  # timings per child process; the child reports their median
 ROUNDS = 5  # child processes per contender, interleaved
@@ -199,25 +200,34 @@ class Timing:
         """The median over the rounds (``None`` when none ran)."""
         return statistics.median(self.rounds) if self.rounds else None
 
+    def middle(self) -> list[float]:
+        """The rounds, sorted, without the fastest and the slowest quarter (``n // 4`` of each;
+        of 5 rounds the middle 3): a lone outlier, which the median ignores, is left out."""
+        cut = len(self.rounds) // 4
+        ordered = sorted(self.rounds)
+        return ordered[cut:len(ordered) - cut]
+
     @property
     def spread(self) -> float | None:
-        """``(slowest - fastest) / median`` of the rounds: how much the processes disagree
-        (``None`` when none ran)."""
-        return (max(self.rounds) - min(self.rounds)) / self.median if self.rounds else None
+        """``(slowest - fastest) / median`` of the :meth:`middle` rounds: how much the processes
+        disagree (``None`` when none ran)."""
+        middle = self.middle()
+        return (middle[-1] - middle[0]) / self.median if middle else None
 
     def noise(self) -> str:
-        """Why the rounds cannot be trusted: they spread more than :data:`MAX_SPREAD` ("" if not)."""
+        """Why the rounds cannot be trusted: their middle spreads more than :data:`MAX_SPREAD`
+        ("" if not)."""
         if self.spread is None or self.spread <= MAX_SPREAD:
             return ""
-        return (f"the rounds of {self.label} spread {self.spread:.0%} (more than {MAX_SPREAD:.0%}): "
-                "the machine changed")
+        return (f"the middle {len(self.middle())} rounds of {self.label} spread {self.spread:.0%} "
+                f"(more than {MAX_SPREAD:.0%}): the machine changed")
 
     def describe(self) -> str:
-        """One line: each round's milliseconds in the order run, and their spread."""
+        """One line: each round's milliseconds in the order run, and the spread of the middle ones."""
         if not self.rounds:
             return f"{self.label}: did not run ({self.error})"
         times = " ".join(f"{s * 1e3:.3f}" for s in self.rounds)
-        return f"{self.label}: {times} ms (spread {self.spread:.0%})"
+        return f"{self.label}: {times} ms (middle {len(self.middle())} spread {self.spread:.0%})"
 
 
 def thread_env(threads: int) -> dict:

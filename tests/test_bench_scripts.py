@@ -94,7 +94,11 @@ def test_contenders_are_interleaved_in_fresh_runs_and_reported_as_medians():
 def test_a_timing_describes_its_rounds_in_order_and_their_spread(capsys):
     ours = B.Timing("ours", rounds=[0.0030, 0.0010, 0.0020])
     assert ours.spread == pytest.approx(1.0)
-    assert ours.describe() == "ours: 3.000 1.000 2.000 ms (spread 100%)"
+    assert ours.describe() == "ours: 3.000 1.000 2.000 ms (middle 3 spread 100%)"
+    # of five rounds the fastest and the slowest are left out of the spread, as of the median
+    lone_outlier = B.Timing("ours", rounds=[0.0010, 0.0013, 0.00101, 0.00099, 0.00102])
+    assert lone_outlier.middle() == [0.0010, 0.00101, 0.00102]
+    assert lone_outlier.spread == pytest.approx(0.02 / 1.01) and lone_outlier.noise() == ""
     failed = B.Timing("torch", error="No module named 'torch'")
     assert failed.spread is None and failed.describe() == "torch: did not run (No module named 'torch')"
     B.print_rounds({"ours": ours, "torch": failed})
@@ -207,15 +211,19 @@ def test_bench_tuned_deployed_must_be_within_ten_percent_of_the_log_either_way(l
 
 
 def test_bench_tuned_gives_no_verdict_where_our_rounds_disagree():
-    steady = {"ours": B.Timing("ours", [1.00e-3, 1.05e-3, 0.97e-3]), "numpy": B.Timing("numpy", [2e-3] * 3)}
-    jumpy = {"ours": B.Timing("ours", [1.00e-3, 1.25e-3, 0.97e-3]), "numpy": B.Timing("numpy", [2e-3] * 3)}
+    # one slow round of five (the median's business), or two of five (the machine changed)
+    steady = {"ours": B.Timing("ours", [1.00e-3, 1.40e-3, 0.99e-3, 1.01e-3, 1.02e-3]),
+              "numpy": B.Timing("numpy", [2e-3] * 5)}
+    jumpy = {"ours": B.Timing("ours", [1.00e-3, 1.22e-3, 0.97e-3, 1.25e-3, 1.01e-3]),
+             "numpy": B.Timing("numpy", [2e-3] * 5)}
     for v in bench_tuned.workload_verdicts(_tuned(), steady):
         assert v.withheld == "" and v.line().endswith("PASS")
     verdicts = bench_tuned.workload_verdicts(_tuned(), jumpy)
     by_what = {v.what: v for v in verdicts}
     for what in ("mm vs numpy (fastest peer)", "mm deployed / log's best"):
         line = by_what[what].line()
-        assert line.endswith("NO VERDICT: the rounds of ours spread 28% (more than 10%): the machine changed")
+        assert line.endswith("NO VERDICT: the middle 3 rounds of ours spread 22% (more than 10%): "
+                             "the machine changed")
         assert "PASS" not in line and "FAIL" not in line
     assert by_what["mm tuning throughput"].line().endswith("PASS")  # not a timing of the kernel
 
