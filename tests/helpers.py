@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -157,3 +158,20 @@ CPUS = (
 
 for_each_cpu = pytest.mark.parametrize("cpu", CPUS, ids=str)
 """Decorator: run a test once per model of :data:`CPUS`, as its ``cpu`` argument."""
+
+
+def children_running(pid: int, module: str) -> list[int]:
+    """Process ids, ascending, of the live (not zombie) children of ``pid`` whose command line
+    names ``module`` (such as ``measure.worker_main``), read from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            state, ppid = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(ppid) == pid and state != "Z" and module.encode() in cmdline:
+            found.append(int(entry.name))
+    return sorted(found)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import logging
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import children_running
 
 import autotune
 import search_spaces
@@ -19,19 +19,7 @@ from compiler import te
 
 
 def feature_workers_of(pid: int) -> list[int]:
-    """Process ids, ascending, of the live feature workers whose parent is ``pid`` (from /proc)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(stat[1]) == pid and stat[0] != "Z" and b"autotune.tuner.feature_worker" in cmdline:
-            found.append(int(entry.name))
-    return sorted(found)
+    return children_running(pid, "autotune.tuner.feature_worker")
 
 
 @pytest.fixture

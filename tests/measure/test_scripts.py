@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import children_running
 
 import db
 from search_spaces import create_task
@@ -119,20 +120,8 @@ measure_batch(inputs_for(task, ["hang"]), options)
 
 
 def _workers_of(pid: int) -> list[int]:
-    """Process ids of the measurement workers whose parent is ``pid`` (from /proc)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == pid and b"measure.worker_main" in cmdline:
-            found.append(int(entry.name))
-    return found
+    """Process ids of the measurement workers whose parent is ``pid``."""
+    return children_running(pid, "measure.worker_main")
 
 
 def _alive(pid: int) -> bool:
