@@ -32,6 +32,7 @@ import math
 import os
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -396,20 +397,20 @@ class _SharedWorkers:
         self._pool = None
         self._users: set[int] = set()
 
-    def acquire(self, cache, size: int):
-        """The pool (``size`` workers if it has to be made), held for ``cache``."""
+    def acquire(self, user: int, size: int):
+        """The pool (``size`` workers if it has to be made), held for ``user`` (an id)."""
         from measure.pool import WorkerPool
 
         with self.lock:
             if self._pool is None:
                 self._pool = WorkerPool(size, name="features", entry="autotune.tuner.feature_worker")
-            self._users.add(id(cache))
+            self._users.add(user)
             return self._pool
 
-    def release(self, cache) -> None:
-        """``cache`` is done with the pool; the last one out stops the workers."""
+    def release(self, user: int) -> None:
+        """``user`` is done with the pool; the last one out stops the workers."""
         with self.lock:
-            self._users.discard(id(cache))
+            self._users.discard(user)
             if not self._users and self._pool is not None:
                 self._pool.close()
                 self._pool = None
@@ -488,7 +489,7 @@ class FeatureCache:
         again when needed)."""
         if self._pool is not None:
             self._pool = None
-            _WORKERS.release(self)
+            self._release()  # the finalizer: runs once
 
     def _fill_in_workers(self, task, indices: list[int]) -> list[int]:
         """Cache the features of ``indices`` computed by the workers; returns the indices
@@ -506,7 +507,9 @@ class FeatureCache:
         spec = task.to_json(by_value=True)
         try:
             if self._pool is None:
-                self._pool = _WORKERS.acquire(self, self.workers)
+                self._pool = _WORKERS.acquire(id(self), self.workers)
+                # A cache dropped without close() lets go of the workers too.
+                self._release = weakref.finalize(self, _WORKERS.release, id(self))
             for k, chunk in enumerate(chunks):
                 self._pool.submit(k, "features", {"task": spec, "feature_type": self.feature_type,
                                                   "indices": chunk}, timeout)

@@ -3,6 +3,7 @@ lost when a worker dies, and no worker left behind by ``tune()``."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 
@@ -61,6 +62,16 @@ def test_caches_share_the_workers_until_the_last_one_closes(workers_at_once):
     first.close()
     assert feature_workers_of(os.getpid()) == started  # the second cache still holds them
     second.close()
+    assert feature_workers_of(os.getpid()) == []
+
+
+def test_a_cache_dropped_without_closing_lets_go_of_the_workers(workers_at_once):
+    task = search_spaces.create_task("matmul", (64, 64, 64, "float32"), "llvm -mcpu=skylake-avx512")
+    cache = FeatureCache("itervar", workers=2)
+    cache.get(task, [int(i) for i in task.config_space.sample_indices(8, np.random.default_rng(5))])
+    assert feature_workers_of(os.getpid())
+    del cache
+    gc.collect()
     assert feature_workers_of(os.getpid()) == []
 
 
