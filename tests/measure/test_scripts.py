@@ -54,6 +54,20 @@ result = autotune.tune(task, trials=4, tuner="random", db={db!r}, progress=False
 print("best", result.best_cost)
 """
 
+# The same template with the xgb tuner, its features sent to worker processes from the start;
+# the count of features computed in the script's own process is printed.
+TUNE_MAIN_TEMPLATE_XGB = TUNE_MAIN_TEMPLATE.replace(
+    'result = autotune.tune(task, trials=4, tuner="random", db={db!r}, progress=False)', """
+from autotune.tuner import features as F
+from autotune.tuner.xgb_tuner import XGBTuner
+F.PARALLEL_AFTER_S = F.PARALLEL_MIN_S = 0.0
+here = []
+compute = F.config_features
+F.config_features = lambda *a, **k: here.append(1) or compute(*a, **k)
+tuner = XGBTuner(task, seed=0, min_train=4, feature_workers=2)
+result = autotune.tune(task, trials=12, tuner=tuner, db={db!r}, progress=False, batch_size=4)
+print("features", len(tuner.model.features), "here", len(here))""")
+
 
 def _run_script(code: str, how: str, tmp_path: Path) -> subprocess.CompletedProcess:
     """Run ``code`` as a file, with ``-c`` or from stdin, in ``tmp_path``."""
@@ -102,6 +116,15 @@ def test_template_defined_in_an_unguarded_main_travels_by_value(tmp_path):
     assert len(records) >= 4
     assert all(r.error_kind is None and r.costs for r in records), [r.error_msg for r in records]
     assert len({r.config_index for r in records}) > 1
+
+
+def test_unguarded_script_computes_features_in_workers(tmp_path):
+    p = _run_script(TUNE_MAIN_TEMPLATE_XGB.format(db=str(tmp_path / "t.db")), "file", tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "feature worker" not in p.stderr, p.stderr[-3000:]  # none failed, all could start
+    line = next(x for x in p.stdout.splitlines() if x.startswith("features"))
+    cached, here = int(line.split()[1]), int(line.split()[3])
+    assert cached >= 8 and here < cached // 2, line  # the workers computed most of the 9 configs
 
 
 # ---------------------------------------------------------------------------- no worker left behind
