@@ -387,6 +387,12 @@ def default_feature_workers() -> int:
     return min(MAX_FEATURE_WORKERS, len(os.sched_getaffinity(0)))
 
 
+def _check_workers(workers) -> None:
+    """Raise ValueError unless ``workers`` is None or a whole number >= 0."""
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 0):
+        raise ValueError(f"workers must be a whole number >= 0 (0 or 1: none), got {workers!r}")
+
+
 class _SharedWorkers:
     """The feature workers of this process: one pool, shared by every cache that uses it
     (``tune_tasks`` makes a tuner, and so a cache, per task) and stopped when the last of
@@ -438,8 +444,9 @@ class FeatureCache:
     def __init__(self, feature_type: str = "itervar", workers: int | None = None):
         if feature_type not in FEATURE_TYPES:
             raise ValueError(f"unknown feature type {feature_type!r}; use one of {FEATURE_TYPES}")
+        _check_workers(workers)
         self.feature_type = feature_type
-        self.workers = default_feature_workers() if workers is None else max(0, int(workers))
+        self.workers = default_feature_workers() if workers is None else workers
         self._rows: dict[tuple[str, int], np.ndarray | None] = {}
         self._pool = None  # the shared workers, while this cache holds them
         self._seconds, self._computed = 0.0, 0  # time spent on the rows computed here

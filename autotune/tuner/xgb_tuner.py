@@ -30,7 +30,7 @@ from collections.abc import Iterable
 
 from autotune.errors import AutotuneError
 from autotune.tuner.cost_model import LOSS_TYPES, Group, XGBCostModel
-from autotune.tuner.features import FEATURE_TYPES
+from autotune.tuner.features import FEATURE_TYPES, _check_workers
 from autotune.tuner.sa import anneal
 from autotune.tuner.tuner import Tuner, result_cost
 
@@ -67,6 +67,10 @@ class XGBTuner(Tuner):
         if not 0.0 <= epsilon <= 1.0 or plan_size < 1 or sa_chains < 1:
             raise AutotuneError(f"XGBTuner: needs 0 <= epsilon <= 1, plan_size >= 1 and sa_chains >= 1; "
                                 f"got {epsilon}, {plan_size}, {sa_chains}")
+        try:
+            _check_workers(feature_workers)
+        except ValueError as exc:
+            raise AutotuneError(f"XGBTuner: feature_{exc}") from None
         self.feature_type, self.loss_type = feature_type, loss_type
         self.plan_size, self.epsilon, self.min_train = plan_size, epsilon, min_train
         self.num_threads, self.num_rounds = num_threads, num_rounds

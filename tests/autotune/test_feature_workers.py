@@ -13,6 +13,7 @@ from helpers import children_running
 
 import autotune
 import search_spaces
+from autotune.errors import AutotuneError
 from autotune.tuner import features as F
 from autotune.tuner.features import FeatureCache, default_feature_workers
 from autotune.tuner.xgb_tuner import XGBTuner
@@ -122,3 +123,12 @@ def test_feature_worker_count_from_the_environment(monkeypatch):
         default_feature_workers()
     monkeypatch.delenv("AUTOTUNE_FEATURE_WORKERS")
     assert 1 <= default_feature_workers() <= F.MAX_FEATURE_WORKERS
+
+
+@pytest.mark.parametrize("bad", [-1, 2.5, "2", True])
+def test_a_bad_worker_count_is_refused_by_name(bad):
+    with pytest.raises(ValueError, match=f"workers must be a whole number >= 0 .*got {bad!r}"):
+        FeatureCache("itervar", workers=bad)
+    refused = f"XGBTuner: feature_workers must be a whole number >= 0 .*got {bad!r}"
+    with pytest.raises(AutotuneError, match=refused):
+        XGBTuner(feature_workers=bad)
