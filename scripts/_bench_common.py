@@ -44,7 +44,7 @@ __all__ = ["QUIET_SCALING", "QUIET_CPU_SHARE", "MAX_SPREAD", "REPEAT", "ROUNDS",
 QUIET_SCALING = 0.9  # T threads must do at least 0.9 * T times the FMA work of one (1.8x on 2 cores)
 QUIET_CPU_SHARE = 0.9  # ... and get at least 90% of T cores' time while they run
 # Our kernel's fresh processes agree within a few percent on a quiet machine (the middle 3 of
-# 5 within 1-7% in quiet runs); rounds further apart than this saw the machine change between
+# 5 within 1-10% in quiet runs); rounds further apart than this saw the machine change between
 # the quietness checks.
 MAX_SPREAD = 0.10
 REPEAT = 7  # timings per child process; the child reports their median

@@ -31,7 +31,7 @@ def features(request: dict, phase=None) -> dict:
     rows = []
     for index in request["indices"]:
         row = config_features(task, space.from_index(int(index), check=False), kind)
-        rows.append(None if row is None else [float(x) for x in row])
+        rows.append(None if row is None else row.tolist())
     return {"rows": rows}
 
 

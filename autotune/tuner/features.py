@@ -21,8 +21,8 @@ sizes are ``log2(1 + x)``.
 
 Lowering a config takes 5-100 ms (a CUDA convolution's the most), and a model-based
 search scores hundreds of new configs at a time, so :class:`FeatureCache` hands them to
-worker processes (:mod:`autotune.tuner.feature_worker`) when computing them here would
-take longer than :data:`PARALLEL_AFTER_S`.
+worker processes (:mod:`autotune.tuner.feature_worker`) once its features would have taken
+longer than :data:`PARALLEL_AFTER_S` to compute here.
 """
 
 from __future__ import annotations
