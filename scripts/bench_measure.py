@@ -7,7 +7,7 @@ apart). For each path it prints candidates per minute, the mean build and run
 time per candidate, and the share of wall time spent outside the kernels (building,
 transfer, loading, process overhead): 1 - kernel seconds / wall seconds, where the
 kernel seconds of a candidate are its checked call plus the calls of its timing
-loop (replayed from its costs with the native timer's rule for growing ``number``).
+loop (replayed from its costs with the native timer's batches).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 import search_spaces
+from compiler.runtime.timer import BATCH_NS
 from measure import LocalBuilder, LocalRunner, MeasureInput, MeasureOptions, measure_batch
 
 NUMBER, REPEAT, MIN_REPEAT_MS = 4, 3, 50
@@ -28,16 +29,17 @@ SHAPE = (512, 512, 512, "float32")
 
 def kernel_seconds(costs: tuple) -> float:
     """Seconds inside the kernel for one candidate: the checked call, the timer's warm-up
-    call, then per repeat the attempts that grow ``number`` until one lasts MIN_REPEAT_MS."""
+    call, then per repeat the batches that run until one measurement lasts MIN_REPEAT_MS."""
     total = 0.0
     for cost in costs:
-        number, spent = NUMBER, 0.0
+        calls, batch, spent = 0, NUMBER, 0.0
         while True:
-            elapsed = number * cost
-            spent += elapsed
-            if elapsed * 1e3 >= MIN_REPEAT_MS:
+            calls += batch
+            spent = calls * cost
+            if spent * 1e3 >= MIN_REPEAT_MS:
                 break
-            number = max(number * 2, int(number * MIN_REPEAT_MS / max(elapsed * 1e3, 1e-3) * 1.618))
+            if batch * cost * 1e9 < BATCH_NS:
+                batch *= 2
         total += spent
     return total + 2 * statistics.mean(costs)
 

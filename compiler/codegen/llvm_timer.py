@@ -9,10 +9,19 @@
         double *out);
 
 calls ``kernel`` once to warm up, then fills ``out[0..repeat)`` with the mean seconds
-per call of ``number`` calls, timed with ``clock_gettime(CLOCK_MONOTONIC)``. When one
-measurement takes less than ``min_repeat_ms``, ``number`` grows (as in TVM: at least
-doubling, aiming 1.618 times past the minimum) and the measurement is taken again.
-It returns the final ``number``.
+per call of one measurement each, timed with ``clock_gettime(CLOCK_MONOTONIC)``. A
+measurement calls the kernel in batches, the first of ``number`` calls, reading the clock
+after each, until at least ``min_repeat_ms`` have passed (with 0: one batch of
+``number``). A batch doubles while it lasts less than
+:data:`~compiler.runtime.timer.BATCH_NS`, so the clock reads cost well under 1% of the
+time measured, even for the shortest kernels. It returns the calls of the last
+measurement.
+
+The clock decides when a measurement ends: nothing is extrapolated from an earlier,
+shorter one. Where calls slow down partway (another process takes a core from a parallel
+kernel, and each call waits for a descheduled thread: 1.6 us calls became 150 us), a
+count extrapolated from the fast start ran for seconds, past a runner's timeout; here a
+measurement overshoots ``min_repeat_ms`` by one batch at most.
 
 ``flush_mode`` evicts memory from the CPU caches before *every* call, outside the
 timed interval (each call is then timed on its own): 1 writes back and evicts each
@@ -31,7 +40,7 @@ import functools
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from ..runtime.timer import TIMER_SYMBOL
+from ..runtime.timer import BATCH_NS, TIMER_SYMBOL
 from .llvm_types import I8, I8PTR, I32, I64, VOID
 
 __all__ = ["timer_ir", "address", "object_code", "TIMER_SYMBOL"]
@@ -70,7 +79,7 @@ def timer_ir(triple: str, data_layout: str = "") -> str:
     fn_t = ir.FunctionType(I64, [kernel_t, I8PTR.as_pointer(), I64.as_pointer(), I64, I64, _F64,
                                  I32, I8PTR.as_pointer(), I64.as_pointer(), I64, _F64.as_pointer()])
     fn = ir.Function(m, fn_t, TIMER_SYMBOL)
-    (kernel, buffers, scalars, number0, repeat, min_ms, mode, fptrs, fbytes, nflush, out) = fn.args
+    (kernel, buffers, scalars, number, repeat, min_ms, mode, fptrs, fbytes, nflush, out) = fn.args
     for arg, name in zip(fn.args, ("kernel", "buffers", "scalars", "number", "repeat", "min_repeat_ms",
                                    "flush_mode", "flush_ptrs", "flush_bytes", "n_flush", "out"), strict=True):
         arg.name = name
@@ -81,9 +90,11 @@ def timer_ir(triple: str, data_layout: str = "") -> str:
 
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     ts = b.alloca(timespec, name="ts")
-    number_slot = b.alloca(I64, name="number.slot")
-    total_slot = b.alloca(I64, name="total_ns.slot")
-    b.store(number0, number_slot)
+    calls_slot = b.alloca(I64, name="calls.slot")    # calls made in this measurement
+    batch_slot = b.alloca(I64, name="batch.slot")    # calls in the next batch
+    spent_slot = b.alloca(I64, name="spent_ns.slot")  # nanoseconds timed in this measurement
+    mark_slot = b.alloca(I64, name="mark_ns.slot")    # the clock at the last batch's end
+    b.store(ir.Constant(I64, 0), calls_slot)
 
     def now_ns() -> ir.Value:
         b.call(clock_gettime, [ir.Constant(I32, _CLOCK_MONOTONIC), ts])
@@ -113,52 +124,54 @@ def timer_ir(triple: str, data_layout: str = "") -> str:
         if x86:
             b.call(mfence, [])
 
-    def measure() -> None:
-        """One measurement of ``number`` calls into total_slot (nanoseconds)."""
-        number = b.load(number_slot)
+    def run_batch() -> None:
+        """``batch`` calls; spent_slot grows by the time they took (flushing is not timed)."""
+        batch = b.load(batch_slot)
         with b.if_else(b.icmp_signed("==", mode, ir.Constant(I32, 0))) as (plain, flushed):
             with plain:
-                start = now_ns()
-                _counted_loop(b, fn, number, "call", lambda _: call_kernel())
-                b.store(b.sub(now_ns(), start), total_slot)
+                _counted_loop(b, fn, batch, "call", lambda _: call_kernel())
+                end = now_ns()
+                b.store(b.add(b.load(spent_slot), b.sub(end, b.load(mark_slot))), spent_slot)
+                b.store(end, mark_slot)
             with flushed:
-                b.store(ir.Constant(I64, 0), total_slot)
-
                 def one_call(_):
                     flush()
                     t0 = now_ns()
                     call_kernel()
-                    b.store(b.add(b.load(total_slot), b.sub(now_ns(), t0)), total_slot)
+                    b.store(b.add(b.load(spent_slot), b.sub(now_ns(), t0)), spent_slot)
 
-                _counted_loop(b, fn, number, "flushed_call", one_call)
+                _counted_loop(b, fn, batch, "flushed_call", one_call)
 
     call_kernel()  # warm-up
 
     def one_repeat(r: ir.Value) -> None:
-        retry = fn.append_basic_block("measure")
+        """One measurement: batches until min_repeat_ms have been timed; out[r] = mean per call."""
+        b.store(ir.Constant(I64, 0), calls_slot)
+        b.store(number, batch_slot)
+        b.store(ir.Constant(I64, 0), spent_slot)
+        b.store(now_ns(), mark_slot)
+        again = fn.append_basic_block("batch")
         grow = fn.append_basic_block("grow")
         done = fn.append_basic_block("measured")
-        b.branch(retry)
-        b.position_at_end(retry)
-        measure()
-        total_ms = b.fdiv(b.sitofp(b.load(total_slot), _F64), ir.Constant(_F64, 1e6))
-        b.cbranch(b.fcmp_ordered(">=", total_ms, min_ms), done, grow)
+        b.branch(again)
+        b.position_at_end(again)
+        before = b.load(spent_slot)
+        run_batch()
+        batch = b.load(batch_slot)
+        b.store(b.add(b.load(calls_slot), batch), calls_slot)
+        spent = b.load(spent_slot)
+        spent_ms = b.fdiv(b.sitofp(spent, _F64), ir.Constant(_F64, 1e6))
+        b.cbranch(b.fcmp_ordered(">=", spent_ms, min_ms), done, grow)
         b.position_at_end(grow)
-        # number = max(2 * number, number * min_ms / max(total_ms, 1e-3) * 1.618)
-        number = b.load(number_slot)
-        floor = ir.Constant(_F64, 1e-3)
-        safe_ms = b.select(b.fcmp_ordered(">", total_ms, floor), total_ms, floor)
-        aim = b.fmul(b.fdiv(b.fmul(b.sitofp(number, _F64), min_ms), safe_ms), ir.Constant(_F64, 1.618))
-        aim = b.fptosi(aim, I64)
-        doubled = b.mul(number, ir.Constant(I64, 2))
-        b.store(b.select(b.icmp_signed(">", aim, doubled), aim, doubled), number_slot)
-        b.branch(retry)
+        short = b.icmp_signed("<", b.sub(spent, before), ir.Constant(I64, BATCH_NS))
+        b.store(b.select(short, b.mul(batch, ir.Constant(I64, 2)), batch), batch_slot)
+        b.branch(again)
         b.position_at_end(done)
-        seconds = b.fdiv(b.sitofp(b.load(total_slot), _F64), ir.Constant(_F64, 1e9))
-        b.store(b.fdiv(seconds, b.sitofp(b.load(number_slot), _F64)), b.gep(out, [r]))
+        seconds = b.fdiv(b.sitofp(spent, _F64), ir.Constant(_F64, 1e9))
+        b.store(b.fdiv(seconds, b.sitofp(b.load(calls_slot), _F64)), b.gep(out, [r]))
 
     _counted_loop(b, fn, repeat, "repeat", one_repeat)
-    b.ret(b.load(number_slot))
+    b.ret(b.load(calls_slot))
     return str(m)
 
 

@@ -145,10 +145,11 @@ class Module:
                        min_repeat_ms: float = 0, cache_flush: bool = False):
         """A callable that times ``func_name`` on its arguments and returns a BenchmarkResult.
 
-        ``results`` holds ``repeat`` entries, each the mean seconds of ``number`` calls
-        (``number`` grows until one measurement takes ``min_repeat_ms``); ``cache_flush``
-        evicts the arguments from the caches before every call (untimed). The loop
-        runs in native code; see :mod:`compiler.runtime.timer`.
+        ``results`` holds ``repeat`` entries, each the mean seconds per call of one
+        measurement: ``number`` calls, and more in batches until the measurement took
+        ``min_repeat_ms`` by the clock; ``cache_flush`` evicts the arguments from the caches
+        before every call (untimed). The loop runs in native code; see
+        :mod:`compiler.runtime.timer`.
         """
         if dev is not None and dev.device_type != "cpu":
             raise ValueError(f"a {self.type_key} module runs on the CPU, not on {dev}")

@@ -2,10 +2,10 @@
 
 The repeat loop runs in native code: :data:`TIMER_SYMBOL` (emitted by
 :mod:`compiler.codegen.llvm_timer`, JIT-compiled once per process and linked into
-every exported library) calls the kernel's exported wrapper through its address,
-``number`` times per measurement, timing with ``clock_gettime(CLOCK_MONOTONIC)``;
-no Python runs between calls. Arguments are checked and packed once, in Python,
-before the loop starts. :func:`time_calls` is the same loop in Python, for
+every exported library) calls the kernel's exported wrapper through its address, in
+batches of ``number`` calls until a measurement lasted ``min_repeat_ms``, timing with
+``clock_gettime(CLOCK_MONOTONIC)``; no Python runs between calls. Arguments are checked
+and packed once, in Python, before the loop starts. :func:`time_calls` is the same loop in Python, for
 callables and for libraries exported before the native timer existed.
 
 ``cache_flush=True`` evicts the kernel's arguments from every cache level before
@@ -24,9 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["BenchmarkResult", "time_calls", "NativeTimer", "TIMER_SYMBOL"]
+__all__ = ["BenchmarkResult", "time_calls", "NativeTimer", "TIMER_SYMBOL", "BATCH_NS"]
 
 TIMER_SYMBOL = "__autotune_time_evaluator"
+BATCH_NS = 10_000  # a batch of calls doubles until it lasts this long (a clock read is ~25 ns)
 _FLUSH_BYTES = 64 << 20  # larger than the last-level cache of the CPUs we tune for
 _flush_buffer: np.ndarray | None = None
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
@@ -113,10 +114,12 @@ class NativeTimer:
 
 def time_calls(run: Callable[[], None], number: int = 10, repeat: int = 1, min_repeat_ms: float = 0,
                cache_flush: bool = False, sync: Callable[[], None] | None = None) -> BenchmarkResult:
-    """Time ``run`` from Python: ``repeat`` measurements, each the mean of ``number`` calls.
+    """Time ``run`` from Python: ``repeat`` measurements, each the mean of its calls.
 
-    The same protocol as the native timer, except that ``cache_flush`` overwrites a
-    64 MiB buffer once before each measurement. One untimed call warms up first.
+    The same protocol as the native timer: a measurement makes batches of ``number``
+    calls until ``min_repeat_ms`` have passed, a batch doubling while it lasts less than
+    ``BATCH_NS``; except that ``cache_flush`` overwrites a 64 MiB buffer once before each
+    measurement. One untimed call warms up first.
     """
     _check_counts(number, repeat, min_repeat_ms)
     sync = sync or (lambda: None)
@@ -124,17 +127,20 @@ def time_calls(run: Callable[[], None], number: int = 10, repeat: int = 1, min_r
     sync()
     results = []
     for _ in range(repeat):
+        if cache_flush:
+            flush_cache()
+        calls, batch = 0, number
+        start = mark = time.perf_counter()
         while True:
-            if cache_flush:
-                flush_cache()
-            start = time.perf_counter()
-            for _ in range(number):
+            for _ in range(batch):
                 run()
             sync()
-            elapsed = time.perf_counter() - start
-            if elapsed * 1e3 >= min_repeat_ms:
+            end = time.perf_counter()
+            calls += batch
+            if (end - start) * 1e3 >= min_repeat_ms:
                 break
-            # Aim a little past the minimum, as TVM does, instead of creeping up on it.
-            number = max(number * 2, int(number * min_repeat_ms / max(elapsed * 1e3, 1e-3) * 1.618))
-        results.append(elapsed / number)
+            if (end - mark) * 1e9 < BATCH_NS:
+                batch *= 2
+            mark = end
+        results.append((end - start) / calls)
     return BenchmarkResult(tuple(results))

@@ -26,6 +26,8 @@ from compiler.tir import (
     ForKind,
     IRModule,
     PrimFunc,
+    Select,
+    SeqStmt,
     Var,
     const,
     decl_buffer,
@@ -387,6 +389,46 @@ def test_native_timer_results_and_growth(vadd):
     np.testing.assert_allclose(c.numpy(), a.numpy() * 2)
     with pytest.raises(ValueError, match="positive"):
         vadd.time_evaluator("vadd", cpu(0), number=0)(a, a, c)
+
+
+def _slowing(fast_calls: int, slow_steps: int) -> PrimFunc:
+    """Counts its calls in ``N[0]``; after ``fast_calls`` calls each call also runs a chain of
+    ``slow_steps`` dependent multiply-adds on ``X[0]``."""
+    N = decl_buffer((1,), "int64", "N")
+    X = decl_buffer((1,), "float32", "X")
+    j, at = Var("j", "int64"), (const(0),)
+    count = BufferLoad(N, at, "int64") + const(1, "int64")
+    steps = Select(count > const(fast_calls, "int64"), const(slow_steps, "int64"), const(0, "int64"))
+    step = BufferStore(X, BufferLoad(X, at, "float32") * const(0.999, "float32") + const(1.0, "float32"), at)
+    slow = For(j, const(0, "int64"), steps, ForKind.SERIAL, step)
+    return PrimFunc((N, X), SeqStmt([BufferStore(N, count, at), slow]), "slowing")
+
+
+def test_a_measurement_ends_by_the_clock_when_calls_slow_down():
+    """A kernel fast for 64 calls, then 0.2 ms per call or more (a million dependent steps): a
+    measurement of 5 ms makes a few dozen slow calls at most. A count extrapolated from the
+    fast calls would be thousands."""
+    mod = build(_slowing(64, 1_000_000))
+    calls, x = np.zeros(1, np.int64), np.ones(1, np.float32)
+    res = mod.time_evaluator("slowing", cpu(0), number=1, repeat=1, min_repeat_ms=5)(calls, x)
+    assert 64 < calls[0] <= 200, calls[0]
+    assert res.results[0] > 5e-3 / calls[0]  # the mean over every call of the measurement
+    # With no min_repeat_ms, one batch of `number` calls after the warm-up call.
+    calls[0] = 0
+    mod.time_evaluator("slowing", cpu(0), number=7, repeat=3)(calls, x)
+    assert calls[0] == 1 + 3 * 7
+
+
+def test_python_timer_ends_by_the_clock_when_calls_slow_down():
+    from compiler.runtime.timer import time_calls
+
+    mod = build(_slowing(64, 1_000_000))
+    calls, x = np.zeros(1, np.int64), np.ones(1, np.float32)
+    time_calls(lambda: mod(calls, x), number=1, repeat=1, min_repeat_ms=20)
+    assert 64 < calls[0] <= 250, calls[0]
+    calls[0] = 0
+    time_calls(lambda: mod(calls, x), number=7, repeat=3)
+    assert calls[0] == 1 + 3 * 7
 
 
 def test_parallel_loop_uses_the_requested_thread_count(monkeypatch):
