@@ -341,6 +341,8 @@ def test_warm_start_borrows_from_a_tuned_neighbour(tmp_path, task, options):
         assert borrowed
         result = autotune.tune(task, trials=3, tuner="random", db=log, measure_option=options,
                                batch_size=3, seed=0, warm_start=2, remeasure=False, progress=False)
-    order = [t.config.index for t in result.history]
-    assert set(borrowed) <= set(order) and len(set(order)) == 3
-    assert order[0] == task.config_space.default_config.index  # the baseline still leads
+    # The run's one batch of 3: the baseline and the borrowed configs, whichever finished first
+    # (history is in the order results arrive).
+    measured = [t.config.index for t in result.history]
+    default = task.config_space.default_config.index
+    assert len(set(measured)) == 3 and {default, *borrowed} <= set(measured), (measured, borrowed)
