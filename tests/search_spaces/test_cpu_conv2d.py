@@ -70,19 +70,25 @@ def test_flops_count_the_convolution_only(args):
 
 
 @pytest.mark.parametrize("args", [_conv(128, 28, 256, 1, stride=2, pad=0), _conv(64, 14, 32, 1, pad=0, N=2),
-                                  _conv(512, 7, 512, 3), _conv(512, 14, 512, 3, stride=2)],
-                         ids=["1x1-s2", "1x1-batch2", "3x3-7", "3x3-s2-7"])
+                                  _conv(256, 4, 256, 3), _conv(512, 8, 512, 3, stride=2),
+                                  _conv(512, 3, 512, 3)],
+                         ids=["1x1-s2", "1x1-batch2", "3x3-4", "3x3-s2-4", "3x3-3"])
 def test_1x1_layers_and_small_images_run_as_gemms(args):
     """1x1 layers without padding, and layers with fewer than half as many output pixels as
-    filters (packing their kernel into blocks would cost more than gathering their windows)."""
+    filters (packing their kernel into blocks would cost more than gathering their windows)
+    whose pixels fill whole vectors (4x4: 16) or whose rows are too short for a blocked
+    register tile (3x3)."""
     knobs = {k.name for k in create_task("conv2d_nchw", args, AVX512.target).config_space.knobs}
     assert {"mr", "nr", "mc_panels", "kc", "pack_a"} <= knobs and "oc_bn" not in knobs
 
 
 @pytest.mark.parametrize("args", [_conv(16, 28, 32, 1, pad=1), _conv(64, 56, 64, 3), _conv(256, 17, 256, 3),
-                                  _conv(256, 14, 256, 3)],
-                         ids=["1x1-padded", "3x3-56", "3x3-17", "3x3-14"])
+                                  _conv(256, 14, 256, 3), _conv(512, 7, 512, 3),
+                                  _conv(512, 14, 512, 3, stride=2)],
+                         ids=["1x1-padded", "3x3-56", "3x3-17", "3x3-14", "3x3-7", "3x3-s2-7"])
 def test_other_layers_run_in_channel_blocks(args):
+    """Among them the 7x7 images of many filters: as a GEMM their 49 pixels would fill 4
+    vectors of 16 (or 7 of 8), a quarter of each FMA wasted; a blocked tile covers 7 columns."""
     knobs = {k.name for k in create_task("conv2d_nchw", args, AVX512.target).config_space.knobs}
     assert {"ic_bn", "oc_bn", "reg_n"} <= knobs and "mr" not in knobs
 
