@@ -387,10 +387,11 @@ def default_feature_workers() -> int:
     return min(MAX_FEATURE_WORKERS, len(os.sched_getaffinity(0)))
 
 
-def _check_workers(workers) -> None:
-    """Raise ValueError unless ``workers`` is None or a whole number >= 0."""
+def _check_workers(workers, name: str = "workers") -> None:
+    """Raise ValueError, naming the argument ``name``, unless ``workers`` is None or a whole
+    number >= 0."""
     if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 0):
-        raise ValueError(f"workers must be a whole number >= 0 (0 or 1: none), got {workers!r}")
+        raise ValueError(f"{name} must be a whole number >= 0 (0 or 1: none), got {workers!r}")
 
 
 class _SharedWorkers:

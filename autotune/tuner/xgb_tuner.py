@@ -68,9 +68,9 @@ class XGBTuner(Tuner):
             raise AutotuneError(f"XGBTuner: needs 0 <= epsilon <= 1, plan_size >= 1 and sa_chains >= 1; "
                                 f"got {epsilon}, {plan_size}, {sa_chains}")
         try:
-            _check_workers(feature_workers)
+            _check_workers(feature_workers, "feature_workers")
         except ValueError as exc:
-            raise AutotuneError(f"XGBTuner: feature_{exc}") from None
+            raise AutotuneError(f"XGBTuner: {exc}") from None
         self.feature_type, self.loss_type = feature_type, loss_type
         self.plan_size, self.epsilon, self.min_train = plan_size, epsilon, min_train
         self.num_threads, self.num_rounds = num_threads, num_rounds
