@@ -3,10 +3,11 @@
 The repeat loop runs in native code: :data:`TIMER_SYMBOL` (emitted by
 :mod:`compiler.codegen.llvm_timer`, JIT-compiled once per process and linked into
 every exported library) calls the kernel's exported wrapper through its address, in
-batches of ``number`` calls until a measurement lasted ``min_repeat_ms``, timing with
-``clock_gettime(CLOCK_MONOTONIC)``; no Python runs between calls. Arguments are checked
-and packed once, in Python, before the loop starts. :func:`time_calls` is the same loop in Python, for
-callables and for libraries exported before the native timer existed.
+batches (the first of ``number`` calls) until a measurement lasted ``min_repeat_ms``,
+timing with ``clock_gettime(CLOCK_MONOTONIC)``; no Python runs between calls. Arguments
+are checked and packed once, in Python, before the loop starts. :func:`time_calls` is the
+same loop in Python, for callables and for libraries exported before the native timer
+existed.
 
 ``cache_flush=True`` evicts the kernel's arguments from every cache level before
 *each* call (``clflush`` line by line on x86, outside the timed interval; elsewhere a
@@ -116,9 +117,9 @@ def time_calls(run: Callable[[], None], number: int = 10, repeat: int = 1, min_r
                cache_flush: bool = False, sync: Callable[[], None] | None = None) -> BenchmarkResult:
     """Time ``run`` from Python: ``repeat`` measurements, each the mean of its calls.
 
-    The same protocol as the native timer: a measurement makes batches of ``number``
-    calls until ``min_repeat_ms`` have passed, a batch doubling while it lasts less than
-    ``BATCH_NS``; except that ``cache_flush`` overwrites a 64 MiB buffer once before each
+    The same protocol as the native timer: a measurement makes batches, the first of
+    ``number`` calls, until ``min_repeat_ms`` have passed, a batch doubling while it lasts
+    less than ``BATCH_NS``; except that ``cache_flush`` overwrites a 64 MiB buffer once before each
     measurement. One untimed call warms up first.
     """
     _check_counts(number, repeat, min_repeat_ms)
