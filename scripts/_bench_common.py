@@ -100,15 +100,17 @@ def _fma_peak(threads: int, iterations: int = FMA_ITERATIONS,
     import numpy as np
 
     import compiler
+    from compiler.simd import vector_lanes
 
-    f = compiler.build(K.fma_peak(iterations, threads), target="llvm -fast-math")
-    out = np.zeros((threads, K.FMA_LANES), np.float32)
+    lanes = vector_lanes("float32", "llvm")
+    f = compiler.build(K.fma_peak(iterations, threads, lanes), target="llvm -fast-math")
+    out = np.zeros((threads, lanes), np.float32)
     timer = f.time_evaluator(f.entry_name, compiler.cpu(0), number=1, repeat=repeat, min_repeat_ms=50)
     timer(out, 0.5, 1.0)  # warm up: thread pool started, code paged in
     wall, cpu = time.perf_counter(), time.process_time()
     seconds = timer(out, 0.5, 1.0).min
     share = (time.process_time() - cpu) / (threads * (time.perf_counter() - wall))
-    return threads * iterations * K.FMA_FLOPS_PER_ITER / seconds, share
+    return threads * iterations * K.fma_flops_per_step(lanes) / seconds, share
 
 
 def measure_quietness(threads: int | None = None) -> Quietness:

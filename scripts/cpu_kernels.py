@@ -26,11 +26,16 @@ from compiler.tir import (
 from compiler.tir.expr import Broadcast, Ramp
 
 __all__ = ["vector_add", "row_sum", "matmul", "softmax", "fma_peak", "empty_parallel",
-           "reference_softmax", "FMA_FLOPS_PER_ITER", "FMA_LANES"]
+           "reference_softmax", "fma_flops_per_step", "FMA_CHAINS"]
 
-FMA_LANES = 16  # one AVX-512 register of float32
-FMA_CHAINS = 12  # independent accumulators per thread: covers FMA latency x throughput
-FMA_FLOPS_PER_ITER = 2 * FMA_LANES * FMA_CHAINS
+# Independent accumulators per thread: enough to cover FMA latency x throughput (4-5 cycles x
+# 2 units), few enough to stay in registers with the two operands (16 of them on AVX2).
+FMA_CHAINS = 12
+
+
+def fma_flops_per_step(lanes: int) -> int:
+    """FLOPs one thread of :func:`fma_peak` does per step with ``lanes``-wide accumulators."""
+    return 2 * lanes * FMA_CHAINS
 
 
 def vector_add(n: int, block: int = 1 << 14, lanes: int = 16):
@@ -141,41 +146,43 @@ def reference_softmax(x: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
-def fma_peak(iterations: int, threads: int) -> PrimFunc:
+def fma_peak(iterations: int, threads: int, lanes: int) -> PrimFunc:
     """A kernel that does nothing but FMAs: ``fma_peak(OUT, scale, shift)``.
 
     Each of ``threads`` parallel iterations keeps :data:`FMA_CHAINS` independent
-    ``FMA_LANES``-wide accumulators and updates each ``acc = acc * scale + shift`` per step,
-    i.e. :data:`FMA_FLOPS_PER_ITER` flops per step. Build it with ``-fast-math`` so
+    ``lanes``-wide accumulators and updates each ``acc = acc * scale + shift`` per step,
+    i.e. :func:`fma_flops_per_step` flops per step. ``lanes`` must be the target's vector
+    width (``compiler.simd.vector_lanes``): wider vectors take several registers each,
+    spill, and measure the stack instead of the FMA units. Build it with ``-fast-math`` so
     that the multiply and add contract into one FMA. ``OUT[t, l]`` holds the sum
     over chains of lane ``l``'s final value (so nothing is dead code).
     """
-    width = FMA_LANES * FMA_CHAINS
-    OUT = decl_buffer((threads, FMA_LANES), "float32", "OUT")
+    width = lanes * FMA_CHAINS
+    OUT = decl_buffer((threads, lanes), "float32", "OUT")
     acc = decl_buffer((width,), "float32", "acc", scope="local")
     t, it, c = Var("t"), Var("it"), Var("c")
     # Scalars known only at run time: with constants, fast-math would fold steps together.
     scale, shift = Var("scale", "float32"), Var("shift", "float32")
-    a = Broadcast(scale, FMA_LANES, f"float32x{FMA_LANES}")
-    b = Broadcast(shift, FMA_LANES, f"float32x{FMA_LANES}")
+    a = Broadcast(scale, lanes, f"float32x{lanes}")
+    b = Broadcast(shift, lanes, f"float32x{lanes}")
 
     def vec(buf, base):
-        return BufferLoad(buf, (Ramp(base, const(1), FMA_LANES, f"int32x{FMA_LANES}"),),
-                          f"float32x{FMA_LANES}", FMA_LANES)
+        return BufferLoad(buf, (Ramp(base, const(1), lanes, f"int32x{lanes}"),),
+                          f"float32x{lanes}", lanes)
 
     def ramp(base):
-        return (Ramp(base, const(1), FMA_LANES, f"int32x{FMA_LANES}"),)
+        return (Ramp(base, const(1), lanes, f"int32x{lanes}"),)
 
     init = For(c, const(0), const(FMA_CHAINS), ForKind.UNROLLED,
                BufferStore(acc, Broadcast(Call("float32", "omp_thread_id", ()).astype("float32"),
-                                          FMA_LANES, f"float32x{FMA_LANES}"), ramp(c * FMA_LANES)))
+                                          lanes, f"float32x{lanes}"), ramp(c * lanes)))
     step = For(c, const(0), const(FMA_CHAINS), ForKind.UNROLLED,
-               BufferStore(acc, vec(acc, c * FMA_LANES) * a + b, ramp(c * FMA_LANES)))
+               BufferStore(acc, vec(acc, c * lanes) * a + b, ramp(c * lanes)))
     loop = For(it, const(0), const(iterations), ForKind.SERIAL, step)
     total = vec(acc, const(0))
     for k in range(1, FMA_CHAINS):
-        total = total + vec(acc, const(k * FMA_LANES))
-    out = BufferStore(OUT, total, ramp(t * FMA_LANES))
+        total = total + vec(acc, const(k * lanes))
+    out = BufferStore(OUT, total, ramp(t * lanes))
     body = For(t, const(0), const(threads), ForKind.PARALLEL, Allocate(acc, SeqStmt((init, loop, out))))
     return PrimFunc((OUT, scale, shift), body, "fma_peak")
 

@@ -11,6 +11,7 @@ import pytest
 from helpers import assert_written, for_each_cpu, poisoned
 
 import compiler
+from compiler.simd import vector_lanes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
@@ -78,12 +79,18 @@ def test_softmax_exp_is_vector_code(cpu, rng):
 
 @for_each_cpu
 def test_fma_peak(cpu):
-    f = compiler.build(K.fma_peak(100, 2), target=f"{cpu.target} -fast-math")
+    lanes = vector_lanes("float32", cpu.target)
+    f = compiler.build(K.fma_peak(100, 2, lanes), target=f"{cpu.target} -fast-math")
     # every chain's update is one fused multiply-add on whole vectors
     fmas = re.findall(r"vfmadd\w+\s+%\w+, %(\w+)", f.get_source("asm"))
     assert fmas and {r[:3] for r in fmas} == {_vector_register(cpu)}
+    # the accumulators and both operands fit the register file: the FMA loop never spills
+    asm = f.get_source("asm")
+    fma = asm.index("vfmadd")
+    loop = asm[asm.rindex("\n.LBB", 0, fma):asm.index("\n\tj", fma)]
+    assert "(%rsp)" not in loop
     if cpu.runs_here():
-        out = poisoned((2, K.FMA_LANES), np.float32)
+        out = poisoned((2, lanes), np.float32)
         f(out, 0.5, 1.0)
         # Thread t starts every chain at t; acc -> acc / 2 + 1 converges to 2.
         assert_written(out, np.full_like(out, K.FMA_CHAINS * 2.0), rtol=1e-6)

@@ -39,7 +39,7 @@ import numpy as np
 
 from compiler import te
 from compiler.codegen.llvm import MAX_STACK_BYTES
-from search_spaces.templates._common import vector_lanes, vector_registers
+from compiler.simd import vector_lanes, vector_registers
 
 __all__ = ["GemmTensors", "define_gemm_knobs", "gemm_compute", "schedule_gemm", "microkernels", "L2_BYTES"]
 

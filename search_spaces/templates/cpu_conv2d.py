@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler import te, topi
+from compiler.simd import vector_lanes
 from compiler.topi.utils import get_const_tuple
 from search_spaces.template import get_config, template
 from search_spaces.templates._common import (
@@ -28,7 +29,6 @@ from search_spaces.templates._common import (
     parallel_and_vectorize,
     place_padding,
     random_data,
-    vector_lanes,
 )
 from search_spaces.templates._gemm import define_gemm_knobs, gemm_compute, schedule_gemm
 from search_spaces.templates.cpu_conv2d_nchwc import (

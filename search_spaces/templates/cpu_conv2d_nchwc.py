@@ -39,9 +39,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler import te, topi
+from compiler.simd import vector_lanes, vector_registers
 from compiler.topi.nn.utils import as_pair, conv_output_size
 from search_spaces.template import get_config, template
-from search_spaces.templates._common import random_data, vector_lanes, vector_registers
+from search_spaces.templates._common import random_data
 
 __all__ = ["conv2d_nchwc", "conv2d_nchwc_reference", "ConvGeometry", "register_tiles",
            "define_blocked_knobs", "blocked_conv", "schedule_blocked_conv", "pad_blocks",

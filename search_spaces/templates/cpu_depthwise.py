@@ -40,10 +40,11 @@ are short. The knobs of the other layout are then fixed at their first values.
 from __future__ import annotations
 
 from compiler import te, topi
+from compiler.simd import vector_lanes, vector_registers
 from compiler.topi.nn.utils import conv_window
 from compiler.topi.utils import get_const_tuple
 from search_spaces.template import get_config, template
-from search_spaces.templates._common import random_data, vector_lanes, vector_registers
+from search_spaces.templates._common import random_data
 
 __all__ = ["depthwise_conv2d_nchw", "depthwise_conv2d_nchw_reference", "channel_blocks", "register_tiles"]
 

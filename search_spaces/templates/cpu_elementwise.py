@@ -19,8 +19,9 @@ import math
 import numpy as np
 
 from compiler import te, topi
+from compiler.simd import vector_lanes
 from search_spaces.template import get_config, template
-from search_spaces.templates._common import parallel_and_vectorize, random_data, vector_lanes
+from search_spaces.templates._common import parallel_and_vectorize, random_data
 
 __all__ = ["elementwise", "elementwise_reference", "chain_compute", "parse_chain", "BINARY_OPS", "UNARY_OPS"]
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import numpy as np
 
 from compiler import te, topi
+from compiler.simd import vector_lanes
 from search_spaces.template import get_config, template
 from search_spaces.templates._common import (
     float_dtype_check,
     parallel_and_vectorize,
     random_data,
-    vector_lanes,
 )
 
 __all__ = ["softmax", "layer_norm", "softmax_reference", "layer_norm_reference", "LAYER_NORM_EPS"]

@@ -10,6 +10,7 @@ blocks run in parallel.
 from __future__ import annotations
 
 from compiler import te, topi
+from compiler.simd import vector_lanes
 from compiler.topi.utils import get_const_tuple
 from search_spaces.template import get_config, template
 from search_spaces.templates._common import (
@@ -18,7 +19,6 @@ from search_spaces.templates._common import (
     parallel_and_vectorize,
     place_padding,
     random_data,
-    vector_lanes,
 )
 
 __all__ = ["pool2d", "pool2d_reference"]

@@ -10,8 +10,8 @@ from helpers import CPUS, assert_written, for_each_cpu, poisoned
 
 import compiler
 from compiler.codegen.llvm import MAX_STACK_BYTES
+from compiler.simd import vector_lanes, vector_registers
 from search_spaces import create_task
-from search_spaces.templates._common import vector_lanes, vector_registers
 from search_spaces.templates._gemm import L2_BYTES
 
 AVX512 = next(c for c in CPUS if "avx512f" in c.features)
@@ -32,6 +32,9 @@ def test_vector_width_and_registers_follow_the_target(cpu):
         assert (vector_lanes("float32"), vector_registers()) == (4, 16)
     with compiler.Target(f"{cpu.target} -mattr=-avx512f"):
         assert (vector_lanes("float32"), vector_registers()) == (8, 16)
+    # a target named in the call wins over the current one
+    with compiler.Target("llvm -mcpu=x86-64"):
+        assert (vector_lanes("float32", cpu.target), vector_registers(cpu.target)) == _file(cpu)
 
 
 def _gemm_sizes(task):

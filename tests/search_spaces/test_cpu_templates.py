@@ -72,7 +72,7 @@ def _check(task, config) -> None:
 
 def vector_lanes_of(task) -> int:
     """float32 lanes of a vector register of the task's target."""
-    from search_spaces.templates._common import vector_lanes
+    from compiler.simd import vector_lanes
 
     with compiler.Target(task.target):
         return vector_lanes("float32")
