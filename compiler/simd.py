@@ -18,10 +18,10 @@ from compiler.target import Target
 __all__ = ["vector_lanes", "vector_registers"]
 
 
-def _llvm_target(target):
+def _llvm_target(target: str | Target | None) -> Target | None:
     """``target`` (default: the current one, else the host's ``llvm``) if it is an ``llvm``
     target, else None."""
-    t = Target.from_any(target) or Target.current() or Target("llvm")
+    t = Target.from_any(target) or Target("llvm")  # from_any(None) is the current target
     return t if t.kind == "llvm" else None
 
 
