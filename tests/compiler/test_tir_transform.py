@@ -229,17 +229,42 @@ def _guarded_1d(n_expr, outer_kind=SERIAL, inner_kind=SERIAL, nbuf=None):
 
 
 def test_partition_constant_bounds():
-    f = _guarded_1d(c(100), outer_kind=ForKind.PARALLEL, inner_kind=VECTORIZED)
+    f = _guarded_1d(c(100), inner_kind=VECTORIZED)
     g = transform.loop_partition(transform.simplify(f))
-    assert text(g) == ("for xo in range(12) parallel:\n"
+    assert text(g) == ("for xo in range(12):\n"
                        "  for xi in range(8) vectorized:\n"
                        "    B[xo * 8 + xi] = A[xo * 8 + xi] * 2.0f\n"
-                       "for xo in range(12, 13) parallel:\n"
+                       "for xo in range(12, 13):\n"
                        "  for xi in range(8) vectorized:\n"
                        "    if xo * 8 + xi < 100:\n"
                        "      B[xo * 8 + xi] = A[xo * 8 + xi] * 2.0f")
     a = np.arange(100, dtype="float32")
     same_results(f, g, {"A": a, "B": poisoned(100, "float32")})
+
+
+def test_partition_keeps_a_parallel_loop_whole():
+    # Peeled off, the tail block would run on one thread after the parallel loop. In place,
+    # the threads share it; its few iterations get bodies of their own, partitioned further.
+    f = _guarded_1d(c(100), outer_kind=ForKind.PARALLEL)
+    g = transform.remove_no_op(transform.simplify(transform.loop_partition(transform.simplify(f))))
+    assert text(g) == ("for xo in range(13) parallel:\n"
+                       "  if xo == 12:\n"
+                       "    for xi in range(4):\n"
+                       "      B[xi + 96] = A[xi + 96] * 2.0f\n"
+                       "  else:\n"
+                       "    for xi in range(8):\n"
+                       "      B[xo * 8 + xi] = A[xo * 8 + xi] * 2.0f")
+    same_results(f, g, {"A": np.arange(100, dtype="float32"), "B": poisoned(100, "float32")})
+    # Symbolic bounds: the guarded iterations keep one body, its inner loop partitioned.
+    n = tir.Var("n")
+    f = _guarded_1d(n, outer_kind=ForKind.PARALLEL)
+    g = transform.loop_partition(f)
+    lines = text(g).splitlines()
+    assert lines[:3] == ["for xo in range((n + 7) // 8) parallel:", "  if xo >= n // 8:",
+                         "    for xi in range(n - xo * 8):"]
+    assert sum(line.lstrip().startswith("for xo") for line in lines) == 1
+    for size in (0, 1, 7, 8, 9, 16, 23):
+        same_results(f, g, {"A": np.arange(size, dtype="float32"), "B": poisoned(size, "float32")})
 
 
 def test_partition_symbolic_bounds():

@@ -9,6 +9,11 @@ removed. The pieces cover ``[min, end)`` in order, so iteration order is kept.
 Partitioning is attempted at the outermost loop first; the unguarded part is
 processed further (inner loops may partition on other conjuncts), the guarded
 tails are left as they are.
+
+A parallel loop is not cut into pieces, which would leave its tails to one thread
+after it: its body chooses, per iteration, between the unguarded body and the
+guarded one, and a guarded tail of a few constant iterations is specialised to
+each of them and processed further.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ __all__ = ["loop_partition"]
 
 # Loops whose extent must stay as written: vector lanes and GPU thread axes.
 _NO_PARTITION = (S.ForKind.VECTORIZED, S.ForKind.THREAD_BINDING)
+SPECIALISED = 2  # a parallel loop's guarded iterations get a body each, up to this many
 
 
 def loop_partition(func: PrimFunc | S.Stmt) -> PrimFunc | S.Stmt:
@@ -181,6 +187,8 @@ class _Partitioner(IRMutator):
         no_suffix = self.an.can_prove(E.GE(hi_main, end, "bool"))
 
         main_body = _RemoveConjuncts(removed).visit(s.body)
+        if s.kind == S.ForKind.PARALLEL:
+            return self._partition_in_place(s, lo_main, hi_main, no_prefix, no_suffix, main_body)
         pieces = []
         if not no_prefix:
             prefix_end = self.an.simplify(E.Min(lo_main, end, dt))
@@ -193,6 +201,42 @@ class _Partitioner(IRMutator):
             suffix_start = self.an.simplify(E.Max(hi_main, lo_main, dt))
             pieces.append(self._tail(s, suffix_start, end))
         return S.seq(*pieces)
+
+    def _partition_in_place(self, s: S.For, lo_main: E.PrimExpr, hi_main: E.PrimExpr, no_prefix: bool,
+                            no_suffix: bool, main_body: S.Stmt) -> S.Stmt:
+        """A parallel loop stays one loop whose iterations pick the unguarded body or a
+        guarded one. Peeled off, the guarded iterations (a GEMM's last row block) would run
+        on one thread while the others wait; in place, the threads share them. A guarded
+        piece of few constant iterations gets a body specialised to each, partitioned
+        further, so that its inner loops keep their own guards out of their hot parts."""
+        v, dt = s.loop_var, s.loop_var.dtype
+        one = E.IntImm(1, dt)
+        lo0 = self.an.simplify(s.min)
+        end = self.an.simplify(E.Add(s.min, s.extent, dt))
+        with self.an.bound(v, (lo_main, E.Sub(hi_main, one, dt))):
+            body = self.visit(main_body)
+        if not no_suffix:  # tested second: v >= hi_main after v >= lo_main
+            start = self.an.simplify(E.Max(hi_main, lo_main, dt))
+            body = self._guarded(s, start, end, E.GE(v, hi_main, "bool"), body)
+        if not no_prefix:
+            stop = self.an.simplify(E.Min(lo_main, end, dt))
+            body = self._guarded(s, lo0, stop, E.LT(v, lo_main, "bool"), body)
+        return S.For(v, s.min, s.extent, s.kind, body, s.thread_tag)
+
+    def _guarded(self, s: S.For, start: E.PrimExpr, stop: E.PrimExpr, cond: E.PrimExpr,
+                 otherwise: S.Stmt) -> S.Stmt:
+        """``if cond: <s's body for v in [start, stop)> else: otherwise``."""
+        v, dt = s.loop_var, s.loop_var.dtype
+        constant = isinstance(start, E.IntImm) and isinstance(stop, E.IntImm)
+        if constant and stop.value - start.value <= SPECIALISED:
+            for value in reversed(range(start.value, stop.value)):
+                c = E.IntImm(value, dt)
+                with self.an.bound(v, (c, c)):
+                    specialised = self.visit(substitute(s.body, {v: c}))
+                otherwise = S.IfThenElse(E.EQ(v, c, "bool"), specialised, otherwise)
+            return otherwise
+        with self.an.bound(v, (start, E.Sub(stop, E.IntImm(1, dt), dt))):
+            return S.IfThenElse(cond, self.visit(s.body), otherwise)
 
     def _tail(self, s: S.For, start: E.PrimExpr, stop: E.PrimExpr) -> S.Stmt:
         """The loop over ``[start, stop)`` with the original (guarded) body and a fresh variable."""
