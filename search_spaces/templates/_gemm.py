@@ -51,6 +51,7 @@ KC_CHOICES = (128, 256, 512)  # reduction slices below K (around BLIS's kc for t
 MIN_BLOCK_ROWS = 32  # a row block shorter than this reuses each B micro-panel too few times
 FMA_IN_FLIGHT = 10  # FMA latency x FMA ports (5 x 2 on Haswell, 4 x 2 on Skylake and Zen 4)
 SMALL_WORK = 1 << 22  # multiply-adds below which running on one thread is worth trying
+PACK_ROWS = 16  # rows of B packed into all its panels before the next rows
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -339,11 +340,17 @@ def schedule_gemm(cfg, s, t: GemmTensors) -> None:
     pb = s[t.b_packed]
     *bb, bo, bk, bx = pb.op.axis
     if t.b_rows_are_k:
+        # Runs of PACK_ROWS rows, all panels of a run in turn: reads go along rows of B and
+        # writes along a panel; panel by panel, each read would be a new page of B.
+        bko, bki = pb.split(bk, factor=PACK_ROWS)
+        pb.reorder(*bb, bko, bo, bki, bx)
         pb.vectorize(bx)  # nr consecutive values of a row of B
+        outer = [bko, bo]
     else:  # a transpose: read each row of W in order, write across the panel
         pb.reorder(*bb, bo, bx, bk)
+        outer = [bo]
     if axis != "none":
-        pb.parallel(pb.fuse(*bb, bo) if bb else bo)
+        pb.parallel(pb.fuse(*bb, *outer))
     if t.a_packed is not None:
         pa = s[t.a_packed]
         pa.compute_at(out, ic)

@@ -127,9 +127,8 @@ def test_threads_share_the_last_row_block():
              "pack_a": True}
     s, tensors = task.instantiate(task.config_space.from_json({"knobs": knobs}))
     lines = [line.strip() for line in str(compiler.lower(s, tensors)).splitlines()]
-    assert [line for line in lines if line.endswith(" parallel:")] == [
-        "for i0 in range(4) parallel:",  # packing B
-        "for i0.outer in range(3) parallel:"]  # all three row blocks
+    packing_b, row_blocks = [line for line in lines if line.endswith(" parallel:")]
+    assert row_blocks == "for i0.outer in range(3) parallel:"  # all three of them
     assert [line for line in lines if line.startswith("if ")] == [
         "if i0.outer == 2:", "if i0.inner.outer * 6 + i0.inner.inner < 4:"]
     f = compiler.build(s, tensors, target=task.target, name="matmul")
