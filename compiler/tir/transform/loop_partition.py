@@ -188,7 +188,7 @@ class _Partitioner(IRMutator):
 
         main_body = _RemoveConjuncts(removed).visit(s.body)
         if s.kind == S.ForKind.PARALLEL:
-            return self._partition_in_place(s, lo_main, hi_main, no_prefix, no_suffix, main_body)
+            return self._partition_in_place(s, lo0, end, lo_main, hi_main, no_prefix, no_suffix, main_body)
         pieces = []
         if not no_prefix:
             prefix_end = self.an.simplify(E.Min(lo_main, end, dt))
@@ -202,18 +202,16 @@ class _Partitioner(IRMutator):
             pieces.append(self._tail(s, suffix_start, end))
         return S.seq(*pieces)
 
-    def _partition_in_place(self, s: S.For, lo_main: E.PrimExpr, hi_main: E.PrimExpr, no_prefix: bool,
-                            no_suffix: bool, main_body: S.Stmt) -> S.Stmt:
+    def _partition_in_place(self, s: S.For, lo0: E.PrimExpr, end: E.PrimExpr, lo_main: E.PrimExpr,
+                            hi_main: E.PrimExpr, no_prefix: bool, no_suffix: bool,
+                            main_body: S.Stmt) -> S.Stmt:
         """A parallel loop stays one loop whose iterations pick the unguarded body or a
         guarded one. Peeled off, the guarded iterations (a GEMM's last row block) would run
         on one thread while the others wait; in place, the threads share them. A guarded
         piece of few constant iterations gets a body specialised to each, partitioned
         further, so that its inner loops keep their own guards out of their hot parts."""
         v, dt = s.loop_var, s.loop_var.dtype
-        one = E.IntImm(1, dt)
-        lo0 = self.an.simplify(s.min)
-        end = self.an.simplify(E.Add(s.min, s.extent, dt))
-        with self.an.bound(v, (lo_main, E.Sub(hi_main, one, dt))):
+        with self.an.bound(v, (lo_main, E.Sub(hi_main, E.IntImm(1, dt), dt))):
             body = self.visit(main_body)
         if not no_suffix:  # tested second: v >= hi_main after v >= lo_main
             start = self.an.simplify(E.Max(hi_main, lo_main, dt))
