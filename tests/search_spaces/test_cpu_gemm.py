@@ -128,6 +128,7 @@ def test_threads_share_the_last_row_block():
     s, tensors = task.instantiate(task.config_space.from_json({"knobs": knobs}))
     lines = [line.strip() for line in str(compiler.lower(s, tensors)).splitlines()]
     packing_b, row_blocks = [line for line in lines if line.endswith(" parallel:")]
+    assert packing_b == "for i1.outer.i0.fused in range(16) parallel:"  # 4 runs of 16 rows x 4 panels
     assert row_blocks == "for i0.outer in range(3) parallel:"  # all three of them
     assert [line for line in lines if line.startswith("if ")] == [
         "if i0.outer == 2:", "if i0.inner.outer * 6 + i0.inner.inner < 4:"]
