@@ -75,7 +75,7 @@ SET_NUM_THREADS = "__autotune_set_num_threads"
 MAX_STACK_BYTES = 64 * 1024  # larger (or symbolic) allocations go to the heap
 _HEAP_ALIGN = 64
 # C symbols that compiled code calls: an exported function of the same name would shadow them.
-_RESERVED = frozenset({"free", "posix_memalign", "malloc", "tanh", "tanhf", "erf", "erff"})
+_RESERVED = frozenset({"free", "aligned_alloc", "malloc", "tanh", "tanhf", "erf", "erff"})
 _INT_CMP = {E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">="}
 
 
@@ -330,12 +330,18 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
         self.b.call(self._declare("free", VOID, [I8PTR]), [raw])
 
     def _heap_alloc(self, buf: Buffer, count: E.PrimExpr) -> ir.Value:
-        slot = self._scope.allocas.alloca(I8PTR, name=f"{buf.name}.heap")
+        # aligned_alloc is declared noalias, as malloc is: LLVM then knows the block is new
+        # memory, apart from the arguments and other blocks, and keeps values of it in registers
+        # across loops that also read other arrays (a heap accumulator block's tiles).
+        align = max(_HEAP_ALIGN, buf.align)
         size = self._cast(self.expr(count), count.dtype, "int64")
         size = self.b.mul(size, ir.Constant(I64, max(1, dtypes.bits(buf.dtype) // 8)))
-        memalign = self._declare("posix_memalign", I32, [I8PTR.as_pointer(), I64, I64])
-        self.b.call(memalign, [slot, ir.Constant(I64, max(_HEAP_ALIGN, buf.align)), size])
-        return self.b.load(slot)
+        # aligned_alloc takes whole multiples of the alignment
+        size = self.b.and_(self.b.add(size, ir.Constant(I64, align - 1)), ir.Constant(I64, -align))
+        alloc = self._declare("aligned_alloc", I8PTR, [I64, I64])
+        if "noalias" not in alloc.return_value.attributes:
+            alloc.return_value.add_attribute("noalias")
+        return self.b.call(alloc, [ir.Constant(I64, align), size])
 
     # ------------------------------------------------------------------ loops
 

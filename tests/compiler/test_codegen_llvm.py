@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 import textwrap
@@ -211,7 +212,7 @@ def _alloc_kernel(tmp_len, kind=ForKind.PARALLEL):
 def test_allocate_inside_parallel_loop(tmp_len, heap):
     f = _alloc_kernel(tmp_len)
     ir_text = generate_llvm_ir(IRModule({"alloc": f}))
-    assert ("posix_memalign" in ir_text) == heap
+    assert ("aligned_alloc" in ir_text) == heap
     a = RNG.integers(0, 4, 9).astype(np.float32)
     out = run(f, a)
     assert_written(out, a * tmp_len + tmp_len // 4 * 6)  # sums of small ints are exact
@@ -222,6 +223,41 @@ def test_stack_allocation_is_in_entry_block():
     kernel = ir_text[ir_text.index('define internal void @"alloc__kernel"'):]
     entry = kernel[:kernel.index("body:")]
     assert "alloca [16 x float], align 64" in entry
+
+
+def _loop_blocks(ir_text: str, function: str) -> list[str]:
+    """The basic blocks of ``function`` in optimised IR that branch back to themselves."""
+    body = ir_text[ir_text.index(f"define void @{function}("):]
+    body = body[:body.index("\n}")]
+    blocks = re.split(r"\n(?=[\w.]+:)", body)[1:]
+    return [b for b in blocks if f"label %{b.split(':')[0]}" in b.strip().split("\n")[-1]]
+
+
+def test_heap_temporaries_stay_in_registers_across_loops():
+    """Two heap blocks: ``U`` holds ``3 * A``; ``T[j]`` sums ``U[j:j + n - 4]`` for each of 4
+    ``j``. The blocks are fresh memory, apart from each other, so each sum stays in a register
+    through its loop (the only loops that add), instead of a store to ``T`` after every load
+    from ``U``, which could otherwise be the same address."""
+    n = 40000
+    A = decl_buffer((n,), "float32", "A")
+    Out = decl_buffer((n,), "float32", "Out")
+    T = decl_buffer((n,), "float32", "T")
+    U = decl_buffer((n,), "float32", "U")
+    i, j = Var("i"), Var("j")
+    body = Allocate(U, Allocate(T, SeqStmt((
+        loop(i, const(n), store(U, load(A, i) * 3.0, i)),
+        loop(j, const(4), SeqStmt((
+            store(T, const(0.0), j),
+            loop(i, const(n - 4), store(T, load(T, j) + load(U, i + j), j)),
+        ))),
+        loop(i, const(n), store(Out, load(T, FloorMod(i, const(4), "int32")) * load(A, i), i)),
+    ))))
+    f = PrimFunc((A, Out), body, "sums")
+    summing = [b for b in _loop_blocks(build(f).get_source("ll"), "sums") if "fadd" in b]
+    assert summing and not any("store" in b for b in summing), summing
+    a = RNG.integers(1, 4, n).astype(np.float32)
+    sums = np.array([(a[k:k + n - 4] * 3).sum(dtype=np.float64) for k in range(4)], np.float32)
+    assert_written(run(f, a), sums[np.arange(n) % 4] * a, rtol=1e-6)  # sums of small ints are exact
 
 
 def test_allocate_symbolic_size_uses_heap():
