@@ -45,13 +45,15 @@ def is_bool(dtype: str) -> bool:
     return dtype == "bool"
 
 
+_BITS = {"bool": 8, "handle": 64}
+
+
 def bits(dtype: str) -> int:
     """Width of one element in bits (bool counts as 8 in memory, 1 in registers)."""
-    if dtype == "bool":
-        return 8
-    if dtype == "handle":
-        return 64
-    return int("".join(ch for ch in dtype if ch.isdigit()))
+    width = _BITS.get(dtype)
+    if width is None:  # lowering and the interpreters ask for every node: parse each name once
+        width = _BITS[dtype] = int("".join(ch for ch in dtype if ch.isdigit()))
+    return width
 
 
 def promote(a: str, b: str) -> str:

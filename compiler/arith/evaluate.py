@@ -43,19 +43,34 @@ def _extern_math(name: str) -> Callable | None:
     return INTRINSICS.get(base.removesuffix("f")) if base.endswith("f") else None
 
 
+_INT_RANGES: dict[str, tuple[int, int]] = {}  # dtype -> (lowest, highest) value
+
+
+def _int_range(dtype: str) -> tuple[int, int]:
+    nbits = dtypes.bits(dtype)
+    low = 0 if dtypes.is_uint(dtype) else -(1 << (nbits - 1))
+    return _INT_RANGES.setdefault(dtype, (low, low + (1 << nbits) - 1))
+
+
 def wrap_int(value: int, dtype: str) -> int:
     """``value`` reduced to the range of the integer (or bool) ``dtype``."""
     if dtype == "bool":
         return int(value != 0)
-    nbits = dtypes.bits(dtype)
-    value = int(value) & ((1 << nbits) - 1)
-    if not dtypes.is_uint(dtype) and value >= 1 << (nbits - 1):
-        value -= 1 << nbits
-    return value
+    value = int(value)
+    low, high = _INT_RANGES.get(dtype) or _int_range(dtype)
+    if low <= value <= high:  # nearly always: the interpreters call this for every operation
+        return value
+    return (value - low) % (high - low + 1) + low
+
+
+_FLOAT_TYPES: dict[str, type] = {}  # dtype -> numpy scalar type
 
 
 def _float(value, dtype: str):
-    return np.dtype(dtype).type(value)
+    scalar = _FLOAT_TYPES.get(dtype)
+    if scalar is None:  # looked up once per dtype: the interpreters convert in every operation
+        scalar = _FLOAT_TYPES[dtype] = np.dtype(dtype).type
+    return scalar(value)
 
 
 def cast_value(value, dtype: str):
@@ -176,6 +191,8 @@ class Evaluator(Functor):
     def visit_BinaryOp(self, e: E.BinaryOp):
         a, b = self.eval(e.a), self.eval(e.b)
         dtype = e.a.dtype
+        if not isinstance(a, np.ndarray) and not isinstance(b, np.ndarray):
+            return binary_value(type(e), a, b, dtype)
         return _elementwise(lambda x, y: binary_value(type(e), x, y, dtype), a, b)
 
     def visit_And(self, e: E.BinaryOp):

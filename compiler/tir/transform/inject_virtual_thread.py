@@ -19,10 +19,10 @@ from __future__ import annotations
 from ...errors import LoweringError
 from .. import expr as E
 from .. import stmt as S
-from ..analysis import collect, substitute, uses_var
+from ..analysis import collect, substitute
 from ..buffer import Buffer
 from ..function import PrimFunc
-from ..functor import Functor, IRMutator
+from ..functor import Functor, IRMutator, children
 
 __all__ = ["inject_virtual_thread"]
 
@@ -58,10 +58,18 @@ class _Lower(IRMutator):
 class _Injector(Functor):
     def __init__(self, var: E.Var, n: int):
         self.var, self.n = var, n
-        self.ids = {id(var)}
+        # id(node) -> (node, whether it mentions the thread). The injection asks about every
+        # statement and then about its parts, so without this a nest of depth d is walked d
+        # times; the node is kept so that its id is not reused by another.
+        self._touching: dict[int, tuple[object, bool]] = {}
 
     def touches(self, node) -> bool:
-        return uses_var(node, self.ids)
+        """Whether ``node`` mentions the virtual thread's index."""
+        known = self._touching.get(id(node))
+        if known is None:
+            found = node is self.var or any(self.touches(c) for c in children(node))
+            known = self._touching[id(node)] = (node, found)
+        return known[1]
 
     def inject(self, s: S.Stmt) -> S.Stmt:
         """``s`` run by every virtual thread: statements that do not mention the thread are
