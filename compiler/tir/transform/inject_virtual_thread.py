@@ -132,8 +132,7 @@ class _Injector(Functor):
         return check.found
 
     def replicate(self, s: S.Stmt) -> S.Stmt:
-        has_loop = bool(collect(s, lambda n: isinstance(n, S.For)))
-        if has_loop and self.n > _MAX_UNROLL:
+        if self.n > _MAX_UNROLL and collect(s, lambda n: isinstance(n, S.For)):
             return S.For(self.var, E.const(0, self.var.dtype), E.const(self.n, self.var.dtype),
                          S.ForKind.SERIAL, s)
         return S.seq(*[substitute(s, {self.var: E.const(k, self.var.dtype)}) for k in range(self.n)])
@@ -190,8 +189,9 @@ class _WritesDepend(Functor):
         return None
 
 
-def _expand(buf: Buffer, body: S.Stmt, var: E.Var, n: int) -> tuple[Buffer, S.Stmt]:
-    """One copy of the (flattened) local ``buf`` per virtual thread: copy ``var`` at ``var * size``."""
+def _widened(buf: Buffer, var: E.Var, n: int) -> tuple[Buffer, E.PrimExpr]:
+    """The (flattened) local ``buf`` with one copy per virtual thread, and the offset of
+    thread ``var``'s copy (``var * size``)."""
     if len(buf.shape) != 1:
         raise LoweringError(f"virtual threads need flattened buffers; {buf.name!r} has shape {buf.shape}")
     size = buf.shape[0]
@@ -199,40 +199,41 @@ def _expand(buf: Buffer, body: S.Stmt, var: E.Var, n: int) -> tuple[Buffer, S.St
     wide_size = E.const(value * n, size.dtype) if isinstance(value, int) else size * n
     wide = Buffer(buf.name, (wide_size,), buf.dtype, buf.data, (), None, buf.scope, buf.align)
     offset = E.Cast(size.dtype, var) * size if var.dtype != size.dtype else var * size
-    return wide, _Offset(buf.data, wide, offset).visit(body)
+    return wide, offset
 
 
 class _ExpandAll(IRMutator):
+    """Widens every local buffer in ``dep`` and moves each access to its thread's copy, all
+    in one walk (nested allocations would otherwise walk the inner ones once per level)."""
+
     def __init__(self, dep: set, var: E.Var, n: int):
         self.dep, self.var, self.n = dep, var, n
+        self.wide: dict[int, tuple[Buffer, E.PrimExpr]] = {}  # id(data) -> (wide buffer, offset)
 
     def visit_Allocate(self, s: S.Allocate):
+        if id(s.buffer.data) in self.dep:
+            self.wide[id(s.buffer.data)] = _widened(s.buffer, self.var, self.n)
         body = self.visit(s.body)
-        if id(s.buffer.data) not in self.dep:
-            return s if body is s.body else S.Allocate(s.buffer, body)
-        buf, body = _expand(s.buffer, body, self.var, self.n)
-        return S.Allocate(buf, body)
+        if id(s.buffer.data) in self.dep:
+            return S.Allocate(self.wide[id(s.buffer.data)][0], body)
+        return s if body is s.body else S.Allocate(s.buffer, body)
 
-
-class _Offset(IRMutator):
-    def __init__(self, data: E.Var, wide: Buffer, offset: E.PrimExpr):
-        self.data, self.wide, self.offset = data, wide, offset
-
-    def _index(self, index: E.PrimExpr) -> E.PrimExpr:
+    def _index(self, index: E.PrimExpr, offset: E.PrimExpr) -> E.PrimExpr:
         if isinstance(index, E.Ramp):
-            return E.Ramp(self._index(index.base), index.stride, index.lanes, index.dtype)
-        off = self.offset if self.offset.dtype == index.dtype else E.Cast(index.dtype, self.offset)
-        return index + off
+            return E.Ramp(self._index(index.base, offset), index.stride, index.lanes, index.dtype)
+        return index + (offset if offset.dtype == index.dtype else E.Cast(index.dtype, offset))
 
     def visit_BufferLoad(self, node: E.BufferLoad):
         node = self.generic_visit(node)
-        if node.buffer.data is not self.data:
+        if id(node.buffer.data) not in self.wide:
             return node
-        index = (self._index(node.indices[0]),)
-        return E.BufferLoad(self.wide, index, node.dtype, node.lanes, node.predicate)
+        wide, offset = self.wide[id(node.buffer.data)]
+        return E.BufferLoad(wide, (self._index(node.indices[0], offset),), node.dtype, node.lanes,
+                            node.predicate)
 
     def visit_BufferStore(self, node: S.BufferStore):
         node = self.generic_visit(node)
-        if node.buffer.data is not self.data:
+        if id(node.buffer.data) not in self.wide:
             return node
-        return S.BufferStore(self.wide, node.value, (self._index(node.indices[0]),), node.predicate)
+        wide, offset = self.wide[id(node.buffer.data)]
+        return S.BufferStore(wide, node.value, (self._index(node.indices[0], offset),), node.predicate)
