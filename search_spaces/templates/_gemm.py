@@ -15,12 +15,16 @@ and ``k < K`` (``b`` the batch indices, if any), as the fast BLAS libraries comp
   ``nv`` B operands and one broadcast fit the target's vector registers (32 with
   AVX-512, 16 with AVX2: :func:`vector_registers`) and that fill at least half of them
   (fewer accumulators cannot hide the FMA latency).
-* **Cache blocks.** Rows go in blocks of ``mc`` (the packed A block ``mc x K`` within
-  L2), columns in blocks of ``nc``, the reduction in blocks of ``kc``. With ``kc = K``
-  each tile runs the whole reduction in registers; with ``kc < K`` a block of
+* **Cache blocks.** Rows go in blocks of ``mc``, columns in blocks of ``nc``, the
+  reduction in blocks of ``kc``. With ``kc = K`` each tile runs the whole reduction in
+  registers: the ``K x nr`` B micro-panel in use sits in L2 while the tiles of a row
+  block pass over it, each streaming its A micro-panel, so a longer row block reuses
+  each B micro-panel more; the packed A block (``mc x K``) stays within a core's share
+  of L3, from where it is read once per micro-panel. With ``kc < K`` a block of
   ``mc x nc`` accumulators (kept on the stack, where LLVM can hold each tile in
   registers across a ``kc`` run) is swept once per ``kc`` slice, so the B micro-panel
-  in use (``kc x nr``) stays in L1 or L2 however long ``K`` is. Blocks are whole
+  in use (``kc x nr``) stays in L1 or L2 however long ``K`` is, and the ``mc x kc``
+  slice of A that a sweep reads stays in L2. Blocks are whole
   numbers of micro-panels, so only the last block of an axis has tail code.
 * **Threads** take row blocks (``parallel_axis="rows"``), column blocks (``"cols"``: A's
   row block is packed by all threads first) or whole products of a batch (``"batch"``);
@@ -41,11 +45,15 @@ from compiler import te
 from compiler.codegen.llvm import MAX_STACK_BYTES
 from compiler.simd import vector_lanes, vector_registers
 
-__all__ = ["GemmTensors", "define_gemm_knobs", "gemm_compute", "schedule_gemm", "microkernels", "L2_BYTES"]
+__all__ = ["GemmTensors", "define_gemm_knobs", "gemm_compute", "schedule_gemm", "microkernels", "L2_BYTES",
+           "L3_BYTES_PER_CORE"]
 
 # The L2 size the blocks aim at: the smaller of the x86 server cores we target (Zen 4/5 and Xeon
 # have 1-2 MiB per core). A constant, so that a pinned target's space is the same on any machine.
 L2_BYTES = 1024 * 1024
+# A core's share of the last-level cache: 32 MiB per 8 cores on Zen 3-5, less on Xeons
+# (which have 2 MiB of L2). A constant for the same reason.
+L3_BYTES_PER_CORE = 4 * 1024 * 1024
 MAX_VECTORS = 4  # nr is at most 4 vector registers wide
 KC_CHOICES = (128, 256, 512)  # reduction slices below K (around BLIS's kc for these cores)
 MIN_BLOCK_ROWS = 32  # a row block shorter than this reuses each B micro-panel too few times
@@ -104,13 +112,13 @@ class _Shape:
         """Panels per row block for tile height ``mr``: divisors of the panel count (blocks
         without a tail) and powers of two (the last one a single block), of at least
         :data:`MIN_BLOCK_ROWS` rows or all of them; a block of more than one panel keeps the
-        packed A block within L2."""
+        packed A block within :data:`L3_BYTES_PER_CORE`."""
         panels = _cdiv(self.M, mr)
         divisors = {d for d in range(1, panels + 1) if panels % d == 0}
         low = min(_cdiv(MIN_BLOCK_ROWS, mr), panels)
         size = mr * self.K * self.itemsize
         return sorted(p for p in divisors | set(_pow2_upto(panels)) | {low}
-                      if p >= low and (p == low or p * size <= L2_BYTES))
+                      if p >= low and (p == low or p * size <= L3_BYTES_PER_CORE))
 
     def col_panels(self, nr: int) -> list[int]:
         """Panels per column block for tile width ``nr``: powers of two (the last: all columns)."""
@@ -148,14 +156,15 @@ def define_gemm_knobs(cfg, M: int, N: int, K: int, dtype: str, batch: int = 1) -
     cfg.add_constraint(lambda c: (c["mr"].val, c["nr"].val) in feasible, knobs=["mr", "nr"],
                        name="microkernel fits the register file")
     cfg.add_constraint(lambda c: (c["mr"].val, c["mc_panels"].val) in rows, knobs=["mr", "mc_panels"],
-                       name="row block within L2")
+                       name="row block within L3")
 
     def blocks(c) -> bool:
         mr, p, nr, q = c["mr"].val, c["mc_panels"].val, c["nr"].val, c["nc_panels"].val
         if (nr, q) not in cols:
             return False
         if c["kc"].val < K:  # threads on row blocks: the accumulator block is a thread's own
-            return c["parallel_axis"].val != "cols" and shape.block_fits_stack(mr, p, nr, q)
+            return (c["parallel_axis"].val != "cols" and shape.block_fits_stack(mr, p, nr, q)
+                    and p * mr * c["kc"].val * shape.itemsize <= L2_BYTES)
         # Without k blocks, column blocks matter only when threads split them: one block of all.
         return c["parallel_axis"].val == "cols" or q == shape.col_panels(nr)[-1]
 

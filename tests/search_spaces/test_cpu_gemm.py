@@ -12,7 +12,7 @@ import compiler
 from compiler.codegen.llvm import MAX_STACK_BYTES
 from compiler.simd import vector_lanes, vector_registers
 from search_spaces import create_task
-from search_spaces.templates._gemm import L2_BYTES
+from search_spaces.templates._gemm import L2_BYTES, L3_BYTES_PER_CORE
 
 AVX512 = next(c for c in CPUS if "avx512f" in c.features)
 AVX2 = next(c for c in CPUS if "avx512f" not in c.features)
@@ -62,9 +62,10 @@ def test_space_holds_only_feasible_microkernels_and_blockings(cpu, size):
         budget = registers - nv - 1  # the B operands and one broadcast
         assert budget / 2 <= mr * nv <= budget, v
         shortest = -(-32 // mr) * mr  # row blocks of at least 32 rows
-        assert mc >= 32 and (mc == shortest or mc * size * 4 <= L2_BYTES), v
+        assert mc >= 32 and (mc == shortest or mc * size * 4 <= L3_BYTES_PER_CORE), v
         if kc < size:
             assert mc * nc * 4 <= MAX_STACK_BYTES and v["parallel_axis"] == "rows", v
+            assert mc * kc * 4 <= L2_BYTES, v  # the slice of A a sweep reads stays in L2
         elif v["parallel_axis"] != "cols":
             assert nc >= size, v  # one column block
         seen.add((mr, nr))
