@@ -44,12 +44,10 @@ def test_cuda_template_ptx_and_simulation(name, args):
     configs = _configs(task)
     assert len(configs) == COUNT + 1 or len(configs) == len(task.config_space) + 1
     for k, cfg in enumerate(configs):
-        s, args_ = task.instantiate(cfg)
-        mod = compiler.build(s, args_, target="cuda -arch=sm_80", name=name)
-        assemble(mod.get_source("ptx"))
+        lowered = compiler.lower(*task.instantiate(cfg), name=name)
+        assemble(compiler.build(lowered, target="cuda -arch=sm_80").get_source("ptx"))
         if k % 4 == 0:  # the simulator is slow: every fourth config
-            s, args_ = task.instantiate(cfg)
-            gf = lower_cuda(compiler.lower(s, args_))[0]
+            gf = lower_cuda(lowered)[0]
             outs = [np.full(e.shape, np.nan, e.dtype) for e in expected]
             run_gpu_function(gf, [np.array(x) for x in inputs] + outs)
             for got, want in zip(outs, expected):
@@ -117,14 +115,14 @@ def test_cuda_conv_stages_tiles_through_shared_memory(name, args):
         steps = np.prod([cfg[k].size[0] for k in cfg.keys() if k.startswith("tile_r")])
         assert len(collect(kernel.body, is_sync)) == (1 if steps == 1 else 2), cfg
         if cfg["double_buffer"].val and steps > 1:
-            double_buffered = cfg
+            double_buffered = cfg, gf
         assert np.prod(launch.block) <= 1024, cfg
     assert double_buffered is not None  # a double-buffered config computes what numpy does
+    cfg, gf = double_buffered
     inputs, expected = task.reference_data(np.random.default_rng(8))
-    s, args_ = task.instantiate(double_buffered)
     out = np.full(expected[0].shape, np.nan, expected[0].dtype)
-    run_gpu_function(lower_cuda(compiler.lower(s, args_))[0], [np.array(x) for x in inputs] + [out])
-    _check(out, expected[0], f"{task.workload_name} with {double_buffered}")
+    run_gpu_function(gf, [np.array(x) for x in inputs] + [out])
+    _check(out, expected[0], f"{task.workload_name} with {cfg}")
 
 
 @pytest.mark.parametrize("name, args", [("matmul", (64, 32, 64, "float32")),
@@ -139,15 +137,16 @@ def test_cuda_gemm_reads_registers_from_shared_memory_in_vectors(name, args, k_m
     cfg = task.config_space.from_json({"knobs": {"tile_y": [1, 2, 8, 4], "tile_x": [1, 2, 8, 4],
                                                  "tile_k": [4, 8], "unroll_k": 1, "vec": 4,
                                                  "double_buffer": double_buffer, "k_major": k_major}})
-    s, args_ = task.instantiate(cfg)
-    ptx = compiler.build(s, args_, target="cuda -arch=sm_80").get_source("ptx")
+    lowered = compiler.lower(*task.instantiate(cfg))
+    ptx = compiler.build(lowered, target="cuda -arch=sm_80").get_source("ptx")
     assemble(ptx)
     assert "st.global.v4" in ptx
     from compiler.tir import stmt as S
     from compiler.tir.analysis import collect
     from compiler.tir.transform.thread_sync import is_sync
 
-    (kernel,) = lower_cuda(compiler.lower(*task.instantiate(cfg)))[0].kernels
+    (gf,) = lower_cuda(lowered)
+    (kernel,) = gf.kernels
     (k_loop,) = collect(kernel.body, lambda n: isinstance(n, S.For) and n.loop_var.name == "k.outer")
     assert len(collect(k_loop.body, is_sync)) == (1 if double_buffer else 2)
     assert len(collect(kernel.body, is_sync)) == 2
@@ -156,9 +155,8 @@ def test_cuda_gemm_reads_registers_from_shared_memory_in_vectors(name, args, k_m
     elif name == "matmul":
         assert "ld.shared.v4" in ptx
     inputs, expected = task.reference_data(np.random.default_rng(5))
-    s, args_ = task.instantiate(cfg)
     out = np.full(expected[0].shape, np.nan, expected[0].dtype)
-    run_gpu_function(lower_cuda(compiler.lower(s, args_))[0], [np.array(x) for x in inputs] + [out])
+    run_gpu_function(gf, [np.array(x) for x in inputs] + [out])
     _check(out, expected[0], f"{name} with {cfg}")
 
 
