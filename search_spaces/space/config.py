@@ -74,7 +74,12 @@ class ConfigEntity:
     @classmethod
     def from_json(cls, space: ConfigSpace, data: dict | str) -> ConfigEntity:
         """The config described by ``data`` in ``space``; unknown or missing knobs, values
-        outside the space, a wrong index and violated constraints raise :class:`SearchSpaceError`."""
+        outside the space and violated constraints raise :class:`SearchSpaceError`.
+
+        The knob values name the config. A stored ``index`` is only a shorthand for them in
+        the space that wrote it; when a template's space has since gained or lost knob values
+        the index shifts, so it is recomputed here rather than trusted or checked (a log
+        written before the change still applies and resumes)."""
         if isinstance(data, str):
             try:
                 data = json.loads(data)
@@ -92,9 +97,6 @@ class ConfigEntity:
             raise SearchSpaceError(f"config lacks knob {missing[0]!r}")
         choices = [knob.index_of(knobs[name]) for name, knob in space.space_map.items()]
         index = space.choices_to_index(choices)
-        if "index" in data and data["index"] is not None and data["index"] != index:
-            raise SearchSpaceError(f"config index {data['index']!r} does not match its knob values "
-                                   f"(which give index {index})")
         entities = space._entities(choices)
         bad = space._violated(entities)
         if bad is not None:

@@ -50,6 +50,19 @@ def test_picks_the_fastest_valid_record_and_ignores_errors(log, task):
         assert _query(task).index == b.index
 
 
+def test_a_record_from_an_older_space_applies_by_its_knob_values(log, task):
+    """A template's space that gains knob values shifts every index after them: a log written
+    before that holds indices the space now gives to other configs, and its knob values still
+    name its configs."""
+    a, b = task.config_space.sample(2, rng=4)
+    stale = _record(task, a, 1e-3)
+    stale.config = {"index": b.index, "knobs": a.knob_values()}
+    stale.config_index = b.index
+    log.add([stale, _record(task, b, 5e-3)])
+    with autotune.apply_history_best(log):
+        assert _query(task) == a
+
+
 def test_invalid_config_rows_are_reported_not_applied(log, task, caplog):
     a, b = task.config_space.sample(2, rng=2)
     bad = _record(task, a, 1e-6)
