@@ -27,7 +27,7 @@ from .. import dtypes
 from ..errors import CodegenError
 from ..tir import expr as E
 from ..tir.buffer import ACCESS_PTR
-from .llvm_types import memory_type
+from .llvm_types import memory_type, shuffle_mask
 
 __all__ = ["TRANSPOSE", "MAX_TILE", "transpose_call", "emit_transpose"]
 
@@ -57,11 +57,6 @@ def _dtype_of(ptr, what: str) -> str:
     return ptr.args[0].value
 
 
-def _mask(lanes) -> ir.Constant:
-    lanes = list(lanes)
-    return ir.Constant(ir.VectorType(_I32, len(lanes)), lanes)
-
-
 def _exchange(a: ir.Value, b: ir.Value, n: int, block: int,
               builder: ir.IRBuilder) -> tuple[ir.Value, ir.Value]:
     """Rows ``a`` and ``b`` (``block`` rows apart) after a stage: in each run of ``2 * block``
@@ -70,8 +65,8 @@ def _exchange(a: ir.Value, b: ir.Value, n: int, block: int,
     for start in range(0, n, 2 * block):
         low += [start + t for t in range(block)] + [n + start + t for t in range(block)]
         high += [start + block + t for t in range(block)] + [n + start + block + t for t in range(block)]
-    return (builder.shuffle_vector(a, b, _mask(low)),
-            builder.shuffle_vector(a, b, _mask(high)))
+    return (builder.shuffle_vector(a, b, shuffle_mask(low)),
+            builder.shuffle_vector(a, b, shuffle_mask(high)))
 
 
 def _resized(value: ir.Value, n: int, builder: ir.IRBuilder) -> ir.Value:
@@ -81,7 +76,7 @@ def _resized(value: ir.Value, n: int, builder: ir.IRBuilder) -> ir.Value:
         return value
     lanes = [t if t < width else width for t in range(n)]  # lane ``width`` is the undefined operand's
     undefined = ir.Constant(value.type, ir.Undefined)
-    return builder.shuffle_vector(value, undefined, _mask(lanes))
+    return builder.shuffle_vector(value, undefined, shuffle_mask(lanes))
 
 
 def _as_i64(value: ir.Value, builder: ir.IRBuilder) -> ir.Value:
@@ -126,6 +121,6 @@ def emit_transpose(gen, e: E.Call) -> ir.Value:
         at = b.gep(dst_ptr, [b.mul(dst_step, _I64(j))]) if j else dst_ptr
         value = matrix[j]
         if rows != n:
-            value = b.shuffle_vector(value, undefined, _mask(range(rows)))
+            value = b.shuffle_vector(value, undefined, shuffle_mask(range(rows)))
         b.store(value, b.bitcast(at, out_t.as_pointer()), align=align)
     return _I32(0)

@@ -13,7 +13,7 @@ from .. import dtypes
 from ..errors import CodegenError
 
 __all__ = ["split_dtype", "scalar_type", "memory_type", "value_type", "constant", "lanes_of",
-           "splat_constant", "type_suffix", "I1", "I8", "I32", "I64", "VOID", "I8PTR"]
+           "splat_constant", "type_suffix", "shuffle_mask", "I1", "I8", "I32", "I64", "VOID", "I8PTR"]
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -97,3 +97,9 @@ def type_suffix(t: ir.Type) -> str:
     if isinstance(t, ir.IntType):
         return f"i{t.width}"
     raise CodegenError(f"no intrinsic suffix for LLVM type {t}")
+
+
+def shuffle_mask(lanes) -> ir.Constant:
+    """The constant ``<n x i32>`` of ``lanes``: a ``shufflevector``'s mask."""
+    lanes = list(lanes)
+    return ir.Constant(ir.VectorType(I32, len(lanes)), lanes)

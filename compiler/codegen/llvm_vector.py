@@ -32,11 +32,16 @@ from .. import dtypes
 from ..tir import expr as E
 from ..tir.buffer import Buffer
 from ..tir.functor import Functor
-from .llvm_types import I1, I32, I64, memory_type, type_suffix
+from .llvm_types import I1, I32, I64, memory_type, shuffle_mask, type_suffix
 
 __all__ = ["VectorMemory", "ALIGNED_BYTES", "pow2_factor"]
 
 ALIGNED_BYTES = 64
+# Masked loads are emitted in pieces of at most this many bits. LLVM 22's X86 backend, splitting a
+# wider one for AVX2, read a half whose mask was constant-false without the mask (a 16 x f32 load
+# of a padded row returned the row's neighbours where the zeros belonged); 256-bit pieces are loads
+# every x86 vector unit takes whole.
+MASKED_LOAD_BITS = 256
 _FACTOR_CAP = 1 << 12
 
 
@@ -113,14 +118,42 @@ class VectorMemory:
             align = self._access_align(buf, base)
             if mask is None:
                 return self.b.load(addr, align=align)
-            fn = self._declare(f"llvm.masked.load.{type_suffix(vec_t)}.p0", vec_t,
-                               [addr.type, I32, mask.type, vec_t])
-            return self.b.call(fn, [addr, ir.Constant(I32, align), mask, ir.Constant(vec_t, None)])
+            return self._masked_load(addr, vec_t, align, mask, _elem_bytes(buf))
         ptrs = self._vector_gep(ptr, self._vector(self.expr(index), lanes))
         mask = mask if mask is not None else _all_true(lanes)
         fn = self._declare(f"llvm.masked.gather.{type_suffix(vec_t)}.v{lanes}p0", vec_t,
                            [ptrs.type, I32, mask.type, vec_t])
         return self.b.call(fn, [ptrs, ir.Constant(I32, _elem_bytes(buf)), mask, ir.Constant(vec_t, None)])
+
+    def _masked_load(self, addr: ir.Value, vec_t: ir.VectorType, align: int, mask: ir.Value,
+                     elem_bytes: int) -> ir.Value:
+        """``llvm.masked.load`` of ``vec_t`` at ``addr`` (zeros where ``mask`` is false), in
+        pieces of :data:`MASKED_LOAD_BITS` joined by shuffles when it is wider."""
+        lanes = vec_t.count
+        piece = max(1, MASKED_LOAD_BITS // (8 * elem_bytes))
+        count = lanes // piece
+        if lanes <= piece or lanes % piece or count & (count - 1):
+            return self._masked_load_call(addr, vec_t, align, mask)
+        piece_t = ir.VectorType(vec_t.element, piece)
+        first = self.b.bitcast(addr, vec_t.element.as_pointer())
+        parts = []
+        for k in range(count):
+            lanes_k = list(range(k * piece, (k + 1) * piece))
+            part_mask = self.b.shuffle_vector(mask, ir.Constant(mask.type, None), shuffle_mask(lanes_k))
+            at = self.b.gep(first, [ir.Constant(I64, k * piece)]) if k else first
+            part_align = align if k == 0 else min(align, piece * elem_bytes)
+            parts.append(self._masked_load_call(self.b.bitcast(at, piece_t.as_pointer()), piece_t,
+                                                part_align, part_mask))
+        while len(parts) > 1:  # join neighbours: each round doubles the width
+            width = parts[0].type.count
+            parts = [self.b.shuffle_vector(a, b, shuffle_mask(range(2 * width)))
+                     for a, b in zip(parts[::2], parts[1::2])]
+        return parts[0]
+
+    def _masked_load_call(self, addr: ir.Value, vec_t: ir.VectorType, align: int, mask: ir.Value) -> ir.Value:
+        fn = self._declare(f"llvm.masked.load.{type_suffix(vec_t)}.p0", vec_t,
+                           [addr.type, I32, mask.type, vec_t])
+        return self.b.call(fn, [addr, ir.Constant(I32, align), mask, ir.Constant(vec_t, None)])
 
     # -------------------------------------------------------------- stores
 
