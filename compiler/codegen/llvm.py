@@ -60,6 +60,7 @@ from .llvm_types import (
     lanes_of,
     memory_type,
     scalar_type,
+    shuffle_mask,
     splat_constant,
     split_dtype,
     type_suffix,
@@ -636,8 +637,7 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
             return value
         t = ir.VectorType(value.type, lanes)
         one = self.b.insert_element(ir.Constant(t, ir.Undefined), value, ir.Constant(I32, 0))
-        mask = ir.Constant(ir.VectorType(I32, lanes), [ir.Constant(I32, 0)] * lanes)
-        return self.b.shuffle_vector(one, ir.Constant(t, ir.Undefined), mask)
+        return self.b.shuffle_vector(one, ir.Constant(t, ir.Undefined), shuffle_mask([0] * lanes))
 
     def _cast(self, v: ir.Value, src: str, dst: str) -> ir.Value:
         """Convert ``v`` from dtype ``src`` to ``dst`` (C semantics; to bool means ``!= 0``)."""
