@@ -258,6 +258,24 @@ def test_every_dtype(dtype, cpu, rng):
     assert _masked_moves(f.get_source("asm")) == want
 
 
+@for_each_cpu
+@pytest.mark.parametrize("n, lanes", [(23, 16), (25, 16), (39, 32), (71, 32)])
+def test_a_masked_tail_writes_nothing_past_its_last_lane(n, lanes, cpu, rng):
+    """The tail's mask is a constant with whole 256-bit halves false (23 = 16 + 7) or not
+    (25 = 16 + 9); the output is the front of a larger poisoned block, whose rest must stay
+    poison: a store that wrote a masked-off half whole would overwrite it."""
+    if not cpu.runs_here():
+        pytest.skip(f"this host cannot run {cpu} code")
+    s, args = _elementwise(n, lanes)
+    f = compiler.build(s, args, target=cpu.target)
+    assert "@llvm.masked.store" in f.get_source("ll")
+    a, b = random_array(rng, n, "float32"), random_array(rng, n, "float32")
+    block = poisoned(n + lanes, "float32")
+    f(a, b, block[:n])
+    assert_written(block[:n], a + b, rtol=1e-6)
+    assert np.isnan(block[n:]).all(), "a masked store wrote past the end of its output"
+
+
 @pytest.mark.parametrize("dst", ["float32", "int32", "float64", "int8"])
 def test_vector_casts(dst, rng):
     n = 37
