@@ -114,13 +114,22 @@ class ArgumentPacker:
     # ------------------------------------------------------------------ entry point
 
     def pack(self, args: tuple) -> PackedArgs:
+        """Check a call's ``args`` and pack them for the compiled function."""
+        arrays, bound = self.check(args)
+        self._check_index_range(arrays, bound)
+        return self._pack(arrays, bound)
+
+    def check(self, args: tuple) -> tuple[dict, dict[str, tuple[int, str]]]:
+        """``(arrays by position, {variable name: (value, where it was bound)})`` once the
+        count, every buffer's dtype, shape and strides, the scalars, the sizes derived from
+        them and the written arguments' overlaps are checked."""
         sig = self.sig
         if len(args) != len(sig.args):
             names = ", ".join(a.name for a in sig.args)
             raise RuntimeArgumentError(
                 f"{sig.name}: expected {len(sig.args)} arguments ({names}), got {len(args)}")
-        bound: dict[str, tuple[int, str]] = {}  # var name -> (value, where it was bound)
-        arrays: dict[int, np.ndarray] = {}
+        bound: dict[str, tuple[int, str]] = {}
+        arrays: dict = {}
         deferred: list = []
         for i, (spec, value) in enumerate(zip(sig.args, args, strict=True)):
             if spec.kind == "buffer":
@@ -130,8 +139,7 @@ class ArgumentPacker:
         for i, what, text, actual in deferred:
             self._check_derived(i, what, text, actual, bound)
         self._check_overlap(arrays)
-        self._check_index_range(arrays, bound)
-        return self._pack(arrays, bound)
+        return arrays, bound
 
     # ------------------------------------------------------------------ buffers
 
@@ -201,12 +209,16 @@ class ArgumentPacker:
         if want != actual:
             raise self._err(i, f"{what} is {actual}, expected {text} = {want}")
 
-    def _check_overlap(self, arrays: dict[int, np.ndarray]) -> None:
+    def _check_overlap(self, arrays: dict) -> None:
         for w in self.written:
             for j, other in arrays.items():
-                if j != w and np.may_share_memory(arrays[w], other):
+                if j != w and self._shares_memory(arrays[w], other):
                     raise self._err(w, f"the function writes this argument, but it shares memory with "
                                        f"argument {j} ('{self.sig.args[j].name}')")
+
+    @staticmethod
+    def _shares_memory(a, b) -> bool:
+        return np.may_share_memory(a, b)
 
     # ------------------------------------------------------------------ index range
 

@@ -396,38 +396,11 @@ class _CudaChecker(ArgumentPacker):
                                "pass np.ascontiguousarray(...)")
         return arr
 
-    def _check_overlap(self, arrays: dict) -> None:
-        for w in self.written:
-            for j, other in arrays.items():
-                a = arrays[w]
-                if j == w:
-                    continue
-                same = (a is other or getattr(a, "_data", None) is getattr(other, "_data", 0)) \
-                    if not isinstance(a, np.ndarray) or not isinstance(other, np.ndarray) \
-                    else np.may_share_memory(a, other)
-                if same:
-                    raise self._err(w, f"the function writes this argument, but it shares memory with "
-                                       f"argument {j} ('{self.sig.args[j].name}')")
-
-    def check(self, args: tuple) -> tuple[dict, dict]:
-        """``(arrays by position, {scalar name: value})`` after every check."""
-        sig = self.sig
-        if len(args) != len(sig.args):
-            names = ", ".join(a.name for a in sig.args)
-            raise RuntimeArgumentError(f"{sig.name}: expected {len(sig.args)} arguments ({names}), "
-                                       f"got {len(args)}")
-        bound: dict = {}
-        arrays: dict = {}
-        deferred: list = []
-        for i, (spec, value) in enumerate(zip(sig.args, args, strict=True)):
-            if spec.kind == "buffer":
-                arrays[i] = self._check_buffer(i, spec, value, bound, deferred)
-            else:
-                self._bind(bound, spec.name, self._scalar_value(i, spec, value), f"argument '{spec.name}'", i)
-        for i, what, text, actual in deferred:
-            self._check_derived(i, what, text, actual, bound)
-        self._check_overlap(arrays)
-        return arrays, {k: v for k, (v, _) in bound.items()}
+    @staticmethod
+    def _shares_memory(a, b) -> bool:
+        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+            return np.may_share_memory(a, b)
+        return a is b or getattr(a, "_data", None) is getattr(b, "_data", 0)
 
 
 def evaluate_size(text: str, env: dict) -> int:
@@ -518,7 +491,8 @@ class CUDAFunction:
     def prepare(self, args: tuple, device_id: int | None = None) -> _Prepared:
         from .ndarray import NDArray
 
-        arrays, env = self._checker.check(args)
+        arrays, bound = self._checker.check(args)
+        env = {name: value for name, (value, _) in bound.items()}
         devices = {a.device.device_id for a in arrays.values() if isinstance(a, NDArray)}
         if device_id is None:
             device_id = min(devices) if devices else 0
