@@ -35,6 +35,8 @@ from llvmlite import ir
 
 from .. import dtypes, passes
 from ..errors import CodegenError
+from ..runtime.module import ALLOC_FAILED_SYMBOL
+from ..runtime.threads import SETTER_SYMBOL as SET_NUM_THREADS
 from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.analysis import collect, free_vars
@@ -72,7 +74,7 @@ __all__ = ["CodeGenLLVM", "generate_llvm_ir", "double_to_half", "argument_align"
            "MAX_STACK_BYTES"]
 
 NUM_THREADS_GLOBAL = "__autotune_num_threads"
-SET_NUM_THREADS = "__autotune_set_num_threads"
+_ALLOC_FAILED_GLOBAL = "__autotune_alloc_failed"
 MAX_STACK_BYTES = 64 * 1024  # larger (or symbolic) allocations go to the heap
 _HEAP_ALIGN = 64
 # C symbols that compiled code calls: an exported function of the same name would shadow them.
@@ -113,6 +115,8 @@ class _FunctionScope:
     body_start: ir.Block
     vars: dict = field(default_factory=dict)  # id(Var) -> ir.Value
     in_parallel: bool = False
+    heap_blocks: list = field(default_factory=list)  # the heap blocks live where code is emitted
+    allocates: bool = False  # whether the function allocates on the heap (and so may fail)
 
 
 class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
@@ -326,8 +330,10 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
             return
         raw = self._heap_alloc(buf, count)
         self._note_aligned(buf.data, max(_HEAP_ALIGN, buf.align))
+        self._scope.heap_blocks.append(raw)
         with self._bind(buf.data, self.b.bitcast(raw, elem.as_pointer())):
             self.emit(s.body)
+        self._scope.heap_blocks.pop()
         self.b.call(self._declare("free", VOID, [I8PTR]), [raw])
 
     def _heap_alloc(self, buf: Buffer, count: E.PrimExpr) -> ir.Value:
@@ -342,7 +348,45 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
         alloc = self._declare("aligned_alloc", I8PTR, [I64, I64])
         if "noalias" not in alloc.return_value.attributes:
             alloc.return_value.add_attribute("noalias")
-        return self.b.call(alloc, [ir.Constant(I64, align), size])
+        raw = self.b.call(alloc, [ir.Constant(I64, align), size])
+        self._scope.allocates = True
+        self._fail_if(self.b.icmp_unsigned("==", raw, ir.Constant(I8PTR, None)))
+        return raw
+
+    def _fail_if(self, cond: ir.Value) -> None:
+        """Where ``cond`` holds: free the heap blocks live here, raise the module's allocation
+        failure flag and return, so that the caller gets a MemoryError instead of a crash."""
+        fn = self._scope.fn
+        failed, ok = fn.append_basic_block("alloc.failed"), fn.append_basic_block("alloc.ok")
+        self.b.cbranch(cond, failed, ok).set_weights([1, 1 << 20])
+        self.b.position_at_end(failed)
+        free = self._declare("free", VOID, [I8PTR])
+        for block in reversed(self._scope.heap_blocks):
+            self.b.call(free, [block])
+        self.b.store_atomic(ir.Constant(I32, 1), self._alloc_failed_flag(), "monotonic", 4)
+        self.b.ret_void()
+        self.b.position_at_end(ok)
+
+    def _alloc_failed_flag(self) -> ir.GlobalVariable:
+        """The module's flag of a failed heap allocation, and the exported function that
+        reads and clears it (:data:`~compiler.runtime.module.ALLOC_FAILED_SYMBOL`), made on
+        first use: modules that never allocate on the heap have neither."""
+        try:
+            return self.module.get_global(_ALLOC_FAILED_GLOBAL)
+        except KeyError:
+            pass
+        flag = ir.GlobalVariable(self.module, I32, _ALLOC_FAILED_GLOBAL)
+        flag.linkage = "internal"
+        flag.initializer = ir.Constant(I32, 0)
+        take = ir.Function(self.module, ir.FunctionType(I32, []), ALLOC_FAILED_SYMBOL)
+        b = ir.IRBuilder(take.append_basic_block("entry"))
+        b.ret(b.atomic_rmw("xchg", flag, ir.Constant(I32, 0), "monotonic"))
+        return flag
+
+    def _return_if_allocation_failed(self) -> None:
+        """After a parallel region whose body allocates: return as the body did if it failed."""
+        raised = self.b.load_atomic(self._alloc_failed_flag(), "monotonic", 4)
+        self._fail_if(self.b.icmp_unsigned("!=", raised, ir.Constant(I32, 0)))
 
     # ------------------------------------------------------------------ loops
 

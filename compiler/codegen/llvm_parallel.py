@@ -55,7 +55,7 @@ class ParallelLoops:
         extent = self._cast(self.expr(s.extent), s.extent.dtype, "int64")
         self._outlined += 1
         prefix = f"{self._func_name}__parallel{self._outlined}"
-        body_fn = self._parallel_body(prefix, s, free, values)
+        body_fn, body_allocates = self._parallel_body(prefix, s, free, values)
         aligns = [self._aligned.get(id(v)) for v in free]
         worker = self._parallel_worker(prefix, body_fn, [v.type for v in values], aligns)
 
@@ -67,8 +67,12 @@ class ParallelLoops:
         gomp = self._declare("GOMP_parallel", VOID, [worker_t, I8PTR, I32, I32])
         nthreads = self.b.load(self._num_threads)
         self.b.call(gomp, [worker, self.b.bitcast(closure, I8PTR), nthreads, ir.Constant(I32, 0)])
+        if body_allocates:
+            self._return_if_allocation_failed()
 
-    def _parallel_body(self, prefix: str, s: S.For, free: list[E.Var], values: list[ir.Value]) -> ir.Function:
+    def _parallel_body(self, prefix: str, s: S.For, free: list[E.Var],
+                       values: list[ir.Value]) -> tuple[ir.Function, bool]:
+        """The outlined body, and whether it allocates on the heap."""
         loop_t = scalar_type(s.loop_var.dtype)
         fn = ir.Function(self.module, ir.FunctionType(VOID, [loop_t, loop_t, *(v.type for v in values)]),
                          f"{prefix}_body")
@@ -79,9 +83,10 @@ class ParallelLoops:
             arg.name = var.name
             if isinstance(arg.type, ir.PointerType) and distinct:
                 pointer_attrs(arg, None)
-        with self._function(fn, {id(v): a for v, a in zip(free, fn.args[2:], strict=True)}, in_parallel=True):
+        with self._function(fn, {id(v): a for v, a in zip(free, fn.args[2:], strict=True)},
+                            in_parallel=True) as scope:
             self._loop(s.loop_var, fn.args[0], fn.args[1], lambda: self.emit(s.body))
-        return fn
+        return fn, scope.allocates
 
     def _parallel_worker(self, prefix: str, body_fn: ir.Function, value_types: list[ir.Type],
                          aligns: list) -> ir.Function:

@@ -6,8 +6,9 @@ it (an LLVM JIT, a loaded shared library) is a small backend object:
 * ``type_key`` -- "llvm" for CPU code;
 * ``address(name) -> int`` -- the address of an exported ``void name(void **, int64_t *)``,
   of the thread-count setter (:data:`threads.SETTER_SYMBOL`), of the setter of the
-  callback that ``call_packed`` reaches Python through (:data:`packed.SETTER_SYMBOL`) or
-  of the native timing loop (:data:`timer.TIMER_SYMBOL`), 0 when absent;
+  callback that ``call_packed`` reaches Python through (:data:`packed.SETTER_SYMBOL`), of
+  the native timing loop (:data:`timer.TIMER_SYMBOL`) or of the reader of the allocation
+  failure flag (:data:`ALLOC_FAILED_SYMBOL`), 0 when absent;
 * ``source(fmt) -> str`` -- the code as text (``"ll"``, ``"asm"``);
 * ``export(path, metadata_json)`` -- write a shared library.
 """
@@ -25,10 +26,15 @@ from .device import Device
 from .threads import SETTER_SYMBOL, ThreadCountSetter
 from .timer import TIMER_SYMBOL, BenchmarkResult, NativeTimer, time_calls
 
-__all__ = ["Module", "Function", "Backend", "METADATA_VERSION"]
+__all__ = ["Module", "Function", "Backend", "METADATA_VERSION", "ALLOC_FAILED_SYMBOL"]
 
 METADATA_VERSION = 1
+# int32(void), exported by CPU modules whose code allocates on the heap: it returns whether an
+# allocation failed since it was last called (the code freed what it held and returned early),
+# and clears that.
+ALLOC_FAILED_SYMBOL = "__autotune_take_alloc_failure"
 _KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
+_TAKE_FAILURE = ctypes.CFUNCTYPE(ctypes.c_int32)
 
 
 class Backend(Protocol):
@@ -61,7 +67,7 @@ class Function:
         self._threads.update()
         self._cfunc(packed.buffers, packed.scalars)
         packed.finish()
-        _packed.raise_pending()  # what a Python function called from the code raised
+        self._raise_errors()
 
     def time(self, args: tuple, **options) -> BenchmarkResult:
         """Time calls on ``args`` (checked and packed once) in the native loop (see :mod:`.timer`)."""
@@ -74,8 +80,17 @@ class Function:
         else:  # a library exported before the native timer existed
             result = time_calls(lambda: cfunc(buffers, scalars), **options)
         packed.finish()
-        _packed.raise_pending()
+        self._raise_errors()
         return result
+
+    def _raise_errors(self) -> None:
+        """Raise what went wrong in the machine code that has just returned: what a Python
+        function it called raised, or a heap allocation that failed."""
+        failed = self._owner._take_alloc_failure()
+        _packed.raise_pending()
+        if failed:
+            raise MemoryError(f"{self.name}: out of memory for a temporary buffer of the function; "
+                              "it stopped early, so its outputs are incomplete")
 
     def __repr__(self) -> str:
         return f"<Function {self.name}>"
@@ -93,6 +108,8 @@ class Module:
         self._threads = ThreadCountSetter(backend.address(SETTER_SYMBOL))
         _packed.install(backend.address(_packed.SETTER_SYMBOL))  # for call_packed in its code
         self._timer: NativeTimer | None | bool = False  # looked up on first use
+        failure = backend.address(ALLOC_FAILED_SYMBOL)
+        self._take_failure = _TAKE_FAILURE(failure) if failure else None
         self.entry_name = entry_name
 
     @property
@@ -127,6 +144,10 @@ class Module:
         return func
 
     __getitem__ = get_function
+
+    def _take_alloc_failure(self) -> bool:
+        """Whether a heap allocation of the module's code failed since the last call (and clear it)."""
+        return self._take_failure is not None and self._take_failure() != 0
 
     def _native_timer(self) -> NativeTimer | None:
         if self._timer is False:

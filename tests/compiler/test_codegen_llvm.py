@@ -15,6 +15,7 @@ from helpers import CPUS, assert_written, for_each_cpu, poisoned
 from compiler.codegen.llvm import generate_llvm_ir
 from compiler.driver import build
 from compiler.errors import CodegenError
+from compiler.lowering import lower
 from compiler.tir import (
     EQ,
     GE,
@@ -272,6 +273,49 @@ def test_allocate_symbolic_size_uses_heap():
     assert_written(run(PrimFunc((A, Out), body, "rev"), a), (a * 2)[::-1])
 
 
+@pytest.mark.parametrize("where", ["kernel", "parallel body", "parallel body, inside a heap block"])
+def test_a_failed_heap_allocation_raises_memory_error(where, tmp_path):
+    """A temporary of ``m`` floats, ``m`` a scalar argument: at 2^60 (2^62 bytes, more than any
+    address space) aligned_alloc returns NULL, and the call raises MemoryError instead of
+    writing through it; the module then runs the next call as usual, and so does its exported
+    library. In a parallel body the threads that failed return, and so does the function
+    after the region; a heap block the function holds around the region is freed on the way."""
+    from compiler.runtime import load_module
+
+    m = Var("m", "int64")
+    A = decl_buffer((4,), "float32", "A")
+    Out = decl_buffer((4, 4), "float32", "Out")
+    T = decl_buffer((m,), "float32", "T")
+    i, j, r = Var("i", "int64"), Var("j"), Var("r")
+    fill = Allocate(T, SeqStmt((
+        loop(i, m, store(T, load(A, FloorMod(i, const(4, "int64"), "int64")) * 2.0, i)),
+        loop(j, const(4), BufferStore(Out, load(T, Cast("int64", j)) + Cast("float32", r), (r, j))),
+    )))
+    if where == "kernel":
+        body = loop(r, const(4), fill)
+    else:
+        body = loop(r, const(4), fill, ForKind.PARALLEL)
+        if where.endswith("heap block"):  # 128 KiB: on the heap, and always allocated
+            U = decl_buffer((32768,), "float32", "U")
+            body = Allocate(U, SeqStmt((store(U, const(1.0), const(0)), body)))
+    func = PrimFunc((A, Out, m), body, "temp")
+    if where.endswith("heap block"):  # the way out after the region frees U
+        after_region = generate_llvm_ir(lower(func)).split('call void @"GOMP_parallel"', 1)[1]
+        assert re.search(r'alloc\.failed.*:\n\s+call void @"free"', after_region)
+    built = build(func)
+    built.export_library(str(tmp_path / "temp.so"))
+    a = RNG.random(4, dtype=np.float32) + 1
+    for mod in (built, load_module(str(tmp_path / "temp.so"))):
+        with pytest.raises(MemoryError, match="temp: out of memory"):
+            mod(a, poisoned((4, 4), "float32"), 2**60)
+        out = poisoned((4, 4), "float32")
+        mod(a, out, 8)
+        assert_written(out, a * 2 + np.arange(4, dtype=np.float32)[:, None])
+        assert mod.time_evaluator(mod.entry_name, number=2, repeat=1)(a, out, 8).mean > 0
+        with pytest.raises(MemoryError, match="temp: out of memory"):
+            mod.time_evaluator(mod.entry_name, number=2, repeat=1)(a, out, 2**60)
+
+
 # ------------------------------------------------------------------ expressions
 
 
@@ -279,7 +323,7 @@ def test_select_is_lazy_and_guards_loads():
     """The untaken side would load from address ~0: evaluating it eagerly would crash."""
     script = textwrap.dedent("""
         import numpy as np
-        from compiler.driver import build
+        from compiler.driver import build, lower
         from compiler.tir import *
         n, off = Var("n"), Var("off", "int64")
         A = decl_buffer((n,), "float32", "A"); B = decl_buffer((n,), "float32", "B")
