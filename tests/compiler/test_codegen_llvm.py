@@ -323,7 +323,7 @@ def test_select_is_lazy_and_guards_loads():
     """The untaken side would load from address ~0: evaluating it eagerly would crash."""
     script = textwrap.dedent("""
         import numpy as np
-        from compiler.driver import build, lower
+        from compiler.driver import build
         from compiler.tir import *
         n, off = Var("n"), Var("off", "int64")
         A = decl_buffer((n,), "float32", "A"); B = decl_buffer((n,), "float32", "B")
