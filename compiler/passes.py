@@ -22,13 +22,13 @@ from .errors import CompilerError
 from .runtime.module import Module
 from .target import Target
 from .tir.function import IRModule, PrimFunc
-from .tir.transform import loop_partition, remove_no_op, simplify, unroll_loops, vectorize_loops
-from .tir.transform.inject_double_buffer import inject_double_buffer
-from .tir.transform.inject_virtual_thread import inject_virtual_thread
-from .tir.transform.lower_intrin import lower_intrin
-from .tir.transform.normalize_loops import normalize_loops
-from .tir.transform.split_host_device import DeviceLimits, GPUFunction, split_host_device
-from .tir.transform.storage_flatten import storage_flatten
+from .transform import loop_partition, remove_no_op, simplify, unroll_loops, vectorize_loops
+from .transform.inject_double_buffer import inject_double_buffer
+from .transform.inject_virtual_thread import inject_virtual_thread
+from .transform.lower_intrin import lower_intrin
+from .transform.normalize_loops import normalize_loops
+from .transform.split_host_device import DeviceLimits, GPUFunction, split_host_device
+from .transform.storage_flatten import storage_flatten
 
 __all__ = ["Pass", "LOWER", "LLVM_CODEGEN", "CUDA_HOST", "CUDA_KERNEL", "run_passes", "lower_cuda",
            "build_module", "llvm_ir"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parent
-PTX_TEST = "tests/compiler/test_cuda_codegen.py::test_vector_add_ptx"
+PTX_TEST = "tests/compiler/codegen/test_cuda_codegen.py::test_vector_add_ptx"
 
 
 def _path_without_ptxas() -> str:

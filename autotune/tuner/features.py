@@ -39,8 +39,8 @@ import numpy as np
 
 from compiler.tir import expr as E
 from compiler.tir import stmt as S
+from compiler.tir.builtin import DOUBLE_BUFFER_SCOPE
 from compiler.tir.functor import Functor, IRVisitor, children
-from compiler.tir.transform.inject_double_buffer import DOUBLE_BUFFER_SCOPE
 
 __all__ = ["FEATURE_TYPES", "ITERVAR_LENGTH", "PARALLEL_AFTER_S", "itervar_features", "itervar_feature_names",
            "config_features", "default_feature_workers", "FeatureCache"]

@@ -11,11 +11,11 @@ from .. import dtypes
 from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.buffer import Buffer
+from ..tir.builtin import SYNC_OP
 from ..tir.function import PrimFunc
 from ..tir.functor import Functor
 from ..tir.op import EXTERN_OPS
 from ..tir.printer import LineWriter
-from ..tir.transform.thread_sync import SYNC_OP
 from .intrinsics import extern_name
 
 __all__ = ["cuda_source"]

@@ -14,7 +14,7 @@ Parallel loops are outlined and run with libgomp's ``GOMP_parallel`` (see
 ``__autotune_num_threads`` that the exported ``__autotune_set_num_threads(int)``
 sets (the runtime calls it before each call; 0 means libgomp's default).
 
-Vectors (see :mod:`compiler.tir.transform.vectorize`): vector values are LLVM
+Vectors (see :mod:`compiler.transform.vectorize`): vector values are LLVM
 vectors of the node's width; vector loads and stores, masked or gathered, are
 emitted by :mod:`.llvm_vector`, which also tracks which buffer pointers (the
 function's own allocations) are 64-byte aligned. Float ``+ - *`` carry the

@@ -1,6 +1,6 @@
 """Vector memory accesses for the LLVM backend: contiguous, masked, gathered and scattered.
 
-A vector ``BufferLoad``/``BufferStore`` (see :mod:`compiler.tir.transform.vectorize`)
+A vector ``BufferLoad``/``BufferStore`` (see :mod:`compiler.transform.vectorize`)
 becomes, by the shape of its index and whether it has a predicate:
 
 =====================  ================================  ==============================

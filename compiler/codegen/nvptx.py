@@ -3,7 +3,7 @@
 :class:`CodeGenNVPTX` reuses the CPU code generator's expressions and statements
 (:class:`~compiler.codegen.llvm.CodeGenLLVM`) and changes what differs on a GPU:
 
-* every device PrimFunc (see :mod:`compiler.tir.transform.split_host_device`) is a
+* every device PrimFunc (see :mod:`compiler.transform.split_host_device`) is a
   ``ptx_kernel`` function taking its buffers as pointers (``noalias``; ``readonly``
   for the ones it only reads, whose loads are ``!invariant.load``: ``ld.global.nc``) and its
   scalars by value; ``nvvm.maxntid`` states the block size so that ptxas budgets
@@ -39,9 +39,9 @@ from ..target import Target
 from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.analysis import collect, stored_buffers
+from ..tir.builtin import SYNC_OP
 from ..tir.function import PrimFunc
 from ..tir.op import EXTERN_OPS, Op
-from ..tir.transform.thread_sync import SYNC_OP
 from .intrinsics import emit_call_extern, extern_name, per_lane
 from .libdevice import FAST_MATH, libdevice_name, link_libdevice
 from .llvm import CodeGenLLVM

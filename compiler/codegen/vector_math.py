@@ -30,7 +30,7 @@ fast-math flags whatever the target says), polynomials evaluated with ``llvm.fma
     the sum and the quotient are corrected for their rounding errors.
 
 Float32 and float64 results are within 1.5 ulp of the correctly rounded value over the
-whole range (``tests/compiler/test_vector_math.py`` holds them to 2). ``erf`` is not here:
+whole range (``tests/compiler/codegen/test_vector_math.py`` holds them to 2). ``erf`` is not here:
 it stays a libm call per lane.
 """
 

@@ -125,7 +125,7 @@ def unavailable_reason() -> str | None:
 
 def device_limits(device_id: int = 0):
     """The block limits of GPU ``device_id`` (the defaults without one)."""
-    from ..tir.transform.split_host_device import DeviceLimits
+    from ..transform.split_host_device import DeviceLimits
 
     try:
         drv = driver()
@@ -416,7 +416,7 @@ def evaluate_size(text: str, env: dict) -> int:
 
 def program_steps(plan: dict, env: dict):
     """The launches of ``plan`` (a launch plan, see
-    :class:`~compiler.tir.transform.split_host_device.GPUFunction`) in the order they run, each
+    :class:`~compiler.transform.split_host_device.GPUFunction`) in the order they run, each
     as ``(launch index, scalars)``: ``env`` plus the values of the host loops around it (the
     time loop of a scan launches its kernels once per step)."""
     def walk(items: list, scope: dict):

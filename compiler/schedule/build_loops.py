@@ -7,6 +7,7 @@ from ..errors import LoweringError, ScheduleError
 from ..te.tensor import ComputeOp, ExternOp, ScanOp, Tensor
 from ..tir.analysis import free_vars, substitute
 from ..tir.buffer import Buffer, decl_buffer
+from ..tir.builtin import DOUBLE_BUFFER_SCOPE, PRAGMA_PREFIX, SCAN_LOOP, sync_stmt
 from ..tir.expr import (
     EQ,
     LT,
@@ -27,9 +28,6 @@ from ..tir.function import PrimFunc
 from ..tir.functor import IRMutator
 from ..tir.packed import ARRAY_HANDLE, read_only
 from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, ForKind, IfThenElse, LetStmt, Stmt, seq
-from ..tir.transform.inject_double_buffer import DOUBLE_BUFFER_SCOPE
-from ..tir.transform.split_host_device import SCAN_LOOP
-from ..tir.transform.unroll_loops import PRAGMA_PREFIX
 from .bound import StageBounds, infer_bounds
 from .schedule import Schedule, Stage
 
@@ -245,7 +243,6 @@ class _LoopBuilder:
         reduction leaves go inside, around the serial part. A tuple reduction has one
         ``red`` and one ``acc`` buffer per value, combined together.
         """
-        from ..tir.transform.thread_sync import sync_stmt
 
         info: StageBounds = self.infos[id(st)]
         red_body: Reduce = info.body

@@ -22,6 +22,7 @@ from ..arith import Analyzer
 from ..errors import ScheduleError
 from ..tir.analysis import post_order_visit, substitute, uses_var
 from ..tir.buffer import Buffer
+from ..tir.builtin import PRAGMA_PREFIX
 from ..tir.expr import (
     EQ,
     IterType,
@@ -37,7 +38,6 @@ from ..tir.expr import (
 from ..tir.functor import IRMutator
 from ..tir.indexing import as_index
 from ..tir.stmt import AttrStmt, IfThenElse, Stmt, seq
-from ..tir.transform.unroll_loops import PRAGMA_PREFIX
 
 __all__ = ["tensorize_stmt"]
 

@@ -9,7 +9,7 @@ Vectors: ``dtype`` is always the *element* type (``float32``, never
 ``Broadcast`` and ``BufferLoad`` (``lanes``) -- and every other node (arithmetic,
 comparisons, ``Select``, ``Cast``, ``Call``, ``Let``) is as wide as its widest
 operand; scalar operands of a vector operation are broadcast. The
-vectorize pass (:mod:`compiler.tir.transform.vectorize`) makes the broadcasts
+vectorize pass (:mod:`compiler.transform.vectorize`) makes the broadcasts
 explicit; the code generator tolerates implicit ones.
 """
 

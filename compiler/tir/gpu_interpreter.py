@@ -375,7 +375,7 @@ def _lockstep(threads: list, name: str, state: _BlockState) -> None:
 
 
 def run_gpu_function(gf, arrays: list, scalars: dict | None = None, *, check_races: bool = True) -> None:
-    """Run a :class:`~compiler.tir.transform.split_host_device.GPUFunction` on numpy ``arrays``
+    """Run a :class:`~compiler.transform.split_host_device.GPUFunction` on numpy ``arrays``
     (one per buffer parameter of the host function, in order), launch by launch, host loops
     of launches included.
 

@@ -13,7 +13,7 @@ existence when its first attribute is registered::
 
 A lowering rule (attribute ``"<target>.FLowerIntrinsic"``) takes the ``Call`` and
 returns an expression to use instead, or the call itself to decline. The pass
-:func:`compiler.tir.transform.lower_intrin.lower_intrin` applies the rules of the
+:func:`compiler.transform.lower_intrin.lower_intrin` applies the rules of the
 target being built (``"llvm"`` or ``"cuda"``; rules for ``"nvptx"``, the backend of our
 CUDA path, apply to ``"cuda"`` builds after the ``"cuda"`` ones), then those of
 ``"default"``. The math the code generators lower themselves is registered for

@@ -99,7 +99,7 @@ def test_cuda_conv_stages_tiles_through_shared_memory(name, args):
     before the loop and once per step): nowhere else."""
     from compiler.tir import stmt as S
     from compiler.tir.analysis import collect
-    from compiler.tir.transform.thread_sync import is_sync
+    from compiler.tir.builtin import is_sync
 
     task = create_task(name, args, "cuda -arch=sm_80")
     double_buffered = None
@@ -143,7 +143,7 @@ def test_cuda_gemm_reads_registers_from_shared_memory_in_vectors(name, args, k_m
     assert "st.global.v4" in ptx
     from compiler.tir import stmt as S
     from compiler.tir.analysis import collect
-    from compiler.tir.transform.thread_sync import is_sync
+    from compiler.tir.builtin import is_sync
 
     (gf,) = lower_cuda(lowered)
     (kernel,) = gf.kernels

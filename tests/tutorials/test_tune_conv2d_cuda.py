@@ -15,7 +15,7 @@ Without a GPU, the same code runs up to where it needs one:
   ``measure_option``, and the tuner's construction;
 - configs of that space built for CUDA, the PTX of each through ptxas (a config that needs
   more shared memory than a block has is refused at build time, as
-  ``tests/compiler/test_cuda_lowering.py`` checks);
+  ``tests/compiler/transform/test_cuda_lowering.py`` checks);
 - on a tiny shape (4x4 image, 4 -> 8 channels), configs built, assembled and run on the GPU
   simulator against ``conv2d_nchw_python`` with the tutorial's check, outputs poisoned (NaN);
 - the tutorial's last part, ``apply_history_best(log).query(task.target, task.workload)`` and

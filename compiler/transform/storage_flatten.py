@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from ..buffer import Buffer
-from ..expr import BufferLoad, PrimExpr, const, is_const_int
-from ..function import PrimFunc
-from ..functor import IRMutator
-from ..indexing import as_index
-from ..stmt import Allocate, BufferStore
+from ..tir.buffer import Buffer
+from ..tir.expr import BufferLoad, PrimExpr, const, is_const_int
+from ..tir.function import PrimFunc
+from ..tir.functor import IRMutator
+from ..tir.indexing import as_index
+from ..tir.stmt import Allocate, BufferStore
 
 __all__ = ["storage_flatten", "flat_index"]
 
@@ -31,7 +31,7 @@ def flat_index(buf: Buffer, indices) -> PrimExpr:
     """The element offset of ``buf[indices]`` from the buffer's data pointer."""
     dtype = _index_dtype(buf)
     if len(indices) != len(buf.shape):
-        from ...errors import LoweringError
+        from ..errors import LoweringError
 
         raise LoweringError(f"buffer {buf.name!r} has {len(buf.shape)} dimensions, "
                             f"accessed with {len(indices)} indices")

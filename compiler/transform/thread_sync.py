@@ -24,26 +24,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from .. import expr as E
-from .. import stmt as S
-from ..analysis import free_vars, post_order_visit
-from ..function import PrimFunc
-from ..functor import Functor, IRVisitor
-from ..printer import expr_to_str
-from .inject_double_buffer import DOUBLE_BUFFER_WRITE
+from ..tir import stmt as S
+from ..tir.analysis import free_vars, post_order_visit
+from ..tir.builtin import DOUBLE_BUFFER_WRITE, SYNC_OP, is_sync, sync_stmt
+from ..tir.function import PrimFunc
+from ..tir.functor import Functor, IRVisitor
+from ..tir.printer import expr_to_str
 
 __all__ = ["insert_thread_sync", "SYNC_OP", "sync_stmt", "is_sync"]
-
-SYNC_OP = "tvm_storage_sync"
-
-
-def sync_stmt() -> S.Stmt:
-    """The barrier statement: ``tvm_storage_sync('shared')``."""
-    return S.Evaluate(E.Call("int32", SYNC_OP, (E.StringImm("shared"),)))
-
-
-def is_sync(s) -> bool:
-    return isinstance(s, S.Evaluate) and isinstance(s.value, E.Call) and s.value.op == SYNC_OP
 
 
 @dataclass(frozen=True)

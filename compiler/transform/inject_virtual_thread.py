@@ -11,18 +11,18 @@ The replicated statements of the virtual
 threads sit side by side in the innermost loops: independent work for the
 instruction scheduler, and accesses strided across banks.
 
-Runs on flattened IR (after :func:`~compiler.tir.transform.storage_flatten`).
+Runs on flattened IR (after :func:`~compiler.transform.storage_flatten`).
 """
 
 from __future__ import annotations
 
-from ...errors import LoweringError
-from .. import expr as E
-from .. import stmt as S
-from ..analysis import collect, substitute
-from ..buffer import Buffer
-from ..function import PrimFunc
-from ..functor import Functor, IRMutator, children
+from ..errors import LoweringError
+from ..tir import expr as E
+from ..tir import stmt as S
+from ..tir.analysis import collect, substitute
+from ..tir.buffer import Buffer
+from ..tir.function import PrimFunc
+from ..tir.functor import Functor, IRMutator, children
 
 __all__ = ["inject_virtual_thread"]
 

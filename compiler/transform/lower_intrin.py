@@ -12,11 +12,11 @@ for the target, is a :class:`~compiler.errors.LoweringError` naming the operator
 
 from __future__ import annotations
 
-from ...errors import LoweringError
-from .. import expr as E
-from ..function import PrimFunc
-from ..functor import IRMutator
-from ..op import BUILTIN_LOWERING, Op, is_builtin, is_registered, lowering_rules
+from ..errors import LoweringError
+from ..tir import expr as E
+from ..tir.function import PrimFunc
+from ..tir.functor import IRMutator
+from ..tir.op import BUILTIN_LOWERING, Op, is_builtin, is_registered, lowering_rules
 
 __all__ = ["lower_intrin"]
 

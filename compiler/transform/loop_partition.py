@@ -18,13 +18,13 @@ each of them and processed further.
 
 from __future__ import annotations
 
-from ...arith import Analyzer, expr_key
-from ...arith.canonical import flatten, is_index_dtype
-from .. import expr as E
-from .. import stmt as S
-from ..analysis import free_vars, substitute
-from ..function import PrimFunc
-from ..functor import IRMutator, IRVisitor
+from ..arith import Analyzer, expr_key
+from ..arith.canonical import flatten, is_index_dtype
+from ..tir import expr as E
+from ..tir import stmt as S
+from ..tir.analysis import free_vars, substitute
+from ..tir.function import PrimFunc
+from ..tir.functor import IRMutator, IRVisitor
 from ._common import apply_to_body
 
 __all__ = ["loop_partition"]

@@ -22,18 +22,16 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...errors import LoweringError
-from .. import expr as E
-from .. import stmt as S
-from ..analysis import collect, substitute
-from ..function import PrimFunc
-from ..functor import IRMutator
+from ..errors import LoweringError
+from ..tir import expr as E
+from ..tir import stmt as S
+from ..tir.analysis import collect, substitute
+from ..tir.builtin import DOUBLE_BUFFER_SCOPE, DOUBLE_BUFFER_WRITE
+from ..tir.function import PrimFunc
+from ..tir.functor import IRMutator
 from ._common import apply_to_body
 
 __all__ = ["inject_double_buffer", "DOUBLE_BUFFER_SCOPE", "DOUBLE_BUFFER_WRITE"]
-
-DOUBLE_BUFFER_SCOPE = "double_buffer_scope"  # AttrStmt(buffer data, ...) around its Allocate
-DOUBLE_BUFFER_WRITE = "double_buffer_write"  # AttrStmt around the loads of the next tile
 
 
 def inject_double_buffer(func: PrimFunc | S.Stmt) -> PrimFunc | S.Stmt:

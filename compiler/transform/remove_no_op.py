@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from ...arith import expr_key
-from .. import expr as E
-from .. import stmt as S
-from ..analysis import post_order_visit
-from ..function import PrimFunc
-from ..functor import IRMutator
+from ..arith import expr_key
+from ..tir import expr as E
+from ..tir import stmt as S
+from ..tir.analysis import post_order_visit
+from ..tir.function import PrimFunc
+from ..tir.functor import IRMutator
 from ._common import apply_to_body, is_no_op
 
 __all__ = ["remove_no_op"]

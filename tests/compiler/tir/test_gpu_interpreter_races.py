@@ -17,10 +17,10 @@ from helpers import assert_written, poisoned, random_array
 from compiler.tir import expr as E
 from compiler.tir import stmt as S
 from compiler.tir.buffer import decl_buffer
+from compiler.tir.builtin import is_sync, sync_stmt
 from compiler.tir.function import PrimFunc
 from compiler.tir.functor import IRMutator
 from compiler.tir.gpu_interpreter import DataRaceError, run_gpu_function, run_kernel
-from compiler.tir.transform.thread_sync import is_sync, sync_stmt
 
 N = 8  # threads per block
 TX = E.Var("threadIdx.x", "int32")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ...arith import Analyzer
-from ..buffer import Buffer
-from ..expr import Var
-from ..function import PrimFunc
-from ..stmt import Evaluate, Stmt
+from ..arith import Analyzer
+from ..tir.buffer import Buffer
+from ..tir.expr import Var
+from ..tir.function import PrimFunc
+from ..tir.stmt import Evaluate, Stmt
 
 __all__ = ["apply_to_body", "func_analyzer", "is_no_op"]
 
@@ -35,6 +35,6 @@ def apply_to_body(func_or_stmt, rewrite: Callable[[Stmt, Analyzer], Stmt]):
 
 def is_no_op(s: Stmt | None) -> bool:
     """Whether ``s`` does nothing: absent, or the evaluation of a constant."""
-    from ..expr import FloatImm, IntImm
+    from ..tir.expr import FloatImm, IntImm
 
     return s is None or (isinstance(s, Evaluate) and isinstance(s.value, (IntImm, FloatImm)))

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from ...arith import Analyzer
-from .. import expr as E
-from .. import stmt as S
-from ..analysis import substitute
-from ..function import PrimFunc
-from ..functor import IRMutator
+from ..arith import Analyzer
+from ..tir import expr as E
+from ..tir import stmt as S
+from ..tir.analysis import substitute
+from ..tir.function import PrimFunc
+from ..tir.functor import IRMutator
 from ._common import apply_to_body
 
 __all__ = ["simplify", "StmtSimplifier"]

@@ -1,4 +1,4 @@
-"""compiler.tir.transform passes and the reference interpreter, on hand-built loop IR."""
+"""compiler.transform passes and the reference interpreter, on hand-built loop IR."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 from helpers import poisoned
 
-from compiler import tir
-from compiler.tir import transform
+from compiler import tir, transform
 from compiler.tir.interpreter import InterpreterError, run
 from compiler.tir.stmt import ForKind
 

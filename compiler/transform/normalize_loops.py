@@ -7,11 +7,11 @@ GPU lowering runs it so that, once a small loop is unrolled, the indices of per-
 
 from __future__ import annotations
 
-from .. import expr as E
-from .. import stmt as S
-from ..analysis import substitute
-from ..function import PrimFunc
-from ..functor import IRMutator
+from ..tir import expr as E
+from ..tir import stmt as S
+from ..tir.analysis import substitute
+from ..tir.function import PrimFunc
+from ..tir.functor import IRMutator
 
 __all__ = ["normalize_loops"]
 

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import logging
 
-from .. import expr as E
-from .. import stmt as S
-from ..analysis import substitute
-from ..function import PrimFunc
-from ..functor import IRMutator
+from ..tir import expr as E
+from ..tir import stmt as S
+from ..tir.analysis import substitute
+from ..tir.builtin import PRAGMA_PREFIX
+from ..tir.function import PrimFunc
+from ..tir.functor import IRMutator
 from ._common import apply_to_body
 from .simplify import StmtSimplifier
 
@@ -33,9 +34,6 @@ logger = logging.getLogger(__name__)
 # Beyond this many statement copies an unroll request is refused (the loop stays
 # serial): code size would grow without bound and compile time with it.
 MAX_UNROLLED_STATEMENTS = 4096
-
-#: Attribute keys of ``Stage.pragma`` annotations: ``"pragma_" + name``.
-PRAGMA_PREFIX = "pragma_"
 
 #: How many auto-unrolled loops may nest (TVM's default ``auto_max_depth``).
 AUTO_MAX_DEPTH = 8

@@ -25,7 +25,7 @@ from compiler.tir import (
     interpreter,
 )
 from compiler.tir.analysis import collect
-from compiler.tir.transform import MAX_LANES, vectorize_loops
+from compiler.transform import MAX_LANES, vectorize_loops
 
 
 def _nodes(node, cls):

@@ -27,12 +27,12 @@ from __future__ import annotations
 import logging
 from contextlib import contextmanager
 
-from ...arith import Analyzer
-from .. import expr as E
-from .. import stmt as S
-from ..analysis import collect, substitute, uses_var
-from ..function import PrimFunc
-from ..functor import IRMutator
+from ..arith import Analyzer
+from ..tir import expr as E
+from ..tir import stmt as S
+from ..tir.analysis import collect, substitute, uses_var
+from ..tir.function import PrimFunc
+from ..tir.functor import IRMutator
 from ._common import apply_to_body
 
 __all__ = ["vectorize_loops", "MAX_LANES"]
@@ -516,7 +516,7 @@ def _and_all(conds: list) -> E.PrimExpr:
 
 
 def _children(node) -> list:
-    from ..functor import child_fields
+    from ..tir.functor import child_fields
 
     out: list = []
     for name in child_fields(type(node)):
@@ -530,7 +530,7 @@ def _is_int(dtype: str) -> bool:
 
 
 def _bits(dtype: str) -> int:
-    from ... import dtypes
+    from .. import dtypes
 
     return dtypes.bits(dtype)
 

@@ -370,6 +370,6 @@ def test_the_example_in_docs_runs():
     import re
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[2] / "docs" / "topi.md").read_text()
+    text = (Path(__file__).resolve().parents[3] / "docs" / "topi.md").read_text()
     (code,) = re.findall(r"```python\n(.*?)```", text, re.S)
     exec(compile(code, "docs/topi.md", "exec"), {})

@@ -28,20 +28,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...arith import Analyzer
-from ...errors import LoweringError
-from .. import expr as E
-from .. import stmt as S
-from ..analysis import collect, free_vars, substitute
-from ..buffer import Buffer
-from ..function import PrimFunc
-from ..functor import Functor, IRMutator
-from ..printer import expr_to_str
+from ..arith import Analyzer
+from ..errors import LoweringError
+from ..tir import expr as E
+from ..tir import stmt as S
+from ..tir.analysis import collect, free_vars, substitute
+from ..tir.buffer import Buffer
+from ..tir.builtin import PRAGMA_PREFIX, SCAN_LOOP
+from ..tir.function import PrimFunc
+from ..tir.functor import Functor, IRMutator
+from ..tir.printer import expr_to_str
 from .thread_sync import insert_thread_sync
-from .unroll_loops import PRAGMA_PREFIX
-
-#: The attribute that lowering puts around the time loop of a scan: the host runs that loop.
-SCAN_LOOP = "scan_loop"
 
 __all__ = ["split_host_device", "GPUFunction", "KernelLaunch", "DeviceLimits", "THREAD_TAGS", "SCAN_LOOP"]
 
@@ -283,7 +280,7 @@ class _Splitter(Functor):
                 raise LoweringError(f"kernel {name!r}: {buf.scope} buffer {buf.name!r} needs a constant "
                                     f"size, got {buf.shape[0]}")
             if buf.scope == "shared":
-                from ... import dtypes
+                from .. import dtypes
 
                 total += size * max(1, dtypes.bits(buf.dtype) // 8)
         if total > self.limits.max_shared_memory_per_block:

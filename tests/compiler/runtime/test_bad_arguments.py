@@ -339,7 +339,7 @@ def _fuzz_in_child(mode: str, tmp_path) -> dict:
     here = Path(__file__).parent
     code = (f"import json, sys\n"
             f"import compiler  # first: on the path, tests/compiler would hide the package\n"
-            f"sys.path[:0] = [{str(here)!r}, {str(here.parent)!r}]\n"
+            f"sys.path[:0] = [{str(here)!r}, {str(here.parents[1])!r}]\n"
             f"from test_bad_arguments import fuzz\n"
             f"print('COUNTS', json.dumps(fuzz({mode!r}, {str(tmp_path)!r}, {EXAMPLES})))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900,

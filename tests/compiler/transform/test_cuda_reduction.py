@@ -15,7 +15,7 @@ from compiler import te
 from compiler.errors import LoweringError
 from compiler.tir import stmt as S
 from compiler.tir.analysis import collect
-from compiler.tir.transform.thread_sync import is_sync
+from compiler.tir.builtin import is_sync
 
 _REDUCERS = {"sum": (te.sum, np.sum), "max": (te.max, np.max), "min": (te.min, np.min)}
 

@@ -15,7 +15,7 @@ from compiler.errors import LoweringError, ScheduleError
 from compiler.runtime.cuda import evaluate_size
 from compiler.tir import stmt as S
 from compiler.tir.analysis import collect
-from compiler.tir.transform.thread_sync import is_sync
+from compiler.tir.builtin import is_sync
 
 
 def _syncs(kernel) -> int:
