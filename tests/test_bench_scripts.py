@@ -5,21 +5,19 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import bench_common as B  # scripts/benchmarks, on the path through pyproject.toml's pytest pythonpath
+import bench_tuned
+import cpu_kernels as K
 import numpy as np
 import pytest
 
 import compiler
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-
-import _bench_common as B  # noqa: E402
-import bench_tuned  # noqa: E402
-import cpu_kernels as K  # noqa: E402
 
 GFLOPS = 1e9
 
@@ -138,10 +136,9 @@ def test_child_times_an_exported_module_and_a_numpy_peer(tmp_path):
 
 
 _MAPPED_BYTES = """
-import ctypes, sys
+import ctypes
 import numpy as np
-sys.path.insert(0, {scripts!r})
-import _bench_common as B
+import bench_common as B
 
 class MallInfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in
@@ -161,9 +158,10 @@ print(mallinfo2().hblkhd)
 def test_timing_children_keep_large_blocks_on_the_heap(steady):
     # glibc maps a fresh 1 MiB block by itself (and faults its pages in on every call that
     # allocates it); a timing child keeps such blocks on its heap, for every contender alike
-    scripts = str(Path(B.__file__).parent)
-    out = subprocess.run([sys.executable, "-c", _MAPPED_BYTES.format(scripts=scripts, steady=steady)],
-                         capture_output=True, text=True, check=True).stdout
+    path = os.pathsep.join(p for p in (str(Path(B.__file__).parent), os.environ.get("PYTHONPATH")) if p)
+    out = subprocess.run([sys.executable, "-c", _MAPPED_BYTES.format(steady=steady)],
+                         env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True,
+                         check=True).stdout
     mapped = int(out)
     assert (mapped < 1 << 20) if steady else (mapped >= 1 << 20)
 

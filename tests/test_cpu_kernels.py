@@ -1,21 +1,17 @@
-"""The hand-written schedules of ``scripts/bench_cpu.py``, built small and checked against numpy."""
+"""The hand-written schedules of ``scripts/benchmarks/bench_cpu.py``, built small and checked against
+numpy."""
 
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
 
+import cpu_kernels as K  # scripts/benchmarks, on the path through pyproject.toml's pytest pythonpath
 import numpy as np
 import pytest
 from helpers import assert_written, for_each_cpu, poisoned
 
 import compiler
 from compiler.simd import vector_lanes
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-
-import cpu_kernels as K  # noqa: E402
 
 
 def test_vector_add(rng):

@@ -1,4 +1,4 @@
-"""scripts/bench_tuners.py: its core runs end to end on a small matmul (2 tuners x 6 trials), and
+"""scripts/benchmarks/bench_tuners.py: its core runs end to end on a small matmul (2 tuners x 6 trials), and
 its table and verdicts say what the runs hold (checked on hand-made runs, numbers by hand)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 import autotune
 from measure import MeasureOptions
 
-_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_tuners.py"
+_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "benchmarks" / "bench_tuners.py"
 _CELL = re.compile(r"^(\d+\.\d) \[(\d+\.\d)-(\d+\.\d)\]$")
 _ROW = re.compile(r"^(?P<tuner>\w+)\s+(?P<cells>(?:(?:\d+\.\d \[\d+\.\d-\d+\.\d\]|-)\s+)+)"
                   r"(?P<share>\d+%|-)\s+(?P<wall>\d+)$")

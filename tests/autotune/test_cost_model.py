@@ -1,7 +1,7 @@
 """The XGBoost cost model ranks unseen matmul configs better than chance.
 
 The dataset (``data/matmul_128_costs.json``) holds measured costs of configs of
-``matmul(128, 128, 128, float32)``, recorded once by ``scripts/record_cost_dataset.py``;
+``matmul(128, 128, 128, float32)``, recorded once by ``scripts/tools/record_cost_dataset.py``;
 the model trains on the first two thirds and is scored on the rest.
 """
 

@@ -149,7 +149,7 @@ def test_cli_tunes_on_a_started_cluster(cluster, tmp_path):
 
 
 def test_script_tunes_workloads_on_the_cluster_into_postgres(cluster, tmp_path, postgres_url):
-    script = str(ROOT / "scripts" / "tune_on_ray_cluster.py")
+    script = str(ROOT / "scripts" / "examples" / "tune_on_ray_cluster.py")
     p = cluster.run([script, "--address", "auto", "--db", postgres_url, "--trials", "8", "--tuner", "random",
                      "--batch-size", "4", "--workload", "matmul", "32,32,32,float32",
                      "--workload", "dense", "4,32,32,float32"], tmp_path)

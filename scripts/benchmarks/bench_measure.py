@@ -1,6 +1,6 @@
 """Measurement throughput: candidates per minute for a 512 matmul task with random configs.
 
-Run with ``python3 scripts/bench_measure.py [candidates]``. Measures the same random
+Run with ``python3 scripts/benchmarks/bench_measure.py [candidates]``. Measures the same random
 configs with LocalBuilder + LocalRunner and with RayBuilder + RayRunner on a local
 Ray instance, each after a warm-up batch that starts its workers (start-up is shown
 apart). For each path it prints candidates per minute, the mean build and run

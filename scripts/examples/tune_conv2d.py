@@ -1,6 +1,6 @@
 """Tune a 2-D convolution (by default a ResNet-18 layer) and check it against its reference.
 
-Run with ``python3 scripts/tune_conv2d.py --trials 200``. The default workload is the
+Run with ``python3 scripts/examples/tune_conv2d.py --trials 200``. The default workload is the
 3x3 convolution of ResNet-18's first stage: input 1x64x56x56 (NCHW), 64 filters of
 3x3, stride 1, padding 1. ``--shape N,C,H,W,F,K`` and ``--stride``/``--padding``
 choose another. The template's numpy reference checks the tuned kernel; PyTorch, when

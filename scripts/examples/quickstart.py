@@ -1,6 +1,6 @@
 """Quick start: tune a matrix multiply for this CPU, build it, check it, time it.
 
-Run with ``python3 scripts/quickstart.py`` (under two minutes on two cores). It
+Run with ``python3 scripts/examples/quickstart.py`` (under two minutes on two cores). It
 
 1. tunes the ``matmul`` template on 512x512x512 float32 for 64 trials, keeping every
    measurement in ``tuning.db`` (run it again and tuning resumes from the log);

@@ -1,6 +1,6 @@
 """Deploy: apply a tuning log, export a shared object, run it where the tuner is absent.
 
-Run with ``python3 scripts/deploy.py`` (after ``scripts/quickstart.py``, which tunes
+Run with ``python3 scripts/examples/deploy.py`` (after ``scripts/examples/quickstart.py``, which tunes
 matmul 512 into ``tuning.db``; without a record this script tunes a few trials
 first). It
 
@@ -70,7 +70,7 @@ def main() -> None:
     print(f"exported {opts.out} ({Path(opts.out).stat().st_size:,} bytes)")
 
     # The deployed side needs the compiler's runtime on its path, nothing else of the project.
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(x for x in (root, os.environ.get("PYTHONPATH")) if x)}
     done = subprocess.run([sys.executable, "-c", _DEPLOYED, opts.out, str(opts.size)], env=env)
     sys.exit(done.returncode)

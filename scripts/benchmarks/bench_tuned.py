@@ -1,6 +1,6 @@
 """Benchmark of tuned kernels against numpy (OpenBLAS) and PyTorch (MKL, oneDNN), timed side by side.
 
-Run with ``python3 scripts/bench_tuned.py`` (every workload tuned for up to 128 trials;
+Run with ``python3 scripts/benchmarks/bench_tuned.py`` (every workload tuned for up to 128 trials;
 ``--only matmul1024 conv3x3_56`` chooses workloads, ``--trials 24`` a quicker check). It
 tunes, on this CPU, each workload of :data:`WORKLOADS`, all float32: matmul 1024 and
 2048; every 3x3 convolution of ResNet-18 (64x56x56, 128x28x28, 256x14x14 and 512x7x7
@@ -14,7 +14,7 @@ second run with the same log re-measures without tuning again. Every kernel is b
 with the log's best config, checked against its reference and exported as a shared
 library. Then our kernel and each peer are timed in fresh processes, interleaved over
 ``--rounds`` rounds (ours, peer, ours, peer, ...), each with as many threads as our
-kernels use, and the table gives each one's median (see ``_bench_common``). The peers:
+kernels use, and the table gives each one's median (see ``bench_common``). The peers:
 numpy's ``a @ b`` (OpenBLAS; with ``OPENBLAS_CORETYPE=SkylakeX`` too on AVX-512 CPUs),
 and where PyTorch is installed (``pip install torch==2.13.0``) its ``a @ b`` (MKL) and
 ``torch.nn.functional.conv2d`` (oneDNN). Goals compare with the fastest peer.
@@ -29,7 +29,7 @@ peak on all threads at least 0.9x per thread of the one-thread peak: 1.8x on two
 threads get at least 90% of their cores' time while they run). On a busy machine it says
 so and prints no PASS/FAIL verdict. Load that comes and goes between the two checks shows
 in the rounds, printed under each workload: where our kernel's rounds spread more than
-:data:`_bench_common.MAX_SPREAD` (10%), that workload's speed and log-vs-deployed goals get
+:data:`bench_common.MAX_SPREAD` (10%), that workload's speed and log-vs-deployed goals get
 no verdict either.
 
 The goals (:data:`WORKLOADS`, :data:`LOG_VS_DEPLOYED`, :data:`TRIALS_PER_MINUTE`): matmul
@@ -50,17 +50,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import bench_common as B
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import _bench_common as B  # noqa: E402
-
-import autotune  # noqa: E402
-import compiler  # noqa: E402
-import db  # noqa: E402
-from autotune import selection  # noqa: E402
-from compiler.runtime import num_threads  # noqa: E402
+import autotune
+import compiler
+import db
+from autotune import selection
+from compiler.runtime import num_threads
 
 LOG_VS_DEPLOYED = 0.10  # the deployed kernel's time within 10% of the log's best cost, either way
 TRIALS_PER_MINUTE = 40.0  # tuning throughput goal, on matmul 1024

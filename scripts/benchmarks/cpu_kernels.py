@@ -1,4 +1,4 @@
-"""Hand-written CPU schedules for ``scripts/bench_cpu.py``, importable by the tests.
+"""Hand-written CPU schedules for ``scripts/benchmarks/bench_cpu.py``, importable by the tests.
 
 Each builder returns ``(schedule or PrimFunc, args)`` ready for ``compiler.build``,
 and each ``reference_*`` the numpy result it must match. The tests build them at

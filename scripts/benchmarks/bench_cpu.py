@@ -1,9 +1,9 @@
 """CPU benchmark: hand-written schedules against numpy (and OpenBLAS), timed side by side.
 
-Run with ``python3 scripts/bench_cpu.py``. Every kernel is checked against numpy
+Run with ``python3 scripts/benchmarks/bench_cpu.py``. Every kernel is checked against numpy
 before it is timed. Then each kernel, exported as a shared library, and its numpy peer
 are timed in fresh processes, interleaved over several rounds (ours, numpy, ours,
-numpy, ...), and the table gives each one's median (see ``_bench_common``). On a CPU
+numpy, ...), and the table gives each one's median (see ``bench_common``). On a CPU
 with AVX-512, matmul has a second OpenBLAS peer: ``OPENBLAS_CORETYPE=SkylakeX`` (its
 AVX-512 kernels), and PyTorch's ``a @ b`` (MKL) where PyTorch is installed.
 
@@ -18,20 +18,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+import bench_common as B
+import cpu_kernels as K
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import _bench_common as B  # noqa: E402
-import cpu_kernels as K  # noqa: E402
-
-import compiler  # noqa: E402
-from compiler.runtime import num_threads  # noqa: E402
+import compiler
+from compiler.runtime import num_threads
 
 RNG = np.random.default_rng(0)
 

@@ -1,6 +1,6 @@
 """Tune a matrix multiply with the Python API, then deploy the best config and check it.
 
-Run with ``python3 scripts/tune_matmul.py --size 1024 --trials 200``. The steps:
+Run with ``python3 scripts/examples/tune_matmul.py --size 1024 --trials 200``. The steps:
 
 1. ``autotune.create_task("matmul", (N, L, M, dtype), target)``: the template on concrete
    arguments; ``task.config_space`` lists its knobs;

@@ -1,6 +1,6 @@
 """CUDA benchmark: tuned kernels against cuBLAS/cuDNN, float32 (TF32 off), in one run.
 
-Run with ``python3 scripts/bench_cuda.py [--trials 500] [--db bench_cuda.db]`` on a
+Run with ``python3 scripts/benchmarks/bench_cuda.py [--trials 500] [--db bench_cuda.db]`` on a
 machine with an NVIDIA GPU, pycuda and CuPy or PyTorch (the peer library). For each
 workload -- a 4096^3 float32 matmul and a ResNet-50 3x3 convolution layer -- it tunes
 the CUDA template (``autotune.tune``, up to ``--trials`` candidates, xgb tuner, results

@@ -1,6 +1,6 @@
 """Tuner benchmark: random, ga, xgb and optuna on the CPU ``matmul`` template, against numpy.
 
-Run with ``python3 scripts/bench_tuners.py [--trials 200] [--seeds 3]
+Run with ``python3 scripts/benchmarks/bench_tuners.py [--trials 200] [--seeds 3]
 [--tuners random,ga,xgb,optuna] [--budget xgb=50,optuna=50] [--shape 512] [--out tuners.png]
 [--db DIR]``. The goals need only ``--tuners random,xgb,optuna --budget xgb=50,optuna=50``.
 
@@ -25,7 +25,7 @@ they compare the best single trials. The goal lines say which.
 
 The machine must be quiet for the curves to mean anything (a tuner that met a busy spell
 finds "slow" configs): the script checks before and after, as the CPU benchmarks do
-(``_bench_common.measure_quietness``), and prints no PASS/FAIL when either check failed.
+(``bench_common.measure_quietness``), and prints no PASS/FAIL when either check failed.
 """
 
 from __future__ import annotations
@@ -38,15 +38,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import bench_common as B
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import _bench_common as B  # noqa: E402
-
-import autotune  # noqa: E402
-import search_spaces  # noqa: E402, F401 - registers the templates
-from measure import MeasureOptions  # noqa: E402
+import autotune
+import search_spaces  # noqa: F401 - registers the templates
+from measure import MeasureOptions
 
 CHECKPOINTS = (25, 50, 100, 200)
 GOAL_SHARE = 0.95
@@ -193,7 +190,7 @@ def report(task, runs: dict[str, list[Run]], trials: int, numpy_gflops: float,
            checks: list | tuple = ()) -> bool:
     """Print the table and the goal lines; True if every checked goal holds. ``trials`` is
     random's budget; a cell is "-" where a run stopped before ``k`` trials. ``checks`` are
-    the quietness checks (:func:`_bench_common.measure_quietness`) made around the runs:
+    the quietness checks (:func:`bench_common.measure_quietness`) made around the runs:
     when one found the machine busy, the goal lines give way to a line saying so."""
     at = goal_point(trials)
     points = checkpoints(trials)

@@ -24,7 +24,7 @@ versions. Then:
 3. Point the tuner at the cluster, from the head (``--address auto``) or from any
    machine through Ray Client (``--address ray://HEAD_HOST:10001``)::
 
-       python3 scripts/tune_on_ray_cluster.py --address auto \\
+       python3 scripts/examples/tune_on_ray_cluster.py --address auto \\
            --db postgresql://autotune:secret@DB_HOST:5432/autotune --trials 500
 
    or, one workload at a time, with the command line::

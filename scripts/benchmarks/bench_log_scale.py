@@ -1,6 +1,6 @@
 """Tuning-log reads and writes at scale: each operation's median time against the number of records.
 
-Run with ``python3 scripts/bench_log_scale.py [--sizes 10000,100000,1000000] [--repeat 5]
+Run with ``python3 scripts/benchmarks/bench_log_scale.py [--sizes 10000,100000,1000000] [--repeat 5]
 [--postgres URL] [--workloads 10] [--dir DIR]``. PostgreSQL is measured too when ``--postgres``
 or ``AUTOTUNE_TEST_POSTGRES_URL`` names a server (each size in a fresh schema, dropped after).
 

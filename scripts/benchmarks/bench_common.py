@@ -20,7 +20,7 @@ quiet machine:
 * :func:`verdict_lines` prints PASS/FAIL only when every quietness check passed.
 
 Run as a script, this module is the child process of one timing:
-``python scripts/_bench_common.py '<spec JSON>'`` prints ``{"seconds": ..., "info": ...}``.
+``python scripts/benchmarks/bench_common.py '<spec JSON>'`` prints ``{"seconds": ..., "info": ...}``.
 """
 
 from __future__ import annotations

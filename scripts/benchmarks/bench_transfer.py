@@ -1,6 +1,6 @@
 """Benchmark of configs borrowed for shapes nobody tuned, timed side by side with numpy/PyTorch.
 
-Run with ``python3 scripts/bench_transfer.py`` (about ten minutes on a quiet 8-core machine;
+Run with ``python3 scripts/benchmarks/bench_transfer.py`` (about ten minutes on a quiet 8-core machine;
 ``--trials 8 --warm-trials 8 --rounds 3`` is a quick check). It tunes a small log of
 power-of-two shapes (``--trials`` each: matmul 512 and 1024, 3x3 convolutions of 64 and
 128 channels at 28x28, float32, on this CPU), then deploys shapes whose extents no factor
@@ -17,7 +17,7 @@ For each new shape it builds
 checks each against the template's numpy reference, exports it, and times it against
 numpy's ``a @ b`` (PyTorch's too where installed) and, for the convolution, PyTorch's
 ``conv2d`` when installed: each contender in fresh processes, interleaved over
-``--rounds`` rounds, the median of each (see ``_bench_common``). The machine's quietness
+``--rounds`` rounds, the median of each (see ``bench_common``). The machine's quietness
 is checked before and after the timings; on a busy machine the figures are indicative.
 """
 
@@ -34,18 +34,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import bench_common as B
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import _bench_common as B  # noqa: E402
-
-import autotune  # noqa: E402
-import compiler  # noqa: E402
-import db  # noqa: E402
-from autotune import selection  # noqa: E402
-from compiler.runtime import num_threads  # noqa: E402
-from measure import LocalBuilder, MeasureOptions  # noqa: E402
+import autotune
+import compiler
+import db
+from autotune import selection
+from compiler.runtime import num_threads
+from measure import LocalBuilder, MeasureOptions
 
 
 def _conv(channels: int) -> tuple:

@@ -1,6 +1,6 @@
 """Record the fixed cost dataset that the cost-model test trains and evaluates on.
 
-Run with ``python3 scripts/record_cost_dataset.py [--configs 240] [--out PATH]``.
+Run with ``python3 scripts/tools/record_cost_dataset.py [--configs 240] [--out PATH]``.
 It draws configs of ``matmul(128, 128, 128, float32)`` on the CPU with a fixed seed,
 builds each, checks it against numpy, times it (median of ``repeat`` runs of
 ``number`` calls), and writes ``tests/autotune/data/matmul_128_costs.json``::
@@ -30,7 +30,7 @@ ARGS = (128, 128, 128, "float32")
 # A pinned AVX-512 CPU: the matmul space follows the vector width and register count, so the
 # recorded configs belong to this target's space whichever machine runs the tests.
 TARGET = "llvm -mcpu=znver4"
-DEFAULT_OUT = Path(__file__).resolve().parent.parent / "tests" / "autotune" / "data" / "matmul_128_costs.json"
+DEFAULT_OUT = Path(__file__).resolve().parents[2] / "tests" / "autotune" / "data" / "matmul_128_costs.json"
 
 
 def measure(task, config, inputs, expected, dev, number: int, repeat: int) -> float | None:
