@@ -8,7 +8,7 @@
 >>> f = compiler.build(s, [A, B], target="llvm", name="double")
 """
 
-from . import errors, runtime, target, te, tir, topi  # noqa: E402  (after the names runtime needs)
+from . import backends, errors, passes, runtime, target, te, tir, topi, transform
 from .driver import build
 from .errors import CompilerError, LoweringError, RuntimeArgumentError, ScheduleError
 from .lowering import lower
@@ -20,7 +20,8 @@ from .target import Target
 __version__ = "0.1.0"
 
 __all__ = [
-    "te", "tir", "errors", "runtime", "target", "nd", "lower", "build", "device", "cpu", "cuda",
+    "te", "tir", "errors", "runtime", "target", "backends", "passes", "transform", "nd", "lower", "build",
+    "device", "cpu", "cuda",
     "Device", "Target", "CompilerError", "ScheduleError", "LoweringError", "RuntimeArgumentError",
     "register_func", "get_global_func", "topi",
 ]

@@ -1,17 +1,23 @@
-"""``build()``: from a schedule, a PrimFunc or an IRModule to a callable runtime Module.
+"""``build()``: from a schedule, a PrimFunc or an IRModule to a callable runtime Module, and
+:func:`build_artifact`/:func:`load_artifact`, the same compiled code as bytes for another
+process.
 
-(``lower()`` lives in :mod:`compiler.lowering`.)
+Every build is the same three steps: :func:`compiler.lower` (when given a schedule), the
+pipeline of the target's backend (:mod:`compiler.backends`), and that backend's code
+generator.
 """
 
 from __future__ import annotations
 
+from . import backends
+from .backends import Artifact, Backend
 from .errors import CompilerError
-from .passes import build_module
+from .lowering import lower
 from .runtime.module import Module
-from .target import Target
+from .target import Target, default_target
 from .tir.function import IRModule, PrimFunc
 
-__all__ = ["build"]
+__all__ = ["build", "build_artifact", "load_artifact"]
 
 
 def build(inputs, args=None, target=None, target_host=None, name: str = "default_function",
@@ -27,9 +33,31 @@ def build(inputs, args=None, target=None, target_host=None, name: str = "default
     """
     if isinstance(inputs, dict):
         return _build_per_target(inputs, target_host)
-    tgt = Target.from_any(target) or Target("llvm")
-    mod = _to_module(inputs, args, name, binds)
-    return build_module(mod, tgt)
+    tgt = Target.from_any(target) or default_target()
+    backend, mod = _prepared(_to_module(inputs, args, name, binds), tgt)
+    return backend.codegen(mod, tgt)
+
+
+def build_artifact(inputs, args=None, target=None, name: str = "default_function", binds=None) -> Artifact:
+    """What :func:`build` compiles, as an :class:`~compiler.backends.Artifact` (bytes and
+    metadata) that :func:`load_artifact` turns into a Module in another process."""
+    tgt = Target.from_any(target) or default_target()
+    backend, mod = _prepared(_to_module(inputs, args, name, binds), tgt)
+    return backend.save_artifact(mod, tgt)
+
+
+def load_artifact(artifact: Artifact) -> Module:
+    """The runtime Module of ``artifact``, loaded by the backend of the target it names."""
+    return backends.for_artifact(artifact).load_artifact(artifact)
+
+
+def _prepared(mod: IRModule, target: Target) -> tuple[Backend, IRModule]:
+    """The backend of ``target`` and ``mod`` after its pipeline, each function under its name."""
+    if len(mod) == 0:
+        raise CompilerError("cannot build an empty IRModule")
+    backend = backends.get(target)
+    named = {name: (f if f.name == name else f.with_name(name)) for name, f in mod.items()}
+    return backend, backend.pipeline.run(mod.with_functions(named))
 
 
 def _to_module(inputs, args, name: str, binds) -> IRModule:
@@ -38,19 +66,17 @@ def _to_module(inputs, args, name: str, binds) -> IRModule:
     if isinstance(inputs, PrimFunc):
         func = inputs.with_name(name) if inputs.name == "main" else inputs
         return IRModule({func.name: func})
-    from .lowering import lower
-
     return lower(inputs, args, name=name, binds=binds)
 
 
 def _build_per_target(inputs: dict, target_host) -> Module:
     # The functions of one kind are compiled together for the first entry's target of that
-    # kind. The host code of CUDA functions runs in Python, so target_host has nothing to add.
+    # kind. The host code of device functions runs in Python, so target_host has nothing to add.
     del target_host
     merged: dict = {}
     first: Target | None = None
     for key, mod in inputs.items():
-        tgt = Target.from_any(key) or Target("llvm")
+        tgt = Target.from_any(key) or default_target()
         if not isinstance(mod, IRModule):
             raise CompilerError(f"build({{target: module}}) expects IRModules as values, got "
                                 f"{type(mod).__name__} for {tgt}")
@@ -64,4 +90,5 @@ def _build_per_target(inputs: dict, target_host) -> Module:
             merged[name] = func
     if first is None or not merged:
         raise CompilerError("build() was given no functions")
-    return build_module(IRModule(merged), first)
+    backend, mod = _prepared(IRModule(merged), first)
+    return backend.codegen(mod, first)

@@ -6,7 +6,12 @@ import numpy as np
 
 from .errors import DTypeError
 
-__all__ = ["SUPPORTED", "check", "is_float", "is_int", "is_uint", "is_bool", "bits", "promote", "to_numpy"]
+__all__ = ["INT32_INDEX_LIMIT", "SUPPORTED", "check", "is_float", "is_int", "is_uint", "is_bool", "bits",
+           "promote", "to_numpy"]
+
+#: Arrays of this many elements or more are indexed with 64-bit arithmetic (the compiler makes
+#: int64 loops for constant shapes that large; the runtime refuses them for int32 sizes).
+INT32_INDEX_LIMIT = 2**30
 
 SUPPORTED = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
              "float16", "float32", "float64")

@@ -1,18 +1,15 @@
 """``lower()``: from a schedule (or a function) to optimised loop IR (the passes of
-:data:`compiler.passes.LOWER`)."""
+:data:`compiler.passes.LOWER`, with the user passes of the current PassContext)."""
 
 from __future__ import annotations
 
 from .errors import LoweringError
+from .passes import LOWER
+from .schedule import Schedule
+from .schedule.build_loops import schedule_to_primfunc
 from .tir.function import IRModule, PrimFunc
 
 __all__ = ["lower"]
-
-
-def _passes(func: PrimFunc, simple_mode: bool) -> PrimFunc:
-    from .passes import LOWER, run_passes
-
-    return run_passes(func, LOWER, simple_mode)
 
 
 def lower(inp, args=None, name: str = "main", binds: dict | None = None,
@@ -27,15 +24,12 @@ def lower(inp, args=None, name: str = "main", binds: dict | None = None,
     ``simple_mode`` skips loop partitioning, unrolling and vectorization, leaving
     the loop nest as the schedule describes it (handy to read).
     """
-    from .schedule import Schedule
-    from .schedule.build_loops import schedule_to_primfunc
-
     if isinstance(inp, Schedule):
         func = schedule_to_primfunc(inp, list(args) if args is not None else None, name, binds)
-        return IRModule({name: _passes(func, simple_mode)})
+        return LOWER.run(IRModule({name: func}), simple_mode=simple_mode)
     if isinstance(inp, PrimFunc):
         func = inp if inp.name == name or name == "main" else inp.with_name(name)
-        return IRModule({func.name: _passes(func, simple_mode)})
+        return LOWER.run(IRModule({func.name: func}), simple_mode=simple_mode)
     if isinstance(inp, IRModule):
-        return inp.with_functions({k: _passes(f, simple_mode) for k, f in inp.items()})
+        return LOWER.run(inp, simple_mode=simple_mode)
     raise LoweringError(f"lower() takes a schedule, a PrimFunc or an IRModule, got {type(inp).__name__}")

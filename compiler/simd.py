@@ -13,16 +13,16 @@ import re
 import numpy as np
 
 from compiler.errors import CompilerError
-from compiler.target import Target
+from compiler.target import Target, default_target
 
 __all__ = ["vector_lanes", "vector_registers"]
 
 
 def _llvm_target(target: str | Target | None) -> Target | None:
-    """``target`` (default: the current one, else the host's ``llvm``) if it is an ``llvm``
-    target, else None."""
-    t = Target.from_any(target) or Target("llvm")  # from_any(None) is the current target
-    return t if t.kind == "llvm" else None
+    """``target`` (default: the current one, else the default CPU target) if its code runs on
+    the CPU, else None."""
+    t = Target.from_any(target) or default_target()  # from_any(None) is the current target
+    return t if t.device_type == "cpu" else None
 
 
 def vector_lanes(dtype: str, target: str | Target | None = None) -> int:
@@ -75,9 +75,10 @@ _PROBE_IR = "\n".join([
 def _vector_file(target: str) -> tuple[int, int]:
     """``(bytes per vector register, vector registers)`` of an ``llvm`` target, read off the
     assembly LLVM writes for it (16 bytes and 16 registers where that cannot be told)."""
+    # Deferred: reading the vector file compiles with LLVM, which importing this module must not load.
     import llvmlite.binding as llvm
 
-    from compiler.codegen.llvm_jit import create_target_machine
+    from compiler.codegen.llvm_machine import create_target_machine
 
     try:
         tm = create_target_machine(Target(target))

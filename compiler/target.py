@@ -10,11 +10,15 @@ A target is written as a string, a kind followed by options::
 parses back to an equal target. ``with Target(...):`` makes a target current for
 the calls inside the block (a per-thread stack).
 
-An ``llvm`` target that names a CPU, features or a triple is checked against LLVM
-when it is constructed (once per process and spelling): an unknown CPU or feature
-raises :class:`~compiler.errors.TargetError` naming the close matches, instead of
-LLVM printing a warning and later aborting the process. :func:`llvm_cpus` and
-:func:`llvm_features` list what LLVM knows.
+The kinds a target may have are registered here by the backends
+(:mod:`compiler.backends`): each :class:`TargetKindInfo` says which options the kind takes,
+how they are checked and what hardware model its targets name.
+
+An LLVM-compiled (CPU) target that names a CPU, features or a triple is checked against
+LLVM when it is constructed (once per process and spelling; :func:`check_llvm_options`): an
+unknown CPU or feature raises :class:`~compiler.errors.TargetError` naming the close
+matches, instead of LLVM printing a warning and later aborting the process.
+:func:`llvm_cpus` and :func:`llvm_features` list what LLVM knows.
 """
 
 from __future__ import annotations
@@ -26,39 +30,72 @@ import re
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from .errors import TargetError
 
-__all__ = ["Target", "TargetKind", "host_cpu_name", "llvm_cpus", "llvm_features"]
+__all__ = ["Target", "TargetKind", "TargetKindInfo", "register_target_kind", "unregister_target_kind",
+           "target_kinds", "default_target", "host_cpu_name", "llvm_cpus", "llvm_features",
+           "check_llvm_options"]
 
 logger = logging.getLogger(__name__)
 
-# Options each kind accepts: name -> whether it takes a value.
-_OPTIONS = {
-    "llvm": {"mcpu": True, "mattr": True, "mtriple": True, "fast-math": False},
-    "cuda": {"arch": True, "fast-math": False},
-}
-_ORDER = ("mcpu", "mtriple", "mattr", "arch", "fast-math")
-
 _stack = threading.local()
+
+
+@dataclass(frozen=True)
+class TargetKindInfo:
+    """What a target kind is: registered by its backend (:func:`compiler.backends.register`).
+
+    ``options`` maps each option the kind accepts to whether it takes a value, in the order
+    ``str(target)`` writes them; ``check_options(options, spec)`` raises TargetError for
+    options the kind cannot compile for; ``model(target)`` names the hardware a target of
+    the kind stands for in tuning logs (the CPU, the GPU architecture); ``default_host`` is
+    the kind of the host target of a device kind; ``device_type`` is where its code runs.
+    """
+
+    name: str
+    device_type: str
+    options: Mapping[str, bool] = field(default_factory=dict)
+    check_options: Callable[[dict, str], None] | None = None
+    model: Callable[[Target], str | None] | None = None
+    default_host: str | None = None
+
+
+_KINDS: dict[str, TargetKindInfo] = {}
+
+
+def register_target_kind(info: TargetKindInfo) -> None:
+    """Make ``info.name`` a target kind (replacing an earlier registration of that name)."""
+    _KINDS[info.name] = info
+
+
+def unregister_target_kind(name: str) -> None:
+    """Forget the target kind ``name`` (nothing happens if it is not registered)."""
+    _KINDS.pop(name, None)
+
+
+def target_kinds() -> dict[str, TargetKindInfo]:
+    """The registered target kinds by name, in registration order."""
+    return dict(_KINDS)
+
+
+def default_target() -> Target:
+    """The target of a build that names none and runs in no ``with Target(...)`` block: this
+    machine's CPU, as the first registered kind whose code runs on the CPU (``llvm``)."""
+    kind = next((k for k, info in _KINDS.items() if info.device_type == "cpu"), None)
+    if kind is None:
+        raise TargetError("no target kind for the CPU is registered")
+    return Target(kind)
 
 
 @functools.lru_cache(maxsize=1)
 def host_cpu_name() -> str:
     """The LLVM name of this machine's CPU (e.g. ``znver4``)."""
-    import llvmlite.binding as llvm  # deferred: importing compiler.target must stay cheap
+    import llvmlite.binding as llvm  # where needed only: loading a built library needs no LLVM
 
     return llvm.get_host_cpu_name()
-
-
-@functools.lru_cache(maxsize=1)
-def _attached_gpu_arch() -> str | None:
-    """The CUDA architecture (``sm_90``) of this machine's first GPU, or None without pycuda,
-    driver or GPU; asked once per process, like :func:`host_cpu_name`."""
-    from .runtime.cuda import attached_arch  # deferred: it loads pycuda where there is one
-
-    return attached_arch()
 
 
 class TargetKind(str):
@@ -98,23 +135,35 @@ class Target:
         if not tokens:
             raise TargetError("empty target string; use e.g. 'llvm' or 'cuda'")
         self.kind: TargetKind = TargetKind(tokens[0])
-        if self.kind not in _OPTIONS:
-            raise TargetError(f"unknown target kind {self.kind!r} in {spec!r}; known: {', '.join(_OPTIONS)}")
-        self.options: dict = _parse_options(self.kind, tokens[1:], spec)
-        if self.kind == "llvm":
-            _check_llvm_options(self.options, spec)
-        if host is None and self.kind == "cuda":
-            host = "llvm"
+        info = _KINDS.get(self.kind)
+        if info is None:
+            raise TargetError(f"unknown target kind {self.kind!r} in {spec!r}; known: {', '.join(_KINDS)}")
+        self.options: dict = _parse_options(info, tokens[1:], spec)
+        if info.check_options is not None:
+            info.check_options(self.options, spec)
+        host = info.default_host if host is None else host
         self.host: Target | None = None if host is None else Target(host)
-        if self.host is not None and self.host.kind != "llvm":
-            raise TargetError(f"a host target must be an llvm target, got {str(self.host)!r}")
+        if self.host is not None and self.host.device_type != "cpu":
+            raise TargetError(f"a host target must be an llvm target (one whose code runs on the CPU), "
+                              f"got {str(self.host)!r}")
+
+    @property
+    def kind_info(self) -> TargetKindInfo:
+        """What the registered kind of this target is (its options, its device type, ...)."""
+        return _KINDS[self.kind]
+
+    @property
+    def device_type(self) -> str:
+        """Where code built for this target runs: ``"cpu"``, ``"cuda"``, ..."""
+        return self.kind_info.device_type
 
     # ------------------------------------------------------------------ attributes
 
     @property
     def mcpu(self) -> str | None:
-        """The CPU to compile for: the host CPU when not given (``None`` for CUDA)."""
-        if self.kind != "llvm":
+        """The CPU to compile for: the host CPU when not given (``None`` for a kind without ``-mcpu``,
+        such as CUDA)."""
+        if "mcpu" not in self.kind_info.options:
             return None
         return self.options.get("mcpu") or host_cpu_name()
 
@@ -139,16 +188,16 @@ class Target:
     @property
     def model(self) -> str:
         """The hardware model this target names, used to key tuning logs: the CPU, or the CUDA
-        architecture (that of the attached GPU when ``-arch`` is not given, as in a build)."""
-        if self.kind == "llvm":
-            return self.mcpu or "unknown"
-        return self.arch or _attached_gpu_arch() or "unknown"
+        architecture (that of the attached GPU when ``-arch`` is not given, as in a build);
+        the registered kind says which."""
+        model = self.kind_info.model
+        return (model(self) if model is not None else None) or "unknown"
 
     # ------------------------------------------------------------------ text, equality
 
     def __str__(self) -> str:
         parts = [self.kind]
-        for key in _ORDER:
+        for key in self.kind_info.options:  # in the order the kind declares them
             if key not in self.options:
                 continue
             value = self.options[key]
@@ -191,7 +240,8 @@ class Target:
 
     @staticmethod
     def from_any(value) -> Target | None:
-        """A Target from a Target or a string; None gives :meth:`current` (which may be None)."""
+        """A Target from a Target or a string; None gives :meth:`current` (which may be None;
+        :func:`default_target` is the target of builds that name none)."""
         if value is None:
             return Target.current()
         if isinstance(value, Target):
@@ -206,8 +256,8 @@ def _targets() -> list:
     return stack
 
 
-def _parse_options(kind: str, tokens: list[str], spec: str) -> dict:
-    known = _OPTIONS[kind]
+def _parse_options(info: TargetKindInfo, tokens: list[str], spec: str) -> dict:
+    known, kind = info.options, info.name
     options: dict = {}
     for tok in tokens:
         if not tok.startswith("-") or tok in ("-", "--"):
@@ -357,8 +407,9 @@ def _suggest(name: str, choices: tuple, what: str, listing: str) -> str:
     return f"{hint}; the full list: {listing}"
 
 
-def _check_llvm_options(options: dict, spec: str) -> None:
-    """Raise TargetError if LLVM does not know the CPU or a feature, or cannot compile for them."""
+def check_llvm_options(options: dict, spec: str) -> None:
+    """Raise TargetError if LLVM does not know the CPU (``mcpu``) or a feature (``mattr``) of
+    ``options``, or cannot compile for them (the check of LLVM-compiled target kinds)."""
     cpu, feats, triple = options.get("mcpu"), options.get("mattr", []), options.get("mtriple")
     if cpu is None and not feats and triple is None:
         return  # this machine as it is: nothing for LLVM to refuse

@@ -19,19 +19,22 @@ import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 
+from compiler import backends
+from measure.artifact import device_count, device_type_of
 from measure.base import Builder, Runner, error_result
 from measure.gate import Gates
 from measure.pool import Completion, WorkerPool
 from measure.protocol import BuildReply, BuildRequest, RunReply, RunRequest
 from measure.records import ErrorKind, MeasureInput, MeasureResult
 
-__all__ = ["LocalBuilder", "LocalRunner", "LOCAL"]
+__all__ = ["LocalBuilder", "LocalRunner", "LOCAL", "usable_cpus"]
 
 LOCAL = "local"          # the gate of this machine
 _POLL_S = 0.02           # how often a blocked builder looks at the gate again
 
 
-def _usable_cpus() -> list[int]:
+def usable_cpus() -> list[int]:
+    """The CPUs this process may run on (its affinity), sorted."""
     try:
         return sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -86,7 +89,7 @@ class LocalBuilder(Builder):
 
     def _workers(self) -> WorkerPool:
         if self._pool is None:
-            n = self.n_parallel or len(self.cpus or _usable_cpus())
+            n = self.n_parallel or len(self.cpus or usable_cpus())
             self._pool = WorkerPool(n, self.cpus, name="build")
         return self._pool
 
@@ -188,9 +191,7 @@ class LocalRunner(Runner):
             if self.devices is not None:
                 self._gpu_ids = list(self.devices)
             else:
-                from measure.worker import cuda_device_count
-
-                self._gpu_ids = list(range(cuda_device_count())) or [0]  # without a GPU, candidates say why
+                self._gpu_ids = list(range(accelerator_count())) or [0]  # without a GPU, candidates say why
         return self._gpu_ids
 
     def request(self, task, build: BuildReply, device: int | None = None) -> RunRequest:
@@ -210,7 +211,7 @@ class LocalRunner(Runner):
         key = request.task_key
         if key in self._broken:
             return RunReply.failure(ErrorKind.RUNTIME_ERROR, self._broken[key])
-        pool = self._worker(request.device_id if request.artifact.kind == "ptx" else None)
+        pool = self._worker(request.device_id if device_type_of(request.artifact) != "cpu" else None)
         c = pool.call("run", request.to_json(), request.prepare_timeout)
         reply = run_completion(c, request.task.get("template", "?"))
         if c.status in ("timeout", "crash") and c.phase != "run":  # each new worker would fail the same way
@@ -333,4 +334,13 @@ class LocalRunner(Runner):
 
 
 def _is_cuda(build: BuildReply) -> bool:
-    return build.artifact is not None and build.artifact.kind == "ptx"
+    """Whether ``build`` runs on a device other than the host (a GPU): then it is timed on the
+    device's own worker, one candidate per device at a time."""
+    return build.artifact is not None and device_type_of(build.artifact) != "cpu"
+
+
+def accelerator_count() -> int:
+    """How many devices (GPUs) this process sees, of the first registered backend whose code
+    runs on a device other than the host."""
+    device_types = [b.device_type for b in backends.registered() if b.device_type != "cpu"]
+    return device_count(device_types[0]) if device_types else 0

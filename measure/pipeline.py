@@ -11,9 +11,10 @@ import queue
 import threading
 from collections.abc import Iterable, Iterator
 
+from compiler.runtime import num_threads
 from measure.base import Builder, Runner, error_result
 from measure.gate import Gates
-from measure.local import LocalBuilder, LocalRunner, _usable_cpus
+from measure.local import LocalBuilder, LocalRunner, usable_cpus
 from measure.records import ErrorKind, MeasureInput, MeasureResult
 
 __all__ = ["MeasureOptions", "measure_batch", "measure_stream"]
@@ -41,9 +42,7 @@ class MeasureOptions:
         if self._exclusive is None:
             self._exclusive = True
             if isinstance(self.builder, LocalBuilder) and isinstance(self.runner, LocalRunner):
-                from compiler.runtime import num_threads
-
-                cpus, threads = _usable_cpus(), num_threads()
+                cpus, threads = usable_cpus(), num_threads()
                 if threads < len(cpus) and self.builder.cpus is None and self.runner.cpus is None:
                     self.runner.cpus, self.builder.cpus = cpus[:threads], cpus[threads:]
                     self._exclusive = False

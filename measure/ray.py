@@ -53,8 +53,10 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from measure.base import Builder, Runner, error_result
 from measure.errors import MeasureError
 from measure.gate import Gates
+from measure.local import LocalRunner
 from measure.protocol import BuildReply, BuildRequest, RunReply, RunRequest
 from measure.records import ErrorKind, MeasureInput, MeasureResult
+from measure.worker import build
 
 __all__ = ["RayBuilder", "RayRunner", "connect", "check_address"]
 
@@ -218,8 +220,6 @@ def _probe() -> bool:
 @ray.remote(num_cpus=1, max_retries=0)
 def _build(request: bytes) -> bytes:
     """A :class:`BuildRequest` in, a :class:`BuildReply` out (both encoded)."""
-    from measure.worker import build
-
     return build(BuildRequest.decode(request)).encode()
 
 
@@ -413,8 +413,6 @@ class _RunActor:
     timing settings come with each request."""
 
     def __init__(self, devices: list[int] | None):
-        from measure.local import LocalRunner
-
         self.runner = LocalRunner(devices=devices)
         self.node = ray.get_runtime_context().get_node_id()
 
@@ -466,8 +464,6 @@ class RayRunner(Runner):
                  min_repeat_ms: float = 50, timeout: float = 10, cooldown_ms: float = 0,
                  cache_flush: bool = False, check_correctness: bool = True, gpu: bool = False,
                  init_kwargs: dict | None = None):
-        from measure.local import LocalRunner
-
         # The settings, checked as LocalRunner checks them; it also writes the requests.
         self._settings = LocalRunner(number, repeat, min_repeat_ms, timeout, cooldown_ms, cache_flush,
                                      check_correctness)

@@ -8,12 +8,14 @@ The messages between processes are in :mod:`measure.protocol`.
 
 from __future__ import annotations
 
-import base64
 import enum
 import functools
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from compiler.backends import Artifact  # compiled code: its bytes and metadata (one class for both)
+from search_spaces.task import Task
 
 __all__ = ["ErrorKind", "MeasureInput", "Artifact", "MeasureResult"]
 
@@ -48,33 +50,9 @@ class MeasureInput:
 
     @classmethod
     def from_json(cls, data: dict | str) -> MeasureInput:
-        from search_spaces.task import Task
-
         data = json.loads(data) if isinstance(data, str) else data
         task = Task.from_json(data["task"])
         return cls(task, task.config_space.from_json(data["config"]))
-
-
-@dataclass
-class Artifact:
-    """Compiled code that a runner loads without rebuilding.
-
-    ``kind`` is ``"object"`` (a relocatable object file, CPU targets) or ``"ptx"``
-    (CUDA); ``metadata`` holds the target, the entry function and each function's
-    :class:`compiler.runtime.FunctionInfo` as JSON.
-    """
-
-    kind: str
-    data: bytes
-    metadata: dict = field(default_factory=dict)
-
-    def to_json(self) -> dict:
-        return {"kind": self.kind, "data": base64.b64encode(self.data).decode("ascii"),
-                "metadata": self.metadata}
-
-    @classmethod
-    def from_json(cls, data: dict) -> Artifact:
-        return cls(data["kind"], base64.b64decode(data["data"]), dict(data.get("metadata", {})))
 
 
 @dataclass

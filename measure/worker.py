@@ -5,14 +5,14 @@ its reply. They run in local workers (:mod:`measure.worker_main`), in Ray tasks 
 in the sandbox processes of Ray actors; tasks arrive as JSON and are rebuilt here
 (templates only the tuner can import arrive by value).
 
-CUDA candidates (``"ptx"`` artifacts) run on the worker's GPU, ``device_id``
-(default 0: the first of ``CUDA_VISIBLE_DEVICES``, which is how a Ray actor with
-``num_gpus=1`` sees its GPU), in the primary context of that GPU in this process:
-inputs are copied to the device once per task, outputs start poisoned, the result is
-checked on the host and the time comes from CUDA events (the module's
-``time_evaluator``). Without pycuda or a GPU the candidate gets a runtime-error reply
-that says so. After a CUDA error the context of the process may be unusable, so the
-reply asks for a fresh worker (``replace_worker``).
+Candidates of a backend whose code runs on a device other than the host (CUDA: ``"ptx"``
+artifacts) run on the worker's device ``device_id`` (default 0: for CUDA the first of
+``CUDA_VISIBLE_DEVICES``, which is how a Ray actor with ``num_gpus=1`` sees its GPU): inputs
+are copied to the device once per task, outputs start poisoned, the result is checked on
+the host and the time comes from the device's own clock (the module's ``time_evaluator``:
+CUDA events). Without a usable device (no pycuda, driver or GPU) the candidate gets a
+runtime-error reply that says so. After a device error the process may be unusable (a
+spoilt CUDA context), so the reply asks for a fresh worker (``replace_worker``).
 
 A run worker keeps the data of the last few tasks: inputs drawn once per task with a
 fixed seed, and the expected outputs, from the template's numpy reference or, for a
@@ -33,12 +33,16 @@ import numpy as np
 
 import compiler  # noqa: F401  (workers import everything up front)
 import search_spaces  # noqa: F401  (registers the built-in templates)
-from measure.artifact import build_artifact, load_artifact
+from compiler import backends, te
+from compiler.runtime.device import device_memory
+from compiler.target import default_target
+from measure.artifact import build_artifact, device_type_of, load_artifact
 from measure.protocol import BuildReply, BuildRequest, RunReply, RunRequest, task_key
 from measure.records import ErrorKind
+from search_spaces.errors import InstantiationError, SearchSpaceError
 from search_spaces.task import Task
 
-__all__ = ["build", "run", "prepare_task", "compare_outputs", "worker_name", "cuda_device_count", "SEED"]
+__all__ = ["build", "run", "prepare_task", "compare_outputs", "worker_name", "SEED", "CALLS"]
 
 SEED = 20240601          # the inputs of every task are drawn from this seed
 _KEEP_TASKS = 4          # task data kept per run worker
@@ -56,8 +60,6 @@ def worker_name() -> str:
 def build(request: BuildRequest) -> BuildReply:
     """Rebuild the task and config of ``request`` and compile them; Python errors become
     error replies."""
-    from search_spaces.errors import InstantiationError, SearchSpaceError
-
     start = time.perf_counter()
     kind, error, artifact = None, None, None
     try:
@@ -130,15 +132,13 @@ def _compute_reference(task: Task, check: bool) -> _TaskData:
     parallel) is built for the CPU. A GPU template's default config may well not fit a
     block (too much shared memory, too many threads); the computation it describes always
     runs on the CPU."""
-    from compiler import te
-
     _, args = task.instantiate(None)
     outputs = [t.op for t in args if not isinstance(t.op, te.PlaceholderOp)]
     s = te.create_schedule(outputs)
     for op in outputs:
         if isinstance(op, te.ComputeOp) and op.axis:
             s[op].parallel(s[op].fuse(*op.axis) if len(op.axis) > 1 else op.axis[0])
-    module = compiler.build(s, args, target="llvm", name="reference")
+    module = compiler.build(s, args, target=default_target(), name="reference")
     info = module.function_info(module.entry_name)
     rng = np.random.default_rng(SEED)
     buffers = _concrete_buffers(info)
@@ -213,12 +213,16 @@ def compare_outputs(got: list, expected: list, names: list) -> str | None:
 def run(request: RunRequest, on_prepared=None) -> RunReply:
     """Check and time the artifact of ``request``, first making the task's data if this
     worker has none; ``on_prepared(timeout)`` is called once the data is there."""
-    if request.artifact.kind == "ptx":
-        from compiler.runtime.cuda import unavailable_reason
-
-        why = unavailable_reason()
+    try:
+        device_type = device_type_of(request.artifact)
+    except compiler.CompilerError as exc:
+        why = f"cannot load the candidate: {exc}"
+        return RunReply.failure(ErrorKind.RUNTIME_ERROR, why, worker=worker_name())
+    if device_type != "cpu":
+        why = device_memory(device_type).unavailable_reason()
         if why is not None:
-            why = f"cannot run a CUDA candidate on {worker_name()}: no usable GPU ({why})"
+            kind = backends.for_artifact(request.artifact).kind
+            why = f"cannot run a {kind!r} candidate on {worker_name()}: no usable GPU ({why})"
             return RunReply.failure(ErrorKind.RUNTIME_ERROR, why, worker=worker_name())
     data = _data_for(request)
     if isinstance(data, RunReply):
@@ -226,7 +230,7 @@ def run(request: RunRequest, on_prepared=None) -> RunReply:
     if on_prepared is not None:
         on_prepared(request.timeout)
     start = time.perf_counter()
-    reply = _run_cuda(data, request) if request.artifact.kind == "ptx" else _run_cpu(data, request)
+    reply = _run_cpu(data, request) if device_type == "cpu" else _run_on_device(data, request, device_type)
     reply.run_time, reply.worker = time.perf_counter() - start, worker_name()
     return reply
 
@@ -274,19 +278,10 @@ def _run_cpu(data: _TaskData, request: RunRequest) -> RunReply:
     return RunReply(costs)
 
 
-def cuda_device_count() -> int:
-    """How many GPUs this process sees (0 without pycuda, a driver or a GPU)."""
-    from compiler.runtime.cuda import driver, unavailable_reason
-
-    if unavailable_reason() is not None:
-        return 0
-    return int(driver().Device.count())
-
-
-def _run_cuda(data: _TaskData, request: RunRequest) -> RunReply:
-    """:func:`run` for a ``"ptx"`` artifact, on GPU ``request.device_id``."""
+def _run_on_device(data: _TaskData, request: RunRequest, device_type: str) -> RunReply:
+    """:func:`run` for an artifact whose code runs on device ``request.device_id`` (a GPU)."""
     device_id = int(request.device_id or 0)
-    dev = compiler.cuda(device_id)
+    dev = compiler.device(device_type, device_id)
     try:
         module = load_artifact(request.artifact)
         info = module.function_info(module.entry_name)
@@ -310,7 +305,7 @@ def _run_cuda(data: _TaskData, request: RunRequest) -> RunReply:
                 return RunReply.failure(ErrorKind.WRONG_ANSWER, wrong)
         costs = _time(module, args, request, dev)
     except Exception as exc:
-        # A launch that failed (an illegal address, a trap) leaves the context unusable: ask
+        # A launch that failed (an illegal address, a trap) leaves a CUDA context unusable: ask
         # for a fresh worker.
         return RunReply.failure(ErrorKind.RUNTIME_ERROR, f"{type(exc).__name__}: {exc}", replace_worker=True)
     return RunReply(costs)
@@ -330,3 +325,19 @@ def _time(module, args: list, request: RunRequest, dev=None) -> tuple:
             time.sleep(cooldown)
         costs.extend(timer(*args).results)
     return tuple(costs)
+
+
+# ---------------------------------------------------------------------------- in a measurement worker
+
+
+def _build_call(request: dict, phase) -> dict:
+    return build(BuildRequest.from_json(request)).to_json()
+
+
+def _run_call(request: dict, phase) -> dict:
+    return run(RunRequest.from_json(request), on_prepared=lambda timeout: phase("run", timeout)).to_json()
+
+
+#: The calls a measurement worker (:mod:`measure.worker_main`) answers: a request's JSON in, the
+#: reply's JSON out.
+CALLS = {"build": _build_call, "run": _run_call}

@@ -4,11 +4,11 @@ Started by :class:`measure.pool.WorkerPool` as a fresh interpreter; it never imp
 the tuner's ``__main__``. It talks to the pool in frames over the stdin and stdout it
 was started with (see :mod:`measure.pool`), and points its own file descriptors 0
 and 1 elsewhere (``/dev/null`` and stderr), so that prints of templates or libraries
-cannot corrupt a frame. The calls it answers are :data:`CALLS`: each takes a request's
-JSON and returns a reply's JSON (:mod:`measure.protocol`).
+cannot corrupt a frame. The calls it answers are :data:`measure.worker.CALLS`: each
+takes a request's JSON and returns a reply's JSON (:mod:`measure.protocol`).
 
-:func:`serve` is the loop itself, for workers that answer other calls (the tuner's
-feature workers, :mod:`autotune.tuner.feature_worker`).
+:func:`serve` is the loop itself, for workers that answer the calls of another module (the
+tuner's feature workers, :mod:`autotune.tuner.feature_worker`).
 """
 
 from __future__ import annotations
@@ -25,23 +25,6 @@ import traceback
 from measure.pool import FrameReader, encode_frame, write_all
 
 _PARENT_CHECK_S = 1.0
-
-
-def _build(request: dict, phase) -> dict:
-    from measure.protocol import BuildRequest
-    from measure.worker import build
-
-    return build(BuildRequest.from_json(request)).to_json()
-
-
-def _run(request: dict, phase) -> dict:
-    from measure.protocol import RunRequest
-    from measure.worker import run
-
-    return run(RunRequest.from_json(request), on_prepared=lambda timeout: phase("run", timeout)).to_json()
-
-
-CALLS = {"build": _build, "run": _run}
 
 
 class _Channel:
@@ -83,15 +66,18 @@ def _detach_stdio() -> _Channel:
 
 
 def main() -> int:
-    """Serve :data:`CALLS` (see :func:`serve`), with the measurement code imported first."""
-    return serve(CALLS, "measure.worker")
+    """Serve the calls of :mod:`measure.worker` (see :func:`serve`)."""
+    return serve("measure.worker")
 
 
-def serve(calls: dict, warm_up: str) -> int:
-    """Answer ``calls`` (name -> function of a request's JSON and a phase callback, returning
-    the reply's JSON) over this process's stdin and stdout (see :mod:`measure.pool`) until
-    stdin closes or the tuner dies; the module ``warm_up`` is imported before the worker
-    says it is ready. Returns the exit status (2: no init message, 1: start-up failed)."""
+def serve(module: str) -> int:
+    """Answer the calls of ``module`` over this process's stdin and stdout (see
+    :mod:`measure.pool`) until stdin closes or the tuner dies. ``module`` is imported when the
+    tuner's init message has set the worker up (its ``sys.path``, where the tuner's templates
+    are found, and its CPUs), before the worker says it is ready (a failure there is reported
+    to the tuner); its ``CALLS`` map a call's name to a function of a request's JSON and a
+    phase callback, returning the reply's JSON. Returns the exit status (2: no init message,
+    1: start-up failed)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the tuner; it stops us
     channel = _detach_stdio()
     first = channel.receive()
@@ -104,7 +90,7 @@ def serve(calls: dict, warm_up: str) -> int:
         sys.path[:] = init["sys_path"]
         if init.get("cpus"):
             os.sched_setaffinity(0, init["cpus"])
-        importlib.import_module(warm_up)  # the project's code, once, before any call
+        calls = importlib.import_module(module).CALLS  # the project's code, once, before any call
     except BaseException:
         channel.send({"fatal": traceback.format_exc()})
         return 1

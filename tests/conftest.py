@@ -20,6 +20,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+# Every pipeline the suite runs checks the IR between passes (compiler.transform.verify); the
+# measure workers it starts inherit this.
+os.environ.setdefault("COMPILER_VERIFY_IR", "1")
+
 POSTGRES_ENV = "AUTOTUNE_TEST_POSTGRES_URL"
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 import compiler
 from compiler import te
-from compiler.codegen.cuda import lower_cuda
+from compiler.backends.cuda import lower_cuda
 from compiler.tir.gpu_interpreter import run_gpu_function
 
 PTXAS = shutil.which("ptxas")

@@ -21,7 +21,9 @@ def _path_without_ptxas() -> str:
 
 
 def _pytest(*args: str, path: str, cwd: Path = TESTS.parent) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": path, "PYTHONPATH": str(TESTS)}
+    # The repository first: tests/compiler/<subpackage> folders would otherwise stand in for
+    # the compiler's subpackages when the run starts outside the repository.
+    env = {**os.environ, "PATH": path, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)])}
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *args],
                           cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from ..tir import expr as E
 from ..tir.analysis import free_vars
 from .bound import ConstBounder
-from .canonical import LinearSum, flatten, is_index_dtype
+from .canonical import LinearSum, expr_key, flatten, is_index_dtype
 from .interval import IntervalEval
 from .rewrite import Simplifier
 
@@ -33,8 +33,8 @@ class Analyzer:
     """
 
     def __init__(self) -> None:
-        self._bounds: dict[int, tuple[E.Var, E.PrimExpr | None, E.PrimExpr | None]] = {}
-        self._visiting: set[int] = set()
+        self._bounds: dict[E.Var, tuple[E.PrimExpr | None, E.PrimExpr | None]] = {}
+        self._visiting: set[E.Var] = set()
         self._symbolic_depth = 0
         self._bounder = ConstBounder(self._var_const_bound)
         self._simplifier = Simplifier(self)
@@ -54,24 +54,24 @@ class Analyzer:
             lo, hi = bounds
             lo = None if lo is None else _as_dtype(lo, var.dtype)
             hi = None if hi is None else _as_dtype(hi, var.dtype)
-        self._bounds[id(var)] = (var, lo, hi)
+        self._bounds[var] = (lo, hi)
 
     def unbind(self, var: E.Var) -> None:
         """Forget what is known about ``var``."""
-        self._bounds.pop(id(var), None)
+        self._bounds.pop(var, None)
 
     @contextlib.contextmanager
     def bound(self, var: E.Var, bounds) -> Iterator[None]:
         """``bind`` for the duration of a ``with`` block, restoring what was known before."""
-        old = self._bounds.get(id(var))
+        old = self._bounds.get(var)
         self.bind(var, bounds)
         try:
             yield
         finally:
             if old is None:
-                self._bounds.pop(id(var), None)
+                self._bounds.pop(var, None)
             else:
-                self._bounds[id(var)] = old
+                self._bounds[var] = old
 
     @contextlib.contextmanager
     def constraint(self, cond: E.PrimExpr) -> Iterator[None]:
@@ -115,13 +115,13 @@ class Analyzer:
                 lo = rest_e
             else:
                 lo = hi = rest_e
-            _, old_lo, old_hi = self._bounds.get(id(atom), (atom, None, None))
+            old_lo, old_hi = self._bounds.get(atom, (None, None))
             if lo is not None and old_lo is not None:
                 lo = E.Max(old_lo, lo, lo.dtype)
             if hi is not None and old_hi is not None:
                 hi = E.Min(old_hi, hi, hi.dtype)
-            self._bounds[id(atom)] = (atom, self.simplify(lo) if lo is not None else old_lo,
-                                      self.simplify(hi) if hi is not None else old_hi)
+            self._bounds[atom] = (self.simplify(lo) if lo is not None else old_lo,
+                                  self.simplify(hi) if hi is not None else old_hi)
             return
 
     # -- questions ---------------------------------------------------------------------
@@ -148,8 +148,6 @@ class Analyzer:
             s = self._simplifier
             diff = s.merge_divmod(s.to_sum(a) - s.to_sum(b))
             return diff.is_const and diff.const == 0
-        from .canonical import expr_key
-
         return expr_key(self.simplify(a)) == expr_key(self.simplify(b))
 
     def const_int_bound(self, expr) -> tuple[int | None, int | None]:
@@ -171,10 +169,10 @@ class Analyzer:
         return self.const_int_bound(expr)[1]
 
     def interval(self, expr, relax: dict) -> tuple[E.PrimExpr | None, E.PrimExpr | None]:
-        """Closed interval ``(lo, hi)`` of ``expr`` when each variable ``v`` with
-        ``id(v)`` in ``relax`` ranges over ``relax[id(v)] = (lo, hi)`` (inclusive,
-        expressions that may mention other relaxed variables) and every other
-        variable is a fixed unknown point. None marks an unbounded side."""
+        """Closed interval ``(lo, hi)`` of ``expr`` when each variable ``v`` in ``relax``
+        ranges over ``relax[v] = (lo, hi)`` (inclusive, expressions that may mention other
+        relaxed variables) and every other variable is a fixed unknown point. None marks an
+        unbounded side."""
         e = self.simplify(expr)
         if not relax:
             return e, e
@@ -185,11 +183,11 @@ class Analyzer:
     # -- internals used by the simplifier ----------------------------------------------
 
     def _var_const_bound(self, var: E.Var) -> tuple[int | None, int | None] | None:
-        entry = self._bounds.get(id(var))
-        if entry is None or id(var) in self._visiting:
+        entry = self._bounds.get(var)
+        if entry is None or var in self._visiting:
             return None
-        _, lo_e, hi_e = entry
-        self._visiting.add(id(var))
+        lo_e, hi_e = entry
+        self._visiting.add(var)
         try:
             lo = None if lo_e is None else _const_or_none(lo_e)
             hi = None if hi_e is None else _const_or_none(hi_e)
@@ -200,7 +198,7 @@ class Analyzer:
                 b = self._bounder.bound(hi_e)[1]
                 hi = None if math.isinf(b) else b
         finally:
-            self._visiting.discard(id(var))
+            self._visiting.discard(var)
         return lo, hi
 
     def _sum_bound(self, s: LinearSum) -> tuple:
@@ -209,13 +207,13 @@ class Analyzer:
     def _symbolic_relax(self, e: E.PrimExpr) -> dict:
         relax = {}
         for v in free_vars(e):
-            entry = self._bounds.get(id(v))
+            entry = self._bounds.get(v)
             if entry is None:
                 continue
-            _, lo, hi = entry
+            lo, hi = entry
             if (lo is not None and not isinstance(lo, E.IntImm)) or \
                     (hi is not None and not isinstance(hi, E.IntImm)):
-                relax[id(v)] = (lo, hi)
+                relax[v] = (lo, hi)
         return relax
 
     def _symbolic_side(self, s: LinearSum, upper: bool) -> float | int | None:

@@ -66,7 +66,7 @@ class ConstBounder(Functor):
 
     def __init__(self, var_bound: Callable[[E.Var], tuple | None]):
         self.var_bound = var_bound
-        self._lets: dict[int, Bound] = {}
+        self._lets: dict[E.Var, Bound] = {}
 
     def bound(self, e: E.PrimExpr) -> Bound:
         if isinstance(e, E.IntImm):
@@ -120,8 +120,8 @@ class ConstBounder(Functor):
     # -- per node kind -------------------------------------------------------------------
 
     def visit_Var(self, e: E.Var) -> Bound:
-        if id(e) in self._lets:
-            return self._lets[id(e)]
+        if e in self._lets:
+            return self._lets[e]
         b = self.var_bound(e)
         if b is None:
             return dtype_bound(e.dtype)
@@ -202,11 +202,11 @@ class ConstBounder(Functor):
         return target
 
     def visit_Let(self, e: E.Let) -> Bound:
-        self._lets[id(e.var)] = self.bound(e.value)
+        self._lets[e.var] = self.bound(e.value)
         try:
             return self.bound(e.body)
         finally:
-            del self._lets[id(e.var)]
+            del self._lets[e.var]
 
     def _logical(self, e) -> Bound:
         return 0, 1

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from .. import dtypes
 from ..tir import expr as E
+from ..tir.evaluate import wrap_int
 from ..tir.functor import Functor, child_fields
-from .evaluate import wrap_int
 
 __all__ = ["LinearSum", "expr_key", "flatten", "is_index_dtype"]
 

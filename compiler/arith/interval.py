@@ -43,16 +43,15 @@ def _hi_max(a, b):
 
 
 class IntervalEval(Functor):
-    """Computes intervals of simplified expressions; ``relax`` maps ``id(var) -> (lo, hi)``."""
+    """Computes intervals of simplified expressions; ``relax`` maps ``var -> (lo, hi)``."""
 
     def __init__(self, analyzer: Analyzer, relax: dict):
         self.an = analyzer
-        self.relax = {k: v for k, v in relax.items()}
-        self.ids = set(self.relax)
-        self._active: set[int] = set()  # relaxed variables being expanded (cycle protection)
+        self.relax = dict(relax)
+        self._active: set[E.Var] = set()  # relaxed variables being expanded (cycle protection)
 
     def get(self, e: E.PrimExpr) -> Interval:
-        if not uses_var(e, self.ids):
+        if not uses_var(e, self.relax):
             return e, e
         if not is_index_dtype(e.dtype):
             return self._fallback(e)
@@ -62,15 +61,15 @@ class IntervalEval(Functor):
         return self._fallback(e)
 
     def visit_Var(self, e: E.Var) -> Interval:
-        if id(e) in self._active:
+        if e in self._active:
             return None, None
-        lo_b, hi_b = self.relax[id(e)]
-        self._active.add(id(e))
+        lo_b, hi_b = self.relax[e]
+        self._active.add(e)
         try:
             lo = None if lo_b is None else self.get(E.convert(lo_b))[0]
             hi = None if hi_b is None else self.get(E.convert(hi_b))[1]
         finally:
-            self._active.discard(id(e))
+            self._active.discard(e)
         return lo, hi
 
     def visit_Add(self, e) -> Interval:
@@ -148,7 +147,7 @@ class IntervalEval(Functor):
         """Constant bounds, with every relaxed variable at its constant bounds."""
 
         def var_bound(v: E.Var):
-            if id(v) in self.ids:
+            if v in self.relax:
                 lo, hi = self.visit_Var(v)
                 return (None if lo is None else self.an.const_int_bound(lo)[0],
                         None if hi is None else self.an.const_int_bound(hi)[1])

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 from .. import dtypes
 from ..tir import expr as E
 from ..tir.analysis import substitute
+from ..tir.evaluate import binary_value, cast_value
 from ..tir.functor import Functor, IRMutator
 from .canonical import LinearSum, bool_const, expr_key, flatten, int_const, is_index_dtype
-from .evaluate import binary_value, cast_value
 
 if TYPE_CHECKING:
     from .analyzer import Analyzer

@@ -8,10 +8,14 @@ one exists, libm otherwise (one call per lane of a vector).
 
 from __future__ import annotations
 
+import ctypes
+
+import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ..errors import CodegenError
-from .llvm_types import splat_constant, type_suffix
+from ..tir import expr as E
+from .llvm_types import scalar_type, splat_constant, split_dtype, type_suffix
 from .vector_math import VECTOR_MATH_OPS, VectorMath, supports
 
 __all__ = ["MathEmitter", "FLOAT_OPS", "CALL_OPS", "emit_call_extern", "extern_name", "per_lane"]
@@ -95,8 +99,6 @@ def _as_float(t: ir.Type) -> ir.Type:
 def extern_name(e) -> str:
     """The function name of a ``call_extern``/``call_pure_extern`` call (its first argument,
     a StringImm, broadcast if the call was vectorised)."""
-    from ..tir import expr as E
-
     name = e.args[0]
     while isinstance(name, E.Broadcast):
         name = name.value
@@ -122,10 +124,6 @@ def per_lane(b: ir.IRBuilder, values: list[ir.Value], ret: ir.Type, scalar_call)
 def _check_host_symbol(name: str, triple: str) -> None:
     """Refuse a call of a function this process does not have when compiling for this machine:
     the JIT would turn it into a jump to address 0."""
-    import ctypes
-
-    import llvmlite.binding as llvm
-
     if triple and triple != llvm.get_process_triple():
         return  # code for another machine: its symbols are resolved there
     if hasattr(ctypes.CDLL(None), name) or llvm.address_of_symbol(name):
@@ -145,8 +143,6 @@ def emit_call_extern(gen, e, name: str | None = None) -> ir.Value:
     machine, the function must be loaded in the process. Vector arguments are called lane
     by lane, since C functions take scalars.
     """
-    from .llvm_types import scalar_type, split_dtype
-
     if name is None:
         _check_host_symbol(extern_name(e), gen.module.triple)
     values = [gen.expr(a) for a in e.args[1:]]

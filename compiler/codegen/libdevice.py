@@ -22,6 +22,8 @@ import glob
 import os
 from pathlib import Path
 
+import llvmlite.binding as llvm
+
 from ..errors import CodegenError
 
 __all__ = ["ENV_VAR", "FAST_MATH", "find_libdevice", "libdevice_name", "libdevice_functions",
@@ -67,8 +69,6 @@ def _function_types(path: Path) -> dict[str, str]:
 
 
 def _parse(path: Path):
-    import llvmlite.binding as llvm
-
     try:
         return llvm.parse_bitcode(_bitcode(path))
     except RuntimeError as err:
@@ -107,8 +107,6 @@ def link_libdevice(module, kernels: list[str]) -> None:
         if known[name] != ftype:
             raise CodegenError(f"CUDA device function {name!r} has type {known[name]}, but the kernel "
                                f"calls it as {ftype}; give call_extern the dtype and arguments it takes")
-    import llvmlite.binding as llvm
-
     lib = _parse(path)
     lib.triple, lib.data_layout = module.triple, module.data_layout
     module.link_in(lib)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from llvmlite import ir
 
-from .. import dtypes, passes
+from .. import dtypes
 from ..errors import CodegenError
 from ..runtime.module import ALLOC_FAILED_SYMBOL
 from ..runtime.threads import SETTER_SYMBOL as SET_NUM_THREADS
@@ -47,7 +47,7 @@ from ..tir.op import EXTERN_OPS
 from ..tir.packed import CALL_PACKED
 from . import loop_metadata
 from .intrinsics import CALL_OPS, MathEmitter, emit_call_extern, extern_name
-from .llvm_jit import defined_functions, imported_llvm, link_imports
+from .llvm_imports import defined_functions, imported_llvm, link_imports
 from .llvm_packed import emit_call_packed
 from .llvm_parallel import ParallelLoops, pointer_attrs
 from .llvm_transpose import TRANSPOSE, emit_transpose
@@ -59,6 +59,7 @@ from .llvm_types import (
     I64,
     VOID,
     constant,
+    double_to_half,
     lanes_of,
     memory_type,
     scalar_type,
@@ -95,13 +96,13 @@ def argument_align(buf: Buffer) -> int:
 
 
 def generate_llvm_ir(mod: IRModule, triple: str = "", data_layout: str = "", fast_math: bool = False) -> str:
-    """The LLVM IR text (unoptimised) of every function in ``mod``, after the passes of
-    :data:`compiler.passes.LLVM_CODEGEN` (intrinsics lowered by the ``llvm`` rules)."""
+    """The LLVM IR text (unoptimised) of every function in ``mod``, which the LLVM backend's
+    pipeline has prepared (:mod:`compiler.backends.llvm`: intrinsics lowered by the ``llvm`` rules)."""
     cg = CodeGenLLVM(triple, data_layout, fast_math)
     imports = [code for _, func in mod.items() for code in imported_llvm(func.body)]  # Stage.pragma
     cg.imported_symbols = defined_functions(imports)
     for _, func in mod.items():
-        cg.add_function(passes.run_passes(func, passes.LLVM_CODEGEN))
+        cg.add_function(func)
     return link_imports(cg.finish(), imports)
 
 
@@ -113,7 +114,7 @@ class _FunctionScope:
     builder: ir.IRBuilder
     allocas: ir.IRBuilder  # appends to the entry block, which holds only allocas
     body_start: ir.Block
-    vars: dict = field(default_factory=dict)  # id(Var) -> ir.Value
+    vars: dict = field(default_factory=dict)  # Var -> ir.Value
     in_parallel: bool = False
     heap_blocks: list = field(default_factory=list)  # the heap blocks live where code is emitted
     allocates: bool = False  # whether the function allocates on the heap (and so may fail)
@@ -179,13 +180,13 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
         for var, arg in zip(scalars, kernel.args[len(buffers):], strict=True):
             arg.name = var.name
         bindings = [b.data for b in buffers] + scalars
-        with self._function(kernel, dict(zip(map(id, bindings), kernel.args, strict=True))):
+        with self._function(kernel, dict(zip(bindings, kernel.args, strict=True))):
             self.emit(func.body)
         self._emit_wrapper(func.name, kernel, buffers, scalars)
 
     def _check_free_vars(self, func: PrimFunc, buffers: list[Buffer], scalars: list[E.Var]) -> None:
-        known = {id(b.data) for b in buffers} | {id(v) for v in scalars}
-        unknown = [v.name for v in free_vars(func.body) if id(v) not in known]
+        known = {b.data for b in buffers} | set(scalars)
+        unknown = [v.name for v in free_vars(func.body) if v not in known]
         if unknown:
             raise CodegenError(f"function {func.name!r} uses variable(s) {', '.join(unknown)} that are "
                                "neither parameters nor bound inside it")
@@ -228,7 +229,7 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
 
     def _lookup(self, var: E.Var) -> ir.Value:
         try:
-            return self._scope.vars[id(var)]
+            return self._scope.vars[var]
         except KeyError:
             raise CodegenError(f"in {self._func_name!r}: variable {var.name!r} is used outside the scope "
                                "that defines it") from None
@@ -237,15 +238,15 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
     def _bind(self, var: E.Var, value: ir.Value):
         vars_ = self._scope.vars
         missing = object()
-        old = vars_.get(id(var), missing)
-        vars_[id(var)] = value
+        old = vars_.get(var, missing)
+        vars_[var] = value
         try:
             yield
         finally:
             if old is missing:
-                del vars_[id(var)]
+                del vars_[var]
             else:
-                vars_[id(var)] = old
+                vars_[var] = old
 
     def _buffer_ptr(self, buf: Buffer) -> ir.Value:
         ptr = self._lookup(buf.data)
@@ -730,32 +731,6 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
 
 
 # ====================================================================== module-level helpers
-
-
-def double_to_half(b: ir.IRBuilder, v: ir.Value, t: ir.Type) -> ir.Value:
-    """``fptrunc`` from double to half (scalar or vector), rounded correctly, without a libcall.
-
-    x86 has no double-to-half instruction before AVX512-FP16, and LLVM calls
-    ``__truncdfhf2`` for it, which the JIT cannot resolve: the call jumps to address 0.
-    So: round to float *to odd* (truncate, then set the last bit if inexact), then to half
-    in hardware; rounding to odd first makes the second rounding the only one.
-    """
-    lanes = lanes_of(v)
-
-    def vec(scalar: ir.Type) -> ir.Type:
-        return ir.VectorType(scalar, lanes) if lanes > 1 else scalar
-
-    f32, i32, i64 = vec(ir.FloatType()), vec(I32), vec(I64)
-    f = b.fptrunc(v, f32)  # to nearest: may be the float above the exact value in magnitude
-    back = b.fpext(f, v.type)
-    exact = b.fcmp_ordered("==", back, v)  # false for NaN, which stays NaN below
-    magnitude = splat_constant(i64, 2**63 - 1)
-    above = b.icmp_unsigned(">", b.and_(b.bitcast(back, i64), magnitude),
-                            b.and_(b.bitcast(v, i64), magnitude))
-    bits = b.bitcast(f, i32)
-    toward_zero = b.select(above, b.sub(bits, splat_constant(i32, 1)), bits)
-    odd = b.or_(toward_zero, splat_constant(i32, 1))
-    return b.fptrunc(b.bitcast(b.select(exact, bits, odd), f32), t)
 
 
 

@@ -56,7 +56,7 @@ class ParallelLoops:
         self._outlined += 1
         prefix = f"{self._func_name}__parallel{self._outlined}"
         body_fn, body_allocates = self._parallel_body(prefix, s, free, values)
-        aligns = [self._aligned.get(id(v)) for v in free]
+        aligns = [self._aligned.get(v) for v in free]
         worker = self._parallel_worker(prefix, body_fn, [v.type for v in values], aligns)
 
         closure_t = ir.LiteralStructType([I64, I64, *(v.type for v in values)])
@@ -78,12 +78,12 @@ class ParallelLoops:
                          f"{prefix}_body")
         fn.linkage = "internal"
         fn.args[0].name, fn.args[1].name = "lo", "hi"
-        distinct = len({id(v) for v in values}) == len(values)
+        distinct = len({id(v) for v in values}) == len(values)  # LLVM values: the same one twice?
         for var, arg in zip(free, fn.args[2:], strict=True):
             arg.name = var.name
             if isinstance(arg.type, ir.PointerType) and distinct:
                 pointer_attrs(arg, None)
-        with self._function(fn, {id(v): a for v, a in zip(free, fn.args[2:], strict=True)},
+        with self._function(fn, dict(zip(free, fn.args[2:], strict=True)),
                             in_parallel=True) as scope:
             self._loop(s.loop_var, fn.args[0], fn.args[1], lambda: self.emit(s.body))
         return fn, scope.allocates

@@ -41,6 +41,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ..runtime.timer import BATCH_NS, TIMER_SYMBOL
+from .llvm_machine import create_target_machine, parse
 from .llvm_types import I8, I8PTR, I32, I64, VOID
 
 __all__ = ["timer_ir", "address", "object_code", "TIMER_SYMBOL"]
@@ -176,8 +177,6 @@ def timer_ir(triple: str, data_layout: str = "") -> str:
 
 
 def _compiled(tm):
-    from .llvm_jit import parse
-
     module = parse(timer_ir(tm.triple, str(tm.target_data)))
     module.triple = tm.triple
     return module
@@ -185,10 +184,7 @@ def _compiled(tm):
 
 @functools.lru_cache(maxsize=1)
 def _engine():
-    from ..target import Target
-    from .llvm_jit import create_target_machine
-
-    tm = create_target_machine(Target("llvm"))
+    tm = create_target_machine(None)  # this machine
     engine = llvm.create_mcjit_compiler(_compiled(tm), tm)
     engine.finalize_object()
     return engine
@@ -201,7 +197,5 @@ def address() -> int:
 
 def object_code(target) -> bytes:
     """Position-independent object code of the timing function, to link into a shared library."""
-    from .llvm_jit import create_target_machine
-
     tm = create_target_machine(target, reloc="pic", codemodel="default")
     return tm.emit_object(_compiled(tm))

@@ -15,8 +15,8 @@ most :data:`MAX_TILE`. The code generator emits it inline, as no C library has i
 A scalar copy does a load and a store per element, a vectorized one a gather lane per element;
 this does ``(rows + cols) / (rows * cols)`` memory operations and ``log2(n) / n`` shuffles per
 element (for 16 x 16 floats: 32 vector memory operations and 64 shuffles for 256 elements).
-:func:`transpose_call` makes the call; ``compiler.te.transpose_intrin`` declares it for
-``tensorize``.
+:func:`transpose_call` makes the call and ``compiler.te.transpose_intrin`` declares it for
+``tensorize`` (both in :mod:`compiler.te.tensor_intrin`).
 """
 
 from __future__ import annotations
@@ -25,24 +25,16 @@ from llvmlite import ir
 
 from .. import dtypes
 from ..errors import CodegenError
+from ..te.tensor_intrin import MAX_TILE, TRANSPOSE, transpose_call
 from ..tir import expr as E
 from ..tir.buffer import ACCESS_PTR
 from .llvm_types import memory_type, shuffle_mask
 
+# The call and its limits are declared with the intrinsic, in compiler.te (which must not
+# import the code generators); they stay importable from here.
 __all__ = ["TRANSPOSE", "MAX_TILE", "transpose_call", "emit_transpose"]
 
-TRANSPOSE = "autotune_transpose"
-MAX_TILE = 64
 _I32, _I64 = ir.IntType(32), ir.IntType(64)
-
-
-def transpose_call(dst, dst_stride, src, src_stride, rows: int, cols: int) -> E.Call:
-    """The call that copies the ``rows x cols`` tile at ``src`` transposed to ``dst`` (both
-    ``access_ptr`` of buffers of one dtype; strides in elements, between rows)."""
-    from ..tir import call_extern, const
-
-    return call_extern("int32", TRANSPOSE, dst, dst_stride, src, src_stride, const(rows, "int32"),
-                       const(cols, "int32"))
 
 
 def _const(e, what: str) -> int:

@@ -13,7 +13,8 @@ from .. import dtypes
 from ..errors import CodegenError
 
 __all__ = ["split_dtype", "scalar_type", "memory_type", "value_type", "constant", "lanes_of",
-           "splat_constant", "type_suffix", "shuffle_mask", "I1", "I8", "I32", "I64", "VOID", "I8PTR"]
+           "splat_constant", "type_suffix", "shuffle_mask", "double_to_half", "I1", "I8", "I32", "I64",
+           "VOID", "I8PTR"]
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -103,3 +104,29 @@ def shuffle_mask(lanes) -> ir.Constant:
     """The constant ``<n x i32>`` of ``lanes``: a ``shufflevector``'s mask."""
     lanes = list(lanes)
     return ir.Constant(ir.VectorType(I32, len(lanes)), lanes)
+
+
+def double_to_half(b: ir.IRBuilder, v: ir.Value, t: ir.Type) -> ir.Value:
+    """``fptrunc`` from double to half (scalar or vector), rounded correctly, without a libcall.
+
+    x86 has no double-to-half instruction before AVX512-FP16, and LLVM calls
+    ``__truncdfhf2`` for it, which the JIT cannot resolve: the call jumps to address 0.
+    So: round to float *to odd* (truncate, then set the last bit if inexact), then to half
+    in hardware; rounding to odd first makes the second rounding the only one.
+    """
+    lanes = lanes_of(v)
+
+    def vec(scalar: ir.Type) -> ir.Type:
+        return ir.VectorType(scalar, lanes) if lanes > 1 else scalar
+
+    f32, i32, i64 = vec(ir.FloatType()), vec(I32), vec(I64)
+    f = b.fptrunc(v, f32)  # to nearest: may be the float above the exact value in magnitude
+    back = b.fpext(f, v.type)
+    exact = b.fcmp_ordered("==", back, v)  # false for NaN, which stays NaN below
+    magnitude = splat_constant(i64, 2**63 - 1)
+    above = b.icmp_unsigned(">", b.and_(b.bitcast(back, i64), magnitude),
+                            b.and_(b.bitcast(v, i64), magnitude))
+    bits = b.bitcast(f, i32)
+    toward_zero = b.select(above, b.sub(bits, splat_constant(i32, 1)), bits)
+    odd = b.or_(toward_zero, splat_constant(i32, 1))
+    return b.fptrunc(b.bitcast(b.select(exact, bits, odd), f32), t)

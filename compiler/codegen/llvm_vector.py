@@ -84,17 +84,17 @@ class VectorMemory:
     ``_declare`` and ``module``.
     """
 
-    _aligned: dict  # id(buffer data Var) -> bytes its pointer is known to be aligned to
+    _aligned: dict  # buffer data Var -> bytes its pointer is known to be aligned to
 
     # -------------------------------------------------------------- alignment facts
 
     def _note_aligned(self, data: E.Var, align: int) -> None:
-        self._aligned[id(data)] = min(align, ALIGNED_BYTES)
+        self._aligned[data] = min(align, ALIGNED_BYTES)
 
     def _access_align(self, buf: Buffer, offset: E.PrimExpr) -> int:
         """Alignment in bytes of the element at ``offset`` of ``buf``."""
         esize = _elem_bytes(buf)
-        known = self._aligned.get(id(buf.data), esize)
+        known = self._aligned.get(buf.data, esize)
         return max(esize, min(known, pow2_factor(offset) * esize))
 
     def _mark_aligned_load(self, load: ir.Instruction, align: int) -> None:

@@ -31,10 +31,12 @@ import functools
 import logging
 import math
 
+import llvmlite.binding as llvm
 from llvmlite import ir
 
 from .. import dtypes
 from ..errors import CodegenError
+from ..runtime.cuda import attached_arch
 from ..target import Target
 from ..tir import expr as E
 from ..tir import stmt as S
@@ -75,8 +77,6 @@ def _ptx_version(arch: str) -> int:
 @functools.lru_cache(maxsize=8)
 def nvptx_target_machine(arch: str):
     """An LLVM target machine for ``nvptx64`` and ``arch`` (``sm_80``)."""
-    import llvmlite.binding as llvm
-
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
     target = llvm.Target.from_triple(TRIPLE)
@@ -87,8 +87,6 @@ def resolve_arch(target: Target) -> str:
     """The ``sm_XX`` to compile for: the target's ``-arch``, else the attached GPU's, else sm_80."""
     if target.arch:
         return target.arch
-    from ..runtime.cuda import attached_arch
-
     arch = attached_arch()
     if arch is None:
         logger.info("no GPU found to take the architecture from; compiling for %s (give -arch=sm_XX)",
@@ -103,7 +101,7 @@ class CodeGenNVPTX(CodeGenLLVM):
     def __init__(self, data_layout: str = "", fast_math: bool = False):
         super().__init__(TRIPLE, data_layout, fast_math)
         self._shared_count = 0
-        self._readonly: set[int] = set()  # data Vars of the buffers a kernel only reads
+        self._readonly: set = set()  # data Vars of the buffers a kernel only reads
 
     def _define_thread_count(self):
         return None  # no OpenMP on the device
@@ -123,8 +121,8 @@ class CodeGenNVPTX(CodeGenLLVM):
         for buf, arg in zip(buffers, fn.args[:len(buffers)], strict=True):
             arg.name = buf.name
             pointer_attrs(arg, ALIGNED_BYTES)
-            if id(buf.data) not in written:
-                self._readonly.add(id(buf.data))
+            if buf.data not in written:
+                self._readonly.add(buf.data)
             self._note_aligned(buf.data, ALIGNED_BYTES)
         for var, arg in zip(scalars, fn.args[len(buffers):], strict=True):
             arg.name = var.name
@@ -132,7 +130,7 @@ class CodeGenNVPTX(CodeGenLLVM):
         if block:
             self._max_threads(fn, block)
         bindings = [b.data for b in buffers] + scalars
-        with self._function(fn, dict(zip(map(id, bindings), fn.args, strict=True))):
+        with self._function(fn, dict(zip(bindings, fn.args, strict=True))):
             self.emit(func.body)
 
     def _check_free_vars(self, func: PrimFunc, buffers: list, scalars: list) -> None:
@@ -203,7 +201,7 @@ class CodeGenNVPTX(CodeGenLLVM):
 
     def visit_BufferLoad(self, e: E.BufferLoad) -> ir.Value:
         value = super().visit_BufferLoad(e)
-        if id(e.buffer.data) in self._readonly and isinstance(value, ir.LoadInstr):
+        if e.buffer.data in self._readonly and isinstance(value, ir.LoadInstr):
             # Nothing writes the buffer during the kernel: loads go through the read-only cache.
             value.set_metadata("invariant.load", self.module.add_metadata([]))
         return value
@@ -283,8 +281,6 @@ class CodeGenNVPTX(CodeGenLLVM):
 
 def generate_ptx(funcs: list[PrimFunc], arch: str, fast_math: bool = False) -> tuple[str, str]:
     """``(llvm_ir, ptx)`` of the device functions ``funcs`` for ``arch``."""
-    import llvmlite.binding as llvm
-
     tm = nvptx_target_machine(arch)
     cg = CodeGenNVPTX(str(tm.target_data), fast_math)
     for f in funcs:

@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import dtypes
+from ..dtypes import INT32_INDEX_LIMIT
 from ..errors import CompilerError, RuntimeArgumentError
-from ..tir.function import ArgSpec, Signature
-from ..tir.indexing import INT32_INDEX_LIMIT
 from .ndarray import ALIGNMENT, NDArray, aligned_empty
+from .signature import ArgSpec, Signature
 
-__all__ = ["FunctionInfo", "ArgumentPacker", "PackedArgs"]
+__all__ = ["FunctionInfo", "ArgumentPacker", "PackedArgs", "evaluate_size_text", "UnsupportedSize"]
 
 
 @dataclass
@@ -201,8 +201,8 @@ class ArgumentPacker:
 
     def _check_derived(self, i: int, what: str, text: str, actual: int, bound: dict) -> None:
         try:
-            want = _evaluate(text, {k: v for k, (v, _) in bound.items()})
-        except _Unsupported:
+            want = evaluate_size_text(text, {k: v for k, (v, _) in bound.items()})
+        except UnsupportedSize:
             return  # an expression we cannot evaluate here is checked by nobody; the kernel trusts it
         except KeyError as e:
             raise self._err(i, f"{what} is {text}, but {e.args[0]} is not bound by any argument") from None
@@ -355,20 +355,20 @@ def _to_slot(value, dtype: str) -> int:
     return value
 
 
-class _Unsupported(Exception):
-    pass
+class UnsupportedSize(Exception):
+    """A size expression :func:`evaluate_size_text` cannot evaluate (its text is the message)."""
 
 
 _OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
         ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b}
 
 
-def _evaluate(text: str, env: dict) -> int:
+def evaluate_size_text(text: str, env: dict) -> int:
     """Evaluate a size expression printed by the IR printer (``+ - * // %``, names, ints)."""
     try:
         tree = ast.parse(_INT_SUFFIX.sub(r"\1", text), mode="eval")
     except SyntaxError:
-        raise _Unsupported(text) from None
+        raise UnsupportedSize(text) from None
 
     def ev(node):
         if isinstance(node, ast.Constant) and isinstance(node.value, int):
@@ -386,12 +386,12 @@ def _evaluate(text: str, env: dict) -> int:
             value = ev(node.args[0])
             info = np.iinfo(node.func.id)
             return (value - info.min) % (info.max - info.min + 1) + info.min
-        raise _Unsupported(text)
+        raise UnsupportedSize(text)
 
     try:
         return ev(tree.body)
     except ZeroDivisionError:
-        raise _Unsupported(text) from None
+        raise UnsupportedSize(text) from None
 
 
 @functools.cache

@@ -29,16 +29,19 @@ import contextlib
 import json
 import re
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import CompilerError, RuntimeArgumentError
-from .arguments import ArgumentPacker, FunctionInfo, _evaluate, _Unsupported
-from .device import Device, require_pycuda
+from .arguments import ArgumentPacker, FunctionInfo, UnsupportedSize, evaluate_size_text
+from .device import Device, DeviceMemory, require_pycuda
+from .ndarray import NDArray
 from .timer import BenchmarkResult
 
-__all__ = ["CUDAModule", "CUDADeviceModule", "CUDAFunction", "DeviceStorage", "load_artifact",
-           "activate", "synchronize", "attached_arch", "unavailable_reason", "program_steps",
+__all__ = ["CUDAModule", "CUDADeviceModule", "CUDAFunction", "DeviceStorage", "DeviceLimits", "MEMORY",
+           "load_artifact",
+           "activate", "synchronize", "device_count", "attached_arch", "unavailable_reason", "program_steps",
            "ARTIFACT_VERSION"]
 
 ARTIFACT_VERSION = 1
@@ -123,10 +126,16 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def device_limits(device_id: int = 0):
-    """The block limits of GPU ``device_id`` (the defaults without one)."""
-    from ..transform.split_host_device import DeviceLimits
+@dataclass(frozen=True)
+class DeviceLimits:
+    """What one block may use: threads, and bytes of static shared memory."""
 
+    max_threads_per_block: int = 1024
+    max_shared_memory_per_block: int = 48 * 1024
+
+
+def device_limits(device_id: int = 0) -> DeviceLimits:
+    """The block limits of GPU ``device_id`` (the defaults without one)."""
     try:
         drv = driver()
         dev = drv.Device(device_id)
@@ -198,6 +207,23 @@ def array_storage(host: np.ndarray, device: Device) -> DeviceStorage:
     st = DeviceStorage(host.shape, host.dtype, device.device_id)
     st.upload(host)
     return st
+
+
+def _check_pycuda() -> None:
+    require_pycuda()
+
+
+def device_count() -> int:
+    """How many GPUs this process sees (0 without pycuda, a driver or a GPU)."""
+    if unavailable_reason() is not None:
+        return 0
+    return int(driver().Device.count())
+
+
+#: How arrays live on a CUDA GPU, for the device type the CUDA backend registers.
+MEMORY = DeviceMemory(from_host=array_storage, empty=empty_storage, upload=DeviceStorage.upload,
+                      check_available=_check_pycuda, synchronize=synchronize,
+                      unavailable_reason=unavailable_reason, device_count=device_count)
 
 
 # ---------------------------------------------------------------------------- modules
@@ -368,8 +394,6 @@ class _CudaChecker(ArgumentPacker):
     """The CPU argument checks, for arrays on a GPU as well as numpy arrays."""
 
     def _check_buffer(self, i, spec, value, bound, deferred):
-        from .ndarray import NDArray
-
         if isinstance(value, NDArray) and value.device.device_type == "cuda":
             st = value._data
             if st.dtype != self._np_dtype[i]:
@@ -406,8 +430,8 @@ class _CudaChecker(ArgumentPacker):
 def evaluate_size(text: str, env: dict) -> int:
     """A launch dimension or workspace size (printed expression) for the bound scalars ``env``."""
     try:
-        return int(_evaluate(_CAST.sub("(", str(text)), env))
-    except _Unsupported:
+        return int(evaluate_size_text(_CAST.sub("(", str(text)), env))
+    except UnsupportedSize:
         raise CompilerError(f"cannot evaluate the launch size {text!r}") from None
     except KeyError as e:
         raise RuntimeArgumentError(f"the launch size {text!r} needs {e.args[0]}, "
@@ -489,8 +513,6 @@ class CUDAFunction:
         return self.info.name
 
     def prepare(self, args: tuple, device_id: int | None = None) -> _Prepared:
-        from .ndarray import NDArray
-
         arrays, bound = self._checker.check(args)
         env = {name: value for name, (value, _) in bound.items()}
         devices = {a.device.device_id for a in arrays.values() if isinstance(a, NDArray)}
@@ -503,8 +525,6 @@ class CUDAFunction:
             return self._prepare(arrays, env, device_id)
 
     def _prepare(self, arrays: dict, env: dict, device_id: int) -> _Prepared:
-        from .ndarray import NDArray
-
         storages: dict = {}
         copy_back: list = []
         for i, a in arrays.items():

@@ -1,16 +1,17 @@
 """Runtime modules: compiled functions you can call, time, inspect and export.
 
 A :class:`Module` is backend-neutral. What it needs from the code that produced
-it (an LLVM JIT, a loaded shared library) is a small backend object:
+it (an LLVM JIT, a loaded shared library, a C compiler's library) is a small code object:
 
-* ``type_key`` -- "llvm" for CPU code;
+* ``type_key`` -- the kind of code ("llvm" for LLVM-compiled CPU code);
 * ``address(name) -> int`` -- the address of an exported ``void name(void **, int64_t *)``,
   of the thread-count setter (:data:`threads.SETTER_SYMBOL`), of the setter of the
   callback that ``call_packed`` reaches Python through (:data:`packed.SETTER_SYMBOL`), of
   the native timing loop (:data:`timer.TIMER_SYMBOL`) or of the reader of the allocation
   failure flag (:data:`ALLOC_FAILED_SYMBOL`), 0 when absent;
 * ``source(fmt) -> str`` -- the code as text (``"ll"``, ``"asm"``);
-* ``export(path, metadata_json)`` -- write a shared library.
+* ``export(path, metadata_json)`` -- write a shared library;
+* optionally ``save_object(path, metadata_json)`` -- write an object file (``Module.save``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from .device import Device
 from .threads import SETTER_SYMBOL, ThreadCountSetter
 from .timer import TIMER_SYMBOL, BenchmarkResult, NativeTimer, time_calls
 
-__all__ = ["Module", "Function", "Backend", "METADATA_VERSION", "ALLOC_FAILED_SYMBOL"]
+__all__ = ["Module", "Function", "ModuleCode", "METADATA_VERSION", "ALLOC_FAILED_SYMBOL"]
 
 METADATA_VERSION = 1
 # int32(void), exported by CPU modules whose code allocates on the heap: it returns whether an
@@ -37,7 +38,9 @@ _KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 _TAKE_FAILURE = ctypes.CFUNCTYPE(ctypes.c_int32)
 
 
-class Backend(Protocol):
+class ModuleCode(Protocol):
+    """The code behind a Module: see the module docstring."""
+
     type_key: str
 
     def address(self, name: str) -> int: ...
@@ -99,7 +102,7 @@ class Function:
 class Module:
     """Compiled functions: call the entry function with ``module(*args)``."""
 
-    def __init__(self, backend: Backend, functions: dict[str, FunctionInfo], entry_name: str):
+    def __init__(self, backend: ModuleCode, functions: dict[str, FunctionInfo], entry_name: str):
         if entry_name not in functions:
             raise CompilerError(f"entry function {entry_name!r} is not among {list(functions)}")
         self._backend = backend
@@ -203,14 +206,11 @@ class Module:
         if fmt not in ("o", "obj"):
             raise CompilerError(f"Module.save writes object files (.o), not {fmt!r} ({path}); "
                                 "use export_library for a shared library")
-        emit = getattr(self._backend, "emit_object", None)
-        if emit is None:
+        save = getattr(self._backend, "save_object", None)
+        if save is None:
             raise CompilerError(f"this {self.type_key} module has no object code to save "
                                 "(only modules built for the CPU do); use export_library")
-        from ..codegen import llvm_timer  # deferred: the runtime alone must not need llvmlite
-        from .library import link_object
-
-        link_object(path, [emit(), llvm_timer.object_code(self._backend.target)], self.metadata_json())
+        save(path, self.metadata_json())
 
     def __repr__(self) -> str:
         return f"<Module {self.type_key} functions={list(self._infos)} entry={self.entry_name!r}>"

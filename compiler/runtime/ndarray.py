@@ -1,26 +1,15 @@
 """Device arrays (``compiler.nd``): C-contiguous, 64-byte aligned host storage for the CPU,
-device memory (:class:`compiler.runtime.cuda.DeviceStorage`, through pycuda) for CUDA GPUs."""
+and on other devices what their registered :class:`~compiler.runtime.device.DeviceMemory`
+makes (device memory through pycuda for CUDA GPUs)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from .. import dtypes
-from .device import Device, cpu, require_pycuda
+from .device import ALIGNMENT, Device, aligned_empty, cpu, device_memory
 
 __all__ = ["NDArray", "array", "empty", "aligned_empty", "ALIGNMENT"]
-
-ALIGNMENT = 64  # bytes; what a kernel may assume of an argument whose signature claims no alignment
-
-
-def aligned_empty(shape, dtype, align: int = ALIGNMENT) -> np.ndarray:
-    """An uninitialised C-contiguous numpy array whose data pointer is ``align``-aligned."""
-    dtype = np.dtype(dtype)
-    shape = tuple(int(s) for s in shape)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    raw = np.empty(nbytes + align, dtype=np.uint8)
-    offset = (-raw.ctypes.data) % align
-    return raw[offset:offset + nbytes].view(dtype).reshape(shape)
 
 
 class NDArray:
@@ -80,10 +69,7 @@ class NDArray:
         source = np.asarray(source, dtype=self._data.dtype)
         if source.shape != self.shape:
             raise ValueError(f"copyfrom: shape {source.shape} does not match the array's {self.shape}")
-        if self._device.device_type == "cuda":
-            self._data.upload(source)
-        else:
-            np.copyto(self._data, source)
+        device_memory(self._device.device_type).upload(self._data, source)
         return self
 
     def copyto(self, target):
@@ -108,8 +94,7 @@ def _check_device(device: Device | None) -> Device:
     device = cpu(0) if device is None else device
     if not isinstance(device, Device):
         raise TypeError(f"expected a Device such as compiler.cpu(0), got {device!r}")
-    if device.device_type == "cuda":
-        require_pycuda()
+    device_memory(device.device_type).check_available()
     return device
 
 
@@ -120,13 +105,7 @@ def array(obj, device: Device | None = None, dtype=None) -> NDArray:
         obj = obj.numpy()
     src = np.asarray(obj, dtype=None if dtype is None else dtypes.to_numpy(dtype))
     dtypes.check(src.dtype)
-    if device.device_type == "cuda":
-        from .cuda import array_storage
-
-        return NDArray(array_storage(src, device), device)
-    data = aligned_empty(src.shape, src.dtype)
-    np.copyto(data, src)
-    return NDArray(data, device)
+    return NDArray(device_memory(device.device_type).from_host(src, device), device)
 
 
 def empty(shape, dtype="float32", device: Device | None = None) -> NDArray:
@@ -134,8 +113,4 @@ def empty(shape, dtype="float32", device: Device | None = None) -> NDArray:
     device = _check_device(device)
     if isinstance(shape, int):
         shape = (shape,)
-    if device.device_type == "cuda":
-        from .cuda import empty_storage
-
-        return NDArray(empty_storage(shape, dtypes.to_numpy(dtype), device), device)
-    return NDArray(aligned_empty(shape, dtypes.to_numpy(dtype)), device)
+    return NDArray(device_memory(device.device_type).empty(shape, dtypes.to_numpy(dtype), device), device)

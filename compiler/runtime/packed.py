@@ -25,6 +25,8 @@ from collections.abc import Callable
 import numpy as np
 
 from ..errors import CompilerError
+from .device import cpu
+from .ndarray import NDArray
 
 __all__ = ["register_func", "get_global_func", "list_global_func_names", "remove_global_func",
            "install", "raise_pending", "SETTER_SYMBOL", "CALLBACK_GLOBAL"]
@@ -91,9 +93,6 @@ def _descriptor(raw: bytes) -> tuple[str, list]:
 
 
 def _array(address: int, dtype: str, shape: tuple):
-    from .device import cpu
-    from .ndarray import NDArray
-
     dt = np.dtype(dtype)
     count = int(np.prod(shape, dtype=np.int64)) if shape else 1
     if count == 0:

@@ -22,7 +22,7 @@ costs ~1 us (~40 us at 300 iterations, a futex wake each time: ResNet-18's 3x3
 convolutions, two or three regions per call, ran ~5% slower); after 50 us of
 work or more 25-60 us (45-85 us at 300); back to back ~1 us; after 10-100 ms asleep
 ~0.2 ms (~0.05 ms at 300 iterations, 1-8 ms at libgomp's default).
-``scripts/bench_cpu.py`` measures these.
+``scripts/benchmarks/bench_cpu.py`` measures these.
 
 Compiled modules keep the count in a module-level variable that the runtime sets
 before each call, so changing the environment variable takes effect at the next

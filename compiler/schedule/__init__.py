@@ -1,5 +1,6 @@
 """Schedules: stages, their loop transformations, bound inference and loop-nest construction."""
 
-from .schedule import Fuse, IterAttr, Schedule, Split, Stage, create_schedule
+from .relations import Fuse, Relation, Split
+from .schedule import IterAttr, Schedule, Stage, create_schedule
 
-__all__ = ["Schedule", "Stage", "Split", "Fuse", "IterAttr", "create_schedule"]
+__all__ = ["Schedule", "Stage", "Relation", "Split", "Fuse", "IterAttr", "create_schedule"]

@@ -12,9 +12,9 @@ from ..tir.expr import (
     EQ,
     LT,
     BufferLoad,
-    Call,
     IntImm,
     IterType,
+    IterVar,
     PrimExpr,
     ProducerLoad,
     Reduce,
@@ -26,10 +26,11 @@ from ..tir.expr import (
 )
 from ..tir.function import PrimFunc
 from ..tir.functor import IRMutator
-from ..tir.packed import ARRAY_HANDLE, read_only
 from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, ForKind, IfThenElse, LetStmt, Stmt, seq
 from .bound import StageBounds, infer_bounds
+from .loop_nest import LoopNestContext, RebindBuffers, buffer_key
 from .schedule import Schedule, Stage
+from .tensorize import tensorize_stmt
 
 __all__ = ["schedule_to_primfunc"]
 
@@ -42,7 +43,7 @@ class _ToBufferLoads(IRMutator):
 
     def visit_ProducerLoad(self, node: ProducerLoad):
         indices = [self.visit(i) for i in node.indices]
-        key = _key(self.sch, node.producer)
+        key = buffer_key(self.sch, node.producer)
         buf = self.buffers.get(key)
         if buf is None:
             raise LoweringError(
@@ -54,14 +55,9 @@ class _ToBufferLoads(IRMutator):
         return BufferLoad(buf, tuple(indices), node.dtype)
 
 
-def _key(sch: Schedule, tensor: Tensor) -> tuple[int, int]:
-    """Where the buffer of ``tensor`` is filed: its stage (or operation) and output index."""
-    holder = sch[tensor] if tensor in sch else tensor.op
-    return id(holder), tensor.value_index
-
-
 class _LoopBuilder:
-    """Buffers and their regions' starts are filed by ``(id(stage), output index)``."""
+    """Buffers and their regions' starts are filed by :func:`~.loop_nest.buffer_key`:
+    ``(stage, output index)``."""
 
     def __init__(self, sch: Schedule, infos: dict, prefix: dict, buffers: dict, mins: dict,
                  allocated: set, analyzer: Analyzer):
@@ -72,17 +68,17 @@ class _LoopBuilder:
         self.mins = mins
         self.allocated = allocated
         self.analyzer = analyzer
-        self.children: dict[tuple[int, int], list[Stage]] = {}
+        self.children: dict[tuple[Stage, IterVar], list[Stage]] = {}  # by (stage, its loop)
         for st in sch.stages:
-            if id(st) in infos and st.attach_type == "scope":
-                key = (id(st.attach_stage), id(st.attach_ivar))
+            if st in infos and st.attach_type == "scope":
+                key = (st.attach_stage, st.attach_ivar)
                 self.children.setdefault(key, []).append(st)
 
     def _with_allocs(self, stages: list[Stage], body: Stmt) -> Stmt:
         for st in reversed(stages):
             for k in reversed(range(st.op.num_outputs)):
-                if (id(st), k) in self.allocated:
-                    buf = self.buffers[(id(st), k)]
+                if (st, k) in self.allocated:
+                    buf = self.buffers[(st, k)]
                     body = Allocate(buf, body)
                     if st.double_buffered:  # for inject_double_buffer (GPU lowering)
                         body = AttrStmt(buf.data, DOUBLE_BUFFER_SCOPE, const(1), body)
@@ -96,18 +92,16 @@ class _LoopBuilder:
         if isinstance(st.op, ScanOp):
             # Its init stages are roots placed before it; its body runs at every step.
             axis = st.op.scan_axis
-            loop = self._loop(st, axis, self.place(self.children.get((id(st), id(axis)), []), None))
+            loop = self._loop(st, axis, self.place(self.children.get((st, axis), []), None))
             return AttrStmt(axis.var, SCAN_LOOP, const(1), loop)
         if isinstance(st.op, ExternOp):
             return self._extern_stmt(st)
         tloc = _tensorized_leaf(st)
         if tloc is not None:
-            from .tensorize import tensorize_stmt
-
-            return tensorize_stmt(self, st, tloc)
-        info: StageBounds = self.infos[id(st)]
+            return tensorize_stmt(self._context(st), tloc)
+        info: StageBounds = self.infos[st]
         op: ComputeOp = st.op
-        values = {r.var: info.value[id(r)] for r in op.root_iter_vars}
+        values = {r.var: info.value[r] for r in op.root_iter_vars}
         to_buf = _ToBufferLoads(self.sch, self.buffers, self.mins)
 
         def lower_expr(e: PrimExpr) -> PrimExpr:
@@ -116,8 +110,8 @@ class _LoopBuilder:
         # One (buffer, index) per output; every output is stored at the same point.
         outs = []
         for k in range(op.num_outputs):
-            mins = self.mins[(id(st), k)]
-            outs.append((self.buffers[(id(st), k)],
+            mins = self.mins[(st, k)]
+            outs.append((self.buffers[(st, k)],
                          tuple(lower_expr(iv.var - m if not is_const_int(m, 0) else iv.var)
                                for iv, m in zip(op.axis, mins))))
         spatial_guards = [c for c, red in info.guards if not red]
@@ -150,13 +144,21 @@ class _LoopBuilder:
         stmt = update
         for k in range(len(leaves) - 1, -1, -1):
             iv = leaves[k]
-            inner = self.place(self.children.get((id(st), id(iv)), []), stmt)
+            inner = self.place(self.children.get((st, iv), []), stmt)
             stmt = self._loop(st, iv, inner)
             if init is not None and k == first_reduce:
                 stmt = seq(self._init_nest(st, leaves[k:], init), stmt)
         if init is not None and first_reduce == len(leaves):
             stmt = seq(init, stmt)  # a reduction with every reduce loop removed (extent 1)
         return stmt
+
+    def _context(self, st: Stage) -> LoopNestContext:
+        """The loop nest as the lowering of stage ``st`` elsewhere sees it."""
+        return LoopNestContext(
+            stage=st, bounds=self.infos[st], buffers=self.buffers, mins=self.mins,
+            attached=lambda iv: self.children.get((st, iv), []), place=self.place,
+            loop=lambda iv, body: self._loop(st, iv, body),
+            store_predicate=lambda lower_expr: self._store_predicate(st, lower_expr, None))
 
     def _extern_stmt(self, st: Stage) -> Stmt:
         """An extern op's body, with its placeholder buffers replaced by the real ones."""
@@ -165,7 +167,7 @@ class _LoopBuilder:
         pairs += [(ph, op.output(k)) for k, ph in enumerate(op.output_placeholders)]
         mapping = {}
         for ph, tensor in pairs:
-            key = _key(self.sch, tensor)
+            key = buffer_key(self.sch, tensor)
             buf = self.buffers.get(key)
             if buf is None:
                 raise LoweringError(f"extern {op.name!r} reads tensor {tensor.name!r}, which is neither an "
@@ -175,9 +177,9 @@ class _LoopBuilder:
                     mins is not None and not all(is_const_int(m, 0) for m in mins)):
                 raise LoweringError(f"extern {op.name!r}: tensor {tensor.name!r} must be a whole, compact "
                                     "global buffer (compute it at the root, without strides or offsets)")
-            mapping[id(ph.data)] = buf
-        inputs = {id(ph.data) for ph in op.input_placeholders}
-        return _RebindBuffers(mapping, inputs).visit(op.body)
+            mapping[ph.data] = buf
+        inputs = {ph.data for ph in op.input_placeholders}
+        return RebindBuffers(mapping, inputs).visit(op.body)
 
     def _store_predicate(self, st: Stage, lower_expr, cross) -> list:
         """The stage's store predicate in terms of its loops (``[]`` without one).
@@ -190,18 +192,18 @@ class _LoopBuilder:
         pred = st.store_predicate
         if pred is None:
             return []
-        owners = {id(iv): s for s in self.sch.stages if id(s) in self.infos for iv in s.leaf_iter_vars}
+        owners = self._loop_owners()
         by_tag = {}
-        for iv in list(self.prefix.get(id(st), [])) + list(st.leaf_iter_vars):
-            attr = owners[id(iv)].iter_attrs.get(id(iv))
+        for iv in list(self.prefix.get(st, [])) + list(st.leaf_iter_vars):
+            attr = owners[iv].iter_attrs.get(iv)
             if attr is not None and attr.bind is not None:
-                lo = self.infos[id(owners[id(iv)])].loop_min[id(iv)]
+                lo = self.infos[owners[iv]].loop_min[iv]
                 by_tag[attr.bind.thread_tag] = iv.var if is_const_int(lo, 0) else iv.var - lo
         threads = {}
-        used = {id(v) for v in free_vars(pred)}
+        used = set(free_vars(pred))
         for other in self.sch.stages:
             for attr in other.iter_attrs.values():
-                if attr.bind is None or id(attr.bind.var) not in used:
+                if attr.bind is None or attr.bind.var not in used:
                     continue
                 tag = attr.bind.thread_tag
                 if tag not in by_tag:
@@ -209,21 +211,25 @@ class _LoopBuilder:
                                         f"loop around the stage is bound to {tag}")
                 threads[attr.bind.var] = by_tag[tag]
         pred = lower_expr(substitute(pred, threads))
-        reduce_vars = {id(iv.var): iv.var.name for iv in (*st.op.reduce_axis, *st.leaf_iter_vars)
+        reduce_vars = {iv.var: iv.var.name for iv in (*st.op.reduce_axis, *st.leaf_iter_vars)
                        if iv.iter_type is IterType.COMM_REDUCE and iv is not cross}
-        used = [reduce_vars[id(v)] for v in free_vars(pred) if id(v) in reduce_vars]
+        used = [reduce_vars[v] for v in free_vars(pred) if v in reduce_vars]
         if used:
             raise ScheduleError(f"stage {st.op.name!r}: the store predicate uses the reduction "
                                 f"axis {used[0]!r}; a store predicate may only use the axes the "
                                 "result is stored over and the thread axes around it")
         return [pred]
 
+    def _loop_owners(self) -> dict[IterVar, Stage]:
+        """The stage of every leaf loop of the stages being built."""
+        return {iv: s for s in self.sch.stages if s in self.infos for iv in s.leaf_iter_vars}
+
     # ------------------------------------------------------------------ cross-thread reduction
 
     def _cross_thread_leaf(self, st: Stage):
         """The reduction leaf of ``st`` bound to threadIdx.x, if any."""
         for iv in st.leaf_iter_vars:
-            attr = st.iter_attrs.get(id(iv))
+            attr = st.iter_attrs.get(iv)
             if iv.iter_type is IterType.COMM_REDUCE and attr is not None and attr.bind is not None:
                 return iv
         return None
@@ -244,9 +250,9 @@ class _LoopBuilder:
         ``red`` and one ``acc`` buffer per value, combined together.
         """
 
-        info: StageBounds = self.infos[id(st)]
+        info: StageBounds = self.infos[st]
         red_body: Reduce = info.body
-        n = info.extent[id(tiv)]
+        n = info.extent[tiv]
         n = self.analyzer.simplify(n)
         if not is_const_int(n):
             raise LoweringError(f"stage {st.op.name!r}: the reduction axis {tiv.var.name!r} bound to "
@@ -260,7 +266,7 @@ class _LoopBuilder:
                 for t, x in zip(types, suffix)]
         accs = [decl_buffer((1,), t, f"{st.op.name}.acc{x}", scope="local") for t, x in zip(types, suffix)]
         zero = const(0, "int32")
-        tmin = info.loop_min[id(tiv)]
+        tmin = info.loop_min[tiv]
         tid = tiv.var if is_const_int(tmin, 0) else tiv.var - tmin
         base = None if group is None else group * n
         sources = tuple(lower_expr(x) for x in red_body.all_sources)
@@ -273,7 +279,7 @@ class _LoopBuilder:
         serial = [iv for iv in leaves if iv.iter_type is IterType.COMM_REDUCE and iv is not tiv]
         stmt = update
         for iv in reversed(serial):
-            stmt = self._loop(st, iv, self.place(self.children.get((id(st), id(iv)), []), stmt))
+            stmt = self._loop(st, iv, self.place(self.children.get((st, iv), []), stmt))
         def at(offset=None):  # red[group * n + tid + offset]
             pos = tid if offset is None else tid + offset
             return (pos if base is None else base + pos,)
@@ -300,7 +306,7 @@ class _LoopBuilder:
         for buf in reversed(reds + accs):
             stmt = Allocate(buf, stmt)
         for iv in reversed([iv for iv in leaves if iv is tiv or iv.iter_type is not IterType.COMM_REDUCE]):
-            stmt = self._loop(st, iv, self.place(self.children.get((id(st), id(iv)), []), stmt))
+            stmt = self._loop(st, iv, self.place(self.children.get((st, iv), []), stmt))
         return stmt
 
     def _reduction_groups(self, st: Stage, tiv) -> tuple[int, PrimExpr | None]:
@@ -310,12 +316,12 @@ class _LoopBuilder:
         those of the stages it is computed in) each run one reduction per thread index;
         each gets its own row of the shared buffer.
         """
-        owners = {id(iv): s for s in self.sch.stages if id(s) in self.infos for iv in s.leaf_iter_vars}
-        loops = list(self.prefix.get(id(st), [])) + [iv for iv in st.leaf_iter_vars if iv is not tiv]
+        owners = self._loop_owners()
+        loops = list(self.prefix.get(st, [])) + [iv for iv in st.leaf_iter_vars if iv is not tiv]
         groups, group = 1, None
         for iv in loops:
-            owner = owners[id(iv)]
-            attr = owner.iter_attrs.get(id(iv))
+            owner = owners[iv]
+            attr = owner.iter_attrs.get(iv)
             tag = attr.bind.thread_tag if attr is not None and attr.bind is not None else ""
             if not tag.startswith("threadIdx") and tag != "vthread":
                 continue
@@ -323,12 +329,12 @@ class _LoopBuilder:
                 raise LoweringError(f"stage {st.op.name!r}: its reduction across threadIdx.x runs inside "
                                     f"loop {iv.var.name!r}, bound to {tag}; compute it outside the "
                                     f"{tag} loops (compute_at an outer loop)")
-            info = self.infos[id(owner)]
-            ext = self.analyzer.simplify(info.extent[id(iv)])
+            info = self.infos[owner]
+            ext = self.analyzer.simplify(info.extent[iv])
             if not is_const_int(ext):
                 raise LoweringError(f"stage {st.op.name!r}: loop {iv.var.name!r} bound to {tag} needs a "
                                     f"constant extent, got {ext}")
-            lo = info.loop_min[id(iv)]
+            lo = info.loop_min[iv]
             pos = iv.var if is_const_int(lo, 0) else iv.var - lo
             group = pos if group is None else group * ext.value + pos
             groups *= ext.value
@@ -342,11 +348,11 @@ class _LoopBuilder:
         return stmt
 
     def _loop(self, st: Stage, iv, body: Stmt) -> Stmt:
-        info = self.infos[id(st)]
-        attr = st.iter_attrs.get(id(iv))
+        info = self.infos[st]
+        attr = st.iter_attrs.get(iv)
         kind = attr.kind if attr is not None else ForKind.SERIAL
         tag = attr.bind.thread_tag if attr is not None and attr.bind is not None else ""
-        loop: Stmt = For(iv.var, info.loop_min[id(iv)], info.extent[id(iv)], kind, body, tag)
+        loop: Stmt = For(iv.var, info.loop_min[iv], info.extent[iv], kind, body, tag)
         # Pragmas scope the loop itself and everything inside it (unroll_loops reads them).
         for key, value in reversed(list(attr.pragmas.items()) if attr is not None else []):
             loop = AttrStmt(iv.var, PRAGMA_PREFIX + key, StringImm(value) if isinstance(value, str)
@@ -354,38 +360,10 @@ class _LoopBuilder:
         return loop
 
 
-class _RebindBuffers(IRMutator):
-    """Point accesses of buffers (keyed by ``id(data)``) and their data variables at others."""
-
-    def __init__(self, mapping: dict, read_only: set = frozenset()):
-        self.mapping = mapping
-        self.read_only = read_only  # ids of data variables whose array arguments are only read
-
-    def visit_Call(self, node: Call):
-        new = self.generic_visit(node)
-        if node.op == ARRAY_HANDLE and id(node.args[0]) in self.read_only:
-            return read_only(new)
-        return new
-
-    def visit_Var(self, node: Var):
-        buf = self.mapping.get(id(node))
-        return node if buf is None else buf.data
-
-    def visit_BufferLoad(self, node: BufferLoad):
-        node = self.generic_visit(node)
-        buf = self.mapping.get(id(node.buffer.data))
-        return node if buf is None else BufferLoad(buf, node.indices, node.dtype, node.lanes, node.predicate)
-
-    def visit_BufferStore(self, node: BufferStore):
-        node = self.generic_visit(node)
-        buf = self.mapping.get(id(node.buffer.data))
-        return node if buf is None else BufferStore(buf, node.value, node.indices, node.predicate)
-
-
 def _tensorized_leaf(st: Stage) -> int | None:
     """The position of the stage's tensorized leaf axis, or None."""
     for k, iv in enumerate(st.leaf_iter_vars):
-        attr = st.iter_attrs.get(id(iv))
+        attr = st.iter_attrs.get(iv)
         if attr is not None and attr.tensor_intrin is not None:
             return k
     return None
@@ -445,8 +423,8 @@ def schedule_to_primfunc(sch: Schedule, args: list, name: str, binds: dict | Non
     binds = dict(binds or {})
     analyzer = Analyzer()
     infos, prefix = infer_bounds(sch, analyzer)
-    buffers: dict[tuple[int, int], Buffer] = {}
-    mins: dict[tuple[int, int], list] = {}
+    buffers: dict[tuple, Buffer] = {}  # by buffer_key
+    mins: dict[tuple, list] = {}
     params: list = []
     for a in args:
         if isinstance(a, Var):
@@ -462,7 +440,7 @@ def schedule_to_primfunc(sch: Schedule, args: list, name: str, binds: dict | Non
         elif len(buf.shape) != a.ndim:
             raise LoweringError(f"binds: buffer for {a.name!r} has {len(buf.shape)} dimensions, "
                                 f"the tensor has {a.ndim}")
-        key = _key(sch, a)
+        key = buffer_key(sch, a)
         if key in buffers:
             raise LoweringError(f"tensor {a.name!r} appears twice in the argument list")
         buffers[key] = buf
@@ -471,18 +449,18 @@ def schedule_to_primfunc(sch: Schedule, args: list, name: str, binds: dict | Non
             # An inlined stage that is also an argument is not stored: as in TVM, its
             # buffer is left as the caller passed it, and its readers recompute its values.
             mins[key] = [iv.dom.min for iv in sch[a].op.axis]
-    allocated: set[tuple[int, int]] = set()
-    loop_vars = {id(iv.var) for st in sch.stages if id(st) in infos for iv in st.leaf_iter_vars}
+    allocated: set[tuple] = set()
+    loop_vars = {iv.var for st in sch.stages if st in infos for iv in st.leaf_iter_vars}
     aliases = _scan_aliases(sch)
     for st in sch.stages:
-        if id(st) not in infos:
+        if st not in infos:
             continue
-        info = infos[id(st)]
+        info = infos[st]
         op = st.op
         if isinstance(op, ComputeOp):
-            region = [info.root_range[id(iv)] for iv in op.axis]
+            region = [info.root_range[iv] for iv in op.axis]
         for k in range(op.num_outputs):
-            key = (id(st), k)
+            key = (st, k)
             if key in buffers or key in aliases:
                 continue
             if not isinstance(op, ComputeOp):  # a scan's or extern op's outputs: whole tensors
@@ -504,7 +482,7 @@ def schedule_to_primfunc(sch: Schedule, args: list, name: str, binds: dict | Non
         buffers[key] = buffers[target]
         mins[key] = [const(0, e.dtype) for e in tensor.shape]
     builder = _LoopBuilder(sch, infos, prefix, buffers, mins, allocated, analyzer)
-    roots = [st for st in sch.stages if id(st) in infos and st.attach_type != "scope"]
+    roots = [st for st in sch.stages if st in infos and st.attach_type != "scope"]
     body = builder.place(roots, None)
     return PrimFunc(tuple(params), body, name, {"from_schedule": True})
 
@@ -518,7 +496,7 @@ def _scan_aliases(sch: Schedule) -> dict:
             op: ScanOp = st.op
             for k in range(op.num_outputs):
                 for t in (op.init[k], op.update[k], op.state_placeholder[k]):
-                    aliases[_key(sch, t)] = ((id(st), k), t)
+                    aliases[buffer_key(sch, t)] = ((st, k), t)
     return aliases
 
 
@@ -530,7 +508,7 @@ def _alloc_extent(st: Stage, extent: PrimExpr, analyzer: Analyzer, loop_vars: se
     lo, hi = analyzer.const_int_bound(extent)
     if hi is not None:
         return const(hi, extent.dtype)
-    if any(id(v) in loop_vars for v in free_vars(extent)):
+    if any(v in loop_vars for v in free_vars(extent)):
         raise LoweringError(f"cannot size the buffer of stage {st.op.name!r}: its extent {extent} "
                             "depends on loop variables and has no constant bound")
     return extent

@@ -7,7 +7,6 @@ stage.
 
 from __future__ import annotations
 
-from ..arith import simplify
 from ..errors import ScheduleError
 from ..te.tensor import ComputeOp, Tensor
 from ..tir.analysis import substitute
@@ -16,18 +15,19 @@ from ..tir.expr import (
     IntImm,
     IterType,
     IterVar,
-    PrimExpr,
     ProducerLoad,
     Range,
     Reduce,
     Select,
     Var,
     const,
-    is_const_int,
 )
 from ..tir.functor import IRMutator
 from ..tir.indexing import index_dtype, widen
-from .schedule import Fuse, Schedule, Split, Stage
+
+# schedule.py imports this module before it defines its classes (Schedule's methods call
+# these functions), so its names are looked up when these functions run.
+from . import schedule
 
 __all__ = ["cache_read", "cache_write", "rfactor"]
 
@@ -35,24 +35,18 @@ __all__ = ["cache_read", "cache_write", "rfactor"]
 class _RedirectLoads(IRMutator):
     """Point loads of one output of a stage at another tensor."""
 
-    def __init__(self, sch: Schedule, stage: Stage, value_index: int, target: Tensor):
+    def __init__(self, sch: schedule.Schedule, stage: schedule.Stage, value_index: int, target: Tensor):
         self.sch, self.stage, self.value_index, self.target = sch, stage, value_index, target
 
     def visit_ProducerLoad(self, node: ProducerLoad):
         indices = tuple(self.visit(i) for i in node.indices)
-        if (self.sch._stage_of.get(id(node.producer.op)) is self.stage
-                and node.producer.value_index == self.value_index):
+        producer = node.producer
+        if (producer in self.sch and self.sch[producer] is self.stage
+                and producer.value_index == self.value_index):
             return ProducerLoad(self.target, indices, node.dtype)
         if any(a is not b for a, b in zip(indices, node.indices)):
             return ProducerLoad(node.producer, indices, node.dtype)
         return node
-
-
-def _replace_op(sch: Schedule, stage: Stage, op: ComputeOp, reset: bool) -> None:
-    stage.op = op
-    sch._register(op, stage)
-    if reset:
-        stage._reset_iter_vars()
 
 
 def _check_scope(scope: str, what: str) -> None:
@@ -60,13 +54,13 @@ def _check_scope(scope: str, what: str) -> None:
         raise ScheduleError(f"{what}: unknown scope {scope!r}; use one of {SCOPES}")
 
 
-def cache_read(sch: Schedule, tensor: Tensor, scope: str, readers) -> Tensor:
+def cache_read(sch: schedule.Schedule, tensor: Tensor, scope: str, readers) -> Tensor:
     """Copy ``tensor`` into a ``scope`` buffer and make ``readers`` read the copy."""
     source = sch[tensor]
     _check_scope(scope, f"cache_read of {source.op.name!r}")
-    if isinstance(readers, (Tensor, Stage)) or hasattr(readers, "input_tensors"):
+    if isinstance(readers, (Tensor, schedule.Stage)) or hasattr(readers, "input_tensors"):
         readers = [readers]
-    reader_stages = [r if isinstance(r, Stage) else sch[r] for r in readers]
+    reader_stages = [r if isinstance(r, schedule.Stage) else sch[r] for r in readers]
     if not reader_stages:
         raise ScheduleError(f"cache_read of {source.op.name!r}: give at least one reader")
     vi = tensor.value_index
@@ -83,20 +77,18 @@ def cache_read(sch: Schedule, tensor: Tensor, scope: str, readers) -> Tensor:
                  for k, s in enumerate(data.shape))
     body = data[tuple(iv.var for iv in axis)] if axis else data[()]
     cache_op = ComputeOp(f"{data.name}.{scope}", axis, body)
-    cache = Stage(cache_op, sch)
+    cache = sch.add_stage(cache_op, after=source)
     cache.scope = scope
-    sch._insert_after(source, cache)
-    sch._register(cache_op, cache)
     target = cache_op.output(0)
     for r in reader_stages:
         redirect = _RedirectLoads(sch, source, vi, target)
         new_bodies = tuple(redirect.visit(b) for b in r.op.bodies)
-        _replace_op(sch, r, ComputeOp(r.op.name, r.op.axis, new_bodies, r.op.tag, r.op.attrs),
-                    reset=False)
+        sch.replace_op(r, ComputeOp(r.op.name, r.op.axis, new_bodies, r.op.tag, r.op.attrs),
+                       reset_loops=False)
     return target
 
 
-def cache_write(sch: Schedule, tensor, scope: str):
+def cache_write(sch: schedule.Schedule, tensor, scope: str):
     """Compute ``tensor`` into a ``scope`` buffer; its stage then copies the result out.
 
     For an operation with several outputs give all of them (a list, as in TVM); the
@@ -125,26 +117,16 @@ def cache_write(sch: Schedule, tensor, scope: str):
     mapping = {iv.var: n.var for iv, n in zip(op.axis, new_axis)}
     cache_bodies = tuple(substitute(b, mapping) for b in op.bodies)
     cache_op = ComputeOp(f"{op.name}.{scope}", new_axis, cache_bodies, op.tag, op.attrs)
-    cache = Stage(cache_op, sch)
+    cache = sch.add_stage(cache_op, before=stage)
     cache.scope = scope
-    sch._insert_before(stage, cache)
-    sch._register(cache_op, cache)
     index = tuple(iv.var for iv in op.axis)
     copies = tuple(cache_op.output(k)[index] for k in range(op.num_outputs))
-    _replace_op(sch, stage, ComputeOp(op.name, op.axis, copies, op.tag, op.attrs), reset=True)
+    sch.replace_op(stage, ComputeOp(op.name, op.axis, copies, op.tag, op.attrs), reset_loops=True)
     outputs = tuple(cache_op.output(t.value_index) for t in tensors)
     return outputs if isinstance(tensor, (list, tuple)) else outputs[0]
 
 
-def _ceil_div(a: PrimExpr, b) -> PrimExpr:
-    """``ceil(a / b)`` for a positive ``b``, folded where both are constant."""
-    b = const(b, a.dtype) if isinstance(b, int) else b
-    if is_const_int(a) and is_const_int(b):
-        return const(-(-a.value // b.value), a.dtype)
-    return simplify((a + b - 1) // b)
-
-
-def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0):
+def rfactor(sch: schedule.Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0):
     """Turn the reduction axis ``axis`` into a data-parallel axis of a new stage ``T.rf``
     holding partial results; ``T`` then reduces over that axis. For a tuple reduction
     (several outputs) the partial results are a tuple of tensors."""
@@ -172,23 +154,10 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0):
         v_extent = extent_k
         k_value = kmin + v
         cond = const(True)
-    else:
-        f = const(rel.factor, dtype) if rel.factor is not None else _ceil_div(extent_k, rel.nparts)
-        n_outer = _ceil_div(extent_k, f)
-        if axis is rel.inner:
-            v_extent = f
-            other = IterVar(Range(const(0, dtype), n_outer), Var(rel.outer.var.name, dtype),
-                            IterType.COMM_REDUCE)
-            offset = other.var * f + v
-        else:
-            v_extent = n_outer
-            other = IterVar(Range(const(0, dtype), f), Var(rel.inner.var.name, dtype),
-                            IterType.COMM_REDUCE)
-            offset = v * f + other.var
-        new_reduce.append(other)
+    else:  # axis is a part of root that rel made; rel says what else stays a reduction
+        v_extent, others, offset, cond = rel.factor_reduction(axis, v, extent_k)
+        new_reduce += others
         k_value = kmin + offset
-        divisible = is_const_int(extent_k) and is_const_int(f) and extent_k.value % f.value == 0
-        cond = const(True) if divisible else offset < extent_k
     spatial = tuple(IterVar(iv.dom, Var(iv.var.name, iv.var.dtype)) for iv in op.axis)
     if not 0 <= factor_axis <= len(spatial):
         raise ScheduleError(f"rfactor of {name!r}: factor_axis must be in [0, {len(spatial)}]")
@@ -204,16 +173,14 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0):
     types = tuple(b.dtype for b in op.bodies)
     rf_op = ComputeOp(f"{name}.rf", rf_axis, _reduce_bodies(red.combiner, sources, remaining, condition,
                                                              types), op.tag, op.attrs)
-    rf_stage = Stage(rf_op, sch)
-    sch._insert_before(stage, rf_stage)
-    sch._register(rf_op, rf_stage)
+    sch.add_stage(rf_op, before=stage)
     final_axis = IterVar(Range(const(0, dtype), v_extent),
                          Var(f"{axis.var.name}.v", dtype), IterType.COMM_REDUCE)
     idx = tuple(iv.var for iv in op.axis)
     idx = idx[:factor_axis] + (final_axis.var,) + idx[factor_axis:]
     partial = tuple(rf_op.output(k)[idx] for k in range(rf_op.num_outputs))
     final = _reduce_bodies(red.combiner, partial, (final_axis,), const(True), types)
-    _replace_op(sch, stage, ComputeOp(name, op.axis, final, op.tag, op.attrs), reset=True)
+    sch.replace_op(stage, ComputeOp(name, op.axis, final, op.tag, op.attrs), reset_loops=True)
     outputs = tuple(rf_op.output(k) for k in range(rf_op.num_outputs))
     return outputs[0] if len(outputs) == 1 else outputs
 
@@ -236,16 +203,14 @@ def _is_true(e) -> bool:
     return isinstance(e, IntImm) and e.value == 1
 
 
-def _reduce_root_of(stage: Stage, axis: IterVar):
-    """The root reduction axis ``axis`` comes from and the split producing it (None if root)."""
+def _reduce_root_of(stage: schedule.Stage, axis: IterVar):
+    """The root reduction axis ``axis`` comes from and the relation producing it (None if
+    root); (None, None) where rfactor cannot factor ``axis``."""
     roots = stage.op.reduce_axis
     if any(r is axis for r in roots):
         return axis, None
     for rel in stage.relations:
-        if isinstance(rel, Split) and (rel.outer is axis or rel.inner is axis):
-            if any(r is rel.parent for r in roots):
-                return rel.parent, rel
-            return None, None
-        if isinstance(rel, Fuse) and rel.fused is axis:
-            return None, None
+        if rel.defines(axis):
+            root = rel.reduce_root(roots)
+            return (root, rel) if root is not None else (None, None)
     return None, None

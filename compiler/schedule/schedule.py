@@ -12,30 +12,18 @@ from dataclasses import dataclass, field
 
 from ..errors import ScheduleError
 from ..te.tensor import ComputeOp, ExternOp, Operation, ScanOp, Tensor
-from ..tir.expr import IterType, IterVar, Var, convert, is_const_int
+from ..te.tensor_intrin import TensorIntrin
+from ..tir.buffer import SCOPES
+from ..tir.expr import IterType, IterVar, PrimExpr, Var, convert, is_const_int
+from ..tir.indexing import index_dtype
 from ..tir.stmt import ForKind
 
+# dataflow.py holds the graph-rewriting primitives and reads this module's names only when
+# called, so the two may import each other.
+from . import dataflow
+from .relations import Fuse, Relation, Split
+
 __all__ = ["Schedule", "Stage", "Split", "Fuse", "IterAttr", "PRAGMAS", "create_schedule"]
-
-
-@dataclass(eq=False)
-class Split:
-    """``parent`` = ``outer * factor + inner`` (``factor`` or ``nparts`` given)."""
-
-    parent: IterVar
-    outer: IterVar
-    inner: IterVar
-    factor: int | None
-    nparts: int | None
-
-
-@dataclass(eq=False)
-class Fuse:
-    """``fused`` enumerates ``outer`` (slow) x ``inner`` (fast)."""
-
-    outer: IterVar
-    inner: IterVar
-    fused: IterVar
 
 
 @dataclass
@@ -70,8 +58,8 @@ class Stage:
         self.op = op
         self.origin_op = op
         self.schedule = schedule
-        self.relations: list = []
-        self.iter_attrs: dict[int, IterAttr] = {}
+        self.relations: list[Relation] = []  # in the order the primitives created them
+        self.iter_attrs: dict[IterVar, IterAttr] = {}
         self.attach_type = "root"  # "root", "inline" or "scope"
         self.attach_stage: Stage | None = None
         self.attach_ivar: IterVar | None = None
@@ -133,7 +121,7 @@ class Stage:
         raise self._fail(f"{primitive}: the axis is not an axis of this stage", iv)
 
     def _attr(self, iv: IterVar) -> IterAttr:
-        return self.iter_attrs.setdefault(id(iv), IterAttr())
+        return self.iter_attrs.setdefault(iv, IterAttr())
 
     def _new_iv(self, name: str, like: IterVar) -> IterVar:
         return IterVar(None, Var(name, like.var.dtype), like.iter_type)
@@ -192,8 +180,6 @@ class Stage:
     def _fused_dtype(self, outer: IterVar, inner: IterVar) -> str:
         """The dtype that counts over ``outer`` x ``inner`` without wrapping (as te.compute
         chooses one for a shape, :func:`compiler.tir.indexing.index_dtype`)."""
-        from ..tir.indexing import index_dtype
-
         extents = [self._static_extent(outer), self._static_extent(inner)]
         if any(e is None for e in extents):
             return "int64" if "int64" in (outer.var.dtype, inner.var.dtype) else inner.var.dtype
@@ -202,22 +188,11 @@ class Stage:
 
     def _static_extent(self, iv: IterVar):
         """The extent of ``iv`` over its whole domain, from the relations (None if unknown)."""
-        from ..arith import simplify
-
         if iv.dom is not None:
             return iv.dom.extent
         for rel in self.relations:
-            if isinstance(rel, Split) and (rel.outer is iv or rel.inner is iv):
-                ext = self._static_extent(rel.parent)
-                if ext is None:
-                    return None
-                given, part = (rel.factor, rel.inner) if rel.factor is not None else (rel.nparts, rel.outer)
-                if part is iv:
-                    return convert(given)
-                return simplify((ext + (given - 1)) // given)
-            if isinstance(rel, Fuse) and rel.fused is iv:
-                a, b = self._static_extent(rel.outer), self._static_extent(rel.inner)
-                return None if a is None or b is None else a * b
+            if rel.defines(iv):
+                return rel.static_extent(iv, self._static_extent)
         return None
 
     def reorder(self, *args: IterVar) -> None:
@@ -310,19 +285,17 @@ class Stage:
         them and ``reduce_update`` inside them (or, without a reset, its ``body`` at their
         first iteration and ``reduce_update`` at the others), as in TVM.
         """
-        from ..te.tensor_intrin import TensorIntrin
-
         k = self._leaf_index(iv, "tensorize")
         if not isinstance(intrin, TensorIntrin):
             raise self._fail(f"tensorize needs a tensor intrinsic (te.decl_tensor_intrin), got {intrin!r}",
                              iv)
         for other in self.leaf_iter_vars:
-            attr = self.iter_attrs.get(id(other))
+            attr = self.iter_attrs.get(other)
             if attr is not None and attr.tensor_intrin is not None and other is not iv:
                 raise self._fail(f"tensorize: axis {_axis_name(other)!r} is already tensorized; a stage "
                                  "has one tensorized loop nest", iv)
         for inner in self.leaf_iter_vars[k:]:
-            attr = self.iter_attrs.get(id(inner))
+            attr = self.iter_attrs.get(inner)
             if attr is not None and attr.bind is not None:
                 raise self._fail(f"tensorize: axis {_axis_name(inner)!r} inside the tensorized nest is "
                                  f"bound to {attr.bind.thread_tag}", iv)
@@ -342,8 +315,8 @@ class Stage:
             raise self._fail(f"cannot bind an axis marked {attr.kind.value}", iv)
         if iv.iter_type is IterType.COMM_REDUCE:
             self._check_reduce_bind(iv, thread_ivar.thread_tag)
-        for other_id, other in self.iter_attrs.items():
-            if other.bind is not None and other_id != id(iv) and (
+        for other_iv, other in self.iter_attrs.items():
+            if other.bind is not None and other_iv is not iv and (
                     other.bind.thread_tag == thread_ivar.thread_tag and thread_ivar.thread_tag != "vthread"):
                 raise self._fail(f"{thread_ivar.thread_tag} is already bound to another axis", iv)
         attr.bind = thread_ivar
@@ -464,8 +437,6 @@ class Stage:
         and stores its result under it.
         """
         self._require_compute("set_store_predicate")
-        from ..tir.expr import PrimExpr
-
         if not isinstance(predicate, (PrimExpr, IterVar)) or convert(predicate).dtype != "bool":
             raise self._fail(f"set_store_predicate needs a boolean expression, got {predicate!r}")
         self.store_predicate = convert(predicate)
@@ -475,8 +446,6 @@ class Stage:
 
         Without it, a stage computed under ``threadIdx``/``vthread`` loops is ``local``,
         one computed under ``blockIdx`` loops only ``shared``, any other ``global``."""
-        from ..tir.buffer import SCOPES
-
         if scope not in SCOPES:
             raise self._fail(f"unknown storage scope {scope!r}; use one of {SCOPES}")
         self.scope = scope
@@ -511,11 +480,11 @@ class Schedule:
 
     outputs: list
     stages: list = field(default_factory=list)
-    _stage_of: dict = field(default_factory=dict)
+    _stage_of: dict = field(default_factory=dict)  # operation -> the stage that computes it
 
     def __getitem__(self, key) -> Stage:
         op = key.op if isinstance(key, Tensor) else key
-        stage = self._stage_of.get(id(op))
+        stage = self._stage_of.get(op) if isinstance(op, Operation) else None
         if stage is None:
             name = getattr(op, "name", repr(op))
             raise ScheduleError(f"{name!r} is not part of this schedule; the schedule covers "
@@ -524,13 +493,32 @@ class Schedule:
 
     def __contains__(self, key) -> bool:
         op = key.op if isinstance(key, Tensor) else key
-        return id(op) in self._stage_of
+        return isinstance(op, Operation) and op in self._stage_of
 
     def stage_of_tensor(self, tensor: Tensor) -> Stage:
         return self[tensor]
 
-    def _register(self, op: Operation, stage: Stage) -> None:
-        self._stage_of[id(op)] = stage
+    def add_stage(self, op: Operation, *, before: Stage | None = None, after: Stage | None = None) -> Stage:
+        """A new stage computing ``op``, placed right before or right after another stage
+        (last with neither); ``s[op]`` names it from now on."""
+        stage = Stage(op, self)
+        if before is not None:
+            self.stages.insert(_index_of(self.stages, before), stage)
+        elif after is not None:
+            self.stages.insert(_index_of(self.stages, after) + 1, stage)
+        else:
+            self.stages.append(stage)
+        self._stage_of[op] = stage
+        return stage
+
+    def replace_op(self, stage: Stage, op: Operation, *, reset_loops: bool) -> None:
+        """Make ``stage`` compute ``op`` instead (a graph rewrite: its old operation keeps naming
+        it). With ``reset_loops`` its loops start again from ``op``'s axes, without relations or
+        annotations; otherwise ``op`` must have the same axes as the operation it replaces."""
+        stage.op = op
+        self._stage_of[op] = stage
+        if reset_loops:
+            stage._reset_iter_vars()
 
     def _owner_of(self, iv: IterVar) -> Stage | None:
         for st in self.stages:
@@ -549,7 +537,7 @@ class Schedule:
 
     def _depends_on(self, consumer: Stage, producer: Stage) -> bool:
         """Whether ``consumer`` reads ``producer``'s result, directly or through other stages."""
-        seen: set[int] = set()
+        seen: set[Stage] = set()
         todo = [consumer]
         while todo:
             st = todo.pop()
@@ -559,38 +547,26 @@ class Schedule:
                 dep = self[t]
                 if dep is producer:
                     return True
-                if id(dep) not in seen:
-                    seen.add(id(dep))
+                if dep not in seen:
+                    seen.add(dep)
                     todo.append(dep)
         return False
-
-    def _insert_before(self, anchor: Stage, stage: Stage) -> None:
-        self.stages.insert(_index_of(self.stages, anchor), stage)
-
-    def _insert_after(self, anchor: Stage, stage: Stage) -> None:
-        self.stages.insert(_index_of(self.stages, anchor) + 1, stage)
 
     # Graph-rewriting primitives are defined in dataflow.py.
     def cache_read(self, tensor: Tensor, scope: str, readers) -> Tensor:
         """Read ``tensor`` through a copy in ``scope`` for the given reader stages."""
-        from .dataflow import cache_read
-
-        return cache_read(self, tensor, scope, readers)
+        return dataflow.cache_read(self, tensor, scope, readers)
 
     def cache_write(self, tensor, scope: str):
         """Compute ``tensor`` into a buffer in ``scope`` first, then copy it to its destination.
 
         For an operation with several outputs, give the list of them; a list comes back."""
-        from .dataflow import cache_write
-
-        return cache_write(self, tensor, scope)
+        return dataflow.cache_write(self, tensor, scope)
 
     def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0):
         """Factor a reduction over ``axis`` into a data-parallel stage of partial results
         (a tensor, or a tuple of them for a tuple reduction)."""
-        from .dataflow import rfactor
-
-        return rfactor(self, tensor, axis, factor_axis)
+        return dataflow.rfactor(self, tensor, axis, factor_axis)
 
 
 def create_schedule(ops) -> Schedule:
@@ -602,17 +578,15 @@ def create_schedule(ops) -> Schedule:
         if not isinstance(o, Operation):
             raise ScheduleError(f"create_schedule needs operations (tensor.op), got {o!r}")
     sch = Schedule(outputs=list(ops))
-    visited: set[int] = set()
+    visited: set[Operation] = set()
 
     def visit(op: Operation) -> None:
-        if id(op) in visited:
+        if op in visited:
             return
-        visited.add(id(op))
+        visited.add(op)
         for t in op.input_tensors:
             visit(t.op)
-        stage = Stage(op, sch)
-        sch.stages.append(stage)
-        sch._register(op, stage)
+        sch.add_stage(op)
 
     for o in ops:
         visit(o)
@@ -628,21 +602,21 @@ def create_schedule(ops) -> Schedule:
 def _scan_body(scan: ScanOp) -> list[Operation]:
     """The operations a scan computes at every step, as TVM's group of a scan: those on a
     path from its states (or its declared inputs) to its updates, the updates included."""
-    sources = {id(t.op) for t in (*scan.state_placeholder, *scan.inputs)}
-    memo: dict[int, bool] = {}
+    sources = {t.op for t in (*scan.state_placeholder, *scan.inputs)}
+    memo: dict[Operation, bool] = {}
     body: list[Operation] = []
 
     def reaches(op: Operation) -> bool:
-        if id(op) in sources:
+        if op in sources:
             return True
-        if id(op) in memo:
-            return memo[id(op)]
-        memo[id(op)] = False  # no cycles in a graph of operations; this only ends recursion
+        if op in memo:
+            return memo[op]
+        memo[op] = False  # no cycles in a graph of operations; this only ends recursion
         found = False
         if isinstance(op, ComputeOp):
             for t in op.input_tensors:
                 found = reaches(t.op) or found
-        memo[id(op)] = found
+        memo[op] = found
         if found:
             body.append(op)
         return found
@@ -650,5 +624,5 @@ def _scan_body(scan: ScanOp) -> list[Operation]:
     for t in scan.update:  # te.scan made sure they are computes
         if not reaches(t.op):
             body.append(t.op)  # an update that reads no state still runs at every step
-            memo[id(t.op)] = True
+            memo[t.op] = True
     return body

@@ -18,14 +18,17 @@ axis inward becomes the statement of a tensor intrinsic, as TVM's ``MakeTensoriz
 
 from __future__ import annotations
 
-from ..arith import Analyzer
+from ..arith import Analyzer, expr_key
 from ..errors import ScheduleError
+from ..te.tensor import Tensor
 from ..tir.analysis import post_order_visit, substitute, uses_var
 from ..tir.buffer import Buffer
 from ..tir.builtin import PRAGMA_PREFIX
 from ..tir.expr import (
     EQ,
     IterType,
+    Max,
+    Min,
     PrimExpr,
     ProducerLoad,
     Reduce,
@@ -38,35 +41,36 @@ from ..tir.expr import (
 from ..tir.functor import IRMutator
 from ..tir.indexing import as_index
 from ..tir.stmt import AttrStmt, IfThenElse, Stmt, seq
+from .loop_nest import LoopNestContext, RebindBuffers
 
 __all__ = ["tensorize_stmt"]
 
 
-def tensorize_stmt(lb, st, tloc: int) -> Stmt:
-    """The statement of stage ``st`` whose leaf ``tloc`` is tensorized (``lb`` is the loop builder)."""
-    return _Tensorize(lb, st, tloc).stmt()
+def tensorize_stmt(ctx: LoopNestContext, tloc: int) -> Stmt:
+    """The statement of stage ``ctx.stage``, whose leaf ``tloc`` is tensorized."""
+    return _Tensorize(ctx, tloc).stmt()
 
 
 class _Tensorize:
-    def __init__(self, lb, st, tloc: int):
-        self.lb, self.st, self.tloc = lb, st, tloc
-        self.info = lb.infos[id(st)]
-        self.op = st.op
-        self.leaves = st.leaf_iter_vars
+    def __init__(self, ctx: LoopNestContext, tloc: int):
+        self.ctx, self.st, self.tloc = ctx, ctx.stage, tloc
+        self.info = ctx.bounds
+        self.op = self.st.op
+        self.leaves = self.st.leaf_iter_vars
         self.axis = self.leaves[tloc]
-        self.intrin = st.iter_attrs[id(self.axis)].tensor_intrin
+        self.intrin = self.st.iter_attrs[self.axis].tensor_intrin
         self.an = Analyzer()
         for iv in self.leaves:
-            self.an.bind(iv.var, (self.info.loop_min[id(iv)],
-                                  self.info.loop_min[id(iv)] + self.info.extent[id(iv)] - 1))
+            self.an.bind(iv.var, (self.info.loop_min[iv],
+                                  self.info.loop_min[iv] + self.info.extent[iv] - 1))
         inner = self.leaves[tloc:]
-        self.inner_ids = {id(iv.var) for iv in inner}
-        self.relax = {id(iv.var): self._loop_range(iv) for iv in inner}
-        self.values = {r.var: self.info.value[id(r)] for r in self.op.root_iter_vars}
+        self.inner_vars = {iv.var for iv in inner}
+        self.relax = {iv.var: self._loop_range(iv) for iv in inner}
+        self.values = {r.var: self.info.value[r] for r in self.op.root_iter_vars}
 
     def _loop_range(self, iv) -> tuple[PrimExpr, PrimExpr]:
-        lo = self.info.loop_min[id(iv)]
-        return lo, self.an.simplify(lo + self.info.extent[id(iv)] - 1)
+        lo = self.info.loop_min[iv]
+        return lo, self.an.simplify(lo + self.info.extent[iv] - 1)
 
     def fail(self, what: str) -> ScheduleError:
         return ScheduleError(f"stage {self.op.name!r}, axis {self.axis.var.name!r}: tensorize with "
@@ -82,29 +86,29 @@ class _Tensorize:
         return lo, self.an.simplify(hi - lo + 1)
 
     def out_dom(self) -> dict:
-        return {id(r): self._range(self.info.value[id(r)], f"axis {r.var.name!r}")
+        return {r: self._range(self.info.value[r], f"axis {r.var.name!r}")
                 for r in self.op.root_iter_vars}
 
     def inputs(self) -> list:
         """The tensors the stage's body reads, in order of first use (as ``ComputeOp.input_tensors``)."""
-        found: dict = {}
+        found: dict[Tensor, None] = {}
 
         def visit(node):
             if isinstance(node, ProducerLoad):
-                found.setdefault((id(node.producer.op), node.producer.value_index), node.producer)
+                found.setdefault(node.producer)
 
         for body in self.info.bodies:
             post_order_visit(body, visit)
-        return list(found.values())
+        return list(found)
 
     def in_regions(self, inputs: list) -> dict:
         """Per input (by position): one ``(min, extent)`` per dimension, the union over its reads."""
         loads: dict = {k: [] for k in range(len(inputs))}
-        index = {(id(t.op), t.value_index): k for k, t in enumerate(inputs)}
+        index = {t: k for k, t in enumerate(inputs)}
 
         def visit(node):
             if isinstance(node, ProducerLoad):
-                loads[index[(id(node.producer.op), node.producer.value_index)]].append(node)
+                loads[index[node.producer]].append(node)
 
         for body in self.info.bodies:
             post_order_visit(body, visit)
@@ -151,22 +155,22 @@ class _Tensorize:
                                 f"{len(ours)}")
             start = len(ours) - len(theirs)
             for i, r in enumerate(ours):
-                lo, ext = out_dom[id(r)]
+                lo, ext = out_dom[r]
                 if i < start:
                     if not is_const_int(ext, 1):
                         raise self.fail(f"{kind} {r.var.name!r} covers {ext} values inside the tensorized "
                                         f"loops, but the intrinsic has no {kind} for it (only "
                                         f"{len(theirs)}): it must cover one value")
-                    vmap[id(r.var)] = lo
+                    vmap[r.var] = lo
                     continue
                 t = theirs[i - start]
                 want = t.dom.extent
                 if isinstance(want, Var):
-                    bound[id(want)] = (want, ext)
+                    bound[want] = ext
                 elif not self.an.can_prove_equal(ext, want):
                     raise self.fail(f"{kind} {r.var.name!r} covers {ext} values inside the tensorized loops, "
                                     f"the intrinsic's {kind} {t.var.name!r} has extent {want}")
-                vmap[id(r.var)] = as_index(t.var, r.var.dtype) + lo
+                vmap[r.var] = as_index(t.var, r.var.dtype) + lo
                 intrin_an.bind(t.var, t.dom)
         remap = _Remap(vmap, inputs, self.intrin.inputs, regions, self.fail)
         for k, (mine, theirs) in enumerate(zip(self.info.bodies, iop.bodies, strict=True)):
@@ -230,61 +234,56 @@ class _Tensorize:
     def _bind(self, vmap: dict, want, got, what: str) -> None:
         if isinstance(want, Var):
             got = as_index(got, want.dtype)
-            if id(want) in vmap and not self.an.can_prove_equal(vmap[id(want)][1], got):
-                raise self.fail(f"{what} {got}, but {want.name!r} is already bound to {vmap[id(want)][1]}")
-            vmap.setdefault(id(want), (want, got))
+            if want in vmap and not self.an.can_prove_equal(vmap[want], got):
+                raise self.fail(f"{what} {got}, but {want.name!r} is already bound to {vmap[want]}")
+            vmap.setdefault(want, got)
         elif not self.an.can_prove_equal(want, got):
             raise self.fail(f"{what} {want} in the intrinsic, {got} in the region")
 
     # ------------------------------------------------------------------ the statement
 
     def stmt(self) -> Stmt:
-        lb, st, info, op, tloc = self.lb, self.st, self.info, self.op, self.tloc
+        ctx, st, info, op, tloc = self.ctx, self.st, self.info, self.op, self.tloc
         if not hasattr(op, "axis"):
             raise self.fail("only te.compute stages can be tensorized")
         for iv in self.leaves[tloc:]:
-            for child in lb.children.get((id(st), id(iv)), []):
+            for child in ctx.attached(iv):
                 raise self.fail(f"stage {child.op.name!r} is computed at axis {iv.var.name!r}, inside the "
                                 "tensorized loops; compute it at an axis outside them")
         for cond, _ in info.guards:
-            if uses_var(cond, self.inner_ids):
+            if uses_var(cond, self.inner_vars):
                 raise self.fail(f"the loop nest checks {cond} inside the tensorized loops: the splits "
                                 "below the axis must divide their axes")
         out_dom = self.out_dom()
         inputs = self.inputs()
         regions = self.in_regions(inputs)
-        vmap = dict(self.match(out_dom, inputs, regions))
+        vmap = dict(self.match(out_dom, inputs, regions))  # the intrinsic's symbolic sizes -> ours
         mapping = {}
         for k, t in enumerate(inputs):
             ib = self.intrin.buffers[k]
-            key = _tensor_key(lb, t)
-            actual = lb.buffers.get(key)
+            actual, mins = ctx.buffer(t)
             if actual is None:
                 raise self.fail(f"tensor {t.name!r} is read but is neither an argument nor computed by the "
                                 "schedule; add it to the argument list")
             if ib.dtype != t.dtype:
                 raise self.fail(f"buffer {ib.name!r} is {ib.dtype}, tensor {t.name!r} is {t.dtype}")
-            mapping[id(ib.data)] = self.bind(ib, actual, lb.mins.get(key), regions[k], t.name, vmap)
-        out_region = [out_dom[id(r)] for r in op.axis]
+            mapping[ib.data] = self.bind(ib, actual, mins, regions[k], t.name, vmap)
+        out_region = [out_dom[r] for r in op.axis]
         n_in = len(inputs)
         for k in range(op.num_outputs):
             ib = self.intrin.buffers[n_in + k]
-            key = (id(st), k)
-            mapping[id(ib.data)] = self.bind(ib, lb.buffers[key], lb.mins.get(key), out_region,
-                                             op.output(k).name, vmap)
-        from .build_loops import _RebindBuffers
-
-        inputs_data = {id(self.intrin.buffers[k].data) for k in range(n_in)}
-        values = {key: v for key, (_, v) in vmap.items()}
+            actual, mins = ctx.buffer(op.output(k))
+            mapping[ib.data] = self.bind(ib, actual, mins, out_region, op.output(k).name, vmap)
+        inputs_data = {self.intrin.buffers[k].data for k in range(n_in)}
 
         # The loops of the tensorized axes are gone; code they import stays with the intrinsic.
         imports = [attr.pragmas["import_llvm"] for iv in self.leaves[tloc:]
-                   if (attr := st.iter_attrs.get(id(iv))) is not None and "import_llvm" in attr.pragmas]
+                   if (attr := st.iter_attrs.get(iv)) is not None and "import_llvm" in attr.pragmas]
 
         def bound(s: Stmt | None) -> Stmt | None:
             if s is None:
                 return None
-            s = substitute(_RebindBuffers(mapping, inputs_data).visit(s), values)
+            s = substitute(RebindBuffers(mapping, inputs_data).visit(s), vmap)
             for code in imports:
                 s = AttrStmt(self.axis.var, PRAGMA_PREFIX + "import_llvm", StringImm(code), s)
             return s
@@ -292,13 +291,13 @@ class _Tensorize:
         return self._place(bound)
 
     def _place(self, bound) -> Stmt:
-        lb, st, info, tloc, leaves = self.lb, self.st, self.info, self.tloc, self.leaves
+        info, tloc, leaves = self.info, self.tloc, self.leaves
         intrin = self.intrin
         spatial = [c for c, red in info.guards if not red]
         reduce_ = [c for c, red in info.guards if red]
-        store = lb._store_predicate(st, lambda e: substitute(e, self.values), None)
+        store = self.ctx.store_predicate(lambda e: substitute(e, self.values))
         for c in store:
-            if uses_var(c, self.inner_ids):
+            if uses_var(c, self.inner_vars):
                 raise self.fail(f"the store predicate {c} depends on loops inside the tensorized nest")
         first_reduce = next((k for k, iv in enumerate(leaves) if iv.iter_type is IterType.COMM_REDUCE),
                             len(leaves))
@@ -323,7 +322,7 @@ class _Tensorize:
             return self._loops(outer[:first_reduce], seq(init, stmt))
         if intrin.body is None:
             raise self.fail("the intrinsic has neither a reduce_reset nor a body to start the reduction with")
-        first = [EQ(iv.var, info.loop_min[id(iv)], "bool") for iv in outer[first_reduce:]
+        first = [EQ(iv.var, info.loop_min[iv], "bool") for iv in outer[first_reduce:]
                  if iv.iter_type is IterType.COMM_REDUCE]
         body = IfThenElse(all_of(*first), bound(intrin.body), update)
         return self._loops(outer, _guard(body, spatial + store + reduce_))
@@ -332,8 +331,8 @@ class _Tensorize:
         """``body`` inside the loops of ``ivs`` (outermost first), with the stages attached to them."""
         for iv in reversed(ivs):
             if place:
-                body = self.lb.place(self.lb.children.get((id(self.st), id(iv)), []), body)
-            body = self.lb._loop(self.st, iv, body)
+                body = self.ctx.place(self.ctx.attached(iv), body)
+            body = self.ctx.loop(iv, body)
         return body
 
 
@@ -343,15 +342,15 @@ class _Remap(IRMutator):
 
     def __init__(self, vmap: dict, inputs: list, intrin_inputs: list, regions: dict, fail):
         self.vmap = vmap
-        self.index = {(id(t.op), t.value_index): k for k, t in enumerate(inputs)}
+        self.index = {t: k for k, t in enumerate(inputs)}
         self.intrin_inputs, self.regions, self.fail = intrin_inputs, regions, fail
 
     def visit_Var(self, node: Var):
-        return self.vmap.get(id(node), node)
+        return self.vmap.get(node, node)
 
     def visit_ProducerLoad(self, node: ProducerLoad):
         indices = [self.visit(i) for i in node.indices]
-        k = self.index[(id(node.producer.op), node.producer.value_index)]
+        k = self.index[node.producer]
         target = self.intrin_inputs[k]
         region = self.regions[k]
         start = len(indices) - target.ndim
@@ -370,8 +369,6 @@ class _Remap(IRMutator):
 def _compare(mine: PrimExpr, want: PrimExpr, remap: _Remap, an: Analyzer) -> str:
     """What differs between the stage's body ``mine`` (remapped) and the intrinsic's ``want``
     ("" if nothing). Reductions compare their combiner, then sources and condition."""
-    from ..arith.canonical import expr_key
-
     if isinstance(mine, Reduce) != isinstance(want, Reduce):
         return (f"the stage computes {'a reduction' if isinstance(mine, Reduce) else 'no reduction'}, "
                 f"the intrinsic {'a reduction' if isinstance(want, Reduce) else 'none'}")
@@ -390,12 +387,6 @@ def _compare(mine: PrimExpr, want: PrimExpr, remap: _Remap, an: Analyzer) -> str
     return ""
 
 
-def _tensor_key(lb, tensor) -> tuple:
-    from .build_loops import _key
-
-    return _key(lb.sch, tensor)
-
-
 def _row_major(shape) -> list:
     strides, stride = [], None
     for d in reversed(list(shape)):
@@ -406,14 +397,10 @@ def _row_major(shape) -> list:
 
 
 def _min(a, b):
-    from ..tir.expr import Min
-
     return Min(a, b, a.dtype)
 
 
 def _max(a, b):
-    from ..tir.expr import Max
-
     return Max(a, b, a.dtype)
 
 

@@ -230,9 +230,9 @@ def const(value, dtype: str | None = None) -> PrimExpr:
 
 def floordiv(a, b) -> PrimExpr:
     """Integer division rounding towards minus infinity."""
-    return E._binary(E.FloorDiv, a, b)
+    return indexdiv(a, b)
 
 
 def floormod(a, b) -> PrimExpr:
     """Remainder with the sign of the divisor."""
-    return E._binary(E.FloorMod, a, b)
+    return indexmod(a, b)

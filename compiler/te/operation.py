@@ -6,10 +6,25 @@ import inspect
 from collections.abc import Callable
 
 from .. import dtypes
+from ..arith import Analyzer, simplify
 from ..errors import CompilerError
 from ..tir.analysis import post_order_visit
-from ..tir.expr import IterType, IterVar, PrimExpr, ProducerLoad, Range, Reduce, Var, const, convert
+from ..tir.buffer import Buffer, decl_buffer
+from ..tir.expr import (
+    EQ,
+    IntImm,
+    IterType,
+    IterVar,
+    PrimExpr,
+    ProducerLoad,
+    Range,
+    Reduce,
+    Var,
+    const,
+    convert,
+)
 from ..tir.indexing import index_dtype, widen
+from ..tir.stmt import Evaluate, Stmt
 from .tensor import ComputeOp, ExternOp, PlaceholderOp, ScanOp, Tensor
 
 __all__ = ["placeholder", "compute", "reduce_axis", "var", "size_var", "thread_axis", "scan", "extern"]
@@ -70,8 +85,6 @@ def _range(dom, name: str) -> Range:
         return dom
     if isinstance(dom, (tuple, list)) and len(dom) == 2:
         lo, hi = convert(dom[0]), convert(dom[1])
-        from ..arith import simplify
-
         return Range(lo, simplify(hi - lo))
     raise CompilerError(f"axis {name!r}: domain must be (begin, end) or a Range, got {dom!r}")
 
@@ -197,8 +210,6 @@ def scan(init, update, state_placeholder, inputs=None, name: str = "scan", tag: 
     if not (len(init) == len(update) == len(states)) or not init:
         raise CompilerError(f"scan {name!r}: give as many init, update and state_placeholder tensors "
                             f"(got {len(init)}, {len(update)} and {len(states)})")
-    from ..arith import Analyzer
-
     an = Analyzer()
     for k, (i, u, st) in enumerate(zip(init, update, states)):
         where = f"scan {name!r}, state {k}"
@@ -244,25 +255,20 @@ def _tensor_list(x, what: str) -> list:
 
 
 def _same_extent(an, a, b) -> bool:
-    from ..tir.expr import EQ
-
     a, b = convert(a), convert(b)
     return a is b or an.can_prove(EQ(a, b if b.dtype == a.dtype else b.astype(a.dtype), "bool"))
 
 
 def _check_reads_earlier_steps(update: Tensor, states: list, name: str) -> None:
     """Refuse an update that reads its state at its own step or later (no value exists yet)."""
-    from ..arith import simplify
-    from ..tir.expr import IntImm
-
     op = update.op
     if not isinstance(op, ComputeOp):
         return
     t = op.axis[0].var
-    state_ops = {id(s.op) for s in states}
+    state_ops = {s.op for s in states}
 
     def visit(node):
-        if isinstance(node, ProducerLoad) and id(node.producer.op) in state_ops:
+        if isinstance(node, ProducerLoad) and node.producer.op in state_ops:
             ahead = simplify(node.indices[0] - t)
             if isinstance(ahead, IntImm) and ahead.value >= 0:
                 raise CompilerError(f"scan {name!r}: update {op.name!r} reads state "
@@ -287,8 +293,6 @@ def extern(shape, inputs, fcompute: Callable, name: str = "extern", dtype=None, 
     :func:`compiler.register_func`, or ``te.call_extern`` of a C function. ``dtype``
     defaults to the first input's. Returns the tensor, or a list for several outputs.
     """
-    from ..tir.stmt import Evaluate, Stmt
-
     shapes = [shape] if isinstance(shape, (int, PrimExpr)) or (
         isinstance(shape, (list, tuple)) and (not shape or not isinstance(shape[0], (list, tuple)))) \
         else list(shape)
@@ -318,8 +322,6 @@ def extern(shape, inputs, fcompute: Callable, name: str = "extern", dtype=None, 
 
 def _extern_buffers(given, specs: list, what: str) -> list:
     """The buffers ``fcompute`` sees: those given (checked against ``specs``) or new compact ones."""
-    from ..tir.buffer import Buffer, decl_buffer
-
     if given is None:
         return [decl_buffer(s, d, n) for s, d, n in specs]
     given = list(given)

@@ -127,16 +127,15 @@ class ComputeOp(Operation):
     @property
     def input_tensors(self) -> list[Tensor]:
         """The tensors read by the body, in order of first use."""
-        found: dict[tuple, Tensor] = {}
+        found: dict[Tensor, None] = {}  # a tensor is its operation and output index (Tensor.__eq__)
 
         def visit(node):
             if isinstance(node, ProducerLoad):
-                t = node.producer
-                found.setdefault((id(t.op), t.value_index), t)
+                found.setdefault(node.producer)
 
         for body in self.bodies:
             post_order_visit(body, visit)
-        return list(found.values())
+        return list(found)
 
     @property
     def root_iter_vars(self) -> tuple[IterVar, ...]:
@@ -282,7 +281,7 @@ class Tensor:
         return isinstance(other, Tensor) and other.op is self.op and other.value_index == self.value_index
 
     def __hash__(self) -> int:
-        return hash((id(self.op), self.value_index))
+        return hash((self.op, self.value_index))  # operations hash by identity
 
     def __repr__(self) -> str:
         shape = ", ".join(str(s) for s in self.shape)

@@ -15,11 +15,21 @@ from collections.abc import Callable
 
 from ..errors import CompilerError
 from ..tir.buffer import Buffer, decl_buffer
-from ..tir.expr import PrimExpr
+from ..tir.expr import Call, PrimExpr, const
+from ..tir.op import call_extern
 from ..tir.stmt import Evaluate, Stmt
+from .operation import compute, placeholder, var
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 
-__all__ = ["TensorIntrin", "decl_tensor_intrin", "transpose_intrin"]
+__all__ = ["TensorIntrin", "decl_tensor_intrin", "transpose_intrin", "TRANSPOSE", "MAX_TILE",
+           "transpose_call"]
+
+#: The extern function of a tile transpose, which the LLVM backend emits inline
+#: (:mod:`compiler.codegen.llvm_transpose`): ``autotune_transpose(dst, dst_stride, src,
+#: src_stride, rows, cols)``.
+TRANSPOSE = "autotune_transpose"
+#: The most rows and columns a transposed tile may have.
+MAX_TILE = 64
 
 
 class TensorIntrin:
@@ -106,9 +116,6 @@ def transpose_intrin(rows: int, cols: int, dtype: str = "float32", out_ndim: int
     row loop lies outside the tile. The LLVM backend emits it inline
     (:mod:`compiler.codegen.llvm_transpose`); a scalar copy of such a tile does a load and a
     store per element, a vectorized one a gather lane."""
-    from ..codegen.llvm_transpose import MAX_TILE, transpose_call
-    from .operation import compute, placeholder, var
-
     for what, n in (("rows", rows), ("cols", cols)):
         if not isinstance(n, int) or not 2 <= n <= MAX_TILE:  # a single row or column is a plain copy
             raise CompilerError(f"transpose_intrin: {what} must be an int from 2 to {MAX_TILE}, got {n!r}")
@@ -127,6 +134,13 @@ def transpose_intrin(rows: int, cols: int, dtype: str = "float32", out_ndim: int
 
     name = f"transpose_{rows}x{cols}_{dtype}_{out_ndim}d"
     return decl_tensor_intrin(dst.op, fcompute, name=name, binds=binds)
+
+
+def transpose_call(dst, dst_stride, src, src_stride, rows: int, cols: int) -> Call:
+    """The call that copies the ``rows x cols`` tile at ``src`` transposed to ``dst`` (both
+    ``access_ptr`` of buffers of one dtype; strides in elements, between rows)."""
+    return call_extern("int32", TRANSPOSE, dst, dst_stride, src, src_stride, const(rows, "int32"),
+                       const(cols, "int32"))
 
 
 def _check_buffer(name: str, t: Tensor, buf) -> None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .expr import Call, Let, PrimExpr, Reduce, Var
+from .buffer import ACCESS_PTR
+from .expr import Call, Let, PrimExpr, Reduce, Var, convert
 from .functor import IRMutator, IRVisitor
+from .packed import ARRAY_HANDLE
 from .stmt import Allocate, BufferStore, For, LetStmt
 
 __all__ = ["free_vars", "substitute", "post_order_visit", "uses_var", "collect", "stored_buffers"]
@@ -13,21 +15,21 @@ __all__ = ["free_vars", "substitute", "post_order_visit", "uses_var", "collect",
 
 class _FreeVars(IRVisitor):
     def __init__(self):
-        self.bound: set[int] = set()
-        self.found: dict[int, Var] = {}
+        self.bound: set[Var] = set()
+        self.found: dict[Var, None] = {}  # an ordered set: the order of first use
 
     def visit_Var(self, node: Var) -> None:
-        if id(node) not in self.bound:
-            self.found.setdefault(id(node), node)
+        if node not in self.bound:
+            self.found.setdefault(node, None)
 
     def _bind(self, var, *children):
-        added = id(var) not in self.bound
-        self.bound.add(id(var))
+        added = var not in self.bound
+        self.bound.add(var)
         for c in children:
             if c is not None:
                 self.visit(c)
         if added:
-            self.bound.discard(id(var))
+            self.bound.discard(var)
 
     def visit_For(self, node: For) -> None:
         self.visit(node.min)
@@ -49,10 +51,10 @@ class _FreeVars(IRVisitor):
 
     def visit_Reduce(self, node: Reduce) -> None:
         for iv in node.axis:
-            self.bound.add(id(iv.var))
+            self.bound.add(iv.var)
         self.generic_visit(node)
         for iv in node.axis:
-            self.bound.discard(id(iv.var))
+            self.bound.discard(iv.var)
 
     def visit_BufferLoad(self, node) -> None:
         self.visit_Var(node.buffer.data)
@@ -67,16 +69,17 @@ def free_vars(node) -> list[Var]:
     """Variables used in ``node`` but not bound inside it, in order of first use."""
     v = _FreeVars()
     v.visit(node)
-    return list(v.found.values())
+    return list(v.found)
 
 
-def uses_var(node, var_ids: set[int]) -> bool:
-    """Whether ``node`` mentions any variable whose ``id`` is in ``var_ids``."""
+def uses_var(node, variables: set[Var] | dict) -> bool:
+    """Whether ``node`` mentions any of ``variables`` (a set of :class:`Var`, or a dict keyed
+    by them)."""
     found = False
 
     def check(n):
         nonlocal found
-        if isinstance(n, Var) and id(n) in var_ids:
+        if isinstance(n, Var) and n in variables:
             found = True
 
     post_order_visit(node, check)
@@ -84,23 +87,24 @@ def uses_var(node, var_ids: set[int]) -> bool:
 
 
 class _Substitute(IRMutator):
-    def __init__(self, mapping: dict[int, PrimExpr]):
+    def __init__(self, mapping: dict[Var, PrimExpr]):
         self.mapping = mapping
 
     def visit_Var(self, node: Var):
-        return self.mapping.get(id(node), node)
+        return self.mapping.get(node, node)
 
 
-def substitute(node, mapping) -> object:
-    """Replace variables by expressions. ``mapping`` maps Var (or id of Var) to expressions."""
+def substitute(node, mapping: dict) -> object:
+    """Replace variables by expressions: ``mapping`` maps :class:`Var` objects to expressions
+    (or Python numbers)."""
     if not mapping:
         return node
-    by_id = {}
+    exprs = {}
     for k, v in mapping.items():
-        from .expr import convert
-
-        by_id[k if isinstance(k, int) else id(k)] = convert(v)
-    return _Substitute(by_id).visit(node)
+        if isinstance(k, int):  # the ids older callers passed would silently match nothing
+            raise TypeError(f"substitute maps variables, not their ids (got the key {k!r})")
+        exprs[k] = convert(v)
+    return _Substitute(exprs).visit(node)
 
 
 class _PostOrder(IRVisitor):
@@ -124,21 +128,18 @@ def collect(node, predicate: Callable) -> list:
     return out
 
 
-def stored_buffers(node) -> set[int]:
-    """The ``id`` of the data variable of every buffer that ``node`` stores into, or passes
-    to a function it calls (which may write it: ``call_packed``, ``call_extern``)."""
-    from .buffer import ACCESS_PTR
-    from .packed import ARRAY_HANDLE
-
-    stored = {id(s.buffer.data) for s in collect(node, lambda n: isinstance(n, BufferStore))}
+def stored_buffers(node) -> set[Var]:
+    """The data variable of every buffer that ``node`` stores into, or passes to a function
+    it calls (which may write it: ``call_packed``, ``call_extern``)."""
+    stored = {s.buffer.data for s in collect(node, lambda n: isinstance(n, BufferStore))}
     for call in collect(node, lambda n: isinstance(n, Call)):
         if call.op == ARRAY_HANDLE:  # (data, dtype, access, *shape): "r" is only read
             if call.args[2].value != "r":
-                stored.add(id(call.args[0]))
+                stored.add(call.args[0])
             continue
         if call.op == ACCESS_PTR:  # (dtype, data, offset, extent, mask): "r" is only read
             if call.args[4].value != "r":
-                stored.add(id(call.args[1]))
+                stored.add(call.args[1])
             continue
-        stored.update(id(a) for a in call.args if isinstance(a, Var) and a.dtype == "handle")
+        stored.update(a for a in call.args if isinstance(a, Var) and a.dtype == "handle")
     return stored

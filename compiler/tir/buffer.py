@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import dtypes
+from ..errors import LoweringError
 from .expr import BufferLoad, Call, IntImm, PrimExpr, StringImm, Var, convert
+from .stmt import BufferStore
 
 __all__ = ["Buffer", "decl_buffer", "SCOPES", "ACCESS_PTR"]
 
@@ -95,8 +97,6 @@ class Buffer:
 
     def vstore(self, begin, value):
         """A statement storing ``value`` at index ``begin``."""
-        from .stmt import BufferStore
-
         begin = tuple(convert(b) for b in (begin if isinstance(begin, (list, tuple)) else (begin,)))
         if len(begin) != len(self.shape):
             raise ValueError(f"buffer {self.name!r} has {len(self.shape)} dimensions, vstore got "
@@ -116,8 +116,6 @@ def decl_buffer(shape, dtype: str = "float32", name: str = "buffer", data=None, 
     given, the offset is a new variable ``<name>_elem_offset``, promised to be a multiple
     of ``offset_factor``; with 0 the buffer starts at offset 0.
     """
-    from ..errors import LoweringError
-
     dtype = dtypes.check(dtype)
     if scope not in SCOPES:
         raise LoweringError(f"buffer {name!r}: unknown scope {scope!r}; use one of {SCOPES}")

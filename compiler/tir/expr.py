@@ -20,6 +20,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from .. import dtypes
 from ..errors import DTypeError
 
@@ -128,14 +130,13 @@ class ExprOp:
     def __int__(self) -> int:
         """The value of a constant integer expression (``int(t.shape[0])``), as in TVM."""
         e = convert(self)
-        if not isinstance(e, IntImm):
-            from ..arith import simplify
-
-            e = simplify(e)
-        if not isinstance(e, IntImm):
+        if isinstance(e, IntImm):
+            return e.value
+        value = _constant_int(e)
+        if value is None:
             raise TypeError(f"int() needs a constant integer expression, got {e} "
                             "(a symbolic size has no value until the function is called)")
-        return e.value
+        return value
 
     def astype(self, dtype: str) -> PrimExpr:
         """Cast to ``dtype``."""
@@ -153,9 +154,7 @@ class PrimExpr(ExprOp):
     dtype: str
 
     def __repr__(self) -> str:
-        from .printer import expr_to_str
-
-        return expr_to_str(self)
+        return printer.expr_to_str(self)
 
     __str__ = __repr__
 
@@ -439,11 +438,9 @@ class UserReducer:
 
     def combine_all(self, lhs: tuple, rhs: tuple) -> tuple:
         """The combined tuple of ``lhs`` and ``rhs`` (tuples of expressions)."""
-        from .analysis import substitute
-
         mapping = dict(zip(self.lhs, lhs, strict=True))
         mapping.update(zip(self.rhs, rhs, strict=True))
-        return tuple(substitute(r, mapping) for r in self.result)
+        return tuple(analysis.substitute(r, mapping) for r in self.result)
 
     def identities(self, dtypes: tuple) -> tuple:
         """The identity tuple (typed when the reducer was defined, so ``dtypes`` is unused)."""
@@ -557,13 +554,8 @@ def convert(value) -> PrimExpr:
         return value.var
     if isinstance(value, (bool, int, float)):
         return const(value)
-    try:
-        import numpy as np
-
-        if isinstance(value, np.generic):
-            return const(value.item(), value.dtype.name)
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(value, np.generic):
+        return const(value.item(), value.dtype.name)
     raise TypeError(f"cannot use {value!r} of type {type(value).__name__} as an expression")
 
 
@@ -662,8 +654,6 @@ def const_value(e) -> int | float | None:
 def max_value(dtype: str) -> PrimExpr:
     """The largest value of ``dtype`` (infinity for floats)."""
     dtype = dtypes.check(dtype)
-    import numpy as np
-
     if dtypes.is_float(dtype):
         return FloatImm(math.inf, dtype)
     if dtype == "bool":
@@ -674,8 +664,6 @@ def max_value(dtype: str) -> PrimExpr:
 def min_value(dtype: str) -> PrimExpr:
     """The smallest value of ``dtype`` (minus infinity for floats)."""
     dtype = dtypes.check(dtype)
-    import numpy as np
-
     if dtypes.is_float(dtype):
         return FloatImm(-math.inf, dtype)
     if dtype == "bool":
@@ -705,3 +693,23 @@ def any_of(*conds) -> PrimExpr:
     for c in conds[1:]:
         result = _logical(Or, result, c)
     return result
+
+
+def _constant_int(e: PrimExpr) -> int | None:
+    """The value of an integer (or bool) expression made of constants only, or None."""
+    if dtypes.is_float(e.dtype) or e.dtype == "handle":
+        return None
+    try:
+        value = evaluate.evaluate(e)
+    except (KeyError, ZeroDivisionError, NotImplementedError, ValueError, OverflowError):
+        return None  # a variable or a load (no value yet), or no defined value
+    return None if isinstance(value, np.ndarray) else int(value)
+
+
+# The modules below build on this one (they import its names and subclass its visitors),
+# so they are imported last, and the methods above reach them at call time. ``stmt``
+# first: the printer, which the others import, needs it complete.
+from . import stmt  # noqa: E402, F401
+
+# isort: split
+from . import analysis, evaluate, printer  # noqa: E402

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..runtime.signature import ArgSpec, Signature
+from .analysis import free_vars
 from .buffer import Buffer
-from .expr import IntImm, PrimExpr, Var
+from .expr import IntImm, Var
+from .printer import expr_to_str, func_to_str
 from .stmt import Stmt
 
 __all__ = ["PrimFunc", "IRModule", "ArgSpec", "Signature"]
@@ -21,8 +24,6 @@ class PrimFunc:
     attrs: dict = field(default_factory=dict)
 
     def __repr__(self) -> str:
-        from .printer import func_to_str
-
         return func_to_str(self)
 
     __str__ = __repr__
@@ -43,20 +44,17 @@ class PrimFunc:
         appear in the shapes, strides and offsets of buffer parameters; the runtime
         binds the latter from the arrays it is given.
         """
-        seen: dict[int, Var] = {}
-
-        def note(e):
-            for v in _vars_in(e):
-                seen.setdefault(id(v), v)
+        seen: dict[Var, None] = {}  # an ordered set
 
         for p in self.params:
             if isinstance(p, Var):
-                seen.setdefault(id(p), p)
+                seen.setdefault(p, None)
             else:
                 for e in (*p.shape, *p.strides, p.elem_offset):
                     if e is not None:
-                        note(e)
-        return list(seen.values())
+                        for v in free_vars(e):
+                            seen.setdefault(v, None)
+        return list(seen)
 
     def signature(self, align_of=None) -> Signature:
         """The plain-data description of how to call this function (see :class:`Signature`);
@@ -82,67 +80,7 @@ def _dim(e) -> int | str:
         return e.value
     if isinstance(e, Var):
         return e.name
-    from .printer import expr_to_str
-
     return expr_to_str(e)
-
-
-def _vars_in(e: PrimExpr) -> list[Var]:
-    from .analysis import free_vars
-
-    return free_vars(e)
-
-
-@dataclass
-class ArgSpec:
-    """One argument of a compiled function.
-
-    ``shape``/``strides`` entries are ints or the names of symbolic variables
-    (or, for derived sizes, an expression's text: such arguments are checked
-    only after the variables are bound). ``align`` is the alignment in bytes that the
-    compiled code assumes of a compact buffer's data pointer; ``None`` (as in modules
-    exported without it) means :data:`compiler.runtime.ndarray.ALIGNMENT`.
-    """
-
-    kind: str  # "buffer" or "scalar"
-    name: str
-    dtype: str
-    shape: list | None = None
-    strides: list | None = None
-    elem_offset: int | str | None = None
-    align: int | None = None
-
-    def to_json(self) -> dict:
-        return {"kind": self.kind, "name": self.name, "dtype": self.dtype, "shape": self.shape,
-                "strides": self.strides, "elem_offset": self.elem_offset, "align": self.align}
-
-    @staticmethod
-    def from_json(d: dict) -> ArgSpec:
-        return ArgSpec(d["kind"], d["name"], d["dtype"], d.get("shape"), d.get("strides"),
-                       d.get("elem_offset"), d.get("align"))
-
-
-@dataclass
-class Signature:
-    """How to call a compiled function: its arguments, and the scalars its kernel takes.
-
-    The kernel's C signature is ``void name(void **buffers, int64_t *scalars)``:
-    ``buffers`` holds the data pointers of the buffer arguments in order;
-    ``scalars`` the values of ``scalar_vars`` in order.
-    """
-
-    name: str
-    args: list
-    scalar_vars: list  # [(name, dtype)]
-
-    def to_json(self) -> dict:
-        return {"name": self.name, "args": [a.to_json() for a in self.args],
-                "scalar_vars": [list(v) for v in self.scalar_vars]}
-
-    @staticmethod
-    def from_json(d: dict) -> Signature:
-        return Signature(d["name"], [ArgSpec.from_json(a) for a in d["args"]],
-                         [tuple(v) for v in d["scalar_vars"]])
 
 
 class IRModule:
@@ -177,8 +115,6 @@ class IRModule:
         return IRModule(functions, self.attrs)
 
     def __repr__(self) -> str:
-        from .printer import func_to_str
-
         return "\n\n".join(func_to_str(f) for f in self.functions.values())
 
     __str__ = __repr__

@@ -35,10 +35,12 @@ import itertools
 import numpy as np
 
 from .. import dtypes
+from ..runtime.cuda import evaluate_size, program_steps
 from . import expr as E
 from . import stmt as S
 from .analysis import stored_buffers
 from .buffer import Buffer
+from .evaluate import Evaluator
 from .function import PrimFunc
 from .functor import Functor
 from .interpreter import UNBOUND, Interpreter, InterpreterError, restore_binding
@@ -122,7 +124,9 @@ class _SharedLog:
 
     def __init__(self, kernel: str):
         self.kernel = kernel
-        self.entries: dict = {}  # (id(array), index) -> _Touches
+        # (id(array), index) -> _Touches; numpy arrays cannot be keys, and the shared memory
+        # of the block holds each array while the log does.
+        self.entries: dict = {}
 
     def _race(self, mem: _Watched, i: int, kind: str, first: str, second: str) -> DataRaceError:
         return _race(self.kernel, "shared", mem.name, i, kind, first, second)
@@ -163,7 +167,9 @@ class _GlobalLog:
 
     def __init__(self, kernel: str):
         self.kernel = kernel
-        self.writes: dict = {}  # (id(array), index) -> [value, [(_Who, epoch of its block then)]]
+        # (id(array), index) -> [value, [(_Who, epoch of its block then)]]; numpy arrays cannot
+        # be keys, and the launch holds each array while the log does.
+        self.writes: dict = {}
 
     @staticmethod
     def _ordered(a: _Who, a_epoch: int, b: _Who) -> bool:
@@ -222,8 +228,6 @@ class _Thread(Interpreter):
 
     def __init__(self, memory: dict, shared: dict, scalars: dict, env: dict, who: _Who | None = None):
         super().__init__({}, scalars)
-        from ..arith.evaluate import Evaluator
-
         self.memory = dict(memory)
         self.shared = shared
         self.env = dict(env)
@@ -250,9 +254,9 @@ class _Steps(Functor):
         t = self.t
         lo = t.ev.eval(s.min)
         hi = lo + t.ev.eval(s.extent)
-        old = t.env.get(id(s.loop_var), UNBOUND)
+        old = t.env.get(s.loop_var, UNBOUND)
         for v in range(lo, hi):
-            t.env[id(s.loop_var)] = v
+            t.env[s.loop_var] = v
             yield from self.visit(s.body)
         restore_binding(t.env, s.loop_var, old)
 
@@ -262,18 +266,18 @@ class _Steps(Functor):
         size = int(t.ev.eval(buf.shape[0])) if len(buf.shape) == 1 else \
             int(np.prod([t.ev.eval(d) for d in buf.shape]))
         if buf.scope == "shared":
-            mem = t.shared.setdefault(id(buf.data), _poison(size, buf.dtype))
+            mem = t.shared.setdefault(buf.data, _poison(size, buf.dtype))
             if t.who is not None:
                 mem = _Watched(mem, buf.name, t.who.state.shared_log, t.who)
         else:
             mem = _poison(size, buf.dtype)
-        old = t.memory.get(id(buf.data))
-        t.memory[id(buf.data)] = mem
+        old = t.memory.get(buf.data)
+        t.memory[buf.data] = mem
         yield from self.visit(s.body)
         if old is None:
-            del t.memory[id(buf.data)]
+            del t.memory[buf.data]
         else:
-            t.memory[id(buf.data)] = old
+            t.memory[buf.data] = old
 
     def visit_IfThenElse(self, s):
         if self.t.ev.eval(s.condition):
@@ -283,8 +287,8 @@ class _Steps(Functor):
 
     def visit_LetStmt(self, s):
         t = self.t
-        old = t.env.get(id(s.var), UNBOUND)
-        t.env[id(s.var)] = t.ev.eval(s.value)
+        old = t.env.get(s.var, UNBOUND)
+        t.env[s.var] = t.ev.eval(s.value)
         yield from self.visit(s.body)
         restore_binding(t.env, s.var, old)
 
@@ -316,8 +320,6 @@ def run_kernel(kernel: PrimFunc, arrays: dict, scalars: dict | None = None, *,
 
     With ``check_races`` (the default), raise :class:`DataRaceError` on the first data
     race between threads (see the module's docstring)."""
-    from ..arith.evaluate import Evaluator
-
     scalars = dict(scalars or {})
     memory = {}
     params = {}
@@ -325,9 +327,9 @@ def run_kernel(kernel: PrimFunc, arrays: dict, scalars: dict | None = None, *,
         if isinstance(p, Buffer):
             if p.name not in arrays:
                 raise InterpreterError(f"no array given for buffer {p.name!r}")
-            memory[id(p.data)] = arrays[p.name].reshape(-1)
-            params[id(p.data)] = p
-    env = {id(p): scalars[p.name] for p in kernel.params if isinstance(p, E.Var)}
+            memory[p.data] = arrays[p.name].reshape(-1)
+            params[p.data] = p
+    env = {p: scalars[p.name] for p in kernel.params if isinstance(p, E.Var)}
     extents, body = _strip_thread_attrs(kernel.body)
     ev = Evaluator(dict(env), scalars, None)
     sizes = {tag: int(ev.eval(ext)) for tag, (_, ext) in extents.items()}
@@ -347,7 +349,7 @@ def run_kernel(kernel: PrimFunc, arrays: dict, scalars: dict | None = None, *,
             values = {"blockIdx.x": bx, "blockIdx.y": by, "blockIdx.z": bz,
                       "threadIdx.x": tx, "threadIdx.y": ty, "threadIdx.z": tz}
             for tag, (var, _) in extents.items():
-                t_env[id(var)] = values[tag]
+                t_env[var] = values[tag]
             who = _Who((bx, by, bz), (tx, ty, tz), state) if check_races else None
             t_memory = dict(memory)
             for key in watched:
@@ -381,8 +383,6 @@ def run_gpu_function(gf, arrays: list, scalars: dict | None = None, *, check_rac
 
     With ``check_races`` (the default), a data race between threads of a launch raises
     :class:`DataRaceError`."""
-    from ..runtime.cuda import evaluate_size, program_steps
-
     scalars = dict(scalars or {})
     params = list(gf.host.params)
     buffers = [p for p in params if isinstance(p, Buffer)]

@@ -16,13 +16,12 @@ runs up to ``f - 1`` past the extent before its guard stops it.
 from __future__ import annotations
 
 from .. import dtypes
+from ..dtypes import INT32_INDEX_LIMIT
 from .analysis import free_vars
 from .expr import Cast, IntImm, PrimExpr, Var, convert, is_const_int
 from .functor import IRMutator
 
 __all__ = ["INT32_INDEX_LIMIT", "index_dtype", "widen", "as_index"]
-
-INT32_INDEX_LIMIT = 2**30
 
 
 def as_index(e, dtype: str) -> PrimExpr:

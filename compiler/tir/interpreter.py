@@ -1,7 +1,7 @@
 """A reference interpreter for the loop IR: slow, exact, for small tests.
 
 It executes statements one by one in Python with the value semantics of
-:mod:`compiler.arith.evaluate`, checks every buffer access against the
+:mod:`compiler.tir.evaluate`, checks every buffer access against the
 buffer's extent, and writes results into the numpy arrays it is given. Thread
 bound loops run sequentially, so code that relies on barriers between threads
 is out of its reach.
@@ -17,6 +17,7 @@ from .. import dtypes
 from . import expr as E
 from . import stmt as S
 from .buffer import Buffer
+from .evaluate import Evaluator
 from .function import PrimFunc
 from .functor import IRVisitor
 
@@ -35,8 +36,6 @@ def run(func_or_stmt: PrimFunc | S.Stmt, buffers: dict[str, np.ndarray] | None =
     For a PrimFunc, symbolic sizes in buffer shapes and strides are bound from
     the arrays. Returns ``buffers`` (the same arrays, now updated).
     """
-    from ..arith.evaluate import Evaluator
-
     buffers = dict(buffers or {})
     interp = Interpreter(buffers, dict(scalars or {}))
     interp.ev = Evaluator(interp.env, interp.scalars, interp.load)
@@ -47,7 +46,7 @@ def run(func_or_stmt: PrimFunc | S.Stmt, buffers: dict[str, np.ndarray] | None =
             if isinstance(p, Buffer):
                 interp.bind_param(p)
             elif p.name in interp.scalars:
-                interp.env[id(p)] = interp.scalars[p.name]
+                interp.env[p] = interp.scalars[p.name]
             else:
                 raise InterpreterError(f"no value for scalar parameter {p.name!r}")
     interp.visit(body)
@@ -61,8 +60,8 @@ class Interpreter(IRVisitor):
     def __init__(self, buffers: dict[str, np.ndarray], scalars: dict[str, Any]):
         self.buffers = buffers
         self.scalars = scalars
-        self.env: dict[int, Any] = {}
-        self.memory: dict[int, np.ndarray] = {}  # id(buffer.data) -> flat view
+        self.env: dict[E.Var, Any] = {}
+        self.memory: dict[E.Var, np.ndarray] = {}  # buffer.data -> flat view
         self.ev = None
 
     # -- memory ------------------------------------------------------------------------
@@ -75,22 +74,22 @@ class Interpreter(IRVisitor):
             raise InterpreterError(f"array for buffer {buf.name!r} must be C-contiguous")
         for dim, n in zip(buf.shape, arr.shape, strict=False):
             if isinstance(dim, E.Var):
-                self.env.setdefault(id(dim), int(n))
+                self.env.setdefault(dim, int(n))
         for dim, st in zip(buf.strides, arr.strides, strict=False):
             if isinstance(dim, E.Var):
-                self.env.setdefault(id(dim), st // arr.itemsize)
+                self.env.setdefault(dim, st // arr.itemsize)
         if isinstance(buf.elem_offset, E.Var):
-            self.env.setdefault(id(buf.elem_offset), 0)
-        self.memory[id(buf.data)] = arr.reshape(-1)
+            self.env.setdefault(buf.elem_offset, 0)
+        self.memory[buf.data] = arr.reshape(-1)
 
     def _flat(self, buf: Buffer) -> np.ndarray:
-        mem = self.memory.get(id(buf.data))
+        mem = self.memory.get(buf.data)
         if mem is None:
             arr = self.buffers.get(buf.name)
             if arr is None:
                 raise InterpreterError(f"buffer {buf.name!r} is neither a parameter, "
                                        "nor allocated, nor given")
-            mem = self.memory[id(buf.data)] = arr.reshape(-1)
+            mem = self.memory[buf.data] = arr.reshape(-1)
         return mem
 
     def _offset(self, buf: Buffer, indices: tuple):
@@ -135,9 +134,9 @@ class Interpreter(IRVisitor):
     def visit_For(self, s: S.For) -> None:
         lo = self.ev.eval(s.min)
         hi = lo + self.ev.eval(s.extent)
-        old = self.env.get(id(s.loop_var), UNBOUND)
+        old = self.env.get(s.loop_var, UNBOUND)
         for v in range(lo, hi):
-            self.env[id(s.loop_var)] = v
+            self.env[s.loop_var] = v
             self.visit(s.body)
         restore_binding(self.env, s.loop_var, old)
 
@@ -164,15 +163,15 @@ class Interpreter(IRVisitor):
         size = 1
         for d in buf.shape:
             size *= int(self.ev.eval(d))
-        old = self.memory.get(id(buf.data))
-        self.memory[id(buf.data)] = np.zeros(size, dtype=dtypes.to_numpy(buf.dtype))
+        old = self.memory.get(buf.data)
+        self.memory[buf.data] = np.zeros(size, dtype=dtypes.to_numpy(buf.dtype))
         try:
             self.visit(s.body)
         finally:
             if old is None:
-                del self.memory[id(buf.data)]
+                del self.memory[buf.data]
             else:
-                self.memory[id(buf.data)] = old
+                self.memory[buf.data] = old
 
     def visit_IfThenElse(self, s: S.IfThenElse) -> None:
         if self.ev.eval(s.condition):
@@ -181,8 +180,8 @@ class Interpreter(IRVisitor):
             self.visit(s.else_case)
 
     def visit_LetStmt(self, s: S.LetStmt) -> None:
-        old = self.env.get(id(s.var), UNBOUND)
-        self.env[id(s.var)] = self.ev.eval(s.value)
+        old = self.env.get(s.var, UNBOUND)
+        self.env[s.var] = self.ev.eval(s.value)
         self.visit(s.body)
         restore_binding(self.env, s.var, old)
 
@@ -203,9 +202,9 @@ UNBOUND = object()  # the value of a variable that had no binding, for restore_b
 def restore_binding(env: dict, var: E.Var, old) -> None:
     """Undo a binding of ``var`` in ``env``: put back ``old``, or drop it if it was unbound."""
     if old is UNBOUND:
-        env.pop(id(var), None)
+        env.pop(var, None)
     else:
-        env[id(var)] = old
+        env[var] = old
 
 
 def _scalar(v, dtype: str):

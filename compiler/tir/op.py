@@ -14,10 +14,10 @@ existence when its first attribute is registered::
 A lowering rule (attribute ``"<target>.FLowerIntrinsic"``) takes the ``Call`` and
 returns an expression to use instead, or the call itself to decline. The pass
 :func:`compiler.transform.lower_intrin.lower_intrin` applies the rules of the
-target being built (``"llvm"`` or ``"cuda"``; rules for ``"nvptx"``, the backend of our
-CUDA path, apply to ``"cuda"`` builds after the ``"cuda"`` ones), then those of
-``"default"``. The math the code generators lower themselves is registered for
-``"llvm"`` and ``"cuda"`` at level 10 as :data:`BUILTIN_LOWERING`, so a user's rule
+target being built, under the keys its backend declared (:func:`register_target_rules`:
+``"llvm"``; ``"cuda"`` then ``"nvptx"``, the backend of our CUDA path), then those of
+``"default"``. The math each code generator lowers itself is registered for its kind
+at level 10 as :data:`BUILTIN_LOWERING`, so a user's rule
 for ``tir.exp`` needs a level above 10 to take over, as in TVM. Math that a GPU does
 not lower natively (``sin``, ``erf``) takes a rule at any level, e.g. one calling
 CUDA's libdevice (``call_pure_extern("float32", "__nv_sinf", x)``).
@@ -41,15 +41,15 @@ from .expr import Call, PrimExpr, StringImm, convert
 __all__ = ["Op", "CallEffectKind", "BUILTIN_LOWERING", "register_op_attr", "register_intrin_lowering",
            "register_intrin_rule", "lowering_rules", "list_op_names", "isolated_registry",
            "call_intrin", "call_extern", "call_pure_extern", "indexdiv", "indexmod", "if_then_else",
-           "all", "any", "EXTERN_OPS",
-           "NATIVE_MATH"]
+           "all", "any", "EXTERN_OPS", "MATH_OPS",
+           "NATIVE_MATH", "register_target_rules"]
 
 logger = logging.getLogger(__name__)
 
 _PREFIX = "tir."
 _LOWER = ".FLowerIntrinsic"
-# Target keys whose rules a build for a target kind consults, in order.
-_TARGET_KEYS = {"llvm": ("llvm", "default"), "cuda": ("cuda", "nvptx", "default")}
+# Target keys whose rules a build for a target kind consults, in order (register_target_rules).
+_TARGET_KEYS: dict[str, tuple[str, ...]] = {}
 EXTERN_OPS = frozenset({"call_extern", "call_pure_extern"})
 
 
@@ -310,23 +310,28 @@ def indexmod(a, b) -> PrimExpr:
 
 # ----------------------------------------------------------------------------- built-in operators
 
-_MATH = ("exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt", "tanh", "sin", "cos", "sigmoid", "erf",
-         "fabs", "abs", "floor", "ceil", "round", "trunc", "pow", "isnan")
-# The math each code generator lowers itself.
-NATIVE_MATH = {
-    "llvm": frozenset(_MATH),
-    "cuda": frozenset({"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "fabs", "abs",
-                       "floor", "ceil", "round", "trunc", "isnan"}),
-}
-_BUILTIN_NAMES = frozenset((*_MATH, *EXTERN_OPS))
+#: The built-in math intrinsics (short names).
+MATH_OPS = ("exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt", "tanh", "sin", "cos", "sigmoid", "erf",
+            "fabs", "abs", "floor", "ceil", "round", "trunc", "pow", "isnan")
+#: The math each target kind's code generator lowers itself (register_target_rules).
+NATIVE_MATH: dict[str, frozenset] = {}
+_BUILTIN_NAMES = frozenset((*MATH_OPS, *EXTERN_OPS))
+
+
+def register_target_rules(target_kind: str, keys: tuple[str, ...], native_math) -> None:
+    """Declare how intrinsics are lowered for ``target_kind`` (its backend calls this when it
+    registers): the rule keys tried in order (``"default"`` is tried after them), and the math
+    operators its code generator lowers itself."""
+    _TARGET_KEYS[target_kind] = (*keys, "default")
+    NATIVE_MATH[target_kind] = frozenset(native_math)
+    for op in NATIVE_MATH[target_kind]:
+        if (_PREFIX + op, target_kind + _LOWER) not in _attrs:
+            register_intrin_lowering(_PREFIX + op, target_kind, f=BUILTIN_LOWERING)
 
 
 def _register_builtins() -> None:
-    for op in _MATH:
+    for op in MATH_OPS:
         register_op_attr(_PREFIX + op, "TCallEffectKind", CallEffectKind.Pure)
-        for target, native in NATIVE_MATH.items():
-            if op in native:
-                register_intrin_lowering(_PREFIX + op, target, f=BUILTIN_LOWERING)
     register_op_attr(_PREFIX + "call_extern", "TCallEffectKind", CallEffectKind.Opaque)
     register_op_attr(_PREFIX + "call_pure_extern", "TCallEffectKind", CallEffectKind.Pure)
 

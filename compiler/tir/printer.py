@@ -6,6 +6,8 @@ import math
 
 from . import expr as E
 from . import stmt as S
+from .buffer import Buffer
+from .evaluate import wrap_int
 from .functor import Functor
 
 __all__ = ["expr_to_str", "stmt_to_str", "func_to_str", "LineWriter"]
@@ -200,19 +202,78 @@ class _StmtPrinter(LineWriter):
         self._line(f"<{type(s).__name__}>")
 
 
+_INDEX_DTYPES = ("int8", "int16", "int32", "int64")
+
+
 def _loop_stop(s):
-    """``min + extent`` of a loop, simplified so that ``range(a, a + (b - a))`` reads ``range(a, b)``."""
+    """``min + extent`` of a loop, read as a sum of terms so that ``range(a, a + (b - a))``
+    reads ``range(a, b)`` and ``range(1, 1 + 11)`` reads ``range(1, 12)``.
+
+    Terms that print alike cancel, and the sum is written as :mod:`compiler.arith` writes
+    its canonical form: positive terms in order of first appearance, then the constant,
+    then the negative terms.
+    """
     stop = s.min + s.extent
-    try:
-        from ..arith import simplify
-    except ImportError:  # pragma: no cover - printing must work whatever is importable
+    if stop.dtype not in _INDEX_DTYPES:
         return stop
-    return simplify(stop)
+    terms: dict[str, list] = {}
+    const = _read_sum(stop, 1, terms)
+    return _write_sum(terms, const, stop.dtype)
+
+
+def _read_sum(e, coef: int, terms: dict) -> int:
+    """Add ``coef * e`` to ``terms`` (the text of an atom -> [atom, coefficient]), reading
+    through sums and constant multiples; returns the constant part."""
+    if isinstance(e, E.IntImm):
+        return coef * e.value
+    if isinstance(e, (E.Add, E.Sub)) and e.dtype in _INDEX_DTYPES:
+        sign = 1 if isinstance(e, E.Add) else -1
+        return _read_sum(e.a, coef, terms) + _read_sum(e.b, sign * coef, terms)
+    if isinstance(e, E.Mul) and e.dtype in _INDEX_DTYPES:
+        if isinstance(e.b, E.IntImm):
+            return _read_sum(e.a, coef * e.b.value, terms)
+        if isinstance(e.a, E.IntImm):
+            return _read_sum(e.b, coef * e.a.value, terms)
+    if coef != 0:
+        key = f"{e.dtype}:{expr_to_str(e)}"
+        entry = terms.get(key)
+        if entry is None:
+            terms[key] = [e, coef]
+        elif entry[1] + coef == 0:
+            del terms[key]
+        else:
+            entry[1] += coef
+    return 0
+
+
+def _write_sum(terms: dict, const: int, dtype: str):
+    """The expression ``sum(coefficient * atom) + const`` of :func:`_read_sum`'s terms."""
+
+    def imm(v: int):
+        return E.IntImm(wrap_int(v, dtype), dtype)
+
+    def term(atom, coef: int):
+        return atom if coef == 1 else E.Mul(atom, imm(coef), dtype)
+
+    pos = [(a, c) for a, c in terms.values() if c > 0]
+    neg = [(a, -c) for a, c in terms.values() if c < 0]
+    if pos:
+        out = term(*pos[0])
+        for a, c in pos[1:]:
+            out = E.Add(out, term(a, c), dtype)
+        if const > 0:
+            out = E.Add(out, imm(const), dtype)
+        elif const < 0:
+            out = E.Sub(out, imm(-const), dtype)
+    else:
+        out = imm(const)
+    for a, c in neg:
+        out = E.Sub(out, term(a, c), dtype)
+    return out
 
 
 def func_to_str(f) -> str:
-    from .buffer import Buffer
-
+    """Text of a function: its signature line, then its body indented one level."""
     params = []
     for p in f.params:
         if isinstance(p, Buffer):

@@ -20,9 +20,7 @@ class Stmt:
     __slots__ = ()
 
     def __repr__(self) -> str:
-        from .printer import stmt_to_str
-
-        return stmt_to_str(self)
+        return printer.stmt_to_str(self)
 
     __str__ = __repr__
 
@@ -123,3 +121,8 @@ def seq(*stmts) -> Stmt:
     if len(flat) == 1:
         return flat[0]
     return SeqStmt(tuple(flat))
+
+
+# The printer builds on this module (it imports its names), so it is imported last;
+# ``Stmt.__repr__`` reaches it at call time.
+from . import printer  # noqa: E402

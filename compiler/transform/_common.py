@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from ..arith import Analyzer
 from ..tir.buffer import Buffer
-from ..tir.expr import Var
+from ..tir.expr import FloatImm, IntImm, Var
 from ..tir.function import PrimFunc
 from ..tir.stmt import Evaluate, Stmt
 
@@ -35,6 +35,4 @@ def apply_to_body(func_or_stmt, rewrite: Callable[[Stmt, Analyzer], Stmt]):
 
 def is_no_op(s: Stmt | None) -> bool:
     """Whether ``s`` does nothing: absent, or the evaluation of a constant."""
-    from ..tir.expr import FloatImm, IntImm
-
     return s is None or (isinstance(s, Evaluate) and isinstance(s.value, (IntImm, FloatImm)))

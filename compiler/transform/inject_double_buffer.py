@@ -59,15 +59,16 @@ def _peel(body: S.Stmt) -> tuple[list, list, S.Stmt]:
             return doubled, others, body
 
 
-def _buffers(s: S.Stmt, kind: type) -> set:
-    """Ids of the data of the buffers that ``kind`` nodes (stores or loads) in ``s`` touch."""
-    return {id(n.buffer.data) for n in collect(s, lambda n: isinstance(n, kind))}
+def _buffers(s: S.Stmt, kind: type) -> set[E.Var]:
+    """The data of the buffers that ``kind`` nodes (stores or loads) in ``s`` touch."""
+    return {n.buffer.data for n in collect(s, lambda n: isinstance(n, kind))}
 
 
-def _loads_only_into(s: S.Stmt, ids: set) -> bool:
-    """Whether ``s`` stores into some of ``ids`` and nothing else, reading none of them."""
+def _loads_only_into(s: S.Stmt, data: set[E.Var]) -> bool:
+    """Whether ``s`` stores into some of the buffers with ``data`` and nothing else,
+    reading none of them."""
     stores = _buffers(s, S.BufferStore)
-    return bool(stores) and stores <= ids and not _buffers(s, E.BufferLoad) & ids
+    return bool(stores) and stores <= data and not _buffers(s, E.BufferLoad) & data
 
 
 class _Injector(IRMutator):
@@ -91,26 +92,26 @@ class _Injector(IRMutator):
         inner = self.visit(inner)
         if extent < 2:  # nothing to overlap: keep the single buffers
             return S.For(s.loop_var, s.min, s.extent, s.kind, _wrap(doubled + others, inner), s.thread_tag)
-        ids = {id(a.buffer.data) for a in doubled}
+        data = {a.buffer.data for a in doubled}
         children = list(inner.seq) if isinstance(inner, S.SeqStmt) else [inner]
         split = 0
-        while split < len(children) and _loads_only_into(children[split], ids):
+        while split < len(children) and _loads_only_into(children[split], data):
             split += 1
         producers, rest = children[:split], children[split:]
         if not producers:
             raise LoweringError(f"double_buffer of {names}: the loop {s.loop_var.name!r} does not start "
                                 "by computing it")
-        if any(_buffers(c, S.BufferStore) & ids for c in rest):
+        if any(_buffers(c, S.BufferStore) & data for c in rest):
             raise LoweringError(f"double_buffer of {names}: the body of loop {s.loop_var.name!r} writes it "
                                 "after reading it")
-        sizes, twins = {}, {}  # by data id: elements of one copy; the buffer holding two
+        sizes, twins = {}, {}  # by data: elements of one copy; the buffer holding two
         for a in doubled:
             buf = a.buffer
             if len(buf.shape) != 1 or not isinstance(E.const_value(buf.shape[0]), int):
                 raise LoweringError(f"double_buffer of {buf.name}: needs a constant-size buffer")
-            sizes[id(buf.data)] = E.const_value(buf.shape[0])
-            twins[id(buf.data)] = dataclasses.replace(buf, shape=(E.const(2 * sizes[id(buf.data)],
-                                                                          buf.shape[0].dtype),))
+            sizes[buf.data] = E.const_value(buf.shape[0])
+            twins[buf.data] = dataclasses.replace(buf, shape=(E.const(2 * sizes[buf.data],
+                                                                      buf.shape[0].dtype),))
         k = s.loop_var
         one = E.const(1, k.dtype)
         two = E.const(2, k.dtype)
@@ -127,7 +128,7 @@ class _Injector(IRMutator):
         loop = S.For(k, s.min, s.extent, s.kind, _wrap(others, body), s.thread_tag)
         out = S.seq(prologue, loop)
         for a in reversed(doubled):
-            out = S.Allocate(twins[id(a.buffer.data)], out)
+            out = S.Allocate(twins[a.buffer.data], out)
         return out
 
 
@@ -144,7 +145,7 @@ class _Halves(IRMutator):
         self.twins, self.sizes, self.phase = twins, sizes, phase
 
     def _shift(self, buf, indices):
-        key = id(buf.data)
+        key = buf.data
         (index,) = indices
         offset = self.phase * E.const(self.sizes[key], index.dtype)  # vector nodes carry the lane type
         if isinstance(index, E.Ramp):
@@ -156,14 +157,14 @@ class _Halves(IRMutator):
 
     def visit_BufferLoad(self, e: E.BufferLoad):
         e = self.generic_visit(e)
-        if id(e.buffer.data) not in self.twins:
+        if e.buffer.data not in self.twins:
             return e
         buf, indices = self._shift(e.buffer, e.indices)
         return dataclasses.replace(e, buffer=buf, indices=indices)
 
     def visit_BufferStore(self, s: S.BufferStore):
         s = self.generic_visit(s)
-        if id(s.buffer.data) not in self.twins:
+        if s.buffer.data not in self.twins:
             return s
         buf, indices = self._shift(s.buffer, s.indices)
         return dataclasses.replace(s, buffer=buf, indices=indices)

@@ -58,18 +58,17 @@ class _Lower(IRMutator):
 class _Injector(Functor):
     def __init__(self, var: E.Var, n: int):
         self.var, self.n = var, n
-        # id(node) -> (node, whether it mentions the thread). The injection asks about every
-        # statement and then about its parts, so without this a nest of depth d is walked d
-        # times; the node is kept so that its id is not reused by another.
-        self._touching: dict[int, tuple[object, bool]] = {}
+        # node -> whether it mentions the thread. The injection asks about every statement
+        # and then about its parts, so without this a nest of depth d is walked d times.
+        self._touching: dict[object, bool] = {}
 
     def touches(self, node) -> bool:
         """Whether ``node`` mentions the virtual thread's index."""
-        known = self._touching.get(id(node))
+        known = self._touching.get(node)
         if known is None:
-            found = node is self.var or any(self.touches(c) for c in children(node))
-            known = self._touching[id(node)] = (node, found)
-        return known[1]
+            known = node is self.var or any(self.touches(c) for c in children(node))
+            self._touching[node] = known
+        return known
 
     def inject(self, s: S.Stmt) -> S.Stmt:
         """``s`` run by every virtual thread: statements that do not mention the thread are
@@ -113,13 +112,13 @@ class _Injector(Functor):
         it: stores that mention it, sit in loops or conditions that do, or read another
         such buffer (to a fixed point)."""
         allocs = [a for a in collect(body, lambda n: isinstance(n, S.Allocate)) if a.buffer.scope == "local"]
-        dep: set[int] = set()
+        dep: set[E.Var] = set()  # the data of the buffers that get a copy per thread
         changed = True
         while changed:
             changed = False
             for a in allocs:
-                if id(a.buffer.data) not in dep and self.writes_depend(a.buffer.data, a.body, dep):
-                    dep.add(id(a.buffer.data))
+                if a.buffer.data not in dep and self.writes_depend(a.buffer.data, a.body, dep):
+                    dep.add(a.buffer.data)
                     changed = True
         if not dep:
             return body
@@ -162,7 +161,7 @@ class _WritesDepend(Functor):
         self.found = s.buffer.data is self.data and (self.around or self.touches(s) or self._reads_dep(s))
 
     def _reads_dep(self, s: S.BufferStore) -> bool:
-        return bool(collect(s.value, lambda n: isinstance(n, E.BufferLoad) and id(n.buffer.data) in self.dep))
+        return bool(collect(s.value, lambda n: isinstance(n, E.BufferLoad) and n.buffer.data in self.dep))
 
     def visit_SeqStmt(self, s):
         for c in s.seq:
@@ -208,14 +207,14 @@ class _ExpandAll(IRMutator):
 
     def __init__(self, dep: set, var: E.Var, n: int):
         self.dep, self.var, self.n = dep, var, n
-        self.wide: dict[int, tuple[Buffer, E.PrimExpr]] = {}  # id(data) -> (wide buffer, offset)
+        self.wide: dict[E.Var, tuple[Buffer, E.PrimExpr]] = {}  # data -> (wide buffer, offset)
 
     def visit_Allocate(self, s: S.Allocate):
-        if id(s.buffer.data) in self.dep:
-            self.wide[id(s.buffer.data)] = _widened(s.buffer, self.var, self.n)
+        if s.buffer.data in self.dep:
+            self.wide[s.buffer.data] = _widened(s.buffer, self.var, self.n)
         body = self.visit(s.body)
-        if id(s.buffer.data) in self.dep:
-            return S.Allocate(self.wide[id(s.buffer.data)][0], body)
+        if s.buffer.data in self.dep:
+            return S.Allocate(self.wide[s.buffer.data][0], body)
         return s if body is s.body else S.Allocate(s.buffer, body)
 
     def _index(self, index: E.PrimExpr, offset: E.PrimExpr) -> E.PrimExpr:
@@ -225,15 +224,15 @@ class _ExpandAll(IRMutator):
 
     def visit_BufferLoad(self, node: E.BufferLoad):
         node = self.generic_visit(node)
-        if id(node.buffer.data) not in self.wide:
+        if node.buffer.data not in self.wide:
             return node
-        wide, offset = self.wide[id(node.buffer.data)]
+        wide, offset = self.wide[node.buffer.data]
         return E.BufferLoad(wide, (self._index(node.indices[0], offset),), node.dtype, node.lanes,
                             node.predicate)
 
     def visit_BufferStore(self, node: S.BufferStore):
         node = self.generic_visit(node)
-        if id(node.buffer.data) not in self.wide:
+        if node.buffer.data not in self.wide:
             return node
-        wide, offset = self.wide[id(node.buffer.data)]
+        wide, offset = self.wide[node.buffer.data]
         return S.BufferStore(wide, node.value, (self._index(node.indices[0], offset),), node.predicate)

@@ -73,14 +73,14 @@ class _GuardCollector(IRVisitor):
 
     def visit_For(self, s: S.For) -> None:
         hi = E.Sub(E.Add(s.min, s.extent, s.min.dtype), E.IntImm(1, s.min.dtype), s.min.dtype)
-        self.relax[id(s.loop_var)] = (s.min, hi)
+        self.relax[s.loop_var] = (s.min, hi)
         self.visit(s.body)
-        del self.relax[id(s.loop_var)]
+        del self.relax[s.loop_var]
 
     def visit_LetStmt(self, s: S.LetStmt) -> None:
-        self.lets[id(s.var)] = s.value
+        self.lets[s.var] = s.value
         self.visit(s.body)
-        del self.lets[id(s.var)]
+        del self.lets[s.var]
 
     def visit_IfThenElse(self, s: S.IfThenElse) -> None:
         self.guards.append(_Guard(s, dict(self.relax), dict(self.lets)))
@@ -157,20 +157,20 @@ class _Partitioner(IRMutator):
         end = self.an.simplify(E.Add(s.min, s.extent, dt))
         collector = _GuardCollector(self.an)
         collector.visit(s.body)
-        seen: dict[int, int] = {}
+        seen: dict[S.IfThenElse, int] = {}
         for g in collector.guards:
-            seen[id(g.node)] = seen.get(id(g.node), 0) + 1
+            seen[g.node] = seen.get(g.node, 0) + 1
 
         lows, highs, removed = [], [], {}
         for g in collector.guards:
-            if seen[id(g.node)] > 1:
+            if seen[g.node] > 1:
                 continue  # a shared node in several contexts: not safe to rewrite
             for c in _conjuncts(g.node.condition):
                 lim = self._limits(v, g, c)
                 if lim is None:
                     continue
                 (lows if lim[0] == "lo" else highs).append(lim[1])
-                removed.setdefault(id(g.node), set()).add(id(c))
+                removed.setdefault(g.node, set()).add(c)
         if not removed:
             return None
 
@@ -247,7 +247,7 @@ class _Partitioner(IRMutator):
 class _RemoveConjuncts(IRMutator):
     """Drop the proven conjuncts of the given ``if`` nodes (by identity)."""
 
-    def __init__(self, removed: dict[int, set[int]]):
+    def __init__(self, removed: dict[S.IfThenElse, set[E.PrimExpr]]):
         self.removed = removed
 
     def visit_PrimExpr(self, e):
@@ -256,12 +256,12 @@ class _RemoveConjuncts(IRMutator):
     def visit_IfThenElse(self, s: S.IfThenElse) -> S.Stmt:
         then_case = self.visit(s.then_case)
         else_case = None if s.else_case is None else self.visit(s.else_case)
-        drop = self.removed.get(id(s))
+        drop = self.removed.get(s)
         if drop is None:
             if then_case is s.then_case and else_case is s.else_case:
                 return s
             return S.IfThenElse(s.condition, then_case, else_case)
-        rest = _and_all([c for c in _conjuncts(s.condition) if id(c) not in drop])
+        rest = _and_all([c for c in _conjuncts(s.condition) if c not in drop])
         if rest is None:
             return then_case
         return S.IfThenElse(rest, then_case, else_case)

@@ -11,11 +11,14 @@ with loops bound to GPU thread axes; it becomes one kernel:
 * its parameters are the global buffers it touches and the scalar variables it uses;
 * its launch dimensions are the extents: constants for the block, expressions of the
   function's scalar variables for the grid (evaluated at call time);
-* barriers go where its shared buffers need them (:mod:`.thread_sync`).
+* its barriers are the next pass's work (:mod:`.thread_sync`, run on each kernel).
 
 The host side is a :class:`GPUFunction`: the workspaces to allocate and the kernels
 to launch in order, as plain data (:meth:`GPUFunction.to_json`), plus a readable host
-``PrimFunc`` that says the same.
+``PrimFunc`` that says the same. As a pass over a module, :func:`split_host_device_module`
+replaces each function by its host function, which carries that plan in its
+:data:`LAUNCH_PLAN` attribute, followed by its kernels; :func:`gpu_functions` reads the
+GPUFunctions back out of such a module.
 
 The time loop of a ``te.scan`` (marked with the ``scan_loop`` attribute) stays on the
 host: the plan's ``program`` runs the launches inside it once per iteration, in order,
@@ -28,30 +31,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .. import dtypes
 from ..arith import Analyzer
 from ..errors import LoweringError
+from ..runtime.cuda import DeviceLimits
 from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.analysis import collect, free_vars, substitute
 from ..tir.buffer import Buffer
 from ..tir.builtin import PRAGMA_PREFIX, SCAN_LOOP
-from ..tir.function import PrimFunc
+from ..tir.function import IRModule, PrimFunc
 from ..tir.functor import Functor, IRMutator
 from ..tir.printer import expr_to_str
-from .thread_sync import insert_thread_sync
+from .pipeline import is_kernel
 
-__all__ = ["split_host_device", "GPUFunction", "KernelLaunch", "DeviceLimits", "THREAD_TAGS", "SCAN_LOOP"]
+__all__ = ["split_host_device", "split_host_device_module", "gpu_functions", "GPUFunction", "KernelLaunch",
+           "DeviceLimits", "THREAD_TAGS", "SCAN_LOOP", "LAUNCH_PLAN"]
+
+#: The attribute of a host function that holds its launch plan (:meth:`GPUFunction.to_json`).
+LAUNCH_PLAN = "launch_plan"
 
 THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
 _MAX_BLOCK_DIM = {"threadIdx.x": 1024, "threadIdx.y": 1024, "threadIdx.z": 64}
-
-
-@dataclass(frozen=True)
-class DeviceLimits:
-    """What one block may use: threads, and bytes of static shared memory."""
-
-    max_threads_per_block: int = 1024
-    max_shared_memory_per_block: int = 48 * 1024
 
 
 @dataclass
@@ -105,6 +106,38 @@ def split_host_device(func: PrimFunc, limits: DeviceLimits | None = None) -> GPU
     return _Splitter(func, limits or DeviceLimits()).run()
 
 
+def split_host_device_module(mod: IRModule, limits: DeviceLimits | None = None) -> IRModule:
+    """``mod`` with each host function split (:func:`split_host_device`): the host function, its
+    plan in the :data:`LAUNCH_PLAN` attribute, followed by its kernels (which the module names)."""
+    funcs: dict[str, PrimFunc] = {}
+    for name, func in mod.items():
+        if is_kernel(func):
+            funcs[name] = func
+            continue
+        gf = split_host_device(func if func.name == name else func.with_name(name), limits)
+        attrs = {**gf.host.attrs, LAUNCH_PLAN: gf.to_json()}
+        funcs[name] = PrimFunc(gf.host.params, gf.host.body, name, attrs)
+        for kernel in gf.kernels:
+            if kernel.name in funcs or kernel.name in mod:
+                raise LoweringError(f"kernel {kernel.name!r} of {name!r} has the name of another function "
+                                    "of the module; rename that function")
+            funcs[kernel.name] = kernel
+    return mod.with_functions(funcs)
+
+
+def gpu_functions(mod: IRModule) -> list[GPUFunction]:
+    """The GPUFunctions of a module :func:`split_host_device_module` split, one per host function."""
+    out = []
+    for func in mod.functions.values():
+        plan = func.attrs.get(LAUNCH_PLAN)
+        if plan is None or is_kernel(func):
+            continue
+        launches = [KernelLaunch.from_json(x) for x in plan["launches"]]
+        out.append(GPUFunction(func, [mod[x.kernel] for x in launches], launches,
+                               [dict(w) for w in plan["workspaces"]], plan.get("program")))
+    return out
+
+
 class _Splitter(Functor):
     def __init__(self, func: PrimFunc, limits: DeviceLimits):
         self.func = func
@@ -114,8 +147,8 @@ class _Splitter(Functor):
         self.workspaces: list[Buffer] = []
         self.program: list = []  # where the next launch goes (the body of the innermost host loop)
         self.host_loops = False
-        self.param_index = {id(p.data): i for i, p in enumerate(func.params) if isinstance(p, Buffer)}
-        self.scalars = {id(v): v for v in func.scalar_vars()}
+        self.param_index = {p.data: i for i, p in enumerate(func.params) if isinstance(p, Buffer)}
+        self.scalars = set(func.scalar_vars())  # what the host knows: scalars, and host loop variables
 
     def run(self) -> GPUFunction:
         host_body = self.walk(self.func.body)
@@ -137,7 +170,7 @@ class _Splitter(Functor):
             raise LoweringError(
                 f"buffer {s.buffer.name!r} in {s.buffer.scope!r} memory is allocated outside every "
                 "kernel: compute it at a loop inside the thread bindings (compute_at)")
-        bad = [v.name for v in free_vars(s.buffer.shape[0]) if id(v) not in self.scalars]
+        bad = [v.name for v in free_vars(s.buffer.shape[0]) if v not in self.scalars]
         if bad:
             raise LoweringError(f"the size of buffer {s.buffer.name!r} depends on {', '.join(bad)}, "
                                 "which the host cannot know")
@@ -185,22 +218,22 @@ class _Splitter(Functor):
         """The time loop of a scan: the host runs it, launching its kernels at every iteration."""
         if not isinstance(s, S.For):  # the time loop of one step only, removed by the simplifier
             return self.walk(s)
-        bad = [v.name for e in (s.min, s.extent) for v in free_vars(e) if id(v) not in self.scalars]
+        bad = [v.name for e in (s.min, s.extent) for v in free_vars(e) if v not in self.scalars]
         if bad:
             raise LoweringError(f"CUDA function {self.func.name!r}: the bounds of loop {s.loop_var.name!r} "
                                 f"depend on {', '.join(bad)}, which the host cannot know")
         name = s.loop_var.name
-        if any(v.name == name for v in self.scalars.values()):
+        if any(v.name == name for v in self.scalars):
             raise LoweringError(f"CUDA function {self.func.name!r}: loop {name!r} has the name of "
                                 "another scalar of the function")
         item = {"loop": name, "dtype": s.loop_var.dtype, "min": expr_to_str(s.min),
                 "extent": expr_to_str(s.extent), "body": []}
         outer, self.program = self.program, item["body"]
-        self.scalars[id(s.loop_var)] = s.loop_var
+        self.scalars.add(s.loop_var)
         try:
             body = self.walk(s.body)
         finally:
-            del self.scalars[id(s.loop_var)]
+            self.scalars.discard(s.loop_var)
             self.program = outer
         self.program.append(item)
         self.host_loops = True
@@ -247,7 +280,7 @@ class _Splitter(Functor):
         grid = []
         for axis in "xyz":
             ext = extents.get(f"blockIdx.{axis}", E.const(1))
-            bad = [v.name for v in free_vars(ext) if id(v) not in self.scalars]
+            bad = [v.name for v in free_vars(ext) if v not in self.scalars]
             if bad:
                 raise LoweringError(f"kernel {name!r}: the extent of blockIdx.{axis} ({ext}) depends on "
                                     f"{', '.join(bad)}, which the host cannot know")
@@ -256,8 +289,7 @@ class _Splitter(Functor):
         for tag in reversed(THREAD_TAGS):
             if tag in extents:
                 body = S.AttrStmt(thread_vars[tag], "thread_extent", extents[tag], body)
-        body = insert_thread_sync(body)
-        params, args = self.parameters(name, body, set(map(id, thread_vars.values())))
+        params, args = self.parameters(name, body, set(thread_vars.values()))
         kernel = PrimFunc(tuple(params), body, name,
                           {"calling_conv": "kernel", "target": "cuda", "grid": grid, "block": block,
                            "shared_bytes": shared})
@@ -280,28 +312,26 @@ class _Splitter(Functor):
                 raise LoweringError(f"kernel {name!r}: {buf.scope} buffer {buf.name!r} needs a constant "
                                     f"size, got {buf.shape[0]}")
             if buf.scope == "shared":
-                from .. import dtypes
-
                 total += size * max(1, dtypes.bits(buf.dtype) // 8)
         if total > self.limits.max_shared_memory_per_block:
             raise LoweringError(f"kernel {name!r} uses {total} bytes of shared memory, more than the "
                                 f"{self.limits.max_shared_memory_per_block} bytes a block may have")
         return total
 
-    def parameters(self, name: str, body: S.Stmt, thread_ids: set) -> tuple[list, list]:
-        buffers: dict[int, Buffer] = {}
+    def parameters(self, name: str, body: S.Stmt, thread_vars: set) -> tuple[list, list]:
+        buffers: dict[E.Var, Buffer] = {}
         for n in collect(body, lambda n: isinstance(n, (E.BufferLoad, S.BufferStore))):
-            buffers.setdefault(id(n.buffer.data), n.buffer)
+            buffers.setdefault(n.buffer.data, n.buffer)
         params: list = []
         args: list = []
         for v in free_vars(body):
-            if id(v) in thread_ids:
+            if v in thread_vars:
                 continue
             if v.dtype == "handle":
-                buf = buffers.get(id(v))
-                if id(v) in self.param_index:
-                    args.append(["param", self.param_index[id(v)]])
-                    buf = self.func.params[self.param_index[id(v)]]
+                buf = buffers.get(v)
+                if v in self.param_index:
+                    args.append(["param", self.param_index[v]])
+                    buf = self.func.params[self.param_index[v]]
                 else:
                     k = next((k for k, w in enumerate(self.workspaces) if w.data is v), None)
                     if k is None or buf is None:
@@ -310,7 +340,7 @@ class _Splitter(Functor):
                     args.append(["workspace", k])
                     buf = self.workspaces[k]
                 params.append(buf)
-            elif id(v) in self.scalars:
+            elif v in self.scalars:
                 params.append(v)
                 args.append(["scalar", v.name])
             else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..errors import LoweringError
 from ..tir.buffer import Buffer
 from ..tir.expr import BufferLoad, PrimExpr, const, is_const_int
 from ..tir.function import PrimFunc
@@ -31,8 +32,6 @@ def flat_index(buf: Buffer, indices) -> PrimExpr:
     """The element offset of ``buf[indices]`` from the buffer's data pointer."""
     dtype = _index_dtype(buf)
     if len(indices) != len(buf.shape):
-        from ..errors import LoweringError
-
         raise LoweringError(f"buffer {buf.name!r} has {len(buf.shape)} dimensions, "
                             f"accessed with {len(indices)} indices")
     if buf.strides:
@@ -83,13 +82,13 @@ def _flat_size(buf: Buffer) -> PrimExpr:
 
 class _Flatten(IRMutator):
     def __init__(self):
-        self.flat: dict[int, Buffer] = {}
+        self.flat: dict[Buffer, Buffer] = {}  # a buffer -> its one-dimensional view
 
     def _flat(self, buf: Buffer) -> Buffer:
-        f = self.flat.get(id(buf))
+        f = self.flat.get(buf)
         if f is None:
             f = Buffer(buf.name, (_flat_size(buf),), buf.dtype, buf.data, (), None, buf.scope, buf.align)
-            self.flat[id(buf)] = f
+            self.flat[buf] = f
         return f
 
     def visit_BufferLoad(self, node: BufferLoad):

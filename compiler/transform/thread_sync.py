@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from ..tir import stmt as S
 from ..tir.analysis import free_vars, post_order_visit
 from ..tir.builtin import DOUBLE_BUFFER_WRITE, SYNC_OP, is_sync, sync_stmt
+from ..tir.expr import Var
 from ..tir.function import PrimFunc
 from ..tir.functor import Functor, IRVisitor
 from ..tir.printer import expr_to_str
@@ -34,13 +35,13 @@ from ..tir.printer import expr_to_str
 __all__ = ["insert_thread_sync", "SYNC_OP", "sync_stmt", "is_sync"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Access:
-    data: int          # id of the buffer's data Var
+    data: Var          # the buffer's data
     write: bool
     index: str         # the index expression, as text
-    index_vars: frozenset  # ids of the variables the index mentions
-    loops: frozenset   # ids of the loop variables enclosing the access
+    index_vars: frozenset  # the variables the index mentions
+    loops: frozenset   # the loop variables enclosing the access
     double_write: bool = False  # a load of the next tile into the other half of a double buffer
 
 
@@ -54,11 +55,11 @@ class _Summary:
 def insert_thread_sync(func: PrimFunc | S.Stmt) -> PrimFunc | S.Stmt:
     """Insert the barriers that the shared buffers of a kernel body need."""
     body = func.body if isinstance(func, PrimFunc) else func
-    shared: set[int] = set()
+    shared: set = set()
 
     def note(n):
         if isinstance(n, S.Allocate) and n.buffer.scope == "shared":
-            shared.add(id(n.buffer.data))
+            shared.add(n.buffer.data)
 
     post_order_visit(body, note)
     if not shared:
@@ -74,7 +75,7 @@ def _as_double_write(a: _Access) -> _Access:
 def _conflict(before: list, after: list, outer: frozenset) -> bool:
     for a in before:
         for b in after:
-            if a.data != b.data or a.write == b.write:
+            if a.data is not b.data or a.write == b.write:
                 continue  # two reads never conflict; nor, as in TVM, do two writes
             if a.double_write:
                 continue  # the reads after it in its iteration read the other half
@@ -87,9 +88,9 @@ def _conflict(before: list, after: list, outer: frozenset) -> bool:
 
 class _Planner(Functor):
     """Plans barriers: ``visit`` returns the statement with its barriers and a summary of
-    its shared accesses; ``loops`` holds the ids of the enclosing loop variables."""
+    its shared accesses; ``loops`` holds the enclosing loop variables."""
 
-    def __init__(self, shared: set[int]):
+    def __init__(self, shared: set):
         self.shared = shared
         self.loops: frozenset = frozenset()
 
@@ -153,7 +154,7 @@ class _Planner(Functor):
         return S.seq(*out), _Summary(head_done, head, pending)
 
     def loop(self, s: S.For, loops: frozenset) -> tuple[S.Stmt, _Summary]:
-        body, sm = self.stmt(s.body, loops | {id(s.loop_var)})
+        body, sm = self.stmt(s.body, loops | {s.loop_var})
         # Iteration i's last accesses against iteration i + 1's first ones: the loop variable
         # differs between them, so indices that mention it are different elements.
         if sm.tail and sm.head and _conflict(sm.tail, sm.head, loops):
@@ -172,7 +173,7 @@ class _Planner(Functor):
 class _SharedAccesses(IRVisitor):
     """The accesses of shared buffers in a statement, each with its enclosing loops."""
 
-    def __init__(self, shared: set[int], loops: frozenset):
+    def __init__(self, shared: set, loops: frozenset):
         self.shared = shared
         self.enclosing = loops
         self.found: list = []
@@ -180,17 +181,17 @@ class _SharedAccesses(IRVisitor):
     def visit_For(self, n):
         self.visit(n.min)
         self.visit(n.extent)
-        saved, self.enclosing = self.enclosing, self.enclosing | {id(n.loop_var)}
+        saved, self.enclosing = self.enclosing, self.enclosing | {n.loop_var}
         try:
             self.visit(n.body)
         finally:
             self.enclosing = saved
 
     def visit_BufferLoad(self, n):
-        if id(n.buffer.data) in self.shared:
+        if n.buffer.data in self.shared:
             text = ", ".join(expr_to_str(i) for i in n.indices)
-            self.found.append(_Access(id(n.buffer.data), isinstance(n, S.BufferStore), text,
-                                      frozenset(id(v) for i in n.indices for v in free_vars(i)),
+            self.found.append(_Access(n.buffer.data, isinstance(n, S.BufferStore), text,
+                                      frozenset(v for i in n.indices for v in free_vars(i)),
                                       self.enclosing))
         self.generic_visit(n)
 

@@ -27,12 +27,13 @@ from __future__ import annotations
 import logging
 from contextlib import contextmanager
 
+from .. import dtypes
 from ..arith import Analyzer
 from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.analysis import collect, substitute, uses_var
 from ..tir.function import PrimFunc
-from ..tir.functor import IRMutator
+from ..tir.functor import IRMutator, child_fields
 from ._common import apply_to_body
 
 __all__ = ["vectorize_loops", "MAX_LANES"]
@@ -60,9 +61,9 @@ class _LoopVectorizer(IRMutator):
 
     def __init__(self, an: Analyzer):
         self.an = an
-        # ids of the data of buffers allocated with no parallel loop between the
-        # allocation and here: only this thread sees them.
-        self.private: frozenset[int] = frozenset()
+        # The data of buffers allocated with no parallel loop between the allocation and
+        # here: only this thread sees them.
+        self.private: frozenset[E.Var] = frozenset()
 
     def visit_PrimExpr(self, e):
         return e  # statements only
@@ -85,7 +86,7 @@ class _LoopVectorizer(IRMutator):
 
     def visit_Allocate(self, s: S.Allocate) -> S.Stmt:
         outer_private = self.private
-        self.private = outer_private | {id(s.buffer.data)}
+        self.private = outer_private | {s.buffer.data}
         try:
             body = self.visit(s.body)
         finally:
@@ -150,9 +151,9 @@ class _Vectorizer(IRMutator):
         self.lanes = lanes
         self.an = an
         self.mask: E.PrimExpr | None = None  # lanes that execute the code being rewritten
-        self.inner: set[int] = set()  # ids of variables bound inside the body
-        self._let: dict[int, E.Var] = {}  # scalar let variable -> its vector replacement
-        self._width: dict[int, tuple] = {}  # id(new vector node) -> (node, lanes)
+        self.inner: set[E.Var] = set()  # variables bound inside the body
+        self._let: dict[E.Var, E.Var] = {}  # scalar let variable -> its vector replacement
+        self._width: dict[E.PrimExpr, int] = {}  # new vector node -> its lanes
 
     def generic_visit(self, node):
         raise _NotVectorizable(f"{type(node).__name__} has no vector form here")
@@ -162,12 +163,11 @@ class _Vectorizer(IRMutator):
     def width(self, e: E.PrimExpr) -> int:
         if isinstance(e, (E.Ramp, E.Broadcast, E.BufferLoad)):
             return e.lanes
-        entry = self._width.get(id(e))
-        return entry[1] if entry is not None else 1
+        return self._width.get(e, 1)
 
     def _vector(self, e: E.PrimExpr) -> E.PrimExpr:
         """Record that ``e`` (a node built here) is ``self.lanes`` wide."""
-        self._width[id(e)] = (e, self.lanes)  # the node is kept alive, so its id stays unique
+        self._width[e] = self.lanes
         return e
 
     def widen(self, e: E.PrimExpr) -> E.PrimExpr:
@@ -192,7 +192,7 @@ class _Vectorizer(IRMutator):
 
     def _mask_var(self) -> E.Var:
         m = E.Var("mask", "bool")
-        self.inner.add(id(m))
+        self.inner.add(m)
         return self._vector(m)
 
     # -------------------------------------------------------------- leaves
@@ -200,7 +200,7 @@ class _Vectorizer(IRMutator):
     def visit_Var(self, e: E.Var) -> E.PrimExpr:
         if e is self.var:
             return self.ramp
-        return self._let.get(id(e), e)
+        return self._let.get(e, e)
 
     def visit_IntImm(self, e):
         return e
@@ -315,7 +315,7 @@ class _Vectorizer(IRMutator):
         try:
             body = self.visit(e.body)
         finally:
-            self._let.pop(id(e.var), None)
+            self._let.pop(e.var, None)
         out = E.Let(var, value, body, e.dtype)
         return self._vector(out) if self.width(body) > 1 else out
 
@@ -323,9 +323,9 @@ class _Vectorizer(IRMutator):
         """The variable that holds ``value`` in the rewritten body (a new one for a vector)."""
         if self.width(value) > 1:
             new = self._vector(E.Var(var.name, var.dtype))
-            self._let[id(var)] = new
+            self._let[var] = new
             var = new
-        self.inner.add(id(var))
+        self.inner.add(var)
         return var
 
     # -------------------------------------------------------------- memory
@@ -349,7 +349,7 @@ class _Vectorizer(IRMutator):
         provably in bounds: reading inactive lanes cannot fault, nobody else can observe
         them, and plain accesses let LLVM keep such a buffer in registers.
         """
-        if self.mask is None or (id(buf.data) in self.private and self._lanes_in_bounds(buf, index)):
+        if self.mask is None or (buf.data in self.private and self._lanes_in_bounds(buf, index)):
             return None
         return self.mask
 
@@ -421,7 +421,7 @@ class _Vectorizer(IRMutator):
             else:
                 body = self.visit(s.body)
         finally:
-            self._let.pop(id(s.var), None)
+            self._let.pop(s.var, None)
         return S.LetStmt(var, value, body)
 
     def visit_IfThenElse(self, s: S.IfThenElse) -> S.Stmt:
@@ -430,7 +430,7 @@ class _Vectorizer(IRMutator):
             # that ``if i < n && k < 11`` tests k once instead of in each lane's mask.
             scalar, vector = [], []
             for c in _conjuncts(s.condition):
-                (vector if uses_var(c, {id(self.var)} | set(self._let)) else scalar).append(c)
+                (vector if uses_var(c, {self.var} | set(self._let)) else scalar).append(c)
             if scalar and vector:
                 return self.visit(S.IfThenElse(_and_all(scalar), S.IfThenElse(_and_all(vector), s.then_case)))
         cond = self.visit(s.condition)
@@ -455,7 +455,7 @@ class _Vectorizer(IRMutator):
         lo, ext = self.visit(s.min), self.visit(s.extent)
         if self.width(lo) > 1 or self.width(ext) > 1:
             raise _NotVectorizable(f"the range of loop {s.loop_var.name} depends on {self.var.name}")
-        self.inner.add(id(s.loop_var))
+        self.inner.add(s.loop_var)
         with self.an.bound(s.loop_var, E.Range(lo, ext)):
             body = self.visit(s.body)
         kind = S.ForKind.SERIAL if s.kind is S.ForKind.VECTORIZED else s.kind
@@ -468,7 +468,7 @@ class _Vectorizer(IRMutator):
 # ====================================================================== legality
 
 
-def _check_lanes_independent(stmt: S.Stmt, inner: set[int], an: Analyzer) -> None:
+def _check_lanes_independent(stmt: S.Stmt, inner: set[E.Var], an: Analyzer) -> None:
     """Raise unless running ``stmt`` lane after lane equals running it for all lanes at once.
 
     The vector form runs each statement for every lane before the next statement, so
@@ -478,11 +478,11 @@ def _check_lanes_independent(stmt: S.Stmt, inner: set[int], an: Analyzer) -> Non
     written by a single store and never read (stores are ordered by lane, as serially).
     The index must not depend on inner loops or lets, whose order the vector form changes.
     """
-    accesses: dict[int, tuple[list, list]] = {}
+    accesses: dict[E.Var, tuple[list, list]] = {}  # by the buffer's data
     for st in collect(stmt, lambda n: isinstance(n, S.BufferStore)):
-        accesses.setdefault(id(st.buffer.data), ([], []))[0].append(st.indices[0])
+        accesses.setdefault(st.buffer.data, ([], []))[0].append(st.indices[0])
     for ld in collect(stmt, lambda n: isinstance(n, E.BufferLoad)):
-        entry = accesses.get(id(ld.buffer.data))
+        entry = accesses.get(ld.buffer.data)
         if entry is not None:
             entry[1].append(ld.indices[0])
     for stores, loads in accesses.values():
@@ -516,8 +516,6 @@ def _and_all(conds: list) -> E.PrimExpr:
 
 
 def _children(node) -> list:
-    from ..tir.functor import child_fields
-
     out: list = []
     for name in child_fields(type(node)):
         value = getattr(node, name)
@@ -530,8 +528,6 @@ def _is_int(dtype: str) -> bool:
 
 
 def _bits(dtype: str) -> int:
-    from .. import dtypes
-
     return dtypes.bits(dtype)
 
 

@@ -9,7 +9,7 @@ import pytest
 from cuda_helpers import assemble
 
 import compiler
-from compiler.codegen.cuda import lower_cuda
+from compiler.backends.cuda import lower_cuda
 from compiler.tir.gpu_interpreter import run_gpu_function
 from search_spaces import create_task
 

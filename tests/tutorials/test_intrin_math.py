@@ -25,7 +25,7 @@ from helpers import assert_written, poisoned, random_array
 
 import compiler
 from compiler import te
-from compiler.codegen.cuda import lower_cuda
+from compiler.backends.cuda import lower_cuda
 from compiler.errors import LoweringError
 from compiler.tir import register_intrin_lowering, register_intrin_rule, register_op_attr
 

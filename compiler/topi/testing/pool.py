@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 
+from ..nn.utils import as_pair, get_pad_tuple
+
 __all__ = ["poolnd_python", "pool2d_python"]
 
 
@@ -63,8 +65,6 @@ def pool2d_python(np_data, kernel, stride, dilation, padding, pool_type: str, ce
                   layout: str = "NCHW", count_include_pad: bool = True, dtype=None):
     """:func:`poolnd_python` with ``topi.nn.pool2d``'s arguments (``padding`` as
     ``(top, left, bottom, right)``), in ``np_data``'s dtype."""
-    from ..nn.utils import as_pair, get_pad_tuple
-
     kernel = as_pair(kernel, "kernel")
     top, left, bottom, right = get_pad_tuple(padding, kernel)
     return poolnd_python(np_data, kernel, as_pair(stride, "stride"), as_pair(dilation, "dilation"),

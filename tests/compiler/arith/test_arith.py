@@ -225,7 +225,7 @@ def test_unsigned_and_bool_bounds():
 def test_interval_affine():
     an = Analyzer()
     xo, xi = tir.Var("xo"), tir.Var("xi")
-    relax = {id(xi): (0, 7)}
+    relax = {xi: (0, 7)}
     lo, hi = an.interval(xo * 8 + xi, relax)
     assert (str(lo), str(hi)) == ("xo * 8", "xo * 8 + 7")
     lo, hi = an.interval(0 - xi * 2 + xo, relax)
@@ -242,21 +242,21 @@ def test_interval_recursive_and_symbolic_relaxation():
     an = Analyzer()
     xo, xi = tir.Var("xo"), tir.Var("xi")
     # xo ranges over [0, n//8 - 1] and xi over [0, 7]: xo*8 + xi covers [0, (n//8)*8 - 1]
-    relax = {id(xo): (0, n // 8 - 1), id(xi): (0, 7)}
+    relax = {xo: (0, n // 8 - 1), xi: (0, 7)}
     lo, hi = an.interval(xo * 8 + xi, relax)
     assert str(lo) == "0"
     assert str(hi) == "n // 8 * 8 - 1"
     # bounds that mention another relaxed variable, and a cycle (which must not hang)
-    relax = {id(x): (y, y + 3), id(y): (0, 10)}
+    relax = {x: (y, y + 3), y: (0, 10)}
     lo, hi = an.interval(x, relax)
     assert (str(lo), str(hi)) == ("0", "13")
-    lo, hi = an.interval(x, {id(x): (0, x)})
+    lo, hi = an.interval(x, {x: (0, x)})
     assert str(lo) == "0" and hi is None
 
 
 def test_interval_min_max_select_cast():
     an = Analyzer()
-    relax = {id(x): (0, 7)}
+    relax = {x: (0, 7)}
     lo, hi = an.interval(tir.Min(x, y, "int32"), relax)
     assert (str(lo), str(hi)) == ("min(0, y)", "min(7, y)")
     lo, hi = an.interval(tir.Select(y < 0, x, x + 10, "int32"), relax)
@@ -342,7 +342,7 @@ def test_simplify_preserves_value_without_bounds(e, points):
                                                                    max_size=8))
 def test_interval_contains_every_value(e, relaxed, points):
     an = Analyzer()
-    relax = {id(_VARS[k]): _BOUNDS[k] for k in relaxed}
+    relax = {_VARS[k]: _BOUNDS[k] for k in relaxed}
     lo, hi = an.interval(e, relax)
     fixed = [k for k in range(3) if k not in relaxed]
     for pt in points:
@@ -359,7 +359,7 @@ def test_interval_is_tight_for_affine():
     an = Analyzer()
     p, q = _VARS[0], _VARS[1]
     e = p * 3 - q * 2 + 5
-    lo, hi = an.interval(e, {id(p): (0, 7), id(q): (-5, 20)})
+    lo, hi = an.interval(e, {p: (0, 7), q: (-5, 20)})
     assert (lo.value, hi.value) == (0 - 40 + 5, 21 + 10 + 5)
     # tight: both ends are reached inside the box
     assert evaluate(e, {p: 0, q: 20}) == lo.value and evaluate(e, {p: 7, q: -5}) == hi.value

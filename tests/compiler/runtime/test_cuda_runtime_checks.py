@@ -20,7 +20,6 @@ import compiler
 from compiler import te, tir
 from compiler.errors import CompilerError, RuntimeArgumentError
 from compiler.runtime import cuda as cuda_rt
-from compiler.runtime import ndarray as nd_module
 from compiler.runtime.device import PYCUDA_MISSING, cuda, require_pycuda
 
 TARGET = "cuda -arch=sm_80"
@@ -304,7 +303,7 @@ def fake(monkeypatch):
     drv.kernels["vadd_kernel0"] = _vadd_kernel
     monkeypatch.setattr(cuda_rt, "driver", lambda: drv)
     monkeypatch.setattr(cuda_rt, "_contexts", {})
-    monkeypatch.setattr(nd_module, "require_pycuda", lambda: drv)
+    monkeypatch.setattr(cuda_rt, "require_pycuda", lambda: drv)
     return drv
 
 

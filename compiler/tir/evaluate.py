@@ -1,7 +1,8 @@
 """Exact value semantics of every expression kind, and a small evaluator built on them.
 
-The constant folder of :mod:`compiler.arith` and the loop-IR interpreter both use
-these functions, so "what the simplifier folds" and "what the interpreter
+They are part of the IR's meaning, so they live with it: the constant folder of
+:mod:`compiler.arith` and the loop-IR interpreters (:mod:`compiler.tir.interpreter`)
+both use them, so "what the simplifier folds" and "what the interpreter
 computes" are the same thing by construction. Integers wrap to their dtype's
 width (two's complement, as the generated machine code does); ``FloorDiv`` and
 ``FloorMod`` round towards minus infinity, integer ``Div`` truncates towards
@@ -17,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes
-from ..tir import expr as E
-from ..tir.functor import Functor
+from . import expr as E
+from .functor import Functor
 
 __all__ = ["wrap_int", "cast_value", "binary_value", "evaluate", "Evaluator", "INTRINSICS"]
 
@@ -152,20 +153,20 @@ def evaluate(expr: E.PrimExpr, env: dict | None = None,
     their dtype, vectors (from ``Ramp``/``Broadcast``) as numpy object arrays.
     """
     env = env or {}
-    by_id = {id(k): v for k, v in env.items() if not isinstance(k, str)}
+    by_var = {k: v for k, v in env.items() if not isinstance(k, str)}
     by_name = {k: v for k, v in env.items() if isinstance(k, str)}
-    return Evaluator(by_id, by_name, load).eval(expr)
+    return Evaluator(by_var, by_name, load).eval(expr)
 
 
 class Evaluator(Functor):
     """Evaluates expressions repeatedly against a mutable environment.
 
-    ``by_id`` maps ``id(var)`` to values (callers update it as loops advance),
-    ``by_name`` is consulted next; ``load`` is as in :func:`evaluate`.
+    ``env`` maps :class:`~compiler.tir.Var` objects to values (callers update it as
+    loops advance), ``by_name`` is consulted next; ``load`` is as in :func:`evaluate`.
     """
 
-    def __init__(self, by_id: dict, by_name: dict, load):
-        self.by_id = by_id
+    def __init__(self, env: dict, by_name: dict, load):
+        self.env = env
         self.by_name = by_name
         self.load = load
 
@@ -177,8 +178,8 @@ class Evaluator(Functor):
         raise NotImplementedError(f"cannot evaluate {type(e).__name__}")
 
     def visit_Var(self, e: E.Var):
-        if id(e) in self.by_id:
-            return self.by_id[id(e)]
+        if e in self.env:
+            return self.env[e]
         if e.name in self.by_name:
             return self.by_name[e.name]
         raise KeyError(f"no value for variable {e.name!r}")
@@ -235,11 +236,11 @@ class Evaluator(Functor):
             return _elementwise(lambda *xs: cast_value(fn(*xs), e.dtype), *args)
 
     def visit_Let(self, e: E.Let):
-        self.by_id[id(e.var)] = self.eval(e.value)
+        self.env[e.var] = self.eval(e.value)
         try:
             return self.eval(e.body)
         finally:
-            del self.by_id[id(e.var)]
+            del self.env[e.var]
 
     def visit_BufferLoad(self, e: E.BufferLoad):
         if self.load is None:

@@ -1,0 +1,57 @@
+"""The steps of a CPU build, in order: LLVM IR from the code generator (:mod:`.llvm`), LLVM's
+O3 (:mod:`.llvm_machine`), then MCJIT in this process (:class:`.llvm_jit.JITCode`) or an
+object file for another (an artifact, loaded back as :class:`.llvm_jit.ObjectCode`).
+
+The ``llvm`` backend (:mod:`compiler.backends.llvm`) calls these on modules its pipeline
+prepared; ``COMPILER_DUMP_IR`` also gets the LLVM IR before and after O3.
+"""
+
+from __future__ import annotations
+
+from ..runtime.arguments import FunctionInfo
+from ..runtime.module import Module
+from ..target import Target
+from ..tir.function import IRModule
+from ..transform.pipeline import dump_directory, dump_text
+from . import function_info
+from .llvm import argument_align, generate_llvm_ir
+from .llvm_jit import JITCode, ObjectCode
+from .llvm_machine import create_target_machine, optimized_module
+
+__all__ = ["build", "save_object", "load_object"]
+
+
+def build(mod: IRModule, target: Target) -> Module:
+    """JIT-compile ``mod`` for ``target`` in this process."""
+    tm = create_target_machine(target)
+    return Module(JITCode(_optimized(mod, target, tm), target, tm), _infos(mod), next(iter(mod.functions)))
+
+
+def save_object(mod: IRModule, target: Target) -> tuple[bytes, dict]:
+    """What :func:`build` compiles, as a relocatable object file and its metadata (the target, the
+    entry function and each function's FunctionInfo)."""
+    tm = create_target_machine(target, reloc="pic", codemodel="default")
+    module = _optimized(mod, target, tm)
+    metadata = {"target": str(target), "entry": next(iter(mod.functions)),
+                "functions": [info.to_json() for info in _infos(mod).values()]}
+    return tm.emit_object(module), metadata
+
+
+def load_object(data: bytes, metadata: dict) -> Module:
+    """The module of :func:`save_object`'s output, loaded by MCJIT against this process's symbols."""
+    infos = {i.name: i for i in map(FunctionInfo.from_json, metadata["functions"])}
+    return Module(ObjectCode(data, Target(metadata["target"])), infos, metadata["entry"])
+
+
+def _optimized(mod: IRModule, target: Target, tm):
+    text = generate_llvm_ir(mod, tm.triple, str(tm.target_data), target.fast_math)
+    module = optimized_module(text, tm)
+    directory = dump_directory()
+    if directory:
+        dump_text(directory, "llvm-codegen", text, "ll")
+        dump_text(directory, "llvm-optimize", str(module), "ll")
+    return module
+
+
+def _infos(mod: IRModule) -> dict:
+    return {name: function_info(f, argument_align) for name, f in mod.items()}

@@ -1,0 +1,123 @@
+"""LLVM itself: its native target set up once, target machines, parsing and the O3 pipeline.
+
+Every LLVM-based module of the code generators reaches LLVM's binding through here.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+from ..errors import CodegenError
+from ..runtime.threads import load_libgomp
+from ..target import Target, host_cpu_name
+from .llvm_types import double_to_half
+
+__all__ = ["create_target_machine", "optimize", "optimized_module", "parse", "initialize"]
+
+logger = logging.getLogger(__name__)
+
+
+@functools.lru_cache(maxsize=1)
+def initialize() -> None:
+    """Set up LLVM's native target once, and make libgomp's symbols visible to the JIT."""
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    llvm.initialize_native_asmparser()
+    gomp = load_libgomp()  # first, so that libgomp starts with the runtime's wait policy
+    try:
+        llvm.load_library_permanently(gomp)
+    except RuntimeError as e:
+        raise CodegenError(f"cannot load libgomp ({gomp}), needed for parallel loops: {e}") from None
+    _register_half_builtins()
+
+
+# LLVM converts float16 with calls to these on CPUs without F16C (and from double without
+# AVX512-FP16). The JIT resolves calls only to symbols of the process, which has none of
+# them, and an unresolved call jumps to address 0. So they are compiled here, for this
+# machine, whose F16C instructions they use.
+_HALF_BUILTINS = ("__extendhfsf2", "__truncsfhf2", "__truncdfhf2")
+
+
+@functools.lru_cache(maxsize=1)
+def _half_builtins():
+    module = ir.Module("half_builtins")
+    module.triple = llvm.get_process_triple()
+    half, f32, f64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
+    for name, (ret, arg), convert in [
+        ("__extendhfsf2", (f32, half), lambda b, x: b.fpext(x, f32)),
+        ("__truncsfhf2", (half, f32), lambda b, x: b.fptrunc(x, half)),
+        ("__truncdfhf2", (half, f64), lambda b, x: double_to_half(b, x, half)),
+    ]:
+        fn = ir.Function(module, ir.FunctionType(ret, [arg]), name)
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        b.ret(convert(b, fn.args[0]))
+    tm = llvm.Target.from_triple(module.triple).create_target_machine(
+        cpu=host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=2)
+    # llvm.parse_assembly, not parse(): this runs inside initialize
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(str(module)), tm)
+    engine.finalize_object()
+    return engine
+
+
+def _register_half_builtins() -> None:
+    if not llvm.get_host_cpu_features().get("f16c", False):
+        logger.debug("this CPU has no F16C: float16 code for CPUs without it cannot run in the JIT")
+        return
+    engine = _half_builtins()
+    for name in _HALF_BUILTINS:
+        llvm.add_symbol(name, engine.get_function_address(name))
+
+
+def _features(target: Target | None) -> str:
+    extra = target.mattr if target is not None else []
+    if target is None or (target.options.get("mcpu") in (None, host_cpu_name()) and not target.mtriple):
+        # Compiling for this machine: everything it has, plus what the target adds.
+        return ",".join([*llvm.get_host_cpu_features().flatten().split(","), *extra]).strip(",")
+    return ",".join(extra)
+
+
+def create_target_machine(target: Target | None, reloc: str = "default", codemodel: str = "jitdefault"):
+    """An LLVM target machine for ``target`` (None: this machine) at optimisation level 3."""
+    initialize()
+    triple = (target.mtriple if target is not None else None) or llvm.get_process_triple()
+    try:
+        llvm_target = llvm.Target.from_triple(triple)
+    except RuntimeError as e:
+        raise CodegenError(f"LLVM does not support triple {triple!r}: {e}") from None
+    cpu = (target.mcpu if target is not None else None) or host_cpu_name()
+    return llvm_target.create_target_machine(cpu=cpu, features=_features(target), opt=3,
+                                             reloc=reloc, codemodel=codemodel)
+
+
+def parse(ir_text: str):
+    """Parse and verify LLVM IR text, raising CodegenError (with the IR) when it is invalid."""
+    initialize()
+    try:
+        module = llvm.parse_assembly(ir_text)
+        module.verify()
+    except RuntimeError as e:
+        raise CodegenError(f"invalid LLVM IR generated: {e}\n{ir_text}") from None
+    return module
+
+
+def optimize(module, tm) -> None:
+    """Run LLVM's O3 pipeline (with loop and SLP vectorisation) on ``module`` in place."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pto.loop_unrolling = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(module, pb)
+
+
+def optimized_module(ir_text: str, tm):
+    """The LLVM module of ``ir_text`` for the target machine ``tm``, after LLVM's O3."""
+    module = parse(ir_text)
+    module.triple = tm.triple
+    module.data_layout = str(tm.target_data)
+    optimize(module, tm)
+    return module
