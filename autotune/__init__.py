@@ -2,18 +2,22 @@
 
 AutoTVM's API (``from autotune import autotvm``) sits beside ``tune()`` in
 :mod:`autotune.autotvm`. The template API lives in :mod:`search_spaces` and is re-exported here
-(``autotune.template``, ``autotune.get_config``, ``autotune.create_task``, ...). It is
-imported on first use, so that ``import autotune`` (and ``autotune --version``) stays
-fast.
+(``autotune.template``, ``autotune.get_config``, ``autotune.create_task``, ...).
+
+Every name but ``AutotuneError`` and ``__version__`` is imported on first use (by
+``__getattr__``): they pull in the compiler, numpy and the tuning log, and
+``import autotune`` (which ``autotune --help`` and ``--version`` do) must stay fast.
 """
 
-from importlib import metadata as _metadata
+import importlib
+import importlib.metadata
 
+from autotune import tuner
 from autotune.errors import AutotuneError
 
 try:
-    __version__ = _metadata.version("autotune-compiler")
-except _metadata.PackageNotFoundError:  # running from a source tree without installing
+    __version__ = importlib.metadata.version("autotune-compiler")
+except importlib.metadata.PackageNotFoundError:  # running from a source tree without installing
     __version__ = "0.1.0"
 
 # Names re-exported from search_spaces, resolved lazily by __getattr__ below.
@@ -31,14 +35,8 @@ _OWN = {
     "tune_tasks": "autotune.tuning",
     "TuneResult": "autotune.tuning",
     "Trial": "autotune.tuning",
-    "Tuner": "autotune.tuner",
-    "get_tuner": "autotune.tuner",
-    "TUNERS": "autotune.tuner",
-    "RandomTuner": "autotune.tuner",
-    "GridTuner": "autotune.tuner",
-    "GATuner": "autotune.tuner",
-    "XGBTuner": "autotune.tuner",
-    "OptunaTuner": "autotune.tuner",
+    **{name: "autotune.tuner" for name in ("Tuner", "get_tuner", "TUNERS")},
+    **{path.rsplit(":", 1)[1]: "autotune.tuner" for path in tuner.TUNERS.values()},  # each tuner's class
 }
 
 __all__ = ["AutotuneError", "__version__", *_FROM_SEARCH_SPACES, *_OWN]
@@ -46,22 +44,15 @@ __all__ = ["AutotuneError", "__version__", *_FROM_SEARCH_SPACES, *_OWN]
 
 def __getattr__(name: str):
     if name == "autotvm":  # AutoTVM's API, a subpackage: ``from autotune import autotvm``
-        import importlib
-
         return importlib.import_module("autotune.autotvm")
     if name in _OWN:
-        import importlib
-
         value = getattr(importlib.import_module(_OWN[name]), name)
-        globals()[name] = value
-        return value
-    if name in _FROM_SEARCH_SPACES:
-        import search_spaces
-
-        value = getattr(search_spaces, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'autotune' has no attribute {name!r}")
+    elif name in _FROM_SEARCH_SPACES:
+        value = getattr(importlib.import_module("search_spaces"), name)
+    else:
+        raise AttributeError(f"module 'autotune' has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:

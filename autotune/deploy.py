@@ -5,6 +5,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 
+import compiler
+from search_spaces import create_task
+from search_spaces.dispatch import current_context
+
+from .history import apply_history_best
+
 __all__ = ["build"]
 
 
@@ -19,12 +25,6 @@ def build(name: str, args: Sequence, target="llvm", db=None, *, transfer: bool =
     Returns the compiled :class:`compiler.runtime.Module`; call ``export_library()``
     on it to ship a shared object that needs neither the tuner nor the database.
     """
-    import compiler
-    from search_spaces import create_task
-    from search_spaces.dispatch import current_context
-
-    from .history import apply_history_best
-
     task = create_task(name, list(args), target)
     ctx = apply_history_best(db, transfer=transfer, any_model=any_model) if db is not None \
         else contextlib.nullcontext()

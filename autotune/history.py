@@ -13,10 +13,12 @@ import os
 import threading
 
 import db
+from search_spaces import create_task
 from search_spaces.dispatch import DispatchContext
 from search_spaces.space import ConfigEntity
 
 from . import selection
+from .pin import read_pin
 from .transfer import LogSource, Source, borrow
 
 __all__ = ["ApplyHistoryBest", "apply_history_best", "PinSource"]
@@ -75,8 +77,6 @@ class ApplyHistoryBest(DispatchContext):
     def __init__(self, log, transfer: bool = True, any_model: bool = False):
         super().__init__()
         if _is_pin(log):
-            from .pin import read_pin
-
             self.log = None
             self.pin = PinSource(read_pin(log))
             self._source = self.pin
@@ -99,8 +99,6 @@ class ApplyHistoryBest(DispatchContext):
         if isinstance(workload, tuple | list):
             if not workload or not isinstance(workload[0], str):
                 raise ValueError(f"a workload is (template name, *args), got {workload!r}")
-            from search_spaces import create_task
-
             workload = create_task(workload[0], list(workload[1:]), target)
         return super().query(target, workload)
 

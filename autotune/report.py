@@ -189,6 +189,7 @@ def _numeric(text: str) -> bool:
 
 
 def _pyplot():
+    # matplotlib (heavy) loads only for a plot, with the Agg backend chosen before pyplot loads.
     import matplotlib
 
     matplotlib.use("Agg")

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import db as tuning_db
+from compiler.target import Target
 
 __all__ = ["gflops", "workload_label", "target_label", "knobs_of", "record_of", "confident_cost",
            "ConfigScore", "Ranking", "rank_configs", "rank_records", "config_median", "best", "prune"]
@@ -97,8 +98,6 @@ def record_of(task, config, result, *, run_id: str | None = None, kind: str = tu
     records.
     """
     if target_model is None:
-        from compiler.target import Target
-
         target_model = Target(task.target).model
     ok = result.error_kind is None
     costs = list(result.costs) if ok else []

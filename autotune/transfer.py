@@ -39,6 +39,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import db as tuning_db
+from compiler.target import Target
+from search_spaces import create_task
 from search_spaces.space import ConfigEntity, ConfigSpace, OtherOptionSpace, SplitSpace
 
 from . import selection
@@ -301,8 +303,6 @@ class BorrowedConfig(ConfigEntity):
 def _neighbours(source: Source, task, other_shapes: bool, other_models: bool) -> list:
     """``(distance, workload)`` of the workloads of ``task``'s template it may borrow from,
     nearest first (the task's own model before others at equal distance, then by key)."""
-    from compiler.target import Target
-
     target = Target(task.target)
     args = _plain(list(task.args))
     near = []
@@ -321,8 +321,6 @@ def _neighbours(source: Source, task, other_shapes: bool, other_models: bool) ->
 
 def _space_of(workload: tuning_db.Workload) -> ConfigSpace | None:
     """The config space of a tuned workload (None when this code can no longer define it)."""
-    from search_spaces import create_task
-
     try:
         return create_task(workload.template, workload.args, workload.target).config_space
     except Exception as err:  # noqa: BLE001 - a workload this code cannot rebuild still lends its knobs

@@ -25,10 +25,18 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-import db as tuning_db
+from tqdm.auto import tqdm
 
+import db as tuning_db
+from compiler.runtime.device import device_memory
+from compiler.target import Target
+from measure import LocalRunner, MeasureInput, MeasureOptions, measure_batch, measure_stream
+from search_spaces import SearchSpaceError, create_task
+
+from . import transfer
 from .errors import AutotuneError
 from .selection import Ranking, gflops, record_of, workload_label
+from .tuner.tuner import get_tuner
 
 __all__ = ["Trial", "TuneResult", "tune", "tune_tasks", "check_measurable"]
 
@@ -103,8 +111,6 @@ class _Recorder:
     commit per result."""
 
     def __init__(self, log, task, run_id: str):
-        from compiler.target import Target
-
         self.log, self.task, self.run_id = log, task, run_id
         self.model = Target(task.target).model
         self.host = socket.gethostname()
@@ -134,8 +140,6 @@ def _pretrain(log, task, tuner, limit: int = 2000) -> None:
     """Give a learning tuner the records of other workloads of the same template."""
     if not hasattr(tuner, "pretrain"):
         return
-    from search_spaces import create_task
-
     triples = []
     for w in log.workloads():
         if w.template != task.name or w.key == task.workload_key or w.target_kind != task.target.split()[0]:
@@ -160,12 +164,8 @@ def _warm_start(log, task, tuner, k: int) -> list:
     already holds for ``task`` and any outside its valid space."""
     if k <= 0:
         return []
-    from search_spaces import SearchSpaceError
-
-    from .transfer import warm_start_configs
-
     space, seen, configs = task.config_space, set(tuner.measured), []
-    for cfg in warm_start_configs(log, task, k):
+    for cfg in transfer.warm_start_configs(log, task, k):
         try:
             cfg = space.from_json(cfg.to_json())  # a config of this very space, constraints checked
         except SearchSpaceError as err:
@@ -179,8 +179,6 @@ def _warm_start(log, task, tuner, k: int) -> list:
 
 
 def _progress(total: int, enabled: bool, name: str):
-    from tqdm.auto import tqdm
-
     return tqdm(total=total, disable=not enabled, desc=name, unit="trial", leave=True,
                 dynamic_ncols=True)
 
@@ -189,11 +187,9 @@ class _Session:
     """The state of tuning one task: its tuner, its log records and its best so far."""
 
     def __init__(self, task, tuner, log, seed, batch_size, options_note: dict, warm_start: int = 0):
-        from .tuner import get_tuner
-
         self.task = task
         self.tuner = get_tuner(tuner, task, seed=seed)
-        self.batch_size = batch_size or (16 if self.tuner.name in ("xgb", "ga") else 8)
+        self.batch_size = batch_size or self.tuner.default_batch_size
         self.run_id = log.start_run(self.tuner.name, {**options_note, "batch_size": self.batch_size,
                                                       "seed": seed, "workload": task.workload_name})
         self.log = log
@@ -215,8 +211,6 @@ class _Session:
 
     def step(self, n: int, options, callbacks, on_result) -> int:
         """Measure up to ``n`` new candidates; returns how many were measured."""
-        from measure import MeasureInput, measure_stream
-
         configs = self._next_configs(min(self.batch_size, n))
         if not configs:
             self.stopped = "exhausted"
@@ -285,8 +279,6 @@ class _Session:
 
         An interrupt (Ctrl-C, SIGTERM) during the re-measurement ends it: the run is
         recorded as interrupted, with every measurement that finished."""
-        from measure import MeasureInput, measure_batch
-
         ranked = self.ranking.ranked()
         remeasured = 0
         if ranked and remeasure:
@@ -335,7 +327,9 @@ def tune(task, trials: int = 500, tuner="xgb", db="tuning.db", measure_option=No
     the same call again after a kill finishes the budget (a run whose budget is already
     spent measures nothing). Configs the log holds are never measured again.
 
-    ``tuner`` is "random", "grid", "ga", "xgb", "optuna" or a Tuner instance;
+    ``tuner`` is a name of :data:`autotune.tuner.TUNERS` ("random", "grid", "ga", "xgb",
+    "optuna"), a Tuner subclass or a Tuner instance; ``batch_size`` defaults to the tuner's
+    ``default_batch_size`` (16 for "xgb" and "ga", 8 for the others);
     ``db`` the tuning log (path, URL, open log, or None for an in-memory log);
     ``measure_option`` a :class:`measure.MeasureOptions` (default: local workers);
     ``early_stopping=N`` stops after N trials without improvement; ``callbacks``
@@ -373,8 +367,6 @@ def tune_tasks(tasks: Sequence, trials: int, tuner="xgb", db="tuning.db", measur
     ``warm_start`` and ``remeasure`` are as for :func:`tune`, per task.
     Returns one :class:`TuneResult` per task, in order.
     """
-    from measure import MeasureOptions
-
     tasks = list(tasks)
     if not tasks:
         raise AutotuneError("tune_tasks needs at least one task")
@@ -470,27 +462,24 @@ def _sigterm_interrupts() -> Iterator[None]:
 def check_measurable(tasks: Sequence, measure_option=None) -> None:
     """Raise :class:`AutotuneError` when ``tasks`` cannot be measured with ``measure_option``.
 
-    A CUDA task timed by a local runner (the default) needs a GPU and pycuda on this
-    machine; without them every trial would only record why, so tuning stops before
-    any worker starts or any record is written. A Ray runner is not judged here: its
-    cluster may have GPUs elsewhere.
+    A task whose code runs on a device other than the host's CPU (a CUDA GPU), timed by a
+    local runner (the default), needs that device and its driver (for CUDA: pycuda) on this
+    machine; without them every trial would only record why, so tuning stops before any
+    worker starts or any record is written. A Ray runner is not judged here: its cluster
+    may have GPUs elsewhere.
     """
-    from compiler.target import Target
-    from measure import LocalRunner
-
     if measure_option is not None and not isinstance(measure_option.runner, LocalRunner):
         return
-    cuda = [t for t in tasks if Target(t.target).kind == "cuda"]
-    if not cuda:
-        return
-    from compiler.runtime.cuda import unavailable_reason
-
-    reason = unavailable_reason()
-    if reason is not None:
-        label = workload_label(cuda[0].name, cuda[0].args)
-        raise AutotuneError(f"cannot tune {label} for {cuda[0].target!r} on "
-                            f"this machine: CUDA code cannot run here: {reason}. Tune on a machine with an "
-                            f"NVIDIA GPU and pycuda, or measure on a Ray cluster (measure.ray.RayRunner)")
+    for task in tasks:
+        target = Target(task.target)
+        if target.device_type == "cpu":
+            continue
+        reason = device_memory(target.device_type).unavailable_reason()
+        if reason is not None:
+            label = workload_label(task.name, task.args)
+            raise AutotuneError(f"cannot tune {label} for {task.target!r} on this machine: "
+                                f"{target.kind.upper()} code cannot run here: {reason}. Tune on a machine "
+                                "where it runs, or measure on a Ray cluster (measure.ray.RayRunner)")
 
 
 # Ansor's scheduler: weight of the observed improvement against the optimistic guess,

@@ -1,5 +1,11 @@
 """Search spaces: knobs, config spaces, the template registry, tasks and the templates.
 
+Modules, lowest first: :mod:`~search_spaces.space` (knobs and config spaces),
+:mod:`~search_spaces.registry` (template implementations and the task cache),
+:mod:`~search_spaces.task` (tasks, ``get_config``), :mod:`~search_spaces.dispatch` (which
+config a template call uses), :mod:`~search_spaces.template` (``@template``, callable
+templates) and :mod:`~search_spaces.templates` (the built-in ones).
+
 A template is a plain function that defines a computation, declares its knobs and
 returns a schedule with its arguments; each comes with a numpy reference. Importing
 this package registers the built-in templates; each is also a module attribute::
@@ -10,7 +16,7 @@ this package registers the built-in templates; each is also a module attribute::
     len(task.config_space), task.flop
 """
 
-from search_spaces import templates as _templates  # noqa: E402,F401  (registers the built-ins)
+from search_spaces import registry, templates  # noqa: F401  (templates: registers the built-ins)
 from search_spaces.dispatch import ApplyConfig, DispatchContext, FallbackContext, current_context
 from search_spaces.errors import InstantiationError, SearchSpaceError
 from search_spaces.flops import count_flops
@@ -63,8 +69,6 @@ __all__ = [
 
 def __getattr__(name: str):
     # User templates are reachable as attributes too: search_spaces.my_template(...).
-    from search_spaces.template import _registry
-
-    if name in _registry:
-        return _registry[name]
+    if registry.is_registered(name):
+        return get_template(name)
     raise AttributeError(f"module 'search_spaces' has no attribute {name!r}")

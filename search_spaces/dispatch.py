@@ -15,21 +15,16 @@ from __future__ import annotations
 import logging
 import threading
 
+from search_spaces.errors import SearchSpaceError
 from search_spaces.space import ConfigEntity
+from search_spaces.task import create_task, target_key
 
+# target_key is defined with the tasks (their workload keys use it) and offered here too.
 __all__ = ["DispatchContext", "FallbackContext", "ApplyConfig", "current_context", "target_key"]
 
 logger = logging.getLogger(__name__)
 
 _local = threading.local()
-
-
-def target_key(target) -> str:
-    """``"<kind>:<model>"`` of a target (``"llvm:znver4"``, ``"cuda:sm_90"``): what tuning logs key on."""
-    from compiler.target import Target
-
-    t = Target.from_any(target) or Target("llvm")
-    return f"{t.kind}:{t.model}"
 
 
 class DispatchContext:
@@ -81,9 +76,6 @@ class DispatchContext:
 
 def _workload_task(workload: tuple, target):
     """The task of an AutoTVM workload ``(template name, *args)`` on ``target``."""
-    from search_spaces.errors import SearchSpaceError
-    from search_spaces.task import create_task
-
     if not workload or not isinstance(workload[0], str):
         raise SearchSpaceError(f"a workload is (template name, *args), got {workload!r}")
     return create_task(workload[0], workload[1:], target)

@@ -14,6 +14,10 @@ its reference and its kind, pickled with cloudpickle, base64), and
 ``from_json(data, allow_code=True)`` registers them again where they land. Plain
 ``to_json()`` is data only, as tuning logs require. Pickling a task goes through the
 same by-value JSON.
+
+While a template runs, :func:`get_config` is the config in effect: the task's
+:class:`~search_spaces.space.ConfigSpace` while it defines its space, the config being
+applied when it is instantiated (:func:`config_scope`).
 """
 
 from __future__ import annotations
@@ -22,30 +26,71 @@ import base64
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import json
 import threading
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 
+from compiler.target import Target, default_target
+from search_spaces import registry
 from search_spaces.errors import InstantiationError, SearchSpaceError
+from search_spaces.flops import count_flops
+from search_spaces.registry import TemplateImpl, template_kind
 from search_spaces.space import ConfigEntity, ConfigSpace
-from search_spaces.template import ANY, TemplateImpl, _ConfigScope, get_template, target_kind
 
-__all__ = ["Task", "create_task", "workload_key"]
+__all__ = ["Task", "create_task", "workload_key", "target_key", "get_config", "config_scope"]
 
-_CACHE_SIZE = 256
-_tasks: OrderedDict = OrderedDict()  # (name, args JSON, target) -> Task; reused by template calls
-_tasks_lock = threading.Lock()
 _from_code: dict[str, str] = {}  # template name -> digest of the code it was registered from here
 
 
-def _forget_tasks(name: str) -> None:
-    """Drop cached tasks of template ``name`` (it was redefined or removed)."""
-    with _tasks_lock:
-        for key in [k for k in _tasks if k[0] == name]:
-            del _tasks[key]
+def target_key(target) -> str:
+    """``"<kind>:<model>"`` of a target (``"llvm:znver4"``, ``"cuda:sm_90"``): what tuning logs key on."""
+    t = Target.from_any(target) or default_target()
+    return f"{t.kind}:{t.model}"
+
+
+# ---------------------------------------------------------------------------- config in effect
+
+_local = threading.local()
+
+
+def _config_stack() -> list:
+    stack = getattr(_local, "configs", None)
+    if stack is None:
+        stack = _local.configs = []
+    return stack
+
+
+@contextmanager
+def config_scope(config) -> Iterator:
+    """Make ``config`` (a ConfigSpace to define, or a ConfigEntity to apply) what
+    :func:`get_config` returns inside the block, in this thread."""
+    stack = _config_stack()
+    stack.append(config)
+    try:
+        yield config
+    finally:
+        stack.pop()
+
+
+def get_config():
+    """The config in effect inside a running template.
+
+    While a task defines its space this is the :class:`~search_spaces.space.ConfigSpace`
+    (``define_*`` record knobs); when a config is applied it is that
+    :class:`~search_spaces.space.ConfigEntity`.
+    """
+    stack = _config_stack()
+    if not stack:
+        raise SearchSpaceError("get_config() is only available inside a template while it runs "
+                               "(call the template, or task.instantiate(config))")
+    return stack[-1]
+
+
+# ---------------------------------------------------------------------------- tasks
 
 
 def _plain(value, where: str):
@@ -68,8 +113,6 @@ def _plain(value, where: str):
 
 def _canonical_args(impl: TemplateImpl, args: Sequence, kwargs: dict | None) -> tuple:
     """All of the template's parameters, positionally, with defaults filled in."""
-    import inspect
-
     sig = inspect.signature(impl.func)
     try:
         bound = sig.bind(*args, **(kwargs or {}))
@@ -85,8 +128,6 @@ def _args_json(args: tuple) -> str:
 
 def workload_key(template: str, args: Sequence, target) -> str:
     """A stable fingerprint of (template, args, target kind and model): a sha1 hex digest."""
-    from search_spaces.dispatch import target_key
-
     payload = json.dumps({"template": template, "args": json.loads(_args_json(tuple(args))),
                           "target": target_key(target)}, separators=(",", ":"), sort_keys=True)
     return hashlib.sha1(payload.encode()).hexdigest()
@@ -100,13 +141,11 @@ class Task:
     """
 
     def __init__(self, template: str, args: Sequence, target):
-        from compiler.target import Target
-
         self.template = template
-        tgt = Target.from_any(target) or Target("llvm")
+        tgt = Target.from_any(target) or default_target()
         self.target = str(tgt)
         self.args = _plain(tuple(args), f"task {template!r}")
-        self._impl = get_template(template).impl(target_kind(tgt))
+        self._impl = registry.implementation(template, template_kind(tgt))
         self._space: ConfigSpace | None = None
         self._flop: int | None = None
         self._code: str | None = None  # the template by value (base64 cloudpickle), made once
@@ -121,9 +160,10 @@ class Task:
 
     @property
     def target_kind(self) -> str:
-        """"cpu" or "cuda": the kind of target this task is for (its template implementation is
-        the one for this kind, else the one that serves every target)."""
-        return target_kind(self.target)
+        """The template kind of this task's target ("cpu", "cuda":
+        :func:`search_spaces.registry.template_kind`); its template implementation is the one
+        for this kind, else the one that serves every target."""
+        return template_kind(self.target)
 
     @property
     def workload(self) -> tuple:
@@ -139,8 +179,6 @@ class Task:
     @property
     def workload_name(self) -> str:
         """A readable form of the workload, e.g. ``matmul(64,64,64,float32)@llvm:znver4``."""
-        from search_spaces.dispatch import target_key
-
         def fmt(v) -> str:
             if isinstance(v, tuple):
                 return "(" + ",".join(fmt(x) for x in v) + ")"
@@ -164,11 +202,8 @@ class Task:
         with self._lock:
             if self._space is not None:
                 return
-            from compiler.target import Target
-            from search_spaces.flops import count_flops
-
             space = ConfigSpace()
-            with Target(self.target), _ConfigScope(space):
+            with Target(self.target), config_scope(space):
                 try:
                     _, tensors = _call(self._impl, self.args)
                 except InstantiationError:
@@ -209,8 +244,6 @@ class Task:
         ref = self._impl.reference
         if ref is None:
             raise SearchSpaceError(f"template {self.template!r} has no numpy reference")
-        import inspect
-
         if "rng" in inspect.signature(ref).parameters:
             rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
             return ref(*self.args, rng=rng)
@@ -224,8 +257,6 @@ class Task:
         A config that does not belong to the space, or a template that fails with it,
         raises :class:`InstantiationError` naming the template, the config and the cause.
         """
-        from compiler.target import Target
-
         space = self.config_space
         if config is None:
             config = space.default_config
@@ -238,7 +269,7 @@ class Task:
             raise InstantiationError(f"template {self.template!r}: config {config.knob_values()!r} "
                                      f"is not in its space: {exc}", self.template, config, exc) from exc
         checked.is_fallback = config.is_fallback
-        with Target(self.target), _ConfigScope(checked):
+        with Target(self.target), config_scope(checked):
             try:
                 return _call(self._impl, self.args)
             except Exception as exc:
@@ -311,6 +342,7 @@ def _by_reference(impl: TemplateImpl) -> bool:
 
 
 def _cloudpickle():
+    # An optional dependency, imported when a template travels by value.
     try:
         import cloudpickle
     except ImportError:  # ray ships a copy
@@ -321,16 +353,14 @@ def _cloudpickle():
 def _ensure_registered(name: str, module: str | None, code: str | None) -> None:
     """Make template ``name`` known here: import its module, or register it from ``code``
     (again when the code changed: a redefined template in the tuner's notebook)."""
-    from search_spaces.template import _registry, template
-
     digest = None if code is None else hashlib.sha1(code.encode("ascii")).hexdigest()
-    if name in _registry and (digest is None or _from_code.get(name, digest) == digest):
+    if registry.is_registered(name) and (digest is None or _from_code.get(name, digest) == digest):
         return
     if module is not None:
         importlib.import_module(module)
     elif code is not None:
         func, reference, kind = _cloudpickle().loads(base64.b64decode(code))
-        template(name, target=None if kind == ANY else kind, reference=reference)(func)
+        registry.register(TemplateImpl(name, kind, func, reference))
         _from_code[name] = digest
 
 
@@ -342,26 +372,14 @@ def _task_from_json(data: dict) -> Task:
 def create_task(name: str, args: Sequence, target=None, kwargs: dict | None = None) -> Task:
     """The task of template ``name`` on ``args`` (plus ``kwargs``) for ``target``.
 
-    ``target`` is a Target or a string, defaulting to the current target, else "llvm".
-    Args are normalised to every parameter of the template, in order, with defaults
-    filled in. Tasks are cached, so the space is defined once per workload.
+    ``target`` is a Target or a string, defaulting to the current target, else
+    :func:`compiler.target.default_target` (``"llvm"``). Args are normalised to every
+    parameter of the template, in order, with defaults filled in. Tasks are cached
+    (:func:`search_spaces.registry.cached_task`), so the space is defined once per workload.
     """
-    from compiler.target import Target
-
-    tgt = Target.from_any(target) or Target("llvm")
-    impl = get_template(name).impl(target_kind(tgt))
+    tgt = Target.from_any(target) or default_target()
+    impl = registry.implementation(name, template_kind(tgt))
     if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
         raise SearchSpaceError(f"create_task({name!r}): args is a list or tuple, got {args!r}")
     full = _canonical_args(impl, tuple(args), kwargs)
-    key = (name, _args_json(full), str(tgt))
-    with _tasks_lock:
-        task = _tasks.get(key)
-        if task is not None:
-            _tasks.move_to_end(key)
-            return task
-    task = Task(name, full, tgt)
-    with _tasks_lock:
-        task = _tasks.setdefault(key, task)
-        while len(_tasks) > _CACHE_SIZE:
-            _tasks.popitem(last=False)
-    return task
+    return registry.cached_task((name, _args_json(full), str(tgt)), lambda: Task(name, full, tgt))

@@ -279,11 +279,11 @@ def test_build_without_a_record_uses_the_default_config(tmp_path):
 def test_cluster_flag_builds_ray_options():
     import argparse
 
-    from autotune.cli import _measure_options
+    from autotune.commands import measure_options
     from measure.ray import RayBuilder, RayRunner
 
     ns = argparse.Namespace(cluster="head:6379", timeout=5.0, target="llvm")
-    options = _measure_options(ns)  # constructing connects to nothing
+    options = measure_options(ns)  # constructing connects to nothing
     assert isinstance(options.builder, RayBuilder) and isinstance(options.runner, RayRunner)
     assert options.builder.address == options.runner.address == "head:6379"
 

@@ -19,6 +19,7 @@ One concept per module: :mod:`.task`, :mod:`.measure`, :mod:`.tuner`,
 stays the main API.
 """
 
+from autotune.history import ApplyHistoryBest
 from search_spaces import get_config
 
 from . import callback, measure, record, task, tuner
@@ -32,10 +33,3 @@ __all__ = ["template", "get_config", "task", "measure", "tuner", "callback", "re
            "apply_history_best", "ApplyHistoryBest", "import_log", "ConfigSpace", "ConfigEntity",
            "DispatchContext", "ApplyConfig", "FallbackContext"]
 
-
-def __getattr__(name: str):
-    if name == "ApplyHistoryBest":
-        from autotune.history import ApplyHistoryBest
-
-        return ApplyHistoryBest
-    raise AttributeError(f"module 'autotune.autotvm' has no attribute {name!r}")

@@ -13,8 +13,11 @@ import os
 import socket
 import threading
 
+from tqdm.auto import tqdm
+
 import db as tuning_db
 
+from ..selection import record_of
 from .record import encode
 
 __all__ = ["log_to_file", "progress_bar", "LogToFile", "LogToTuningLog", "ProgressBar"]
@@ -117,8 +120,6 @@ class LogToTuningLog:
             return self._log
 
     def __call__(self, tuner, inputs, results) -> None:
-        from ..selection import record_of
-
         records = [record_of(inp.task, inp.config, getattr(res, "result", res), host=self._host)
                    for inp, res in zip(inputs, results)]
         self.log.add(records)
@@ -158,8 +159,6 @@ class ProgressBar:
         self._bar = None
 
     def __call__(self, tuner, inputs, results) -> None:
-        from tqdm.auto import tqdm
-
         if self._bar is None:
             self._bar = tqdm(total=self.total, desc=self.prefix or None, unit="trial", dynamic_ncols=True)
         scale = _SI[self.si_prefix]

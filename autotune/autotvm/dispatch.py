@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import os
 
+import db as tuning_db
+from autotune import history
+
+from .callback import is_autotvm_log
+from .record import import_log
+
 __all__ = ["apply_history_best"]
 
 
@@ -16,17 +22,11 @@ def apply_history_best(records, **options):
     :func:`autotune.autotvm.callback.log_to_file` writes), which is read into an in-memory
     tuning log first. ``options`` go to :func:`autotune.apply_history_best`.
     """
-    import db as tuning_db
-    from autotune.history import apply_history_best as apply
-
-    from .callback import is_autotvm_log
-    from .record import import_log
-
     if isinstance(records, str | os.PathLike) and is_autotvm_log(records):
         if not os.path.exists(records):
             raise FileNotFoundError(f"apply_history_best: no such AutoTVM log: {os.fspath(records)}")
         log = tuning_db.open(":memory:")
         import_log(log, records, report_dropped=False)  # only the costs matter here
         records = log
-    return apply(records, **options)
+    return history.apply_history_best(records, **options)
 

@@ -26,10 +26,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import db as tuning_db
+from autotune import __version__
+from compiler.target import Target, target_kinds
 from measure import ErrorKind
+from search_spaces import SearchSpaceError, create_task, list_templates
 
 from ..errors import AutotuneError
-from .measure import MeasureErrorNo, error_kind, error_no
+from ..selection import gflops
+from .measure import MeasureErrorNo, MeasureInput, MeasureResult, error_kind, error_no
 
 __all__ = ["encode", "read_log", "import_log", "load_from_file", "LogReading", "AUTOTVM_LOG_VERSION"]
 
@@ -39,8 +43,9 @@ AUTOTVM_LOG_VERSION = 0.2
 
 # Our knob kinds and AutoTVM's entity kinds.
 _KIND_CODE = {"split": "sp", "reorder": "re", "annotate": "an", "knob": "ot"}
-# Target options that carry over, per target kind (the rest name things this project has no use for).
-_TARGET_OPTIONS = {"llvm": ("mcpu", "mattr", "mtriple"), "cuda": ("arch",)}
+# Target options that a record's target keeps are those its kind takes (compiler.target.target_kinds())
+# but these; the rest (such as -keys) name things this project has no use for.
+_DROPPED_OPTIONS = frozenset({"fast-math"})
 
 
 # ---------------------------------------------------------------------------- writing
@@ -50,13 +55,11 @@ def encode(inp, result) -> str:
     """One line of AutoTVM's JSON log for measure input ``inp`` and its ``result``
     (:class:`measure.MeasureInput` / :class:`measure.MeasureResult`, or the AutoTVM views of
     :mod:`autotune.autotvm.measure`)."""
-    from compiler.target import Target
-
     task, config = inp.task, inp.config
     res = getattr(result, "result", result)  # the measure result behind an AutoTVM view
     target = Target(task.target)
     spec = str(target)
-    if target.kind == "llvm" and "mcpu" not in target.options:
+    if "mcpu" in target.kind_info.options and "mcpu" not in target.options:
         spec += f" -mcpu={target.model}"  # the CPU it was measured on, for readers elsewhere
     space = task.config_space.space_map
     entity = [[name, _KIND_CODE.get(space[name].kind, "ot"), value]
@@ -68,15 +71,10 @@ def encode(inp, result) -> str:
         "result": [list(res.costs) if ok else [1e9], int(error_no(res.error_kind)),
                    res.build_time + res.run_time, res.timestamp],
         "version": AUTOTVM_LOG_VERSION,
-        "tvm_version": f"autotune {_version()}",
+        "tvm_version": f"autotune {__version__}",
     }
     return json.dumps(row)
 
-
-def _version() -> str:
-    import autotune
-
-    return autotune.__version__
 
 
 # ---------------------------------------------------------------------------- reading
@@ -151,10 +149,6 @@ def load_from_file(filename: str | os.PathLike):
     """AutoTVM's ``load_from_file``: the ``(MeasureInput, MeasureResult)`` views of the usable
     records of an AutoTVM log, in file order (skipped records are logged as by
     :func:`import_log`). ``all_cost`` is not kept by the tuning log: it reads as None."""
-    from search_spaces import create_task
-
-    from .measure import MeasureInput, MeasureResult
-
     reading = read_log(filename)
     for line in reading.report(dropped=False):
         logger.warning("%s", line)
@@ -173,10 +167,6 @@ class _Skip(Exception):
 
 def _record(row, reading: LogReading) -> tuning_db.Record:
     """The tuning-log record of one parsed AutoTVM line."""
-    from compiler.target import Target
-
-    from ..selection import gflops
-
     inp, config, result = _parts(row)
     target, dropped = _target(inp[0])
     for option in dropped:
@@ -237,18 +227,18 @@ def _target(spec: str) -> tuple[str, list[str]]:
     """Our spelling of AutoTVM target ``spec`` and the options left out of it."""
     tokens = spec.split()
     kind = tokens[0] if tokens else ""
-    if kind not in _TARGET_OPTIONS:
-        raise _Skip(f"target kind {kind!r} is not supported here (only llvm and cuda)")
+    kinds = target_kinds()
+    if kind not in kinds:
+        raise _Skip(f"target kind {kind!r} is not supported here (only {' and '.join(sorted(kinds))})")
+    options = set(kinds[kind].options) - _DROPPED_OPTIONS
     kept, dropped = [kind], []
     for tok in tokens[1:]:
         name = tok.lstrip("-").partition("=")[0]
-        (kept if name in _TARGET_OPTIONS[kind] else dropped).append(tok)
+        (kept if name in options else dropped).append(tok)
     return " ".join(kept), [tok.partition("=")[0] for tok in dropped]
 
 
 def _task(name: str, args, kwargs, target: str):
-    from search_spaces import SearchSpaceError, create_task, list_templates
-
     if name not in list_templates():
         raise _Skip(f"template {name!r} is not registered here (import the module that defines it first)")
     if not isinstance(args, list) or not isinstance(kwargs, dict):
@@ -265,8 +255,6 @@ def _task(name: str, args, kwargs, target: str):
 def _config(task, config: dict):
     """The config of ``task`` that AutoTVM's ``config`` describes (AutoTVM's index is not ours:
     the knob values decide)."""
-    from search_spaces import SearchSpaceError
-
     space = task.config_space.space_map
     knobs = {}
     for item in config["entity"]:

@@ -14,10 +14,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from autotune import tuner as _tuners
+from autotune import tuning
+from autotune.tuner import ga_tuner, grid_tuner, random_tuner, xgb_tuner
 
+from . import measure
 from .measure import MeasureInput, MeasureResult
-from .measure import measure_option as _measure_option
 
 __all__ = ["Tuner", "RandomTuner", "GridSearchTuner", "GATuner", "XGBTuner"]
 
@@ -41,11 +42,9 @@ class Tuner:
         :func:`autotune.autotvm.measure_option` (default: local builder and runner);
         ``early_stopping=N`` stops after N trials without a better config. ``si_prefix`` is
         accepted for AutoTVM's signature (progress is shown by ``callback.progress_bar``)."""
-        from autotune.tuning import tune
-
         if n_trial < 0:
             raise ValueError(f"n_trial must be >= 0, got {n_trial}")
-        options = measure_option if measure_option is not None else _measure_option()
+        options = measure_option if measure_option is not None else measure.measure_option()
         callbacks = list(callbacks)
         done = 0
 
@@ -60,7 +59,7 @@ class Tuner:
                 cb(self, *views)
 
         try:
-            return tune(self.task, trials=n_trial, tuner=self, db=None, measure_option=options,
+            return tuning.tune(self.task, trials=n_trial, tuner=self, db=None, measure_option=options,
                         early_stopping=early_stopping, callbacks=[call_back], progress=False,
                         remeasure=False)
         finally:
@@ -104,7 +103,7 @@ def _seconds(result) -> float | None:
     return sum(result.costs) / len(result.costs)
 
 
-class RandomTuner(Tuner, _tuners.RandomTuner):
+class RandomTuner(Tuner, random_tuner.RandomTuner):
     """Draws configs uniformly at random, never twice (AutoTVM's ``RandomTuner``).
 
     ``range_idx`` (AutoTVM's restriction to an index range) is not supported."""
@@ -115,7 +114,7 @@ class RandomTuner(Tuner, _tuners.RandomTuner):
         super().__init__(task, seed=seed)
 
 
-class GridSearchTuner(Tuner, _tuners.GridTuner):
+class GridSearchTuner(Tuner, grid_tuner.GridTuner):
     """Walks the valid space in index order (AutoTVM's ``GridSearchTuner``)."""
 
     def __init__(self, task, range_idx=None, seed: int | None = None):
@@ -124,7 +123,7 @@ class GridSearchTuner(Tuner, _tuners.GridTuner):
         super().__init__(task, seed=seed)
 
 
-class GATuner(Tuner, _tuners.GATuner):
+class GATuner(Tuner, ga_tuner.GATuner):
     """A genetic algorithm (AutoTVM's ``GATuner(task, pop_size, elite_num, mutation_prob)``)."""
 
     def __init__(self, task, pop_size: int = 100, elite_num: int = 3, mutation_prob: float = 0.1,
@@ -132,7 +131,7 @@ class GATuner(Tuner, _tuners.GATuner):
         super().__init__(task, seed=seed, pop_size=pop_size, elite_num=elite_num, mutation_prob=mutation_prob)
 
 
-class XGBTuner(Tuner, _tuners.XGBTuner):
+class XGBTuner(Tuner, xgb_tuner.XGBTuner):
     """A gradient-boosted cost model guiding simulated annealing (AutoTVM's ``XGBTuner``).
 
     ``plan_size``, ``feature_type`` ("itervar", "knob", "curve") and ``loss_type`` ("rank",

@@ -5,20 +5,19 @@ Every tuner is a :class:`Tuner` (``next_batch(n)``, ``update(inputs, results)``,
 
     tuner = get_tuner("xgb", task, seed=0)
 
-A new tuner is one module with a :class:`Tuner` subclass and one line in
-:data:`TUNERS`. Tuner modules are imported on first use (xgboost and optuna load
-only when asked for).
+:data:`TUNERS` is the registry: a tuner's name (what ``tune(tuner=...)`` and
+``autotune tune --tuner`` take) and where its class is. A new tuner is one module with a
+:class:`Tuner` subclass and one line in :data:`TUNERS`.
+
+The registry is plain data, and this package's other names (:class:`Tuner`,
+:func:`get_tuner`, the tuner classes) are imported on first use: the command line reads
+the registry for its ``--tuner`` choices without loading numpy, and a tuner's module
+(xgboost, optuna) loads only when that tuner is asked for.
 """
 
 from __future__ import annotations
 
 import importlib
-
-from autotune.errors import AutotuneError
-from autotune.tuner.tuner import Tuner, result_cost
-
-__all__ = ["Tuner", "TUNERS", "get_tuner", "result_cost",
-           "RandomTuner", "GridTuner", "GATuner", "XGBTuner", "OptunaTuner"]
 
 # name -> "module:class"
 TUNERS = {
@@ -28,37 +27,26 @@ TUNERS = {
     "xgb": "autotune.tuner.xgb_tuner:XGBTuner",
     "optuna": "autotune.tuner.optuna_tuner:OptunaTuner",
 }
-_CLASSES = {path.rsplit(":", 1)[1]: path for path in TUNERS.values()}
+
+_CLASSES = {path.rsplit(":", 1)[1]: name for name, path in TUNERS.items()}  # class name -> tuner name
+_INTERFACE = ("Tuner", "get_tuner", "result_cost")  # defined in autotune.tuner.tuner
+
+__all__ = ["TUNERS", "tuner_class", *_INTERFACE, *_CLASSES]
 
 
-def _load(path: str) -> type:
-    module, cls = path.split(":")
+def tuner_class(name: str) -> type:
+    """The class of the tuner registered as ``name`` in :data:`TUNERS` (its module imported
+    now); a KeyError for an unknown name."""
+    module, cls = TUNERS[name].split(":")
     return getattr(importlib.import_module(module), cls)
 
 
-def get_tuner(tuner, task, seed: int | None = None, **options) -> Tuner:
-    """A tuner for ``task``: ``tuner`` is a name in :data:`TUNERS`, a :class:`Tuner`
-    subclass, or an instance (bound to ``task`` here if it was made without one).
-    ``options`` go to the tuner's constructor (names and classes only)."""
-    if isinstance(tuner, Tuner):
-        if options:
-            raise AutotuneError(f"get_tuner: options {sorted(options)} cannot be given with a tuner "
-                                "instance; pass them to its constructor")
-        return tuner.bind(task, seed)
-    if isinstance(tuner, str):
-        if tuner not in TUNERS:
-            raise AutotuneError(f"unknown tuner {tuner!r}; choose one of {', '.join(TUNERS)} "
-                                "or pass a Tuner instance")
-        return _load(TUNERS[tuner])(task, seed=seed, **options)
-    if isinstance(tuner, type) and issubclass(tuner, Tuner):
-        return tuner(task, seed=seed, **options)
-    raise AutotuneError(f"a tuner is a name ({', '.join(TUNERS)}), a Tuner subclass or instance; "
-                        f"got {tuner!r}")
-
-
 def __getattr__(name: str):
-    if name in _CLASSES:
-        cls = _load(_CLASSES[name])
-        globals()[name] = cls
-        return cls
-    raise AttributeError(f"module 'autotune.tuner' has no attribute {name!r}")
+    if name in _INTERFACE:
+        value = getattr(importlib.import_module("autotune.tuner.tuner"), name)
+    elif name in _CLASSES:
+        value = tuner_class(_CLASSES[name])
+    else:
+        raise AttributeError(f"module 'autotune.tuner' has no attribute {name!r}")
+    globals()[name] = value
+    return value

@@ -10,6 +10,8 @@ scores, higher for configs predicted faster; only their order means something.
 
 from __future__ import annotations
 
+# xgboost is imported where a model is fitted or used: it is heavy, and only the xgb tuner
+# needs it, once it has measurements.
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass

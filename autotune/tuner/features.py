@@ -27,6 +27,7 @@ longer than :data:`PARALLEL_AFTER_S` to compute here.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -37,13 +38,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+import compiler
+from compiler.arith import Analyzer
 from compiler.tir import expr as E
 from compiler.tir import stmt as S
 from compiler.tir.builtin import DOUBLE_BUFFER_SCOPE
+from compiler.tir.function import IRModule
 from compiler.tir.functor import Functor, IRVisitor, children
+from measure.errors import MeasureError
+from measure.pool import WorkerPool
+from search_spaces.task import Task
 
 __all__ = ["FEATURE_TYPES", "ITERVAR_LENGTH", "PARALLEL_AFTER_S", "itervar_features", "itervar_feature_names",
-           "config_features", "default_feature_workers", "FeatureCache"]
+           "config_features", "default_feature_workers", "check_workers", "FeatureCache", "CALLS"]
 
 logger = logging.getLogger(__name__)
 
@@ -274,8 +281,6 @@ def _access(buffer, indices) -> _Access:
 
 def _upper_extent(extent) -> int:
     """A constant upper bound of a symbolic loop extent (1 when none is known)."""
-    from compiler.arith import Analyzer
-
     hi = Analyzer().upper_bound(extent)
     return int(hi) if hi is not None and hi > 0 else 1
 
@@ -319,8 +324,6 @@ def itervar_features(func_or_module) -> np.ndarray:
     Takes a :class:`~compiler.tir.PrimFunc` or an :class:`~compiler.tir.IRModule` (whose
     functions' statements are pooled). Lower with ``simple_mode=True`` to keep loop kinds.
     """
-    from compiler.tir.function import IRModule
-
     funcs = list(func_or_module.functions.values()) if isinstance(func_or_module, IRModule) \
         else [func_or_module]
     collector = _Collector()
@@ -365,8 +368,6 @@ def config_features(task, config, feature_type: str = "itervar") -> np.ndarray |
         return task.config_space.encode(config).astype(np.float32)
     if feature_type != "itervar":
         raise ValueError(f"unknown feature type {feature_type!r}; use one of {FEATURE_TYPES}")
-    import compiler
-
     try:
         s, args = task.instantiate(config)
         mod = compiler.lower(s, args, simple_mode=True)
@@ -387,7 +388,7 @@ def default_feature_workers() -> int:
     return min(MAX_FEATURE_WORKERS, len(os.sched_getaffinity(0)))
 
 
-def _check_workers(workers, name: str = "workers") -> None:
+def check_workers(workers, name: str = "workers") -> None:
     """Raise ValueError, naming the argument ``name``, unless ``workers`` is None or a whole
     number >= 0."""
     if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 0):
@@ -406,8 +407,6 @@ class _SharedWorkers:
 
     def acquire(self, user: int, size: int):
         """The pool (``size`` workers if it has to be made), held for ``user`` (an id)."""
-        from measure.pool import WorkerPool
-
         with self.lock:
             if self._pool is None:
                 self._pool = WorkerPool(size, name="features", entry="autotune.tuner.feature_worker")
@@ -445,7 +444,7 @@ class FeatureCache:
     def __init__(self, feature_type: str = "itervar", workers: int | None = None):
         if feature_type not in FEATURE_TYPES:
             raise ValueError(f"unknown feature type {feature_type!r}; use one of {FEATURE_TYPES}")
-        _check_workers(workers)
+        check_workers(workers)
         self.feature_type = feature_type
         self.workers = default_feature_workers() if workers is None else workers
         self._rows: dict[tuple[str, int], np.ndarray | None] = {}
@@ -510,8 +509,6 @@ class FeatureCache:
 
     def _call_workers(self, task, chunks: list[list[int]], timeout: float) -> None:
         """Cache what the workers give for each chunk of indices (one call per chunk)."""
-        from measure import MeasureError
-
         spec = task.to_json(by_value=True)
         try:
             if self._pool is None:
@@ -540,3 +537,28 @@ class FeatureCache:
             if self._pool is not None:
                 self._pool.close()  # (it starts afresh for the next call)
             raise
+
+
+# ---------------------------------------------------------------------------- in a feature worker
+
+_worker_tasks: dict[str, Task] = {}  # the tasks this feature worker has seen, by their JSON
+
+
+def worker_features(request: dict, phase=None) -> dict:
+    """What a feature worker answers: ``{"task": Task.to_json(by_value=True), "feature_type",
+    "indices"}`` -> ``{"rows"}``, one list of floats per index, or None where the config has
+    no features (computed as :func:`config_features` computes them here)."""
+    key = json.dumps(request["task"], sort_keys=True)
+    task = _worker_tasks.get(key)
+    if task is None:
+        task = _worker_tasks[key] = Task.from_json(request["task"], allow_code=True)
+    space, kind = task.config_space, request["feature_type"]
+    rows = []
+    for index in request["indices"]:
+        row = config_features(task, space.from_index(int(index), check=False), kind)
+        rows.append(None if row is None else row.tolist())
+    return {"rows": rows}
+
+
+#: The calls a feature worker (:mod:`autotune.tuner.feature_worker`) answers.
+CALLS = {"features": worker_features}

@@ -27,6 +27,7 @@ class GATuner(Tuner):
     ``mutation_prob`` per gene."""
 
     name = "ga"
+    default_batch_size = 16
 
     def __init__(self, task=None, seed: int | None = None, pop_size: int = 100, elite_num: int = 3,
                  mutation_prob: float = 0.1, **options):

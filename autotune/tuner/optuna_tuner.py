@@ -17,6 +17,7 @@ to the study as finished trials.
 
 from __future__ import annotations
 
+# optuna itself (heavy) is imported where it is used: only an OptunaTuner bound to a task needs it.
 from autotune.errors import AutotuneError
 from autotune.tuner.tuner import Tuner
 

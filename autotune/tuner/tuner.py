@@ -28,8 +28,10 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from autotune.errors import AutotuneError
+from autotune.tuner import TUNERS, tuner_class
+from search_spaces import ConfigEntity, SearchSpaceError
 
-__all__ = ["Tuner", "result_cost"]
+__all__ = ["Tuner", "get_tuner", "result_cost"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +64,7 @@ class Tuner:
     """
 
     name = "tuner"
+    default_batch_size = 8  # candidates per round of tune() when its caller gives no batch_size
 
     def __init__(self, task=None, seed: int | None = None, **options):
         if options:
@@ -183,8 +186,6 @@ class Tuner:
             self._observe(indices, costs)
 
     def _as_config(self, config, strict: bool):
-        from search_spaces import ConfigEntity, SearchSpaceError
-
         try:
             if isinstance(config, ConfigEntity):
                 return self.space.from_json(config.to_json())
@@ -198,8 +199,6 @@ class Tuner:
 
     def _random_fill(self, n: int) -> list:
         """Up to ``n`` random unvisited configs, marked proposed."""
-        from search_spaces import SearchSpaceError
-
         try:
             picks = self.space.sample_indices(n, self.rng, exclude=self._visited)
         except SearchSpaceError:
@@ -212,8 +211,6 @@ class Tuner:
 
     def _random_indices(self, n: int, exclude: set[int] | None = None) -> list[int]:
         """Up to ``n`` random valid indices outside ``self._visited`` and ``exclude``."""
-        from search_spaces import SearchSpaceError
-
         skip = self._visited if not exclude else self._visited | exclude
         try:
             return self.space.sample_indices(n, self.rng, exclude=skip)
@@ -223,3 +220,23 @@ class Tuner:
     def __repr__(self) -> str:
         where = "unbound" if self.task is None else f"{self.task!r}, {len(self.measured)} measured"
         return f"{type(self).__name__}({where}, seed={self.seed!r})"
+
+
+def get_tuner(tuner, task, seed: int | None = None, **options) -> Tuner:
+    """A tuner for ``task``: ``tuner`` is a name in :data:`~autotune.tuner.TUNERS`, a
+    :class:`Tuner` subclass, or an instance (bound to ``task`` here if it was made without
+    one). ``options`` go to the tuner's constructor (names and classes only)."""
+    if isinstance(tuner, Tuner):
+        if options:
+            raise AutotuneError(f"get_tuner: options {sorted(options)} cannot be given with a tuner "
+                                "instance; pass them to its constructor")
+        return tuner.bind(task, seed)
+    if isinstance(tuner, str):
+        if tuner not in TUNERS:
+            raise AutotuneError(f"unknown tuner {tuner!r}; choose one of {', '.join(TUNERS)} "
+                                "or pass a Tuner instance")
+        return tuner_class(tuner)(task, seed=seed, **options)
+    if isinstance(tuner, type) and issubclass(tuner, Tuner):
+        return tuner(task, seed=seed, **options)
+    raise AutotuneError(f"a tuner is a name ({', '.join(TUNERS)}), a Tuner subclass or instance; "
+                        f"got {tuner!r}")

@@ -30,9 +30,10 @@ from collections.abc import Iterable
 
 from autotune.errors import AutotuneError
 from autotune.tuner.cost_model import LOSS_TYPES, Group, XGBCostModel
-from autotune.tuner.features import FEATURE_TYPES, _check_workers
+from autotune.tuner.features import FEATURE_TYPES, check_workers
 from autotune.tuner.sa import anneal
 from autotune.tuner.tuner import Tuner, result_cost
+from search_spaces import ConfigEntity, SearchSpaceError
 
 __all__ = ["XGBTuner"]
 
@@ -53,6 +54,7 @@ class XGBTuner(Tuner):
     """
 
     name = "xgb"
+    default_batch_size = 16
 
     def __init__(self, task=None, seed: int | None = None, feature_type: str = "itervar",
                  loss_type: str = "rank", plan_size: int = 64, epsilon: float = 0.1, min_train: int = 8,
@@ -68,7 +70,7 @@ class XGBTuner(Tuner):
             raise AutotuneError(f"XGBTuner: needs 0 <= epsilon <= 1, plan_size >= 1 and sa_chains >= 1; "
                                 f"got {epsilon}, {plan_size}, {sa_chains}")
         try:
-            _check_workers(feature_workers, "feature_workers")
+            check_workers(feature_workers, "feature_workers")
         except ValueError as exc:
             raise AutotuneError(f"XGBTuner: {exc}") from None
         self.feature_type, self.loss_type = feature_type, loss_type
@@ -106,8 +108,6 @@ class XGBTuner(Tuner):
         not in their task's space, are skipped.
         """
         self._bound()
-        from search_spaces import ConfigEntity, SearchSpaceError
-
         own, skipped = [], 0
         for config, task, cost in records:
             if task == self.task:

@@ -97,8 +97,8 @@ class ConfigEntity:
             raise SearchSpaceError(f"config lacks knob {missing[0]!r}")
         choices = [knob.index_of(knobs[name]) for name, knob in space.space_map.items()]
         index = space.choices_to_index(choices)
-        entities = space._entities(choices)
-        bad = space._violated(entities)
+        entities = space.entities(choices)
+        bad = space.violated_constraint(entities)
         if bad is not None:
             raise SearchSpaceError(f"config {knobs!r} violates constraint {bad.name}")
         return cls(index, entities)

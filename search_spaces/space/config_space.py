@@ -137,7 +137,7 @@ class ConfigSpace:
         """The number of configs satisfying the constraints (see :attr:`size_is_exact`)."""
         total = 1.0
         exact = 1
-        for part in self._analysis():
+        for part in self.parts():
             if part.valid is not None:
                 exact *= len(part.valid)
                 total *= len(part.valid)
@@ -148,7 +148,7 @@ class ConfigSpace:
     @property
     def size_is_exact(self) -> bool:
         """Whether :attr:`size` is a count (True) or an estimate by sampling (False)."""
-        return all(p.valid is not None for p in self._analysis())
+        return all(p.valid is not None for p in self.parts())
 
     def __len__(self) -> int:
         return self.size
@@ -162,7 +162,9 @@ class ConfigSpace:
 
     # ------------------------------------------------------------------ indices
 
-    def _strides(self) -> list[int]:
+    def strides(self) -> list[int]:
+        """How much a knob's choice weighs in a mixed-radix index, per knob (definition order):
+        ``index == sum(choice * stride)``."""
         out, acc = [], 1
         for k in self.space_map.values():
             out.append(acc)
@@ -180,7 +182,7 @@ class ConfigSpace:
 
     def choices_to_index(self, choices: Sequence[int]) -> int:
         """The mixed-radix index of one choice per knob (definition order)."""
-        return sum(int(c) * st for c, st in zip(choices, self._strides(), strict=True))
+        return sum(int(c) * st for c, st in zip(choices, self.strides(), strict=True))
 
     def _check_index(self, index) -> int:
         if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
@@ -190,15 +192,17 @@ class ConfigSpace:
             raise SearchSpaceError(f"config index {index} is outside the space [0, {self.raw_size})")
         return index
 
-    def _entities(self, choices: Sequence[int]) -> dict[str, Entity]:
+    def entities(self, choices: Sequence[int]) -> dict[str, Entity]:
+        """``{knob name: entity}`` of one choice per knob (definition order), unchecked."""
         return {k.name: k.entities[c] for k, c in zip(self.space_map.values(), choices)}
 
-    def _violated(self, entities: dict[str, Entity]) -> Constraint | None:
+    def violated_constraint(self, entities: dict[str, Entity]) -> Constraint | None:
+        """The first constraint that the knob entities ``entities`` break, or None."""
         return violated(self._constraints, entities)
 
     def is_valid(self, index: int) -> bool:
         """Whether the config at ``index`` satisfies every constraint."""
-        return self._violated(self._entities(self.index_to_choices(index))) is None
+        return self.violated_constraint(self.entities(self.index_to_choices(index))) is None
 
     def get(self, position: int) -> ConfigEntity:
         """The ``position``-th valid config in index order, ``0 <= position < len(self)``:
@@ -222,9 +226,9 @@ class ConfigSpace:
         """The config at mixed-radix ``index`` (``0 <= index < raw_size``; see
         :meth:`index_to_choices`); with ``check``, one violating a constraint raises
         :class:`SearchSpaceError`."""
-        entities = self._entities(self.index_to_choices(index))
+        entities = self.entities(self.index_to_choices(index))
         if check:
-            bad = self._violated(entities)
+            bad = self.violated_constraint(entities)
             if bad is not None:
                 raise SearchSpaceError(f"config index {index} violates constraint {bad.name}")
         return ConfigEntity(int(index), entities)
@@ -233,19 +237,22 @@ class ConfigSpace:
         """Every valid config in index order, as :meth:`get` numbers them (meant for small
         spaces: grid search)."""
         for index in range(self.raw_size):
-            entities = self._entities(self.index_to_choices(index))
-            if self._violated(entities) is None:
+            entities = self.entities(self.index_to_choices(index))
+            if self.violated_constraint(entities) is None:
                 yield ConfigEntity(index, entities)
 
     # ------------------------------------------------------------------ constraint analysis
 
-    def _analysis(self) -> list[Part]:
-        """The space's parts with their valid points (computed once per definition)."""
+    def parts(self) -> list[Part]:
+        """The space's parts (knobs that constraints tie together, each knob alone otherwise) with
+        what is known of their valid points (computed once per definition;
+        :mod:`~search_spaces.space.sampling` walks them)."""
         if self._parts is None:
             self._parts = analyse(self.knobs, self._constraints)
         return self._parts
 
-    def _describe_constraints(self) -> str:
+    def describe_constraints(self) -> str:
+        """``"constraints: <name>, ..."``: the space's constraints, for error messages."""
         return "constraints: " + ", ".join(c.name for c in self._constraints)
 
     # ------------------------------------------------------------------ sampling, local search

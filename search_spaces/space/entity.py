@@ -6,13 +6,13 @@ import json
 import math
 from collections.abc import Sequence
 
+from compiler.schedule import Stage
+
 __all__ = ["Entity", "SplitEntity", "ReorderEntity", "AnnotateEntity", "OtherOptionEntity"]
 
 
 def _stage(s, op):
     """The stage of ``op`` in schedule ``s``; ``op`` may be a tensor, an operation or a stage."""
-    from compiler.schedule import Stage
-
     return op if isinstance(op, Stage) else s[op]
 
 

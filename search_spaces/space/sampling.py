@@ -31,16 +31,16 @@ def sample_indices(space: ConfigSpace, n: int, rng: np.random.Generator,
                    exclude: set[int] | None = None) -> list[int]:
     """Up to ``n`` distinct valid indices drawn uniformly, none in ``exclude``."""
     exclude = set() if exclude is None else exclude
-    parts = space._analysis()
+    parts = space.parts()
     if space.size_is_exact and space.size == 0:
-        raise SearchSpaceError(f"the constraints leave no valid config ({space._describe_constraints()})")
+        raise SearchSpaceError(f"the constraints leave no valid config ({space.describe_constraints()})")
     if space.size_is_exact and space.size <= max(4 * n, 4096):
         # Small enough to list: a permutation of the valid points.
         everything = [i for i in all_valid(space) if i not in exclude]
         order = rng.permutation(len(everything))[:n]
         return [everything[k] for k in order]
     knobs = space.knobs
-    strides = space._strides()
+    strides = space.strides()
     seen: set[int] = set()
     out: list[int] = []
     misses = 0
@@ -65,22 +65,22 @@ def _draw(space: ConfigSpace, part: Part, knobs: list[KnobSpace], rng: np.random
     if part.valid is not None:
         if len(part.valid) == 0:
             raise SearchSpaceError(
-                f"the constraints leave no valid config ({space._describe_constraints()})")
+                f"the constraints leave no valid config ({space.describe_constraints()})")
         return int(part.valid[int(rng.integers(len(part.valid)))])
     for _ in range(100 * ESTIMATE_SAMPLES):
         sub = int(rng.integers(part.raw))
         if part_ok(part, knobs, sub):
             return sub
     raise SearchSpaceError("no config satisfying the constraints was found in "
-                           f"{100 * ESTIMATE_SAMPLES} draws ({space._describe_constraints()})")
+                           f"{100 * ESTIMATE_SAMPLES} draws ({space.describe_constraints()})")
 
 
 def all_valid(space: ConfigSpace) -> list[int]:
     """Every valid index, sorted (only for exactly counted spaces)."""
     knobs = space.knobs
-    strides = space._strides()
+    strides = space.strides()
     totals = [0]
-    for part in space._analysis():
+    for part in space.parts():
         offsets = []
         for sub in part.valid:
             offsets.append(sum(c * strides[k] for k, c in
@@ -100,7 +100,7 @@ def valid_index_at(space: ConfigSpace, position: int) -> int:
     with it are kept.
     """
     knobs = space.knobs
-    parts = space._analysis()
+    parts = space.parts()
     owner: dict[int, tuple[int, int]] = {}   # knob position -> (part, column in the part)
     rows: list[np.ndarray | None] = []       # valid choices left per part; None: an unconstrained knob
     left: list[int] = []                     # valid points left per part
@@ -109,7 +109,7 @@ def valid_index_at(space: ConfigSpace, position: int) -> int:
             owner[k] = (p, col)
         rows.append(choice_table(part, knobs) if part.constraints else None)
         left.append(len(part.valid))
-    strides = space._strides()
+    strides = space.strides()
     index = 0
     for k in reversed(range(len(knobs))):
         p, col = owner[k]
@@ -133,7 +133,7 @@ def valid_index_at(space: ConfigSpace, position: int) -> int:
 def neighbor_indices(space: ConfigSpace, index: int) -> list[int]:
     """Valid indices that differ from ``index`` in exactly one knob."""
     choices = space.index_to_choices(index)
-    strides = space._strides()
+    strides = space.strides()
     out = []
     for k, knob in enumerate(space.knobs):
         for c in range(len(knob)):
@@ -151,7 +151,7 @@ def nearest_valid(space: ConfigSpace, start: int) -> int:
     knobs = space.knobs
     prefs = [k.preference() for k in knobs]
     rank = [{c: r for r, c in enumerate(p)} for p in prefs]
-    strides = space._strides()
+    strides = space.strides()
     seen = {start}
     frontier = [start]
     for _ in range(3):  # up to three knobs away from the defaults

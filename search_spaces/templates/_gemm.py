@@ -43,6 +43,7 @@ import numpy as np
 
 from compiler import te
 from compiler.codegen.llvm import MAX_STACK_BYTES
+from compiler.runtime import num_threads
 from compiler.simd import vector_lanes, vector_registers
 
 __all__ = ["GemmTensors", "define_gemm_knobs", "gemm_compute", "schedule_gemm", "microkernels", "L2_BYTES",
@@ -189,8 +190,6 @@ def _default(shape: _Shape, kernels, axes, batch: int) -> dict:
     * threads on the batch, else on rows, when that gives each thread a fair share of the
       work, else on columns (and ``kc = K``).
     """
-    from compiler.runtime import num_threads
-
     threads = num_threads()
     M, N, K, isz = shape.M, shape.N, shape.K, shape.itemsize
 

@@ -39,7 +39,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler import te, topi
+from compiler.codegen.llvm_transpose import MAX_TILE, transpose_call
+from compiler.runtime import num_threads
 from compiler.simd import vector_lanes, vector_registers
+from compiler.tir import decl_buffer, ir_builder
 from compiler.topi.nn.utils import as_pair, conv_output_size
 from search_spaces.template import get_config, template
 from search_spaces.templates._common import random_data
@@ -145,8 +148,6 @@ def _default_reg_n(Wo: int, oc_bn: int, lanes: int, registers: int) -> int:
 def _default_parallel_axis(g: ConvGeometry, oc_bn: int) -> str:
     """Threads on whole output-channel blocks when they split evenly over the threads (each
     thread then reads only its part of the kernel), else on output rows."""
-    from compiler.runtime import num_threads
-
     threads = num_threads()
     blocks = g.N * _cdiv(g.F, oc_bn)
     return "oc" if blocks % threads == 0 or blocks >= 8 * threads else "rows"
@@ -287,8 +288,6 @@ def _block_tiles_fit(oc_bn: int, taps: int) -> bool:
     """Whether :func:`kernel_block_intrin` packs ``oc_bn``-wide blocks of ``taps`` taps: a block is
     a whole number of transposed tiles (:func:`_transpose_rows`) of 2 to
     :data:`~compiler.codegen.llvm_transpose.MAX_TILE` taps."""
-    from compiler.codegen.llvm_transpose import MAX_TILE
-
     return _transpose_rows(oc_bn) is not None and 2 <= taps <= MAX_TILE
 
 
@@ -298,9 +297,6 @@ def kernel_block_intrin(C: int, KH: int, KW: int, ic_bn: int, oc_bn: int, dtype:
     ``KH * KW`` values each in W) transposed in vector registers into one ``oc_bn``-wide row
     per tap. A scalar copy reads one value per filter and tap, a vectorized one gathers them.
     ValueError where ``ic_bn`` does not divide ``C`` or the block is no whole number of tiles."""
-    from compiler.codegen.llvm_transpose import MAX_TILE, transpose_call
-    from compiler.tir import decl_buffer, ir_builder
-
     for name, v in (("C", C), ("KH", KH), ("KW", KW), ("ic_bn", ic_bn), ("oc_bn", oc_bn)):
         if not isinstance(v, int) or v < 1:
             raise ValueError(f"kernel_block_intrin: {name} must be a positive int, got {v!r}")

@@ -12,6 +12,7 @@ are the run's records of kind ``"remeasure"``, after its ``--trials`` search tri
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -28,6 +29,7 @@ import autotune
 import db
 from autotune.errors import AutotuneError
 from autotune.tuning import FINAL_PASSES, FINAL_ROUNDS, FINAL_TOP_K
+from compiler.runtime.device import device_memory, register_device_type
 from measure import Builder, LocalBuilder, LocalRunner, MeasureOptions
 
 ARGS = "32,32,32,float32"
@@ -316,10 +318,17 @@ class _NoBuild(Builder):
         raise AssertionError("tuning reached the builder")
 
 
-def test_cuda_tuning_without_a_gpu_stops_before_any_work(tmp_path, monkeypatch):
-    import compiler.runtime.cuda
+@pytest.fixture
+def no_gpu():
+    """The CUDA device type says that no GPU can run code here, whatever this machine has."""
+    memory = device_memory("cuda")
+    no_gpu = dataclasses.replace(memory, unavailable_reason=lambda: "no GPU in this test")
+    register_device_type("cuda", no_gpu)
+    yield
+    register_device_type("cuda", memory)
 
-    monkeypatch.setattr(compiler.runtime.cuda, "unavailable_reason", lambda: "no GPU in this test")
+
+def test_cuda_tuning_without_a_gpu_stops_before_any_work(tmp_path, no_gpu):
     task = autotune.create_task("matmul", TASK_ARGS, "cuda")
     for options in (MeasureOptions(_NoBuild(), LocalRunner()), None):
         with pytest.raises(AutotuneError, match="CUDA code cannot run here: no GPU in this test"):
@@ -333,9 +342,8 @@ def test_cuda_tuning_without_a_gpu_stops_before_any_work(tmp_path, monkeypatch):
     assert not (tmp_path / "c.db").exists()
 
 
-def test_cuda_tuning_on_a_ray_cluster_is_not_refused_here(tmp_path, monkeypatch):
+def test_cuda_tuning_on_a_ray_cluster_is_not_refused_here(tmp_path, no_gpu):
     """The cluster may have GPUs: the runner, not this machine, says whether CUDA runs."""
-    import compiler.runtime.cuda
     from measure.ray import RayRunner
 
     class NoRayRunner(RayRunner):
@@ -344,7 +352,6 @@ def test_cuda_tuning_on_a_ray_cluster_is_not_refused_here(tmp_path, monkeypatch)
         def run(self, jobs, gates):
             raise AssertionError("tuning reached the runner")
 
-    monkeypatch.setattr(compiler.runtime.cuda, "unavailable_reason", lambda: "no GPU in this test")
     task = autotune.create_task("matmul", TASK_ARGS, "cuda")
     with MeasureOptions(_NoBuild(), NoRayRunner(gpu=True)) as options, \
             pytest.raises(AssertionError, match="tuning reached the (builder|runner)"):

@@ -297,8 +297,7 @@ def test_without_remeasure_the_log_holds_the_trials_only(tmp_path, task):
 
 
 def test_warm_start_measures_borrowed_configs_first_never_held_ones(task, monkeypatch):
-    import sys
-    import types
+    from autotune import transfer
 
     log = db.open(":memory:")
     try:
@@ -315,9 +314,7 @@ def test_warm_start_measures_borrowed_configs_first_never_held_ones(task, monkey
                 calls.append((log_, task_, k))
                 return [first.history[0].config, *others[:2]]
 
-            fake = types.ModuleType("autotune.transfer")
-            fake.warm_start_configs = warm_start_configs
-            monkeypatch.setitem(sys.modules, "autotune.transfer", fake)
+            monkeypatch.setattr(transfer, "warm_start_configs", warm_start_configs)
             second = autotune.tune(task, trials=4, tuner="grid", db=log, measure_option=options,
                                    batch_size=2, warm_start=3, remeasure=False, progress=False)
         assert calls == [(log, task, 3)]

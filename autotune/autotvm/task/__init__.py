@@ -10,17 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import search_spaces
+from compiler.target import target_kinds
 from search_spaces import (
     ApplyConfig,
     ConfigEntity,
     ConfigSpace,
     DispatchContext,
     FallbackContext,
+    SearchSpaceError,
     Task,
     Template,
+    create_task,
     get_config,
 )
-from search_spaces import template as _template
 
 from . import space
 
@@ -32,7 +35,7 @@ def template(task_name: str, func=None):
     """AutoTVM's ``@autotvm.template("name")``: register ``func`` (or the decorated function)
     as template ``task_name`` for every target; returns the :class:`search_spaces.Template`.
     ``search_spaces.template`` does the same and can restrict a template to a target kind."""
-    register = _template(task_name)
+    register = search_spaces.template(task_name)
     return register if func is None else register(func)
 
 
@@ -40,13 +43,18 @@ def create(task_name, args: Sequence, target=None, target_host=None) -> Task:
     """The task of template ``task_name`` (its name, or the template itself) on ``args`` for
     ``target``, as AutoTVM's ``autotvm.task.create``.
 
-    ``target_host`` is accepted for AutoTVM's signature; it must be None or ``"llvm"``: host
-    code is always compiled for this machine's CPU here.
+    ``target_host`` is accepted for AutoTVM's signature; it must be None or a target of this
+    machine's CPU (``"llvm"``): host code is always compiled for it here.
     """
-    from search_spaces import SearchSpaceError, create_task
-
-    if target_host is not None and str(target_host).split()[0] != "llvm":
+    if target_host is not None and not _runs_on_cpu(target_host):
         raise SearchSpaceError(f"autotvm.task.create: target_host {target_host!r} is not supported; "
                                "host code is compiled for this CPU ('llvm')")
     name = task_name.name if isinstance(task_name, Template) else task_name
     return create_task(name, args, target)
+
+
+def _runs_on_cpu(target) -> bool:
+    """Whether ``target`` (a Target or its string) is of a kind whose code runs on the CPU."""
+    words = str(target).split()
+    info = target_kinds().get(words[0]) if words else None
+    return info is not None and info.device_type == "cpu"
