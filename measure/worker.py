@@ -230,7 +230,7 @@ def run(request: RunRequest, on_prepared=None) -> RunReply:
     if on_prepared is not None:
         on_prepared(request.timeout)
     start = time.perf_counter()
-    reply = _run_cpu(data, request) if device_type == "cpu" else _run_on_device(data, request, device_type)
+    reply = _run_candidate(data, request, device_type)
     reply.run_time, reply.worker = time.perf_counter() - start, worker_name()
     return reply
 
@@ -254,60 +254,42 @@ def _data_for(request: RunRequest) -> _TaskData | RunReply:
     return RunReply.failure(ErrorKind.RUNTIME_ERROR, _broken[key], worker=worker_name())
 
 
-def _run_cpu(data: _TaskData, request: RunRequest) -> RunReply:
+def _run_candidate(data: _TaskData, request: RunRequest, device_type: str) -> RunReply:
+    """:func:`run` once the task's data is there: on the host, or on device ``request.device_id``
+    of ``device_type`` (a GPU), where the inputs are copied once per task and device."""
+    # A launch that failed (an illegal address, a trap) leaves a CUDA context unusable: a device
+    # candidate's error asks for a fresh worker.
+    on_device = device_type != "cpu"
+    dev = compiler.device(device_type, int(request.device_id or 0)) if on_device else None
     try:
         module = load_artifact(request.artifact)
         info = module.function_info(module.entry_name)
         buffers = _concrete_buffers(info)
         written = set(info.written)
         outputs = [_poisoned(shape, dt) for pos, shape, dt in buffers if pos in written]
-        args = _arguments(info, data.inputs, outputs)
-    except Exception as exc:
-        return RunReply.failure(ErrorKind.RUNTIME_ERROR,
-                                f"cannot load the candidate: {type(exc).__name__}: {exc}")
-    try:
-        if request.check_correctness:
-            module(*args)
-            names = [info.signature.args[pos].name for pos, _, _ in buffers if pos in written]
-            wrong = compare_outputs(outputs, data.expected, names)
-            if wrong is not None:
-                return RunReply.failure(ErrorKind.WRONG_ANSWER, wrong)
-        costs = _time(module, args, request)
-    except Exception as exc:
-        return RunReply.failure(ErrorKind.RUNTIME_ERROR, f"{type(exc).__name__}: {exc}")
-    return RunReply(costs)
-
-
-def _run_on_device(data: _TaskData, request: RunRequest, device_type: str) -> RunReply:
-    """:func:`run` for an artifact whose code runs on device ``request.device_id`` (a GPU)."""
-    device_id = int(request.device_id or 0)
-    dev = compiler.device(device_type, device_id)
-    try:
-        module = load_artifact(request.artifact)
-        info = module.function_info(module.entry_name)
-        buffers = _concrete_buffers(info)
-        written = set(info.written)
-        if device_id not in data.on_device:
-            data.on_device[device_id] = [compiler.nd.array(x, dev) for x in data.inputs]
-        outputs = [compiler.nd.array(_poisoned(shape, dt), dev)
-                   for pos, shape, dt in buffers if pos in written]
-        args = _arguments(info, data.on_device[device_id], outputs)
+        inputs = data.inputs
+        if on_device:
+            if dev.device_id not in data.on_device:
+                data.on_device[dev.device_id] = [compiler.nd.array(x, dev) for x in data.inputs]
+            inputs = data.on_device[dev.device_id]
+            outputs = [compiler.nd.array(x, dev) for x in outputs]
+        args = _arguments(info, inputs, outputs)
     except Exception as exc:
         why = f"cannot load the candidate: {type(exc).__name__}: {exc}"
-        return RunReply.failure(ErrorKind.RUNTIME_ERROR, why, replace_worker=True)
+        return RunReply.failure(ErrorKind.RUNTIME_ERROR, why, replace_worker=on_device)
     try:
         if request.check_correctness:
             module(*args)
-            got = [x.numpy() for x in outputs]  # synchronises: a failed launch raises here
+            # Copying a device's outputs back synchronises: a failed launch raises here.
+            got = [x.numpy() for x in outputs] if on_device else outputs
             names = [info.signature.args[pos].name for pos, _, _ in buffers if pos in written]
             wrong = compare_outputs(got, data.expected, names)
             if wrong is not None:
                 return RunReply.failure(ErrorKind.WRONG_ANSWER, wrong)
         costs = _time(module, args, request, dev)
     except Exception as exc:
-        # A launch that failed (an illegal address, a trap) leaves a CUDA context unusable: ask
-        # for a fresh worker.
-        return RunReply.failure(ErrorKind.RUNTIME_ERROR, f"{type(exc).__name__}: {exc}", replace_worker=True)
+        why = f"{type(exc).__name__}: {exc}"
+        return RunReply.failure(ErrorKind.RUNTIME_ERROR, why, replace_worker=on_device)
     return RunReply(costs)
 
 

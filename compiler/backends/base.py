@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ..errors import CompilerError
+from ..runtime.arguments import FunctionInfo
 from ..runtime.device import (
     DeviceMemory,
     register_device_alias,
@@ -53,6 +54,18 @@ class Artifact:
     def from_json(cls, data: dict) -> Artifact:
         """The artifact of :meth:`to_json`'s output."""
         return cls(data["kind"], base64.b64decode(data["data"]), dict(data.get("metadata", {})))
+
+    @classmethod
+    def of_functions(cls, kind: str, data: bytes, target: Target, infos: Mapping[str, FunctionInfo],
+                     **extra) -> Artifact:
+        """The artifact of compiled ``data`` for ``target`` whose functions ``infos`` describes
+        (by name, the entry first); ``extra`` joins the metadata."""
+        return cls(kind, data, {"target": str(target), "entry": next(iter(infos)),
+                                "functions": [info.to_json() for info in infos.values()], **extra})
+
+    def function_infos(self) -> dict[str, FunctionInfo]:
+        """The FunctionInfo of each function, by name, as :meth:`of_functions` recorded them."""
+        return {i.name: i for i in map(FunctionInfo.from_json, self.metadata["functions"])}
 
 
 @dataclass(frozen=True)

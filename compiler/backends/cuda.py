@@ -73,9 +73,9 @@ def build(mod: IRModule, target: Target) -> Module:
 def save_artifact(mod: IRModule, target: Target) -> Artifact:
     """The PTX and launch plans of :func:`build`'s module, as JSON bytes."""
     module = build(mod, target)
-    metadata = {"target": str(target), "entry": module.entry_name, "arch": module.imported_modules[0].arch,
-                "functions": [module.function_info(n).to_json() for n in module.function_names]}
-    return Artifact("ptx", module.save_artifact(), metadata)
+    infos = {n: module.function_info(n) for n in module.function_names}
+    return Artifact.of_functions("ptx", module.save_artifact(), target, infos,
+                                 arch=module.imported_modules[0].arch)
 
 
 def load_artifact(artifact: Artifact) -> Module:

@@ -39,12 +39,14 @@ def build(mod: IRModule, target: Target) -> Module:
 
 def save_artifact(mod: IRModule, target: Target) -> Artifact:
     """What :func:`build` compiles, as a relocatable object file (no JIT, no linking)."""
-    return Artifact("object", *_steps().save_object(mod, target))
+    data, infos = _steps().save_object(mod, target)
+    return Artifact.of_functions("object", data, target, infos)
 
 
 def load_artifact(artifact: Artifact) -> Module:
     """The module of an ``"object"`` artifact, loaded by MCJIT against this process's symbols."""
-    return _steps().load_object(artifact.data, artifact.metadata)
+    target, entry = Target(artifact.metadata["target"]), artifact.metadata["entry"]
+    return _steps().load_object(artifact.data, target, artifact.function_infos(), entry)
 
 
 def _steps():

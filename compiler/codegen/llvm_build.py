@@ -8,7 +8,6 @@ prepared; ``COMPILER_DUMP_IR`` also gets the LLVM IR before and after O3.
 
 from __future__ import annotations
 
-from ..runtime.arguments import FunctionInfo
 from ..runtime.module import Module
 from ..target import Target
 from ..tir.function import IRModule
@@ -28,19 +27,15 @@ def build(mod: IRModule, target: Target) -> Module:
 
 
 def save_object(mod: IRModule, target: Target) -> tuple[bytes, dict]:
-    """What :func:`build` compiles, as a relocatable object file and its metadata (the target, the
-    entry function and each function's FunctionInfo)."""
+    """What :func:`build` compiles, as a relocatable object file, and its functions' FunctionInfo
+    by name (the entry first)."""
     tm = create_target_machine(target, reloc="pic", codemodel="default")
-    module = _optimized(mod, target, tm)
-    metadata = {"target": str(target), "entry": next(iter(mod.functions)),
-                "functions": [info.to_json() for info in _infos(mod).values()]}
-    return tm.emit_object(module), metadata
+    return tm.emit_object(_optimized(mod, target, tm)), _infos(mod)
 
 
-def load_object(data: bytes, metadata: dict) -> Module:
+def load_object(data: bytes, target: Target, infos: dict, entry: str) -> Module:
     """The module of :func:`save_object`'s output, loaded by MCJIT against this process's symbols."""
-    infos = {i.name: i for i in map(FunctionInfo.from_json, metadata["functions"])}
-    return Module(ObjectCode(data, Target(metadata["target"])), infos, metadata["entry"])
+    return Module(ObjectCode(data, target), infos, entry)
 
 
 def _optimized(mod: IRModule, target: Target, tm):

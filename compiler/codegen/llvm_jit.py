@@ -68,8 +68,6 @@ class JITCode(_NativeCode):
         tm = create_target_machine(self.target, reloc="pic", codemodel="default")
         return tm.emit_object(parse(self._optimized))
 
-    emit_object = object_code
-
     def save_object(self, path: str, metadata_json: str) -> None:
         """Write an object file (``Module.save``) that ``contrib.cc.create_shared`` links."""
         link_object(path, [self.object_code(), llvm_timer.object_code(self.target)], metadata_json)

@@ -47,12 +47,11 @@ _MEMORY: dict[str, DeviceMemory] = {}
 _NAMES: dict[str, str] = {}  # every name that selects a device type -> the device type
 
 
-def register_device_type(name: str, memory: DeviceMemory, aliases: tuple[str, ...] = ()) -> None:
-    """Make ``name`` a device type whose arrays ``memory`` keeps; ``aliases`` (for example
-    the target kinds whose code runs there) also select it in :func:`device`."""
+def register_device_type(name: str, memory: DeviceMemory) -> None:
+    """Make ``name`` a device type whose arrays ``memory`` keeps (more names select it through
+    :func:`register_device_alias`)."""
     _MEMORY[name] = memory
-    for alias in (name, *aliases):
-        _NAMES[alias] = name
+    _NAMES[name] = name
 
 
 def register_device_alias(alias: str, device_type: str) -> None:

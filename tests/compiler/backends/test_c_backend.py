@@ -21,7 +21,7 @@ from compiler.codegen import function_info
 from compiler.driver import build_artifact, load_artifact
 from compiler.errors import CompilerError
 from compiler.passes import Pass, Pipeline
-from compiler.runtime import FunctionInfo, Module
+from compiler.runtime import Module
 from compiler.target import Target
 from compiler.tir import expr as E
 from compiler.tir import stmt as S
@@ -205,14 +205,12 @@ class CToy:
         return Module(SharedLibrary(self.compile(source), source), self.infos(mod), next(iter(mod.functions)))
 
     def save_artifact(self, mod: IRModule, target: Target) -> Artifact:
-        meta = {"target": str(target), "entry": next(iter(mod.functions)),
-                "functions": [info.to_json() for info in self.infos(mod).values()]}
-        return Artifact("c-source", self.source(mod).encode(), meta)
+        return Artifact.of_functions("c-source", self.source(mod).encode(), target, self.infos(mod))
 
     def load_artifact(self, artifact: Artifact) -> Module:
         source = artifact.data.decode()
-        infos = {i.name: i for i in map(FunctionInfo.from_json, artifact.metadata["functions"])}
-        return Module(SharedLibrary(self.compile(source), source), infos, artifact.metadata["entry"])
+        return Module(SharedLibrary(self.compile(source), source), artifact.function_infos(),
+                      artifact.metadata["entry"])
 
 
 @pytest.fixture
