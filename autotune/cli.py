@@ -35,7 +35,8 @@ from autotune.tuner import TUNERS
 
 __all__ = ["COMMANDS", "PLANNED_COMMANDS", "UsageError", "main"]
 
-COMMANDS = ("tune", "best", "report", "export", "import", "pin", "build", "templates", "space")
+COMMANDS = ("tune", "best", "report", "export", "import", "pin", "build", "templates", "space", "tune-model",
+            "build-model")
 PLANNED_COMMANDS = COMMANDS  # the name older code and tests use
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -208,7 +209,47 @@ def _build_parser() -> _Parser:
                    help="tuning log to take the best config from (default: none, the default config)")
     p.add_argument("-o", "--out", required=True, metavar="KERNEL.so", help="the shared object to write")
     p.add_argument("--name", help="name of the entry function (default: the template's name)")
+
+    p = sub.add_parser("tune-model", parents=[common], help="tune every kernel of an ONNX model",
+                       description="Import an ONNX model, list its tuning tasks (the fused kernels that "
+                                   "have templates, each with how often the model runs it) and tune them "
+                                   "with one budget of --trials per task on average, spent where the "
+                                   "model's latency falls most. Every trial goes into the log; a rerun "
+                                   "adds to it. Then: autotune build-model.")
+    _add_model(p)
+    p.add_argument("--trials", type=_positive_int, default=64,
+                   help="trials per task on average (default: 64); the budget is this times the tasks")
+    p.add_argument("--tuner", default="xgb", choices=tuple(TUNERS), help="search strategy (default: xgb)")
+    _add_db(p)
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="measure on a Ray cluster: 'auto', 'ray://host:10001', or 'local'")
+    p.add_argument("--seed", type=_seed, help="random seed of the tuners (0 to 2**32-1)")
+    p.add_argument("--timeout", type=_positive_seconds, default=10.0, metavar="S",
+                   help="seconds a build or a run may take before it counts as an error (default: 10)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="show a progress bar (default: when stderr is a terminal)")
+
+    p = sub.add_parser("build-model", parents=[common], help="build an ONNX model into one .so",
+                       description="Import an ONNX model, compile every kernel with the log's best config "
+                                   "(borrowed from the nearest tuned workload, or the default config, where "
+                                   "the log has none: one warning lists them) and an ahead-of-time "
+                                   "executor, and export one shared library that "
+                                   "compiler.runtime.load_module runs without the tuner, the log or onnx.")
+    _add_model(p)
+    p.add_argument("--db", default=None, metavar="PATH_OR_URL",
+                   help="tuning log (or pin file) to take the best configs from (default: none)")
+    p.add_argument("-o", "--out", required=True, metavar="MODEL.so", help="the shared library to write")
+    p.add_argument("--name", default="run", help="name of the entry function (default: run)")
     return parser
+
+
+def _add_model(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="an ONNX model file")
+    p.add_argument("--shape", action="append", default=[], metavar="INPUT=D0,D1,...",
+                   help="bind an input's shape (for dynamic dimensions such as the batch), e.g. "
+                        "input=1,3,224,224; repeat for several inputs")
+    p.add_argument("--target", default=DEFAULT_TARGET,
+                   help="compilation target: 'llvm' (this CPU) or 'llvm -mcpu=...' (default: llvm)")
 
 
 # Type functions of numeric options: argparse prefixes their message with the option's name

@@ -25,6 +25,7 @@ from autotune.autotvm import import_log
 from autotune.cli import DEFAULT_TARGET, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
 from autotune.cli_args import ArgsError, bind_template_args, format_args, parse_args_text, signature_text
 from autotune.errors import AutotuneError
+from autotune.model_commands import cmd_build_model, cmd_tune_model
 from autotune.pin import write_pin
 from autotune.report import (
     IMAGE_SUFFIXES,
@@ -370,7 +371,7 @@ def _cmd_build(ns) -> int:
 
 _COMMANDS = {"tune": _cmd_tune, "best": _cmd_best, "report": _cmd_report, "export": _cmd_export,
              "import": _cmd_import, "pin": _cmd_pin, "build": _cmd_build, "templates": _cmd_templates,
-             "space": _cmd_space}
+             "space": _cmd_space, "tune-model": cmd_tune_model, "build-model": cmd_build_model}
 
 
 def run(ns) -> int:

@@ -112,14 +112,24 @@ def _plain(value, where: str):
 
 
 def _canonical_args(impl: TemplateImpl, args: Sequence, kwargs: dict | None) -> tuple:
-    """All of the template's parameters, positionally, with defaults filled in."""
+    """All of the template's parameters, positionally, with defaults filled in; except trailing
+    option lists (parameters whose default is ``()``, such as the CPU templates' ``epilogue``)
+    left empty, so that adding one to a template keeps the workload keys of its tuning logs."""
     sig = inspect.signature(impl.func)
     try:
         bound = sig.bind(*args, **(kwargs or {}))
     except TypeError as exc:
         raise SearchSpaceError(f"template {impl.name!r}{sig}: {exc}") from None
     bound.apply_defaults()
-    return _plain(tuple(bound.args), f"template {impl.name!r}")
+    out = list(_plain(tuple(bound.args), f"template {impl.name!r}"))
+    params = list(sig.parameters.values())
+    while out and len(out) <= len(params) and _empty_option(params[len(out) - 1]) and out[-1] == ():
+        out.pop()
+    return tuple(out)
+
+
+def _empty_option(param: inspect.Parameter) -> bool:
+    return isinstance(param.default, tuple) and param.default == () and param.kind is not param.VAR_POSITIONAL
 
 
 def _args_json(args: tuple) -> str:

@@ -15,15 +15,30 @@ from ..transform.pipeline import dump_directory, dump_text
 from . import function_info
 from .llvm import argument_align, generate_llvm_ir
 from .llvm_jit import JITCode, ObjectCode
-from .llvm_machine import create_target_machine, optimized_module
+from .llvm_machine import create_target_machine, optimized_module, parse
 
-__all__ = ["build", "save_object", "load_object"]
+__all__ = ["build", "build_linked", "save_object", "load_object"]
 
 
 def build(mod: IRModule, target: Target) -> Module:
     """JIT-compile ``mod`` for ``target`` in this process."""
     tm = create_target_machine(target)
     return Module(JITCode(_optimized(mod, target, tm), target, tm), _infos(mod), next(iter(mod.functions)))
+
+
+def build_linked(mod: IRModule, target: Target, llvm_ir: str, infos: dict, entry: str,
+                 objects: tuple[bytes, ...] = (), attrs: dict | None = None) -> Module:
+    """JIT-compile ``mod`` together with hand-written LLVM IR (``llvm_ir``, whose functions
+    ``infos`` describe and may call ``mod``'s) and the given object files (data it refers to),
+    optimised as one module: ``entry`` is the module's entry function."""
+    tm = create_target_machine(target)
+    text = generate_llvm_ir(mod, tm.triple, str(tm.target_data), target.fast_math)
+    module = parse(text)
+    extra = parse(llvm_ir)
+    extra.triple, extra.data_layout = module.triple, module.data_layout
+    module.link_in(extra)
+    module = optimized_module(str(module), tm)
+    return Module(JITCode(module, target, tm, objects), {**_infos(mod), **infos}, entry, attrs)
 
 
 def save_object(mod: IRModule, target: Target) -> tuple[bytes, dict]:

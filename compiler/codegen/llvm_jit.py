@@ -26,9 +26,10 @@ class _NativeCode:
 
     type_key = "llvm"
 
-    def __init__(self, target: Target, engine):
+    def __init__(self, target: Target, engine, objects: tuple[bytes, ...] = ()):
         self.target = target
         self._engine = engine  # owns the machine code; kept alive with this object
+        self._objects = tuple(objects)  # other object files the code links against (data blocks)
 
     def address(self, name: str) -> int:
         if name == TIMER_SYMBOL:
@@ -40,20 +41,23 @@ class _NativeCode:
 
     def export(self, path: str, metadata_json: str) -> None:
         """Write a shared library (:func:`compiler.runtime.load_module` reads it)."""
-        link_shared(path, [self.object_code(), llvm_timer.object_code(self.target)], metadata_json)
+        link_shared(path, [self.object_code(), llvm_timer.object_code(self.target), *self._objects],
+                    metadata_json)
 
 
 class JITCode(_NativeCode):
     """Machine code JIT-compiled in this process from an optimised LLVM module, plus what is
     needed to show and save it."""
 
-    def __init__(self, module, target: Target, tm=None):
+    def __init__(self, module, target: Target, tm=None, objects: tuple[bytes, ...] = ()):
         tm = tm or create_target_machine(target)
         self._tm = tm
         self._optimized = str(module)
         engine = llvm.create_mcjit_compiler(module, tm)  # the engine owns the module from here on
+        for data in objects:
+            engine.add_object_file(llvm.ObjectFileRef.from_data(data))
         engine.finalize_object()
-        super().__init__(target, engine)
+        super().__init__(target, engine, objects)
 
     def source(self, fmt: str) -> str:
         if fmt in ("ll", "llvm"):
@@ -70,7 +74,8 @@ class JITCode(_NativeCode):
 
     def save_object(self, path: str, metadata_json: str) -> None:
         """Write an object file (``Module.save``) that ``contrib.cc.create_shared`` links."""
-        link_object(path, [self.object_code(), llvm_timer.object_code(self.target)], metadata_json)
+        link_object(path, [self.object_code(), llvm_timer.object_code(self.target), *self._objects],
+                    metadata_json)
 
 
 class ObjectCode(_NativeCode):

@@ -26,7 +26,7 @@ from .arguments import FunctionInfo
 from .module import METADATA_VERSION, Module
 from .threads import load_libgomp
 
-__all__ = ["link_shared", "link_object", "run_linker", "c_compiler", "load_module",
+__all__ = ["link_shared", "link_object", "data_object", "run_linker", "c_compiler", "load_module",
            "check_elf", "SharedLibrary", "METADATA_SYMBOL", "CHECKSUM_SYMBOL"]
 
 METADATA_SYMBOL = "__autotune_metadata"
@@ -86,6 +86,27 @@ def _link(path: str, objects: list[bytes], metadata_json: str, mode: list[str], 
         staged = f"{path}.tmp{os.getpid()}"
         shutil.copyfile(out, staged)
         os.replace(staged, path)
+
+
+def data_object(symbol: str, data: bytes, align: int = 64) -> bytes:
+    """A relocatable object file defining the read-only global ``symbol``: ``data``, aligned to
+    ``align`` bytes. The assembler includes the bytes as they are (``.incbin``), so a block of
+    weights of any size costs one file copy, not a compilation."""
+    if not symbol.isidentifier():
+        raise CompilerError(f"data_object: {symbol!r} is not a symbol name")
+    cc = c_compiler()
+    with tempfile.TemporaryDirectory(prefix="autotune_data_") as tmp:
+        blob, source, obj = (os.path.join(tmp, name) for name in ("data.bin", "data.s", "data.o"))
+        with open(blob, "wb") as f:
+            f.write(data)
+        with open(source, "w") as f:
+            f.write(f'\t.section .rodata.{symbol},"a"\n\t.balign {align}\n\t.globl {symbol}\n'
+                    f"\t.type {symbol}, @object\n\t.size {symbol}, {max(len(data), 1)}\n{symbol}:\n"
+                    f'\t.incbin "{blob}"\n' + ("\t.byte 0\n" if not data else "")
+                    + '\t.section .note.GNU-stack,"",@progbits\n')
+        run_linker([cc, "-c", "-o", obj, source], obj)
+        with open(obj, "rb") as f:
+            return f.read()
 
 
 def run_linker(cmd: list[str], path: str) -> None:
@@ -156,7 +177,10 @@ def load_module(path) -> Module:
     if missing:
         raise CompilerError(f"{path} has corrupt metadata: it names functions the library does not "
                             f"define: {missing}")
-    return Module(backend, functions, meta["entry"])
+    attrs = meta.get("attrs", {})
+    if not isinstance(attrs, dict):
+        raise CompilerError(f"{path} has corrupt metadata: 'attrs' must be a JSON object")
+    return Module(backend, functions, meta["entry"], attrs)
 
 
 # ---------------------------------------------------------------------- loading safely

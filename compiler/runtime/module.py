@@ -102,7 +102,8 @@ class Function:
 class Module:
     """Compiled functions: call the entry function with ``module(*args)``."""
 
-    def __init__(self, backend: ModuleCode, functions: dict[str, FunctionInfo], entry_name: str):
+    def __init__(self, backend: ModuleCode, functions: dict[str, FunctionInfo], entry_name: str,
+                 attrs: dict | None = None):
         if entry_name not in functions:
             raise CompilerError(f"entry function {entry_name!r} is not among {list(functions)}")
         self._backend = backend
@@ -114,6 +115,9 @@ class Module:
         failure = backend.address(ALLOC_FAILED_SYMBOL)
         self._take_failure = _TAKE_FAILURE(failure) if failure else None
         self.entry_name = entry_name
+        #: Plain data about the module that its library carries along (JSON): a model's executor
+        #: keeps its plan here (see :mod:`compiler.graph`).
+        self.attrs: dict = dict(attrs or {})
 
     @property
     def type_key(self) -> str:
@@ -187,8 +191,11 @@ class Module:
 
     def metadata_json(self) -> str:
         """What a shared library must carry to be loaded back as this module."""
-        return json.dumps({"version": METADATA_VERSION, "type_key": self.type_key, "entry": self.entry_name,
-                           "functions": [info.to_json() for info in self._infos.values()]})
+        meta = {"version": METADATA_VERSION, "type_key": self.type_key, "entry": self.entry_name,
+                "functions": [info.to_json() for info in self._infos.values()]}
+        if self.attrs:
+            meta["attrs"] = self.attrs
+        return json.dumps(meta)
 
     def export_library(self, path) -> None:
         """Write a shared library that :func:`compiler.runtime.load_module` reads back."""

@@ -4,6 +4,8 @@
 oneDNN and TVM's ``conv2d_NCHWc`` do (see ``cpu_conv2d_nchwc``): inside the operator
 the data is padded and blocked, the kernel packed, and the blocked output unpacked.
 1x1 convolutions without padding are GEMMs and run through ``_gemm``'s schedule.
+Its ``epilogue`` (see ``_epilogue``: bias, residual, activations) is applied where the
+register tile is stored: into the blocked output row, or as the GEMM writes its output.
 
 ``conv2d_nhwc`` follows the direct-convolution schedule of TVM's x86 templates: the
 output is tiled into register tiles (rows x columns x output channels) accumulated in
@@ -30,10 +32,12 @@ from search_spaces.templates._common import (
     place_padding,
     random_data,
 )
+from search_spaces.templates._epilogue import Epilogue, reference_epilogue
 from search_spaces.templates._gemm import define_gemm_knobs, gemm_compute, schedule_gemm
 from search_spaces.templates.cpu_conv2d_nchwc import (
     ConvGeometry,
     blocked_conv,
+    blocked_epilogue,
     blocks_from_nchw,
     define_blocked_knobs,
     nchw_from_blocks,
@@ -53,10 +57,14 @@ _MAX_REGISTER_TILE = 512
 # ---------------------------------------------------------------------------- NCHW
 
 
-def conv2d_nchw_reference(N, C, H, W, F, KH, KW, stride, padding, dilation, dtype="float32", rng=None):
-    """Random input ``(N, C, H, W)`` and weights ``(F, C, KH, KW)``, and their convolution."""
+def conv2d_nchw_reference(N, C, H, W, F, KH, KW, stride, padding, dilation, dtype="float32", epilogue=(),
+                          rng=None):
+    """Random input ``(N, C, H, W)`` and weights ``(F, C, KH, KW)``, and their convolution
+    through ``epilogue``."""
     x, w = random_data(rng, (N, C, H, W), dtype), random_data(rng, (F, C, KH, KW), dtype)
-    return [x, w], [topi.testing.conv2d_nchw_python(x, w, stride, padding, dilation=dilation)]
+    out = topi.testing.conv2d_nchw_python(x, w, stride, padding, dilation=dilation)
+    extra, out = reference_epilogue(epilogue, out, 1, dtype, rng)
+    return [x, w, *extra], [out]
 
 
 # Output columns below which the blocked register tile is too narrow to beat the GEMM.
@@ -93,21 +101,25 @@ def _as_gemm(g, dtype: str) -> bool:
 
 @template("conv2d_nchw", target="cpu", reference=conv2d_nchw_reference)
 def conv2d_nchw(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, stride=1, padding=0,
-                dilation=1, dtype: str = "float32"):
+                dilation=1, dtype: str = "float32", epilogue: tuple = ()):
     """NCHW convolution through channel blocks (see ``cpu_conv2d_nchwc``): the data is
     padded and blocked and the kernel packed inside the operator, the blocked output
-    unpacked row by row. 1x1 layers and small images run as GEMMs (:func:`_as_gemm`)."""
+    unpacked row by row. 1x1 layers and small images run as GEMMs (:func:`_as_gemm`).
+    ``epilogue``'s inputs (a bias of ``(F,)``, residuals of ``(N, F, Ho, Wo)``) come after X
+    and W; it is applied to the blocked output row, before the row is unpacked."""
     cfg = get_config()
     g = ConvGeometry.of(N, C, H, W, F, KH, KW, stride, padding, dilation)
     X = te.placeholder((N, C, H, W), name="X", dtype=dtype)
     Wt = te.placeholder((F, C, KH, KW), name="W", dtype=dtype)
+    ep = Epilogue.declare(epilogue, dtype, (N, F, g.Ho, g.Wo), F)
     if _as_gemm(g, dtype):
-        return _conv2d_gemm(cfg, g, X, Wt, dtype)
+        return _conv2d_gemm(cfg, g, X, Wt, ep, dtype)
     define_blocked_knobs(cfg, g, dtype)
     ic_bn, oc_bn = cfg["ic_bn"].val, cfg["oc_bn"].val
     D = nchw_to_blocks(X, ic_bn, g.pads, dtype)
     Wb = blocks_from_nchw(Wt, ic_bn, oc_bn, dtype)
-    Y = blocked_conv(D, Wb, g, name="conv2d_nchwc")
+    Y = blocked_conv(D, Wb, g, name="conv2d_nchwc_acc" if ep else "conv2d_nchwc")
+    Y = blocked_epilogue(Y, ep, nchw_residual=True)
     out = nchw_from_blocks(Y, F)
     s = te.create_schedule(out.op)
     schedule_blocked_conv(cfg, s, Y, out_is_y=False)
@@ -126,14 +138,14 @@ def conv2d_nchw(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, stride
     s[out].parallel(outer)
     schedule_unpack(s, out, fi, x)
     schedule_data_blocks(s, D)
-    return s, [X, Wt, out]
+    return s, [X, Wt, *ep.inputs, out]
 
 
-def _conv2d_gemm(cfg, g, X, Wt, dtype):
+def _conv2d_gemm(cfg, g, X, Wt, ep, dtype):
     """The convolution as the GEMM ``W (F x C*KH*KW) @ windows (C*KH*KW x Ho*Wo)`` per image,
     through ``_gemm``'s schedule. The kernel is read in place (its rows are the GEMM's rows);
     packing B's micro-panels gathers the image's windows (im2col), applying stride, padding
-    and dilation on the way; the output is NCHW as the GEMM writes it."""
+    and dilation on the way; the output is NCHW as the GEMM writes it, through epilogue ``ep``."""
     Ho, Wo = g.Ho, g.Wo
     (sh, sw), (dh, dw), (top, left, _, _) = g.stride, g.dilation, g.pads
     taps = g.KH * g.KW
@@ -150,11 +162,14 @@ def _conv2d_gemm(cfg, g, X, Wt, dtype):
     def a_at(n, i, k):
         return Wt[i, k // taps, k // g.KW % g.KH, k % g.KW]
 
+    def write(value, n, f, y, x):
+        return ep.apply(value, f, (n, f, y, x))
+
     t = gemm_compute(cfg, a_at, b_at, (g.N,), g.F, Ho * Wo, g.C * taps, dtype,
-                     name="conv2d_nchw", out_cols=(Ho, Wo))
+                     epilogue=write if ep else None, name="conv2d_nchw", out_cols=(Ho, Wo))
     s = te.create_schedule(t.out.op)
     schedule_gemm(cfg, s, t)
-    return s, [X, Wt, t.out]
+    return s, [X, Wt, *ep.inputs, t.out]
 
 
 # ---------------------------------------------------------------------------- NHWC

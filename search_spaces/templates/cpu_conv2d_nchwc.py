@@ -30,6 +30,10 @@ vector registers (``te.transpose_intrin``, :func:`kernel_block_intrin`):
 There ``ic_bn`` (a divisor
 of ``C``) and ``oc_bn`` (whole vectors where they divide ``F``) are knobs; in
 ``conv2d_nchwc`` the layout is the caller's, given as arguments.
+
+An ``epilogue`` (see ``_epilogue``: bias, residual, activations) is applied as the register
+tile is stored: the blocked output is then a stage of its own (:func:`blocked_epilogue`) over
+the local accumulators, at the same place in the schedule.
 """
 
 from __future__ import annotations
@@ -46,9 +50,10 @@ from compiler.tir import decl_buffer, ir_builder
 from compiler.topi.nn.utils import as_pair, conv_output_size
 from search_spaces.template import get_config, template
 from search_spaces.templates._common import random_data
+from search_spaces.templates._epilogue import Epilogue, reference_epilogue
 
 __all__ = ["conv2d_nchwc", "conv2d_nchwc_reference", "ConvGeometry", "register_tiles",
-           "define_blocked_knobs", "blocked_conv", "schedule_blocked_conv", "pad_blocks",
+           "define_blocked_knobs", "blocked_conv", "blocked_epilogue", "schedule_blocked_conv", "pad_blocks",
            "nchw_to_blocks", "schedule_data_blocks", "schedule_unpack", "schedule_kernel_blocks",
            "nchw_from_blocks", "blocks_from_nchw", "kernel_block_intrin"]
 
@@ -195,6 +200,21 @@ def blocked_conv(P, Wb, g: ConvGeometry, name: str = "conv2d_nchwc"):
         lambda n, fc, y, x, fb: te.sum(P[n, cc, y * sh + ry * dh, x * sw + rx * dw, cb]
                                        * Wb[fc, cc, ry, rx, cb, fb], axis=[cc, ry, rx, cb]),
         name=name)
+
+
+def blocked_epilogue(Y, ep: Epilogue, nchw_residual: bool = False, name: str = "conv2d_nchwc"):
+    """The blocked convolution ``Y`` (N, F/oc_bn, Ho, Wo, oc_bn) through epilogue ``ep``
+    (``Y`` itself without one): its bias is indexed by the output channel ``fc * oc_bn + fb``,
+    its residual by the blocked index, or with ``nchw_residual`` by the NCHW one."""
+    if not ep:
+        return Y
+    oc_bn = int(Y.shape[-1].value)
+
+    def body(n, fc, y, x, fb):
+        f = fc * oc_bn + fb
+        return ep.apply(Y[n, fc, y, x, fb], f, (n, f, y, x) if nchw_residual else (n, fc, y, x, fb))
+
+    return te.compute(Y.shape, body, name=name)
 
 
 def pad_blocks(X, pads, dtype: str, name: str = "data_pad"):
@@ -388,11 +408,22 @@ def _schedule_tile(cfg, s, Y, acc, xo_parent) -> None:
     s[acc].vectorize(afi)
 
 
+def _accumulators(s, Y):
+    """The local accumulators of the blocked output ``Y``: a cache of ``Y`` where it is the
+    convolution, else the convolution it reads (:func:`blocked_epilogue`)."""
+    if Y.op.reduce_axis:
+        return s.cache_write(Y, "local")
+    acc = next(t for t in Y.op.input_tensors if getattr(t.op, "reduce_axis", ()))
+    s[acc].set_scope("local")
+    return acc
+
+
 def schedule_blocked_conv(cfg, s, Y, out_is_y: bool):
-    """Schedule the blocked convolution ``Y``: register tiles of ``reg_n`` columns along each
-    output row. When ``Y`` is the output its loops get the threads; else the caller computes
-    it at an output row and places the threads."""
-    acc = s.cache_write(Y, "local")
+    """Schedule the blocked output ``Y`` (the convolution, or :func:`blocked_epilogue`'s stage
+    over it): register tiles of ``reg_n`` columns along each output row. When ``Y`` is the
+    output its loops get the threads; else the caller computes it at an output row and places
+    the threads."""
+    acc = _accumulators(s, Y)
     lanes = vector_lanes(Y.dtype)
     n, fc, y, x, fb = s[Y].op.axis
     xo, xi = s[Y].split(x, factor=cfg["reg_n"].val)
@@ -420,23 +451,31 @@ def _parallel_rows(s, T, rows: int) -> None:
 
 
 def conv2d_nchwc_reference(N, C, H, W, F, KH, KW, stride, padding, dilation, ic_bn, oc_bn,
-                           dtype="float32", rng=None):
+                           dtype="float32", epilogue=(), rng=None):
     """Random blocked data ``(N, C/ic_bn, H, W, ic_bn)`` and kernel
-    ``(F/oc_bn, C/ic_bn, KH, KW, ic_bn, oc_bn)``, and their blocked convolution."""
+    ``(F/oc_bn, C/ic_bn, KH, KW, ic_bn, oc_bn)``, and their blocked convolution through
+    ``epilogue`` (a bias of ``(F,)``, residuals blocked as the output)."""
     g = ConvGeometry.of(N, C, H, W, F, KH, KW, stride, padding, dilation)
     x, w = random_data(rng, (N, C, H, W), dtype), random_data(rng, (F, C, KH, KW), dtype)
     out = topi.testing.conv2d_nchw_python(x, w, g.stride, g.pads, dilation=g.dilation)
+    extra, out = reference_epilogue(epilogue, out, 1, dtype, rng)
+
+    def blocked(a):  # NCHW output-shaped data in (N, F/oc_bn, Ho, Wo, oc_bn)
+        return np.ascontiguousarray(a.reshape(N, F // oc_bn, oc_bn, g.Ho, g.Wo).transpose(0, 1, 3, 4, 2))
+
     xb = x.reshape(N, C // ic_bn, ic_bn, H, W).transpose(0, 1, 3, 4, 2)
     wb = w.reshape(F // oc_bn, oc_bn, C // ic_bn, ic_bn, KH, KW).transpose(0, 2, 4, 5, 3, 1)
-    yb = out.reshape(N, F // oc_bn, oc_bn, g.Ho, g.Wo).transpose(0, 1, 3, 4, 2)
-    return [np.ascontiguousarray(xb), np.ascontiguousarray(wb)], [np.ascontiguousarray(yb)]
+    extra = [e if e.ndim == 1 else blocked(e) for e in extra]
+    return [np.ascontiguousarray(xb), np.ascontiguousarray(wb), *extra], [blocked(out)]
 
 
 @template("conv2d_nchwc", target="cpu", reference=conv2d_nchwc_reference)
 def conv2d_nchwc(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, stride=1, padding=0,
-                 dilation=1, ic_bn: int = 16, oc_bn: int = 16, dtype: str = "float32"):
+                 dilation=1, ic_bn: int = 16, oc_bn: int = 16, dtype: str = "float32", epilogue: tuple = ()):
     """Convolution of channel-blocked data: ``C`` input channels in blocks of ``ic_bn``,
-    ``F`` output channels in blocks of ``oc_bn`` (both must divide); see the module's docstring."""
+    ``F`` output channels in blocks of ``oc_bn`` (both must divide); see the module's docstring.
+    ``epilogue``'s inputs (a bias of ``(F,)``, residuals of the blocked output's shape) come
+    after X and W."""
     g = ConvGeometry.of(N, C, H, W, F, KH, KW, stride, padding, dilation)
     for name, blocks, total in (("ic_bn", ic_bn, C), ("oc_bn", oc_bn, F)):
         if not isinstance(blocks, int) or blocks < 1 or total % blocks:
@@ -445,10 +484,11 @@ def conv2d_nchwc(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, strid
     define_blocked_knobs(cfg, g, dtype, ic_bn=ic_bn, oc_bn=oc_bn)
     X = te.placeholder((N, C // ic_bn, H, W, ic_bn), name="X", dtype=dtype)
     Wb = te.placeholder((F // oc_bn, C // ic_bn, KH, KW, ic_bn, oc_bn), name="W", dtype=dtype)
+    ep = Epilogue.declare(epilogue, dtype, (N, F // oc_bn, g.Ho, g.Wo, oc_bn), F)
     P = pad_blocks(X, g.pads, dtype)
-    Y = blocked_conv(P, Wb, g)
+    Y = blocked_epilogue(blocked_conv(P, Wb, g, name="conv2d_nchwc_acc" if ep else "conv2d_nchwc"), ep)
     s = te.create_schedule(Y.op)
     schedule_blocked_conv(cfg, s, Y, out_is_y=True)
     if P is not X:
         _parallel_rows(s, P, 3)
-    return s, [X, Wb, Y]
+    return s, [X, Wb, *ep.inputs, Y]

@@ -35,6 +35,10 @@ the row, accumulates the taps.
 Without the transposes of the blocked layout, this wins where rows are long (many vectors
 wide) and channels few, as in MobileNet's first layers; the blocked layout wins where rows
 are short. The knobs of the other layout are then fixed at their first values.
+
+An ``epilogue`` (see ``_epilogue``: bias, residual, activations) is applied as the NCHW output
+is written: in the unpacking of the blocked layout (where no padded channel, row or column
+is left), in the stage that stores the register tile of the NCHW one.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from compiler.topi.nn.utils import conv_window
 from compiler.topi.utils import get_const_tuple
 from search_spaces.template import get_config, template
 from search_spaces.templates._common import random_data
+from search_spaces.templates._epilogue import Epilogue, reference_epilogue
 
 __all__ = ["depthwise_conv2d_nchw", "depthwise_conv2d_nchw_reference", "channel_blocks", "register_tiles"]
 
@@ -99,11 +104,13 @@ def row_tiles(Wo: int, Ho: int, lanes: int, registers: int) -> list[tuple[int, i
 
 
 def depthwise_conv2d_nchw_reference(N, C, H, W, KH, KW, stride, padding, dilation, dtype="float32",
-                                    rng=None):
+                                    epilogue=(), rng=None):
     """Random input ``(N, C, H, W)`` and weights ``(C, 1, KH, KW)``, and their depthwise convolution
-    (``topi.testing.depthwise_conv2d_python_nchw``)."""
+    (``topi.testing.depthwise_conv2d_python_nchw``) through ``epilogue``."""
     x, w = random_data(rng, (N, C, H, W), dtype), random_data(rng, (C, 1, KH, KW), dtype)
-    return [x, w], [topi.testing.depthwise_conv2d_python_nchw(x, w, stride, padding, dilation)]
+    out = topi.testing.depthwise_conv2d_python_nchw(x, w, stride, padding, dilation)
+    extra, out = reference_epilogue(epilogue, out, 1, dtype, rng)
+    return [x, w, *extra], [out]
 
 
 def _define_knobs(cfg, C: int, Ho: int, Wo: int, lanes: int, registers: int) -> None:
@@ -146,8 +153,10 @@ def _define_knobs(cfg, C: int, Ho: int, Wo: int, lanes: int, registers: int) -> 
 
 @template("depthwise_conv2d_nchw", target="cpu", reference=depthwise_conv2d_nchw_reference)
 def depthwise_conv2d_nchw(N: int, C: int, H: int, W: int, KH: int, KW: int, stride=1, padding=0,
-                          dilation=1, dtype: str = "float32"):
-    """Depthwise convolution, NCHW in and out, computed in channel blocks (see the module)."""
+                          dilation=1, dtype: str = "float32", epilogue: tuple = ()):
+    """Depthwise convolution, NCHW in and out, computed in channel blocks (see the module).
+    ``epilogue``'s inputs (a bias of ``(C,)``, residuals of ``(N, C, Ho, Wo)``) come after X
+    and W."""
     cfg = get_config()
     (sh, sw), (dh, dw), (top, left, bottom, right), (Ho, Wo) = conv_window(H, W, KH, KW, stride, padding,
                                                                           dilation)
@@ -155,8 +164,9 @@ def depthwise_conv2d_nchw(N: int, C: int, H: int, W: int, KH: int, KW: int, stri
     _define_knobs(cfg, C, Ho, Wo, lanes, vector_registers())
     X = te.placeholder((N, C, H, W), name="X", dtype=dtype)
     Wt = te.placeholder((C, 1, KH, KW), name="W", dtype=dtype)
+    ep = Epilogue.declare(epilogue, dtype, (N, C, Ho, Wo), C)
     if cfg["layout"].val == "NCHW":
-        return _direct(cfg, X, Wt, stride, padding, dilation)
+        return _direct(cfg, X, Wt, ep, stride, padding, dilation)
     # Not topi.nn.depthwise_conv2d_nchw: the blocked kernel computes on packed copies of the
     # input and weights (channels innermost), so its compute is its own.
     cb, reg_h, reg_w = cfg["cb"].val, cfg["reg_h"].val, cfg["reg_w"].val
@@ -185,7 +195,7 @@ def depthwise_conv2d_nchw(N: int, C: int, H: int, W: int, KH: int, KW: int, stri
     acc = te.compute((N, Cb, Hop, Wop, cb), lambda n, co, y, x, ci: te.sum(
         Xp[n, co, y * sh + ry * dh, x * sw + rx * dw, ci] * Wp_[co, ry, rx, ci], axis=[ry, rx]), name="acc")
     Yb = te.compute((N, Cb, Hop, Wop, cb), lambda *i: acc[i], name="Y_blocked")
-    Y = te.compute((N, C, Ho, Wo), lambda n, c, y, x: Yb[n, c // cb, y, x, c % cb],
+    Y = te.compute((N, C, Ho, Wo), lambda n, c, y, x: ep.apply(Yb[n, c // cb, y, x, c % cb], c, (n, c, y, x)),
                    name="depthwise_conv2d_nchw")
 
     s = te.create_schedule(Y.op)
@@ -199,16 +209,22 @@ def depthwise_conv2d_nchw(N: int, C: int, H: int, W: int, KH: int, KW: int, stri
     else:
         xs.parallel(xs.fuse(xn, xco))
     s[Wp_].vectorize(s[Wp_].op.axis[-1])
-    return s, [X, Wt, Y]
+    return s, [X, Wt, *ep.inputs, Y]
 
 
-def _direct(cfg, X, Wt, stride, padding, dilation):
-    """The NCHW kernel (``layout="NCHW"``, see the module): ``topi.nn.depthwise_conv2d_nchw``."""
-    Y = topi.nn.depthwise_conv2d_nchw(X, Wt, stride, padding, dilation)
-    P = Y.op.input_tensors[0]  # the padded input: a stage even without padding
+def _direct(cfg, X, Wt, ep, stride, padding, dilation):
+    """The NCHW kernel (``layout="NCHW"``, see the module): ``topi.nn.depthwise_conv2d_nchw``,
+    stored through epilogue ``ep``."""
+    conv = topi.nn.depthwise_conv2d_nchw(X, Wt, stride, padding, dilation)
+    P = conv.op.input_tensors[0]  # the padded input: a stage even without padding
     padded = get_const_tuple(P.shape) != get_const_tuple(X.shape)
+    Y = ep.output(conv, lambda n, c, y, x: c, name="depthwise_conv2d_nchw")
     s = te.create_schedule(Y.op)
-    acc = s.cache_write(Y, "local")
+    if ep:  # the convolution is the register tile, the epilogue's stage stores it
+        acc = conv
+        s[acc].set_scope("local")
+    else:
+        acc = s.cache_write(Y, "local")
     n, c, y, x = s[Y].op.axis
     yo, yi = s[Y].split(y, factor=cfg["reg_h"].val)
     xo, xi = s[Y].split(x, factor=cfg["vec_w"].val)
@@ -229,7 +245,7 @@ def _direct(cfg, X, Wt, stride, padding, dilation):
         s[P].vectorize(s[P].op.axis[-1])
     else:  # an identity copy: read X itself
         s[P].compute_inline()
-    return s, [X, Wt, Y]
+    return s, [X, Wt, *ep.inputs, Y]
 
 
 def _schedule_unpack(s, cfg, Y, cb: int, Ho: int, Wo: int, lanes: int):

@@ -1,0 +1,31 @@
+"""The model layer: a graph of operators, its passes, and the ahead-of-time executor it compiles into.
+
+* :mod:`.ir`: the graph (:class:`Graph`, :class:`Node`, :class:`Value`), built by a frontend
+  (:func:`compiler.frontend.from_onnx`) or by hand;
+* :mod:`.op`, :mod:`.ops`: the operator catalog, each operator with its shape rule, its numpy
+  reference (:func:`evaluate` interprets a graph with them) and its tensor expression;
+* :mod:`.passes`: constant and BatchNorm folding (:data:`OPTIMIZE`); :mod:`.fuse`: kernels;
+  :mod:`.memory`: the memory plan;
+* :func:`build_graph`: one Module of kernels and an executor function; :func:`run` and
+  :func:`profile` on it.
+
+See ``docs/models.md``.
+"""
+
+from . import ops  # noqa: F401  (registers the operators)
+from .build import KernelChoice, build_graph, prepare
+from .builder import GraphBuilder
+from .errors import GraphError, UnsupportedOperatorError
+from .fuse import fuse
+from .interpreter import evaluate
+from .ir import Graph, Node, TensorType, Value
+from .kernels import default_schedule, kernel_tensors
+from .memory import MemoryPlan, plan_memory
+from .op import OpDef, get_op, register_op, registered_ops
+from .passes import OPTIMIZE, GraphPass, GraphPipeline, optimize
+from .runner import model_info, profile, run
+
+__all__ = ["Graph", "GraphBuilder", "Node", "Value", "TensorType", "OpDef", "register_op", "get_op", "registered_ops",
+           "GraphError", "UnsupportedOperatorError", "evaluate", "optimize", "OPTIMIZE", "GraphPass",
+           "GraphPipeline", "fuse", "plan_memory", "MemoryPlan", "build_graph", "prepare", "KernelChoice",
+           "default_schedule", "kernel_tensors", "run", "profile", "model_info"]

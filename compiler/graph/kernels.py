@@ -1,0 +1,129 @@
+"""A fused node's kernel: its tensor expressions and the default schedule.
+
+:func:`kernel_tensors` builds a ``fused`` node's computation from its members' operators
+(each one's ``compute``), with one placeholder per input of the node, in order. A kernel that
+no template schedules gets :func:`default_schedule`: the injective stages inlined into their
+readers; each reduction computed at the root, its outer loops on threads; the output's loops
+fused, vectorized along the innermost elements and split over the threads.
+"""
+
+from __future__ import annotations
+
+from .. import te
+from ..schedule.schedule import Schedule
+from ..simd import vector_lanes
+from ..te.tensor import ComputeOp
+from .errors import GraphError
+from .fuse import FUSED
+from .ir import Node
+from .op import get_op
+
+__all__ = ["kernel_tensors", "default_schedule", "kernel_key", "PARALLEL_MIN_ELEMENTS"]
+
+# Loops of fewer elements than this stay on one thread: starting the others costs more.
+PARALLEL_MIN_ELEMENTS = 1 << 14
+
+
+def kernel_tensors(node: Node) -> tuple[list[te.Tensor], list[te.Tensor]]:
+    """The placeholders of ``node``'s inputs (in order) and its outputs' tensors."""
+    if node.op != FUSED:
+        raise GraphError(f"node {node.name!r} ({node.op}) is not a fused kernel")
+    env: dict[int, te.Tensor] = {}
+    params = []
+    for k, v in enumerate(node.inputs):
+        # one placeholder per input, even where a value comes twice (the first one is read)
+        params.append(te.placeholder(v.shape, name=f"p{k}", dtype=v.dtype))
+        env.setdefault(v.uid, params[-1])
+    for member in node.attrs["body"].nodes:
+        try:
+            outs = get_op(member.op).compute([env[v.uid] for v in member.inputs], member.attrs)
+        except KeyError as e:
+            raise GraphError(f"kernel {node.name!r}: node {member.name!r} reads a value from outside "
+                             "the kernel that is not one of its inputs") from e
+        for v, t in zip(member.outputs, outs):
+            env[v.uid] = t
+    return params, [env[v.uid] for v in node.outputs]
+
+
+def _size(t) -> int:
+    n = 1
+    for d in t.shape:
+        n *= int(d.value) if hasattr(d, "value") else int(d)
+    return n
+
+
+def default_schedule(outputs: list[te.Tensor]) -> Schedule:
+    """A schedule for any fused kernel (see the module's docstring)."""
+    s = te.create_schedule([t.op for t in outputs])
+    out_ops = {t.op for t in outputs}
+    for stage in list(s.stages):
+        op = stage.op
+        if not isinstance(op, ComputeOp) or op in out_ops:
+            continue
+        if op.reduce_axis:
+            _parallel_outer(s, op.output(0))
+        else:
+            s[op].compute_inline()
+    for t in outputs:
+        if t.op.reduce_axis:
+            _parallel_outer(s, t)
+        else:
+            _fuse_vectorize(s, t)
+    return s
+
+
+def _parallel_outer(s: Schedule, t: te.Tensor) -> None:
+    axes = s[t].op.axis
+    if axes and _size(t) >= 2:
+        fused = s[t].fuse(*axes) if len(axes) > 1 else axes[0]
+        if _size(t) * _reduce_extent(t) >= PARALLEL_MIN_ELEMENTS:
+            s[t].parallel(fused)
+
+
+def _reduce_extent(t: te.Tensor) -> int:
+    n = 1
+    for r in t.op.reduce_axis:
+        n *= int(r.dom.extent.value)
+    return n
+
+
+def _fuse_vectorize(s: Schedule, t: te.Tensor) -> None:
+    axes = s[t].op.axis
+    if not axes:
+        return
+    lanes = vector_lanes(t.dtype)
+    size = _size(t)
+    fused = s[t].fuse(*axes) if len(axes) > 1 else axes[0]
+    if size >= 4 * lanes:
+        outer, inner = s[t].split(fused, factor=lanes)
+        s[t].vectorize(inner)
+        if size >= PARALLEL_MIN_ELEMENTS:
+            s[t].parallel(outer)
+    elif size >= PARALLEL_MIN_ELEMENTS:
+        s[t].parallel(fused)
+
+
+def kernel_key(node: Node) -> tuple:
+    """What a kernel's code depends on: its members' operators and attributes over the same input
+    types. Two fused nodes with the same key compile to the same function."""
+    number: dict[int, int] = {}
+    for v in node.inputs:
+        number.setdefault(v.uid, len(number))
+    parts: list = [tuple((str(v.type), v.is_constant) for v in node.inputs)]
+    for member in node.attrs["body"].nodes:
+        for v in member.outputs:
+            number.setdefault(v.uid, len(number))
+        parts.append((member.op, _frozen(member.attrs), tuple(number.get(v.uid, -1) for v in member.inputs),
+                      tuple(str(v.type) for v in member.outputs)))
+    parts.append(tuple(number[v.uid] for v in node.outputs))
+    return tuple(parts)
+
+
+def _frozen(value):
+    if isinstance(value, dict):
+        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    if hasattr(value, "tobytes"):
+        return (value.shape, str(value.dtype), value.tobytes())
+    return value

@@ -1,0 +1,185 @@
+"""Layout planning: convolutions in channel blocks, and the blocks flowing from layer to layer.
+
+A convolution (``groups == 1``, floating point, filters a whole number of vectors) becomes
+``nn.conv2d_nchwc`` on channel-blocked data (``NCHW{b}c``, see :mod:`.ops.layout`): its weight is
+packed into blocks now, once, at build time. The blocked output stays blocked through what can
+work on blocks (activations, per-channel biases and scales, residual adds, pooling, the global
+average), so the next convolution reads it as it is. A ``layout_transform`` appears only where
+a tensor enters the blocked region (its data blocked with the convolution's input block), where
+the block size changes, and where an operator needs plain NCHW (a reshape, a dense layer, a
+depthwise convolution, the model's outputs); each tensor is transformed once, however many read
+it.
+
+Blocks: ``oc_bn``, the output block of a convolution, is two vectors of the target's float lanes
+where they divide the filters (one vector else): the register tile of the blocked template. The
+input block ``ic_bn`` is whatever block the data comes in; plain data is blocked by one vector,
+or by all of its channels when they are fewer (an image's 3).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..simd import vector_lanes
+from .ir import Graph, Node, Value
+from .op import get_op
+from .ops.layout import layout_name, pack_weight, to_blocks
+
+__all__ = ["plan_layouts", "output_block", "input_block"]
+
+_UNARY = ("nn.relu", "clip", "sigmoid", "tanh", "exp", "negative", "abs", "nn.gelu", "erf", "sqrt")
+_BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum")
+
+
+def output_block(filters: int, lanes: int) -> int | None:
+    """The channel block of a convolution with ``filters`` outputs (None: leave it plain)."""
+    for block in (2 * lanes, lanes):
+        if filters % block == 0:
+            return block
+    return None
+
+
+def input_block(channels: int, lanes: int) -> int | None:
+    """The block plain data of ``channels`` channels is cut into for a blocked convolution."""
+    if channels % lanes == 0:
+        return lanes
+    return channels if channels < lanes else None
+
+
+class _Planner:
+    def __init__(self, graph: Graph, lanes: int):
+        self.graph = graph
+        self.lanes = lanes
+        self.nodes: list[Node] = []
+        self.current: dict[int, tuple[Value, int | None]] = {}  # original uid -> (value now, its block)
+        self.plain: dict[int, Value] = {}  # uid of a blocked value -> its NCHW copy
+        self.blocked: dict[tuple[int, int], Value] = {}  # (uid of a value, block) -> its blocked copy
+
+    def now(self, v: Value) -> tuple[Value, int | None]:
+        return self.current.get(v.uid, (v, None))
+
+    def emit(self, op: str, inputs: list[Value], attrs: dict, name: str, like: Value | None = None) -> Value:
+        (t,) = get_op(op).infer([v.type for v in inputs], attrs)
+        out = Value(like.name if like is not None and like.type == t else f"{name}_out", t)
+        self.nodes.append(Node(op, inputs, [out], attrs, name))
+        return out
+
+    def as_plain(self, v: Value) -> Value:
+        value, block = self.now(v)
+        if block is None:
+            return value
+        if value.uid not in self.plain:
+            self.plain[value.uid] = self.emit("layout_transform", [value],
+                                              {"src_layout": layout_name(block), "dst_layout": "NCHW"},
+                                              f"{v.name}_to_nchw", like=v)
+        return self.plain[value.uid]
+
+    def as_blocked(self, v: Value, block: int) -> Value:
+        value, have = self.now(v)
+        if have == block:
+            return value
+        if v.is_constant:
+            return Value.constant(f"{v.name}_nchw{block}c", to_blocks(v.data, block))
+        key = (value.uid, block)
+        if key not in self.blocked:
+            self.blocked[key] = self.emit("layout_transform", [value],
+                                          {"src_layout": layout_name(have), "dst_layout": layout_name(block)},
+                                          f"{v.name}_to_nchw{block}c")
+        return self.blocked[key]
+
+    # ------------------------------------------------------------------ per node
+
+    def visit(self, node: Node) -> None:
+        result = self._blocked_form(node)
+        if result is not None:
+            value, block = result
+            self.current[node.output.uid] = (value, block)
+            return
+        inputs = [self.as_plain(v) for v in node.inputs]
+        if any(a is not b for a, b in zip(inputs, node.inputs)):
+            node = Node(node.op, inputs, node.outputs, node.attrs, node.name)
+        self.nodes.append(node)
+
+    def _blocked_form(self, node: Node) -> tuple[Value, int] | None:
+        if len(node.outputs) != 1 or not node.output.dtype.startswith("float"):
+            return None
+        if node.op == "nn.conv2d":
+            return self._conv(node)
+        blocks = {self.now(v)[1] for v in node.inputs if not v.is_constant} - {None}
+        if len(blocks) == 0 or len(node.output.shape) != 4:
+            return None
+        block = min(blocks, key=lambda b: -b)  # where blocks differ, the larger one wins
+        x = node.inputs[0]
+        if node.op in _UNARY:
+            return self.emit(node.op, [self.as_blocked(x, block)], dict(node.attrs), node.name), block
+        if node.op == "nn.bias_add" and node.attrs.get("axis", 1) % 4 == 1 and node.inputs[1].is_constant:
+            attrs = {"axis": 1, "block": block}
+            return self.emit("nn.bias_add", [self.as_blocked(x, block), node.inputs[1]], attrs, node.name), block
+        if node.op == "add" and any(self._channel_vector(v, node.output) is not None for v in node.inputs):
+            vector = next(self._channel_vector(v, node.output) for v in node.inputs
+                          if self._channel_vector(v, node.output) is not None)
+            other = next(v for v in node.inputs if self._channel_vector(v, node.output) is None)
+            if other.shape == node.output.shape:
+                bias = Value.constant(f"{node.name}_bias", vector)
+                attrs = {"axis": 1, "block": block}
+                return self.emit("nn.bias_add", [self.as_blocked(other, block), bias], attrs, node.name), block
+        if node.op in _BINARY:
+            operands = [self._operand(v, node.output, block) for v in node.inputs]
+            if any(o is None for o in operands):
+                return None
+            return self.emit(node.op, operands, dict(node.attrs), node.name), block
+        if node.op in ("nn.max_pool2d", "nn.avg_pool2d"):
+            attrs = {**node.attrs, "kind": node.op[3:6]}
+            return self.emit("nn.pool2d_nchwc", [self.as_blocked(x, block)], attrs, node.name), block
+        if node.op == "nn.global_avg_pool2d":
+            attrs = {"axis": (2, 3), "keepdims": True}
+            return self.emit("mean", [self.as_blocked(x, block)], attrs, node.name), block
+        return None
+
+    @staticmethod
+    def _channel_vector(v: Value, out: Value) -> np.ndarray | None:
+        """A constant ``v`` that adds one value per channel of NCHW ``out``, as a vector."""
+        channels = out.shape[1]
+        if not v.is_constant or (1,) * (4 - len(v.shape)) + v.shape != (1, channels, 1, 1):
+            return None
+        return v.data.reshape(channels)
+
+    def _operand(self, v: Value, out: Value, block: int) -> Value | None:
+        """``v`` as an operand of a blocked binary operator whose plain output is ``out``."""
+        if not v.is_constant:
+            return self.as_blocked(v, block) if v.shape == out.shape else None
+        if v.data.size == 1:
+            return Value.constant(v.name, v.data.reshape(()))
+        channels = out.shape[1]
+        full = (1,) * (4 - len(v.shape)) + v.shape
+        if full == (1, channels, 1, 1):
+            per_channel = v.data.reshape(1, channels // block, 1, 1, block)
+            return Value.constant(f"{v.name}_nchw{block}c", np.ascontiguousarray(per_channel))
+        if full == out.shape:
+            return Value.constant(f"{v.name}_nchw{block}c", to_blocks(v.data.reshape(full), block))
+        return None
+
+    def _conv(self, node: Node) -> tuple[Value, int] | None:
+        x, w = node.inputs
+        F, C = w.shape[0], x.shape[1]
+        if node.attrs.get("groups", 1) != 1 or not w.is_constant or len(x.shape) != 4:
+            return None
+        oc_bn = output_block(F, self.lanes)
+        have = self.now(x)[1]
+        ic_bn = have if have is not None and C % have == 0 else input_block(C, self.lanes)
+        if oc_bn is None or ic_bn is None:
+            return None
+        weight = Value.constant(f"{w.name}_nchw{ic_bn}i{oc_bn}o", pack_weight(w.data, ic_bn, oc_bn))
+        attrs = {k: node.attrs[k] for k in ("strides", "padding", "dilation") if k in node.attrs}
+        out = self.emit("nn.conv2d_nchwc", [self.as_blocked(x, ic_bn), weight], attrs, node.name)
+        return out, oc_bn
+
+
+def plan_layouts(graph: Graph, lanes: int | None = None) -> Graph:
+    """``graph`` with its convolutions in channel blocks (see the module's docstring); ``lanes``
+    is the float32 vector width (default: the current target's)."""
+    planner = _Planner(graph, lanes or vector_lanes("float32"))
+    for node in graph.nodes:
+        planner.visit(node)
+    outputs = [planner.as_plain(v) for v in graph.outputs]
+    return graph.rebuilt(planner.nodes, outputs)

@@ -1,0 +1,15 @@
+"""The operator catalog: importing this package registers every operator.
+
+* :mod:`.math`: elementwise and broadcasting operators (``add``, ``exp``, ``nn.relu``, ``cast``,
+  ``where``, comparisons);
+* :mod:`.nn`: ``nn.conv2d``, ``nn.dense``, ``nn.batch_matmul``, ``nn.bias_add``, ``nn.batch_norm``;
+* :mod:`.reduce`: ``sum``, ``mean``, ``max``, ``min``, ``nn.softmax``, ``nn.layer_norm`` and the pools;
+* :mod:`.tensor`: ``reshape``, ``transpose``, ``concatenate``, ``take``, ``strided_slice``,
+  ``expand``, ``nn.pad``;
+* :mod:`.layout`: channel-blocked data (``NCHW{b}c``): ``layout_transform``, ``nn.conv2d_nchwc``,
+  ``nn.pool2d_nchwc``.
+"""
+
+from . import layout, math, nn, reduce, tensor
+
+__all__ = ["layout", "math", "nn", "reduce", "tensor"]

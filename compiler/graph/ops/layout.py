@@ -1,0 +1,221 @@
+"""Operators on channel-blocked tensors: ``NCHW{b}c`` is ``(N, C / b, H, W, b)``, channel
+``c`` at ``[:, c // b, :, :, c % b]`` (oneDNN's ``nChw16c``, TVM's ``NCHWc``).
+
+* ``layout_transform``: attrs ``src_layout`` and ``dst_layout``, each ``"NCHW"`` or
+  ``"NCHW{b}c"``; injective;
+* ``nn.conv2d_nchwc``: blocked data ``(N, C/ib, H, W, ib)`` and a blocked weight
+  ``(F/ob, C/ib, KH, KW, ib, ob)`` to ``(N, F/ob, Ho, Wo, ob)``; attrs strides, padding,
+  dilation as ``nn.conv2d``'s;
+* ``nn.pool2d_nchwc``: max or average pooling (attr ``kind``) of blocked data; the other attrs
+  as ``nn.max_pool2d``'s and ``nn.avg_pool2d``'s.
+
+``nn.bias_add`` with attr ``block`` adds a ``(C,)`` vector to blocked data (see :mod:`.nn`).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ... import te, topi
+from ..ir import TensorType
+from ..op import OpDef, get_op, register_op
+from ._common import arity, fail, floating, int_tuple, pair, same_dtype, shape_of
+
+__all__ = ["parse_layout", "layout_name", "to_blocks", "from_blocks", "pack_weight"]
+
+_BLOCKED = re.compile(r"NCHW(\d+)c")
+
+
+def parse_layout(op: str, layout) -> int | None:
+    """The channel block of ``layout`` (None for ``"NCHW"``)."""
+    if layout == "NCHW":
+        return None
+    m = _BLOCKED.fullmatch(layout) if isinstance(layout, str) else None
+    if m is None or int(m.group(1)) < 1:
+        raise fail(op, f"layout must be 'NCHW' or 'NCHW<b>c' (e.g. 'NCHW16c'), got {layout!r}")
+    return int(m.group(1))
+
+
+def layout_name(block: int | None) -> str:
+    return "NCHW" if block is None else f"NCHW{block}c"
+
+
+def to_blocks(x: np.ndarray, block: int) -> np.ndarray:
+    """NCHW ``x`` as ``NCHW{block}c``."""
+    N, C, H, W = x.shape
+    return np.ascontiguousarray(x.reshape(N, C // block, block, H, W).transpose(0, 1, 3, 4, 2))
+
+
+def from_blocks(x: np.ndarray) -> np.ndarray:
+    """Blocked ``x`` as NCHW."""
+    N, Cb, H, W, b = x.shape
+    return np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3).reshape(N, Cb * b, H, W))
+
+
+def pack_weight(w: np.ndarray, ic_bn: int, oc_bn: int) -> np.ndarray:
+    """An OIHW weight as ``(F/oc_bn, C/ic_bn, KH, KW, ic_bn, oc_bn)``."""
+    F, C, KH, KW = w.shape
+    return np.ascontiguousarray(w.reshape(F // oc_bn, oc_bn, C // ic_bn, ic_bn, KH, KW).transpose(0, 2, 4, 5, 3, 1))
+
+
+# ---------------------------------------------------------------------------- layout_transform
+
+
+def _transform_layouts(attrs) -> tuple[int | None, int | None]:
+    op = "layout_transform"
+    return parse_layout(op, attrs.get("src_layout")), parse_layout(op, attrs.get("dst_layout"))
+
+
+def _transform_infer(types, attrs):
+    op = "layout_transform"
+    arity(op, types, 1)
+    (x,) = types
+    src, dst = _transform_layouts(attrs)
+    if len(x.shape) != (4 if src is None else 5) or (src is not None and x.shape[4] != src):
+        raise fail(op, f"the input {x.shape} is not in layout {attrs.get('src_layout')}")
+    N, C = x.shape[0], x.shape[1] * (src or 1)
+    H, W = x.shape[2:4]
+    if dst is None:
+        return [TensorType((N, C, H, W), x.dtype)]
+    if C % dst:
+        raise fail(op, f"blocks of {dst} do not divide {C} channels")
+    return [TensorType((N, C // dst, H, W, dst), x.dtype)]
+
+
+def _transform_evaluate(arrays, attrs):
+    (x,) = arrays
+    src, dst = _transform_layouts(attrs)
+    plain = x if src is None else from_blocks(x)
+    return [plain if dst is None else to_blocks(plain, dst)]
+
+
+def _transform_compute(tensors, attrs):
+    (x,) = tensors
+    src, dst = _transform_layouts(attrs)
+    shape = shape_of(x)
+    N, C, H, W = shape[0], shape[1] * (src or 1), shape[2], shape[3]
+
+    def read(n, c, h, w):
+        return x[n, c, h, w] if src is None else x[n, c // src, h, w, c % src]
+
+    if dst is None:
+        return [te.compute((N, C, H, W), read, name="T_layout_nchw", tag="injective")]
+    return [te.compute((N, C // dst, H, W, dst), lambda n, c, h, w, b: read(n, c * dst + b, h, w),
+                       name="T_layout_blocks", tag="injective")]
+
+
+register_op(OpDef("layout_transform", "injective", _transform_infer, _transform_evaluate, _transform_compute,
+                  "data from src_layout to dst_layout ('NCHW' or 'NCHW<b>c')."))
+
+
+# ---------------------------------------------------------------------------- nn.conv2d_nchwc
+
+
+def _conv_attrs(attrs):
+    op = "nn.conv2d_nchwc"
+    return (pair(op, "strides", attrs.get("strides", (1, 1))),
+            int_tuple(op, "padding", attrs.get("padding", (0, 0, 0, 0)), 4, 0),
+            pair(op, "dilation", attrs.get("dilation", (1, 1))))
+
+
+def _conv_infer(types, attrs):
+    op = "nn.conv2d_nchwc"
+    arity(op, types, 2)
+    data, weight = types
+    dtype = same_dtype(op, types, "data and weight")
+    floating(op, data, "data")
+    if len(data.shape) != 5 or len(weight.shape) != 6:
+        raise fail(op, f"data must be 5-D (N, C/ib, H, W, ib) and weight 6-D (F/ob, C/ib, KH, KW, ib, ob), "
+                       f"got {data.shape} and {weight.shape}")
+    N, Cc, H, W, ib = data.shape
+    Fc, Cc2, KH, KW, ib2, ob = weight.shape
+    if (Cc, ib) != (Cc2, ib2):
+        raise fail(op, f"the weight's input blocks {(Cc2, ib2)} do not match the data's {(Cc, ib)}")
+    (sh, sw), (top, left, bottom, right), (dh, dw) = _conv_attrs(attrs)
+    Ho = (H + top + bottom - (KH - 1) * dh - 1) // sh + 1
+    Wo = (W + left + right - (KW - 1) * dw - 1) // sw + 1
+    if Ho < 1 or Wo < 1:
+        raise fail(op, f"a {KH}x{KW} window does not fit the padded input")
+    return [TensorType((N, Fc, Ho, Wo, ob), dtype)]
+
+
+def _conv_evaluate(arrays, attrs):
+    x, w = arrays
+    Fc, Cc, KH, KW, ib, ob = w.shape
+    plain_w = w.transpose(0, 5, 1, 4, 2, 3).reshape(Fc * ob, Cc * ib, KH, KW)
+    strides, padding, dilation = _conv_attrs(attrs)
+    out = get_op("nn.conv2d").evaluate([from_blocks(x), plain_w], {"strides": strides, "padding": padding,
+                                                                   "dilation": dilation, "groups": 1})[0]
+    return [to_blocks(out, ob)]
+
+
+def _conv_compute(tensors, attrs):
+    x, w = tensors
+    N, Cc, H, W, ib = shape_of(x)
+    Fc, _, KH, KW, _, ob = shape_of(w)
+    (sh, sw), (top, left, bottom, right), (dh, dw) = _conv_attrs(attrs)
+    Ho = (H + top + bottom - (KH - 1) * dh - 1) // sh + 1
+    Wo = (W + left + right - (KW - 1) * dw - 1) // sw + 1
+    padded = topi.nn.pad(x, [0, 0, top, left, 0], [0, 0, bottom, right, 0], name="pad_temp") \
+        if any((top, left, bottom, right)) else x
+    cc = te.reduce_axis((0, Cc), name="cc")
+    cb = te.reduce_axis((0, ib), name="cb")
+    ry = te.reduce_axis((0, KH), name="ry")
+    rx = te.reduce_axis((0, KW), name="rx")
+    return [te.compute((N, Fc, Ho, Wo, ob),
+                       lambda n, f, y, xx, b: te.sum(padded[n, cc, y * sh + ry * dh, xx * sw + rx * dw, cb]
+                                                     * w[f, cc, ry, rx, cb, b], axis=[cc, ry, rx, cb]),
+                       name="conv2d_nchwc")]
+
+
+register_op(OpDef("nn.conv2d_nchwc", "out_elemwise_fusable", _conv_infer, _conv_evaluate, _conv_compute,
+                  "2-D convolution of channel-blocked data with a blocked weight; attrs as nn.conv2d's."))
+
+
+# ---------------------------------------------------------------------------- nn.pool2d_nchwc
+
+
+def _pool_kind(attrs) -> str:
+    kind = attrs.get("kind")
+    if kind not in ("max", "avg"):
+        raise fail("nn.pool2d_nchwc", f"attribute kind must be 'max' or 'avg', got {kind!r}")
+    return kind
+
+
+def _pool_infer(types, attrs):
+    op = "nn.pool2d_nchwc"
+    arity(op, types, 1)
+    (x,) = types
+    if len(x.shape) != 5:
+        raise fail(op, f"the input must be 5-D (N, C/b, H, W, b), got {x.shape}")
+    N, Cc, H, W, b = x.shape
+    (out,) = get_op(f"nn.{_pool_kind(attrs)}_pool2d").infer([TensorType((N, Cc * b, H, W), x.dtype)], attrs)
+    return [TensorType((N, Cc, out.shape[2], out.shape[3], b), x.dtype)]
+
+
+def _pool_evaluate(arrays, attrs):
+    (x,) = arrays
+    (out,) = get_op(f"nn.{_pool_kind(attrs)}_pool2d").evaluate([from_blocks(x)], attrs)
+    return [to_blocks(out, x.shape[4])]
+
+
+def _pool_compute(tensors, attrs):
+    (x,) = tensors
+    N, Cc, H, W, b = shape_of(x)
+    # The blocks as NHWC images: (N * C/b, H, W, b), pooled over H and W.
+    images = te.compute((N * Cc, H, W, b), lambda i, h, w, c: x[i // Cc, i % Cc, h, w, c], name="T_images",
+                        tag="injective")
+    kind = _pool_kind(attrs)
+    size, strides = pair("nn.pool2d_nchwc", "pool_size", attrs.get("pool_size")), attrs.get("strides", (1, 1))
+    padding = attrs.get("padding", (0, 0, 0, 0))
+    pooled = topi.nn.pool2d(images, size, strides, attrs.get("dilation", (1, 1)), padding, kind,
+                            bool(attrs.get("ceil_mode", False)), "NHWC", bool(attrs.get("count_include_pad", False)))
+    _, Ho, Wo, _ = shape_of(pooled)
+    return [te.compute((N, Cc, Ho, Wo, b), lambda n, c, h, w, k: pooled[n * Cc + c, h, w, k],
+                       name="T_pool_nchwc", tag="injective")]
+
+
+register_op(OpDef("nn.pool2d_nchwc", "reduce", _pool_infer, _pool_evaluate, _pool_compute,
+                  "max or average (attr kind) pooling of channel-blocked data; attrs as nn.max_pool2d's."))

@@ -1,0 +1,292 @@
+"""Elementwise operators: unary (``exp``, ``nn.relu``, ``cast``, ...), binary with numpy
+broadcasting (``add``, ``power``, ``less``, ...) and ``where``.
+
+Binary operators take two inputs of one dtype (an importer casts where a model mixes them);
+the references compute transcendental functions in float64 and round once to the dtype.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from ... import dtypes, te, topi
+from ..ir import TensorType
+from ..op import OpDef, register_op
+from ._common import (
+    arity,
+    broadcast_index,
+    broadcast_shape,
+    fail,
+    floating,
+    numeric,
+    same_dtype,
+    shape_of,
+    wide,
+)
+
+__all__ = ["UNARY_OPS", "BINARY_OPS", "COMPARISON_OPS"]
+
+_SQRT1_2 = 1.0 / math.sqrt(2.0)
+_SQRT2_PI = math.sqrt(2.0 / math.pi)
+
+try:  # scipy is optional: the fallback calls math.erf per element
+    from scipy.special import erf as _np_erf
+except ImportError:  # pragma: no cover - depends on the environment
+    _np_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+# ---------------------------------------------------------------------------- unary
+
+
+def _unary(name: str, ref: Callable, expr: Callable, *, float_only: bool, doc: str,
+           check: Callable | None = None) -> OpDef:
+    """An elementwise operator: ``ref(array, attrs)`` in numpy (float64 for floats) and
+    ``expr(value, attrs)`` on one element; ``check(attrs)`` validates the attributes."""
+
+    def infer(types: list[TensorType], attrs) -> list[TensorType]:
+        arity(name, types, 1)
+        (floating if float_only else numeric)(name, types[0])
+        if check is not None:
+            check(attrs)
+        return [types[0]]
+
+    def evaluate(arrays, attrs):
+        (x,) = arrays
+        return [np.asarray(ref(wide(x) if x.dtype.kind == "f" else x, attrs)).astype(x.dtype)]
+
+    def compute(tensors, attrs):
+        (x,) = tensors
+        return [te.compute(x.shape, lambda *i: expr(x[i], attrs), name=f"T_{name.split('.')[-1]}",
+                           tag="elemwise")]
+
+    return register_op(OpDef(name, "elemwise", infer, evaluate, compute, doc))
+
+
+def _const(value, like) -> te.PrimExpr:
+    return te.const(value, like.dtype)
+
+
+def _bounds(attrs, dtype: str) -> tuple[float | int | None, float | int | None]:
+    """``clip``'s bounds in ``dtype``'s terms: None where a side is open; integer tensors
+    clip to the integers inside the bounds."""
+    lo, hi = attrs.get("a_min"), attrs.get("a_max")
+    lo = None if lo is None or lo == -math.inf else lo
+    hi = None if hi is None or hi == math.inf else hi
+    if dtypes.is_int(dtype):
+        lo = None if lo is None else math.ceil(lo)
+        hi = None if hi is None else math.floor(hi)
+    return lo, hi
+
+
+def _clip_infer(types, attrs):
+    arity("clip", types, 1)
+    numeric("clip", types[0])
+    for key in ("a_min", "a_max"):
+        v = attrs.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v)):
+            raise fail("clip", f"attribute {key} must be a number, got {v!r}")
+    return [types[0]]
+
+
+def _clip_evaluate(arrays, attrs):
+    (x,) = arrays
+    lo, hi = _bounds(attrs, x.dtype.name)
+    out = x
+    if lo is not None:
+        out = np.maximum(out, np.asarray(lo).astype(x.dtype))
+    if hi is not None:
+        out = np.minimum(out, np.asarray(hi).astype(x.dtype))
+    return [np.array(out, dtype=x.dtype)]
+
+
+def _clip_compute(tensors, attrs):
+    (x,) = tensors
+    lo, hi = _bounds(attrs, x.dtype)
+
+    def body(*i):
+        v = x[i]
+        if lo is not None:
+            v = te.max(v, te.const(lo, x.dtype))
+        if hi is not None:
+            v = te.min(v, te.const(hi, x.dtype))
+        return v
+
+    return [te.compute(x.shape, body, name="T_clip", tag="elemwise")]
+
+
+register_op(OpDef("clip", "elemwise", _clip_infer, _clip_evaluate, _clip_compute,
+                  "Clamp to [a_min, a_max] (floats; either may be None or infinite for no bound)."))
+
+
+def _cast_infer(types, attrs):
+    arity("cast", types, 1)
+    dtype = attrs.get("dtype")
+    if dtype not in dtypes.SUPPORTED:
+        raise fail("cast", f"attribute dtype must be one of {dtypes.SUPPORTED}, got {dtype!r}")
+    return [TensorType(types[0].shape, dtype)]
+
+
+def _cast_evaluate(arrays, attrs):
+    return [arrays[0].astype(attrs["dtype"])]
+
+
+def _cast_compute(tensors, attrs):
+    (x,) = tensors
+    dtype = attrs["dtype"]
+    if dtype == "bool" and x.dtype != "bool":
+        body = lambda *i: x[i] != te.const(0, x.dtype)
+    else:
+        body = lambda *i: x[i].astype(dtype)
+    return [te.compute(x.shape, body, name="T_cast", tag="elemwise")]
+
+
+register_op(OpDef("cast", "elemwise", _cast_infer, _cast_evaluate, _cast_compute,
+                  "Convert to attribute dtype (to bool: nonzero)."))
+
+
+def _gelu_mode(attrs) -> str:
+    mode = attrs.get("approximate", "none")
+    if mode not in ("none", "tanh"):
+        raise fail("nn.gelu", f"attribute approximate must be 'none' or 'tanh', got {mode!r}")
+    return mode
+
+
+def _gelu_ref(x, attrs):
+    if _gelu_mode(attrs) == "tanh":
+        return 0.5 * x * (1.0 + np.tanh(_SQRT2_PI * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1.0 + _np_erf(x * _SQRT1_2))
+
+
+def _gelu_expr(v, attrs):
+    half, one = _const(0.5, v), _const(1.0, v)
+    if _gelu_mode(attrs) == "tanh":
+        return half * v * (one + te.tanh(_const(_SQRT2_PI, v) * (v + _const(0.044715, v) * v * v * v)))
+    return half * v * (one + te.erf(v * _const(_SQRT1_2, v)))
+
+
+def _relu_infer(types, attrs):
+    arity("nn.relu", types, 1)
+    numeric("nn.relu", types[0])
+    return [types[0]]
+
+
+register_op(OpDef("nn.relu", "elemwise", _relu_infer,
+                  lambda arrays, attrs: [np.maximum(arrays[0], arrays[0].dtype.type(0))],
+                  lambda tensors, attrs: [topi.nn.relu(tensors[0])], "max(x, 0)."))
+
+UNARY_OPS = {
+    "sigmoid": (lambda x, a: 1.0 / (1.0 + np.exp(-x)), lambda v, a: te.sigmoid(v), True),
+    "tanh": (lambda x, a: np.tanh(x), lambda v, a: te.tanh(v), True),
+    "exp": (lambda x, a: np.exp(x), lambda v, a: te.exp(v), True),
+    "log": (lambda x, a: np.log(x), lambda v, a: te.log(v), True),
+    "sqrt": (lambda x, a: np.sqrt(x), lambda v, a: te.sqrt(v), True),
+    "erf": (lambda x, a: _np_erf(x), lambda v, a: te.erf(v), True),
+    "reciprocal": (lambda x, a: 1.0 / x, lambda v, a: _const(1.0, v) / v, True),
+    "negative": (lambda x, a: np.negative(x), lambda v, a: -v, False),
+    "abs": (lambda x, a: np.abs(x), lambda v, a: te.abs(v), False),
+}
+
+for _name, (_ref, _expr, _float_only) in UNARY_OPS.items():
+    _unary(_name, _ref, _expr, float_only=_float_only, doc=f"Elementwise {_name}.")
+_unary("nn.gelu", _gelu_ref, _gelu_expr, float_only=True, check=_gelu_mode,
+       doc="x * Phi(x); attribute approximate 'none' (erf, the default) or 'tanh'.")
+
+
+# ---------------------------------------------------------------------------- binary
+
+
+def _binary(name: str, ref: Callable, expr: Callable, *, kind: str, out_dtype: str | None = None,
+            doc: str) -> OpDef:
+    """A binary operator with numpy broadcasting over inputs of one dtype.
+
+    ``kind`` says which dtypes it takes: ``"float"``, ``"numeric"`` (not bool) or ``"any"``;
+    ``out_dtype`` is the result's (the inputs' by default)."""
+
+    def infer(types, attrs):
+        arity(name, types, 2)
+        dtype = same_dtype(name, types)
+        if kind != "any":
+            (floating if kind == "float" else numeric)(name, types[0], "the inputs")
+        shape = broadcast_shape(name, [t.shape for t in types])
+        return [TensorType(shape, out_dtype or dtype)]
+
+    def evaluate(arrays, attrs):
+        a, b = arrays
+        return [np.asarray(ref(a, b)).astype(out_dtype or a.dtype)]
+
+    def compute(tensors, attrs):
+        a, b = tensors
+        sa, sb = shape_of(a), shape_of(b)
+        shape = broadcast_shape(name, [sa, sb])
+        return [te.compute(shape, lambda *i: expr(a[broadcast_index(i, sa, shape)],
+                                                   b[broadcast_index(i, sb, shape)]),
+                           name=f"T_{name}", tag="broadcast")]
+
+    return register_op(OpDef(name, "broadcast", infer, evaluate, compute, doc))
+
+
+def _divide_ref(a, b):
+    if a.dtype.kind == "f":
+        return a / b
+    q = np.floor_divide(a, b)  # truncate towards zero, as C and ONNX do
+    return q + ((np.remainder(a, b) != 0) & ((a < 0) != (b < 0)))
+
+
+def _divide_expr(a, b):
+    if dtypes.is_float(a.dtype):
+        return a / b
+    q = a // b
+    inexact = (a % b != te.const(0, a.dtype)) & ((a < te.const(0, a.dtype)) != (b < te.const(0, b.dtype)))
+    return te.if_then_else(inexact, q + te.const(1, a.dtype), q)
+
+
+BINARY_OPS = {
+    "add": (np.add, lambda a, b: a + b, "numeric"),
+    "subtract": (np.subtract, lambda a, b: a - b, "numeric"),
+    "multiply": (np.multiply, lambda a, b: a * b, "numeric"),
+    "divide": (_divide_ref, _divide_expr, "numeric"),
+    "power": (lambda a, b: np.power(wide(a), wide(b)), te.power, "float"),
+    "maximum": (np.maximum, lambda a, b: te.max(a, b), "numeric"),
+    "minimum": (np.minimum, lambda a, b: te.min(a, b), "numeric"),
+}
+
+COMPARISON_OPS = {
+    "equal": (np.equal, lambda a, b: a == b),
+    "not_equal": (np.not_equal, lambda a, b: a != b),
+    "less": (np.less, lambda a, b: a < b),
+    "less_equal": (np.less_equal, lambda a, b: a <= b),
+    "greater": (np.greater, lambda a, b: a > b),
+    "greater_equal": (np.greater_equal, lambda a, b: a >= b),
+}
+
+for _name, (_ref, _expr, _kind) in BINARY_OPS.items():
+    _binary(_name, _ref, _expr, kind=_kind, doc=f"Elementwise {_name} with numpy broadcasting.")
+for _name, (_ref, _expr) in COMPARISON_OPS.items():
+    _binary(_name, _ref, _expr, kind="any", out_dtype="bool",
+            doc=f"Elementwise {_name} with numpy broadcasting; a bool tensor.")
+
+
+# ---------------------------------------------------------------------------- where
+
+
+def _where_infer(types, attrs):
+    arity("where", types, 3)
+    if types[0].dtype != "bool":
+        raise fail("where", f"the condition must be a bool tensor, got {types[0].dtype}")
+    dtype = same_dtype("where", types[1:], "the two branches")
+    return [TensorType(broadcast_shape("where", [t.shape for t in types]), dtype)]
+
+
+def _where_compute(tensors, attrs):
+    shapes = [shape_of(t) for t in tensors]
+    shape = broadcast_shape("where", shapes)
+    c, x, y = (lambda i, t=t, s=s: t[broadcast_index(i, s, shape)] for t, s in zip(tensors, shapes))
+    return [te.compute(shape, lambda *i: te.if_then_else(c(i), x(i), y(i)), name="T_where", tag="broadcast")]
+
+
+register_op(OpDef("where", "broadcast", _where_infer,
+                  lambda arrays, attrs: [np.where(*arrays).astype(arrays[1].dtype)], _where_compute,
+                  "x where cond holds, else y, with numpy broadcasting."))

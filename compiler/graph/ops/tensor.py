@@ -1,0 +1,290 @@
+"""Operators that move elements: ``reshape``, ``transpose``, ``concatenate``, ``take``,
+``strided_slice``, ``expand`` and ``nn.pad``. Their references are numpy's own."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ... import te, topi
+from ..ir import TensorType
+from ..op import OpDef, register_op
+from ._common import arity, axis_of, broadcast_index, broadcast_shape, fail, int_tuple, same_dtype, shape_of
+
+__all__: list[str] = []
+
+
+def _injective(name: str, infer, evaluate, compute, doc: str, pattern: str = "injective") -> OpDef:
+    return register_op(OpDef(name, pattern, infer, evaluate, compute, doc))
+
+
+# ---------------------------------------------------------------------------- reshape
+
+
+def _reshape_infer(types, attrs):
+    arity("reshape", types, 1)
+    (x,) = types
+    shape = int_tuple("reshape", "newshape", attrs.get("newshape"), minimum=0)
+    if math.prod(shape) != x.size:
+        raise fail("reshape", f"cannot reshape {x.shape} ({x.size} elements) to {shape}")
+    return [TensorType(shape, x.dtype)]
+
+
+def _reshape_compute(tensors, attrs):
+    (x,) = tensors
+    src, dst = shape_of(x), tuple(attrs["newshape"])
+    if src == dst:
+        return [te.compute(dst, lambda *i: x[i], name="T_reshape", tag="injective")]
+
+    def body(*i):
+        flat = 0
+        for k, d in zip(i, dst):
+            flat = flat * d + k
+        idx, rest = [], flat
+        for d in reversed(src):  # the innermost axis first
+            idx.append(rest % d if d != 1 else 0)
+            rest = rest // d
+        return x[tuple(reversed(idx))]
+
+    return [te.compute(dst, body, name="T_reshape", tag="injective")]
+
+
+_injective("reshape", _reshape_infer, lambda arrays, attrs: [arrays[0].reshape(attrs["newshape"])],
+           _reshape_compute, "The same elements in attribute newshape (a fully resolved tuple).")
+
+
+# ---------------------------------------------------------------------------- transpose
+
+
+def _axes(attrs, ndim: int) -> tuple[int, ...]:
+    axes = attrs.get("axes")
+    if axes is None:
+        return tuple(reversed(range(ndim)))
+    axes = tuple(axis_of("transpose", a, ndim) for a in int_tuple("transpose", "axes", axes, ndim))
+    if sorted(axes) != list(range(ndim)):
+        raise fail("transpose", f"attribute axes must be a permutation of {ndim} axes, "
+                                f"got {attrs.get('axes')!r}")
+    return axes
+
+
+def _transpose_infer(types, attrs):
+    arity("transpose", types, 1)
+    (x,) = types
+    return [TensorType(tuple(x.shape[a] for a in _axes(attrs, len(x.shape))), x.dtype)]
+
+
+def _transpose_compute(tensors, attrs):
+    (x,) = tensors
+    src = shape_of(x)
+    axes = _axes(attrs, len(src))
+    inverse = np.argsort(axes)
+    return [te.compute(tuple(src[a] for a in axes), lambda *i: x[tuple(i[k] for k in inverse)],
+                       name="T_transpose", tag="injective")]
+
+
+_injective("transpose", _transpose_infer,
+           lambda arrays, attrs: [np.ascontiguousarray(arrays[0].transpose(_axes(attrs, arrays[0].ndim)))],
+           _transpose_compute, "Permute the axes (attribute axes; reversed when None).")
+
+
+# ---------------------------------------------------------------------------- concatenate
+
+
+def _concat_infer(types, attrs):
+    op = "concatenate"
+    if not types:
+        raise fail(op, "takes at least one input")
+    dtype = same_dtype(op, types)
+    ndim = len(types[0].shape)
+    if any(len(t.shape) != ndim for t in types) or ndim == 0:
+        shapes = ", ".join(str(t.shape) for t in types)
+        raise fail(op, f"the inputs must have one rank of at least 1, got {shapes}")
+    axis = axis_of(op, attrs.get("axis", 0), ndim)
+    rest = {t.shape[:axis] + t.shape[axis + 1:] for t in types}
+    if len(rest) != 1:
+        raise fail(op, f"the inputs' shapes differ off axis {axis}: {', '.join(str(t.shape) for t in types)}")
+    shape = list(types[0].shape)
+    shape[axis] = sum(t.shape[axis] for t in types)
+    return [TensorType(tuple(shape), dtype)]
+
+
+def _concat_compute(tensors, attrs):
+    shapes = [shape_of(t) for t in tensors]
+    axis = attrs.get("axis", 0) % len(shapes[0])
+    offsets = np.cumsum([0] + [s[axis] for s in shapes]).tolist()
+    out = list(shapes[0])
+    out[axis] = offsets[-1]
+
+    def body(*i):
+        def at(k):
+            return tensors[k][(*i[:axis], i[axis] - offsets[k], *i[axis + 1:])]
+
+        value = at(len(tensors) - 1)
+        for k in reversed(range(len(tensors) - 1)):
+            value = te.if_then_else(i[axis] < offsets[k + 1], at(k), value)
+        return value
+
+    return [te.compute(tuple(out), body, name="T_concat", tag="injective")]
+
+
+_injective("concatenate", _concat_infer,
+           lambda arrays, attrs: [np.concatenate(arrays, axis=attrs.get("axis", 0))], _concat_compute,
+           "The inputs joined along attribute axis.")
+
+
+# ---------------------------------------------------------------------------- take
+
+
+def _take_infer(types, attrs):
+    op = "take"
+    arity(op, types, 2)
+    data, indices = types
+    if indices.dtype not in ("int32", "int64"):
+        raise fail(op, f"the indices must be int32 or int64, got {indices.dtype}")
+    if not data.shape:
+        raise fail(op, "the data must have at least one axis")
+    axis = axis_of(op, attrs.get("axis", 0), len(data.shape))
+    if data.shape[axis] == 0 and indices.size:
+        raise fail(op, f"cannot take from an empty axis {axis} of {data.shape}")
+    return [TensorType(data.shape[:axis] + indices.shape + data.shape[axis + 1:], data.dtype)]
+
+
+def _take_evaluate(arrays, attrs):
+    data, indices = arrays
+    axis = attrs.get("axis", 0) % data.ndim
+    n = data.shape[axis]
+    indices = np.where(indices < 0, indices + n, indices)
+    return [np.take(data, indices, axis=axis, mode="clip")]
+
+
+def _take_compute(tensors, attrs):
+    data, indices = tensors
+    shape, ishape = shape_of(data), shape_of(indices)
+    axis = attrs.get("axis", 0) % len(shape)
+    out = shape[:axis] + ishape + shape[axis + 1:]
+    n = te.const(shape[axis], indices.dtype)
+    zero = te.const(0, indices.dtype)
+
+    def body(*i):
+        j = indices[i[axis:axis + len(ishape)]]
+        j = te.if_then_else(j < zero, j + n, j)
+        j = te.min(te.max(j, zero), n - te.const(1, indices.dtype)).astype("int32")
+        return data[(*i[:axis], j, *i[axis + len(ishape):])]
+
+    return [te.compute(out, body, name="T_take", tag="injective")]
+
+
+_injective("take", _take_infer, _take_evaluate, _take_compute,
+           "numpy.take along attribute axis; negative indices count from the end, others out of "
+           "range clip to the axis.")
+
+
+# ---------------------------------------------------------------------------- strided_slice
+
+
+def _slice_attrs(shape, attrs) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """``(begin, strides, out_shape)`` with begin and end clamped to each axis."""
+    op, ndim = "strided_slice", len(shape)
+    begin = int_tuple(op, "begin", attrs.get("begin"), ndim, 0)
+    end = int_tuple(op, "end", attrs.get("end"), ndim, 0)
+    strides = attrs.get("strides")
+    strides = (1,) * ndim if strides is None else int_tuple(op, "strides", strides, ndim)
+    if any(s < 1 for s in strides):
+        raise fail(op, f"only positive strides are supported, got {strides}")
+    begin = tuple(min(b, d) for b, d in zip(begin, shape))
+    end = tuple(min(e, d) for e, d in zip(end, shape))
+    out = tuple(max(0, -(-(e - b) // s)) for b, e, s in zip(begin, end, strides))
+    return begin, strides, out
+
+
+def _slice_infer(types, attrs):
+    arity("strided_slice", types, 1)
+    (x,) = types
+    return [TensorType(_slice_attrs(x.shape, attrs)[2], x.dtype)]
+
+
+def _slice_evaluate(arrays, attrs):
+    (x,) = arrays
+    begin, strides, out = _slice_attrs(x.shape, attrs)
+    index = tuple(slice(b, b + (n - 1) * s + 1, s) for b, s, n in zip(begin, strides, out))
+    return [np.ascontiguousarray(x[index])]
+
+
+def _slice_compute(tensors, attrs):
+    (x,) = tensors
+    begin, strides, out = _slice_attrs(shape_of(x), attrs)
+    return [te.compute(out, lambda *i: x[tuple(b + k * s for k, b, s in zip(i, begin, strides))],
+                       name="T_strided_slice", tag="injective")]
+
+
+_injective("strided_slice", _slice_infer, _slice_evaluate, _slice_compute,
+           "x[begin:end:strides] per axis: non-negative begin and end (clamped to the axis), "
+           "positive strides.")
+
+
+# ---------------------------------------------------------------------------- expand
+
+
+def _expand_infer(types, attrs):
+    arity("expand", types, 1)
+    (x,) = types
+    target = int_tuple("expand", "shape", attrs.get("shape"), minimum=0)
+    return [TensorType(broadcast_shape("expand", [x.shape, target]), x.dtype)]
+
+
+def _expand_compute(tensors, attrs):
+    (x,) = tensors
+    src = shape_of(x)
+    out = broadcast_shape("expand", [src, tuple(attrs["shape"])])
+    return [te.compute(out, lambda *i: x[broadcast_index(i, src, out)], name="T_expand", tag="broadcast")]
+
+
+def _expand_evaluate(arrays, attrs):
+    (x,) = arrays
+    out = broadcast_shape("expand", [x.shape, tuple(attrs["shape"])])
+    return [np.ascontiguousarray(np.broadcast_to(x, out))]
+
+
+_injective("expand", _expand_infer, _expand_evaluate, _expand_compute,
+           "x broadcast with attribute shape (numpy broadcasting both ways, as ONNX Expand).",
+           pattern="broadcast")
+
+
+# ---------------------------------------------------------------------------- nn.pad
+
+
+def _pad_attrs(ndim: int, attrs) -> tuple[list[int], list[int], float]:
+    op = "nn.pad"
+    width = attrs.get("pad_width")
+    if not isinstance(width, (tuple, list)) or len(width) != ndim:
+        raise fail(op, f"attribute pad_width must hold one (before, after) pair per axis ({ndim}), "
+                       f"got {width!r}")
+    pairs = [int_tuple(op, "pad_width", p, 2, 0) for p in width]
+    value = attrs.get("pad_value", 0.0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise fail(op, f"attribute pad_value must be a number, got {value!r}")
+    return [p[0] for p in pairs], [p[1] for p in pairs], value
+
+
+def _pad_infer(types, attrs):
+    arity("nn.pad", types, 1)
+    (x,) = types
+    before, after, _ = _pad_attrs(len(x.shape), attrs)
+    return [TensorType(tuple(d + b + a for d, b, a in zip(x.shape, before, after)), x.dtype)]
+
+
+def _pad_evaluate(arrays, attrs):
+    (x,) = arrays
+    before, after, value = _pad_attrs(x.ndim, attrs)
+    return [np.pad(x, list(zip(before, after)), constant_values=np.asarray(value).astype(x.dtype))]
+
+
+def _pad_compute(tensors, attrs):
+    (x,) = tensors
+    before, after, value = _pad_attrs(len(x.shape), attrs)
+    return [topi.nn.pad(x, before, after, value, name="T_pad")]
+
+
+_injective("nn.pad", _pad_infer, _pad_evaluate, _pad_compute,
+           "A border of attribute pad_value (0) of pad_width ((before, after) per axis).")

@@ -1,0 +1,253 @@
+"""The graph passes, and the pipeline they run in, written once as data.
+
+A :class:`GraphPass` is a named function ``Graph -> Graph``; :data:`OPTIMIZE` lists the
+passes every model goes through before its kernels are formed, in order. ``print(OPTIMIZE)``
+shows them. Fusion (:mod:`.fuse`) and memory planning (:mod:`.memory`) come after, when the
+model is compiled.
+
+* :func:`fold_constants`: a node whose inputs are all constants is computed now (with the
+  operator's numpy rule) and becomes a constant;
+* :func:`fold_batch_norm`: a batch norm after a convolution scales the convolution's weights
+  and becomes a bias (``nn.bias_add``); a convolution's bias followed by one is folded too;
+* :func:`decompose_batch_norm`: any other batch norm becomes a multiply and an add of
+  per-channel constants;
+* :func:`recognize_gelu`: the erf form of GELU, ``x * 0.5 * (1 + erf(x / sqrt(2)))`` in any
+  of the orders exporters write it, becomes one ``nn.gelu`` node (which fuses into a dense
+  layer's output stage).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .ir import Graph, Node, Value
+from .op import get_op
+from .rewrite import Rewriter, rewrite
+
+__all__ = ["GraphPass", "GraphPipeline", "OPTIMIZE", "fold_constants", "fold_batch_norm",
+           "decompose_batch_norm", "recognize_gelu", "optimize"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GraphPass:
+    """One named step ``Graph -> Graph``."""
+
+    name: str
+    run: Callable[[Graph], Graph]
+
+
+@dataclass(frozen=True)
+class GraphPipeline:
+    """Passes run in order."""
+
+    name: str
+    passes: Sequence[GraphPass]
+
+    def run(self, graph: Graph) -> Graph:
+        for p in self.passes:
+            before = len(graph.nodes)
+            graph = p.run(graph)
+            log.debug("graph pass %s: %d -> %d nodes", p.name, before, len(graph.nodes))
+        return graph
+
+    def __str__(self) -> str:
+        return f"{self.name}: " + " -> ".join(p.name for p in self.passes)
+
+
+# ----------------------------------------------------------------------------- constants
+
+
+def fold_constants(graph: Graph) -> Graph:
+    """Compute every node whose inputs are all constants; its outputs become constants."""
+
+    def visit(rw: Rewriter, node: Node) -> None:
+        if node.inputs and all(v.is_constant for v in node.inputs) and node.op != "fused":
+            results = get_op(node.op).evaluate([v.data for v in node.inputs], node.attrs)
+            for old, data in zip(node.outputs, results):
+                rw.replace(old, Value.constant(old.name, np.asarray(data, dtype=old.dtype).reshape(old.shape)))
+        else:
+            rw.emit(node)
+
+    return rewrite(graph, visit)
+
+
+# ----------------------------------------------------------------------------- batch norm
+
+
+def _single_reader(graph: Graph) -> Callable[[Value], bool]:
+    readers = graph.consumers()
+    outputs = {v.uid for v in graph.outputs}
+    return lambda v: len(readers.get(v.uid, [])) == 1 and v.uid not in outputs
+
+
+def _bn_scale_shift(node: Node) -> tuple[np.ndarray, np.ndarray] | None:
+    """``scale`` and ``shift`` of a batch norm with constant parameters (else None)."""
+    _, gamma, beta, mean, var = node.inputs
+    if not all(v.is_constant for v in (gamma, beta, mean, var)):
+        return None
+    eps = float(node.attrs.get("epsilon", 1e-5))
+    scale = gamma.data.astype("float64") / np.sqrt(var.data.astype("float64") + eps)
+    shift = beta.data.astype("float64") - mean.data.astype("float64") * scale
+    return scale, shift
+
+
+def fold_batch_norm(graph: Graph) -> Graph:
+    """Fold ``batch_norm(conv2d(x, w) [+ bias])`` into ``bias_add(conv2d(x, w * scale), shift')``."""
+    producers = graph.producers()
+    single = _single_reader(graph)
+    plans: dict[int, tuple] = {}  # id(conv) -> (batch norm node, bias node or None, scale, shift)
+    for node in graph.nodes:
+        if node.op != "nn.batch_norm" or node.attrs.get("axis", 1) != 1:
+            continue
+        x, bias_node = node.inputs[0], None
+        conv = producers.get(x.uid)
+        if conv is not None and conv.op == "nn.bias_add" and conv.inputs[1].is_constant and single(x):
+            bias_node, x = conv, conv.inputs[0]
+            conv = producers.get(x.uid)
+        if conv is None or conv.op != "nn.conv2d" or not conv.inputs[1].is_constant or not single(x):
+            continue
+        params = _bn_scale_shift(node)
+        if params is not None:
+            plans[id(conv)] = (node, bias_node, *params)
+    if not plans:
+        return graph
+    dropped = {id(n) for bn, bias, _, _ in plans.values() for n in (bn, bias) if n is not None}
+
+    def visit(rw: Rewriter, node: Node) -> None:
+        if id(node) in dropped:
+            return  # the batch norm, and the bias before it: folded into the convolution
+        if id(node) not in plans:
+            rw.emit(node)
+            return
+        bn, bias_node, scale, shift = plans[id(node)]
+        w = node.inputs[1]
+        weight = (w.data.astype("float64") * scale.reshape(-1, 1, 1, 1)).astype(w.dtype)
+        if bias_node is not None:
+            shift = shift + bias_node.inputs[1].data.astype("float64") * scale
+        out = Value(node.output.name, node.output.type)
+        rw.emit(Node("nn.conv2d", [node.inputs[0], Value.constant(w.name + "_bn", weight)], [out],
+                     dict(node.attrs), node.name))
+        bias = Value.constant(bn.name + "_bias", shift.astype(w.dtype))
+        rw.emit(Node("nn.bias_add", [out, bias], [bn.output], {"axis": 1}, bn.name))
+
+    return rewrite(graph, visit)
+
+
+def decompose_batch_norm(graph: Graph) -> Graph:
+    """Every batch norm left: ``x * scale + shift`` with per-channel constants."""
+
+    def visit(rw: Rewriter, node: Node) -> None:
+        params = _bn_scale_shift(node) if node.op == "nn.batch_norm" else None
+        if params is None:
+            rw.emit(node)
+            return
+        x = node.inputs[0]
+        axis = node.attrs.get("axis", 1) % len(x.shape)
+        shape = [1] * len(x.shape)
+        shape[axis] = x.shape[axis]
+        scale, shift = (Value.constant(f"{node.name}_{what}", a.reshape(shape).astype(x.dtype))
+                        for what, a in (("scale", params[0]), ("shift", params[1])))
+        scaled = Value(node.output.name + "_scaled", node.output.type)
+        rw.emit(Node("multiply", [x, scale], [scaled], {}, node.name + "_scale"))
+        rw.emit(Node("add", [scaled, shift], [node.output], {}, node.name + "_shift"))
+
+    return rewrite(graph, visit)
+
+
+# ----------------------------------------------------------------------------- GELU
+
+
+def _scalar(v: Value) -> float | None:
+    if v.is_constant and v.data.size == 1:
+        return float(v.data.reshape(()))
+    return None
+
+
+def _other(node: Node, v: Value) -> Value | None:
+    """The other input of binary ``node`` besides ``v`` (None if ``v`` is not one of them)."""
+    a, b = node.inputs
+    return b if a is v else a if b is v else None
+
+
+def recognize_gelu(graph: Graph) -> Graph:
+    """Replace ``x * 0.5 * (1 + erf(x / sqrt(2)))`` (any association of the products, division
+    or multiplication by the constant) with ``nn.gelu(x)``."""
+    producers = graph.producers()
+    readers = graph.consumers()
+    found: dict[int, tuple[Value, Value]] = {}  # final multiply's id -> (x, output)
+    for erf in graph.nodes:
+        if erf.op != "erf":
+            continue
+        scaled = producers.get(erf.inputs[0].uid)
+        if scaled is None or scaled.op not in ("divide", "multiply"):
+            continue
+        x, c = scaled.inputs
+        k = _scalar(c)
+        if k is None or not math.isclose(k if scaled.op == "divide" else 1 / k, math.sqrt(2), rel_tol=1e-3):
+            continue
+        plus = readers.get(erf.output.uid, [])
+        if len(plus) != 1 or plus[0].op != "add" or _scalar(_other(plus[0], erf.output) or erf.output) != 1.0:
+            continue
+        out = _gelu_product(plus[0].output, x, readers, producers)
+        if out is not None:
+            found[id(out[0])] = (x, out[1])
+    if not found:
+        return graph
+
+    def visit(rw: Rewriter, node: Node) -> None:
+        if id(node) in found:
+            x, out = found[id(node)]
+            rw.emit(Node("nn.gelu", [rw.value(x)], [out], {"approximate": "none"}, node.name + "_gelu"))
+        else:
+            rw.emit(node)
+
+    return rewrite(graph, visit)
+
+
+def _gelu_product(one_plus_erf: Value, x: Value, readers, producers) -> tuple[Node, Value] | None:
+    """The multiply that ends ``x * 0.5 * one_plus_erf`` in any association, and its output."""
+    factors = {"x": False, "half": False}
+    value = one_plus_erf
+    for _ in range(2):
+        nxt = readers.get(value.uid, [])
+        if len(nxt) != 1 or nxt[0].op != "multiply":
+            return None
+        node = nxt[0]
+        other = _other(node, value)
+        if other is x and not factors["x"]:
+            factors["x"] = True
+        elif _scalar(other) == 0.5 and not factors["half"]:
+            factors["half"] = True
+        else:
+            # (x * 0.5) * (1 + erf): the other operand is itself the product of x and 0.5
+            return None if not _is_half_x(producers.get(other.uid), x) or any(factors.values()) else (node, node.output)
+        value = node.output
+    return (node, node.output) if all(factors.values()) else None
+
+
+def _is_half_x(node: Node | None, x: Value) -> bool:
+    return node is not None and node.op == "multiply" and _other(node, x) is not None \
+        and _scalar(_other(node, x)) == 0.5
+
+
+# ----------------------------------------------------------------------------- pipeline
+
+OPTIMIZE = GraphPipeline("optimize", (
+    GraphPass("fold_constants", fold_constants),
+    GraphPass("fold_batch_norm", fold_batch_norm),
+    GraphPass("decompose_batch_norm", decompose_batch_norm),
+    GraphPass("recognize_gelu", recognize_gelu),
+    GraphPass("fold_constants", fold_constants),
+))
+
+
+def optimize(graph: Graph) -> Graph:
+    """``graph`` after :data:`OPTIMIZE`."""
+    return OPTIMIZE.run(graph)

@@ -1,0 +1,89 @@
+"""Which template computes a model's kernel: a fused node of :mod:`compiler.graph` as a workload.
+
+A kernel whose anchor is a convolution, dense layer or batched matmul maps to its template with
+the kernel's output stage as the template's ``epilogue`` (so the tuned kernel is the deployed
+one); a kernel that is one softmax, layer norm or max pool maps to that template. Every other
+kernel (chains of injective operators, other reductions) has no template: it is compiled with
+the default schedule (:func:`compiler.graph.default_schedule`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from compiler.graph.fuse import FUSED
+from compiler.graph.ir import Node
+
+from .templates.cpu_norm import LAYER_NORM_EPS
+
+__all__ = ["kernel_workload"]
+
+
+def _pair(v) -> int | list:
+    a, b = (int(x) for x in v)
+    return a if a == b else [a, b]
+
+
+def _pads(v) -> int | list:
+    p = [int(x) for x in v]
+    return p[0] if len(set(p)) == 1 else p
+
+
+def kernel_workload(node: Node) -> tuple[str, list] | None:
+    """``(template, args)`` of the template that computes fused ``node`` with its inputs and
+    output in order, or None where no template does."""
+    if node.op != FUSED:
+        return None
+    body = node.attrs["body"]
+    first = body.nodes[0]
+    kind = node.attrs.get("kind")
+    dtype = node.outputs[0].dtype
+    if kind == "anchor":
+        return _anchor_workload(first, list(node.attrs.get("epilogue", ())), dtype)
+    if kind == "reduce" and len(body.nodes) == 1:
+        return _reduction_workload(first, dtype)
+    return None
+
+
+def _anchor_workload(anchor: Node, epilogue: list[str], dtype: str) -> tuple[str, list] | None:
+    a = anchor.attrs
+    if anchor.op == "nn.conv2d":
+        (N, C, H, W), (F, Cg, KH, KW) = anchor.inputs[0].shape, anchor.inputs[1].shape
+        geometry = [_pair(a["strides"]), _pads(a["padding"]), _pair(a["dilation"])]
+        groups = int(a.get("groups", 1))
+        if groups == 1:
+            return "conv2d_nchw", [N, C, H, W, F, KH, KW, *geometry, dtype, epilogue]
+        if groups == C == F and Cg == 1:
+            return "depthwise_conv2d_nchw", [N, C, H, W, KH, KW, *geometry, dtype, epilogue]
+        return None
+    if anchor.op == "nn.conv2d_nchwc":
+        (N, Cc, H, W, ib), (Fc, _, KH, KW, _, ob) = anchor.inputs[0].shape, anchor.inputs[1].shape
+        geometry = [_pair(a["strides"]), _pads(a["padding"]), _pair(a["dilation"])]
+        return "conv2d_nchwc", [N, Cc * ib, H, W, Fc * ob, KH, KW, *geometry, ib, ob, dtype, epilogue]
+    if anchor.op == "nn.dense":
+        (M, K), (N, _) = anchor.inputs[0].shape, anchor.inputs[1].shape
+        return "dense", [M, K, N, dtype, False, epilogue]
+    if anchor.op == "nn.batch_matmul":
+        if a.get("transpose_a") or a.get("transpose_b"):
+            return None
+        (B, M, K), (B2, _, N) = anchor.inputs[0].shape, anchor.inputs[1].shape
+        return ("batch_matmul", [B, M, K, N, dtype, epilogue]) if B == B2 else None
+    return None
+
+
+def _rows(shape) -> tuple[int, int]:
+    return math.prod(shape[:-1]), shape[-1]
+
+
+def _reduction_workload(node: Node, dtype: str) -> tuple[str, list] | None:
+    a, shape = node.attrs, node.inputs[0].shape
+    last = len(shape) - 1
+    if node.op == "nn.softmax" and a["axis"] == last:
+        return "softmax", [*_rows(shape), dtype]
+    if node.op == "nn.layer_norm" and a["axis"] == last and math.isclose(a["epsilon"], LAYER_NORM_EPS):
+        return "layer_norm", [*_rows(shape), dtype]
+    if node.op == "nn.max_pool2d" and tuple(a.get("dilation", (1, 1))) == (1, 1) and not a.get("ceil_mode"):
+        N, C, H, W = shape
+        KH, KW = a["pool_size"]
+        return "pool2d", [N, C, H, W, KH, KW, _pair(a["strides"]), _pads(a["padding"]), "max", dtype]
+    return None

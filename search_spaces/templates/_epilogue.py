@@ -1,0 +1,134 @@
+"""Epilogues: the elementwise tail that a model fuses into a convolution or dense layer.
+
+An epilogue is a tuple of operations applied, in order, to each output element as the
+template writes it (where the accumulator tile is stored, or where the output is
+unpacked into its layout): never as a separate pass over memory.
+
+* ``"bias"``: ``+ b[channel]``, with a new input ``b`` of shape ``(channels,)``;
+* ``"add"``: ``+ r[index]``, with a new input ``r`` of the output's shape (a residual);
+* ``"relu"``: ``max(v, 0)``; ``"relu6"``: ``min(max(v, 0), 6)``;
+* ``"sigmoid"``: ``1 / (1 + exp(-v))``; ``"gelu"``: ``0.5 * v * (1 + erf(v / sqrt(2)))``.
+
+Each ``"bias"`` and ``"add"`` adds one placeholder; a template's tensors are its own
+inputs, then these in epilogue order, then its output. :class:`Epilogue` declares the
+placeholders and applies the operations to a TE expression; :func:`reference_epilogue` is
+the numpy version for the templates' references. Epilogues take float dtypes only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler import te
+from search_spaces.templates._common import random_data
+
+__all__ = ["EPILOGUE_OPS", "Epilogue", "check_epilogue", "reference_epilogue"]
+
+EPILOGUE_OPS = ("bias", "add", "relu", "relu6", "sigmoid", "gelu")
+_INPUTS = {"bias": "bias", "add": "residual"}  # operations that read an input: its name
+
+
+def check_epilogue(epilogue, dtype: str) -> tuple[str, ...]:
+    """``epilogue`` as a tuple of operation names; ValueError naming what is wrong: not a list
+    or tuple of strings, an unknown entry, or a non-float ``dtype`` with any operation."""
+    if isinstance(epilogue, str) or not isinstance(epilogue, Sequence):
+        raise ValueError(f"epilogue is a tuple of operation names (of {', '.join(EPILOGUE_OPS)}), "
+                         f"got {epilogue!r}")
+    for k, op in enumerate(epilogue):
+        if op not in EPILOGUE_OPS:
+            raise ValueError(f"epilogue entry {k} ({op!r}) is not one of {', '.join(EPILOGUE_OPS)}")
+    ops = tuple(epilogue)
+    if ops and np.dtype(dtype).kind != "f":
+        raise ValueError(f"epilogue {ops!r} needs a floating-point dtype, got {dtype!r}")
+    return ops
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """The operations of an epilogue and the placeholders they read (one per ``"bias"`` and
+    ``"add"``, in order)."""
+
+    ops: tuple[str, ...]
+    inputs: tuple[te.Tensor, ...]
+
+    @classmethod
+    def declare(cls, epilogue, dtype: str, out_shape: Sequence[int], channels: int) -> Epilogue:
+        """Check ``epilogue`` (:func:`check_epilogue`) and declare its inputs: a bias of
+        ``(channels,)``, a residual of ``out_shape``."""
+        ops = check_epilogue(epilogue, dtype)
+        inputs, seen = [], {}
+        for op in ops:
+            if op in _INPUTS:
+                n = seen[op] = seen.get(op, 0) + 1
+                name = _INPUTS[op] if n == 1 else f"{_INPUTS[op]}{n}"
+                shape = (channels,) if op == "bias" else tuple(out_shape)
+                inputs.append(te.placeholder(shape, name=name, dtype=dtype))
+        return cls(ops, tuple(inputs))
+
+    def __bool__(self) -> bool:
+        return bool(self.ops)
+
+    def apply(self, value, channel, index: Sequence) -> te.PrimExpr:
+        """``value`` (an output element) through the operations; ``channel`` indexes the bias,
+        ``index`` (the output element's indices) the residual."""
+        dtype = value.dtype
+        zero, inputs = te.const(0, dtype), iter(self.inputs)
+        for op in self.ops:
+            if op == "bias":
+                value = value + next(inputs)[channel]
+            elif op == "add":
+                value = value + next(inputs)[tuple(index)]
+            elif op == "relu":
+                value = te.max(value, zero)
+            elif op == "relu6":
+                value = te.min(te.max(value, zero), te.const(6, dtype))
+            elif op == "sigmoid":
+                value = te.sigmoid(value)
+            else:  # gelu
+                half = te.const(0.5, dtype)
+                value = half * value * (te.const(1, dtype) + te.erf(value * te.const(math.sqrt(0.5), dtype)))
+        return value
+
+    def output(self, T: te.Tensor, channel: Callable, name: str | None = None) -> te.Tensor:
+        """The stage that writes ``T`` through the epilogue (``T`` itself without one);
+        ``channel(*index)`` is an element's channel."""
+        if not self:
+            return T
+        return te.compute(T.shape, lambda *i: self.apply(T[i], channel(*i), i),
+                          name=name or f"{T.op.name}_out")
+
+
+def reference_epilogue(epilogue, out: np.ndarray, channel_axis: int, dtype: str, rng=None):
+    """``(inputs, result)``: random inputs for the ``"bias"`` and ``"add"`` entries of
+    ``epilogue`` (:func:`random_data` drawn from ``rng``, in order) and ``out`` through the
+    operations, computed in float64 and returned as ``dtype``. ``channel_axis`` is the axis of
+    ``out`` that the bias runs along."""
+    ops = check_epilogue(epilogue, dtype)
+    if not ops:
+        return [], out
+    rng = np.random.default_rng(1) if rng is None else rng
+    v = np.asarray(out, dtype="float64")
+    channel_axis %= v.ndim
+    inputs = []
+    for op in ops:
+        if op == "bias":
+            b = random_data(rng, (v.shape[channel_axis],), dtype)
+            inputs.append(b)
+            v = v + b.astype("float64").reshape([-1 if a == channel_axis else 1 for a in range(v.ndim)])
+        elif op == "add":
+            r = random_data(rng, v.shape, dtype)
+            inputs.append(r)
+            v = v + r
+        elif op == "relu":
+            v = np.maximum(v, 0)
+        elif op == "relu6":
+            v = np.clip(v, 0, 6)
+        elif op == "sigmoid":
+            v = 1 / (1 + np.exp(-v))
+        else:  # gelu
+            v = 0.5 * v * (1 + np.vectorize(math.erf, otypes=[np.float64])(v / math.sqrt(2)))
+    return inputs, v.astype(dtype)

@@ -1,0 +1,98 @@
+"""Models through the tuner: the tasks of a graph, and the graph built with the log's configs."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+from graph_models import residual_cnn, weights
+from helpers import poisoned
+
+import autotune
+import compiler
+from compiler.graph import GraphBuilder, evaluate, model_info
+from measure import MeasureOptions
+
+
+@pytest.fixture(scope="module")
+def graph():
+    # 6 channels: no whole vector on any CPU, so the convolutions stay in NCHW whatever the host
+    return residual_cnn(np.random.default_rng(11), channels=6, size=12)
+
+
+def test_tasks_are_the_deployed_kernels_with_their_weights(graph):
+    tasks = autotune.extract_tasks(graph, "llvm")
+    by_name = {t.task.workload_name.split("@")[0]: t.weight for t in tasks}
+    assert by_name == {
+        "conv2d_nchw(1,3,12,12,6,3,3,1,1,1,float32,(bias,relu))": 1,
+        "conv2d_nchw(1,6,12,12,6,3,3,1,1,1,float32,(bias,relu))": 2,
+        "conv2d_nchw(1,6,12,12,6,3,3,1,1,1,float32,(bias,add,relu))": 2,
+        "pool2d(1,6,12,12,2,2,2,0,max,float32)": 1,
+        "dense(1,6,10,float32,False,(bias))": 1,
+        "softmax(1,10,float32)": 1,
+    }
+    assert [u.split(" ")[1] for u in tasks.untemplated] == ["(nn.global_avg_pool2d)", "(reshape)"]
+    report = tasks.report()
+    assert "10 kernels: 8 run 6 tuning tasks, 2 have no template" in report
+    assert "default schedule: " in report
+
+
+def test_blocked_convolutions_are_tasks_of_the_blocked_template():
+    graph = residual_cnn(np.random.default_rng(11), channels=16, size=12)
+    tasks = autotune.extract_tasks(graph, "llvm -mcpu=haswell")  # 8 float lanes: blocks of 16
+    names = [t.task.workload_name.split("@")[0] for t in tasks]
+    assert names[:3] == ["conv2d_nchwc(1,3,12,12,16,3,3,1,1,1,3,16,float32,(bias,relu))",
+                         "conv2d_nchwc(1,16,12,12,16,3,3,1,1,1,16,16,float32,(bias,relu))",
+                         "conv2d_nchwc(1,16,12,12,16,3,3,1,1,1,16,16,float32,(bias,add,relu))"]
+    assert [t.weight for t in tasks][:3] == [1, 2, 2]
+    untemplated = " ".join(tasks.untemplated)
+    assert "layout_transform" in untemplated and "nn.pool2d_nchwc" in untemplated
+
+
+def test_an_untuned_build_uses_default_configs_and_says_so(graph, caplog):
+    with caplog.at_level(logging.WARNING, logger="autotune.model"):
+        module = autotune.build_model(graph, "llvm")
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "6 kernel(s)" in warnings[0] and "(no log)" in warnings[0]
+    sources = sorted({k["schedule"] for k in model_info(module)["kernels"]})
+    assert sources == ["conv2d_nchw: default config", "default schedule", "dense: default config",
+                       "pool2d: default config", "softmax: default config"]
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 3, 12, 12)).astype("float32")
+    out = poisoned((1, 10), "float32")
+    module(x, out)
+    np.testing.assert_allclose(out, evaluate(graph, [x])[0], rtol=1e-4, atol=1e-6)
+
+
+def test_a_tuned_kernel_is_built_with_its_logged_config(graph, tmp_path):
+    tasks = autotune.extract_tasks(graph, "llvm")
+    target = next(t for t in tasks if "add" in t.task.workload_name)
+    log = tmp_path / "model.db"
+    with MeasureOptions() as options:
+        result = autotune.tune(target.task, trials=4, tuner="random", db=log, measure_option=options,
+                               batch_size=4, seed=1, progress=False)
+    assert result.best_config is not None
+    module = autotune.build_model(graph, "llvm", db=log, transfer=False)
+    sources = [k["schedule"] for k in model_info(module)["kernels"]]
+    assert sources.count("conv2d_nchw: tuned") == 1
+    x = np.random.default_rng(1).uniform(-1, 1, (1, 3, 12, 12)).astype("float32")
+    np.testing.assert_allclose(compiler.graph.run(module, x)[0], evaluate(graph, [x])[0], rtol=1e-4, atol=1e-6)
+
+
+def test_a_transformer_block_s_dense_layers_take_their_gelu(rng=np.random.default_rng(5)):
+    b = GraphBuilder("ffn")
+    x = b.input("x", (16, 32))
+    h = b.op("nn.dense", x, b.const("w1", weights(rng, 64, 32)))
+    h = b.op("nn.gelu", b.op("add", h, b.const("b1", weights(rng, 64))), approximate="none")
+    h = b.op("nn.dense", h, b.const("w2", weights(rng, 32, 64)))
+    y = b.op("nn.layer_norm", b.op("add", b.op("add", h, b.const("b2", weights(rng, 32))), x),
+             b.const("g", weights(rng, 32) + 1), b.const("beta", weights(rng, 32)), axis=1, epsilon=1e-5)
+    graph = b.finish(y)
+    tasks = autotune.extract_tasks(graph, "llvm")
+    names = [t.task.workload_name.split("@")[0] for t in tasks]
+    assert names == ["dense(16,32,64,float32,False,(bias,gelu))", "dense(16,64,32,float32,False,(bias,add))",
+                     "layer_norm(16,32,float32)"]
+    module = autotune.build_model(graph, "llvm")
+    data = rng.uniform(-1, 1, (16, 32)).astype("float32")
+    np.testing.assert_allclose(compiler.graph.run(module, data)[0], evaluate(graph, [data])[0], rtol=1e-4,
+                               atol=1e-5)

@@ -1,0 +1,142 @@
+"""A compiled model: its executor runs the kernels on the planned buffers and matches the
+interpreter; the exported library runs alone, from Python and from C."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import textwrap
+
+import numpy as np
+import pytest
+from graph_models import residual_cnn, weights
+from helpers import poisoned
+
+import compiler
+from compiler.errors import RuntimeArgumentError
+from compiler.graph import GraphBuilder, build_graph, evaluate, model_info, profile, run
+
+
+@pytest.fixture(scope="module")
+def network():
+    rng = np.random.default_rng(3)
+    graph = residual_cnn(rng)
+    return graph, build_graph(graph, "llvm")
+
+
+def _input(seed=0):
+    return np.random.default_rng(seed).uniform(-1, 1, (1, 3, 12, 12)).astype("float32")
+
+
+def test_the_executor_matches_the_interpreter(network):
+    graph, module = network
+    x = _input()
+    out = poisoned((1, 10), "float32")
+    module(x, out)
+    np.testing.assert_allclose(out, evaluate(graph, [x])[0], rtol=1e-4, atol=1e-6)
+    info = model_info(module)
+    assert sum(k["calls"] for k in info["kernels"]) == 10
+    assert len(info["kernels"]) == 8  # the second residual block reuses the first one's kernels
+    assert info["inputs"] == [{"name": "x", "shape": [1, 3, 12, 12], "dtype": "float32"}]
+    assert 0 < info["workspace_bytes"] < info["unshared_bytes"]
+
+
+def test_each_run_starts_from_its_inputs(network):
+    graph, module = network
+    for seed in (1, 2):
+        x = _input(seed)
+        np.testing.assert_allclose(run(module, x)[0], evaluate(graph, [x])[0], rtol=1e-4, atol=1e-6)
+
+
+def test_wrong_inputs_are_refused_before_any_code_runs(network):
+    _, module = network
+    out = np.empty((1, 10), "float32")
+    with pytest.raises(RuntimeArgumentError, match="dimension 3 is 13"):
+        module(np.ones((1, 3, 12, 13), "float32"), out)
+    with pytest.raises(RuntimeArgumentError, match="dtype"):
+        module(np.ones((1, 3, 12, 12), "float64"), out)
+    with pytest.raises(RuntimeArgumentError):
+        module(_input())
+
+
+def test_the_exported_library_runs_alone(network, tmp_path):
+    graph, module = network
+    path = tmp_path / "net.so"
+    module.export_library(path)
+    loaded = compiler.runtime.load_module(path)
+    assert model_info(loaded) == model_info(module)
+    x = _input(4)
+    np.testing.assert_allclose(run(loaded, x)[0], evaluate(graph, [x])[0], rtol=1e-4, atol=1e-6)
+    times = profile(loaded, repeat=1, min_repeat_ms=1)
+    assert set(times) == {k["name"] for k in model_info(loaded)["kernels"]}
+    assert all(calls >= 1 and seconds > 0 for calls, seconds in times.values())
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+def test_a_c_program_calls_the_library(network, tmp_path):
+    graph, module = network
+    lib = tmp_path / "net.so"
+    module.export_library(lib)
+    x = _input(5)
+    x.tofile(tmp_path / "x.bin")
+    source = tmp_path / "main.c"
+    source.write_text(textwrap.dedent("""
+        #include <dlfcn.h>
+        #include <stdint.h>
+        #include <stdio.h>
+        #include <stdlib.h>
+        typedef void (*entry_fn)(void **, int64_t *);
+        int main(int argc, char **argv) {
+            void *lib = dlopen(argv[1], RTLD_NOW);
+            if (!lib) { fprintf(stderr, "%s\\n", dlerror()); return 2; }
+            entry_fn run = (entry_fn)dlsym(lib, "run");
+            float *x = aligned_alloc(64, 448 * sizeof(float)), *y = aligned_alloc(64, 64);
+            FILE *f = fopen(argv[2], "rb");
+            if (fread(x, sizeof(float), 432, f) != 432) return 3;
+            void *buffers[2] = {x, y};
+            run(buffers, NULL);
+            for (int i = 0; i < 10; i++) printf("%.9g\\n", y[i]);
+            return 0;
+        }
+    """))
+    exe = tmp_path / "main"
+    subprocess.run(["cc", "-O1", "-o", str(exe), str(source), "-ldl"], check=True)
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    out = subprocess.run([str(exe), str(lib), str(tmp_path / "x.bin")], capture_output=True, text=True,
+                         env=env, check=True).stdout.split()
+    np.testing.assert_allclose(np.array(out, dtype="float32"), evaluate(graph, [x])[0][0], rtol=1e-4, atol=1e-6)
+
+
+def test_outputs_that_are_inputs_or_constants_are_copied(rng):
+    b = GraphBuilder("copies")
+    x = b.input("x", (4, 8))
+    c = b.const("c", weights(rng, 4, 8))
+    y = b.op("add", x, c)
+    graph = b.finish(y, x, c, y)
+    module = build_graph(graph)
+    data = rng.uniform(-1, 1, (4, 8)).astype("float32")
+    outs = [poisoned((4, 8), "float32") for _ in range(4)]
+    module(data, *outs)
+    for got, want in zip(outs, evaluate(graph, [data])):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_a_model_with_two_inputs_and_an_injective_chain(rng):
+    b = GraphBuilder("attention_scores")
+    q, k = b.input("q", (2, 5, 8)), b.input("k", (2, 5, 8))
+    kt = b.op("transpose", k, axes=(0, 2, 1))
+    scores = b.op("nn.batch_matmul", q, kt)
+    scores = b.op("divide", scores, b.const("scale", np.float32(np.sqrt(8.0))))
+    graph = b.finish(b.op("nn.softmax", scores, axis=2))
+    module = build_graph(graph)
+    assert len(model_info(module)["kernels"]) == 3
+    data = [rng.uniform(-1, 1, (2, 5, 8)).astype("float32") for _ in range(2)]
+    np.testing.assert_allclose(run(module, *data)[0], evaluate(graph, data)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_models_compile_for_cpus_only(rng):
+    b = GraphBuilder()
+    x = b.input("x", (4,))
+    with pytest.raises(compiler.graph.GraphError, match="llvm"):
+        build_graph(b.finish(b.op("nn.relu", x)), target="cuda")

@@ -1,0 +1,76 @@
+"""Layout planning: convolutions in channel blocks, blocks flowing between layers, transforms only
+where a tensor enters or leaves the blocked region or its block changes. Blocks are planned for a
+given vector width, so these tests do not depend on the host's."""
+
+from __future__ import annotations
+
+import numpy as np
+from graph_models import conv, residual_cnn, weights
+from helpers import poisoned
+
+from compiler.graph import GraphBuilder, build_graph, evaluate, fuse, optimize
+from compiler.graph.layout import input_block, output_block, plan_layouts
+
+
+def _ops(graph):
+    return [n.op for n in graph.nodes]
+
+
+def test_block_sizes():
+    assert output_block(64, 16) == 32 and output_block(48, 16) == 16 and output_block(24, 16) is None
+    assert input_block(3, 16) == 3 and input_block(64, 16) == 16 and input_block(24, 16) is None
+
+
+def test_a_network_stays_blocked_between_its_layers(rng):
+    graph = optimize(residual_cnn(rng, channels=8))
+    planned = plan_layouts(graph, lanes=4)  # blocks of 8 channels; the image's 3 channels are one block
+    ops = _ops(planned)
+    assert ops.count("nn.conv2d_nchwc") == 5 and "nn.conv2d" not in ops
+    transforms = [(n.attrs["src_layout"], n.attrs["dst_layout"]) for n in planned.nodes if n.op == "layout_transform"]
+    assert transforms == [("NCHW", "NCHW3c"), ("NCHW8c", "NCHW")]  # in at the image, out before the reshape
+    assert "nn.max_pool2d" not in ops and "nn.global_avg_pool2d" not in ops
+    assert "nn.pool2d_nchwc" in ops and "mean" in ops  # pooled in blocks
+    weight = planned.nodes[1].inputs[1]
+    assert weight.is_constant and weight.shape == (1, 1, 3, 3, 3, 8)
+    data = [rng.uniform(-1, 1, (1, 3, 12, 12)).astype("float32")]
+    np.testing.assert_allclose(evaluate(planned, data)[0], evaluate(graph, data)[0], rtol=1e-5, atol=1e-7)
+
+
+def test_a_block_change_is_one_transform_read_by_both_readers(rng):
+    b = GraphBuilder()
+    x = b.input("x", (1, 8, 6, 6))
+    a = conv(b, rng, x, 8)  # blocks of 8 (lanes 4: two vectors)
+    c = conv(b, rng, a, 12)  # 12 filters: blocks of 4
+    d = b.op("add", conv(b, rng, c, 12), c)  # the residual is already in blocks of 4
+    graph = b.finish(b.op("add", conv(b, rng, a, 12), d))
+    planned = plan_layouts(graph, lanes=4)
+    transforms = [(n.attrs["src_layout"], n.attrs["dst_layout"]) for n in planned.nodes if n.op == "layout_transform"]
+    assert transforms == [("NCHW", "NCHW4c"), ("NCHW4c", "NCHW")]
+    data = [rng.uniform(-1, 1, (1, 8, 6, 6)).astype("float32")]
+    np.testing.assert_allclose(evaluate(planned, data)[0], evaluate(graph, data)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_operators_that_need_plain_data_get_it(rng):
+    b = GraphBuilder()
+    x = b.input("x", (1, 4, 5, 5))
+    h = b.op("nn.relu", conv(b, rng, x, 8))
+    dw = b.op("nn.conv2d", h, b.const("dw", weights(rng, 8, 1, 3, 3)), strides=(1, 1), padding=(1, 1, 1, 1),
+              dilation=(1, 1), groups=8)
+    graph = b.finish(b.op("tanh", b.op("add", dw, h)))
+    planned = plan_layouts(graph, lanes=4)
+    depthwise = next(n for n in planned.nodes if n.op == "nn.conv2d")
+    assert len(depthwise.inputs[0].shape) == 4
+    data = [rng.uniform(-1, 1, (1, 4, 5, 5)).astype("float32")]
+    np.testing.assert_allclose(evaluate(planned, data)[0], evaluate(graph, data)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_a_blocked_network_compiles_and_matches(rng):
+    graph = residual_cnn(rng, channels=8)
+    fused = fuse(optimize(plan_layouts(optimize(graph), lanes=4)))
+    anchors = [k.attrs["epilogue"] for k in fused.nodes if k.attrs["kind"] == "anchor"]
+    assert anchors[:3] == [("bias", "relu"), ("bias", "relu"), ("bias", "add", "relu")]
+    module = build_graph(fused)
+    x = rng.uniform(-1, 1, (1, 3, 12, 12)).astype("float32")
+    out = poisoned((1, 10), "float32")
+    module(x, out)
+    np.testing.assert_allclose(out, evaluate(graph, [x])[0], rtol=1e-4, atol=1e-6)

@@ -1,0 +1,75 @@
+"""The memory plan: tensors alive at once never share bytes, and dead ones are reused."""
+
+from __future__ import annotations
+
+import numpy as np
+from graph_models import residual_cnn, weights
+
+from compiler.graph import GraphBuilder, fuse, optimize, plan_memory
+from compiler.graph.memory import ALIGN
+
+
+def _check_no_overlap(fused, plan):
+    """Simulate the run: at each kernel, the workspace ranges of every live tensor are disjoint."""
+    last = {}
+    for i, node in enumerate(fused.nodes):
+        for v in node.inputs:
+            last[v.uid] = i
+    live = {}
+    for i, node in enumerate(fused.nodes):
+        for v in node.outputs:
+            p = plan.place(v)
+            if p.region == "workspace":
+                live[v.uid] = (p.index, p.index + v.type.nbytes)
+        spans = sorted(live.values())
+        for (a0, a1), (b0, b1) in zip(spans, spans[1:]):
+            assert a1 <= b0, f"kernel {i}: workspace ranges {a0}-{a1} and {b0}-{b1} overlap"
+        assert all(s[0] % ALIGN == 0 for s in spans)
+        for uid in [u for u in live if last.get(u, i) <= i]:
+            del live[uid]
+
+
+def _dense_chain(rng, layers=4, width=64):
+    b = GraphBuilder()
+    h = b.input("x", (8, width))
+    for k in range(layers):
+        h = b.op("nn.dense", h, b.const(f"w{k}", weights(rng, width, width)))
+    return b.finish(h)
+
+
+def test_a_chain_ping_pongs_between_two_buffers(rng):
+    fused = fuse(_dense_chain(rng))
+    plan = plan_memory(fused)
+    size = 8 * 64 * 4
+    assert plan.unshared_bytes == 3 * size
+    assert plan.workspace_bytes == 2 * size
+    offsets = [plan.place(n.outputs[0]).index for n in fused.nodes[:3]]
+    assert offsets[0] == offsets[2] != offsets[1]
+    assert plan.place(fused.outputs[0]).region == "output"
+    assert plan.place(fused.inputs[0]).region == "input"
+    assert plan.constant_bytes == 4 * 64 * 64 * 4
+    _check_no_overlap(fused, plan)
+    assert "33% saved" in plan.report()
+
+
+def test_a_network_s_plan_keeps_live_tensors_apart(rng):
+    fused = fuse(optimize(residual_cnn(rng)))
+    plan = plan_memory(fused)
+    _check_no_overlap(fused, plan)
+    assert plan.workspace_bytes < plan.unshared_bytes
+    block = np.frombuffer(plan.constant_block(), dtype=np.uint8)
+    for v, offset in plan.constants:
+        assert offset % ALIGN == 0
+        np.testing.assert_array_equal(block[offset:offset + v.type.nbytes], np.frombuffer(v.data.tobytes(), np.uint8))
+
+
+def test_outputs_that_are_not_computed_are_copied(rng):
+    b = GraphBuilder()
+    x = b.input("x", (4, 8))
+    c = b.const("c", weights(rng, 4, 8))
+    y = b.op("add", x, c)
+    fused = fuse(b.finish(y, x, c, y))
+    plan = plan_memory(fused)
+    assert plan.place(y).region == "output" and plan.place(y).index == 0
+    sources = [(p.region, k) for p, k, _ in plan.copies]
+    assert sources == [("input", 1), ("constant", 2), ("output", 3)]

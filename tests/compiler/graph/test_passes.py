@@ -1,0 +1,93 @@
+"""The graph passes: each one's rewrite is checked on the graph's structure and on its numbers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from graph_models import batch_norm, conv, residual_cnn, weights
+
+from compiler.graph import GraphBuilder, evaluate, optimize
+from compiler.graph.passes import decompose_batch_norm, fold_batch_norm, fold_constants, recognize_gelu
+
+
+def _same(graph_a, graph_b, inputs, rtol=1e-5, atol=1e-6):
+    for a, b in zip(evaluate(graph_a, inputs), evaluate(graph_b, inputs)):
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+
+
+def test_constant_subgraphs_are_computed_once(rng):
+    b = GraphBuilder()
+    x = b.input("x", (4, 6))
+    w = b.op("transpose", b.const("w", weights(rng, 6, 4)), axes=(1, 0))  # on constants only
+    w = b.op("multiply", w, b.const("two", np.float32(2.0)))
+    y = b.op("add", x, b.op("reshape", w, newshape=(4, 6)))
+    graph = b.finish(y)
+    folded = fold_constants(graph)
+    assert [n.op for n in folded.nodes] == ["add"]
+    assert folded.nodes[0].inputs[1].is_constant
+    _same(graph, folded, [rng.uniform(-1, 1, (4, 6)).astype("float32")])
+
+
+def test_batch_norm_after_a_convolution_scales_its_weights(rng):
+    b = GraphBuilder()
+    x = b.input("x", (1, 3, 8, 8))
+    c = conv(b, rng, x, 4)
+    biased = b.op("nn.bias_add", c, b.const("cb", weights(rng, 4)), axis=1)
+    graph = b.finish(b.op("nn.relu", batch_norm(b, rng, biased)))
+    folded = fold_batch_norm(graph)
+    assert [n.op for n in folded.nodes] == ["nn.conv2d", "nn.bias_add", "nn.relu"]
+    assert folded.nodes[0].inputs[1].data is not graph.nodes[0].inputs[1].data
+    _same(graph, folded, [rng.uniform(-1, 1, (1, 3, 8, 8)).astype("float32")])
+
+
+def test_a_batch_norm_that_cannot_fold_becomes_a_multiply_and_an_add(rng):
+    b = GraphBuilder()
+    x = b.input("x", (1, 3, 8, 8))
+    c = conv(b, rng, x, 4)
+    normed = batch_norm(b, rng, c)
+    graph = b.finish(b.op("add", normed, c))  # the convolution's output has another reader
+    optimized = optimize(graph)
+    assert "nn.batch_norm" not in optimized.op_counts()
+    assert optimized.op_counts()["multiply"] == 1
+    assert optimized.nodes[0].inputs[1].data is graph.nodes[0].inputs[1].data  # weights untouched
+    _same(graph, optimized, [rng.uniform(-1, 1, (1, 3, 8, 8)).astype("float32")])
+    assert decompose_batch_norm(fold_batch_norm(graph)).op_counts() == optimized.op_counts()
+
+
+def _gelu_graph(x_half_first: bool):
+    b = GraphBuilder()
+    x = b.input("x", (3, 16))
+    scaled = b.op("divide", x, b.const("sqrt2", np.float32(math.sqrt(2))))
+    one_plus = b.op("add", b.op("erf", scaled), b.const("one", np.float32(1.0)))
+    half = b.const("half", np.float32(0.5))
+    if x_half_first:
+        y = b.op("multiply", b.op("multiply", x, half), one_plus)
+    else:
+        y = b.op("multiply", b.op("multiply", x, one_plus), half)
+    return b.finish(y)
+
+
+def test_the_erf_form_of_gelu_becomes_one_node(rng):
+    for x_half_first in (False, True):
+        graph = _gelu_graph(x_half_first)
+        gelu = recognize_gelu(graph)
+        assert [n.op for n in gelu.nodes] == ["nn.gelu"], x_half_first
+        _same(graph, gelu, [rng.uniform(-3, 3, (3, 16)).astype("float32")])
+
+
+def test_a_near_gelu_is_left_alone(rng):
+    b = GraphBuilder()
+    x = b.input("x", (3, 16))
+    scaled = b.op("divide", x, b.const("c", np.float32(1.3)))  # not sqrt(2)
+    one_plus = b.op("add", b.op("erf", scaled), b.const("one", np.float32(1.0)))
+    graph = b.finish(b.op("multiply", b.op("multiply", x, one_plus), b.const("half", np.float32(0.5))))
+    assert "nn.gelu" not in recognize_gelu(graph).op_counts()
+
+
+def test_optimize_keeps_a_network_s_numbers(rng):
+    graph = residual_cnn(rng)
+    optimized = optimize(graph)
+    assert "nn.batch_norm" not in optimized.op_counts()
+    assert optimized.op_counts()["nn.bias_add"] == 5
+    _same(graph, optimized, [rng.uniform(-1, 1, (1, 3, 12, 12)).astype("float32")], rtol=1e-4, atol=1e-6)
