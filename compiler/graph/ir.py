@@ -72,7 +72,8 @@ class Value:
     @staticmethod
     def constant(name: str, data) -> Value:
         """A constant value holding a contiguous copy of ``data``."""
-        arr = np.ascontiguousarray(np.asarray(data))
+        arr = np.asarray(data)
+        arr = np.ascontiguousarray(arr).reshape(arr.shape)  # ascontiguousarray makes 0-d arrays 1-d
         if arr.dtype == np.float64 and not isinstance(data, np.ndarray):
             arr = arr.astype("float32")
         value = Value(name, TensorType(arr.shape, str(arr.dtype)), arr)

@@ -1,13 +1,13 @@
 """Layout planning: convolutions in channel blocks, and the blocks flowing from layer to layer.
 
-A convolution (``groups == 1``, floating point, filters a whole number of vectors) becomes
-``nn.conv2d_nchwc`` on channel-blocked data (``NCHW{b}c``, see :mod:`.ops.layout`): its weight is
+A convolution (``groups == 1``, floating point, filters a whole number of vectors or half of one)
+becomes ``nn.conv2d_nchwc``, a depthwise one ``nn.depthwise_conv2d_nchwc``, on channel-blocked data (``NCHW{b}c``, see :mod:`.ops.layout`): its weight is
 packed into blocks now, once, at build time. The blocked output stays blocked through what can
 work on blocks (activations, per-channel biases and scales, residual adds, pooling, the global
 average), so the next convolution reads it as it is. A ``layout_transform`` appears only where
 a tensor enters the blocked region (its data blocked with the convolution's input block), where
 the block size changes, and where an operator needs plain NCHW (a reshape, a dense layer, a
-depthwise convolution, the model's outputs); each tensor is transformed once, however many read
+the model's outputs); each tensor is transformed once, however many read
 it.
 
 Blocks: ``oc_bn``, the output block of a convolution, is two vectors of the target's float lanes
@@ -23,7 +23,7 @@ import numpy as np
 from ..simd import vector_lanes
 from .ir import Graph, Node, Value
 from .op import get_op
-from .ops.layout import layout_name, pack_weight, to_blocks
+from .ops.layout import layout_name, pack_depthwise_weight, pack_weight, to_blocks
 
 __all__ = ["plan_layouts", "output_block", "input_block"]
 
@@ -32,9 +32,10 @@ _BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum")
 
 
 def output_block(filters: int, lanes: int) -> int | None:
-    """The channel block of a convolution with ``filters`` outputs (None: leave it plain)."""
-    for block in (2 * lanes, lanes):
-        if filters % block == 0:
+    """The channel block of a convolution with ``filters`` outputs (None: leave it plain): two
+    vectors, one, or half of one (MobileNet's 24 channels on 16 lanes)."""
+    for block in (2 * lanes, lanes, lanes // 2):
+        if block >= 4 and filters % block == 0:
             return block
     return None
 
@@ -162,8 +163,10 @@ class _Planner:
     def _conv(self, node: Node) -> tuple[Value, int] | None:
         x, w = node.inputs
         F, C = w.shape[0], x.shape[1]
-        if node.attrs.get("groups", 1) != 1 or not w.is_constant or len(x.shape) != 4:
+        if not w.is_constant or len(x.shape) != 4:
             return None
+        if node.attrs.get("groups", 1) != 1:
+            return self._depthwise(node)
         oc_bn = output_block(F, self.lanes)
         have = self.now(x)[1]
         ic_bn = have if have is not None and C % have == 0 else input_block(C, self.lanes)
@@ -173,6 +176,21 @@ class _Planner:
         attrs = {k: node.attrs[k] for k in ("strides", "padding", "dilation") if k in node.attrs}
         out = self.emit("nn.conv2d_nchwc", [self.as_blocked(x, ic_bn), weight], attrs, node.name)
         return out, oc_bn
+
+
+    def _depthwise(self, node: Node) -> tuple[Value, int] | None:
+        x, w = node.inputs
+        C = x.shape[1]
+        if node.attrs["groups"] != C or w.shape[:2] != (C, 1):
+            return None
+        block = self.now(x)[1]
+        if block is None or C % block:
+            block = output_block(C, self.lanes)
+        if block is None:
+            return None
+        weight = Value.constant(f"{w.name}_nchw{block}c", pack_depthwise_weight(w.data, block))
+        attrs = {k: node.attrs[k] for k in ("strides", "padding", "dilation") if k in node.attrs}
+        return self.emit("nn.depthwise_conv2d_nchwc", [self.as_blocked(x, block), weight], attrs, node.name), block
 
 
 def plan_layouts(graph: Graph, lanes: int | None = None) -> Graph:

@@ -6,6 +6,9 @@
 * ``nn.conv2d_nchwc``: blocked data ``(N, C/ib, H, W, ib)`` and a blocked weight
   ``(F/ob, C/ib, KH, KW, ib, ob)`` to ``(N, F/ob, Ho, Wo, ob)``; attrs strides, padding,
   dilation as ``nn.conv2d``'s;
+* ``nn.depthwise_conv2d_nchwc``: blocked data ``(N, C/b, H, W, b)`` and a blocked weight
+  ``(C/b, KH, KW, b)`` (each channel its own filter) to ``(N, C/b, Ho, Wo, b)``; attrs as
+  ``nn.conv2d``'s;
 * ``nn.pool2d_nchwc``: max or average pooling (attr ``kind``) of blocked data; the other attrs
   as ``nn.max_pool2d``'s and ``nn.avg_pool2d``'s.
 
@@ -23,7 +26,7 @@ from ..ir import TensorType
 from ..op import OpDef, get_op, register_op
 from ._common import arity, fail, floating, int_tuple, pair, same_dtype, shape_of
 
-__all__ = ["parse_layout", "layout_name", "to_blocks", "from_blocks", "pack_weight"]
+__all__ = ["parse_layout", "layout_name", "to_blocks", "from_blocks", "pack_weight", "pack_depthwise_weight"]
 
 _BLOCKED = re.compile(r"NCHW(\d+)c")
 
@@ -58,6 +61,12 @@ def pack_weight(w: np.ndarray, ic_bn: int, oc_bn: int) -> np.ndarray:
     """An OIHW weight as ``(F/oc_bn, C/ic_bn, KH, KW, ic_bn, oc_bn)``."""
     F, C, KH, KW = w.shape
     return np.ascontiguousarray(w.reshape(F // oc_bn, oc_bn, C // ic_bn, ic_bn, KH, KW).transpose(0, 2, 4, 5, 3, 1))
+
+
+def pack_depthwise_weight(w: np.ndarray, block: int) -> np.ndarray:
+    """A depthwise weight ``(C, 1, KH, KW)`` as ``(C/block, KH, KW, block)``."""
+    C, _, KH, KW = w.shape
+    return np.ascontiguousarray(w.reshape(C // block, block, KH, KW).transpose(0, 2, 3, 1))
 
 
 # ---------------------------------------------------------------------------- layout_transform
@@ -172,6 +181,62 @@ def _conv_compute(tensors, attrs):
 
 register_op(OpDef("nn.conv2d_nchwc", "out_elemwise_fusable", _conv_infer, _conv_evaluate, _conv_compute,
                   "2-D convolution of channel-blocked data with a blocked weight; attrs as nn.conv2d's."))
+
+
+# ---------------------------------------------------------------------------- nn.depthwise_conv2d_nchwc
+
+
+def _output_size(H: int, W: int, KH: int, KW: int, attrs) -> tuple[int, int]:
+    (sh, sw), (top, left, bottom, right), (dh, dw) = _conv_attrs(attrs)
+    return (H + top + bottom - (KH - 1) * dh - 1) // sh + 1, (W + left + right - (KW - 1) * dw - 1) // sw + 1
+
+
+def _depthwise_infer(types, attrs):
+    op = "nn.depthwise_conv2d_nchwc"
+    arity(op, types, 2)
+    data, weight = types
+    dtype = same_dtype(op, types, "data and weight")
+    floating(op, data, "data")
+    if len(data.shape) != 5 or len(weight.shape) != 4:
+        raise fail(op, f"data must be 5-D (N, C/b, H, W, b) and weight 4-D (C/b, KH, KW, b), got {data.shape} "
+                       f"and {weight.shape}")
+    N, Cc, H, W, b = data.shape
+    if (weight.shape[0], weight.shape[3]) != (Cc, b):
+        raise fail(op, f"the weight {weight.shape} does not match the data's blocks {(Cc, b)}")
+    Ho, Wo = _output_size(H, W, weight.shape[1], weight.shape[2], attrs)
+    if Ho < 1 or Wo < 1:
+        raise fail(op, "the window does not fit the padded input")
+    return [TensorType((N, Cc, Ho, Wo, b), dtype)]
+
+
+def _depthwise_evaluate(arrays, attrs):
+    x, w = arrays
+    Cc, KH, KW, b = w.shape
+    plain_w = w.transpose(0, 3, 1, 2).reshape(Cc * b, 1, KH, KW)
+    strides, padding, dilation = _conv_attrs(attrs)
+    out = get_op("nn.conv2d").evaluate([from_blocks(x), plain_w], {"strides": strides, "padding": padding,
+                                                                   "dilation": dilation, "groups": Cc * b})[0]
+    return [to_blocks(out, b)]
+
+
+def _depthwise_compute(tensors, attrs):
+    x, w = tensors
+    N, Cc, H, W, b = shape_of(x)
+    _, KH, KW, _ = shape_of(w)
+    (sh, sw), (top, left, bottom, right), (dh, dw) = _conv_attrs(attrs)
+    Ho, Wo = _output_size(H, W, KH, KW, attrs)
+    padded = topi.nn.pad(x, [0, 0, top, left, 0], [0, 0, bottom, right, 0], name="pad_temp") \
+        if any((top, left, bottom, right)) else x
+    ry = te.reduce_axis((0, KH), name="ry")
+    rx = te.reduce_axis((0, KW), name="rx")
+    return [te.compute((N, Cc, Ho, Wo, b),
+                       lambda n, c, y, xx, k: te.sum(padded[n, c, y * sh + ry * dh, xx * sw + rx * dw, k]
+                                                     * w[c, ry, rx, k], axis=[ry, rx]),
+                       name="depthwise_conv2d_nchwc")]
+
+
+register_op(OpDef("nn.depthwise_conv2d_nchwc", "out_elemwise_fusable", _depthwise_infer, _depthwise_evaluate,
+                  _depthwise_compute, "depthwise 2-D convolution of channel-blocked data; attrs as nn.conv2d's."))
 
 
 # ---------------------------------------------------------------------------- nn.pool2d_nchwc

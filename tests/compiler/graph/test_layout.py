@@ -17,7 +17,8 @@ def _ops(graph):
 
 
 def test_block_sizes():
-    assert output_block(64, 16) == 32 and output_block(48, 16) == 16 and output_block(24, 16) is None
+    assert output_block(64, 16) == 32 and output_block(48, 16) == 16 and output_block(24, 16) == 8
+    assert output_block(20, 16) is None and output_block(6, 4) is None
     assert input_block(3, 16) == 3 and input_block(64, 16) == 16 and input_block(24, 16) is None
 
 
@@ -50,16 +51,19 @@ def test_a_block_change_is_one_transform_read_by_both_readers(rng):
     np.testing.assert_allclose(evaluate(planned, data)[0], evaluate(graph, data)[0], rtol=1e-5, atol=1e-6)
 
 
-def test_operators_that_need_plain_data_get_it(rng):
+def test_depthwise_layers_stay_blocked_and_a_reshape_gets_plain_data(rng):
     b = GraphBuilder()
     x = b.input("x", (1, 4, 5, 5))
     h = b.op("nn.relu", conv(b, rng, x, 8))
     dw = b.op("nn.conv2d", h, b.const("dw", weights(rng, 8, 1, 3, 3)), strides=(1, 1), padding=(1, 1, 1, 1),
               dilation=(1, 1), groups=8)
-    graph = b.finish(b.op("tanh", b.op("add", dw, h)))
+    graph = b.finish(b.op("reshape", b.op("tanh", b.op("add", dw, h)), newshape=(8, 25)))
     planned = plan_layouts(graph, lanes=4)
-    depthwise = next(n for n in planned.nodes if n.op == "nn.conv2d")
-    assert len(depthwise.inputs[0].shape) == 4
+    ops = _ops(planned)
+    assert "nn.depthwise_conv2d_nchwc" in ops and "nn.conv2d" not in ops
+    transforms = [(n.attrs["src_layout"], n.attrs["dst_layout"]) for n in planned.nodes if n.op == "layout_transform"]
+    assert transforms == [("NCHW", "NCHW4c"), ("NCHW8c", "NCHW")]
+    assert ops[-2:] == ["layout_transform", "reshape"]
     data = [rng.uniform(-1, 1, (1, 4, 5, 5)).astype("float32")]
     np.testing.assert_allclose(evaluate(planned, data)[0], evaluate(graph, data)[0], rtol=1e-5, atol=1e-6)
 

@@ -72,6 +72,8 @@ CASES = [
     Case("layout_transform", [_f(1, 2, 3, 2, 4)], dict(src_layout="NCHW4c", dst_layout="NCHW8c"), "reblock"),
     Case("nn.conv2d_nchwc", [_f(1, 2, 6, 5, 3), _f(2, 2, 3, 3, 3, 4)],
          dict(strides=(1, 2), padding=(1, 1, 1, 0), dilation=(1, 1)), "padded-strided"),
+    Case("nn.depthwise_conv2d_nchwc", [_f(1, 2, 7, 6, 4), _f(2, 3, 3, 4)],
+         dict(strides=(2, 1), padding=(1, 1, 1, 1), dilation=(1, 1)), "strided"),
     Case("nn.pool2d_nchwc", [_f(1, 2, 7, 7, 4)], dict(POOL, kind="max"), "max"),
     Case("nn.pool2d_nchwc", [_f(1, 2, 6, 6, 4)], dict(POOL, kind="avg", count_include_pad=False), "avg"),
     Case("nn.batch_norm", [_f(2, 3, 4, 4), _f(3), _f(3), _f(3), _f(3)], dict(epsilon=1e-5), "",

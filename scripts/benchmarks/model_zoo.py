@@ -1,0 +1,288 @@
+"""Standard models in plain torch (torchvision is not needed), with random weights, and their
+export to ONNX.
+
+``MODELS`` maps a name to ``(factory, input shape)``: ResNet-18 and -50, MobileNetV2 (NCHW
+images of 224x224) and one BERT-base-sized ``torch.nn.TransformerEncoderLayer`` (batch first,
+128 tokens of 768). BatchNorm and LayerNorm layers get random affine parameters and running
+statistics, so a compiler's normalisation folding has something to fold.
+
+    python scripts/benchmarks/model_zoo.py resnet18 resnet18.onnx --opset 13
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import inspect
+import math
+import os
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+
+import torch
+from torch import nn
+
+__all__ = ["MODELS", "resnet18", "resnet50", "mobilenet_v2", "encoder_layer", "export_onnx"]
+
+
+# ---------------------------------------------------------------------------- random statistics
+
+
+def _randomise_norms(model: nn.Module, generator: torch.Generator) -> nn.Module:
+    """Random affine parameters and running statistics for every BatchNorm and LayerNorm layer:
+    mean ~ N(0, 0.1), var ~ U(0.5, 1.5), weight ~ U(0.5, 1.5), bias ~ N(0, 0.1)."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, (nn.BatchNorm2d, nn.LayerNorm)):
+                if m.weight is not None:
+                    m.weight.copy_(torch.rand(m.weight.shape, generator=generator) + 0.5)
+                    m.bias.copy_(torch.randn(m.bias.shape, generator=generator) * 0.1)
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.copy_(torch.randn(m.running_mean.shape, generator=generator) * 0.1)
+                m.running_var.copy_(torch.rand(m.running_var.shape, generator=generator) + 0.5)
+    return model.eval()
+
+
+def _conv_bn(cin: int, cout: int, kernel: int, stride: int = 1, groups: int = 1) -> list[nn.Module]:
+    return [nn.Conv2d(cin, cout, kernel, stride, (kernel - 1) // 2, groups=groups, bias=False),
+            nn.BatchNorm2d(cout)]
+
+
+# ---------------------------------------------------------------------------- ResNet
+
+
+class _BasicBlock(nn.Module):
+    expansion = 1
+
+    def __init__(self, cin: int, width: int, stride: int):
+        super().__init__()
+        self.conv1, self.bn1 = _conv_bn(cin, width, 3, stride)
+        self.conv2, self.bn2 = _conv_bn(width, width, 3)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = _downsample(cin, width * self.expansion, stride)
+
+    def forward(self, x):
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return self.relu(out + identity)
+
+
+class _Bottleneck(nn.Module):
+    expansion = 4
+
+    def __init__(self, cin: int, width: int, stride: int):
+        super().__init__()
+        self.conv1, self.bn1 = _conv_bn(cin, width, 1)
+        self.conv2, self.bn2 = _conv_bn(width, width, 3, stride)  # stride on the 3x3, as torchvision
+        self.conv3, self.bn3 = _conv_bn(width, width * self.expansion, 1)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = _downsample(cin, width * self.expansion, stride)
+
+    def forward(self, x):
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        return self.relu(out + identity)
+
+
+def _downsample(cin: int, cout: int, stride: int) -> nn.Module | None:
+    if stride == 1 and cin == cout:
+        return None
+    return nn.Sequential(*_conv_bn(cin, cout, 1, stride))
+
+
+class ResNet(nn.Module):
+    """torchvision's ResNet: a 7x7 stem, four stages of blocks, global pooling, a classifier."""
+
+    def __init__(self, block: type, layers: Sequence[int], num_classes: int = 1000):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        cin, stages = 64, []
+        for k, (width, count) in enumerate(zip((64, 128, 256, 512), layers)):
+            blocks = []
+            for j in range(count):
+                blocks.append(block(cin, width, 2 if j == 0 and k > 0 else 1))
+                cin = width * block.expansion
+            stages.append(nn.Sequential(*blocks))
+        self.layer1, self.layer2, self.layer3, self.layer4 = stages
+        self.fc = nn.Linear(cin, num_classes)
+
+    def forward(self, x):
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        x = torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1)
+        return self.fc(x)
+
+
+def resnet18(seed: int = 0) -> nn.Module:
+    """ResNet-18 with random weights, in eval mode."""
+    generator = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    return _randomise_norms(ResNet(_BasicBlock, (2, 2, 2, 2)), generator)
+
+
+def resnet50(seed: int = 0) -> nn.Module:
+    """ResNet-50 with random weights, in eval mode."""
+    generator = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    return _randomise_norms(ResNet(_Bottleneck, (3, 4, 6, 3)), generator)
+
+
+# ---------------------------------------------------------------------------- MobileNetV2
+
+
+class _InvertedResidual(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int, expand: int):
+        super().__init__()
+        hidden = cin * expand
+        layers: list[nn.Module] = []
+        if expand != 1:
+            layers += [*_conv_bn(cin, hidden, 1), nn.ReLU6(inplace=True)]
+        layers += [*_conv_bn(hidden, hidden, 3, stride, groups=hidden), nn.ReLU6(inplace=True),
+                   *_conv_bn(hidden, cout, 1)]
+        self.conv = nn.Sequential(*layers)
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x):
+        return x + self.conv(x) if self.residual else self.conv(x)
+
+
+class MobileNetV2(nn.Module):
+    """torchvision's MobileNetV2 (width 1.0): inverted residuals with depthwise 3x3 convolutions."""
+
+    SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+                (6, 160, 3, 2), (6, 320, 1, 1))  # expansion, channels, repeats, first stride
+
+    def __init__(self, num_classes: int = 1000):
+        super().__init__()
+        layers: list[nn.Module] = [nn.Sequential(*_conv_bn(3, 32, 3, 2), nn.ReLU6(inplace=True))]
+        cin = 32
+        for expand, cout, repeats, stride in self.SETTINGS:
+            for j in range(repeats):
+                layers.append(_InvertedResidual(cin, cout, stride if j == 0 else 1, expand))
+                cin = cout
+        layers.append(nn.Sequential(*_conv_bn(cin, 1280, 1), nn.ReLU6(inplace=True)))
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(1280, num_classes))
+
+    def forward(self, x):
+        x = nn.functional.adaptive_avg_pool2d(self.features(x), 1)
+        return self.classifier(torch.flatten(x, 1))
+
+
+def mobilenet_v2(seed: int = 0) -> nn.Module:
+    """MobileNetV2 with random weights, in eval mode."""
+    generator = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    return _randomise_norms(MobileNetV2(), generator)
+
+
+# ---------------------------------------------------------------------------- transformer
+
+
+def encoder_layer(seed: int = 0, activation: str = "relu") -> nn.Module:
+    """``torch.nn.TransformerEncoderLayer(768, 12, 3072, batch_first=True, dropout=0)`` (BERT-base
+    sized) with random weights, in eval mode; ``activation`` is ``"relu"`` or ``"gelu"``."""
+    generator = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    layer = nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.0, activation=activation, batch_first=True)
+    return _randomise_norms(layer, generator)
+
+
+#: name -> (factory, input shape)
+MODELS: dict[str, tuple[Callable[..., nn.Module], tuple[int, ...]]] = {
+    "resnet18": (resnet18, (1, 3, 224, 224)),
+    "resnet50": (resnet50, (1, 3, 224, 224)),
+    "mobilenet_v2": (mobilenet_v2, (1, 3, 224, 224)),
+    "encoder_layer": (encoder_layer, (1, 128, 768)),
+}
+
+
+# ---------------------------------------------------------------------------- export
+
+
+class _OneInput(nn.Module):
+    """``module`` called with one tensor: the TorchScript exporter would otherwise trace the
+    defaults of further ``forward`` arguments (TransformerEncoderLayer's ``is_causal``) as inputs."""
+
+    def __init__(self, module: nn.Module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, x):
+        return self.module(x)
+
+
+def _attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """scaled_dot_product_attention spelt out (MatMul, Softmax, MatMul): the exporter has no
+    symbolic for it before opset 14."""
+    if dropout_p or is_causal or enable_gqa:
+        raise NotImplementedError("attention with dropout, a causal mask or grouped queries")
+    scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    if attn_mask is not None:
+        scores = scores + attn_mask if attn_mask.dtype != torch.bool else \
+            scores.masked_fill(~attn_mask, float("-inf"))
+    return torch.matmul(torch.softmax(scores, -1), v)
+
+
+@contextlib.contextmanager
+def _explicit_attention(opset: int) -> Iterator[None]:
+    original = nn.functional.scaled_dot_product_attention
+    if opset < 14:
+        nn.functional.scaled_dot_product_attention = _attention
+    try:
+        yield
+    finally:
+        nn.functional.scaled_dot_product_attention = original
+
+
+def export_onnx(name_or_module: str | nn.Module, path: str | os.PathLike,
+                input_shape: Sequence[int] | None = None, opset: int = 17,
+                keep_batchnorm: bool = True) -> str | os.PathLike:
+    """Export a model of ``MODELS`` (by name) or a module to the ONNX file ``path``; returns ``path``.
+
+    The TorchScript exporter (``dynamo=False``) is used: it writes exactly the requested opset
+    (13 to 18 are what the importer is checked on). ``keep_batchnorm`` keeps BatchNormalization
+    nodes (the exporter folds them into the convolutions otherwise). The input is named
+    ``input`` and the output ``output``.
+    """
+    if isinstance(name_or_module, str):
+        if name_or_module not in MODELS:
+            raise KeyError(f"no model {name_or_module!r}; known: {sorted(MODELS)}")
+        factory, default_shape = MODELS[name_or_module]
+        module = factory()
+        input_shape = default_shape if input_shape is None else input_shape
+    else:
+        module = name_or_module
+        if input_shape is None:
+            raise ValueError("export_onnx needs input_shape for a module")
+    module.eval()
+    traced = _OneInput(module).eval() if len(inspect.signature(module.forward).parameters) > 1 else module
+    example = torch.randn(tuple(input_shape), generator=torch.Generator().manual_seed(0))
+    kwargs = {"opset_version": opset, "input_names": ["input"], "output_names": ["output"],
+              "training": torch.onnx.TrainingMode.PRESERVE if keep_batchnorm
+              else torch.onnx.TrainingMode.EVAL}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kwargs["dynamo"] = False
+    with warnings.catch_warnings(), _explicit_attention(opset):
+        warnings.simplefilter("ignore")
+        torch.onnx.export(traced, (example,), os.fspath(path), **kwargs)
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", choices=sorted(MODELS))
+    parser.add_argument("path")
+    parser.add_argument("--opset", type=int, default=17)
+    args = parser.parse_args(argv)
+    print(export_onnx(args.model, args.path, opset=args.opset))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,606 @@
+"""The ONNX importer: each operator and pattern imported and run by the graph interpreter, checked
+against ONNX Runtime on the same inputs; the errors it raises; models exported from torch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from compiler.frontend import from_onnx  # noqa: E402
+from compiler.graph import GraphError, UnsupportedOperatorError, evaluate  # noqa: E402
+
+F32, I64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+_RNG = np.random.default_rng(20240601)
+
+
+def rand(*shape, low=None) -> np.ndarray:
+    """Random non-zero float32: normal, or uniform in [low, low + 1.5) where ``low`` is given."""
+    if low is not None:
+        return _RNG.uniform(low, low + 1.5, shape).astype("float32")
+    a = _RNG.standard_normal(shape).astype("float32")
+    return np.where(np.abs(a) < 1e-3, 0.5, a).astype("float32")
+
+
+def make_model(nodes, feeds: dict[str, np.ndarray], consts: dict[str, np.ndarray] | None = None,
+               outputs=("y",), opset: int = 17, check: bool = True):
+    """A model of ``nodes``: ``feeds`` as graph inputs, ``consts`` as initializers; each output is a
+    name (float32) or ``(name, element type[, shape])``."""
+    inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+              for n, a in feeds.items()]
+    outs = [helper.make_tensor_value_info(*_output_spec(o)) for o in outputs]
+    inits = [numpy_helper.from_array(np.asarray(a), n) for n, a in (consts or {}).items()]
+    graph = helper.make_graph(nodes, "test", inputs, outs, initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 9 if opset <= 20 else 10
+    if check:  # shape inference gives the outputs their shapes, which the checker wants
+        model = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+        onnx.checker.check_model(model)
+    return model
+
+
+def _output_spec(o) -> tuple:
+    """``(name, element type, shape)`` of an output given as a name or a shorter tuple."""
+    spec = (o,) if isinstance(o, str) else tuple(o)
+    return spec + (F32, None)[len(spec) - 1:]
+
+
+def run_both(model, feeds: dict[str, np.ndarray], shape=None, rtol=1e-4, atol=1e-5):
+    """The graph of ``model``, after checking that it computes what ONNX Runtime does."""
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = session.run(None, feeds)
+    graph = from_onnx(model, shape=shape)
+    got = evaluate(graph, feeds)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        assert g.dtype == e.dtype and g.shape == e.shape, (g.dtype, g.shape, e.dtype, e.shape)
+        np.testing.assert_allclose(g, e, rtol=rtol, atol=atol)
+    return graph
+
+
+def single(op: str, inputs, feeds, consts=None, opset=17, outputs=("y",), **attrs):
+    """A one-node model: ``inputs`` lists the node's input names ("" for an absent one)."""
+    node = helper.make_node(op, list(inputs), [o if isinstance(o, str) else o[0] for o in outputs],
+                            name=f"{op}_0", **attrs)
+    return make_model([node], feeds, consts, outputs, opset)
+
+
+def check_single(op, inputs, feeds, consts=None, opset=17, outputs=("y",), **attrs):
+    return run_both(single(op, inputs, feeds, consts, opset, outputs, **attrs), feeds)
+
+
+# ---------------------------------------------------------------------------- convolution
+
+
+@pytest.mark.parametrize("xshape, wshape, attrs", [
+    ((1, 3, 9, 9), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 4, 10, 11), (6, 4, 3, 3), {"strides": [2, 2], "pads": [0, 1, 2, 1]}),
+    ((1, 4, 8, 8), (6, 2, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),
+    ((1, 6, 9, 9), (6, 1, 3, 3), {"group": 6, "strides": [2, 2], "pads": [1, 1, 1, 1]}),  # depthwise
+    ((1, 3, 32, 32), (8, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]}),  # the 7x7 stem
+    ((1, 3, 12, 12), (4, 3, 3, 3), {"dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+    ((1, 3, 7, 8), (4, 3, 4, 3), {"auto_pad": "SAME_UPPER"}),
+    ((1, 3, 7, 8), (4, 3, 4, 3), {"auto_pad": "SAME_LOWER", "strides": [2, 2]}),
+    ((1, 3, 7, 8), (4, 3, 4, 3), {"auto_pad": "VALID", "strides": [1, 2]}),
+    ((1, 3, 20), (5, 3, 3), {"pads": [1, 2], "strides": [2]}),  # 1-D
+])
+@pytest.mark.parametrize("bias", [False, True])
+def test_conv(xshape, wshape, attrs, bias):
+    consts = {"w": rand(*wshape)}
+    if bias:
+        consts["b"] = rand(wshape[0])
+    graph = check_single("Conv", ["x", "w"] + (["b"] if bias else []), {"x": rand(*xshape)}, consts, **attrs)
+    ops = graph.op_counts()
+    assert ops["nn.conv2d"] == 1 and ops.get("nn.bias_add", 0) == bias
+
+
+@pytest.mark.parametrize("opset", [13, 17])
+def test_batch_norm(opset):
+    c = 5
+    consts = {"g": rand(c), "b": rand(c), "m": rand(c) * 0.1, "v": rand(c, low=0.5)}
+    graph = check_single("BatchNormalization", ["x", "g", "b", "m", "v"], {"x": rand(2, c, 4, 3)}, consts,
+                         opset=opset, epsilon=1e-3)
+    assert graph.op_counts() == {"nn.batch_norm": 1}
+
+
+# ---------------------------------------------------------------------------- elementwise
+
+
+@pytest.mark.parametrize("op, low", [("Relu", None), ("Sigmoid", None), ("Tanh", None), ("Exp", None),
+                                     ("Neg", None), ("Reciprocal", 0.5), ("Sqrt", 0.1), ("Erf", None),
+                                     ("Abs", None), ("Log", 0.1)])
+def test_unary(op, low):
+    check_single(op, ["x"], {"x": rand(2, 3, 4, low=low)})
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_opset_20(approximate):
+    check_single("Gelu", ["x"], {"x": rand(3, 8)}, opset=20, approximate=approximate)
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div"])
+def test_binary_broadcast(op):
+    check_single(op, ["x", "y_in"], {"x": rand(2, 3, 4), "y_in": rand(3, 1)})
+    check_single(op, ["c", "x"], {"x": rand(2, 3, 4)}, {"c": rand(4)})  # the constant first
+
+
+def test_pow():
+    check_single("Pow", ["x", "e"], {"x": rand(3, 4, low=0.5)}, {"e": np.array(2.0, "float32")})
+    check_single("Pow", ["x", "e"], {"x": rand(3, 4, low=0.5)}, {"e": np.array(3, "int64")}, opset=13)
+    check_single("Pow", ["x", "e"], {"x": rand(3, 4, low=0.5), "e": rand(4)})
+
+
+@pytest.mark.parametrize("op", ["Max", "Min", "Sum", "Mean"])
+def test_variadic(op):
+    check_single(op, ["a", "b", "c"], {"a": rand(2, 3), "b": rand(3), "c": rand(2, 1)})
+
+
+def test_clip_opset_13_takes_bounds_as_inputs():
+    lo, hi = np.array(-0.5, "float32"), np.array(0.7, "float32")
+    graph = check_single("Clip", ["x", "lo", "hi"], {"x": rand(4, 5)}, {"lo": lo, "hi": hi}, opset=13)
+    (node,) = graph.nodes
+    assert node.attrs == {"a_min": -0.5, "a_max": pytest.approx(0.7)}
+    check_single("Clip", ["x", "", "hi"], {"x": rand(4, 5)}, {"hi": hi}, opset=13)
+    check_single("Clip", ["x", "lo"], {"x": rand(4, 5)}, {"lo": lo}, opset=17)
+
+
+def test_clip_before_opset_11_takes_attributes():
+    graph = check_single("Clip", ["x"], {"x": rand(4, 5) * 8}, opset=6, min=0.0, max=6.0)  # ReLU6
+    assert graph.nodes[0].attrs == {"a_min": 0.0, "a_max": 6.0}
+
+
+def test_cast_and_comparisons():
+    x = rand(3, 4) * 3
+    check_single("Cast", ["x"], {"x": x}, outputs=[("y", TensorProto.INT32)], to=TensorProto.INT32)
+    graph = check_single("Cast", ["x"], {"x": x}, to=TensorProto.FLOAT)
+    assert graph.nodes == []  # a cast to the same type is the input itself
+    nodes = [helper.make_node("Greater", ["x", "zero"], ["pos"]),
+             helper.make_node("Equal", ["x", "x"], ["same"]),
+             helper.make_node("Not", ["pos"], ["neg"]),
+             helper.make_node("And", ["neg", "same"], ["both"]),
+             helper.make_node("Where", ["both", "x", "other"], ["y"])]
+    feeds = {"x": x, "other": rand(4)}
+    run_both(make_model(nodes, feeds, {"zero": np.array(0.0, "float32")}), feeds)
+
+
+def test_where_dropout_identity_expand():
+    nodes = [helper.make_node("Dropout", ["x", "ratio"], ["d", "mask"]),
+             helper.make_node("Identity", ["d"], ["i"]),
+             helper.make_node("Expand", ["i", "shape"], ["e"]),
+             helper.make_node("Where", ["mask", "e", "e"], ["y"])]
+    feeds = {"x": rand(3, 1)}
+    consts = {"ratio": np.array(0.3, "float32"), "shape": np.array([2, 3, 4], "int64")}
+    graph = run_both(make_model(nodes, feeds, consts, opset=13), feeds)
+    assert "expand" in graph.op_counts()
+
+
+# ---------------------------------------------------------------------------- pooling
+
+
+@pytest.mark.parametrize("op, attrs", [
+    ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("MaxPool", {"kernel_shape": [2, 3], "dilations": [2, 1], "pads": [0, 1, 1, 0]}),
+    ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+    ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1}),
+    ("AveragePool", {"kernel_shape": [2, 2], "strides": [2, 2], "auto_pad": "SAME_LOWER"}),
+])
+def test_pools(op, attrs):
+    check_single(op, ["x"], {"x": rand(2, 3, 9, 11)}, **attrs)
+
+
+@pytest.mark.parametrize("op, count_include_pad", [("MaxPool", 0), ("AveragePool", 0), ("AveragePool", 1)])
+@pytest.mark.parametrize("size, pads", [((9, 11), [0, 0, 0, 0]), ((4, 5), [0, 0, 1, 1]),
+                                        ((5, 4), [0, 0, 0, 1])])
+def test_pool_ceil_mode_drops_a_last_window_in_the_padding(op, count_include_pad, size, pads):
+    attrs = {"count_include_pad": count_include_pad} if op == "AveragePool" else {}
+    model = single(op, ["x"], {"x": rand(1, 2, *size)}, kernel_shape=[2, 2], strides=[2, 2], pads=pads,
+                   ceil_mode=1, **attrs)
+    model.graph.output[0].type.tensor_type.ClearField("shape")  # onnx infers the kept window too
+    if count_include_pad and size == (5, 4):  # one axis keeps a partial window, the other drops one
+        with pytest.raises(UnsupportedOperatorError, match="ceil_mode=1 with count_include_pad=1"):
+            from_onnx(model)
+        return
+    run_both(model, {"x": rand(1, 2, *size)})
+
+
+def test_pool_1d():
+    check_single("MaxPool", ["x"], {"x": rand(2, 3, 11)}, kernel_shape=[3], strides=[2], pads=[1, 1])
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+def test_global_pools(op):
+    graph = check_single(op, ["x"], {"x": rand(2, 3, 5, 7)})
+    assert graph.op_counts() == ({"nn.global_avg_pool2d": 1} if op == "GlobalAveragePool" else {"max": 1})
+
+
+# ---------------------------------------------------------------------------- shapes
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2, -1])
+def test_flatten(axis):
+    check_single("Flatten", ["x"], {"x": rand(2, 3, 4)}, axis=axis)
+
+
+@pytest.mark.parametrize("target, allowzero", [([0, -1], 0), ([-1, 4], 0), ([2, 0, 2, 2], 0),
+                                               ([3, 2, 4], 1)])
+def test_reshape(target, allowzero):
+    graph = check_single("Reshape", ["x", "s"], {"x": rand(2, 3, 4)}, {"s": np.array(target, "int64")},
+                         allowzero=allowzero)
+    assert graph.op_counts() == {"reshape": 1}
+
+
+@pytest.mark.parametrize("perm", [None, [0, 2, 1], [2, 0, 1]])
+def test_transpose(perm):
+    attrs = {} if perm is None else {"perm": perm}
+    check_single("Transpose", ["x"], {"x": rand(2, 3, 4)}, **attrs)
+
+
+def test_shape_arithmetic_folds_to_one_reshape():
+    # torch's x.view(x.size(0), -1): Shape, Gather, Unsqueeze, Concat feed a Reshape
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+             helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
+             helper.make_node("Concat", ["n1", "minus1"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["r"]),
+             helper.make_node("Relu", ["r"], ["y"])]
+    feeds = {"x": rand(2, 3, 4, 5)}
+    consts = {"zero": np.array(0, "int64"), "axes": np.array([0], "int64"), "minus1": np.array([-1], "int64")}
+    graph = run_both(make_model(nodes, feeds, consts, [("y", F32, (2, 60))], opset=13), feeds)
+    assert [n.op for n in graph.nodes] == ["reshape", "nn.relu"]
+    assert graph.nodes[0].attrs["newshape"] == (2, 60)
+
+
+def test_shape_start_end_and_constant_of_shape():
+    nodes = [helper.make_node("Shape", ["x"], ["s"], start=1),
+             helper.make_node("ConstantOfShape", ["s"], ["c"], value=numpy_helper.from_array(
+                 np.array([0.5], "float32"))),
+             helper.make_node("Constant", [], ["k"], value_float=2.0),
+             helper.make_node("Mul", ["c", "k"], ["ck"]),
+             helper.make_node("Add", ["x", "ck"], ["y"])]
+    feeds = {"x": rand(2, 3, 4)}
+    graph = run_both(make_model(nodes, feeds, opset=15), feeds)
+    assert graph.op_counts() == {"add": 1}
+
+
+def test_unsqueeze_and_squeeze_across_opsets():
+    feeds = {"x": rand(3, 1, 4)}
+    check_single("Unsqueeze", ["x"], feeds, opset=11, axes=[0, -1])
+    check_single("Unsqueeze", ["x", "a"], feeds, {"a": np.array([0, 4], "int64")}, opset=13)
+    check_single("Squeeze", ["x"], feeds, opset=11, axes=[1])
+    check_single("Squeeze", ["x", "a"], feeds, {"a": np.array([-2], "int64")}, opset=13)
+    check_single("Squeeze", ["x"], feeds, opset=13)
+
+
+def test_concat():
+    check_single("Concat", ["x", "c", "z"], {"x": rand(2, 3), "z": rand(2, 1)}, {"c": rand(2, 2)}, axis=-1)
+
+
+@pytest.mark.parametrize("indices, axis", [(np.array([2, -1, 0], "int64"), 1), (np.array(-2, "int64"), 0),
+                                           (np.array([[0, 1], [1, 0]], "int64"), 2)])
+def test_gather_constant_indices(indices, axis):
+    check_single("Gather", ["x", "i"], {"x": rand(3, 4, 2)}, {"i": indices}, axis=axis)
+
+
+def test_gather_runtime_indices():
+    # an embedding lookup: constant table, indices from the model input
+    feeds = {"ids": np.array([[1, 4, 0], [3, 3, 2]], "int64")}
+    graph = check_single("Gather", ["table", "ids"], feeds, {"table": rand(5, 6)})
+    assert graph.op_counts() == {"take": 1}
+
+
+@pytest.mark.parametrize("starts, ends, axes, steps", [
+    ([1], [3], [0], None),
+    ([0, -3], [10**10, -1], [0, 2], [2, 1]),
+    ([-1], [-(2**63)], [1], [-1]),  # reversed
+    ([3, 0], [0, 4], [2, 1], [-2, 3]),
+])
+def test_slice(starts, ends, axes, steps):
+    consts = {"s": np.array(starts, "int64"), "e": np.array(ends, "int64"), "a": np.array(axes, "int64")}
+    inputs = ["x", "s", "e", "a"]
+    if steps is not None:
+        consts["t"] = np.array(steps, "int64")
+        inputs.append("t")
+    check_single("Slice", inputs, {"x": rand(5, 6, 7)}, consts, opset=13)
+
+
+def test_slice_before_opset_10_takes_attributes():
+    check_single("Slice", ["x"], {"x": rand(5, 6)}, opset=9, starts=[1, -4], ends=[4, 100], axes=[0, 1])
+
+
+@pytest.mark.parametrize("opset, split", [(11, [2, 3, 1]), (13, [1, 5]), (13, None), (18, None)])
+def test_split(opset, split):
+    consts, inputs, attrs = {}, ["x"], {}
+    n = 2 if split is None else len(split)
+    if split is not None and opset >= 13:
+        consts["sp"] = np.array(split, "int64")
+        inputs.append("sp")
+    elif split is not None:
+        attrs["split"] = split
+    if opset >= 18:
+        n = 3
+        attrs["num_outputs"] = 3  # 6 into 3 parts; with 7 the last is smaller, see below
+    outputs = [f"y{k}" for k in range(n)]
+    check_single("Split", inputs, {"x": rand(4, 6)}, consts, opset=opset, outputs=outputs, axis=1, **attrs)
+
+
+def test_split_opset_18_uneven():
+    check_single("Split", ["x"], {"x": rand(7, 2)}, opset=18, outputs=["a", "b", "c"], num_outputs=3)
+
+
+def test_pad():
+    check_single("Pad", ["x", "p", "v"], {"x": rand(2, 3, 4)},
+                 {"p": np.array([0, 1, 2, 0, 2, 1], "int64"), "v": np.array(0.5, "float32")}, opset=13)
+
+
+# ---------------------------------------------------------------------------- products
+
+
+@pytest.mark.parametrize("attrs, bshape, cshape", [
+    ({"transB": 1}, (5, 4), (5,)),
+    ({}, (4, 5), (1, 5)),
+    ({"transA": 1, "alpha": 0.5, "beta": 2.0}, (4, 5), (3, 5)),
+    ({"beta": 0.5}, (4, 5), ()),
+    ({}, (4, 5), None),
+])
+@pytest.mark.parametrize("constant_b", [True, False])
+def test_gemm(attrs, bshape, cshape, constant_b):
+    a = rand(4, 3) if attrs.get("transA") else rand(3, 4)
+    feeds, consts = {"a": a}, {}
+    (consts if constant_b else feeds)["b"] = rand(*bshape)
+    inputs = ["a", "b"]
+    if cshape is not None:
+        consts["c"] = rand(*cshape)
+        inputs.append("c")
+    graph = check_single("Gemm", inputs, feeds, consts, **attrs)
+    assert graph.op_counts()["nn.dense"] == 1
+    if constant_b and cshape in ((5,), (1, 5)):
+        assert graph.op_counts() == {"nn.dense": 1, "nn.bias_add": 1}
+
+
+@pytest.mark.parametrize("ashape, bshape, constant_b, ops", [
+    ((3, 4), (4, 5), True, {"nn.dense"}),
+    ((2, 3, 4), (4, 5), True, {"reshape", "nn.dense"}),  # a linear layer on a batch of tokens
+    ((2, 3, 7, 4), (4, 5), True, {"reshape", "nn.dense"}),
+    ((4,), (4, 5), True, {"reshape", "nn.dense"}),
+    ((2, 3, 4), (2, 4, 5), False, {"nn.batch_matmul"}),
+    ((2, 3, 6, 4), (2, 3, 4, 5), False, {"reshape", "nn.batch_matmul"}),  # attention scores
+    ((2, 3, 4), (1, 4, 5), False, {"nn.batch_matmul"}),  # a batch of one broadcasts
+    ((2, 1, 3, 4), (1, 3, 4, 5), False, {"reshape", "expand", "nn.batch_matmul"}),
+    ((3, 4), (2, 4, 5), False, {"reshape", "nn.batch_matmul"}),
+    ((2, 3, 4), (4,), False, {"reshape", "nn.batch_matmul"}),
+    ((2, 3, 4), (2, 4, 5), True, {"nn.batch_matmul"}),
+])
+def test_matmul(ashape, bshape, constant_b, ops):
+    feeds, consts = {"a": rand(*ashape)}, {}
+    (consts if constant_b else feeds)["b"] = rand(*bshape)
+    graph = check_single("MatMul", ["a", "b"], feeds, consts)
+    assert set(graph.op_counts()) == ops
+
+
+# ---------------------------------------------------------------------------- reductions and normalisations
+
+
+@pytest.mark.parametrize("opset, axis", [(13, None), (13, 1), (13, 0), (11, 1), (11, 2), (11, None)])
+def test_softmax_axis_semantics(opset, axis):
+    attrs = {} if axis is None else {"axis": axis}
+    check_single("Softmax", ["x"], {"x": rand(2, 3, 4)}, opset=opset, **attrs)
+    check_single("LogSoftmax", ["x"], {"x": rand(2, 3, 4)}, opset=opset, **attrs)
+
+
+@pytest.mark.parametrize("axis, bias", [(-1, True), (1, True), (-1, False)])
+def test_layer_norm(axis, bias):
+    x = rand(2, 3, 4)
+    norm = x.shape[axis % 3:]
+    consts = {"g": rand(*norm)}
+    if bias:
+        consts["b"] = rand(*norm)
+    graph = check_single("LayerNormalization", ["x", "g"] + (["b"] if bias else []), {"x": x}, consts,
+                         axis=axis, epsilon=1e-3)
+    assert graph.op_counts() == {"nn.layer_norm": 1}
+
+
+def test_decomposed_layer_norm_imports_op_by_op():
+    # what torch exports for nn.LayerNorm before opset 17
+    nodes = [helper.make_node("ReduceMean", ["x"], ["mu"], axes=[-1]),
+             helper.make_node("Sub", ["x", "mu"], ["d"]),
+             helper.make_node("Pow", ["d", "two"], ["d2"]),
+             helper.make_node("ReduceMean", ["d2"], ["var"], axes=[-1]),
+             helper.make_node("Add", ["var", "eps"], ["ve"]),
+             helper.make_node("Sqrt", ["ve"], ["sd"]),
+             helper.make_node("Div", ["d", "sd"], ["n"]),
+             helper.make_node("Mul", ["n", "g"], ["ng"]),
+             helper.make_node("Add", ["ng", "b"], ["y"])]
+    feeds = {"x": rand(2, 5, 8)}
+    consts = {"two": np.array(2.0, "float32"), "eps": np.array(1e-5, "float32"), "g": rand(8), "b": rand(8)}
+    graph = run_both(make_model(nodes, feeds, consts, opset=13), feeds)
+    assert graph.op_counts() == {"mean": 2, "subtract": 1, "power": 1, "add": 2, "sqrt": 1, "divide": 1,
+                                 "multiply": 1}
+
+
+@pytest.mark.parametrize("op", ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"])
+@pytest.mark.parametrize("opset", [13, 18])
+@pytest.mark.parametrize("axes, keepdims", [([1], 1), ([0, -1], 0), (None, 1)])
+def test_reductions_axes_attribute_or_input(op, opset, axes, keepdims):
+    as_input = opset >= 18 or (op == "ReduceSum" and opset >= 13)
+    inputs, consts, attrs = ["x"], {}, {"keepdims": keepdims}
+    if axes is not None and as_input:
+        consts["a"] = np.array(axes, "int64")
+        inputs.append("a")
+    elif axes is not None:
+        attrs["axes"] = axes
+    check_single(op, inputs, {"x": rand(2, 3, 4)}, consts, opset=opset, **attrs)
+
+
+def test_reduce_noop_with_empty_axes():
+    graph = check_single("ReduceSum", ["x"], {"x": rand(2, 3)}, opset=13, noop_with_empty_axes=1)
+    assert graph.nodes == []
+
+
+# ---------------------------------------------------------------------------- shapes bound at import
+
+
+def _dynamic_batch_model():
+    node = helper.make_node("Relu", ["x"], ["y"])
+    x = helper.make_tensor_value_info("x", F32, ["batch", 3])
+    y = helper.make_tensor_value_info("y", F32, ["batch", 3])
+    model = helper.make_model(helper.make_graph([node], "dyn", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    return model
+
+
+def test_symbolic_dimension_needs_shape():
+    with pytest.raises(GraphError, match=r"input 'x': dimension 0 is symbolic \('batch'\).*shape="):
+        from_onnx(_dynamic_batch_model())
+
+
+def test_shape_binds_a_dynamic_batch():
+    feeds = {"x": rand(4, 3)}
+    graph = run_both(_dynamic_batch_model(), feeds, shape={"x": (4, 3)})
+    assert graph.inputs[0].shape == (4, 3)
+    assert from_onnx(_dynamic_batch_model(), shape=(2, 3)).inputs[0].shape == (2, 3)  # a bare tuple
+
+
+@pytest.mark.parametrize("shape, message", [
+    ({"z": (1, 3)}, r"shape= names \['z'\].*inputs are \['x'\]"),
+    ({"x": (1, 3, 1)}, r"rank 3.*declares rank 2"),
+    ({"x": (1, 4)}, r"dimension 1 = 4.*fixes it to 3"),
+    ({"x": (1, -3)}, r"non-negative ints"),
+])
+def test_bad_shape_arguments(shape, message):
+    with pytest.raises(GraphError, match=message):
+        from_onnx(_dynamic_batch_model(), shape=shape)
+
+
+def test_initializers_listed_as_inputs_are_constants():
+    feeds = {"x": rand(2, 3)}
+    model = single("Add", ["x", "c"], feeds, {"c": rand(3)})
+    model.graph.input.append(helper.make_tensor_value_info("c", F32, [3]))
+    graph = run_both(model, feeds)
+    assert [v.name for v in graph.inputs] == ["x"]
+    assert graph.nodes[0].inputs[1].is_constant
+
+
+def test_loads_paths_and_bytes(tmp_path):
+    feeds = {"x": rand(2, 3)}
+    model = single("Relu", ["x"], feeds)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    for source in (path, str(path), model.SerializeToString()):
+        graph = from_onnx(source, name="relu")
+        assert graph.name == "relu" and graph.op_counts() == {"nn.relu": 1}
+
+
+# ---------------------------------------------------------------------------- errors
+
+
+def test_unsupported_operator_names_the_node_and_opset():
+    model = single("Hardmax", ["x"], {"x": rand(2, 3)})
+    model.graph.node[0].name = "Foo_3"
+    with pytest.raises(UnsupportedOperatorError, match=r"node 'Foo_3': operator Hardmax \(opset 17\) is not "
+                                                       r"supported; supported: .*Conv"):
+        from_onnx(model)
+
+
+def test_unsupported_domain():
+    model = single("Relu", ["x"], {"x": rand(2, 3)})
+    model.graph.node[0].domain = "com.microsoft"
+    with pytest.raises(UnsupportedOperatorError, match="com.microsoft"):
+        from_onnx(model)
+
+
+@pytest.mark.parametrize("op, inputs, feeds, consts, outputs, attrs, message", [
+    ("Conv", ["x", "w"], {"x": rand(1, 2, 3, 4, 5)}, {"w": rand(2, 2, 1, 1, 1)}, ["y"], {},
+     "3-D convolution"),
+    ("Conv", ["x", "w"], {"x": rand(1, 2, 4, 5)}, {"w": rand(2, 2, 1, 1)}, ["y"], {"auto_pad": "SAME_MIDDLE"},
+     "auto_pad='SAME_MIDDLE'"),
+    ("MaxPool", ["x"], {"x": rand(1, 2, 4, 4)}, {}, ["y", "idx"], {"kernel_shape": [2, 2]}, "Indices output"),
+    ("BatchNormalization", ["x", "g", "b", "m", "v"], {"x": rand(1, 2, 3)},
+     {k: rand(2, low=0.5) for k in "gbmv"}, ["y"], {"training_mode": 1}, "training_mode=1"),
+    ("Pad", ["x", "p"], {"x": rand(2, 3)}, {"p": np.array([1, 1, 1, 1], "int64")}, ["y"], {"mode": "reflect"},
+     "mode='reflect'"),
+    ("Reshape", ["x", "s"], {"x": rand(2, 3), "s": np.array([3, 2], "int64")}, {}, ["y"], {},
+     "input shape computed from the model inputs"),
+])
+def test_unsupported_attribute_values_name_the_node(op, inputs, feeds, consts, outputs, attrs, message):
+    node = helper.make_node(op, inputs, outputs, name="the_node", **attrs)
+    model = make_model([node], feeds, consts, outputs, check=False)
+    with pytest.raises(UnsupportedOperatorError, match=rf"node 'the_node'.*{message}"):
+        from_onnx(model)
+
+
+def test_malformed_node_names_it():
+    node = helper.make_node("Reshape", ["x", "s"], ["y"], name="Reshape_0")
+    model = make_model([node], {"x": rand(2, 3)}, {"s": np.array([4, -1], "int64")}, check=False)
+    with pytest.raises(GraphError, match=r"node 'Reshape_0'.*cannot reshape"):
+        from_onnx(model)
+
+
+def test_missing_file(tmp_path):
+    path = tmp_path / "nowhere.onnx"
+    with pytest.raises(FileNotFoundError, match="nowhere.onnx"):
+        from_onnx(path)
+
+
+def test_not_an_onnx_file(tmp_path):
+    path = tmp_path / "notes.onnx"
+    path.write_text("these are not the protobufs you are looking for\n" * 3)
+    with pytest.raises(GraphError, match="notes.onnx"):
+        from_onnx(path)
+    with pytest.raises(GraphError, match="not an ONNX model"):
+        from_onnx(b"\x00\x01garbage")
+
+
+# ---------------------------------------------------------------------------- models exported from torch
+
+
+@pytest.fixture(scope="module")
+def torch():
+    return pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize("opset", [13, 17])
+def test_small_cnn_from_torch(torch, tmp_path, opset):
+    import model_zoo  # scripts/benchmarks, on the path through pyproject.toml's pytest pythonpath
+    nn = torch.nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU())
+            self.pool = nn.MaxPool2d(3, 2, 1)
+            self.block = nn.Sequential(nn.Conv2d(8, 8, 3, 1, 1), nn.BatchNorm2d(8), nn.ReLU(),
+                                       nn.Conv2d(8, 8, 3, 1, 1, groups=8))
+            self.fc = nn.Linear(8, 10)
+
+        def forward(self, x):
+            x = self.pool(self.stem(x))
+            x = torch.relu(x + self.block(x))
+            return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+    torch.manual_seed(0)
+    net = model_zoo._randomise_norms(Net(), torch.Generator().manual_seed(0))
+    path = model_zoo.export_onnx(net, tmp_path / "cnn.onnx", (2, 3, 32, 32), opset=opset)
+    graph = run_both(onnx.load(path), {"input": rand(2, 3, 32, 32)}, rtol=1e-4, atol=1e-5)
+    assert graph.op_counts()["nn.batch_norm"] == 2
+    assert {"nn.conv2d", "nn.max_pool2d", "nn.global_avg_pool2d", "nn.dense", "add"} <= set(graph.op_counts())
+
+
+@pytest.mark.parametrize("opset, activation", [(13, "relu"), (17, "gelu"), (18, "relu")])
+def test_tiny_transformer_encoder_layer_from_torch(torch, tmp_path, opset, activation):
+    import model_zoo
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(32, 2, 64, dropout=0.0, activation=activation, batch_first=True)
+    layer = model_zoo._randomise_norms(layer, torch.Generator().manual_seed(0))
+    path = model_zoo.export_onnx(layer, tmp_path / "enc.onnx", (2, 8, 32), opset=opset)
+    graph = run_both(onnx.load(path), {"input": rand(2, 8, 32)}, rtol=1e-4, atol=1e-5)
+    ops = graph.op_counts()
+    assert ops["nn.batch_matmul"] == 2 and ops["nn.softmax"] == 1
+    assert ops.get("nn.layer_norm", 0) == (2 if opset >= 17 else 0)
+    assert all(not v.is_constant for n in graph.nodes for v in n.outputs)
