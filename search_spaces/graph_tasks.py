@@ -2,7 +2,7 @@
 
 A kernel whose anchor is a convolution, dense layer or batched matmul maps to its template with
 the kernel's output stage as the template's ``epilogue`` (so the tuned kernel is the deployed
-one); a kernel that is one softmax, layer norm or max pool maps to that template. Every other
+one); a kernel that is one softmax, layer norm or max pool (after reshapes, which move no data) maps to that template. Every other
 kernel (chains of injective operators, other reductions) has no template: it is compiled with
 the default schedule (:func:`compiler.graph.default_schedule`).
 """
@@ -40,8 +40,11 @@ def kernel_workload(node: Node) -> tuple[str, list] | None:
     dtype = node.outputs[0].dtype
     if kind == "anchor":
         return _anchor_workload(first, list(node.attrs.get("epilogue", ())), dtype)
-    if kind == "reduce" and len(body.nodes) == 1:
-        return _reduction_workload(first, dtype)
+    if kind == "reduce":
+        # Reshapes before the reduction move no data: the template reads the same memory.
+        rest = [n for n in body.nodes if n.op != "reshape"]
+        if len(rest) == 1 and body.nodes[-1] is rest[0] and len(node.inputs) == len(rest[0].inputs):
+            return _reduction_workload(rest[0], dtype)
     return None
 
 

@@ -39,7 +39,7 @@ from .fuse import FUSED, fuse, fused_kernels
 from .ir import Graph, Node
 from .kernels import default_schedule, kernel_key, kernel_tensors
 from .layout import plan_layouts
-from .memory import ALIGN, MemoryPlan, plan_memory
+from .memory import ALIGN, MemoryPlan, aliases, plan_memory
 from .passes import optimize
 
 __all__ = ["build_graph", "prepare", "ScheduleKernel", "KernelChoice"]
@@ -111,12 +111,15 @@ def build_graph(graph: Graph, target=None, schedule_kernel: ScheduleKernel | Non
         raise GraphError(f"the entry function's name must be an identifier, got {name!r}")
     fused = prepare(graph, target)
     plan = plan_memory(fused)
+    alias = aliases(fused)
     functions: dict[str, object] = {}
     by_key: dict[tuple, str] = {}
     calls: list[tuple[str, list[tuple[str, int]]]] = []
     sources: dict[str, str] = {}
     with target:
         for node in fused_kernels(fused):
+            if node.output.uid in alias:
+                continue  # a reshape: its output is its input's memory
             key = kernel_key(node)
             fname = by_key.get(key)
             if fname is None:

@@ -6,7 +6,10 @@
 * every other tensor gets a place in one workspace, reused by liveness: a tensor's bytes are
   taken when its kernel runs and given back after its last reader ran, first fit, so tensors
   whose lifetimes do not overlap share memory. A kernel's outputs never share memory with its
-  own inputs.
+  own inputs;
+* a kernel that only reshapes (its bytes are its input's, in the same order) runs nothing: its
+  output is its input's memory under another shape (:func:`aliases`), and that memory lives
+  until the last reader of either.
 
 :class:`MemoryPlan` reports the workspace's size (the peak of live intermediate tensors) against
 what the intermediates would take without reuse.
@@ -21,7 +24,7 @@ import numpy as np
 from .fuse import fused_kernels
 from .ir import Graph, Value
 
-__all__ = ["ALIGN", "Place", "MemoryPlan", "plan_memory"]
+__all__ = ["ALIGN", "Place", "MemoryPlan", "plan_memory", "aliases"]
 
 ALIGN = 64  # bytes: a cache line, and the widest vector load
 
@@ -104,9 +107,27 @@ class _FirstFit:
         self.free = merged
 
 
+def aliases(graph: Graph) -> dict[int, Value]:
+    """The outputs of the fused ``graph``'s reshape-only kernels, by uid, each mapped to the value
+    whose memory it is (its input, or what that input is an alias of). A graph output or a
+    constant's reshape is no alias: it has memory of its own."""
+    outputs = {v.uid for v in graph.outputs}
+    found: dict[int, Value] = {}
+    for node in fused_kernels(graph):
+        body = node.attrs["body"]
+        if len(node.inputs) != 1 or any(n.op != "reshape" for n in body.nodes):
+            continue
+        (source,) = node.inputs
+        if source.is_constant or node.output.uid in outputs:
+            continue
+        found[node.output.uid] = found.get(source.uid, source)
+    return found
+
+
 def plan_memory(graph: Graph) -> MemoryPlan:
     """Place every tensor of the fused ``graph`` (see the module's docstring)."""
     kernels = fused_kernels(graph)
+    alias = aliases(graph)
     places: dict[int, Place] = {v.uid: Place("input", k) for k, v in enumerate(graph.inputs)}
     copies: list[tuple[Place, int, int]] = []
     written: set[int] = set()
@@ -124,12 +145,18 @@ def plan_memory(graph: Graph) -> MemoryPlan:
         places[v.uid] = Place("constant", offset)
         offset += _aligned(v.type.nbytes)
 
+    def owner(v: Value) -> Value:
+        return alias.get(v.uid, v)
+
     last_read: dict[int, int] = {}
     for i, node in enumerate(kernels):
         for v in node.inputs:
-            last_read[v.uid] = i
+            last_read[owner(v).uid] = i
     arena, unshared = _FirstFit(), 0
     for i, node in enumerate(kernels):
+        if node.output.uid in alias:
+            places[node.output.uid] = places[owner(node.output).uid]
+            continue
         for v in node.outputs:
             if v.uid not in places:
                 size = _aligned(max(v.type.nbytes, 1))
@@ -137,7 +164,7 @@ def plan_memory(graph: Graph) -> MemoryPlan:
                 unshared += size
                 if v.uid not in last_read:  # never read: free at once (after this kernel)
                     last_read[v.uid] = i
-        for v in dict((v.uid, v) for n in [node] for v in (*n.inputs, *n.outputs)).values():
+        for v in dict((owner(v).uid, owner(v)) for v in (*node.inputs, *node.outputs)).values():
             p = places[v.uid]
             if p.region == "workspace" and last_read.get(v.uid) == i:
                 arena.give(p.index, _aligned(max(v.type.nbytes, 1)))

@@ -13,7 +13,10 @@ model is compiled.
   per-channel constants;
 * :func:`recognize_gelu`: the erf form of GELU, ``x * 0.5 * (1 + erf(x / sqrt(2)))`` in any
   of the orders exporters write it, becomes one ``nn.gelu`` node (which fuses into a dense
-  layer's output stage).
+  layer's output stage);
+* :func:`sink_reshapes`: reshapes that keep the last axis move below the elementwise operators
+  after them, so a dense layer's bias, activation and residual meet its output; reshapes that
+  meet fold into one.
 """
 
 from __future__ import annotations
@@ -25,12 +28,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .ir import Graph, Node, Value
+from .ir import Graph, Node, TensorType, Value
 from .op import get_op
 from .rewrite import Rewriter, rewrite
 
 __all__ = ["GraphPass", "GraphPipeline", "OPTIMIZE", "fold_constants", "fold_batch_norm",
-           "decompose_batch_norm", "recognize_gelu", "optimize"]
+           "decompose_batch_norm", "recognize_gelu", "sink_reshapes", "fold_reshapes", "optimize"]
 
 log = logging.getLogger(__name__)
 
@@ -237,6 +240,103 @@ def _is_half_x(node: Node | None, x: Value) -> bool:
         and _scalar(_other(node, x)) == 0.5
 
 
+# ----------------------------------------------------------------------------- reshapes
+
+_ELEMENTWISE = ("elemwise", "broadcast")
+
+
+def _sunk(node: Node, data: Value, reshaped: Value, rw: Rewriter) -> list[Value] | None:
+    """The inputs of ``node`` with ``reshaped`` (a reshape of ``data``) read as ``data`` and every
+    other operand brought to ``data``'s shape; None where an operand does not fit."""
+    last = data.shape[-1]
+    inputs = []
+    for v in node.inputs:
+        if v is reshaped:
+            inputs.append(data)
+        elif v.is_constant and v.data.size == 1:
+            inputs.append(Value.constant(v.name, v.data.reshape(())))
+        elif v.is_constant and v.data.size == last and v.shape[-1] == last:
+            inputs.append(Value.constant(v.name, v.data.reshape(last)))
+        elif not v.is_constant and v.shape == reshaped.shape:
+            out = Value(f"{v.name}_as_{'x'.join(map(str, data.shape))}", data.type)
+            rw.emit(Node("reshape", [v], [out], {"newshape": data.shape}, f"{v.name}_reshape"))
+            inputs.append(out)
+        else:
+            return None
+    return inputs
+
+
+def sink_reshapes(graph: Graph) -> Graph:
+    """Move a reshape that keeps the last axis below the elementwise operators that read it (their
+    other operands: scalars, vectors along the last axis, or tensors reshaped alike), where what
+    the reshape reads comes from an operator they can fuse with, so that the operator reads it: a dense layer's bias and activation then meet its output
+    (``reshape(dense(x)) + b`` is ``reshape(dense(x) + b)``). Reshapes that meet fold into one, and
+    one to the shape it starts from disappears."""
+    for _ in range(len(graph.nodes)):
+        producers = graph.producers()
+        single = _single_reader(graph)
+        changed = False
+
+        def visit(rw: Rewriter, node: Node) -> None:
+            nonlocal changed
+            if not changed and get_op(node.op).pattern in _ELEMENTWISE and len(node.outputs) == 1:
+                for v in node.inputs:
+                    r = producers.get(v.uid)
+                    if r is None or r.op != "reshape" or not single(v) or v.is_constant:
+                        continue
+                    data = r.inputs[0]
+                    if data.shape[-1:] != v.shape[-1:] or node.output.shape != v.shape:
+                        continue
+                    # Only towards an operator the elementwise one can fuse with (this also keeps two
+                    # reshaped operands from trading places forever).
+                    source = producers.get(data.uid)
+                    if source is None or get_op(source.op).pattern not in (*_ELEMENTWISE, "out_elemwise_fusable"):
+                        continue
+                    mark = len(rw.nodes)
+                    inputs = _sunk(node, data, v, rw)
+                    if inputs is None:
+                        del rw.nodes[mark:]
+                        continue
+                    out = Value(node.output.name + "_unreshaped", TensorType(data.shape, node.output.dtype))
+                    rw.emit(Node(node.op, inputs, [out], dict(node.attrs), node.name))
+                    rw.emit(Node("reshape", [out], node.outputs, {"newshape": node.output.shape}, r.name))
+                    changed = True
+                    return
+            rw.emit(node)
+
+        graph = rewrite(graph, visit)
+        if not changed:
+            break
+    return fold_reshapes(graph)
+
+
+def fold_reshapes(graph: Graph) -> Graph:
+    """``reshape(reshape(x))`` is one reshape of ``x``; a reshape to its input's shape is dropped,
+    and two reshapes of one value to one shape are one."""
+    producers = graph.producers()
+    made: dict[tuple[int, tuple], Value] = {}
+
+    def visit(rw: Rewriter, node: Node) -> None:
+        if node.op != "reshape":
+            rw.emit(node)
+            return
+        x = node.inputs[0]
+        inner = producers.get(x.uid)
+        while inner is not None and inner.op == "reshape":
+            x = rw.value(inner.inputs[0])
+            inner = producers.get(inner.inputs[0].uid)
+        key = (x.uid, node.output.shape)
+        if x.shape == node.output.shape:
+            rw.replace(node.output, x)
+        elif key in made:
+            rw.replace(node.output, made[key])
+        else:
+            made[key] = node.output
+            rw.emit(node if x is node.inputs[0] else Node("reshape", [x], node.outputs, dict(node.attrs), node.name))
+
+    return rewrite(graph, visit)
+
+
 # ----------------------------------------------------------------------------- pipeline
 
 OPTIMIZE = GraphPipeline("optimize", (
@@ -244,6 +344,7 @@ OPTIMIZE = GraphPipeline("optimize", (
     GraphPass("fold_batch_norm", fold_batch_norm),
     GraphPass("decompose_batch_norm", decompose_batch_norm),
     GraphPass("recognize_gelu", recognize_gelu),
+    GraphPass("sink_reshapes", sink_reshapes),
     GraphPass("fold_constants", fold_constants),
 ))
 

@@ -36,8 +36,10 @@ def test_the_executor_matches_the_interpreter(network):
     module(x, out)
     np.testing.assert_allclose(out, evaluate(graph, [x])[0], rtol=1e-4, atol=1e-6)
     info = model_info(module)
-    assert sum(k["calls"] for k in info["kernels"]) == 10
-    assert len(info["kernels"]) == 8  # the second residual block reuses the first one's kernels
+    # 10 kernels, but the flatten before the dense layer is its input's memory: no call
+    assert sum(k["calls"] for k in info["kernels"]) == 9
+    assert len(info["kernels"]) == 7  # the second residual block reuses the first one's kernels
+    assert not any("reshape" in k["name"] for k in info["kernels"])
     assert info["inputs"] == [{"name": "x", "shape": [1, 3, 12, 12], "dtype": "float32"}]
     assert 0 < info["workspace_bytes"] < info["unshared_bytes"]
 

@@ -6,21 +6,28 @@ import numpy as np
 from graph_models import residual_cnn, weights
 
 from compiler.graph import GraphBuilder, fuse, optimize, plan_memory
-from compiler.graph.memory import ALIGN
+from compiler.graph.memory import ALIGN, aliases
 
 
 def _check_no_overlap(fused, plan):
-    """Simulate the run: at each kernel, the workspace ranges of every live tensor are disjoint."""
+    """Simulate the run: at each kernel, the workspace ranges of every live tensor are disjoint (a
+    reshape's output is its input's memory: one tensor, live until the last reader of either)."""
+    alias = aliases(fused)
+
+    def owner(v):
+        return alias.get(v.uid, v)
+
     last = {}
     for i, node in enumerate(fused.nodes):
         for v in node.inputs:
-            last[v.uid] = i
+            last[owner(v).uid] = i
     live = {}
     for i, node in enumerate(fused.nodes):
         for v in node.outputs:
             p = plan.place(v)
+            assert p == plan.place(owner(v))
             if p.region == "workspace":
-                live[v.uid] = (p.index, p.index + v.type.nbytes)
+                live[owner(v).uid] = (p.index, p.index + owner(v).type.nbytes)
         spans = sorted(live.values())
         for (a0, a1), (b0, b1) in zip(spans, spans[1:]):
             assert a1 <= b0, f"kernel {i}: workspace ranges {a0}-{a1} and {b0}-{b1} overlap"
@@ -73,3 +80,19 @@ def test_outputs_that_are_not_computed_are_copied(rng):
     assert plan.place(y).region == "output" and plan.place(y).index == 0
     sources = [(p.region, k) for p, k, _ in plan.copies]
     assert sources == [("input", 1), ("constant", 2), ("output", 3)]
+
+
+def test_a_reshape_is_its_input_s_memory(rng):
+    b = GraphBuilder()
+    x = b.input("x", (4, 16))
+    h = b.op("nn.dense", x, b.const("w1", weights(rng, 16, 16)))
+    flat = b.op("reshape", h, newshape=(64,))
+    y = b.op("nn.dense", b.op("reshape", flat, newshape=(8, 8)), b.const("w2", weights(rng, 8, 8)))
+    graph = b.finish(b.op("add", b.op("reshape", y, newshape=(64,)), flat))  # flat is read last
+    fused = fuse(graph)
+    plan = plan_memory(fused)
+    alias = aliases(fused)
+    square = fused.nodes[3].inputs[0]  # flat as 8 x 8
+    assert set(alias) == {flat.uid, square.uid} and alias[flat.uid] is h and alias[square.uid] is h
+    assert plan.place(flat) == plan.place(square) == plan.place(h)
+    _check_no_overlap(fused, plan)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 from graph_models import batch_norm, conv, residual_cnn, weights
 
-from compiler.graph import GraphBuilder, evaluate, optimize
+from compiler.graph import GraphBuilder, evaluate, fuse, optimize
 from compiler.graph.passes import decompose_batch_norm, fold_batch_norm, fold_constants, recognize_gelu
 
 
@@ -91,3 +91,29 @@ def test_optimize_keeps_a_network_s_numbers(rng):
     assert "nn.batch_norm" not in optimized.op_counts()
     assert optimized.op_counts()["nn.bias_add"] == 5
     _same(graph, optimized, [rng.uniform(-1, 1, (1, 3, 12, 12)).astype("float32")], rtol=1e-4, atol=1e-6)
+
+
+def test_reshapes_sink_below_a_dense_layer_s_bias_activation_and_residual(rng):
+    b = GraphBuilder()
+    x = b.input("x", (1, 6, 8))
+    h = b.op("nn.dense", b.op("reshape", x, newshape=(6, 8)), b.const("w", weights(rng, 8, 8)))
+    h = b.op("add", b.op("reshape", h, newshape=(1, 6, 8)), b.const("bias", weights(rng, 8)))
+    h = b.op("multiply", b.op("nn.relu", h), b.const("half", np.float32(0.5)))
+    graph = b.finish(b.op("add", h, x))
+    sunk = optimize(graph)
+    assert [n.op for n in sunk.nodes] == ["reshape", "nn.dense", "add", "nn.relu", "multiply", "add", "reshape"]
+    assert sunk.nodes[-2].inputs[1] is sunk.nodes[0].outputs[0]  # the residual is x as (6, 8)
+    _same(graph, sunk, [rng.uniform(-1, 1, (1, 6, 8)).astype("float32")])
+    fused = fuse(sunk)
+    assert [k.attrs.get("epilogue") for k in fused.nodes if k.attrs["kind"] == "anchor"] == [("bias", "relu")]
+
+
+def test_reshapes_that_meet_fold_into_one(rng):
+    b = GraphBuilder()
+    x = b.input("x", (2, 3, 4))
+    y = b.op("reshape", b.op("reshape", x, newshape=(6, 4)), newshape=(24,))
+    z = b.op("reshape", b.op("reshape", y, newshape=(4, 6)), newshape=(2, 3, 4))
+    graph = b.finish(b.op("tanh", z), b.op("exp", y))
+    folded = optimize(graph)
+    assert folded.op_counts() == {"reshape": 1, "tanh": 1, "exp": 1}
+    _same(graph, folded, [rng.uniform(-1, 1, (2, 3, 4)).astype("float32")])
