@@ -61,30 +61,33 @@ def cmd_tune_model(ns) -> int:
     progress = sys.stderr.isatty() if ns.progress is None else ns.progress
     start = time.perf_counter()
     try:
+        # Batches no larger than a task's share, so that every task gets its first batch.
+        batch = min(ns.trials, 16 if ns.tuner in ("xgb", "ga") else 8)
         results = autotune.tune_tasks(tasks.tasks, trials=budget, tuner=ns.tuner, db=ns.db,
                                       measure_option=options, seed=ns.seed, progress=progress,
-                                      weights=tasks.weights)
+                                      weights=tasks.weights, batch_size=batch)
     finally:
         options.close()
     wall = time.perf_counter() - start
     _out()
-    estimate, complete = 0.0, True
+    estimate, failed, missing = 0.0, 0, 0
     rows = []
     for t, r in zip(tasks, results):
         ok = r.best_cost is not None and r.best_cost != float("inf")
-        complete &= ok
+        failed += not ok and r.trials > 0
+        missing += not ok
         estimate += t.weight * r.best_cost if ok else 0.0
-        best = f"{r.best_cost * 1e3:.3f} ms" if ok else "-"
-        rows.append(f"  x{t.weight:<3d} {best:>11}  {r.trials:4d} trials  {t.task.workload_name}")
+        best = f"{r.best_cost * 1e3:.3f} ms" if ok else ("no working config" if r.trials else "not reached")
+        rows.append(f"  x{t.weight:<3d} {best:>17}  {r.trials:4d} trials  {t.task.workload_name}")
     _out("\n".join(rows))
-    note = "" if complete else " (without the tasks that found no working config)"
+    note = f" (without {missing} task(s) that have no result)" if missing else ""
     _out(f"estimated latency of the tuned kernels {estimate * 1e3:.3f} ms{note}; tuning took {wall:.0f} s")
     interrupted = any(r.stopped == "interrupted" for r in results)
     shapes = "".join(f" --shape {shlex.quote(s)}" for s in ns.shape)
     _out(f"next: autotune build-model {shlex.quote(ns.model)}{shapes} --db {shlex.quote(ns.db)} -o model.so")
     if interrupted:
         return EXIT_INTERRUPTED
-    return EXIT_OK if complete else EXIT_FAILURE
+    return EXIT_FAILURE if failed else EXIT_OK
 
 
 def cmd_build_model(ns) -> int:

@@ -23,5 +23,15 @@ __all__ = [
     "te", "tir", "errors", "runtime", "target", "backends", "passes", "transform", "nd", "lower", "build",
     "device", "cpu", "cuda",
     "Device", "Target", "CompilerError", "ScheduleError", "LoweringError", "RuntimeArgumentError",
-    "register_func", "get_global_func", "topi",
+    "register_func", "get_global_func", "topi", "graph", "frontend",
 ]
+
+
+def __getattr__(name: str):
+    # The model layer and its importers load on first use: ``compiler.graph.run(...)`` works
+    # after ``import compiler``, and a process that never touches a model never loads them.
+    if name in ("graph", "frontend"):
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

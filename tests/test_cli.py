@@ -14,6 +14,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from autotune import __version__
@@ -539,3 +540,66 @@ def test_import_reads_an_autotvm_log(tuned, tmp_path):
     assert row.split()[-2] == "2" and float(row.split()[-4]) == pytest.approx(2e-3)
     p = _run("import", "--format", "tvm", "tvm.log", cwd=tmp_path)
     assert "--format" in _one_line_error(p, 2)
+
+
+# ---------------------------------------------------------------------------- models
+
+
+@pytest.fixture(scope="module")
+def onnx_model(tmp_path_factory):
+    """A small ONNX network (conv-relu, dense) in a file, and its input."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    # 6 filters: no whole vector on any CPU, so the network stays in NCHW and the tasks are the same
+    w = rng.uniform(-0.5, 0.5, (6, 3, 3, 3)).astype("float32")
+    fc = rng.uniform(-0.5, 0.5, (4, 6 * 6 * 6)).astype("float32")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]), helper.make_node("Flatten", ["r"], ["f"]),
+             helper.make_node("Gemm", ["f", "fc"], ["y"], transB=1)]
+    graph = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 3, 6, 6])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+                              initializer=[numpy_helper.from_array(w, "w"), numpy_helper.from_array(fc, "fc")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    d = tmp_path_factory.mktemp("model")
+    onnx.save(model, d / "tiny.onnx")
+    return d, model
+
+
+def test_tune_model_then_build_model(onnx_model):
+    ort = pytest.importorskip("onnxruntime")
+    d, model = onnx_model
+    p = _run("tune-model", "tiny.onnx", "--shape", "x=1,3,6,6", "--trials", "2", "--tuner", "random",
+             "--seed", "0", "--db", "m.db", "--no-progress", cwd=d, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert "3 kernels: 2 run 2 tuning tasks, 1 have no template" in p.stdout
+    assert "conv2d_nchw(1,3,6,6,6,3,3,1,1,1,float32,(relu))" in p.stdout
+    assert "dense(1,216,4,float32,False)" in p.stdout
+    assert "4 trials in all" in p.stdout and p.stdout.count("     2 trials  ") == 2
+    assert "estimated latency" in p.stdout
+    assert "next: autotune build-model tiny.onnx --shape x=1,3,6,6 --db m.db -o model.so" in p.stdout
+    p = _run("build-model", "tiny.onnx", "--shape", "x=1,3,6,6", "--db", "m.db", "-o", "tiny.so", cwd=d)
+    assert p.returncode == 0, p.stderr
+    assert "2 templated ones tuned" in p.stdout and "wrote tiny.so: entry run(x float32[1, 3, 6, 6]" in p.stdout
+    import compiler
+
+    lib = compiler.runtime.load_module(d / "tiny.so")
+    x = np.random.default_rng(1).uniform(-1, 1, (1, 3, 6, 6)).astype("float32")
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_allclose(compiler.graph.run(lib, x)[0], want[0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("args, message", [
+    (("build-model", "missing.onnx", "-o", "m.so"), "missing.onnx"),
+    (("build-model", "tiny.onnx", "-o", "m.so"), "shape="),  # the batch is symbolic
+    (("build-model", "tiny.onnx", "--shape", "x=1,3,x", "-o", "m.so"), "--shape"),
+    (("build-model", "tiny.onnx", "--shape", "x=1,3,6,6", "-o", "nodir/m.so"), "no directory"),
+    (("build-model", "tiny.onnx", "--shape", "x=1,3,6,6", "--db", "none.db", "-o", "m.so"), "no tuning log"),
+])
+def test_model_commands_refuse_bad_input_in_one_line(onnx_model, args, message):
+    d, _ = onnx_model
+    line = _one_line_error(_run(*args, cwd=d))
+    assert message in line
+    assert not (d / "m.so").exists()

@@ -1,0 +1,138 @@
+"""ONNX models built with their templates (autotune.build_model): each fusion pattern of the
+model zoo's networks, compiled, run on poisoned outputs and checked against ONNX Runtime."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from onnx import helper  # noqa: E402
+
+import autotune  # noqa: E402
+import compiler  # noqa: E402
+from compiler.frontend import from_onnx  # noqa: E402
+from compiler.graph import model_info  # noqa: E402
+from tests.compiler.frontend.test_onnx import make_model, rand  # noqa: E402
+from tests.helpers import assert_written, poisoned  # noqa: E402
+
+
+def _w(*shape, scale: float = 1.0) -> np.ndarray:
+    """Random float32 weights, scaled."""
+    return (rand(*shape) * scale).astype("float32")
+
+
+def _check(model, feeds, rtol=1e-4, atol=1e-5):
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = session.run(None, feeds)
+    graph = from_onnx(model)
+    module = autotune.build_model(graph, "llvm")
+    outputs = [poisoned(e.shape, e.dtype) for e in expected]
+    module(*[feeds[v.name] for v in graph.inputs], *outputs)
+    for got, want in zip(outputs, expected):
+        assert_written(got, want, rtol=rtol, atol=atol)
+    return module
+
+
+def _conv_bn(name, x, cin, cout, k=3, stride=1, groups=1, act="Relu"):
+    pad = k // 2
+    nodes = [helper.make_node("Conv", [x, f"{name}_w"], [f"{name}_c"], kernel_shape=[k, k], pads=[pad] * 4,
+                              strides=[stride, stride], group=groups, name=name),
+             helper.make_node("BatchNormalization", [f"{name}_c", f"{name}_g", f"{name}_b", f"{name}_m", f"{name}_v"],
+                              [f"{name}_bn"], epsilon=1e-5, name=f"{name}_bn")]
+    consts = {f"{name}_w": _w(cout, cin // groups, k, k, scale=1 / np.sqrt(cin // groups * k * k)),
+              f"{name}_g": rand(cout, low=0.5), f"{name}_b": rand(cout), f"{name}_m": _w(cout, scale=0.1),
+              f"{name}_v": rand(cout, low=0.5)}
+    out = f"{name}_bn"
+    if act == "Relu":
+        nodes.append(helper.make_node("Relu", [out], [f"{name}_act"]))
+        out = f"{name}_act"
+    elif act == "Relu6":
+        nodes.append(helper.make_node("Clip", [out, "zero", "six"], [f"{name}_act"]))
+        out = f"{name}_act"
+    return nodes, consts, out
+
+
+def test_a_residual_block_with_a_strided_downsample():
+    n1, c1, y1 = _conv_bn("a", "x", 16, 32, stride=2)
+    n2, c2, y2 = _conv_bn("b", y1, 32, 32, act=None)
+    n3, c3, y3 = _conv_bn("down", "x", 16, 32, k=1, stride=2, act=None)
+    nodes = n1 + n2 + n3 + [helper.make_node("Add", [y2, y3], ["sum"]), helper.make_node("Relu", ["sum"], ["r"]),
+                            helper.make_node("GlobalAveragePool", ["r"], ["p"]),
+                            helper.make_node("Flatten", ["p"], ["f"]),
+                            helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], transB=1)]
+    consts = {**c1, **c2, **c3, "fc_w": _w(10, 32, scale=1 / 6), "fc_b": rand(10)}
+    feeds = {"x": rand(1, 16, 10, 10)}
+    module = _check(make_model(nodes, feeds, consts), feeds)
+    kernels = model_info(module)["kernels"]
+    assert any("add_add_relu" in k["name"] for k in kernels)  # the residual and its ReLU in the conv
+
+
+def test_an_inverted_residual_block():
+    n1, c1, y1 = _conv_bn("expand", "x", 16, 96, k=1, act="Relu6")
+    n2, c2, y2 = _conv_bn("dw", y1, 96, 96, groups=96, act="Relu6")
+    n3, c3, y3 = _conv_bn("project", y2, 96, 16, k=1, act=None)
+    nodes = n1 + n2 + n3 + [helper.make_node("Add", [y3, "x"], ["y"])]
+    consts = {**c1, **c2, **c3, "zero": np.array(0, "float32"), "six": np.array(6, "float32")}
+    feeds = {"x": rand(1, 16, 8, 8)}
+    _check(make_model(nodes, feeds, consts), feeds)
+
+
+def test_a_transformer_feed_forward_with_erf_gelu_and_layer_norm():
+    s2 = np.array(np.sqrt(2), "float32")
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
+             helper.make_node("Div", ["hb", "s2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["e1"]), helper.make_node("Mul", ["hb", "e1"], ["m"]),
+             helper.make_node("Mul", ["m", "half"], ["g"]), helper.make_node("MatMul", ["g", "w2"], ["o"]),
+             helper.make_node("Add", ["o", "b2"], ["ob"]), helper.make_node("Add", ["ob", "x"], ["res"]),
+             helper.make_node("LayerNormalization", ["res", "gamma", "beta"], ["y"], axis=-1, epsilon=1e-5)]
+    consts = {"w1": _w(32, 64, scale=1 / 6), "b1": rand(64), "w2": _w(64, 32, scale=1 / 8), "b2": rand(32), "s2": s2,
+              "one": np.array(1, "float32"), "half": np.array(0.5, "float32"), "gamma": rand(32), "beta": rand(32)}
+    feeds = {"x": rand(1, 12, 32)}
+    module = _check(make_model(nodes, feeds, consts), feeds, rtol=1e-4, atol=1e-4)
+    sources = {k["schedule"].split(":")[0] for k in model_info(module)["kernels"]}
+    assert sources == {"dense", "layer_norm"}  # gelu, biases and the residual all in the dense kernels
+
+
+def test_attention_scores():
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["s"]), helper.make_node("Div", ["s", "scale"], ["sd"]),
+             helper.make_node("Softmax", ["sd"], ["p"], axis=-1), helper.make_node("MatMul", ["p", "v"], ["y"])]
+    feeds = {"q": rand(1, 2, 6, 8), "k": rand(1, 2, 6, 8), "v": rand(1, 2, 6, 8)}
+    _check(make_model(nodes, feeds, {"scale": np.array(np.sqrt(8), "float32")}), feeds)
+
+
+def test_a_torch_network_exported_to_onnx(tmp_path):
+    torch = pytest.importorskip("torch")
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, 2, 1, bias=False), torch.nn.BatchNorm2d(16),
+                                            torch.nn.ReLU6())
+            self.dw = torch.nn.Conv2d(16, 16, 3, 1, 1, groups=16)
+            self.pool = torch.nn.MaxPool2d(2)
+            self.fc = torch.nn.Linear(16, 5)
+
+        def forward(self, x):
+            x = self.stem(x)
+            x = torch.relu(self.dw(x)) + x
+            return torch.softmax(self.fc(torch.flatten(torch.nn.functional.adaptive_avg_pool2d(self.pool(x), 1), 1)),
+                                 dim=1)
+
+    torch.manual_seed(0)
+    net = Net().eval()
+    with torch.no_grad():
+        net.stem[1].running_mean.uniform_(-0.2, 0.2)
+        net.stem[1].running_var.uniform_(0.5, 1.5)
+    path = tmp_path / "net.onnx"
+    torch.onnx.export(net, torch.randn(1, 3, 16, 16), str(path), opset_version=17, dynamo=False,
+                      input_names=["image"], output_names=["probs"])
+    feeds = {"image": rand(1, 3, 16, 16)}
+    module = _check(onnx.load(str(path)), feeds)
+    module.export_library(tmp_path / "net.so")
+    loaded = compiler.runtime.load_module(tmp_path / "net.so")
+    np.testing.assert_allclose(compiler.graph.run(loaded, feeds["image"])[0],
+                               compiler.graph.run(module, feeds["image"])[0], rtol=0, atol=0)
