@@ -2,9 +2,9 @@
 
 A kernel whose anchor is a convolution, dense layer or batched matmul maps to its template with
 the kernel's output stage as the template's ``epilogue`` (so the tuned kernel is the deployed
-one); a kernel that is one softmax, layer norm or max pool (after reshapes, which move no data) maps to that template. Every other
-kernel (chains of injective operators, other reductions) has no template: it is compiled with
-the default schedule (:func:`compiler.graph.default_schedule`).
+one); a kernel that is one softmax, layer norm or max pool (after reshapes, which move no data)
+maps to that template. Every other kernel (chains of injective operators, other reductions) has
+no template: it is compiled with the default schedule (:func:`compiler.graph.default_schedule`).
 """
 
 from __future__ import annotations
@@ -83,7 +83,8 @@ def _reduction_workload(node: Node, dtype: str) -> tuple[str, list] | None:
     last = len(shape) - 1
     if node.op == "nn.softmax" and a["axis"] == last:
         return "softmax", [*_rows(shape), dtype]
-    if node.op == "nn.layer_norm" and a["axis"] == last and math.isclose(a["epsilon"], LAYER_NORM_EPS, rel_tol=1e-6):
+    if (node.op == "nn.layer_norm" and a["axis"] == last
+            and math.isclose(a["epsilon"], LAYER_NORM_EPS, rel_tol=1e-6)):
         return "layer_norm", [*_rows(shape), dtype]
     if node.op == "nn.max_pool2d" and tuple(a.get("dilation", (1, 1))) == (1, 1) and not a.get("ceil_mode"):
         N, C, H, W = shape

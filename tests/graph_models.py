@@ -22,7 +22,8 @@ def conv(b, rng, x, filters, k=3, stride=1, pad=1, name=None):
 
 def batch_norm(b, rng, x):
     c = x.shape[1]
-    params = [weights(rng, c) + 1, weights(rng, c), weights(rng, c), rng.uniform(0.5, 1.5, c).astype("float32")]
+    params = [weights(rng, c) + 1, weights(rng, c), weights(rng, c),
+              rng.uniform(0.5, 1.5, c).astype("float32")]
     return b.op("nn.batch_norm", x, *(b.const(f"bn{k}_{len(b.nodes)}", p) for k, p in enumerate(params)),
                 epsilon=1e-5, axis=1)
 

@@ -558,9 +558,11 @@ def onnx_model(tmp_path_factory):
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c"], ["r"]), helper.make_node("Flatten", ["r"], ["f"]),
              helper.make_node("Gemm", ["f", "fc"], ["y"], transB=1)]
-    graph = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 3, 6, 6])],
+    graph = helper.make_graph(nodes, "tiny",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 3, 6, 6])],
                               [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
-                              initializer=[numpy_helper.from_array(w, "w"), numpy_helper.from_array(fc, "fc")])
+                              initializer=[numpy_helper.from_array(w, "w"),
+                                           numpy_helper.from_array(fc, "fc")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 9
     d = tmp_path_factory.mktemp("model")
@@ -582,12 +584,14 @@ def test_tune_model_then_build_model(onnx_model):
     assert "next: autotune build-model tiny.onnx --shape x=1,3,6,6 --db m.db -o model.so" in p.stdout
     p = _run("build-model", "tiny.onnx", "--shape", "x=1,3,6,6", "--db", "m.db", "-o", "tiny.so", cwd=d)
     assert p.returncode == 0, p.stderr
-    assert "2 templated ones tuned" in p.stdout and "wrote tiny.so: entry run(x float32[1, 3, 6, 6]" in p.stdout
+    assert "2 templated ones tuned" in p.stdout
+    assert "wrote tiny.so: entry run(x float32[1, 3, 6, 6]" in p.stdout
     import compiler
 
     lib = compiler.runtime.load_module(d / "tiny.so")
     x = np.random.default_rng(1).uniform(-1, 1, (1, 3, 6, 6)).astype("float32")
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = session.run(None, {"x": x})
     np.testing.assert_allclose(compiler.graph.run(lib, x)[0], want[0], rtol=1e-4, atol=1e-5)
 
 

@@ -25,7 +25,7 @@ from .op import OpDef, get_op, register_op, registered_ops
 from .passes import OPTIMIZE, GraphPass, GraphPipeline, optimize
 from .runner import model_info, profile, run
 
-__all__ = ["Graph", "GraphBuilder", "Node", "Value", "TensorType", "OpDef", "register_op", "get_op", "registered_ops",
-           "GraphError", "UnsupportedOperatorError", "evaluate", "optimize", "OPTIMIZE", "GraphPass",
-           "GraphPipeline", "fuse", "plan_memory", "MemoryPlan", "build_graph", "prepare", "KernelChoice",
-           "default_schedule", "kernel_tensors", "run", "profile", "model_info"]
+__all__ = ["Graph", "GraphBuilder", "Node", "Value", "TensorType", "OpDef", "register_op", "get_op",
+           "registered_ops", "GraphError", "UnsupportedOperatorError", "evaluate", "optimize", "OPTIMIZE",
+           "GraphPass", "GraphPipeline", "fuse", "plan_memory", "MemoryPlan", "build_graph", "prepare",
+           "KernelChoice", "default_schedule", "kernel_tensors", "run", "profile", "model_info"]

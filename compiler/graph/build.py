@@ -146,7 +146,8 @@ def _link(graph: Graph, plan: MemoryPlan, kernels: IRModule, calls, sources, tar
     objects = (data_object(symbol, block, ALIGN),) if block else ()
     ir_text = emit_executor(name, calls, len(graph.inputs), plan.workspace_bytes, symbol if block else None,
                             len(block), [((p.region, p.index), k, n) for p, k, n in plan.copies], tag)
-    args = [ArgSpec("buffer", v.name, v.dtype, list(v.shape), align=ALIGN) for v in (*graph.inputs, *graph.outputs)]
+    args = [ArgSpec("buffer", v.name, v.dtype, list(v.shape), align=ALIGN)
+            for v in (*graph.inputs, *graph.outputs)]
     written = list(range(len(graph.inputs), len(args)))
     entry = FunctionInfo(Signature(name, args, []), written)
     counts: dict[str, int] = {}

@@ -93,7 +93,8 @@ def _epilogue_entry(group: _Group, node: Node, v: Value) -> tuple[str, Node, Val
             return "relu", node, None
         return None
     axis = channel_axis(group.nodes[0])
-    if node.op == "nn.bias_add" and node.inputs[0] is v and node.attrs.get("axis", 1) % len(out.shape) == axis:
+    if (node.op == "nn.bias_add" and node.inputs[0] is v
+            and node.attrs.get("axis", 1) % len(out.shape) == axis):
         bias, block = node.inputs[1], node.attrs.get("block")
         channels = out.shape[axis] * block if block and len(out.shape) == 5 and out.shape[4] == block \
             else out.shape[axis] if not block else None
@@ -165,7 +166,8 @@ def fuse(graph: Graph) -> Graph:
                         g.kind = "reduce"
                     break
         if target is None:
-            kind = {"out_elemwise_fusable": "anchor", "reduce": "reduce", "opaque": "opaque"}.get(pattern, "injective")
+            kind = {"out_elemwise_fusable": "anchor", "reduce": "reduce",
+                    "opaque": "opaque"}.get(pattern, "injective")
             target = _Group(kind, [])
             groups.append(target)
         target.nodes.append(node)

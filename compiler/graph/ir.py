@@ -207,4 +207,5 @@ class Graph:
         return "\n".join(lines)
 
     def __repr__(self) -> str:
-        return f"<Graph {self.name}: {len(self.inputs)} inputs, {len(self.nodes)} nodes, {len(self.outputs)} outputs>"
+        return (f"<Graph {self.name}: {len(self.inputs)} inputs, {len(self.nodes)} nodes, "
+                f"{len(self.outputs)} outputs>")

@@ -1,14 +1,14 @@
 """Layout planning: convolutions in channel blocks, and the blocks flowing from layer to layer.
 
 A convolution (``groups == 1``, floating point, filters a whole number of vectors or half of one)
-becomes ``nn.conv2d_nchwc``, a depthwise one ``nn.depthwise_conv2d_nchwc``, on channel-blocked data (``NCHW{b}c``, see :mod:`.ops.layout`): its weight is
-packed into blocks now, once, at build time. The blocked output stays blocked through what can
-work on blocks (activations, per-channel biases and scales, residual adds, pooling, the global
-average), so the next convolution reads it as it is. A ``layout_transform`` appears only where
-a tensor enters the blocked region (its data blocked with the convolution's input block), where
-the block size changes, and where an operator needs plain NCHW (a reshape, a dense layer, a
-the model's outputs); each tensor is transformed once, however many read
-it.
+becomes ``nn.conv2d_nchwc``, a depthwise one ``nn.depthwise_conv2d_nchwc``, on channel-blocked
+data (``NCHW{b}c``, see :mod:`.ops.layout`): its weight is packed into blocks now, once, at build
+time. The blocked output stays blocked through what can work on blocks (activations, per-channel
+biases and scales, residual adds, pooling, the global average), so the next convolution reads it
+as it is. A ``layout_transform`` appears only where a tensor enters the blocked region (its data
+blocked with the convolution's input block), where the block size changes, and where an operator
+needs plain NCHW (a reshape, a dense layer, the model's outputs); each tensor is transformed
+once, however many read it.
 
 Blocks: ``oc_bn``, the output block of a convolution, is two vectors of the target's float lanes
 where they divide the filters (one vector else): the register tile of the blocked template. The
@@ -115,7 +115,8 @@ class _Planner:
             return self.emit(node.op, [self.as_blocked(x, block)], dict(node.attrs), node.name), block
         if node.op == "nn.bias_add" and node.attrs.get("axis", 1) % 4 == 1 and node.inputs[1].is_constant:
             attrs = {"axis": 1, "block": block}
-            return self.emit("nn.bias_add", [self.as_blocked(x, block), node.inputs[1]], attrs, node.name), block
+            return self.emit("nn.bias_add", [self.as_blocked(x, block), node.inputs[1]], attrs,
+                             node.name), block
         if node.op == "add" and any(self._channel_vector(v, node.output) is not None for v in node.inputs):
             vector = next(self._channel_vector(v, node.output) for v in node.inputs
                           if self._channel_vector(v, node.output) is not None)
@@ -123,7 +124,8 @@ class _Planner:
             if other.shape == node.output.shape:
                 bias = Value.constant(f"{node.name}_bias", vector)
                 attrs = {"axis": 1, "block": block}
-                return self.emit("nn.bias_add", [self.as_blocked(other, block), bias], attrs, node.name), block
+                return self.emit("nn.bias_add", [self.as_blocked(other, block), bias], attrs,
+                                 node.name), block
         if node.op in _BINARY:
             operands = [self._operand(v, node.output, block) for v in node.inputs]
             if any(o is None for o in operands):
@@ -190,7 +192,8 @@ class _Planner:
             return None
         weight = Value.constant(f"{w.name}_nchw{block}c", pack_depthwise_weight(w.data, block))
         attrs = {k: node.attrs[k] for k in ("strides", "padding", "dilation") if k in node.attrs}
-        return self.emit("nn.depthwise_conv2d_nchwc", [self.as_blocked(x, block), weight], attrs, node.name), block
+        return self.emit("nn.depthwise_conv2d_nchwc", [self.as_blocked(x, block), weight], attrs,
+                         node.name), block
 
 
 def plan_layouts(graph: Graph, lanes: int | None = None) -> Graph:

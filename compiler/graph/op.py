@@ -45,7 +45,8 @@ class OpDef:
 
     def __post_init__(self):
         if self.pattern not in PATTERNS:
-            raise GraphError(f"operator {self.name!r}: pattern must be one of {PATTERNS}, got {self.pattern!r}")
+            raise GraphError(f"operator {self.name!r}: pattern must be one of {PATTERNS}, "
+                             f"got {self.pattern!r}")
 
     @property
     def injective(self) -> bool:

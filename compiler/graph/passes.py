@@ -74,7 +74,8 @@ def fold_constants(graph: Graph) -> Graph:
         if node.inputs and all(v.is_constant for v in node.inputs) and node.op != "fused":
             results = get_op(node.op).evaluate([v.data for v in node.inputs], node.attrs)
             for old, data in zip(node.outputs, results):
-                rw.replace(old, Value.constant(old.name, np.asarray(data, dtype=old.dtype).reshape(old.shape)))
+                array = np.asarray(data, dtype=old.dtype).reshape(old.shape)
+                rw.replace(old, Value.constant(old.name, array))
         else:
             rw.emit(node)
 
@@ -230,7 +231,8 @@ def _gelu_product(one_plus_erf: Value, x: Value, readers, producers) -> tuple[No
             factors["half"] = True
         else:
             # (x * 0.5) * (1 + erf): the other operand is itself the product of x and 0.5
-            return None if not _is_half_x(producers.get(other.uid), x) or any(factors.values()) else (node, node.output)
+            return (None if not _is_half_x(producers.get(other.uid), x) or any(factors.values())
+                    else (node, node.output))
         value = node.output
     return (node, node.output) if all(factors.values()) else None
 
@@ -269,45 +271,54 @@ def _sunk(node: Node, data: Value, reshaped: Value, rw: Rewriter) -> list[Value]
 def sink_reshapes(graph: Graph) -> Graph:
     """Move a reshape that keeps the last axis below the elementwise operators that read it (their
     other operands: scalars, vectors along the last axis, or tensors reshaped alike), where what
-    the reshape reads comes from an operator they can fuse with, so that the operator reads it: a dense layer's bias and activation then meet its output
-    (``reshape(dense(x)) + b`` is ``reshape(dense(x) + b)``). Reshapes that meet fold into one, and
-    one to the shape it starts from disappears."""
+    the reshape reads comes from an operator they can fuse with, so that the operator reads it: a
+    dense layer's bias and activation then meet its output (``reshape(dense(x)) + b`` is
+    ``reshape(dense(x) + b)``). Reshapes that meet fold into one, and one to the shape it starts
+    from disappears."""
     for _ in range(len(graph.nodes)):
-        producers = graph.producers()
-        single = _single_reader(graph)
-        changed = False
-
-        def visit(rw: Rewriter, node: Node) -> None:
-            nonlocal changed
-            if not changed and get_op(node.op).pattern in _ELEMENTWISE and len(node.outputs) == 1:
-                for v in node.inputs:
-                    r = producers.get(v.uid)
-                    if r is None or r.op != "reshape" or not single(v) or v.is_constant:
-                        continue
-                    data = r.inputs[0]
-                    if data.shape[-1:] != v.shape[-1:] or node.output.shape != v.shape:
-                        continue
-                    # Only towards an operator the elementwise one can fuse with (this also keeps two
-                    # reshaped operands from trading places forever).
-                    source = producers.get(data.uid)
-                    if source is None or get_op(source.op).pattern not in (*_ELEMENTWISE, "out_elemwise_fusable"):
-                        continue
-                    mark = len(rw.nodes)
-                    inputs = _sunk(node, data, v, rw)
-                    if inputs is None:
-                        del rw.nodes[mark:]
-                        continue
-                    out = Value(node.output.name + "_unreshaped", TensorType(data.shape, node.output.dtype))
-                    rw.emit(Node(node.op, inputs, [out], dict(node.attrs), node.name))
-                    rw.emit(Node("reshape", [out], node.outputs, {"newshape": node.output.shape}, r.name))
-                    changed = True
-                    return
-            rw.emit(node)
-
-        graph = rewrite(graph, visit)
-        if not changed:
+        sunk = _sink_one_reshape(graph)
+        if sunk is None:
             break
+        graph = sunk
     return fold_reshapes(graph)
+
+
+def _sink_one_reshape(graph: Graph) -> Graph | None:
+    """``graph`` with one reshape moved below the elementwise operator that reads it (None where
+    none can move)."""
+    producers = graph.producers()
+    single = _single_reader(graph)
+    changed = False
+
+    def visit(rw: Rewriter, node: Node) -> None:
+        nonlocal changed
+        if not changed and get_op(node.op).pattern in _ELEMENTWISE and len(node.outputs) == 1:
+            for v in node.inputs:
+                r = producers.get(v.uid)
+                if r is None or r.op != "reshape" or not single(v) or v.is_constant:
+                    continue
+                data = r.inputs[0]
+                if data.shape[-1:] != v.shape[-1:] or node.output.shape != v.shape:
+                    continue
+                # Only towards an operator the elementwise one can fuse with (this also keeps two
+                # reshaped operands from trading places forever).
+                source = producers.get(data.uid)
+                if source is None or get_op(source.op).pattern not in (*_ELEMENTWISE, "out_elemwise_fusable"):
+                    continue
+                mark = len(rw.nodes)
+                inputs = _sunk(node, data, v, rw)
+                if inputs is None:
+                    del rw.nodes[mark:]
+                    continue
+                out = Value(node.output.name + "_unreshaped", TensorType(data.shape, node.output.dtype))
+                rw.emit(Node(node.op, inputs, [out], dict(node.attrs), node.name))
+                rw.emit(Node("reshape", [out], node.outputs, {"newshape": node.output.shape}, r.name))
+                changed = True
+                return
+        rw.emit(node)
+
+    graph = rewrite(graph, visit)
+    return graph if changed else None
 
 
 def fold_reshapes(graph: Graph) -> Graph:
@@ -332,7 +343,8 @@ def fold_reshapes(graph: Graph) -> Graph:
             rw.replace(node.output, made[key])
         else:
             made[key] = node.output
-            rw.emit(node if x is node.inputs[0] else Node("reshape", [x], node.outputs, dict(node.attrs), node.name))
+            rw.emit(node if x is node.inputs[0]
+                    else Node("reshape", [x], node.outputs, dict(node.attrs), node.name))
 
     return rewrite(graph, visit)
 

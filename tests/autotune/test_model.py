@@ -76,10 +76,12 @@ def test_a_tuned_kernel_is_built_with_its_logged_config(graph, tmp_path):
     sources = [k["schedule"] for k in model_info(module)["kernels"]]
     assert sources.count("conv2d_nchw: tuned") == 1
     x = np.random.default_rng(1).uniform(-1, 1, (1, 3, 12, 12)).astype("float32")
-    np.testing.assert_allclose(compiler.graph.run(module, x)[0], evaluate(graph, [x])[0], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(compiler.graph.run(module, x)[0], evaluate(graph, [x])[0],
+                               rtol=1e-4, atol=1e-6)
 
 
-def test_a_transformer_block_s_dense_layers_take_their_gelu(rng=np.random.default_rng(5)):
+def test_a_transformer_block_s_dense_layers_take_their_gelu():
+    rng = np.random.default_rng(5)
     b = GraphBuilder("ffn")
     x = b.input("x", (16, 32))
     h = b.op("nn.dense", x, b.const("w1", weights(rng, 64, 32)))

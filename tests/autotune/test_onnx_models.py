@@ -40,7 +40,8 @@ def _conv_bn(name, x, cin, cout, k=3, stride=1, groups=1, act="Relu"):
     pad = k // 2
     nodes = [helper.make_node("Conv", [x, f"{name}_w"], [f"{name}_c"], kernel_shape=[k, k], pads=[pad] * 4,
                               strides=[stride, stride], group=groups, name=name),
-             helper.make_node("BatchNormalization", [f"{name}_c", f"{name}_g", f"{name}_b", f"{name}_m", f"{name}_v"],
+             helper.make_node("BatchNormalization",
+                              [f"{name}_c", f"{name}_g", f"{name}_b", f"{name}_m", f"{name}_v"],
                               [f"{name}_bn"], epsilon=1e-5, name=f"{name}_bn")]
     consts = {f"{name}_w": _w(cout, cin // groups, k, k, scale=1 / np.sqrt(cin // groups * k * k)),
               f"{name}_g": rand(cout, low=0.5), f"{name}_b": rand(cout), f"{name}_m": _w(cout, scale=0.1),
@@ -59,7 +60,8 @@ def test_a_residual_block_with_a_strided_downsample():
     n1, c1, y1 = _conv_bn("a", "x", 16, 32, stride=2)
     n2, c2, y2 = _conv_bn("b", y1, 32, 32, act=None)
     n3, c3, y3 = _conv_bn("down", "x", 16, 32, k=1, stride=2, act=None)
-    nodes = n1 + n2 + n3 + [helper.make_node("Add", [y2, y3], ["sum"]), helper.make_node("Relu", ["sum"], ["r"]),
+    nodes = n1 + n2 + n3 + [helper.make_node("Add", [y2, y3], ["sum"]),
+                            helper.make_node("Relu", ["sum"], ["r"]),
                             helper.make_node("GlobalAveragePool", ["r"], ["p"]),
                             helper.make_node("Flatten", ["p"], ["f"]),
                             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], transB=1)]
@@ -88,8 +90,9 @@ def test_a_transformer_feed_forward_with_erf_gelu_and_layer_norm():
              helper.make_node("Mul", ["m", "half"], ["g"]), helper.make_node("MatMul", ["g", "w2"], ["o"]),
              helper.make_node("Add", ["o", "b2"], ["ob"]), helper.make_node("Add", ["ob", "x"], ["res"]),
              helper.make_node("LayerNormalization", ["res", "gamma", "beta"], ["y"], axis=-1, epsilon=1e-5)]
-    consts = {"w1": _w(32, 64, scale=1 / 6), "b1": rand(64), "w2": _w(64, 32, scale=1 / 8), "b2": rand(32), "s2": s2,
-              "one": np.array(1, "float32"), "half": np.array(0.5, "float32"), "gamma": rand(32), "beta": rand(32)}
+    consts = {"w1": _w(32, 64, scale=1 / 6), "b1": rand(64), "w2": _w(64, 32, scale=1 / 8), "b2": rand(32),
+              "s2": s2, "one": np.array(1, "float32"), "half": np.array(0.5, "float32"),
+              "gamma": rand(32), "beta": rand(32)}
     feeds = {"x": rand(1, 12, 32)}
     module = _check(make_model(nodes, feeds, consts), feeds, rtol=1e-4, atol=1e-4)
     sources = {k["schedule"].split(":")[0] for k in model_info(module)["kernels"]}
@@ -99,7 +102,8 @@ def test_a_transformer_feed_forward_with_erf_gelu_and_layer_norm():
 def test_attention_scores():
     nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
              helper.make_node("MatMul", ["q", "kt"], ["s"]), helper.make_node("Div", ["s", "scale"], ["sd"]),
-             helper.make_node("Softmax", ["sd"], ["p"], axis=-1), helper.make_node("MatMul", ["p", "v"], ["y"])]
+             helper.make_node("Softmax", ["sd"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "v"], ["y"])]
     feeds = {"q": rand(1, 2, 6, 8), "k": rand(1, 2, 6, 8), "v": rand(1, 2, 6, 8)}
     _check(make_model(nodes, feeds, {"scale": np.array(np.sqrt(8), "float32")}), feeds)
 
@@ -110,8 +114,8 @@ def test_a_torch_network_exported_to_onnx(tmp_path):
     class Net(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, 2, 1, bias=False), torch.nn.BatchNorm2d(16),
-                                            torch.nn.ReLU6())
+            self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, 2, 1, bias=False),
+                                            torch.nn.BatchNorm2d(16), torch.nn.ReLU6())
             self.dw = torch.nn.Conv2d(16, 16, 3, 1, 1, groups=16)
             self.pool = torch.nn.MaxPool2d(2)
             self.fc = torch.nn.Linear(16, 5)
@@ -119,8 +123,8 @@ def test_a_torch_network_exported_to_onnx(tmp_path):
         def forward(self, x):
             x = self.stem(x)
             x = torch.relu(self.dw(x)) + x
-            return torch.softmax(self.fc(torch.flatten(torch.nn.functional.adaptive_avg_pool2d(self.pool(x), 1), 1)),
-                                 dim=1)
+            pooled = torch.nn.functional.adaptive_avg_pool2d(self.pool(x), 1)
+            return torch.softmax(self.fc(torch.flatten(pooled, 1)), dim=1)
 
     torch.manual_seed(0)
     net = Net().eval()

@@ -60,7 +60,8 @@ def from_blocks(x: np.ndarray) -> np.ndarray:
 def pack_weight(w: np.ndarray, ic_bn: int, oc_bn: int) -> np.ndarray:
     """An OIHW weight as ``(F/oc_bn, C/ic_bn, KH, KW, ic_bn, oc_bn)``."""
     F, C, KH, KW = w.shape
-    return np.ascontiguousarray(w.reshape(F // oc_bn, oc_bn, C // ic_bn, ic_bn, KH, KW).transpose(0, 2, 4, 5, 3, 1))
+    return np.ascontiguousarray(w.reshape(F // oc_bn, oc_bn, C // ic_bn, ic_bn, KH, KW)
+                                .transpose(0, 2, 4, 5, 3, 1))
 
 
 def pack_depthwise_weight(w: np.ndarray, block: int) -> np.ndarray:
@@ -198,8 +199,8 @@ def _depthwise_infer(types, attrs):
     dtype = same_dtype(op, types, "data and weight")
     floating(op, data, "data")
     if len(data.shape) != 5 or len(weight.shape) != 4:
-        raise fail(op, f"data must be 5-D (N, C/b, H, W, b) and weight 4-D (C/b, KH, KW, b), got {data.shape} "
-                       f"and {weight.shape}")
+        raise fail(op, f"data must be 5-D (N, C/b, H, W, b) and weight 4-D (C/b, KH, KW, b), "
+                       f"got {data.shape} and {weight.shape}")
     N, Cc, H, W, b = data.shape
     if (weight.shape[0], weight.shape[3]) != (Cc, b):
         raise fail(op, f"the weight {weight.shape} does not match the data's blocks {(Cc, b)}")
@@ -236,7 +237,8 @@ def _depthwise_compute(tensors, attrs):
 
 
 register_op(OpDef("nn.depthwise_conv2d_nchwc", "out_elemwise_fusable", _depthwise_infer, _depthwise_evaluate,
-                  _depthwise_compute, "depthwise 2-D convolution of channel-blocked data; attrs as nn.conv2d's."))
+                  _depthwise_compute,
+                  "depthwise 2-D convolution of channel-blocked data; attrs as nn.conv2d's."))
 
 
 # ---------------------------------------------------------------------------- nn.pool2d_nchwc
@@ -276,7 +278,8 @@ def _pool_compute(tensors, attrs):
     size, strides = pair("nn.pool2d_nchwc", "pool_size", attrs.get("pool_size")), attrs.get("strides", (1, 1))
     padding = attrs.get("padding", (0, 0, 0, 0))
     pooled = topi.nn.pool2d(images, size, strides, attrs.get("dilation", (1, 1)), padding, kind,
-                            bool(attrs.get("ceil_mode", False)), "NHWC", bool(attrs.get("count_include_pad", False)))
+                            bool(attrs.get("ceil_mode", False)), "NHWC",
+                            bool(attrs.get("count_include_pad", False)))
     _, Ho, Wo, _ = shape_of(pooled)
     return [te.compute((N, Cc, Ho, Wo, b), lambda n, c, h, w, k: pooled[n * Cc + c, h, w, k],
                        name="T_pool_nchwc", tag="injective")]

@@ -236,8 +236,8 @@ def _bias_add_compute(tensors, attrs):
     x, bias = tensors
     block = _bias_block(None, attrs)
     if block is not None:
-        return [te.compute(x.shape, lambda n, c, h, w, b: x[n, c, h, w, b] + bias[c * block + b], name="T_add",
-                           tag="broadcast")]
+        return [te.compute(x.shape, lambda n, c, h, w, b: x[n, c, h, w, b] + bias[c * block + b],
+                           name="T_add", tag="broadcast")]
     axis = attrs.get("axis", 1) % len(x.shape)
     return [te.compute(x.shape, lambda *i: x[i] + bias[i[axis]], name="T_add", tag="broadcast")]
 

@@ -107,7 +107,8 @@ def test_a_c_program_calls_the_library(network, tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS="2")
     out = subprocess.run([str(exe), str(lib), str(tmp_path / "x.bin")], capture_output=True, text=True,
                          env=env, check=True).stdout.split()
-    np.testing.assert_allclose(np.array(out, dtype="float32"), evaluate(graph, [x])[0][0], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(np.array(out, dtype="float32"), evaluate(graph, [x])[0][0],
+                               rtol=1e-4, atol=1e-6)
 
 
 def test_outputs_that_are_inputs_or_constants_are_copied(rng):

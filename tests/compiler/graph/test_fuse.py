@@ -10,7 +10,8 @@ from compiler.graph import GraphBuilder, evaluate, fuse, optimize
 
 
 def _kernels(graph):
-    return [([n.op for n in k.attrs["body"].nodes], k.attrs["kind"], k.attrs.get("epilogue")) for k in graph.nodes]
+    return [([n.op for n in k.attrs["body"].nodes], k.attrs["kind"], k.attrs.get("epilogue"))
+            for k in graph.nodes]
 
 
 def test_a_residual_block_is_two_kernels_with_their_output_stages(rng):
@@ -45,7 +46,8 @@ def test_an_operation_outside_the_output_stage_starts_a_kernel(rng):
     x = b.input("x", (6, 8))
     d = b.op("nn.dense", x, b.const("w", weights(rng, 5, 8)))
     graph = b.finish(b.op("tanh", b.op("nn.relu", d)))
-    assert _kernels(fuse(graph)) == [(["nn.dense", "nn.relu"], "anchor", ("relu",)), (["tanh"], "injective", None)]
+    assert _kernels(fuse(graph)) == [(["nn.dense", "nn.relu"], "anchor", ("relu",)),
+                                     (["tanh"], "injective", None)]
 
 
 def test_injective_chains_and_a_reduction_after_them_are_one_kernel(rng):
@@ -74,7 +76,8 @@ def test_a_network_fuses_into_its_layers(rng):
     fused = fuse(graph)
     kinds = [k[1] for k in _kernels(fused)]
     assert kinds == ["anchor"] * 5 + ["reduce", "reduce", "injective", "anchor", "reduce"]
-    assert [k[2] for k in _kernels(fused)][:5] == [("bias", "relu"), ("bias", "relu"), ("bias", "add", "relu"),
-                                                  ("bias", "relu"), ("bias", "add", "relu")]
+    assert [k[2] for k in _kernels(fused)][:5] == [("bias", "relu"), ("bias", "relu"),
+                                                  ("bias", "add", "relu"), ("bias", "relu"),
+                                                  ("bias", "add", "relu")]
     data = [rng.uniform(-1, 1, (1, 3, 12, 12)).astype("float32")]
     np.testing.assert_allclose(evaluate(fused, data)[0], evaluate(graph, data)[0], rtol=1e-5, atol=1e-7)

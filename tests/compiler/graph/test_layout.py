@@ -27,7 +27,8 @@ def test_a_network_stays_blocked_between_its_layers(rng):
     planned = plan_layouts(graph, lanes=4)  # blocks of 8 channels; the image's 3 channels are one block
     ops = _ops(planned)
     assert ops.count("nn.conv2d_nchwc") == 5 and "nn.conv2d" not in ops
-    transforms = [(n.attrs["src_layout"], n.attrs["dst_layout"]) for n in planned.nodes if n.op == "layout_transform"]
+    transforms = [(n.attrs["src_layout"], n.attrs["dst_layout"])
+                  for n in planned.nodes if n.op == "layout_transform"]
     assert transforms == [("NCHW", "NCHW3c"), ("NCHW8c", "NCHW")]  # in at the image, out before the reshape
     assert "nn.max_pool2d" not in ops and "nn.global_avg_pool2d" not in ops
     assert "nn.pool2d_nchwc" in ops and "mean" in ops  # pooled in blocks
@@ -45,7 +46,8 @@ def test_a_block_change_is_one_transform_read_by_both_readers(rng):
     d = b.op("add", conv(b, rng, c, 12), c)  # the residual is already in blocks of 4
     graph = b.finish(b.op("add", conv(b, rng, a, 12), d))
     planned = plan_layouts(graph, lanes=4)
-    transforms = [(n.attrs["src_layout"], n.attrs["dst_layout"]) for n in planned.nodes if n.op == "layout_transform"]
+    transforms = [(n.attrs["src_layout"], n.attrs["dst_layout"])
+                  for n in planned.nodes if n.op == "layout_transform"]
     assert transforms == [("NCHW", "NCHW4c"), ("NCHW4c", "NCHW")]
     data = [rng.uniform(-1, 1, (1, 8, 6, 6)).astype("float32")]
     np.testing.assert_allclose(evaluate(planned, data)[0], evaluate(graph, data)[0], rtol=1e-5, atol=1e-6)
@@ -61,7 +63,8 @@ def test_depthwise_layers_stay_blocked_and_a_reshape_gets_plain_data(rng):
     planned = plan_layouts(graph, lanes=4)
     ops = _ops(planned)
     assert "nn.depthwise_conv2d_nchwc" in ops and "nn.conv2d" not in ops
-    transforms = [(n.attrs["src_layout"], n.attrs["dst_layout"]) for n in planned.nodes if n.op == "layout_transform"]
+    transforms = [(n.attrs["src_layout"], n.attrs["dst_layout"])
+                  for n in planned.nodes if n.op == "layout_transform"]
     assert transforms == [("NCHW", "NCHW4c"), ("NCHW8c", "NCHW")]
     assert ops[-2:] == ["layout_transform", "reshape"]
     data = [rng.uniform(-1, 1, (1, 4, 5, 5)).astype("float32")]

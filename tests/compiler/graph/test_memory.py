@@ -67,7 +67,8 @@ def test_a_network_s_plan_keeps_live_tensors_apart(rng):
     block = np.frombuffer(plan.constant_block(), dtype=np.uint8)
     for v, offset in plan.constants:
         assert offset % ALIGN == 0
-        np.testing.assert_array_equal(block[offset:offset + v.type.nbytes], np.frombuffer(v.data.tobytes(), np.uint8))
+        np.testing.assert_array_equal(block[offset:offset + v.type.nbytes],
+                                      np.frombuffer(v.data.tobytes(), np.uint8))
 
 
 def test_outputs_that_are_not_computed_are_copied(rng):

@@ -101,7 +101,8 @@ def test_reshapes_sink_below_a_dense_layer_s_bias_activation_and_residual(rng):
     h = b.op("multiply", b.op("nn.relu", h), b.const("half", np.float32(0.5)))
     graph = b.finish(b.op("add", h, x))
     sunk = optimize(graph)
-    assert [n.op for n in sunk.nodes] == ["reshape", "nn.dense", "add", "nn.relu", "multiply", "add", "reshape"]
+    assert [n.op for n in sunk.nodes] == ["reshape", "nn.dense", "add", "nn.relu", "multiply", "add",
+                                          "reshape"]
     assert sunk.nodes[-2].inputs[1] is sunk.nodes[0].outputs[0]  # the residual is x as (6, 8)
     _same(graph, sunk, [rng.uniform(-1, 1, (1, 6, 8)).astype("float32")])
     fused = fuse(sunk)
