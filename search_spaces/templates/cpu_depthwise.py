@@ -39,11 +39,27 @@ are short. The knobs of the other layout are then fixed at their first values.
 An ``epilogue`` (see ``_epilogue``: bias, residual, activations) is applied as the NCHW output
 is written: in the unpacking of the blocked layout (where no padded channel, row or column
 is left), in the stage that stores the register tile of the NCHW one.
+
+``depthwise_conv2d_nchwc(N, C, H, W, KH, KW, stride, padding, dilation, block, dtype)`` is the
+blocked kernel alone, for models whose activations stay channel-blocked (``NCHW{block}c``)
+from layer to layer: input ``(N, C/block, H, W, block)``, weights pre-packed as
+``(C/block, KH, KW, block)``, output ``(N, C/block, Ho, Wo, block)``, so no layout changes.
+The channel block is the caller's; the knobs are the register tile (``reg_h``, ``reg_w``),
+the threads (``parallel_axis``, as above) and where the zero padding comes from
+(``pad_at``): ``"inline"`` reads the input in place, each load guarded by a branch on its
+row and column (the same for the loads of one tap row of a tile, and taken the same way
+away from the edges; no copy: the fastest on MobileNetV2's layers where measured),
+``"block"`` reads a padded copy of the channel block (or of its part of the rows, under
+``parallel_axis="rows"``) made in the parallel loop, ``"row"`` one of the input rows of
+each row of register tiles. The epilogue is applied as the register tile is stored.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from compiler import te, topi
+from compiler.runtime import num_threads
 from compiler.simd import vector_lanes, vector_registers
 from compiler.topi.nn.utils import conv_window
 from compiler.topi.utils import get_const_tuple
@@ -51,7 +67,8 @@ from search_spaces.template import get_config, template
 from search_spaces.templates._common import random_data
 from search_spaces.templates._epilogue import Epilogue, reference_epilogue
 
-__all__ = ["depthwise_conv2d_nchw", "depthwise_conv2d_nchw_reference", "channel_blocks", "register_tiles"]
+__all__ = ["depthwise_conv2d_nchw", "depthwise_conv2d_nchw_reference", "depthwise_conv2d_nchwc",
+           "depthwise_conv2d_nchwc_reference", "channel_blocks", "register_tiles"]
 
 MAX_REG_W = 16  # output columns per register tile
 MIN_SUB_BLOCK = 4  # the smallest channel block below a vector (for layers with few channels)
@@ -73,13 +90,14 @@ def channel_blocks(C: int, lanes: int) -> list[int]:
     return sorted(blocks)
 
 
-def register_tiles(Wo: int, Ho: int, cb: int, lanes: int, registers: int) -> list[tuple[int, int]]:
+def register_tiles(Wo: int, Ho: int, cb: int, lanes: int, registers: int,
+                   round_up: int = 8) -> list[tuple[int, int]]:
     """The feasible ``(reg_h, reg_w)`` register tiles for channel block ``cb``.
 
     ``reg_h * reg_w`` accumulators of ``cb / lanes`` vectors each, plus the weight vectors
-    of one tap and one input vector, fit ``registers``. Widths divide ``Wo`` or round it
-    up by at most an eighth (the extra columns are computed and dropped); two rows only
-    where ``Ho`` has two.
+    of one tap and one input vector, fit ``registers``. Widths divide ``Wo`` or, from four
+    columns, round it up by at most a ``round_up``-th (the extra columns are computed and
+    dropped); two rows only where ``Ho`` has two.
     """
     nv = max(1, cb // lanes)
     tiles = []
@@ -90,7 +108,7 @@ def register_tiles(Wo: int, Ho: int, cb: int, lanes: int, registers: int) -> lis
             if reg_h * reg_w * nv + nv + 1 > registers:
                 break
             waste = _cdiv(Wo, reg_w) * reg_w - Wo
-            if waste == 0 or (reg_w >= 4 and 8 * waste <= Wo):
+            if waste == 0 or (reg_w >= 4 and round_up * waste <= Wo):
                 tiles.append((reg_h, reg_w))
     return tiles
 
@@ -177,11 +195,8 @@ def depthwise_conv2d_nchw(N: int, C: int, H: int, W: int, KH: int, KW: int, stri
 
     def x_packed(n, co, h, w, ci):
         c = co * cb + ci
-        edges = ((c < C, Cb * cb > C), (h >= top, top > 0), (h < H + top, Hp > H + top),
-                 (w >= left, left > 0), (w < W + left, Wp > W + left))
-        inside = [cond for cond, needed in edges if needed]
-        value = X[n, c, h - top, w - left]
-        return te.if_then_else(te.all(*inside), value, zero) if inside else value
+        edges = ((c < C, Cb * cb > C), *_window_edges(h, w, H, W, top, left, Hp, Wp))
+        return _guarded(X[n, c, h - top, w - left], edges, zero)
 
     def w_packed(co, ky, kx, ci):
         c = co * cb + ci
@@ -190,10 +205,7 @@ def depthwise_conv2d_nchw(N: int, C: int, H: int, W: int, KH: int, KW: int, stri
 
     Xp = te.compute((N, Cb, Hp, Wp, cb), x_packed, name="X_packed")
     Wp_ = te.compute((Cb, KH, KW, cb), w_packed, name="W_packed")
-    ry = te.reduce_axis((0, KH), name="ry")
-    rx = te.reduce_axis((0, KW), name="rx")
-    acc = te.compute((N, Cb, Hop, Wop, cb), lambda n, co, y, x, ci: te.sum(
-        Xp[n, co, y * sh + ry * dh, x * sw + rx * dw, ci] * Wp_[co, ry, rx, ci], axis=[ry, rx]), name="acc")
+    acc = _tap_sum(Xp, Wp_, (N, Cb, Hop, Wop, cb), (sh, sw), (dh, dw))
     Yb = te.compute((N, Cb, Hop, Wop, cb), lambda *i: acc[i], name="Y_blocked")
     Y = te.compute((N, C, Ho, Wo), lambda n, c, y, x: ep.apply(Yb[n, c // cb, y, x, c % cb], c, (n, c, y, x)),
                    name="depthwise_conv2d_nchw")
@@ -285,18 +297,187 @@ def _schedule_blocked(s, cfg, Yb, acc, reg_h: int, reg_w: int, cb: int, lanes: i
         b.compute_at(out, outer)
     else:
         b.parallel(b.fuse(n, co))
+    _schedule_taps(s, acc, b, xo, cb, lanes)
+
+
+def _window_edges(h, w, H: int, W: int, top: int, left: int, Hp: int, Wp: int) -> tuple:
+    """``(condition, needed)`` pairs: padded row ``h`` and column ``w`` (of ``Hp x Wp``) fall
+    inside the ``H x W`` input placed at (``top``, ``left``); needed where padding is there."""
+    return ((h >= top, top > 0), (h < H + top, Hp > H + top),
+            (w >= left, left > 0), (w < W + left, Wp > W + left))
+
+
+def _guarded(value, edges, zero):
+    """``value`` where every needed condition of ``edges`` holds, else ``zero``."""
+    inside = [cond for cond, needed in edges if needed]
+    return te.if_then_else(te.all(*inside), value, zero) if inside else value
+
+
+def _tap_sum(P, Wb, shape, stride, dilation):
+    """``acc[n, co, y, x, ci]``: the depthwise taps of the blocked, padded input ``P``
+    ``(N, Cb, Hp, Wp, cb)`` with the blocked weights ``Wb`` ``(Cb, KH, KW, cb)``."""
+    (sh, sw), (dh, dw) = stride, dilation
+    _, KH, KW, _ = get_const_tuple(Wb.shape)
+    ry = te.reduce_axis((0, KH), name="ry")
+    rx = te.reduce_axis((0, KW), name="rx")
+    return te.compute(shape, lambda n, co, y, x, ci: te.sum(
+        P[n, co, y * sh + ry * dh, x * sw + rx * dw, ci] * Wb[co, ry, rx, ci], axis=[ry, rx]), name="acc")
+
+
+def _channel_vector(cb: int, lanes: int) -> int:
+    """The vector width along a block of ``cb`` channels: the whole block up to a vector, else
+    the largest power of two that divides it, up to a vector."""
+    if cb <= lanes:
+        return cb
+    return next(w for w in (lanes >> k for k in range(lanes.bit_length())) if cb % w == 0)
+
+
+def _schedule_taps(s, acc, stage, loop, cb: int, lanes: int) -> None:
+    """The microkernel: ``acc`` (local) computed at ``loop`` of ``stage``, one register tile
+    per iteration; the taps outermost (the kernel columns unrolled), the tile unrolled, the
+    ``cb`` channels as vectors."""
     a = s[acc]
     a.set_scope("local")
-    a.compute_at(b, xo)
+    a.compute_at(stage, loop)
     an, aco, ay, ax, aci = a.op.axis
     ary, arx = a.op.reduce_axis
     a.reorder(an, aco, ary, arx, ay, ax, aci)
     a.unroll(arx)
     a.unroll(ay)
     a.unroll(ax)
+    _vectorize_channels(a, aci, cb, lanes)
+
+
+def _vectorize_channels(stage, axis, cb: int, lanes: int) -> None:
+    """Vectorize ``axis`` (a block of ``cb`` channels) in vectors of :func:`_channel_vector`."""
     if cb > lanes:
-        cv, cl = a.split(aci, factor=lanes)
-        a.unroll(cv)
-        a.vectorize(cl)
+        cv, cl = stage.split(axis, factor=_channel_vector(cb, lanes))
+        stage.unroll(cv)
+        stage.vectorize(cl)
     else:
-        a.vectorize(aci)
+        stage.vectorize(axis)
+
+
+# ---------------------------------------------------------------------------- depthwise_conv2d_nchwc
+
+
+def _check_block(C: int, block) -> None:
+    if not isinstance(block, int) or isinstance(block, bool) or block < 1 or C % block:
+        raise ValueError(f"block must be a positive divisor of C ({C}), got {block!r}")
+
+
+def _loop_rows(Ho: int, reg_h: int, parallel_axis: str) -> int:
+    """The output rows the loops of the blocked kernel run over: ``Ho`` rounded up to whole
+    register tiles and, under ``parallel_axis="rows"``, to whole row parts of
+    :func:`_row_part` tiles (the extra rows are computed and never stored)."""
+    tiles = _cdiv(Ho, reg_h)
+    if parallel_axis == "rows":
+        part = _row_part(tiles)
+        tiles = _cdiv(tiles, part) * part
+    return tiles * reg_h
+
+
+def _row_part(tiles: int) -> int:
+    """Register tiles of rows per thread's part under ``parallel_axis="rows"``: a
+    :data:`ROW_PARTS` th of them."""
+    return _cdiv(tiles, ROW_PARTS)
+
+
+def _define_nchwc_knobs(cfg, N: int, Cb: int, Ho: int, Wo: int, padded: bool, block: int, lanes: int,
+                        registers: int) -> None:
+    """The knobs of :func:`depthwise_conv2d_nchwc` over feasible configs only, and their defaults."""
+    nv = _cdiv(block, _channel_vector(block, lanes))
+    # Widths may round short rows up by a quarter: at 7 columns, two-vector blocks on 16
+    # registers then have a tile of 4 columns (8 accumulators), not only of 1.
+    tiles = register_tiles(Wo, Ho, nv * lanes if block > lanes else block, lanes, registers, round_up=4)
+    # One row of at most 8 columns (as in depthwise_conv2d_nchw) and half the registers (more
+    # accumulators spill: 12 of AVX2's 16 ran at half the speed of 8); of those, the most
+    # useful accumulators (the columns of the row over those computed), then the least rounding.
+    default_w = max((w for h, w in tiles if h == 1 and w <= 8 and w * nv <= registers // 2),
+                    key=lambda w: (w * Wo / (_cdiv(Wo, w) * w), -(_cdiv(Wo, w) * w)), default=1)
+    cfg.define_knob("reg_h", sorted({h for h, _ in tiles}), default=1)
+    cfg.define_knob("reg_w", sorted({w for _, w in tiles}), default=default_w)
+    threads = num_threads()
+    axes = ["blocks", "rows"] if Ho >= 2 * ROW_PARTS else ["blocks"]
+    few_blocks = (N * Cb) % threads != 0 and N * Cb < 8 * threads
+    cfg.define_knob("parallel_axis", axes, default=axes[-1] if few_blocks else "blocks")
+    cfg.define_knob("pad_at", ["inline", "block", "row"])
+    feasible = set(tiles)
+
+    def valid(c) -> bool:
+        reg_h, reg_w = c["reg_h"].val, c["reg_w"].val
+        rounded = _loop_rows(Ho, reg_h, c["parallel_axis"].val) > Ho or Wo % reg_w != 0
+        return (reg_h, reg_w) in feasible and (c["pad_at"].val == "inline" or padded or rounded)
+
+    cfg.add_constraint(valid, knobs=["reg_h", "reg_w", "parallel_axis", "pad_at"],
+                       name="register tile fits; a padded copy only of something to pad")
+
+
+def depthwise_conv2d_nchwc_reference(N, C, H, W, KH, KW, stride, padding, dilation, block=16, dtype="float32",
+                                     epilogue=(), rng=None):
+    """Random blocked input ``(N, C/block, H, W, block)`` and weights ``(C/block, KH, KW, block)``,
+    and their depthwise convolution (``topi.testing.depthwise_conv2d_python_nchw``) through
+    ``epilogue`` (a bias of ``(C,)``, residuals blocked as the output), blocked."""
+    _check_block(C, block)
+    x, w = random_data(rng, (N, C, H, W), dtype), random_data(rng, (C, 1, KH, KW), dtype)
+    out = topi.testing.depthwise_conv2d_python_nchw(x, w, stride, padding, dilation)
+    extra, out = reference_epilogue(epilogue, out, 1, dtype, rng)
+
+    def blocked(a):  # (N, C, h, w) as (N, C/block, h, w, block)
+        n, c, h, w_ = a.shape
+        return np.ascontiguousarray(a.reshape(n, c // block, block, h, w_).transpose(0, 1, 3, 4, 2))
+
+    wb = np.ascontiguousarray(w.reshape(C // block, block, KH, KW).transpose(0, 2, 3, 1))
+    return [blocked(x), wb, *(e if e.ndim == 1 else blocked(e) for e in extra)], [blocked(out)]
+
+
+@template("depthwise_conv2d_nchwc", target="cpu", reference=depthwise_conv2d_nchwc_reference)
+def depthwise_conv2d_nchwc(N: int, C: int, H: int, W: int, KH: int, KW: int, stride=1, padding=0,
+                           dilation=1, block: int = 16, dtype: str = "float32", epilogue: tuple = ()):
+    """Depthwise convolution of channel-blocked data (see the module): input
+    ``(N, C/block, H, W, block)``, weights ``(C/block, KH, KW, block)`` (channel ``c``'s tap
+    ``(ky, kx)`` at ``[c // block, ky, kx, c % block]``), output ``(N, C/block, Ho, Wo, block)``;
+    ``block`` must divide ``C``. ``epilogue``'s inputs (a bias of ``(C,)``, residuals of the
+    output's shape) come after X and W; it is applied where the register tile is stored."""
+    (sh, sw), (dh, dw), (top, left, bottom, right), (Ho, Wo) = conv_window(H, W, KH, KW, stride, padding,
+                                                                          dilation)
+    _check_block(C, block)
+    cfg = get_config()
+    lanes, Cb = vector_lanes(dtype), C // block
+    _define_nchwc_knobs(cfg, N, Cb, Ho, Wo, any((top, left, bottom, right)), block, lanes, vector_registers())
+    reg_h, reg_w, pad_at = cfg["reg_h"].val, cfg["reg_w"].val, cfg["pad_at"].val
+    X = te.placeholder((N, Cb, H, W, block), name="X", dtype=dtype)
+    Wt = te.placeholder((Cb, KH, KW, block), name="W", dtype=dtype)
+    ep = Epilogue.declare(epilogue, dtype, (N, Cb, Ho, Wo, block), C)
+
+    Hop, Wop = _loop_rows(Ho, reg_h, cfg["parallel_axis"].val), _cdiv(Wo, reg_w) * reg_w
+    Hp, Wp = (Hop - 1) * sh + (KH - 1) * dh + 1, (Wop - 1) * sw + (KW - 1) * dw + 1
+    zero = te.const(0, dtype)
+    P = te.compute((N, Cb, Hp, Wp, block), lambda n, co, h, w, ci: _guarded(
+        X[n, co, h - top, w - left, ci], _window_edges(h, w, H, W, top, left, Hp, Wp), zero), name="X_padded")
+    acc = _tap_sum(P, Wt, (N, Cb, Hop, Wop, block), (sh, sw), (dh, dw))
+    Y = te.compute((N, Cb, Ho, Wo, block), lambda n, co, y, x, ci: ep.apply(
+        acc[n, co, y, x, ci], co * block + ci, (n, co, y, x, ci)), name="depthwise_conv2d_nchwc")
+
+    s = te.create_schedule(Y.op)
+    n, co, y, x, ci = s[Y].op.axis
+    if cfg["parallel_axis"].val == "rows":
+        yp, y = s[Y].split(y, factor=_row_part(_cdiv(Ho, reg_h)) * reg_h)
+        blocks = (n, co, yp)
+    else:
+        blocks = (n, co)
+    yo, yi = s[Y].split(y, factor=reg_h)
+    xo, xi = s[Y].split(x, factor=reg_w)
+    s[Y].reorder(*blocks, yo, xo, yi, xi, ci)
+    outer = s[Y].fuse(*blocks)
+    s[Y].parallel(outer)
+    s[Y].unroll(yi)
+    s[Y].unroll(xi)
+    _vectorize_channels(s[Y], ci, block, lanes)
+    _schedule_taps(s, acc, s[Y], xo, block, lanes)
+    if pad_at == "inline":
+        s[P].compute_inline()
+    else:
+        s[P].compute_at(s[Y], outer if pad_at == "block" else yo)
+        s[P].vectorize(s[P].op.axis[-1])
+    return s, [X, Wt, *ep.inputs, Y]

@@ -169,6 +169,23 @@ def _loop_depthwise_conv2d_nchw(args, inputs):
     return _conv(args, inputs, "NCHW", depthwise=True)
 
 
+def _loop_depthwise_conv2d_nchwc(args, inputs):
+    """The NCHW loop depthwise convolution of the unblocked inputs, its output blocked again."""
+    N, C, H, W, KH, KW, stride, padding, dilation, block, dtype = args
+    x, w = inputs
+    _shape_of(x, (N, C // block, H, W, block), dtype)
+    _shape_of(w, (C // block, KH, KW, block), dtype)
+    x_nchw = _to([[[[_value(x, n, c // block, h, i, c % block) for i in range(W)] for h in range(H)]
+                   for c in range(C)] for n in range(N)], dtype)
+    w_nchw = _to([[[[_value(w, c // block, ry, rx, c % block) for rx in range(KW)] for ry in range(KH)]]
+                  for c in range(C)], dtype)
+    (y,) = _conv((N, C, H, W, KH, KW, stride, padding, dilation, dtype), [x_nchw, w_nchw], "NCHW",
+                 depthwise=True)
+    Ho, Wo = y.shape[2:]
+    return [_to([[[[[_value(y, n, c * block + b, i, j) for b in range(block)] for j in range(Wo)]
+                   for i in range(Ho)] for c in range(C // block)] for n in range(N)], dtype)]
+
+
 def _loop_pool2d(args, inputs):
     """Max over the taps inside the input (padding never wins); average over all KH * KW taps,
     padding counted as zeros."""
@@ -293,6 +310,13 @@ ORACLES = {
         (1, 2, 7, 8, 2, 3, (2, 1), (1, 2), (2, 1), "float32"),
         (1, 3, 6, 7, 3, 3, (1, 3), (0, 1, 2, 1), (1, 2), "float64"),
         (1, 2, 4, 4, 3, 3, 3, 2, 2, "int32"),
+    ]),
+    # (N, C, H, W, KH, KW, stride, padding, dilation, block, dtype): blocked layouts
+    "depthwise_conv2d_nchwc": (_loop_depthwise_conv2d_nchwc, [
+        (1, 4, 5, 5, 3, 3, 1, 0, 1, 2, "float32"),
+        (2, 6, 7, 6, 3, 2, 2, 1, 1, 3, "float32"),
+        (1, 4, 7, 8, 2, 3, (2, 1), (0, 1, 2, 1), (2, 1), 4, "float64"),
+        (1, 2, 4, 4, 3, 3, 3, 2, 2, 1, "int32"),
     ]),
     # (N, C, H, W, KH, KW, stride, padding, pool_type, dtype)
     "pool2d": (_loop_pool2d, [
