@@ -37,7 +37,7 @@ from ..tir.function import IRModule
 from .errors import GraphError
 from .fuse import FUSED, fuse, fused_kernels
 from .ir import Graph, Node
-from .kernels import default_schedule, kernel_key, kernel_tensors
+from .kernels import default_schedule, keeps_last_axis, kernel_key, kernel_tensors
 from .layout import plan_layouts
 from .memory import ALIGN, MemoryPlan, aliases, plan_memory
 from .passes import optimize
@@ -82,7 +82,7 @@ def _identifier(text: str, limit: int = 40) -> str:
 
 def _default_choice(node: Node) -> KernelChoice:
     params, outs = kernel_tensors(node)
-    return KernelChoice(default_schedule(outs), [*params, *outs])
+    return KernelChoice(default_schedule(outs, keeps_last_axis(node)), [*params, *outs])
 
 
 def _check_tensors(node: Node, choice: KernelChoice) -> None:

@@ -18,7 +18,7 @@ from .fuse import FUSED
 from .ir import Node
 from .op import get_op
 
-__all__ = ["kernel_tensors", "default_schedule", "kernel_key", "PARALLEL_MIN_ELEMENTS"]
+__all__ = ["kernel_tensors", "default_schedule", "keeps_last_axis", "kernel_key", "PARALLEL_MIN_ELEMENTS"]
 
 # Loops of fewer elements than this stay on one thread: starting the others costs more.
 PARALLEL_MIN_ELEMENTS = 1 << 14
@@ -52,8 +52,10 @@ def _size(t) -> int:
     return n
 
 
-def default_schedule(outputs: list[te.Tensor]) -> Schedule:
-    """A schedule for any fused kernel (see the module's docstring)."""
+def default_schedule(outputs: list[te.Tensor], vector_last: bool = False) -> Schedule:
+    """A schedule for any fused kernel (see the module's docstring). ``vector_last``: the
+    reductions' last axis is contiguous in what they read (a channel block's), so it is
+    vectorized, innermost, below the reduction's loops."""
     s = te.create_schedule([t.op for t in outputs])
     out_ops = {t.op for t in outputs}
     for stage in list(s.stages):
@@ -61,23 +63,46 @@ def default_schedule(outputs: list[te.Tensor]) -> Schedule:
         if not isinstance(op, ComputeOp) or op in out_ops:
             continue
         if op.reduce_axis:
-            _parallel_outer(s, op.output(0))
+            _parallel_outer(s, op.output(0), vector_last)
         else:
             s[op].compute_inline()
     for t in outputs:
         if t.op.reduce_axis:
-            _parallel_outer(s, t)
+            _parallel_outer(s, t, vector_last)
         else:
             _fuse_vectorize(s, t)
     return s
 
 
-def _parallel_outer(s: Schedule, t: te.Tensor) -> None:
+def _parallel_outer(s: Schedule, t: te.Tensor, vector_last: bool = False) -> None:
     axes = s[t].op.axis
-    if axes and _size(t) >= 2:
-        fused = s[t].fuse(*axes) if len(axes) > 1 else axes[0]
-        if _size(t) * _reduce_extent(t) >= PARALLEL_MIN_ELEMENTS:
-            s[t].parallel(fused)
+    if not axes or _size(t) < 2:
+        return
+    outer = axes
+    if vector_last and len(axes) >= 2 and int(t.shape[-1].value) >= 4:
+        outer = axes[:-1]
+        s[t].reorder(*outer, *s[t].op.reduce_axis, axes[-1])
+        s[t].vectorize(axes[-1])
+    fused = s[t].fuse(*outer) if len(outer) > 1 else outer[0]
+    if _size(t) * _reduce_extent(t) >= PARALLEL_MIN_ELEMENTS:
+        s[t].parallel(fused)
+
+
+def keeps_last_axis(node: Node) -> bool:
+    """Whether every reduction of fused ``node`` keeps its input's last (contiguous) axis as its own
+    last axis: blocked pooling, and means or sums over other axes."""
+    for member in node.attrs["body"].nodes:
+        if get_op(member.op).pattern != "reduce":
+            continue
+        if member.op == "nn.pool2d_nchwc":
+            continue
+        axis = member.attrs.get("axis")
+        ndim = len(member.inputs[0].shape)
+        if member.op not in ("mean", "sum", "max", "min") or axis is None or not member.attrs.get("keepdims"):
+            return False
+        if (ndim - 1) in {a % ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,))}:
+            return False
+    return True
 
 
 def _reduce_extent(t: te.Tensor) -> int:

@@ -271,14 +271,28 @@ def _pool_evaluate(arrays, attrs):
 def _pool_compute(tensors, attrs):
     (x,) = tensors
     N, Cc, H, W, b = shape_of(x)
+    kind = _pool_kind(attrs)
+    size, strides = pair("nn.pool2d_nchwc", "pool_size", attrs.get("pool_size")), attrs.get("strides", (1, 1))
+    padding, dilation = attrs.get("padding", (0, 0, 0, 0)), attrs.get("dilation", (1, 1))
+    ceil_mode = bool(attrs.get("ceil_mode", False))
+    if kind == "max" and not ceil_mode:
+        # One reduction straight into the blocked output, the block innermost: it vectorizes.
+        (kh, kw), (sh, sw), (dh, dw) = size, pair("nn.pool2d_nchwc", "strides", strides), pair(
+            "nn.pool2d_nchwc", "dilation", dilation)
+        top, left, bottom, right = padding
+        Ho = (H + top + bottom - (kh - 1) * dh - 1) // sh + 1
+        Wo = (W + left + right - (kw - 1) * dw - 1) // sw + 1
+        padded = topi.nn.pad(x, [0, 0, top, left, 0], [0, 0, bottom, right, 0], te.min_value(x.dtype),
+                             name="pad_temp") if any(padding) else x
+        ry, rx = te.reduce_axis((0, kh), name="ry"), te.reduce_axis((0, kw), name="rx")
+        return [te.compute((N, Cc, Ho, Wo, b),
+                           lambda n, c, y, xx, k: te.max(padded[n, c, y * sh + ry * dh, xx * sw + rx * dw, k],
+                                                         axis=[ry, rx]),
+                           name="T_max_pool_nchwc")]
     # The blocks as NHWC images: (N * C/b, H, W, b), pooled over H and W.
     images = te.compute((N * Cc, H, W, b), lambda i, h, w, c: x[i // Cc, i % Cc, h, w, c], name="T_images",
                         tag="injective")
-    kind = _pool_kind(attrs)
-    size, strides = pair("nn.pool2d_nchwc", "pool_size", attrs.get("pool_size")), attrs.get("strides", (1, 1))
-    padding = attrs.get("padding", (0, 0, 0, 0))
-    pooled = topi.nn.pool2d(images, size, strides, attrs.get("dilation", (1, 1)), padding, kind,
-                            bool(attrs.get("ceil_mode", False)), "NHWC",
+    pooled = topi.nn.pool2d(images, size, strides, dilation, padding, kind, ceil_mode, "NHWC",
                             bool(attrs.get("count_include_pad", False)))
     _, Ho, Wo, _ = shape_of(pooled)
     return [te.compute((N, Cc, Ho, Wo, b), lambda n, c, h, w, k: pooled[n * Cc + c, h, w, k],

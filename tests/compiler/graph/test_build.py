@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import textwrap
 
 import numpy as np
@@ -143,3 +144,26 @@ def test_models_compile_for_cpus_only(rng):
     x = b.input("x", (4,))
     with pytest.raises(compiler.graph.GraphError, match="llvm"):
         build_graph(b.finish(b.op("nn.relu", x)), target="cuda")
+
+
+def test_the_library_loads_without_the_tuner_the_log_onnx_or_llvm(network, tmp_path):
+    graph, module = network
+    lib = tmp_path / "net.so"
+    module.export_library(lib)
+    x = _input(6)
+    np.save(tmp_path / "x.npy", x)
+    script = textwrap.dedent(f"""
+        import sys
+        import numpy as np
+        import compiler.runtime
+        m = compiler.runtime.load_module({str(lib)!r})
+        out = np.empty(m.attrs["model"]["outputs"][0]["shape"], "float32")
+        m(np.load({str(tmp_path / "x.npy")!r}), out)
+        np.save({str(tmp_path / "out.npy")!r}, out)
+        loaded = [name for name in ("autotune", "search_spaces", "db", "measure", "onnx", "llvmlite", "torch")
+                  if name in sys.modules]
+        print(",".join(loaded))
+    """)
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert p.stdout.strip() == ""
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), evaluate(graph, [x])[0], rtol=1e-4, atol=1e-6)
