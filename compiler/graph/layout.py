@@ -1,6 +1,7 @@
 """Layout planning: convolutions in channel blocks, and the blocks flowing from layer to layer.
 
-A convolution (``groups == 1``, floating point, filters a whole number of vectors or half of one)
+A dense layer's constant weight is packed in micro-panels (``nn.dense_pack``). A convolution
+(``groups == 1``, floating point, filters a whole number of vectors or half of one)
 becomes ``nn.conv2d_nchwc``, a depthwise one ``nn.depthwise_conv2d_nchwc``, on channel-blocked
 data (``NCHW{b}c``, see :mod:`.ops.layout`): its weight is packed into blocks now, once, at build
 time. The blocked output stays blocked through what can work on blocks (activations, per-channel
@@ -23,9 +24,9 @@ import numpy as np
 from ..simd import vector_lanes
 from .ir import Graph, Node, Value
 from .op import get_op
-from .ops.layout import layout_name, pack_depthwise_weight, pack_weight, to_blocks
+from .ops.layout import layout_name, pack_dense_weight, pack_depthwise_weight, pack_weight, to_blocks
 
-__all__ = ["plan_layouts", "output_block", "input_block"]
+__all__ = ["plan_layouts", "output_block", "input_block", "panel_width"]
 
 _UNARY = ("nn.relu", "clip", "sigmoid", "tanh", "exp", "negative", "abs", "nn.gelu", "erf", "sqrt")
 _BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum")
@@ -38,6 +39,12 @@ def output_block(filters: int, lanes: int) -> int | None:
         if block >= 4 and filters % block == 0:
             return block
     return None
+
+
+def panel_width(units: int, lanes: int) -> int:
+    """The micro-panel width of a dense layer's packed weight: two vectors, one where the layer
+    has fewer outputs."""
+    return 2 * lanes if units > lanes else lanes
 
 
 def input_block(channels: int, lanes: int) -> int | None:
@@ -106,6 +113,8 @@ class _Planner:
             return None
         if node.op == "nn.conv2d":
             return self._conv(node)
+        if node.op == "nn.dense":
+            return self._dense(node)
         blocks = {self.now(v)[1] for v in node.inputs if not v.is_constant} - {None}
         if len(blocks) == 0 or len(node.output.shape) != 4:
             return None
@@ -179,6 +188,16 @@ class _Planner:
         out = self.emit("nn.conv2d_nchwc", [self.as_blocked(x, ic_bn), weight], attrs, node.name)
         return out, oc_bn
 
+
+    def _dense(self, node: Node) -> tuple[Value, None] | None:
+        """A dense layer's constant weight, packed in micro-panels of :func:`panel_width` columns."""
+        x, w = node.inputs
+        if not w.is_constant:
+            return None
+        nr = panel_width(w.shape[0], self.lanes)
+        weight = Value.constant(f"{w.name}_panels{nr}", pack_dense_weight(w.data, nr))
+        return self.emit("nn.dense_pack", [self.as_plain(x), weight], {"units": w.shape[0]}, node.name,
+                         like=node.output), None
 
     def _depthwise(self, node: Node) -> tuple[Value, int] | None:
         x, w = node.inputs

@@ -8,7 +8,8 @@ and ``k < K`` (``b`` the batch indices, if any), as the fast BLAS libraries comp
   knob, A is packed likewise into ``Ap[b, i // mr, k, i % mr]``, one row block at a
   time, inside the loop over row blocks: the thread that uses a block packs it, and it
   stays in L2 while the panels of B stream past it. Packing is part of the operator,
-  so the tuner measures it.
+  so the tuner measures it, unless B arrives packed (a constant weight packed once,
+  when the model is built: ``gemm_compute(b_packed=...)``, ``define_gemm_knobs(nr=...)``).
 * **Microkernel.** An ``mr x nr`` tile of C lives in registers (``nr`` is ``nv`` vector
   registers wide): per ``k``, ``nv`` vector loads of B, ``mr`` broadcasts of A and
   ``mr * nv`` fused multiply-adds. The knobs allow only tiles whose accumulators, the
@@ -46,8 +47,8 @@ from compiler.codegen.llvm import MAX_STACK_BYTES
 from compiler.runtime import num_threads
 from compiler.simd import vector_lanes, vector_registers
 
-__all__ = ["GemmTensors", "define_gemm_knobs", "gemm_compute", "schedule_gemm", "microkernels", "L2_BYTES",
-           "L3_BYTES_PER_CORE"]
+__all__ = ["GemmTensors", "define_gemm_knobs", "gemm_compute", "schedule_gemm", "microkernels",
+           "packed_microkernels", "L2_BYTES", "L3_BYTES_PER_CORE"]
 
 # The L2 size the blocks aim at: the smaller of the x86 server cores we target (Zen 4/5 and Xeon
 # have 1-2 MiB per core). A constant, so that a pinned target's space is the same on any machine.
@@ -91,11 +92,29 @@ def microkernels(M: int, N: int, lanes: int, registers: int) -> list[tuple[int, 
             continue
         if nv > 1 and nv // 2 * lanes >= N:  # the upper half of the tile would be padding
             break
-        budget = registers - nv - 1
-        top = min(budget // nv, M)
-        low = min(top, _cdiv(budget, 2 * nv))
-        out += [(mr, nv * lanes) for mr in range(max(1, low), top + 1)]
+        out += _tiles(M, nv, lanes, registers)
     return out
+
+
+def _tiles(M: int, nv: int, lanes: int, registers: int) -> list[tuple[int, int]]:
+    """The tiles ``nv`` vectors wide whose registers fit, as :func:`microkernels` counts them."""
+    budget = registers - nv - 1
+    top = min(budget // nv, M)
+    low = min(top, _cdiv(budget, 2 * nv))
+    return [(mr, nv * lanes) for mr in range(max(1, low), top + 1)]
+
+
+def packed_microkernels(M: int, nr: int, lanes: int, registers: int) -> list[tuple[int, int]]:
+    """The feasible ``(mr, nr)`` tiles of width ``nr`` for a B packed in panels of ``nr``
+    columns (the packing fixes the tile's width, padding and all); ValueError unless ``nr`` is
+    a power-of-two number of vectors (of ``lanes``), at most :data:`MAX_VECTORS` (see
+    :func:`microkernels`)."""
+    nv = nr // lanes if nr > 0 and nr % lanes == 0 else 0
+    if nv not in (1, 2, 4) or nv > MAX_VECTORS:
+        widths = ", ".join(str(v * lanes) for v in (1, 2, 4) if v <= MAX_VECTORS)
+        raise ValueError(f"no microkernel is {nr} columns wide: with {lanes}-lane vectors, nr is one "
+                         f"of {widths}")
+    return _tiles(M, nv, lanes, registers)
 
 
 @dataclass(frozen=True)
@@ -134,12 +153,17 @@ class _Shape:
         return p * mr * q * nr * self.itemsize <= MAX_STACK_BYTES
 
 
-def define_gemm_knobs(cfg, M: int, N: int, K: int, dtype: str, batch: int = 1) -> None:
+def define_gemm_knobs(cfg, M: int, N: int, K: int, dtype: str, batch: int = 1, nr: int | None = None) -> None:
     """Declare the GEMM knobs for ``batch`` products ``M x K @ K x N`` (see the module's
     docstring): the tile ``mr`` x ``nr``; the blocks ``mc_panels`` (``mc = mc_panels * mr``),
-    ``nc_panels`` (``nc = nc_panels * nr``) and ``kc``; ``parallel_axis``; ``pack_a``."""
+    ``nc_panels`` (``nc = nc_panels * nr``) and ``kc``; ``parallel_axis``; ``pack_a``.
+    A given ``nr`` (B arrives packed in panels that wide) is the only tile width
+    (:func:`packed_microkernels`)."""
     shape = _Shape(M, N, K, np.dtype(dtype).itemsize, vector_lanes(dtype), vector_registers())
-    kernels = microkernels(M, N, shape.lanes, shape.registers)
+    if nr is None:
+        kernels = microkernels(M, N, shape.lanes, shape.registers)
+    else:
+        kernels = packed_microkernels(M, nr, shape.lanes, shape.registers)
     rows = {(mr, p) for mr, _ in kernels for p in shape.row_panels(mr)}
     cols = {(nr, q) for _, nr in kernels for q in shape.col_panels(nr)}
     axes = ["rows", "cols"] + (["batch"] if batch > 1 else [])
@@ -245,6 +269,7 @@ class GemmTensors:
     K: int
     b_rows_are_k: bool  # B stored (K, N), as matmul's; dense's W is (N, K)
     col_axes: int = 1  # the output's axes that make up its N columns (row-major)
+    b_given: bool = False  # b_packed is an input (packed before the call), not a stage
 
 
 def _pack(at, batch: tuple, rows: int, K: int, r: int, panels: int, dtype: str, name: str):
@@ -263,16 +288,24 @@ def _pack(at, batch: tuple, rows: int, K: int, r: int, panels: int, dtype: str, 
 
 def gemm_compute(cfg, A_at, B_at, batch: tuple, M: int, N: int, K: int, dtype: str,
                  epilogue=None, name: str = "C", b_rows_are_k: bool = True,
-                 out_cols: tuple[int, ...] | None = None) -> GemmTensors:
+                 out_cols: tuple[int, ...] | None = None, b_packed: te.Tensor | None = None) -> GemmTensors:
     """The GEMM's stages for the chosen knobs; ``A_at(*b, i, k)`` and ``B_at(*b, k, j)`` read
     the operands, ``epilogue(value, *b, i, j)`` (if given) maps each result.
     ``b_rows_are_k=False`` says that B is stored transposed (``B_at(k, j)`` reads ``W[j, k]``),
     which decides the order in which it is packed. ``out_cols`` (sizes whose product is
     ``N``) shapes the output ``(*batch, M, *out_cols)``, its columns in row-major order (a
-    1x1 convolution's output pixels ``(Ho, Wo)``); the epilogue then gets those indices."""
+    1x1 convolution's output pixels ``(Ho, Wo)``); the epilogue then gets those indices.
+    A given ``b_packed`` (shaped ``(*batch, ceil(N / nr), K, nr)``, zeros past ``N``) is read
+    in place of packing B, and ``B_at`` is not used."""
     mr, nr = cfg["mr"].val, cfg["nr"].val
     mb, nb = _cdiv(M, mr), _cdiv(N, nr)
-    b_packed = _pack(lambda *ix: B_at(*ix[:-2], ix[-1], ix[-2]), batch, N, K, nr, nb, dtype, "B_packed")
+    b_given = b_packed is not None
+    if b_given:
+        want = (*batch, nb, K, nr)
+        if tuple(int(x) for x in b_packed.shape) != want:
+            raise ValueError(f"packed B is {tuple(b_packed.shape)}, the GEMM reads {want}")
+    else:
+        b_packed = _pack(lambda *ix: B_at(*ix[:-2], ix[-1], ix[-2]), batch, N, K, nr, nb, dtype, "B_packed")
     if cfg["pack_a"].val:
         a_packed = _pack(A_at, batch, M, K, mr, mb, dtype, "A_packed")
 
@@ -301,7 +334,7 @@ def gemm_compute(cfg, A_at, B_at, batch: tuple, M: int, N: int, K: int, dtype: s
         return epilogue(value, *idx) if epilogue is not None else value
 
     out = te.compute((*batch, M, *cols), out_body, name=name)
-    return GemmTensors(a_packed, b_packed, acc, out, K, b_rows_are_k, len(cols))
+    return GemmTensors(a_packed, b_packed, acc, out, K, b_rows_are_k, len(cols), b_given)
 
 
 def schedule_gemm(cfg, s, t: GemmTensors) -> None:
@@ -345,6 +378,17 @@ def schedule_gemm(cfg, s, t: GemmTensors) -> None:
     acc.unroll(cjv)
     acc.vectorize(cjl)
 
+    if not t.b_given:
+        _schedule_b_pack(s, t, axis != "none")
+    if t.a_packed is not None:
+        pa = s[t.a_packed]
+        pa.compute_at(out, ic)
+        if axis == "cols":  # all threads pack the row block, then each takes its columns
+            pa.parallel(pa.op.axis[-3])
+
+
+def _schedule_b_pack(s, t: GemmTensors, parallel: bool) -> None:
+    """B's packing stage: in order of B's rows (or W's), on all threads if ``parallel``."""
     pb = s[t.b_packed]
     *bb, bo, bk, bx = pb.op.axis
     if t.b_rows_are_k:
@@ -357,10 +401,5 @@ def schedule_gemm(cfg, s, t: GemmTensors) -> None:
     else:  # a transpose: read each row of W in order, write across the panel
         pb.reorder(*bb, bo, bx, bk)
         outer = [bo]
-    if axis != "none":
+    if parallel:
         pb.parallel(pb.fuse(*bb, *outer))
-    if t.a_packed is not None:
-        pa = s[t.a_packed]
-        pa.compute_at(out, ic)
-        if axis == "cols":  # all threads pack the row block, then each takes its columns
-            pa.parallel(pa.op.axis[-3])

@@ -12,7 +12,14 @@ from helpers import poisoned
 import autotune
 import compiler
 from compiler.graph import GraphBuilder, evaluate, model_info
+from compiler.graph.layout import panel_width
+from compiler.simd import vector_lanes
 from measure import MeasureOptions
+
+
+def _panel(units: int) -> int:
+    """The width a dense layer's weight is packed at on this host (in the tasks' arguments)."""
+    return panel_width(units, vector_lanes("float32"))
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +36,7 @@ def test_tasks_are_the_deployed_kernels_with_their_weights(graph):
         "conv2d_nchw(1,6,12,12,6,3,3,1,1,1,float32,(bias,relu))": 2,
         "conv2d_nchw(1,6,12,12,6,3,3,1,1,1,float32,(bias,add,relu))": 2,
         "pool2d(1,6,12,12,2,2,2,0,max,float32)": 1,
-        "dense(1,6,10,float32,False,(bias))": 1,
+        f"dense_pack(1,6,10,{_panel(10)},float32,(bias))": 1,
         "softmax(1,10,float32)": 1,
     }
     assert [u.split(" ")[1] for u in tasks.untemplated] == ["(nn.global_avg_pool2d)", "(reshape)"]
@@ -56,7 +63,7 @@ def test_an_untuned_build_uses_default_configs_and_says_so(graph, caplog):
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 1 and "6 kernel(s)" in warnings[0] and "(no log)" in warnings[0]
     sources = sorted({k["schedule"] for k in model_info(module)["kernels"]})
-    assert sources == ["conv2d_nchw: default config", "default schedule", "dense: default config",
+    assert sources == ["conv2d_nchw: default config", "default schedule", "dense_pack: default config",
                        "pool2d: default config", "softmax: default config"]
     x = np.random.default_rng(0).uniform(-1, 1, (1, 3, 12, 12)).astype("float32")
     out = poisoned((1, 10), "float32")
@@ -92,7 +99,8 @@ def test_a_transformer_block_s_dense_layers_take_their_gelu():
     graph = b.finish(y)
     tasks = autotune.extract_tasks(graph, "llvm")
     names = [t.task.workload_name.split("@")[0] for t in tasks]
-    assert names == ["dense(16,32,64,float32,False,(bias,gelu))", "dense(16,64,32,float32,False,(bias,add))",
+    assert names == [f"dense_pack(16,32,64,{_panel(64)},float32,(bias,gelu))",
+                     f"dense_pack(16,64,32,{_panel(32)},float32,(bias,add))",
                      "layer_norm(16,32,float32)"]
     module = autotune.build_model(graph, "llvm")
     data = rng.uniform(-1, 1, (16, 32)).astype("float32")

@@ -96,7 +96,7 @@ def test_a_transformer_feed_forward_with_erf_gelu_and_layer_norm():
     feeds = {"x": rand(1, 12, 32)}
     module = _check(make_model(nodes, feeds, consts), feeds, rtol=1e-4, atol=1e-4)
     sources = {k["schedule"].split(":")[0] for k in model_info(module)["kernels"]}
-    assert sources == {"dense", "layer_norm"}  # gelu, biases and the residual all in the dense kernels
+    assert sources == {"dense_pack", "layer_norm"}  # gelu, biases and the residual in the dense kernels
 
 
 def test_attention_scores():

@@ -88,6 +88,16 @@ def _loop_dense(args, inputs):
     return [_to(out, dtype)]
 
 
+def _loop_dense_pack(args, inputs):
+    batch, in_dim, out_dim, nr, dtype = args
+    x, wp = inputs
+    _shape_of(x, (batch, in_dim), dtype)
+    _shape_of(wp, (-(-out_dim // nr), in_dim, nr), dtype)
+    out = [[sum(_value(x, i, k) * _value(wp, j // nr, k, j % nr) for k in range(in_dim))
+            for j in range(out_dim)] for i in range(batch)]
+    return [_to(out, dtype)]
+
+
 def _loop_batch_matmul(args, inputs):
     B, N, L, M, dtype = args
     a, b = inputs
@@ -290,6 +300,9 @@ ORACLES = {
                               (1, 1, 1, "float32")]),
     "dense": (_loop_dense, [(3, 4, 5, "float32"), (3, 4, 5, "float32", True), (2, 3, 2, "int32", True),
                             (2, 3, 4, "float64", False)]),
+    # (batch, in_dim, out_dim, nr, dtype): whole panels only (padding would be zeros in the inputs)
+    "dense_pack": (_loop_dense_pack, [(3, 4, 6, 2, "float32"), (2, 3, 4, 4, "float64"), (2, 3, 3, 1, "int32"),
+                                      (1, 5, 8, 8, "float32")]),
     "batch_matmul": (_loop_batch_matmul, [(2, 3, 4, 5, "float32"), (3, 2, 3, 2, "int32"),
                                           (1, 2, 2, 2, "float64")]),
     # (N, C, H, W, F, KH, KW, stride, padding, dilation, dtype): strides, paddings and

@@ -10,7 +10,9 @@
   ``(C/b, KH, KW, b)`` (each channel its own filter) to ``(N, C/b, Ho, Wo, b)``; attrs as
   ``nn.conv2d``'s;
 * ``nn.pool2d_nchwc``: max or average pooling (attr ``kind``) of blocked data; the other attrs
-  as ``nn.max_pool2d``'s and ``nn.avg_pool2d``'s.
+  as ``nn.max_pool2d``'s and ``nn.avg_pool2d``'s;
+* ``nn.dense_pack``: ``x (M, K)`` and a weight packed in micro-panels of ``nr`` columns,
+  ``(ceil(N / nr), K, nr)`` (zeros past ``N``), to ``(M, N)``; attr ``units`` (``N``).
 
 ``nn.bias_add`` with attr ``block`` adds a ``(C,)`` vector to blocked data (see :mod:`.nn`).
 """
@@ -26,7 +28,8 @@ from ..ir import TensorType
 from ..op import OpDef, get_op, register_op
 from ._common import arity, fail, floating, int_tuple, pair, same_dtype, shape_of
 
-__all__ = ["parse_layout", "layout_name", "to_blocks", "from_blocks", "pack_weight", "pack_depthwise_weight"]
+__all__ = ["parse_layout", "layout_name", "to_blocks", "from_blocks", "pack_weight", "pack_depthwise_weight",
+           "pack_dense_weight"]
 
 _BLOCKED = re.compile(r"NCHW(\d+)c")
 
@@ -68,6 +71,15 @@ def pack_depthwise_weight(w: np.ndarray, block: int) -> np.ndarray:
     """A depthwise weight ``(C, 1, KH, KW)`` as ``(C/block, KH, KW, block)``."""
     C, _, KH, KW = w.shape
     return np.ascontiguousarray(w.reshape(C // block, block, KH, KW).transpose(0, 2, 3, 1))
+
+
+def pack_dense_weight(w: np.ndarray, nr: int) -> np.ndarray:
+    """A dense weight ``(N, K)`` in micro-panels: ``(ceil(N / nr), K, nr)``, zeros past ``N``."""
+    N, K = w.shape
+    panels = -(-N // nr)
+    padded = np.zeros((panels * nr, K), dtype=w.dtype)
+    padded[:N] = w
+    return np.ascontiguousarray(padded.reshape(panels, nr, K).transpose(0, 2, 1))
 
 
 # ---------------------------------------------------------------------------- layout_transform
@@ -301,3 +313,46 @@ def _pool_compute(tensors, attrs):
 
 register_op(OpDef("nn.pool2d_nchwc", "reduce", _pool_infer, _pool_evaluate, _pool_compute,
                   "max or average (attr kind) pooling of channel-blocked data; attrs as nn.max_pool2d's."))
+
+
+# ---------------------------------------------------------------------------- nn.dense_pack
+
+
+def _units(attrs) -> int:
+    units = attrs.get("units")
+    if isinstance(units, bool) or not isinstance(units, (int, np.integer)) or units < 1:
+        raise fail("nn.dense_pack", f"attribute units must be a positive int, got {units!r}")
+    return int(units)
+
+
+def _dense_pack_infer(types, attrs):
+    op = "nn.dense_pack"
+    arity(op, types, 2)
+    x, w = types
+    dtype = same_dtype(op, types, "x and weight")
+    N = _units(attrs)
+    if len(x.shape) != 2 or len(w.shape) != 3 or w.shape[1] != x.shape[1] or w.shape[0] * w.shape[2] < N \
+            or (w.shape[0] - 1) * w.shape[2] >= N:
+        raise fail(op, f"x must be (M, K) and the weight (ceil({N} / nr), K, nr); got {x.shape} and "
+                       f"{w.shape}")
+    return [TensorType((x.shape[0], N), dtype)]
+
+
+def _dense_pack_evaluate(arrays, attrs):
+    x, w = arrays
+    panels, K, nr = w.shape
+    plain = w.transpose(0, 2, 1).reshape(panels * nr, K)[:_units(attrs)]
+    return [(x.astype("float64") @ plain.astype("float64").T).astype(x.dtype)]
+
+
+def _dense_pack_compute(tensors, attrs):
+    x, w = tensors
+    M, K = shape_of(x)
+    nr = shape_of(w)[2]
+    k = te.reduce_axis((0, K), name="k")
+    return [te.compute((M, _units(attrs)), lambda i, j: te.sum(x[i, k] * w[j // nr, k, j % nr], axis=k),
+                       name="T_dense_pack")]
+
+
+register_op(OpDef("nn.dense_pack", "out_elemwise_fusable", _dense_pack_infer, _dense_pack_evaluate,
+                  _dense_pack_compute, "x times a weight packed in micro-panels of nr columns; attr units."))

@@ -75,6 +75,7 @@ CASES = [
     Case("nn.depthwise_conv2d_nchwc", [_f(1, 2, 7, 6, 4), _f(2, 3, 3, 4)],
          dict(strides=(2, 1), padding=(1, 1, 1, 1), dilation=(1, 1)), "strided"),
     Case("nn.pool2d_nchwc", [_f(1, 2, 7, 7, 4)], dict(POOL, kind="max"), "max"),
+    Case("nn.dense_pack", [_f(3, 5), _f(2, 5, 4)], dict(units=7), "tail"),
     Case("nn.pool2d_nchwc", [_f(1, 2, 6, 6, 4)], dict(POOL, kind="avg", count_include_pad=False), "avg"),
     Case("nn.batch_norm", [_f(2, 3, 4, 4), _f(3), _f(3), _f(3), _f(3)], dict(epsilon=1e-5), "",
          positive=True),
