@@ -12,6 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import bench_common as B  # scripts/benchmarks, on the path through pyproject.toml's pytest pythonpath
+import bench_model as M
 import bench_tuned
 import cpu_kernels as K
 import numpy as np
@@ -279,3 +280,96 @@ def test_bench_tuned_counts_the_trials_it_measured_not_those_it_asked_for(tmp_pa
     assert tuned.so_path.exists() and tuned.logged_s > 0
     again = bench_tuned.tune_and_export(w, opts, tmp_path / "so")  # the log's trials count: none to tune
     assert (again.trials, again.tuned_now) == (4, 0) and again.trials_per_minute is None
+
+
+# ----------------------------------------------------------------------------- bench_model
+
+
+def _onnx_conv_gemm_matmul(path):
+    """Conv (4 filters of 3x3x3 over 1x3x8x8, padding 1), flatten, Gemm to 10, MatMul to 3."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    def weight(name, shape):
+        return numpy_helper.from_array(np.ones(shape, np.float32), name)
+
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Flatten", ["c"], ["f"]),
+             helper.make_node("Gemm", ["f", "g"], ["h"]),
+             helper.make_node("MatMul", ["h", "m"], ["y"])]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])
+    graph = helper.make_graph(nodes, "g", [x], [y],
+                              [weight("w", (4, 3, 3, 3)), weight("g", (256, 10)), weight("m", (10, 3))])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+
+def test_bench_model_counts_the_multiply_adds_of_conv_gemm_and_matmul(tmp_path):
+    pytest.importorskip("onnx")
+    _onnx_conv_gemm_matmul(tmp_path / "m.onnx")
+    assert M.model_macs(tmp_path / "m.onnx") == 4 * 8 * 8 * 27 + 256 * 10 + 10 * 3
+    assert M.output_shapes(tmp_path / "m.onnx") == [[1, 3]]
+
+
+def test_bench_model_compares_relative_to_the_output_scale():
+    ref = np.array([100.0, 1.0, 0.0], np.float32)
+    ok, abs_err, rel_err = M.compare(ref + np.float32(0.009), ref)  # within 1e-4 x 100
+    assert ok and abs_err == pytest.approx(0.009, rel=1e-3) and rel_err == pytest.approx(9e-5, rel=1e-3)
+    assert not M.compare(ref + np.float32(0.02), ref)[0]
+    assert not M.compare(np.array([100.0, 1.0, np.nan], np.float32), ref)[0]
+
+
+def _model_result(name="resnet18", tuned=True, mismatch=False, ours_rounds=(1e-3,) * 3):
+    m = M.Model(name, (1, 3, 224, 224), Path("m.onnx"), 3.6e9, mismatch=mismatch)
+    ours = M.TUNED if tuned else M.UNTUNED
+    timings = {ours: B.Timing(ours, list(ours_rounds)), "onnxruntime": B.Timing("onnxruntime", [1.2e-3] * 3),
+               "torch eager": B.Timing("torch eager", [2e-3] * 3),
+               "torch.compile": B.Timing("torch.compile", error="compile failed")}
+    replies = {ours: [{"seconds": 1e-3, "kernel_s": 0.98e-3, "rss_kib": 50 * 1024}] * 3,
+               "onnxruntime": [{"seconds": 1.2e-3, "rss_kib": 100 * 1024}] * 3}
+    return M.Result(m, timings, replies)
+
+
+def test_bench_model_row_and_verdicts_for_a_tuned_model():
+    r = _model_result()
+    row = dict(zip(M.TABLE_HEADER, M.table_row(r, peak=7.2e12), strict=True))
+    assert row["tuned ms"] == "1.00" and row["untuned ms"] == "n/a" and row["compile ms"] == "n/a"
+    assert (row["vs ORT"], row["vs eager"], row["vs compile"]) == ("1.20x", "2.00x", "n/a")
+    assert row["overhead"] == "+2.0%" and row["% peak"] == "50%"
+    assert (row["MiB ours"], row["MiB ORT"], row["MiB eager"]) == ("50", "100", "n/a")
+    lines = {v.what: v.line() for v in M.verdicts(r)}
+    assert lines["resnet18 ours tuned vs onnxruntime"].endswith("(goal >= 1.05x) PASS")
+    assert lines["resnet18 ours tuned vs torch eager"].endswith("(goal >= 1.50x) PASS")
+    assert lines["resnet18 ours tuned latency / its kernels' sum"].endswith("PASS")
+    assert lines["resnet18 ours tuned peak memory / onnxruntime's"].endswith("PASS")
+    assert not any("torch.compile" in what for what in lines)  # it did not run: no goal
+    assert M.goal_vs_ort("mobilenet_v2") == 1.2 and M.goal_vs_ort("encoder_layer") == 1.0
+
+
+def test_bench_model_judges_speed_only_for_the_tuned_build_and_nothing_on_a_mismatch():
+    untuned = {v.what: v for v in M.verdicts(_model_result(tuned=False))}
+    assert "--tune" in untuned["resnet18 ours untuned vs onnxruntime"].withheld
+    assert not untuned["resnet18 ours untuned latency / its kernels' sum"].withheld
+    assert M.verdicts(_model_result(mismatch=True)) == []
+    assert "MISMATCH" in M.table_row(_model_result(mismatch=True), peak=1e12)[0]
+    jumpy = M.verdicts(_model_result(ours_rounds=(1.0e-3, 1.3e-3, 1.0e-3, 1.3e-3, 1.0e-3)))
+    assert all(v.withheld for v in jumpy if "memory" not in v.what)
+
+
+def test_bench_model_runs_a_tiny_model_end_to_end(tmp_path):
+    # the whole script on a small CNN: ours untuned (where the model layer exists), ONNX Runtime
+    # and eager, one round of one short timing each; torch.compile takes too long for a test
+    for module in ("onnx", "onnxruntime", "torch", "model_zoo"):
+        pytest.importorskip(module)
+    here = Path(B.__file__).parent
+    path = os.pathsep.join(p for p in (str(here), os.environ.get("PYTHONPATH")) if p)
+    args = ["--models", "tiny", "--rounds", "1", "--repeat", "1", "--min-ms", "1", "--peers", "ort,eager",
+            "--workdir", str(tmp_path)]
+    proc = subprocess.run([sys.executable, str(here / "bench_model.py"), *args],
+                          env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    assert "ours untuned vs onnxruntime" in out and ": ok" in out and "MISMATCH" not in out
+    (row,) = [line for line in out.splitlines() if line.startswith("tiny ")]
+    assert "n/a" not in row.split()[2:3]  # ours untuned ran
+    assert "onnxruntime: " in out and "torch eager: " in out

@@ -39,7 +39,7 @@ from pathlib import Path
 __all__ = ["QUIET_SCALING", "QUIET_CPU_SHARE", "MAX_SPREAD", "REPEAT", "ROUNDS", "Quietness", "Contender",
            "Timing", "Verdict", "measure_quietness", "fma_peak_flops", "time_interleaved", "run_child",
            "verdict_lines", "busy_note", "format_table", "module_spec", "print_rounds", "matmul_peers",
-           "thread_env"]
+           "thread_env", "steady_heap"]
 
 QUIET_SCALING = 0.9  # T threads must do at least 0.9 * T times the FMA work of one (1.8x on 2 cores)
 QUIET_CPU_SHARE = 0.9  # ... and get at least 90% of T cores' time while they run
@@ -418,6 +418,11 @@ def _steady_heap() -> bool:
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(mallopt(_M_MMAP_THRESHOLD, _HEAP_MMAP_THRESHOLD)
                 and mallopt(_M_TRIM_THRESHOLD, _HEAP_TRIM_THRESHOLD))
+
+
+def steady_heap() -> bool:
+    """:func:`_steady_heap`, for the children of other benchmark scripts (``bench_model``)."""
+    return _steady_heap()
 
 
 def _child_main(spec: dict) -> dict:

@@ -1,0 +1,689 @@
+"""Whole models, compiled by us, against ONNX Runtime, PyTorch eager and torch.compile.
+
+Run with ``python3 scripts/benchmarks/bench_model.py`` (every model of ``model_zoo.MODELS``:
+ResNet-18, MobileNetV2 and ResNet-50 on a 1x3x224x224 image, the transformer encoder layer
+on 1x128x768; ``--models tiny`` is a small CNN of this file, for smoke tests, with
+``--peers ort,eager --rounds 1 --repeat 1 --min-ms 1``). All float32, batch 1, random weights
+(seed 0), :data:`THREADS` threads for every contender.
+
+Each model is exported to ONNX once (``model_zoo.export_onnx``) and compiled once into a shared
+library: both are cached in ``--workdir`` under a name that holds the model, the opset and a
+hash of the code they came from. The PyTorch contenders build the model afresh, from the same
+seed: the same weights. The contenders:
+
+* **ours untuned**: ``autotune.build_model(compiler.frontend.from_onnx(path), "llvm",
+  db=None)``, every kernel at its default config, exported with ``export_library``, loaded in
+  the child with ``compiler.runtime.load_module`` and called as ``module(x, out)``;
+* **ours tuned** (``--tune``): the model's tasks (``autotune.extract_tasks``) tuned with
+  ``autotune.tune_tasks`` into ``--db`` (``--trials`` per task, the log's earlier trials of
+  these tasks counted: a second run resumes, or only re-measures), then built with the log;
+* **onnxruntime**: its CPU provider, ``ORT_ENABLE_ALL``, ``intra_op_num_threads`` =
+  :data:`THREADS`, ``inter_op_num_threads`` = 1, input and output bound once (io binding);
+* **torch eager**: ``torch.set_num_threads``, ``torch.inference_mode``;
+* **torch.compile**: inductor, default mode, compiled by a first call before it is timed; a
+  failure to compile drops it with its reason.
+
+Before timing, each of our builds is checked against ONNX Runtime on one random input:
+``|ours - ort| <= ATOL * max|ort| + RTOL * |ort|`` everywhere (tolerances relative to the
+output's scale); the line gives the largest absolute error and the largest error relative to
+that scale. A build that fails is marked MISMATCH and its model gets no verdict.
+
+The figures (each contender timed in :func:`bench_common.time_interleaved`'s fresh processes,
+``--rounds`` of them interleaved; in each, the median of ``--repeat`` timings of at least
+``--min-ms`` each):
+
+* **latency**: the median over the rounds, in ms. Ours is timed by the module's native
+  ``time_evaluator`` loop; the peers by ``compiler.runtime.timer.time_calls`` around their call.
+* **speedups**: peer time / our time, against ONNX Runtime, eager and torch.compile, for the
+  tuned build where there is one, else the untuned one (the ``ours`` of the other columns).
+* **executor overhead**: our latency over the sum of our kernels' own times
+  (``compiler.graph.profile``: calls x seconds per call of each kernel), profiled in the same
+  child process right after the timing, the median of the rounds' ratios.
+* **peak memory** (MiB): the child's peak RSS (Linux's ``VmHWM``, the ``ru_maxrss`` of this
+  process alone) after loading the model, its first run and its timings, less its RSS before
+  loading it (the libraries imported, input and output allocated); the peak is restarted there
+  (``/proc/self/clear_refs``), so that the imports' own peak does not hide the model's. The
+  median over the rounds. For torch.compile it includes what the compiler itself needed.
+* **% peak**: the model's FLOPs (2 x the multiply-adds of its Conv, MatMul and Gemm nodes, from
+  the ONNX graph after ONNX shape inference; elementwise, normalisation, pooling and softmax
+  work is left out) over our latency, as a share of the FP32 FMA peak on :data:`THREADS`
+  threads (``bench_common``'s peak kernel, the higher of the two quietness checks).
+
+Before the first model and after the last timing the machine is checked for quietness
+(``bench_common.measure_quietness``, in a fresh process of its own: this one has loaded PyTorch,
+whose libgomp, loaded before ours, keeps its idle threads spinning and slows our kernels down
+up to ten times; for the same reason our children never import PyTorch); the goals are judged
+only if both found it quiet (and a judged figure's rounds agree within
+``bench_common.MAX_SPREAD``): tuned ResNet-18 and ResNet-50 at least 1.05x ONNX Runtime,
+MobileNetV2 1.2x, the encoder 1.0x; every tuned model at least 1.5x eager and 1.0x
+torch.compile; executor overhead at most 5%; peak memory at most ONNX Runtime's.
+
+Run as ``bench_model.py --child '<spec JSON>'`` it is the child process of one timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import bench_common as B
+import numpy as np
+
+THREADS = 2
+TARGET = "llvm"
+TRIALS = 64  # per task
+RTOL, ATOL = 1e-3, 1e-4  # ATOL times the reference output's largest magnitude
+GOALS_VS_ORT = {"resnet18": 1.05, "resnet50": 1.05, "mobilenet_v2": 1.2, "encoder_layer": 1.0}
+GOAL_VS_EAGER = 1.5
+GOAL_VS_COMPILE = 1.0
+MAX_OVERHEAD = 1.05  # our latency over the sum of our kernels' times
+UNTUNED, TUNED = "ours untuned", "ours tuned"
+PEERS = {"ort": "onnxruntime", "eager": "torch eager", "compile": "torch.compile"}
+TINY_SHAPE = (1, 3, 32, 32)
+
+_HERE = Path(__file__).resolve()
+_REPO = _HERE.parents[2]
+
+
+# ----------------------------------------------------------------------------- models
+
+
+def tiny_net():
+    """A small CNN (conv, batch norm, relu, strided conv, global pool, linear) on 1x3x32x32."""
+    from torch import nn
+
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+        nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
+
+
+def models() -> dict:
+    """``{name: (factory, input shape)}``: ``model_zoo.MODELS`` and ``tiny``."""
+    found = {"tiny": (tiny_net, TINY_SHAPE)}
+    try:
+        import model_zoo
+    except ImportError:
+        return found
+    return {**model_zoo.MODELS, **found}
+
+
+def _default_models() -> list[str]:
+    try:
+        import model_zoo
+    except ImportError:
+        return ["tiny"]
+    return list(model_zoo.MODELS)
+
+
+def goal_vs_ort(name: str) -> float | None:
+    """The speedup over ONNX Runtime the tuned ``name`` must reach (``None``: no goal)."""
+    if name in GOALS_VS_ORT:
+        return GOALS_VS_ORT[name]
+    return GOALS_VS_ORT["encoder_layer"] if "encoder" in name else None
+
+
+def _digest(*parts) -> str:
+    h = hashlib.sha1()
+    for p in parts:
+        h.update(p if isinstance(p, bytes) else str(p).encode())
+    return h.hexdigest()[:12]
+
+
+def _code_hash() -> str:
+    """A hash of the compiler's, the templates' and the tuner's sources (what a build comes from)."""
+    packages = ("compiler", "search_spaces", "autotune")
+    files = sorted(f for pkg in packages for f in (_REPO / pkg).rglob("*.py"))
+    return _digest(*(p for f in files for p in (str(f.relative_to(_REPO)), f.read_bytes())))
+
+
+def torch_model(name: str):
+    """The model in eval mode, its weights drawn from seed 0: the same weights every time."""
+    import torch
+
+    torch.manual_seed(0)
+    return models()[name][0]().eval()
+
+
+def export(name: str, workdir: Path, opset: int) -> Path:
+    """The model's ONNX file, exported once and cached (its name holds the opset and a hash of the
+    source of the model's code)."""
+    source = _HERE if name == "tiny" else _HERE.with_name("model_zoo.py")
+    path = workdir / f"{name}-opset{opset}-{_digest(source.read_bytes())}.onnx"
+    if not path.exists():
+        import model_zoo
+
+        staged = path.with_suffix(f".tmp{os.getpid()}.onnx")
+        model_zoo.export_onnx(torch_model(name), str(staged), input_shape=models()[name][1], opset=opset)
+        os.replace(staged, path)
+    return path
+
+
+def model_macs(onnx_path: str | os.PathLike) -> int:
+    """The multiply-adds of the model's Conv, MatMul and Gemm nodes (ONNX shape inference gives
+    the shapes); nothing else is counted."""
+    import onnx
+
+    model = onnx.shape_inference.infer_shapes(onnx.load(str(onnx_path)))
+    g = model.graph
+    shapes = {t.name: list(t.dims) for t in g.initializer}
+    for v in [*g.input, *g.value_info, *g.output]:
+        dims = v.type.tensor_type.shape.dim
+        if all(d.HasField("dim_value") for d in dims):
+            shapes[v.name] = [d.dim_value for d in dims]
+    macs = 0
+    for node in g.node:
+        ins = [shapes.get(i) for i in node.input]
+        out = shapes.get(node.output[0])
+        if out is None or any(s is None for s in ins[:2]):
+            continue
+        if node.op_type == "Conv":  # each output: C/group x kernel multiply-adds
+            macs += int(np.prod(out)) * int(np.prod(ins[1][1:]))
+        elif node.op_type == "MatMul":
+            macs += int(np.prod(out)) * ins[0][-1]
+        elif node.op_type == "Gemm":
+            trans_a = next((a.i for a in node.attribute if a.name == "transA"), 0)
+            macs += int(np.prod(out)) * ins[0][0 if trans_a else 1]
+    return macs
+
+
+def output_shapes(onnx_path: str | os.PathLike) -> list[list[int]]:
+    """The static shapes of the model's outputs, in order."""
+    import onnx
+
+    g = onnx.load(str(onnx_path), load_external_data=False).graph
+    return [[d.dim_value for d in o.type.tensor_type.shape.dim] for o in g.output]
+
+
+def model_input(shape) -> np.ndarray:
+    """The input every contender and every check runs on."""
+    return np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
+
+
+# ----------------------------------------------------------------------------- our builds
+
+
+@dataclass
+class Model:
+    """A model ready to time: its files, FLOPs, our builds (or why there is none) and checks."""
+
+    name: str
+    input_shape: tuple
+    onnx_path: Path
+    flop: float
+    builds: dict = field(default_factory=dict)  # label -> .so path
+    notes: list = field(default_factory=list)
+    mismatch: bool = False
+    tune_s: float | None = None
+
+
+def _ort_session(path, threads: int):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+
+def compare(ours: np.ndarray, ref: np.ndarray) -> tuple[bool, float, float]:
+    """``(within tolerance, max abs error, max abs error / max |ref|)``: within means
+    ``|ours - ref| <= ATOL * max|ref| + RTOL * |ref|`` everywhere."""
+    scale = float(np.abs(ref).max()) or 1.0
+    err = np.abs(ours.astype(np.float64) - ref)
+    ok = bool(np.isfinite(ours).all() and (err <= ATOL * scale + RTOL * np.abs(ref)).all())
+    return ok, float(err.max()), float(err.max()) / scale
+
+
+def _build(name: str, graph_path: Path, so_path: Path, log) -> Path:
+    if so_path.exists():
+        return so_path
+    import autotune
+    from compiler.frontend import from_onnx
+
+    graph = from_onnx(str(graph_path))
+    start = time.perf_counter()
+    quiet = logging.getLogger("autotune.model")
+    level = quiet.level
+    if log is None:  # its warning that no kernel has a tuned config is the point of this build
+        quiet.setLevel(logging.ERROR)
+    try:
+        module = autotune.build_model(graph, TARGET, db=log)
+    finally:
+        quiet.setLevel(level)
+    staged = so_path.with_suffix(f".tmp{os.getpid()}.so")
+    module.export_library(str(staged))
+    os.replace(staged, so_path)
+    print(f"  built {so_path.name} in {time.perf_counter() - start:.1f} s", flush=True)
+    return so_path
+
+
+def tune(m: Model, opts) -> float:
+    """Tune ``m``'s tasks into ``opts.db`` up to ``opts.trials`` per task (the log's count);
+    the seconds it took."""
+    import autotune
+    from compiler.frontend import from_onnx
+
+    graph = from_onnx(str(m.onnx_path))
+    tasks = autotune.extract_tasks(graph, TARGET)
+    budget = opts.trials * len(tasks)
+    print(f"  tuning {len(tasks)} tasks, up to {budget} trials in {opts.db} (the log's count)", flush=True)
+    start = time.perf_counter()
+    results = autotune.tune_tasks([t.task for t in tasks], budget, db=opts.db,
+                                  weights=[t.weight for t in tasks], total=True, progress=sys.stderr.isatty())
+    seconds = time.perf_counter() - start
+    measured = sum(len(r.history) for r in results)
+    print(f"  tuning took {seconds:.0f} s, {measured} trials measured now", flush=True)
+    return seconds
+
+
+def _log_key(db: str) -> str:
+    path = Path(db)
+    if path.exists():
+        st = path.stat()
+        return _digest(path.resolve(), st.st_size, st.st_mtime_ns)
+    return _digest(db)
+
+
+def prepare(name: str, opts, workdir: Path) -> Model:
+    """Export ``name``, build our module(s) (tuning first with ``--tune``) and check them against
+    ONNX Runtime; what failed is a note, not an exception."""
+    shape = models()[name][1]
+    onnx_path = export(name, workdir, opts.opset)
+    m = Model(name, tuple(shape), onnx_path, 2.0 * model_macs(onnx_path))
+    x = model_input(shape)
+    sess = _ort_session(onnx_path, THREADS)
+    ref = sess.run(None, {sess.get_inputs()[0].name: x})[0]
+    m.notes.append(_eager_check(m, x, ref))
+    code = _code_hash()
+    stem = f"{name}-opset{opts.opset}-{code}"
+    todo = [(UNTUNED, workdir / f"{stem}-untuned.so", None)]
+    if opts.tune:
+        try:
+            m.tune_s = tune(m, opts)
+        except Exception as e:  # noqa: BLE001 (one line, then on to the peers)
+            m.notes.append(f"{TUNED}: not tuned: {type(e).__name__}: {_first_line(e)}")
+        else:
+            todo.append((TUNED, workdir / f"{stem}-tuned-{_log_key(opts.db)}.so", opts.db))
+    for label, so_path, log in todo:
+        try:
+            _build(name, onnx_path, so_path, log)
+            out = _run_ours(so_path, x, output_shapes(onnx_path))
+        except Exception as e:  # noqa: BLE001
+            m.notes.append(f"{label}: not built: {type(e).__name__}: {_first_line(e)}")
+            continue
+        ok, abs_err, rel_err = compare(out, ref)
+        m.notes.append(f"{label} vs onnxruntime: max abs error {abs_err:.2e}, max error / max|ref| "
+                       f"{rel_err:.2e}: {'ok' if ok else 'MISMATCH'}")
+        m.mismatch = m.mismatch or not ok
+        m.builds[label] = so_path
+    return m
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [""])[0]
+
+
+def _run_ours(so_path: Path, x: np.ndarray, shapes) -> np.ndarray:
+    import compiler
+
+    module = compiler.runtime.load_module(str(so_path))
+    outs = [np.full(s, np.nan, np.float32) for s in shapes]
+    module(x, *outs)
+    return outs[0]
+
+
+def _eager_check(m: Model, x: np.ndarray, ref: np.ndarray) -> str:
+    """How far PyTorch eager is from ONNX Runtime (is the exported model the model?)."""
+    import torch
+
+    module = torch_model(m.name)
+    with torch.inference_mode():
+        out = module(torch.from_numpy(x)).numpy()
+    ok, abs_err, rel_err = compare(out, ref)
+    return (f"torch eager vs onnxruntime (the export's check): max abs error {abs_err:.2e}, "
+            f"max error / max|ref| {rel_err:.2e}{'' if ok else ': the export differs'}")
+
+
+# ----------------------------------------------------------------------------- timing
+
+
+def contenders(m: Model, peers, repeat: int, min_ms: float) -> list[B.Contender]:
+    """Our builds and the chosen peers of ``m``, as child specs."""
+    common = {"model": m.name, "input": list(m.input_shape), "repeat": repeat, "min_ms": min_ms}
+    out = [B.Contender(label, {**common, "kind": "ours", "label": label, "path": str(so),
+                               "outputs": output_shapes(m.onnx_path)})
+           for label, so in m.builds.items()]
+    for key in peers:
+        out.append(B.Contender(PEERS[key], {**common, "kind": key, "label": PEERS[key],
+                                            "onnx": str(m.onnx_path)}))
+    return out
+
+
+def quietness(threads: int = THREADS) -> B.Quietness:
+    """:func:`bench_common.measure_quietness` in a fresh process: our kernels run up to ten times
+    slower in a process that loaded PyTorch (its libgomp) before the compiler, as this one does."""
+    reply = ChildRunner().reply({"kind": "quietness"}, B.thread_env(threads))
+    return B.Quietness(threads, reply["one"], reply["many"], reply["cpu_share"])
+
+
+class ChildRunner:
+    """:func:`bench_common.time_interleaved`'s runner: this script as the child, its replies kept
+    (``replies[label]``: memory, kernel sums) beside the seconds it returns."""
+
+    def __init__(self, timeout: float = 1800):
+        self.timeout = timeout
+        self.replies: dict[str, list[dict]] = defaultdict(list)
+
+    def __call__(self, spec: dict, env: dict) -> tuple[float, str]:
+        reply = self.reply(spec, env)
+        self.replies[spec["label"]].append(reply)
+        return float(reply["seconds"]), str(reply.get("info", ""))
+
+    def reply(self, spec: dict, env: dict) -> dict:
+        """The child's reply to ``spec``; RuntimeError with the last line of its error if it failed."""
+        proc = subprocess.run([sys.executable, str(_HERE), "--child", json.dumps(spec)],
+                              env={**os.environ, **env}, capture_output=True, text=True, timeout=self.timeout)
+        if proc.returncode != 0:
+            raise RuntimeError((proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1])
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@dataclass
+class Result:
+    """A model's timings and the per-contender figures of its children."""
+
+    model: Model
+    timings: dict  # label -> B.Timing
+    replies: dict  # label -> [child replies]
+
+    def ours(self) -> str | None:
+        """The build the speedups are for: tuned where there is one, else untuned."""
+        for label in (TUNED, UNTUNED):
+            if label in self.timings and self.timings[label].median:
+                return label
+        return None
+
+    def median(self, label: str) -> float | None:
+        t = self.timings.get(label)
+        return t.median if t else None
+
+    def memory_mib(self, label: str) -> float | None:
+        """The median over the rounds of the child's peak RSS growth, in MiB."""
+        values = [r["rss_kib"] / 1024 for r in self.replies.get(label, []) if r.get("rss_kib") is not None]
+        return statistics.median(values) if values else None
+
+    def overhead(self, label: str) -> float | None:
+        """Median over the rounds of latency / sum of the kernels' times (``None``: not profiled)."""
+        ratios = [r["seconds"] / r["kernel_s"] for r in self.replies.get(label, []) if r.get("kernel_s")]
+        return statistics.median(ratios) if ratios else None
+
+    def speedup(self, peer: str) -> float | None:
+        ours, theirs = self.median(self.ours() or ""), self.median(peer)
+        return theirs / ours if ours and theirs else None
+
+
+def _ms(s: float | None) -> str:
+    return f"{s * 1e3:.2f}" if s else "n/a"
+
+
+def _x(v: float | None) -> str:
+    return f"{v:.2f}x" if v else "n/a"
+
+
+def _mib(v: float | None) -> str:
+    return f"{v:.0f}" if v is not None else "n/a"
+
+
+TABLE_HEADER = ("model", "GFLOP", "untuned ms", "tuned ms", "ORT ms", "eager ms", "compile ms", "vs ORT",
+                "vs eager", "vs compile", "overhead", "% peak", "MiB ours", "MiB ORT", "MiB eager",
+                "MiB compile")
+
+
+def table_row(r: Result, peak: float) -> tuple:
+    """One row of the table: latencies, our speedups, overhead, share of the peak, memory."""
+    ours = r.ours()
+    latency = r.median(ours) if ours else None
+    overhead = r.overhead(ours) if ours else None
+    share = f"{r.model.flop / latency / peak:.0%}" if latency and peak else "n/a"
+    name = r.model.name + (" MISMATCH" if r.model.mismatch else "")
+    return (name, f"{r.model.flop / 1e9:.3g}", _ms(r.median(UNTUNED)), _ms(r.median(TUNED)),
+            *(_ms(r.median(PEERS[k])) for k in PEERS), *(_x(r.speedup(PEERS[k])) for k in PEERS),
+            f"{overhead - 1:+.1%}" if overhead else "n/a", share,
+            _mib(r.memory_mib(ours)) if ours else "n/a", *(_mib(r.memory_mib(PEERS[k])) for k in PEERS))
+
+
+def verdicts(r: Result) -> list[B.Verdict]:
+    """The goals ``r`` is judged on (none for a MISMATCH); speed goals are for the tuned build,
+    withheld without one, and withheld where the rounds compared disagree."""
+    name, ours = r.model.name, r.ours()
+    if r.model.mismatch or ours is None:
+        return []
+    noise = r.timings[ours].noise()
+    not_tuned = "" if ours == TUNED else "the goal is for the tuned build (--tune)"
+    out = []
+    goals = [(PEERS["ort"], goal_vs_ort(name)), (PEERS["eager"], GOAL_VS_EAGER),
+             (PEERS["compile"], GOAL_VS_COMPILE)]
+    for peer, goal in goals:
+        value = r.speedup(peer)
+        if goal is None or value is None:
+            continue
+        out.append(B.Verdict(f"{name} {ours} vs {peer}", value, goal,
+                             withheld=not_tuned or noise or r.timings[peer].noise()))
+    overhead = r.overhead(ours)
+    if overhead:
+        out.append(B.Verdict(f"{name} {ours} latency / its kernels' sum", overhead, MAX_OVERHEAD,
+                             at_most=True, withheld=noise))
+    mine, ort = r.memory_mib(ours), r.memory_mib(PEERS["ort"])
+    if mine is not None and ort:
+        out.append(B.Verdict(f"{name} {ours} peak memory / onnxruntime's", mine / ort, 1.0, at_most=True))
+    return out
+
+
+# ----------------------------------------------------------------------------- the child process
+
+
+def _status_kib(field: str) -> int | None:
+    """A figure of ``/proc/self/status`` in KiB (``None`` where there is none)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next((int(line.split()[1]) for line in f if line.startswith(field + ":")), None)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _peak_kib() -> int:
+    """The process's peak RSS so far (KiB): Linux's ``VmHWM``, else ``ru_maxrss``. Not ``ru_maxrss``
+    where there is ``VmHWM``: Linux folds into it the peak of the process that spawned this one
+    (``subprocess`` starts a child with ``vfork``, whose memory is the parent's until ``exec``)."""
+    peak = _status_kib("VmHWM")
+    return peak if peak is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def _reset_peak() -> int:
+    """Restart the peak RSS count at the current RSS (``/proc/self/clear_refs``), so that the
+    imports' own peak does not hide what comes after; the RSS it starts from (KiB). Where that
+    cannot be done, the peak so far."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return _peak_kib()
+    rss = _status_kib("VmRSS")
+    return rss if rss is not None else _peak_kib()
+
+
+def _child_ours(spec: dict, x: np.ndarray) -> dict:
+    import compiler
+
+    outs = [np.empty(s, np.float32) for s in spec["outputs"]]
+    base = _reset_peak()
+    f = compiler.runtime.load_module(spec["path"])
+    f(x, *outs)
+    timer = f.time_evaluator(f.entry_name, compiler.cpu(0), number=1, repeat=spec["repeat"],
+                             min_repeat_ms=spec["min_ms"])
+    seconds = timer(x, *outs).median
+    reply = {"seconds": seconds, "rss_kib": _peak_kib() - base, "info": Path(spec["path"]).name}
+    try:
+        from compiler.graph import profile
+    except ImportError:
+        profile = None
+    if profile is not None:
+        kernels = profile(f)
+        reply["kernel_s"] = sum(calls * s for calls, s in kernels.values())
+        reply["info"] += f", {len(kernels)} kernels"
+    return reply
+
+
+def _child_ort(spec: dict, x: np.ndarray, threads: int) -> dict:
+    import onnxruntime as ort
+
+    outs = [np.empty(s, np.float32) for s in output_shapes(spec["onnx"])]
+    base = _reset_peak()
+    sess = _ort_session(spec["onnx"], threads)
+    binding = sess.io_binding()
+    binding.bind_cpu_input(sess.get_inputs()[0].name, x)
+    for o, out in zip(sess.get_outputs(), outs, strict=True):
+        binding.bind_output(o.name, "cpu", 0, np.float32, list(out.shape), out.ctypes.data)
+    return _time(lambda: sess.run_with_iobinding(binding), spec, base, f"onnxruntime {ort.__version__}")
+
+
+def _child_torch(spec: dict, x: np.ndarray, threads: int) -> dict:
+    import torch
+
+    torch.set_num_threads(threads)
+    xt = torch.from_numpy(x)
+    base = _reset_peak()
+    module = torch_model(spec["model"])  # loading it: drawing its weights
+    info = f"torch {torch.__version__}"
+    with torch.inference_mode():
+        if spec["kind"] == "compile":
+            module = torch.compile(module)
+            module(xt)  # compiles
+            info += ", inductor"
+        return _time(lambda: module(xt), spec, base, info)
+
+
+def _time(fn, spec: dict, base: int, info: str) -> dict:
+    from compiler.runtime.timer import time_calls
+
+    fn()  # the first run (time_calls warms up with one more)
+    seconds = time_calls(fn, number=1, repeat=spec["repeat"], min_repeat_ms=spec["min_ms"]).median
+    return {"seconds": seconds, "rss_kib": _peak_kib() - base, "info": info}
+
+
+def child_main(spec: dict) -> dict:
+    """Load and time what ``spec`` names in this process (seconds, RSS growth, kernel sum), or
+    check the machine's quietness (kind ``quietness``)."""
+    B.steady_heap()
+    threads = int(os.environ.get("AUTOTUNE_NUM_THREADS", "0")) or THREADS
+    kind = spec["kind"]
+    if kind == "quietness":
+        q = B.measure_quietness(threads)
+        return {"seconds": 0.0, "one": q.one, "many": q.many, "cpu_share": q.cpu_share}
+    x = model_input(spec["input"])
+    if kind == "ours":
+        return _child_ours(spec, x)
+    if kind == "ort":
+        return _child_ort(spec, x, threads)
+    if kind in ("eager", "compile"):
+        return _child_torch(spec, x, threads)
+    raise ValueError(f"unknown contender kind {kind!r}")
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def _parse(argv=None):
+    p = argparse.ArgumentParser(description="Whole models: ours against ONNX Runtime, eager, torch.compile.")
+    p.add_argument("--models", default=",".join(_default_models()),
+                   help=f"comma-separated, of {', '.join(models())} (default: all but tiny)")
+    p.add_argument("--tune", action="store_true", help="tune each model's tasks and time the tuned build too")
+    p.add_argument("--trials", type=int, default=TRIALS,
+                   help=f"trials per task, the log's included (default {TRIALS})")
+    p.add_argument("--db", default=None, help="the tuning log (default: bench_model.db in --workdir)")
+    p.add_argument("--rounds", type=int, default=B.ROUNDS,
+                   help=f"processes per contender (default {B.ROUNDS})")
+    p.add_argument("--repeat", type=int, default=B.REPEAT, help=f"timings per process (default {B.REPEAT})")
+    p.add_argument("--min-ms", type=float, default=B.MIN_REPEAT_MS,
+                   help=f"each timing lasts at least this long (default {B.MIN_REPEAT_MS:.0f})")
+    p.add_argument("--peers", default=",".join(PEERS), help=f"comma-separated, of {', '.join(PEERS)}")
+    p.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "bench_model"),
+                   help="where exported models and built libraries are cached (default: %(default)s)")
+    p.add_argument("--opset", type=int, default=17)
+    opts = p.parse_args(argv)
+    opts.models = [s for s in opts.models.split(",") if s]
+    opts.peers = [s for s in opts.peers.split(",") if s]
+    for bad, known, what in ((set(opts.models) - set(models()), models(), "model"),
+                             (set(opts.peers) - set(PEERS), PEERS, "peer")):
+        if bad:
+            p.error(f"unknown {what} {', '.join(sorted(bad))}; known: {', '.join(known)}")
+    return opts
+
+
+def main(argv=None) -> None:
+    opts = _parse(argv)
+    workdir = Path(opts.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    opts.db = opts.db or str(workdir / "bench_model.db")
+    run_start = time.perf_counter()
+    import compiler
+
+    print(f"# {platform.processor() or platform.machine()} ({compiler.target.host_cpu_name()}), {THREADS} "
+          f"threads, {os.cpu_count()} CPUs; fp32, batch 1; each time the median of {opts.rounds} fresh "
+          f"processes (interleaved), each the median of {opts.repeat} timings", flush=True)
+    before = quietness()
+    print(f"# before: {before.describe()}", flush=True)
+    results = []
+    for name in opts.models:
+        print(f"{name}:", flush=True)
+        m = prepare(name, opts, workdir)
+        for note in m.notes:
+            print(f"  {note}", flush=True)
+        runner = ChildRunner()
+        chosen = contenders(m, opts.peers, opts.repeat, opts.min_ms)
+        timings = B.time_interleaved(chosen, THREADS, opts.rounds, runner=runner)
+        B.print_rounds(timings)
+        results.append(Result(m, timings, dict(runner.replies)))
+    after = quietness()
+    print(f"# after the timings: {after.describe()}", flush=True)
+
+    peak = max(before.many, after.many)
+    print()
+    note = B.busy_note([before, after])
+    print(f"# {note}" if note else "# quiet machine (checked before the first model and after the timings)")
+    print(f"# FP32 FMA peak {peak / 1e9:.1f} GFLOPS on {THREADS} threads; speedups = peer ms / ours ms, "
+          "for ours tuned where there is one, else untuned (as overhead, % peak and MiB ours)")
+    print(B.format_table(TABLE_HEADER, [table_row(r, peak) for r in results]))
+    print()
+    all_verdicts = []
+    for r in results:
+        if r.model.mismatch:
+            print(f"{r.model.name}: MISMATCH against onnxruntime: no verdict")
+        all_verdicts += verdicts(r)
+    for line in B.verdict_lines(all_verdicts, [before, after]):
+        print(line)
+    tune_s = sum(r.model.tune_s or 0 for r in results)
+    print(f"# whole run: {(time.perf_counter() - run_start) / 60:.1f} min wall time"
+          + (f" (tuning {tune_s / 60:.1f} min)" if opts.tune else ""))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--child":
+        print(json.dumps(child_main(json.loads(sys.argv[2]))))
+    else:
+        main()
