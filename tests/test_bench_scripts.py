@@ -147,7 +147,7 @@ class MallInfo2(ctypes.Structure):
                  "fordblks", "keepcost")]
 
 if {steady}:
-    assert B._steady_heap()
+    assert B.steady_heap()
 mallinfo2 = ctypes.CDLL(None).mallinfo2
 mallinfo2.restype = MallInfo2
 held = np.ones(1 << 18, np.float32)  # 1 MiB, as a per-call buffer of a kernel

@@ -16,7 +16,7 @@ quiet machine:
   in a fresh process of its own, one after the other, over several rounds
   (A B A B ...), and reports each one's median over the rounds: slow drifts of the
   machine hit every contender alike, and no contender inherits another's thread pool,
-  caches or allocator state. Every child sets the C heap alike (:func:`_steady_heap`).
+  caches or allocator state. Every child sets the C heap alike (:func:`steady_heap`).
 * :func:`verdict_lines` prints PASS/FAIL only when every quietness check passed.
 
 Run as a script, this module is the child process of one timing:
@@ -393,13 +393,13 @@ def _time_module(spec: dict, rng) -> tuple[float, str]:
     return result.median, f"{Path(spec['path']).name}, numpy {np.__version__}"
 
 
-# glibc's mallopt parameters, and the values every timing child runs with (see _steady_heap).
+# glibc's mallopt parameters, and the values every timing child runs with (see steady_heap).
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 _HEAP_MMAP_THRESHOLD = 32 << 20  # glibc's largest
 _HEAP_TRIM_THRESHOLD = 64 << 20
 
 
-def _steady_heap() -> bool:
+def steady_heap() -> bool:
     """Make glibc's heap keep and reuse freed blocks below 32 MiB, as it comes to in a process
     that has run a while, so that buffers a contender allocates on every call (ours above the
     stack's limit, PyTorch's output and its oneDNN reorders) are not mapped and faulted in
@@ -420,15 +420,10 @@ def _steady_heap() -> bool:
                 and mallopt(_M_TRIM_THRESHOLD, _HEAP_TRIM_THRESHOLD))
 
 
-def steady_heap() -> bool:
-    """:func:`_steady_heap`, for the children of other benchmark scripts (``bench_model``)."""
-    return _steady_heap()
-
-
 def _child_main(spec: dict) -> dict:
     """Time what ``spec`` names in this process: our exported module, or a numpy/PyTorch peer,
-    each on the same heap settings (:func:`_steady_heap`)."""
-    _steady_heap()
+    each on the same heap settings (:func:`steady_heap`)."""
+    steady_heap()
     import numpy as np
 
     rng = np.random.default_rng(0)
