@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import io
 import itertools
 import json
 import os
@@ -119,15 +120,16 @@ def run_linker(cmd: list[str], path: str) -> None:
 class SharedLibrary:
     """The backend of a Module loaded from a shared library (see :mod:`runtime.module`).
 
-    ``data`` is the file as it was loaded: exporting the module writes it again,
-    whatever has happened to ``path`` since.
+    ``source`` is the file as it was loaded (an open copy, removed from the file system): exporting
+    the module writes it again, whatever has happened to ``path`` since, and the library's bytes
+    are not held in memory twice (a model's weights are most of them).
     """
 
-    def __init__(self, path: str, lib: ctypes.CDLL, type_key: str, data: bytes):
+    def __init__(self, path: str, lib: ctypes.CDLL, type_key: str, source: io.BufferedReader):
         self.path = path
         self.type_key = type_key
         self._lib = lib
-        self._data = data
+        self._source = source
 
     def address(self, name: str) -> int:
         try:
@@ -143,7 +145,8 @@ class SharedLibrary:
         path = os.path.abspath(path)
         staged = f"{path}.tmp{os.getpid()}"
         with open(staged, "wb") as f:
-            f.write(self._data)
+            self._source.seek(0)
+            shutil.copyfileobj(self._source, f)
         os.replace(staged, path)
 
 
@@ -162,7 +165,8 @@ def load_module(path) -> Module:
         data = f.read()
     check_elf(path, data)
     load_libgomp()  # before the library pulls it in, so that it starts with the runtime's wait policy
-    lib = _load_private_copy(path, data)
+    lib, source = _load_private_copy(path, data)
+    del data  # the library is mapped, and ``source`` keeps its bytes for export
     meta = _metadata(path, lib)
     try:
         infos = [FunctionInfo.from_json(f) for f in meta["functions"]]
@@ -172,7 +176,7 @@ def load_module(path) -> Module:
     if len(functions) != len(infos) or meta["entry"] not in functions:
         raise CompilerError(f"{path} has corrupt metadata: entry {meta['entry']!r} among "
                             f"functions {[i.name for i in infos]}")
-    backend = SharedLibrary(path, lib, meta["type_key"], data)
+    backend = SharedLibrary(path, lib, meta["type_key"], source)
     missing = [name for name in functions if not backend.address(name)]
     if missing:
         raise CompilerError(f"{path} has corrupt metadata: it names functions the library does not "
@@ -226,8 +230,9 @@ _staging: tempfile.TemporaryDirectory | None = None
 _loads = itertools.count()
 
 
-def _load_private_copy(path: str, data: bytes) -> ctypes.CDLL:
-    """dlopen a copy of ``data`` under a name never used before in this process.
+def _load_private_copy(path: str, data: bytes) -> tuple[ctypes.CDLL, io.BufferedReader]:
+    """dlopen a copy of ``data`` under a name never used before in this process; the library
+    and the copy, open for reading.
 
     The dynamic loader hands back an already loaded library for a known path (or file),
     so loading ``path`` itself would run the code of its first load forever. The copy
@@ -245,7 +250,7 @@ def _load_private_copy(path: str, data: bytes) -> ctypes.CDLL:
             with open(copy, "wb") as f:
                 f.write(data)
             try:
-                return ctypes.CDLL(copy)
+                return ctypes.CDLL(copy), open(copy, "rb")  # the copy stays readable while open
             finally:
                 os.unlink(copy)
         except OSError as e:
