@@ -142,6 +142,13 @@ def _conv_attrs(attrs):
             pair(op, "dilation", attrs.get("dilation", (1, 1))))
 
 
+def _output_size(H: int, W: int, KH: int, KW: int, attrs) -> tuple[int, int]:
+    """The output rows and columns of a window of ``KH x KW`` (0 or less where it does not fit)."""
+    (sh, sw), (top, left, bottom, right), (dh, dw) = _conv_attrs(attrs)
+    span_h, span_w = H + top + bottom - (KH - 1) * dh - 1, W + left + right - (KW - 1) * dw - 1
+    return span_h // sh + 1, span_w // sw + 1
+
+
 def _conv_infer(types, attrs):
     op = "nn.conv2d_nchwc"
     arity(op, types, 2)
@@ -155,9 +162,7 @@ def _conv_infer(types, attrs):
     Fc, Cc2, KH, KW, ib2, ob = weight.shape
     if (Cc, ib) != (Cc2, ib2):
         raise fail(op, f"the weight's input blocks {(Cc2, ib2)} do not match the data's {(Cc, ib)}")
-    (sh, sw), (top, left, bottom, right), (dh, dw) = _conv_attrs(attrs)
-    Ho = (H + top + bottom - (KH - 1) * dh - 1) // sh + 1
-    Wo = (W + left + right - (KW - 1) * dw - 1) // sw + 1
+    Ho, Wo = _output_size(H, W, KH, KW, attrs)
     if Ho < 1 or Wo < 1:
         raise fail(op, f"a {KH}x{KW} window does not fit the padded input")
     return [TensorType((N, Fc, Ho, Wo, ob), dtype)]
@@ -178,8 +183,7 @@ def _conv_compute(tensors, attrs):
     N, Cc, H, W, ib = shape_of(x)
     Fc, _, KH, KW, _, ob = shape_of(w)
     (sh, sw), (top, left, bottom, right), (dh, dw) = _conv_attrs(attrs)
-    Ho = (H + top + bottom - (KH - 1) * dh - 1) // sh + 1
-    Wo = (W + left + right - (KW - 1) * dw - 1) // sw + 1
+    Ho, Wo = _output_size(H, W, KH, KW, attrs)
     padded = topi.nn.pad(x, [0, 0, top, left, 0], [0, 0, bottom, right, 0], name="pad_temp") \
         if any((top, left, bottom, right)) else x
     cc = te.reduce_axis((0, Cc), name="cc")
@@ -197,11 +201,6 @@ register_op(OpDef("nn.conv2d_nchwc", "out_elemwise_fusable", _conv_infer, _conv_
 
 
 # ---------------------------------------------------------------------------- nn.depthwise_conv2d_nchwc
-
-
-def _output_size(H: int, W: int, KH: int, KW: int, attrs) -> tuple[int, int]:
-    (sh, sw), (top, left, bottom, right), (dh, dw) = _conv_attrs(attrs)
-    return (H + top + bottom - (KH - 1) * dh - 1) // sh + 1, (W + left + right - (KW - 1) * dw - 1) // sw + 1
 
 
 def _depthwise_infer(types, attrs):
@@ -289,11 +288,9 @@ def _pool_compute(tensors, attrs):
     ceil_mode = bool(attrs.get("ceil_mode", False))
     if kind == "max" and not ceil_mode:
         # One reduction straight into the blocked output, the block innermost: it vectorizes.
-        (kh, kw), (sh, sw), (dh, dw) = size, pair("nn.pool2d_nchwc", "strides", strides), pair(
-            "nn.pool2d_nchwc", "dilation", dilation)
-        top, left, bottom, right = padding
-        Ho = (H + top + bottom - (kh - 1) * dh - 1) // sh + 1
-        Wo = (W + left + right - (kw - 1) * dw - 1) // sw + 1
+        kh, kw = size
+        (sh, sw), (top, left, bottom, right), (dh, dw) = _conv_attrs(attrs)
+        Ho, Wo = _output_size(H, W, kh, kw, attrs)
         padded = topi.nn.pad(x, [0, 0, top, left, 0], [0, 0, bottom, right, 0], te.min_value(x.dtype),
                              name="pad_temp") if any(padding) else x
         ry, rx = te.reduce_axis((0, kh), name="ry"), te.reduce_axis((0, kw), name="rx")
