@@ -15,6 +15,7 @@ import hashlib
 import io
 import itertools
 import json
+import mmap
 import os
 import platform
 import shutil
@@ -161,12 +162,8 @@ def load_module(path) -> Module:
     path = os.path.abspath(os.fspath(path))
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such library: {path}")
-    with open(path, "rb") as f:
-        data = f.read()
-    check_elf(path, data)
     load_libgomp()  # before the library pulls it in, so that it starts with the runtime's wait policy
-    lib, source = _load_private_copy(path, data)
-    del data  # the library is mapped, and ``source`` keeps its bytes for export
+    lib, source = _load_private_copy(path)
     meta = _metadata(path, lib)
     try:
         infos = [FunctionInfo.from_json(f) for f in meta["functions"]]
@@ -205,7 +202,7 @@ def check_elf(path: str, data: bytes) -> None:
     def bad(why: str) -> CompilerError:
         return CompilerError(f"{path} is not a usable shared library: {why} ({len(data)} bytes)")
 
-    if len(data) < _ELF_HEADER.size or not data.startswith(b"\x7fELF"):
+    if len(data) < _ELF_HEADER.size or data[:4] != b"\x7fELF":
         raise bad("it does not start with an ELF header")
     (ident, e_type, machine, _version, _entry, phoff, shoff, _flags, _ehsize, phentsize, phnum,
      shentsize, shnum, _shstrndx) = _ELF_HEADER.unpack_from(data)
@@ -230,13 +227,14 @@ _staging: tempfile.TemporaryDirectory | None = None
 _loads = itertools.count()
 
 
-def _load_private_copy(path: str, data: bytes) -> tuple[ctypes.CDLL, io.BufferedReader]:
-    """dlopen a copy of ``data`` under a name never used before in this process; the library
-    and the copy, open for reading.
+def _load_private_copy(path: str) -> tuple[ctypes.CDLL, io.BufferedReader]:
+    """dlopen a copy of ``path`` under a name never used before in this process, after checking
+    the copy (:func:`check_elf`); the library and the copy, open for reading.
 
     The dynamic loader hands back an already loaded library for a known path (or file),
-    so loading ``path`` itself would run the code of its first load forever. The copy
-    is removed once loaded (its mapping stays); it goes beside ``path`` if the
+    so loading ``path`` itself would run the code of its first load forever. The copy is
+    made by the kernel, not through this process's memory (a model's weights are most of a
+    library), and removed once loaded (its mapping stays); it goes beside ``path`` if the
     temporary directory does not allow running code.
     """
     global _staging
@@ -247,15 +245,30 @@ def _load_private_copy(path: str, data: bytes) -> tuple[ctypes.CDLL, io.Buffered
     for folder, prefix in ((_staging.name, ""), (os.path.dirname(path), ".")):
         copy = os.path.join(folder, prefix + name)
         try:
-            with open(copy, "wb") as f:
-                f.write(data)
+            shutil.copyfile(path, copy)
             try:
-                return ctypes.CDLL(copy), open(copy, "rb")  # the copy stays readable while open
+                source = open(copy, "rb")  # the copy stays readable while open
+                try:
+                    _check_copy(path, source)
+                    return ctypes.CDLL(copy), source
+                except BaseException:
+                    source.close()
+                    raise
             finally:
                 os.unlink(copy)
         except OSError as e:
             errors.append(str(e))
     raise CompilerError(f"cannot load {path}: {'; '.join(errors)}")
+
+
+def _check_copy(path: str, f: io.BufferedReader) -> None:
+    """:func:`check_elf` on the open file ``f`` (a copy of ``path``), through a read-only mapping:
+    only the pages of its headers are read."""
+    if os.fstat(f.fileno()).st_size == 0:
+        check_elf(path, b"")
+        return
+    with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        check_elf(path, data)
 
 
 def _metadata(path: str, lib: ctypes.CDLL) -> dict:
