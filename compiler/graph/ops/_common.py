@@ -12,7 +12,7 @@ from ..errors import GraphError
 from ..ir import TensorType
 
 __all__ = ["fail", "arity", "numeric", "floating", "same_dtype", "axis_of", "int_tuple", "pair", "epsilon",
-           "broadcast_shape", "broadcast_index", "shape_of", "wide", "narrow"]
+           "broadcast_shape", "broadcast_index", "shape_of", "wide", "narrow", "window_output"]
 
 
 def fail(op: str, problem: str) -> GraphError:
@@ -82,6 +82,13 @@ def epsilon(op: str, attrs, default: float = 1e-5) -> float:
     if isinstance(eps, bool) or not isinstance(eps, (int, float, np.floating)) or not eps >= 0:
         raise fail(op, f"attribute epsilon must be a non-negative number, got {eps!r}")
     return float(eps)
+
+
+def window_output(H: int, W: int, KH: int, KW: int, strides, padding, dilation) -> tuple[int, int]:
+    """The output rows and columns of a ``KH x KW`` window over ``H x W`` with ``strides``,
+    ``padding`` (top, left, bottom, right) and ``dilation``: 0 or less where it does not fit."""
+    (sh, sw), (top, left, bottom, right), (dh, dw) = strides, padding, dilation
+    return (H + top + bottom - (KH - 1) * dh - 1) // sh + 1, (W + left + right - (KW - 1) * dw - 1) // sw + 1
 
 
 def broadcast_shape(op: str, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:

@@ -26,7 +26,7 @@ import numpy as np
 from ... import te, topi
 from ..ir import TensorType
 from ..op import OpDef, get_op, register_op
-from ._common import arity, fail, floating, int_tuple, pair, same_dtype, shape_of
+from ._common import arity, fail, floating, int_tuple, pair, same_dtype, shape_of, window_output
 
 __all__ = ["parse_layout", "layout_name", "to_blocks", "from_blocks", "pack_weight", "pack_depthwise_weight",
            "pack_dense_weight"]
@@ -144,9 +144,7 @@ def _conv_attrs(attrs):
 
 def _output_size(H: int, W: int, KH: int, KW: int, attrs) -> tuple[int, int]:
     """The output rows and columns of a window of ``KH x KW`` (0 or less where it does not fit)."""
-    (sh, sw), (top, left, bottom, right), (dh, dw) = _conv_attrs(attrs)
-    span_h, span_w = H + top + bottom - (KH - 1) * dh - 1, W + left + right - (KW - 1) * dw - 1
-    return span_h // sh + 1, span_w // sw + 1
+    return window_output(H, W, KH, KW, *_conv_attrs(attrs))
 
 
 def _conv_infer(types, attrs):

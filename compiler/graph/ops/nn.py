@@ -24,6 +24,7 @@ from ._common import (
     same_dtype,
     shape_of,
     wide,
+    window_output,
 )
 
 __all__: list[str] = []
@@ -52,7 +53,7 @@ def _conv_infer(types, attrs):
     numeric(op, data, "data")
     if len(data.shape) != 4 or len(weight.shape) != 4:
         raise fail(op, f"data (NCHW) and weight (OIHW) must be 4-D, got {data.shape} and {weight.shape}")
-    (sh, sw), (top, left, bottom, right), (dh, dw), groups = _conv_attrs(attrs)
+    strides, (top, left, bottom, right), (dh, dw), groups = _conv_attrs(attrs)
     N, C, H, W = data.shape
     F, CG, KH, KW = weight.shape
     if C % groups or F % groups:
@@ -60,8 +61,7 @@ def _conv_infer(types, attrs):
     if CG * groups != C:
         raise fail(op, f"the weight has {CG} input channels per group but data has {C} channels "
                        f"in {groups} group(s)")
-    Ho = (H + top + bottom - (KH - 1) * dh - 1) // sh + 1
-    Wo = (W + left + right - (KW - 1) * dw - 1) // sw + 1
+    Ho, Wo = window_output(H, W, KH, KW, strides, (top, left, bottom, right), (dh, dw))
     if Ho < 1 or Wo < 1:
         raise fail(op, f"a {KH}x{KW} window (dilation {dh}x{dw}) does not fit the padded input "
                        f"{H + top + bottom}x{W + left + right}")
@@ -91,8 +91,7 @@ def _group_conv2d_nchw(x, w, strides, padding, dilation, groups: int):
     F, CG, KH, KW = shape_of(w)
     (sh, sw), (dh, dw) = strides, dilation
     top, left, bottom, right = padding
-    Ho = (H + top + bottom - (KH - 1) * dh - 1) // sh + 1
-    Wo = (W + left + right - (KW - 1) * dw - 1) // sw + 1
+    Ho, Wo = window_output(H, W, KH, KW, strides, padding, dilation)
     padded = topi.nn.pad(x, [0, 0, top, left], [0, 0, bottom, right], name="pad_temp")
     per_group = F // groups
     rc = te.reduce_axis((0, CG), name="rc")
