@@ -96,15 +96,17 @@ def _epilogue_entry(group: _Group, node: Node, v: Value) -> tuple[str, Node, Val
     if (node.op == "nn.bias_add" and node.inputs[0] is v
             and node.attrs.get("axis", 1) % len(out.shape) == axis):
         bias, block = node.inputs[1], node.attrs.get("block")
-        channels = out.shape[axis] * block if block and len(out.shape) == 5 and out.shape[4] == block \
-            else out.shape[axis] if not block else None
+        if block is None:
+            channels = out.shape[axis]
+        elif len(out.shape) == 5 and out.shape[4] == block:  # NCHW{block}c: C / block blocks of block
+            channels = out.shape[axis] * block
+        else:
+            return None
         return ("bias", node, bias) if bias.shape == (channels,) else None
     if node.op == "add":
         other = node.inputs[1] if node.inputs[0] is v else node.inputs[0]
         if other is v:
             return None
-        if other.type == out and not other.is_constant:
-            return "add", node, other
         vector = _bias_vector(other, out, axis)
         if vector is not None:
             bias = Value.constant(other.name + "_vector", vector)
@@ -187,12 +189,8 @@ def fuse(graph: Graph) -> Graph:
 
 def _fused_node(group: _Group, index: int) -> Node:
     inputs = _group_inputs(group)
-    inner = [v for v in inputs if not v.is_constant]
-    produced = {v.uid for n in group.nodes for v in n.outputs}
-    body = Graph([v for v in dict((v.uid, v) for v in inner).values()], group.nodes[-1].outputs,
-                 group.nodes, name=f"kernel{index}")
-    if any(v.uid not in produced for v in body.outputs):
-        raise GraphError("a fused group's output is not computed inside it")
+    inner = {v.uid: v for v in inputs if not v.is_constant}
+    body = Graph(list(inner.values()), group.nodes[-1].outputs, group.nodes, name=f"kernel{index}")
     attrs = {"body": body, "kind": group.kind, "params": list(inputs)}
     if group.kind == "anchor":
         attrs["epilogue"] = tuple(group.epilogue)
