@@ -39,7 +39,7 @@ from .fuse import FUSED, fuse, fused_kernels
 from .ir import Graph, Node
 from .kernels import default_schedule, keeps_last_axis, kernel_key, kernel_tensors
 from .layout import plan_layouts
-from .memory import ALIGN, MemoryPlan, aliases, plan_memory
+from .memory import ALIGN, MemoryPlan, plan_memory
 from .passes import optimize
 
 __all__ = ["build_graph", "prepare", "ScheduleKernel", "KernelChoice"]
@@ -71,7 +71,7 @@ def prepare(graph: Graph, target=None, layouts: bool = True) -> Graph:
     graph = optimize(graph)
     if layouts:
         with Target.from_any(target) if target is not None else contextlib.nullcontext():
-            graph = optimize(plan_layouts(graph))
+            graph = plan_layouts(graph)
     return fuse(graph)
 
 
@@ -111,14 +111,13 @@ def build_graph(graph: Graph, target=None, schedule_kernel: ScheduleKernel | Non
         raise GraphError(f"the entry function's name must be an identifier, got {name!r}")
     fused = prepare(graph, target)
     plan = plan_memory(fused)
-    alias = aliases(fused)
     functions: dict[str, object] = {}
     by_key: dict[tuple, str] = {}
     calls: list[tuple[str, list[tuple[str, int]]]] = []
     sources: dict[str, str] = {}
     with target:
         for node in fused_kernels(fused):
-            if node.output.uid in alias:
+            if node.output.uid in plan.aliases:
                 continue  # a reshape: its output is its input's memory
             key = kernel_key(node)
             fname = by_key.get(key)
@@ -141,7 +140,9 @@ def _link(graph: Graph, plan: MemoryPlan, kernels: IRModule, calls, sources, tar
     from ..codegen.llvm_executor import emit_executor
 
     block = plan.constant_block()
-    tag = hashlib.sha256(block + repr(calls).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(block)
+    digest.update(repr(calls).encode())
+    tag = digest.hexdigest()[:16]
     symbol = f"__model_constants_{tag}"
     objects = (data_object(symbol, block, ALIGN),) if block else ()
     ir_text = emit_executor(name, calls, len(graph.inputs), plan.workspace_bytes, symbol if block else None,

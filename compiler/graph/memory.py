@@ -52,17 +52,18 @@ class MemoryPlan:
     workspace_bytes: int
     unshared_bytes: int  # the intermediates' total, were none to share memory
     copies: list[tuple[Place, int, int]] = field(default_factory=list)  # (source, output index, bytes)
+    aliases: dict[int, Value] = field(default_factory=dict)  # a reshape's output -> whose memory it is
 
     def place(self, v: Value) -> Place:
         return self.places[v.uid]
 
-    def constant_block(self) -> bytes:
+    def constant_block(self) -> bytearray:
         """The constants, each at its offset, as one block of bytes."""
         block = bytearray(self.constant_bytes)
         for v, offset in self.constants:
-            data = np.ascontiguousarray(v.data).tobytes()
+            data = memoryview(np.ascontiguousarray(v.data).reshape(-1).view(np.uint8))  # its bytes, no copy
             block[offset:offset + len(data)] = data
-        return bytes(block)
+        return block
 
     def report(self) -> str:
         """One line: the workspace's peak against the intermediates' total, and the constants."""
@@ -129,14 +130,12 @@ def plan_memory(graph: Graph) -> MemoryPlan:
     kernels = fused_kernels(graph)
     alias = aliases(graph)
     places: dict[int, Place] = {v.uid: Place("input", k) for k, v in enumerate(graph.inputs)}
-    copies: list[tuple[Place, int, int]] = []
-    written: set[int] = set()
+    copied: list[int] = []  # outputs that are inputs, constants or repeats: copied at the end
     for k, v in enumerate(graph.outputs):
-        if v.is_constant or v.uid in places or v.uid in written:
-            copies.append((None, k, v.type.nbytes))  # source filled in below
+        if v.is_constant or v.uid in places:
+            copied.append(k)
         else:
             places[v.uid] = Place("output", k)
-            written.add(v.uid)
 
     constants: list[tuple[Value, int]] = []
     offset = 0
@@ -168,5 +167,5 @@ def plan_memory(graph: Graph) -> MemoryPlan:
             p = places[v.uid]
             if p.region == "workspace" and last_read.get(v.uid) == i:
                 arena.give(p.index, _aligned(max(v.type.nbytes, 1)))
-    copies = [(places[graph.outputs[k].uid], k, n) for _, k, n in copies]
-    return MemoryPlan(places, constants, _aligned(offset) if offset else 0, arena.end, unshared, copies)
+    copies = [(places[graph.outputs[k].uid], k, graph.outputs[k].type.nbytes) for k in copied]
+    return MemoryPlan(places, constants, offset, arena.end, unshared, copies, alias)
