@@ -34,6 +34,7 @@ from ..runtime.module import Module
 from ..runtime.signature import ArgSpec, Signature
 from ..target import Target
 from ..tir.function import IRModule
+from ..topi.utils import get_const_tuple
 from .errors import GraphError
 from .fuse import FUSED, fuse, fused_kernels
 from .ir import Graph, Node
@@ -93,7 +94,7 @@ def _check_tensors(node: Node, choice: KernelChoice) -> None:
     for v, t in zip(values, choice.tensors):
         # A template may see a tensor through another shape of the same elements (a softmax's
         # rows): the memory is the same.
-        shape = tuple(int(d.value) if hasattr(d, "value") else int(d) for d in t.shape)
+        shape = get_const_tuple(t.shape)
         if math.prod(shape) != v.type.size or t.dtype != v.dtype:
             raise GraphError(f"kernel {node.name!r}: tensor {t.op.name!r} is {t.dtype}{list(shape)}, "
                              f"but the value it stands for is {v.type}")

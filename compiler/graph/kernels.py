@@ -9,10 +9,13 @@ fused, vectorized along the innermost elements and split over the threads.
 
 from __future__ import annotations
 
+import math
+
 from .. import te
 from ..schedule.schedule import Schedule
 from ..simd import vector_lanes
 from ..te.tensor import ComputeOp
+from ..topi.utils import get_const_tuple
 from .errors import GraphError
 from .fuse import FUSED
 from .ir import Node
@@ -35,21 +38,18 @@ def kernel_tensors(node: Node) -> tuple[list[te.Tensor], list[te.Tensor]]:
         params.append(te.placeholder(v.shape, name=f"p{k}", dtype=v.dtype))
         env.setdefault(v.uid, params[-1])
     for member in node.attrs["body"].nodes:
-        try:
-            outs = get_op(member.op).compute([env[v.uid] for v in member.inputs], member.attrs)
-        except KeyError as e:
-            raise GraphError(f"kernel {node.name!r}: node {member.name!r} reads a value from outside "
-                             "the kernel that is not one of its inputs") from e
+        missing = [v.name for v in member.inputs if v.uid not in env]
+        if missing:
+            raise GraphError(f"kernel {node.name!r}: node {member.name!r} reads {missing} from outside "
+                             "the kernel, which are not among its inputs")
+        outs = get_op(member.op).compute([env[v.uid] for v in member.inputs], member.attrs)
         for v, t in zip(member.outputs, outs):
             env[v.uid] = t
     return params, [env[v.uid] for v in node.outputs]
 
 
 def _size(t) -> int:
-    n = 1
-    for d in t.shape:
-        n *= int(d.value) if hasattr(d, "value") else int(d)
-    return n
+    return math.prod(get_const_tuple(t.shape))
 
 
 def default_schedule(outputs: list[te.Tensor], vector_last: bool = False) -> Schedule:
