@@ -197,7 +197,7 @@ def recognize_gelu(graph: Graph) -> Graph:
         if k is None or not math.isclose(k if scaled.op == "divide" else 1 / k, math.sqrt(2), rel_tol=1e-3):
             continue
         plus = readers.get(erf.output.uid, [])
-        if len(plus) != 1 or plus[0].op != "add" or _scalar(_other(plus[0], erf.output) or erf.output) != 1.0:
+        if len(plus) != 1 or plus[0].op != "add" or _scalar(_other(plus[0], erf.output)) != 1.0:
             continue
         out = _gelu_product(plus[0].output, x, readers, producers)
         if out is not None:
@@ -357,7 +357,6 @@ OPTIMIZE = GraphPipeline("optimize", (
     GraphPass("decompose_batch_norm", decompose_batch_norm),
     GraphPass("recognize_gelu", recognize_gelu),
     GraphPass("sink_reshapes", sink_reshapes),
-    GraphPass("fold_constants", fold_constants),
 ))
 
 
