@@ -118,7 +118,7 @@ class _Planner:
         blocks = {self.now(v)[1] for v in node.inputs if not v.is_constant} - {None}
         if len(blocks) == 0 or len(node.output.shape) != 4:
             return None
-        block = min(blocks, key=lambda b: -b)  # where blocks differ, the larger one wins
+        block = max(blocks)  # where blocks differ, the larger one wins
         x = node.inputs[0]
         if node.op in _UNARY:
             return self.emit(node.op, [self.as_blocked(x, block)], dict(node.attrs), node.name), block
@@ -126,15 +126,15 @@ class _Planner:
             attrs = {"axis": 1, "block": block}
             return self.emit("nn.bias_add", [self.as_blocked(x, block), node.inputs[1]], attrs,
                              node.name), block
-        if node.op == "add" and any(self._channel_vector(v, node.output) is not None for v in node.inputs):
-            vector = next(self._channel_vector(v, node.output) for v in node.inputs
-                          if self._channel_vector(v, node.output) is not None)
-            other = next(v for v in node.inputs if self._channel_vector(v, node.output) is None)
-            if other.shape == node.output.shape:
-                bias = Value.constant(f"{node.name}_bias", vector)
-                attrs = {"axis": 1, "block": block}
-                return self.emit("nn.bias_add", [self.as_blocked(other, block), bias], attrs,
-                                 node.name), block
+        if node.op == "add":  # a per-channel constant added: a blocked bias
+            a, b = node.inputs
+            for other, vector in ((a, self._channel_vector(b, node.output)),
+                                  (b, self._channel_vector(a, node.output))):
+                if vector is not None and other.shape == node.output.shape:
+                    bias = Value.constant(f"{node.name}_bias", vector)
+                    attrs = {"axis": 1, "block": block}
+                    return self.emit("nn.bias_add", [self.as_blocked(other, block), bias], attrs,
+                                     node.name), block
         if node.op in _BINARY:
             operands = [self._operand(v, node.output, block) for v in node.inputs]
             if any(o is None for o in operands):
