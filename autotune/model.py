@@ -16,15 +16,14 @@ run it.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from dataclasses import dataclass, field
 
 import compiler
 from compiler.graph import Graph, Node, build_graph, prepare
 from compiler.graph.build import KernelChoice
-from search_spaces import Task, create_task
-from search_spaces.graph_tasks import kernel_workload
+from search_spaces import Task
+from search_spaces.graph_tasks import kernel_task
 
 from .history import apply_history_best
 from .transfer import BorrowedConfig
@@ -84,11 +83,10 @@ def extract_tasks(graph: Graph, target="llvm") -> ModelTasks:
     tasks: dict[str, ModelTask] = {}
     untemplated = []
     for node in fused.nodes:
-        workload = kernel_workload(node)
-        if workload is None:
+        task = kernel_task(node, target)
+        if task is None:
             untemplated.append(f"{node.name} ({', '.join(n.op for n in node.attrs['body'].nodes)})")
             continue
-        task = create_task(workload[0], workload[1], target)
         tasks.setdefault(task.workload_key, ModelTask(task)).kernels.append(node.name)
     return ModelTasks(tasks.values(), untemplated, len(fused.nodes))
 
@@ -105,10 +103,9 @@ def build_model(graph: Graph, target="llvm", db=None, *, transfer: bool = True, 
     untuned: list[str] = []
 
     def schedule_kernel(node: Node) -> KernelChoice | None:
-        workload = kernel_workload(node)
-        if workload is None:
+        task = kernel_task(node, target)
+        if task is None:
             return None
-        task = create_task(workload[0], workload[1], target)
         config = history.query(task.target, task) if history is not None else None
         if config is None:
             untuned.append(task.workload_name)
@@ -121,10 +118,11 @@ def build_model(graph: Graph, target="llvm", db=None, *, transfer: bool = True, 
         schedule, tensors = task.instantiate(config)
         return KernelChoice(schedule, tensors, f"{task.name}: {source}")
 
-    with contextlib.ExitStack() as stack:
-        if history is not None and history.log is not None and history.log is not db:
-            stack.callback(history.log.close)  # opened here, from a path or URL
+    try:
         module = build_graph(prepare(graph, target), target, schedule_kernel, name)
+    finally:
+        if history is not None and history.log is not None and history.log is not db:
+            history.log.close()  # opened here, from a path or URL
     if untuned:
         logger.warning("%d kernel(s) of %s have no tuned config in %s: %s", len(untuned), graph.name,
                        db if db is not None else "(no log)", "; ".join(dict.fromkeys(untuned)))

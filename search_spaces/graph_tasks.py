@@ -14,9 +14,10 @@ import math
 from compiler.graph.fuse import FUSED
 from compiler.graph.ir import Node
 
+from .task import Task, create_task
 from .templates.cpu_norm import LAYER_NORM_EPS
 
-__all__ = ["kernel_workload"]
+__all__ = ["kernel_workload", "kernel_task"]
 
 
 def _pair(v) -> int | list:
@@ -46,6 +47,12 @@ def kernel_workload(node: Node) -> tuple[str, list] | None:
         if len(rest) == 1 and body.nodes[-1] is rest[0] and len(node.inputs) == len(rest[0].inputs):
             return _reduction_workload(rest[0], dtype)
     return None
+
+
+def kernel_task(node: Node, target) -> Task | None:
+    """The tuning task of fused ``node`` on ``target`` (:func:`kernel_workload`), or None."""
+    workload = kernel_workload(node)
+    return None if workload is None else create_task(workload[0], workload[1], target)
 
 
 def _anchor_workload(anchor: Node, epilogue: list[str], dtype: str) -> tuple[str, list] | None:
