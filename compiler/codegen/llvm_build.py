@@ -15,7 +15,7 @@ from ..transform.pipeline import dump_directory, dump_text
 from . import function_info
 from .llvm import argument_align, generate_llvm_ir
 from .llvm_jit import JITCode, ObjectCode
-from .llvm_machine import create_target_machine, optimized_module, parse
+from .llvm_machine import create_target_machine, optimized_module
 
 __all__ = ["build", "build_linked", "save_object", "load_object"]
 
@@ -32,12 +32,7 @@ def build_linked(mod: IRModule, target: Target, llvm_ir: str, infos: dict, entry
     ``infos`` describe and may call ``mod``'s) and the given object files (data it refers to),
     optimised as one module: ``entry`` is the module's entry function."""
     tm = create_target_machine(target)
-    text = generate_llvm_ir(mod, tm.triple, str(tm.target_data), target.fast_math)
-    module = parse(text)
-    extra = parse(llvm_ir)
-    extra.triple, extra.data_layout = module.triple, module.data_layout
-    module.link_in(extra)
-    module = optimized_module(str(module), tm)
+    module = _optimized(mod, target, tm, (llvm_ir,))
     return Module(JITCode(module, target, tm, objects), {**_infos(mod), **infos}, entry, attrs)
 
 
@@ -53,9 +48,9 @@ def load_object(data: bytes, target: Target, infos: dict, entry: str) -> Module:
     return Module(ObjectCode(data, target), infos, entry)
 
 
-def _optimized(mod: IRModule, target: Target, tm):
+def _optimized(mod: IRModule, target: Target, tm, linked: tuple[str, ...] = ()):
     text = generate_llvm_ir(mod, tm.triple, str(tm.target_data), target.fast_math)
-    module = optimized_module(text, tm)
+    module = optimized_module(text, tm, linked)
     directory = dump_directory()
     if directory:
         dump_text(directory, "llvm-codegen", text, "ll")

@@ -114,10 +114,15 @@ def optimize(module, tm) -> None:
     pb.getModulePassManager().run(module, pb)
 
 
-def optimized_module(ir_text: str, tm):
-    """The LLVM module of ``ir_text`` for the target machine ``tm``, after LLVM's O3."""
+def optimized_module(ir_text: str, tm, linked: tuple[str, ...] = ()):
+    """The LLVM module of ``ir_text`` for the target machine ``tm``, with the modules of the
+    ``linked`` texts linked in (their functions may call each other's), after LLVM's O3."""
     module = parse(ir_text)
     module.triple = tm.triple
     module.data_layout = str(tm.target_data)
+    for text in linked:
+        other = parse(text)
+        other.triple, other.data_layout = module.triple, module.data_layout
+        module.link_in(other)
     optimize(module, tm)
     return module
