@@ -57,10 +57,12 @@ class ModelTasks(list):
 
     @property
     def tasks(self) -> list[Task]:
+        """The tasks, in order (what ``tune_tasks`` takes)."""
         return [t.task for t in self]
 
     @property
     def weights(self) -> list[int]:
+        """Each task's weight, in order (``tune_tasks``'s ``weights``)."""
         return [t.weight for t in self]
 
     def report(self) -> str:

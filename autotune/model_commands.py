@@ -47,6 +47,7 @@ def _load(ns):
 
 
 def cmd_tune_model(ns) -> int:
+    """``autotune tune-model``: the model's tasks tuned with one budget; the exit status."""
     from autotune.commands import measure_options  # the one place --cluster and --timeout mean workers
 
     graph = _load(ns)
@@ -91,6 +92,7 @@ def cmd_tune_model(ns) -> int:
 
 
 def cmd_build_model(ns) -> int:
+    """``autotune build-model``: the model built with the log and exported; the exit status."""
     out_dir = os.path.dirname(os.path.abspath(ns.out))
     if not os.path.isdir(out_dir):
         raise OSError(f"cannot write {ns.out}: no directory {out_dir}")

@@ -48,10 +48,12 @@ class TensorType:
 
     @property
     def size(self) -> int:
+        """The number of elements."""
         return int(np.prod(self.shape, dtype=np.int64))
 
     @property
     def nbytes(self) -> int:
+        """The size in bytes."""
         return self.size * np.dtype(self.dtype).itemsize
 
     def __str__(self) -> str:
@@ -82,14 +84,17 @@ class Value:
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The static shape."""
         return self.type.shape
 
     @property
     def dtype(self) -> str:
+        """The element type."""
         return self.type.dtype
 
     @property
     def is_constant(self) -> bool:
+        """Whether the value is a constant (a weight), its data known."""
         return self.data is not None
 
     def __repr__(self) -> str:

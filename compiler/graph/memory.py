@@ -55,6 +55,7 @@ class MemoryPlan:
     aliases: dict[int, Value] = field(default_factory=dict)  # a reshape's output -> whose memory it is
 
     def place(self, v: Value) -> Place:
+        """Where ``v`` lives."""
         return self.places[v.uid]
 
     def constant_block(self) -> bytearray:

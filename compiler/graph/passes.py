@@ -54,6 +54,7 @@ class GraphPipeline:
     passes: Sequence[GraphPass]
 
     def run(self, graph: Graph) -> Graph:
+        """``graph`` after every pass, in order."""
         for p in self.passes:
             before = len(graph.nodes)
             graph = p.run(graph)

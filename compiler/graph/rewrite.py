@@ -32,6 +32,7 @@ class Rewriter:
         self.replaced[old.uid] = new
 
     def emit(self, node: Node) -> Node:
+        """Add ``node`` to the graph being built."""
         self.nodes.append(node)
         return node
 

@@ -21,6 +21,7 @@ def fail(op: str, problem: str) -> GraphError:
 
 
 def arity(op: str, types: list[TensorType], n: int) -> None:
+    """GraphError unless ``op`` has ``n`` inputs."""
     if len(types) != n:
         raise fail(op, f"takes {n} input{'s' if n != 1 else ''}, got {len(types)}")
 
@@ -32,6 +33,7 @@ def numeric(op: str, t: TensorType, what: str = "the input") -> None:
 
 
 def floating(op: str, t: TensorType, what: str = "the input") -> None:
+    """GraphError unless ``t`` holds floating-point numbers."""
     if not dtypes.is_float(t.dtype):
         raise fail(op, f"{what} must be a float tensor, got {t.dtype}")
 

@@ -45,6 +45,7 @@ def parse_layout(op: str, layout) -> int | None:
 
 
 def layout_name(block: int | None) -> str:
+    """The layout of channel block ``block``: ``"NCHW{block}c"``, or ``"NCHW"`` for None."""
     return "NCHW" if block is None else f"NCHW{block}c"
 
 
