@@ -13,14 +13,14 @@ no ``if __name__ == "__main__":`` guard), and what crosses to them is the messag
 of :mod:`measure.protocol`.
 """
 
-from measure.base import Builder, Runner
+from measure.base import Builder, Feed, Runner
 from measure.errors import MeasureError
 from measure.local import LocalBuilder, LocalRunner
-from measure.pipeline import MeasureOptions, measure_batch, measure_stream
+from measure.pipeline import MeasureOptions, MeasureSession, measure_batch, measure_stream
 from measure.protocol import BuildReply, BuildRequest, RunReply, RunRequest
 from measure.records import Artifact, ErrorKind, MeasureInput, MeasureResult
 
 __all__ = ["MeasureError", "ErrorKind", "MeasureInput", "Artifact", "MeasureResult",
            "BuildRequest", "BuildReply", "RunRequest", "RunReply",
-           "Builder", "Runner", "LocalBuilder", "LocalRunner", "MeasureOptions", "measure_batch",
-           "measure_stream"]
+           "Builder", "Runner", "Feed", "LocalBuilder", "LocalRunner", "MeasureOptions", "MeasureSession",
+           "measure_batch", "measure_stream"]

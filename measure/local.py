@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 
 from compiler import backends
 from measure.artifact import device_count, device_type_of
-from measure.base import Builder, Runner, error_result
+from measure.base import Builder, Feed, Runner, as_feed, error_result
 from measure.gate import Gates
 from measure.pool import Completion, WorkerPool
 from measure.protocol import BuildReply, BuildRequest, RunReply, RunRequest
@@ -93,23 +93,37 @@ class LocalBuilder(Builder):
             self._pool = WorkerPool(n, self.cpus, name="build")
         return self._pool
 
-    def build(self, inputs: Sequence[MeasureInput], gates: Gates) -> Iterator[tuple[int, BuildReply]]:
+    streams = True
+
+    def slots(self) -> int:
+        return self.n_parallel or len(self.cpus or usable_cpus())
+
+    def build(self, inputs: Sequence[MeasureInput] | Feed, gates: Gates) -> Iterator[tuple[int, BuildReply]]:
         pool, gate = self._workers(), gates(LOCAL)
-        todo = deque(range(len(inputs)))
-        running = 0
+        feed = as_feed(inputs)
+        todo: deque[int] = deque()
+        seen = running = 0
         try:
-            while todo or running:
+            while True:
+                if len(feed) > seen:
+                    n = len(feed)
+                    todo.extend(range(seen, n))
+                    seen = n
                 if gates.stop.is_set():
                     todo.clear()
+                if not todo and not running:
+                    if feed.done(seen) or gates.stop.is_set():
+                        return
+                    feed.wait(seen, _POLL_S)
+                    continue
                 while todo and pool.free and gate.try_build():
                     i = todo.popleft()
                     running += 1
-                    pool.submit(i, "build", BuildRequest.of(inputs[i]).to_json(), self.timeout)
+                    pool.submit(i, "build", BuildRequest.of(feed[i]).to_json(), self.timeout)
                 if not running:
-                    if todo:
-                        gate.wait_open(_POLL_S)
+                    gate.wait_open(_POLL_S)
                     continue
-                for c in pool.wait(_POLL_S if todo else None):
+                for c in pool.wait(_POLL_S if todo or not feed.closed else None):
                     running -= 1
                     gate.build_done()
                     yield c.tag, build_completion(c)
@@ -169,6 +183,9 @@ class LocalRunner(Runner):
         self._gpu_pools: dict[int, WorkerPool] = {}
         self._gpu_ids: list[int] | None = None
         self._broken: dict = {}  # task key -> why its reference data cannot be made
+
+    def slots(self) -> int:
+        return len(self.devices) if self.devices else 1
 
     @property
     def prepare_timeout(self) -> float:

@@ -1,8 +1,10 @@
-"""``measure_batch`` and ``measure_stream``: builder, then runner, with plain records between.
+"""Measuring candidates: builder, then runner, with plain records between.
 
-Builds and runs overlap: a thread feeds the builder's results into the runner's
-queue as they finish, another drains the runner, and the caller receives results
-as they come. A failed build becomes a result at once, without a run.
+A :class:`MeasureSession` takes candidates at any time and returns them as they finish;
+``measure_batch`` and ``measure_stream`` measure one list through one. Builds and runs
+overlap: a thread feeds the builder's results into the runner's queue as they finish,
+another drains the runner, and the caller receives results as they come. A failed build
+becomes a result at once, without a run.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ import threading
 from collections.abc import Iterable, Iterator
 
 from compiler.runtime import num_threads
-from measure.base import Builder, Runner, error_result
+from measure.base import Builder, Feed, Runner, error_result
 from measure.gate import Gates
 from measure.local import LocalBuilder, LocalRunner, usable_cpus
+from measure.protocol import BuildReply
 from measure.records import ErrorKind, MeasureInput, MeasureResult
 
-__all__ = ["MeasureOptions", "measure_batch", "measure_stream"]
+__all__ = ["MeasureOptions", "MeasureSession", "measure_batch", "measure_stream"]
 
 
 class MeasureOptions:
@@ -70,8 +73,12 @@ def measure_batch(inputs: Iterable[MeasureInput],
     """One result per input, in the inputs' order."""
     inputs = list(inputs)
     results: list[MeasureResult | None] = [None] * len(inputs)
-    for i, result in _measure_indexed(inputs, options):
-        results[i] = result
+    if inputs:
+        with MeasureSession(options) as session:
+            session.submit(inputs)  # the feed's indices are the inputs' positions
+            while session.in_flight:
+                for i, result in session._finished():
+                    results[i] = result
     return results
 
 
@@ -79,52 +86,135 @@ def measure_stream(inputs: Iterable[MeasureInput],
                    options: MeasureOptions | None = None) -> Iterator[tuple[MeasureInput, MeasureResult]]:
     """``(input, result)`` pairs as candidates finish."""
     inputs = list(inputs)
-    for i, result in _measure_indexed(inputs, options):
-        yield inputs[i], result
-
-
-def _measure_indexed(inputs: list, options: MeasureOptions | None) -> Iterator[tuple[int, MeasureResult]]:
     if not inputs:
         return
-    owned = options is None
-    options = options or MeasureOptions()
-    gates = Gates(exclusive=options._plan())
-    built: queue.Queue = queue.Queue()
-    out: queue.Queue = queue.Queue()
+    with MeasureSession(options) as session:
+        session.submit(inputs)
+        while session.in_flight:
+            yield from session.results()
 
-    def build_side() -> None:
-        try:
-            for i, build in options.builder.build(inputs, gates):
-                if build.artifact is None:
-                    kind = build.error_kind or ErrorKind.COMPILE_ERROR
-                    out.put((i, error_result(kind, build.error or "", build.build_time, 0.0, build.worker)))
-                else:
-                    built.put((i, inputs[i], build))
-        except BaseException as exc:
-            out.put((None, exc))
-        finally:
-            built.put(None)
 
-    def run_side() -> None:
-        try:
-            for i, result in options.runner.run(built, gates):
-                out.put((i, result))
-        except BaseException as exc:
-            out.put((None, exc))
+class MeasureSession:
+    """Candidates measured as they are submitted, over one builder and runner kept busy.
 
-    threads = [threading.Thread(target=build_side, name="measure-build", daemon=True),
-               threading.Thread(target=run_side, name="measure-run", daemon=True)]
-    for t in threads:
-        t.start()
-    try:
-        for _ in range(len(inputs)):
-            i, item = out.get()
+    :meth:`submit` hands over inputs at any time; :meth:`results` returns those that
+    finished. A tuning loop keeps :attr:`capacity` candidates in flight (submitting more as
+    results come back), so that no worker waits for the slowest candidate of a batch.
+    :meth:`close` (or the end of a ``with`` block) abandons what is still in flight: its
+    builds are cancelled, and it gets no result. Options made here (``options=None``) are
+    closed with the session.
+    """
+
+    def __init__(self, options: MeasureOptions | None = None):
+        self._owned = options is None
+        self.options = options if options is not None else MeasureOptions()
+        self._feed = Feed()
+        self._out: queue.Queue = queue.Queue()
+        self._threads: list[threading.Thread] = []
+        self._gates: Gates | None = None
+        self.in_flight = 0
+
+    @property
+    def capacity(self) -> int:
+        """How many candidates in flight keep every build and run worker busy: one per build
+        slot, plus two per run slot (one timing, one built and waiting)."""
+        return self.options.builder.slots() + 2 * self.options.runner.slots()
+
+    def submit(self, inputs: Iterable[MeasureInput]) -> None:
+        """Start measuring ``inputs``."""
+        inputs = list(inputs)
+        if not inputs:
+            return
+        if not self._threads:
+            self._start()
+        self.in_flight += len(inputs)
+        self._feed.put(inputs)
+
+    def results(self, timeout: float | None = None) -> list[tuple[MeasureInput, MeasureResult]]:
+        """The ``(input, result)`` pairs finished since the last call: waits for the first up to
+        ``timeout`` seconds (for ever with None) while any is in flight; a worker-side error
+        (the builder or runner breaking, not a failed candidate) is raised here."""
+        return [(self._feed[i], result) for i, result in self._finished(timeout)]
+
+    def _finished(self, timeout: float | None = None) -> list[tuple[int, MeasureResult]]:
+        """:meth:`results` with each input's index in the order of submission."""
+        done = []
+        block = self.in_flight > 0
+        while self.in_flight:
+            try:
+                i, item = self._out.get(timeout=timeout) if block else self._out.get_nowait()
+            except queue.Empty:
+                break
             if i is None:
                 raise item
-            yield i, item
-    finally:
-        gates.stop.set()
-        for t in threads:
+            block = False
+            self.in_flight -= 1
+            done.append((i, item))
+        return done
+
+    def _start(self) -> None:
+        options, feed, out = self.options, self._feed, self._out
+        gates = self._gates = Gates(exclusive=options._plan())
+        built: queue.Queue = queue.Queue()
+
+        def failed_build(i, build):
+            kind = build.error_kind or ErrorKind.COMPILE_ERROR
+            out.put((i, error_result(kind, build.error or "", build.build_time, 0.0, build.worker)))
+
+        def build_side() -> None:
+            try:
+                for i, build in _builds(options.builder, feed, gates):
+                    if build.artifact is None:
+                        failed_build(i, build)
+                    else:
+                        built.put((i, feed[i], build))
+            except BaseException as exc:
+                out.put((None, exc))
+            finally:
+                built.put(None)
+
+        def run_side() -> None:
+            try:
+                for i, result in options.runner.run(built, gates):
+                    out.put((i, result))
+            except BaseException as exc:
+                out.put((None, exc))
+
+        self._threads = [threading.Thread(target=build_side, name="measure-build", daemon=True),
+                         threading.Thread(target=run_side, name="measure-run", daemon=True)]
+        for t in self._threads:
+            t.start()
+
+    def close(self) -> None:
+        """Stop measuring; candidates still in flight are abandoned."""
+        if self._gates is not None and self.in_flight:
+            self._gates.stop.set()
+        self._feed.close()
+        for t in self._threads:
             t.join()
-        if owned:
-            options.close()
+        self._threads = []
+        if self._owned:
+            self.options.close()
+
+    def __enter__(self) -> MeasureSession:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _builds(builder: Builder, feed: Feed, gates: Gates) -> Iterator[tuple[int, BuildReply]]:
+    """The builder's results over a growing feed: given the feed itself if it streams, else
+    one closed chunk of the inputs that have arrived at a time."""
+    if builder.streams:
+        yield from builder.build(feed, gates)
+        return
+    seen = 0
+    while True:
+        feed.wait(seen)
+        if feed.done(seen) or gates.stop.is_set():
+            return
+        end = len(feed)
+        for j, build in builder.build([feed[i] for i in range(seen, end)], gates):
+            yield seen + j, build
+        seen = end

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from measure.base import Builder, Runner, error_result
+from measure.base import Builder, Feed, Runner, as_feed, error_result
 from measure.errors import MeasureError
 from measure.gate import Gates
 from measure.local import LocalRunner
@@ -314,17 +314,35 @@ class RayBuilder(Builder):
         self.init_kwargs = dict(init_kwargs or {})
         self._connection = _Connection()
 
-    def build(self, inputs: Sequence[MeasureInput], gates: Gates) -> Iterator[tuple[int, BuildReply]]:
+    streams = True
+
+    def slots(self) -> int:
+        """The CPUs of the cluster's alive nodes."""
         self._connection.open(self.address, self.init_kwargs)
-        todo = deque(_BuildJob(i) for i in range(len(inputs)))
+        return max(1, sum(int(r.get("CPU", 0)) for r in _alive_nodes().values()))
+
+    def build(self, inputs: Sequence[MeasureInput] | Feed, gates: Gates) -> Iterator[tuple[int, BuildReply]]:
+        self._connection.open(self.address, self.init_kwargs)
+        feed = as_feed(inputs)
+        todo: deque[_BuildJob] = deque()
+        seen = 0
         running: dict = {}  # ObjectRef -> _BuildJob
         nodes = _BuildNodes()
         try:
-            while todo or running:
+            while True:
+                if len(feed) > seen:
+                    n = len(feed)
+                    todo.extend(_BuildJob(i) for i in range(seen, n))
+                    seen = n
                 if gates.stop.is_set():
                     todo.clear()
+                if not todo and not running:
+                    if feed.done(seen) or gates.stop.is_set():
+                        return
+                    feed.wait(seen, _POLL_S)
+                    continue
                 nodes.refresh()
-                self._dispatch(inputs, todo, running, nodes.usable(), gates)
+                self._dispatch(feed, todo, running, nodes.usable(), gates)
                 waiting = list(running) + nodes.probes()
                 if not waiting:
                     time.sleep(_POLL_S)
@@ -505,6 +523,12 @@ class RayRunner(Runner):
                     # Ray gives a GPU actor one GPU (CUDA_VISIBLE_DEVICES): ordinal 0.
                     handle = _RunActor.options(**opts).remote([0] if self.gpu else None)
                     self._actors[key] = _Actor(key, node, handle, restarting=handle.ready.remote())
+
+    def slots(self) -> int:
+        """One per alive node (per GPU with ``gpu=True``)."""
+        self._connection.open(self.address, self.init_kwargs)
+        nodes = _alive_nodes().values()
+        return max(1, sum(int(r.get("GPU", 0)) for r in nodes) if self.gpu else len(nodes))
 
     def actor_pids(self) -> dict[str, int]:
         """``{actor key: process id}`` of the idle actors (for tests and diagnostics)."""
