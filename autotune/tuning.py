@@ -20,6 +20,7 @@ import logging
 import signal
 import socket
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -30,15 +31,17 @@ from tqdm.auto import tqdm
 import db as tuning_db
 from compiler.runtime.device import device_memory
 from compiler.target import Target
-from measure import LocalRunner, MeasureInput, MeasureOptions, measure_batch, measure_stream
-from search_spaces import SearchSpaceError, create_task
+from measure import LocalRunner, MeasureInput, MeasureOptions, MeasureSession
+from search_spaces import SearchSpaceError
 
 from . import transfer
 from .errors import AutotuneError
+from .scheduler import get_scheduler
 from .selection import Ranking, gflops, record_of, workload_label
+from .tuner.shared import SharedModels
 from .tuner.tuner import get_tuner
 
-__all__ = ["Trial", "TuneResult", "tune", "tune_tasks", "check_measurable"]
+__all__ = ["Trial", "TuneResult", "tune", "tune_tasks", "check_measurable", "estimated_latency"]
 
 logger = logging.getLogger(__name__)
 
@@ -136,28 +139,6 @@ def _resume(log, task, tuner) -> tuple[list, int]:
     return pairs, trials
 
 
-def _pretrain(log, task, tuner, limit: int = 2000) -> None:
-    """Give a learning tuner the records of other workloads of the same template."""
-    if not hasattr(tuner, "pretrain"):
-        return
-    triples = []
-    for w in log.workloads():
-        if w.template != task.name or w.key == task.workload_key or w.target_kind != task.target.split()[0]:
-            continue
-        try:
-            other = create_task(w.template, w.args, w.target)
-        except Exception as err:  # noqa: BLE001 - a workload this code can no longer build
-            logger.debug("skipping workload %s for pre-training: %s", w.key, err)
-            continue
-        for r in log.records(w.key, errors=False, limit=limit - len(triples)):
-            triples.append((r.config, other, r.mean_cost))
-        if len(triples) >= limit:
-            break
-    if triples:
-        tuner.pretrain(triples)
-        logger.info("pre-trained the cost model on %d records of other %s workloads", len(triples), task.name)
-
-
 def _warm_start(log, task, tuner, k: int) -> list:
     """Up to ``k`` configs borrowed from the nearest tuned workloads
     (:func:`autotune.transfer.warm_start_configs`), best first, leaving out those the log
@@ -178,15 +159,66 @@ def _warm_start(log, task, tuner, k: int) -> list:
     return configs
 
 
-def _progress(total: int, enabled: bool, name: str):
-    return tqdm(total=total, disable=not enabled, desc=name, unit="trial", leave=True,
-                dynamic_ncols=True)
+class _Progress:
+    """One progress display for a run: a bar of all its trials, whose figure is the best (one
+    task) or the model's estimated latency (the weighted sum of the tasks' bests), and under it
+    one line per task, with its trials and its best, when several are tuned."""
+
+    def __init__(self, sessions, weights, total: int | None, enabled: bool):
+        self.sessions, self.weights = sessions, weights
+        name = sessions[0].task.workload_name if len(sessions) == 1 else f"{len(sessions)} tasks"
+        self.bar = tqdm(total=total, disable=not enabled, desc=name, unit="trial", leave=True,
+                        dynamic_ncols=True)
+        self.lines = []
+        if enabled and len(sessions) > 1:
+            self.lines = [tqdm(total=None, desc=f"x{w:g} {s.task.workload_name}", leave=False,
+                               position=k + 1, dynamic_ncols=True,
+                               bar_format="{desc} {n_fmt} trials {postfix}")
+                          for k, (s, w) in enumerate(zip(sessions, weights))]
+
+    def update(self, session) -> None:
+        """One more result of ``session``."""
+        self.bar.update(1)
+        errors = sum(sum(s.errors.values()) for s in self.sessions)
+        if len(self.sessions) == 1:
+            # The figure TuneResult and ``autotune best`` will show: the top-ranked config's median.
+            self.bar.set_postfix(best_gflops=f"{_gflops(session.task, session.ranked_median()):.1f}",
+                                 errors=errors)
+            return
+        latency, missing = estimated_latency(self.sessions, self.weights)
+        self.bar.set_postfix(latency=f"{latency * 1e3:.3f} ms" + (f" (+{missing} tasks)" if missing else ""),
+                             errors=errors)
+        if self.lines:
+            line = self.lines[self.sessions.index(session)]
+            line.update(1)
+            best = session.ranked_median()
+            line.set_postfix_str(f"best {best * 1e3:.3f} ms" if best < float("inf") else "no result yet")
+
+    def close(self) -> None:
+        for line in self.lines:
+            line.close()
+        self.bar.close()
+
+
+def estimated_latency(sessions, weights) -> tuple[float, int]:
+    """The weighted sum of the tasks' best costs (seconds; the top-ranked config's median of
+    each) and how many tasks have no result yet (left out of the sum)."""
+    total, missing = 0.0, 0
+    for s, w in zip(sessions, weights):
+        best = s.ranked_median()
+        if best < float("inf"):
+            total += w * best
+        else:
+            missing += 1
+    return total, missing
 
 
 class _Session:
-    """The state of tuning one task: its tuner, its log records and its best so far."""
+    """The state of tuning one task: its tuner, its log records, its best so far and its
+    candidates in flight."""
 
-    def __init__(self, task, tuner, log, seed, batch_size, options_note: dict, warm_start: int = 0):
+    def __init__(self, task, tuner, log, seed, batch_size, options_note: dict, warm_start: int = 0,
+                 shared: SharedModels | None = None):
         self.task = task
         self.tuner = get_tuner(tuner, task, seed=seed)
         self.batch_size = batch_size or self.tuner.default_batch_size
@@ -199,7 +231,8 @@ class _Session:
         self.ranking = Ranking()
         for config, costs in pairs:
             self.ranking.add(config, costs)
-        _pretrain(log, task, self.tuner)
+        if shared is not None:  # the run's cost model of this template, warm-started from the log
+            shared.attach(self.tuner)
         self.warm = _warm_start(log, task, self.tuner, warm_start)  # measured before the tuner's own
         self.history: list[Trial] = []
         self.errors: Counter = Counter()
@@ -208,35 +241,42 @@ class _Session:
         self.since_best = 0
         self.stopped: str | None = None
         self.ended = False  # whether the log records the end of the run
+        self.in_flight = 0
+        self.sent: set[int] = set(self.tuner.measured)  # config indices measured or in flight
+        self._unreported: tuple[list, list] = ([], [])  # results the tuner has not been told yet
 
-    def step(self, n: int, options, callbacks, on_result) -> int:
-        """Measure up to ``n`` new candidates; returns how many were measured."""
-        configs = self._next_configs(min(self.batch_size, n))
-        if not configs:
-            self.stopped = "exhausted"
-            return 0
-        done_inputs, done_results = [], []
-        try:
-            for inp, res in measure_stream([MeasureInput(self.task, c) for c in configs], options):
-                record = self.recorder.add(inp, res)
-                self.ranking.add(record.config, record.costs)
-                self.history.append(Trial(inp.config, res))
-                done_inputs.append(inp)
-                done_results.append(res)
-                if res.error_kind is not None:
-                    self.errors[res.error_kind.value] += 1
-                if res.mean_cost < self.best_cost:
-                    self.best_cost, self.since_best = res.mean_cost, 0
-                else:
-                    self.since_best += 1
-                self.best_curve.append(self.best_cost)
-                for cb in callbacks:
-                    cb(inp, res)
-                on_result(self)
-        finally:
-            if done_inputs:
-                self.tuner.update(done_inputs, done_results)
-        return len(done_inputs)
+    def propose(self, n: int) -> list:
+        """Up to ``n`` new configs to measure (the tuner first learns every result so far);
+        an empty list once the space is exhausted."""
+        self.tell_tuner()
+        configs = [c for c in self._next_configs(n) if c.index not in self.sent]
+        self.sent.update(c.index for c in configs)
+        return configs
+
+    def record(self, inp, res, callbacks) -> None:
+        """Write one trial's result into the log and the books."""
+        record = self.recorder.add(inp, res)
+        self.ranking.add(record.config, record.costs)
+        self.history.append(Trial(inp.config, res))
+        self._unreported[0].append(inp)
+        self._unreported[1].append(res)
+        self.in_flight -= 1
+        if res.error_kind is not None:
+            self.errors[res.error_kind.value] += 1
+        if res.mean_cost < self.best_cost:
+            self.best_cost, self.since_best = res.mean_cost, 0
+        else:
+            self.since_best += 1
+        self.best_curve.append(self.best_cost)
+        for cb in callbacks:
+            cb(inp, res)
+
+    def tell_tuner(self) -> None:
+        """Give the tuner the results it has not seen (in one update, as a batch)."""
+        inputs, results = self._unreported
+        if inputs:
+            self._unreported = ([], [])
+            self.tuner.update(inputs, results)
 
     def _next_configs(self, n: int) -> list:
         """The next batch: the warm-start configs first, then the tuner's proposals (the
@@ -264,7 +304,7 @@ class _Session:
         """Put the default config first in the first batch of a workload, so the tuned result
         is never judged without the baseline a user would otherwise get."""
         default = self.task.config_space.default_config
-        if self.history or default.index in self.tuner.measured or not configs:
+        if default.index in self.sent or not configs:
             return configs
         rest = [c for c in configs if c.index != default.index]
         return [default, *rest[:len(configs) - 1]]
@@ -274,32 +314,23 @@ class _Session:
         best = self.ranking.best()
         return best.median if best else float("inf")
 
-    def finish(self, options, remeasure: bool) -> TuneResult:
-        """Measure the best few again (unless interrupted), close the run and report.
-
-        An interrupt (Ctrl-C, SIGTERM) during the re-measurement ends it: the run is
-        recorded as interrupted, with every measurement that finished."""
+    def finalists(self, done: set[str]) -> list:
+        """The configs to measure again in the next pass of the final re-measurement: the
+        best few not yet measured again, and the default config (once), so that the winner is
+        judged against the baseline timed alike."""
         ranked = self.ranking.ranked()
-        remeasured = 0
-        if ranked and remeasure:
-            done: set[str] = set()
-            try:
-                for _ in range(FINAL_PASSES):
-                    todo = [r for r in ranked[:FINAL_TOP_K] if r.fingerprint not in done]
-                    if not todo:
-                        break
-                    top = [self.task.config_space.from_json(r.config) for r in todo]
-                    inputs = [MeasureInput(self.task, c) for _ in range(FINAL_ROUNDS) for c in top]
-                    for inp, res in zip(inputs, measure_batch(inputs, options)):
-                        record = self.recorder.add(inp, res, kind=tuning_db.REMEASURE)
-                        remeasured += 1
-                        self.ranking.add(record.config, record.costs)
-                    done.update(r.fingerprint for r in todo)
-                    ranked = self.ranking.ranked()
-            except KeyboardInterrupt:
-                self.stopped = "interrupted"
-                logger.warning("re-measurement of the best configs interrupted")
-            ranked = self.ranking.ranked()
+        todo = [r.config for r in ranked[:FINAL_TOP_K] if r.fingerprint not in done]
+        default = self.task.config_space.default_config
+        key = tuning_db.knobs_fingerprint(default.to_json())
+        if key not in done and any(r.fingerprint == key for r in ranked) \
+                and all(tuning_db.knobs_fingerprint(c) != key for c in todo):
+            todo.append(default.to_json())
+        return [self.task.config_space.from_json(c) for c in todo]
+
+    def finish(self, remeasured: int) -> TuneResult:
+        """Close the run in the log and report."""
+        self.tell_tuner()
+        ranked = self.ranking.ranked()
         stopped = self.stopped or "budget"
         self.log.end_run(self.run_id, stopped)
         self.ended = True
@@ -310,22 +341,19 @@ class _Session:
                           remeasured=remeasured)
 
 
-def _postfix(bar, sessions) -> None:
-    # The figure TuneResult and ``autotune best`` will show: the top-ranked config's median.
-    best = ", ".join(f"{_gflops(s.task, s.ranked_median()):.1f}" for s in sessions)
-    bar.set_postfix(best_gflops=best, errors=sum(sum(s.errors.values()) for s in sessions))
-
-
-def tune(task, trials: int = 500, tuner="xgb", db="tuning.db", measure_option=None,
+def tune(task, trials: int | None = 500, tuner="xgb", db="tuning.db", measure_option=None,
          early_stopping: int | None = None, batch_size: int | None = None, seed: int | None = None,
          callbacks: Sequence[Callable] = (), progress: bool = True, total: bool = False,
-         warm_start: int = 0, remeasure: bool = True) -> TuneResult:
+         warm_start: int = 0, remeasure: bool = True, time_budget: float | None = None) -> TuneResult:
     """Search ``task``'s config space for its fastest config.
 
     ``trials`` is the number of new trials to make; with ``total=True`` it is the number of
     trials of this workload in all, those the log already holds included, so that running
     the same call again after a kill finishes the budget (a run whose budget is already
     spent measures nothing). Configs the log holds are never measured again.
+    ``time_budget`` (seconds) ends the search once that much time has passed, leaving room
+    for the final re-measurement within it; with a time budget, ``trials=None`` sets no
+    limit on trials.
 
     ``tuner`` is a name of :data:`autotune.tuner.TUNERS` ("random", "grid", "ga", "xgb",
     "optuna"), a Tuner subclass or a Tuner instance; ``batch_size`` defaults to the tuner's
@@ -344,65 +372,78 @@ def tune(task, trials: int = 500, tuner="xgb", db="tuning.db", measure_option=No
     ``warm_start=k`` measures first (they count as trials) up to ``k`` configs borrowed
     from the log's nearest tuned workloads (:func:`autotune.transfer.warm_start_configs`),
     leaving out configs the log already holds. ``remeasure=False`` skips the final
-    re-measurement of the best few: the log then holds the run's trials only.
+    re-measurement of the best few and of the default config: the log then holds the run's
+    trials only.
     """
     return tune_tasks([task], trials, tuner=tuner, db=db, measure_option=measure_option,
                       early_stopping=early_stopping, batch_size=batch_size, seed=seed,
                       callbacks=callbacks, progress=progress, total=total, warm_start=warm_start,
-                      remeasure=remeasure)[0]
+                      remeasure=remeasure, time_budget=time_budget)[0]
 
 
-def tune_tasks(tasks: Sequence, trials: int, tuner="xgb", db="tuning.db", measure_option=None,
+def tune_tasks(tasks: Sequence, trials: int | None, tuner="xgb", db="tuning.db", measure_option=None,
                early_stopping: int | None = None, batch_size: int | None = None,
                seed: int | None = None, callbacks: Sequence[Callable] = (), progress: bool = True,
                weights: Sequence[float] | None = None, total: bool = False, warm_start: int = 0,
-               remeasure: bool = True) -> list[TuneResult]:
-    """Tune several tasks with one budget of ``trials``, shared where it gains most
-    (with ``total=True``, the log's earlier trials of these tasks count against it).
+               remeasure: bool = True, time_budget: float | None = None,
+               scheduler="gradient") -> list[TuneResult]:
+    """Tune several tasks with one budget of ``trials`` (or ``time_budget`` seconds, or
+    both), shared where it gains most (with ``total=True``, the log's earlier trials of
+    these tasks count against ``trials``).
 
-    Each task first gets one batch (round-robin warm-up); then each batch goes to the
-    task whose end-to-end time (its best cost times its ``weights`` entry, how often
-    it runs) is expected to fall most, judged from its recent improvement and an
-    optimistic guess, as Ansor's task scheduler does. One progress bar covers all.
-    ``warm_start`` and ``remeasure`` are as for :func:`tune`, per task.
+    Candidates of every task are measured at once: the run keeps as many in flight as the
+    measure options' builders and runners can work on (:attr:`measure.MeasureSession.capacity`:
+    on a Ray cluster, every CPU building and every node timing). Whenever slots free up,
+    ``scheduler`` (a name of :data:`autotune.scheduler.SCHEDULERS` or a
+    :class:`~autotune.scheduler.TaskScheduler`) chooses the task that proposes the next
+    batch: by default Ansor's gradient scheduler, which after one batch each gives the batch
+    to the task whose weighted cost (its best cost times its ``weights`` entry, how often it
+    runs) is expected to fall most. The progress display shows each task's best and their
+    weighted sum, the estimated latency of a model made of them. At the end, the best few
+    configs of every task and its default config are measured again, together.
+    ``warm_start``, ``remeasure`` and ``time_budget`` are as for :func:`tune`, per task.
     Returns one :class:`TuneResult` per task, in order.
     """
     tasks = list(tasks)
     if not tasks:
         raise AutotuneError("tune_tasks needs at least one task")
-    if trials < 0:
+    if trials is None and time_budget is None:
+        raise AutotuneError("give a budget: trials, time_budget or both")
+    if trials is not None and trials < 0:
         raise AutotuneError(f"trials must be >= 0, got {trials}")
+    if time_budget is not None and not time_budget > 0:
+        raise AutotuneError(f"time_budget must be a positive number of seconds, got {time_budget}")
     if warm_start < 0:
         raise AutotuneError(f"warm_start must be >= 0, got {warm_start}")
     weights = list(weights) if weights is not None else [1.0] * len(tasks)
     if len(weights) != len(tasks):
         raise AutotuneError(f"{len(weights)} weights for {len(tasks)} tasks")
+    scheduler = get_scheduler(scheduler)
     check_measurable(tasks, measure_option)
+    deadline = None if time_budget is None else time.monotonic() + time_budget
     log, own_log = _open_log(db)
     options = measure_option if measure_option is not None else MeasureOptions()
     note = {"trials": trials, "total": total, "early_stopping": early_stopping, "tasks": len(tasks),
-            "warm_start": warm_start}
-    sessions = [_Session(t, tuner, log, seed, batch_size, note, warm_start) for t in tasks]
-    if total:
-        done = sum(s.earlier_trials for s in sessions)
-        trials = max(0, trials - done)
-        logger.info("%d trials in the log already; %d to go", done, trials)
-    name = tasks[0].workload_name if len(tasks) == 1 else f"{len(tasks)} tasks"
-    bar = _progress(trials, progress, name)
-    spent = total and trials == 0  # nothing to measure, nothing to re-measure
-
-    def on_result(session) -> None:
-        bar.update(1)
-        _postfix(bar, sessions)
-
+            "warm_start": warm_start, "time_budget": time_budget, "scheduler": scheduler.name}
+    shared = SharedModels(log)  # one cost model per template for the learning tuners of the run
+    sessions = []
     try:
-        with _sigterm_interrupts(), log.keep_alive([s.run_id for s in sessions]):
-            interrupted = _search(sessions, weights, trials, early_stopping, options, callbacks,
-                                  on_result, bar)
-            results = []
-            for s in sessions:
-                results.append(s.finish(options, remeasure=remeasure and not (interrupted or spent)))
-                interrupted = interrupted or results[-1].stopped == "interrupted"
+        for t in tasks:
+            sessions.append(_Session(t, tuner, log, seed, batch_size, note, warm_start, shared))
+        if total and trials is not None:
+            done = sum(s.earlier_trials for s in sessions)
+            trials = max(0, trials - done)
+            logger.info("%d trials in the log already; %d to go", done, trials)
+        spent = trials == 0  # nothing to measure, nothing to re-measure
+        display = _Progress(sessions, weights, trials, progress)
+        with _sigterm_interrupts(), log.keep_alive([s.run_id for s in sessions]), \
+                MeasureSession(options) as measurer:
+            search = _Search(sessions, weights, scheduler, measurer, callbacks, display)
+            interrupted = search.run(trials, deadline, early_stopping)
+            remeasured = {id(s): 0 for s in sessions}
+            if remeasure and not (interrupted or spent):
+                interrupted = search.remeasure(remeasured)
+        results = [s.finish(remeasured[id(s)]) for s in sessions]
     except Exception:
         for s in sessions:
             s.abandon()
@@ -417,25 +458,125 @@ def tune_tasks(tasks: Sequence, trials: int, tuner="xgb", db="tuning.db", measur
     return results
 
 
-def _search(sessions, weights, trials, early_stopping, options, callbacks, on_result, bar) -> bool:
-    """Measure up to ``trials`` candidates over ``sessions``; returns whether it was interrupted."""
-    try:
-        done = 0
-        while done < trials:
-            session = _next_session(sessions, weights)
-            if session is None:
-                break
-            done += session.step(trials - done, options, callbacks, on_result)
-            if early_stopping is not None and session.since_best >= early_stopping:
-                session.stopped = "early_stopping"
-    except KeyboardInterrupt:
-        for s in sessions:
-            s.stopped = "interrupted"
-        logger.warning("tuning interrupted; every finished measurement is in the log")
-        return True
-    finally:
-        bar.close()
-    return False
+class _Search:
+    """The measuring loop of one run: keeps the measure session's capacity in flight,
+    records results as they come, and asks the scheduler which task proposes next."""
+
+    def __init__(self, sessions, weights, scheduler, measurer, callbacks, display):
+        self.sessions, self.weights, self.scheduler = sessions, weights, scheduler
+        self.measurer, self.callbacks, self.display = measurer, callbacks, display
+        self.owner: dict[int, _Session] = {}  # id(MeasureInput) -> its session
+        self.started = time.monotonic()
+        #: seconds spent proposing candidates (the tuners' model fitting and search) and recording
+        #: results: the tuner's own work, which must stay small beside the measuring.
+        self.tuner_seconds = 0.0
+        self.results = 0
+
+    def run(self, trials: int | None, deadline: float | None, early_stopping: int | None) -> bool:
+        """Measure up to ``trials`` candidates (all tasks together) until ``deadline``;
+        returns whether it was interrupted."""
+        # Enough in flight to keep every worker busy, and at least one whole batch (a batch
+        # cut short costs a learning tuner a whole model fit and search for fewer trials).
+        capacity = max(self.measurer.capacity, max(s.batch_size for s in self.sessions))
+        submitted = 0
+        try:
+            while True:
+                while self._room(capacity, trials, submitted) and not self._late(deadline):
+                    k = self.scheduler.pick(self.sessions, self.weights)
+                    if k is None:
+                        break
+                    session = self.sessions[k]
+                    free = capacity - self.measurer.in_flight
+                    if self.measurer.in_flight and free < session.batch_size:
+                        break  # wait until its whole batch fits
+                    n = min(session.batch_size, free, trials - submitted if trials is not None else free)
+                    t0 = time.monotonic()
+                    configs = session.propose(n)
+                    self.tuner_seconds += time.monotonic() - t0
+                    if not configs:
+                        if not session.in_flight:
+                            session.stopped = "exhausted"
+                        else:  # its candidates in flight may still teach it something new
+                            session.stopped = "waiting"
+                        continue
+                    inputs = [MeasureInput(session.task, c) for c in configs]
+                    for inp in inputs:
+                        self.owner[id(inp)] = session
+                    session.in_flight += len(inputs)
+                    submitted += len(inputs)
+                    self.measurer.submit(inputs)
+                if not self.measurer.in_flight:
+                    return False
+                for inp, res in self.measurer.results():
+                    t0 = time.monotonic()
+                    session = self.owner.pop(id(inp))
+                    session.record(inp, res, self.callbacks)
+                    self.results += 1
+                    if session.stopped == "waiting":
+                        session.stopped = None
+                    if early_stopping is not None and session.since_best >= early_stopping:
+                        session.stopped = "early_stopping"
+                    self.tuner_seconds += time.monotonic() - t0
+                    self.display.update(session)
+        except KeyboardInterrupt:
+            for s in self.sessions:
+                s.stopped = "interrupted"
+            logger.warning("tuning interrupted; every finished measurement is in the log")
+            return True
+        finally:
+            for s in self.sessions:
+                if s.stopped == "waiting":
+                    s.stopped = "exhausted"
+            self.display.close()
+
+    def _room(self, capacity: int, trials: int | None, submitted: int) -> bool:
+        return self.measurer.in_flight < capacity and (trials is None or submitted < trials)
+
+    def _late(self, deadline: float | None) -> bool:
+        """Whether the search must stop submitting: past the deadline, less the time the final
+        re-measurement is expected to take at the rate results have come back so far."""
+        if deadline is None:
+            return False
+        now = time.monotonic()
+        if self.results:
+            per_result = (now - self.started) / self.results
+            finals = sum(FINAL_ROUNDS * (FINAL_TOP_K + 1) for _ in self.sessions)
+            return now + per_result * finals >= deadline
+        return now >= deadline
+
+    def remeasure(self, remeasured: dict) -> bool:
+        """Measure every task's best few and its default config again, all tasks together
+        (``FINAL_ROUNDS`` times each, in interleaved rounds), until the best few of each have
+        all been measured again (at most ``FINAL_PASSES`` passes); these are records of kind
+        ``"remeasure"``. Returns whether it was interrupted (Ctrl-C, SIGTERM): then the runs
+        are recorded as interrupted, with every measurement that finished."""
+        done = {id(s): set() for s in self.sessions}
+        try:
+            for _ in range(FINAL_PASSES):
+                inputs = []
+                for s in self.sessions:
+                    finalists = s.finalists(done[id(s)])
+                    done[id(s)].update(tuning_db.knobs_fingerprint(c.to_json()) for c in finalists)
+                    for _ in range(FINAL_ROUNDS):
+                        for c in finalists:
+                            inp = MeasureInput(s.task, c)
+                            self.owner[id(inp)] = s
+                            inputs.append(inp)
+                if not inputs:
+                    break
+                self.measurer.submit(inputs)
+                while self.measurer.in_flight:
+                    for inp, res in self.measurer.results():
+                        s = self.owner.pop(id(inp))
+                        record = s.recorder.add(inp, res, kind=tuning_db.REMEASURE)
+                        s.ranking.add(record.config, record.costs)
+                        remeasured[id(s)] += 1
+        except KeyboardInterrupt:
+            for s in self.sessions:
+                s.stopped = "interrupted"
+            logger.warning("re-measurement of the best configs interrupted")
+            return True
+        return False
 
 
 @contextmanager
@@ -480,34 +621,3 @@ def check_measurable(tasks: Sequence, measure_option=None) -> None:
             raise AutotuneError(f"cannot tune {label} for {task.target!r} on this machine: "
                                 f"{target.kind.upper()} code cannot run here: {reason}. Tune on a machine "
                                 "where it runs, or measure on a Ray cluster (measure.ray.RayRunner)")
-
-
-# Ansor's scheduler: weight of the observed improvement against the optimistic guess,
-# and how many recent trials the observed improvement is measured over.
-_ALPHA = 0.2
-_WINDOW = 16
-
-
-def _next_session(sessions: list, weights: list):
-    """The session to measure next: warm-up first, then the largest expected gain."""
-    active = [(s, w) for s, w in zip(sessions, weights) if s.stopped is None]
-    if not active:
-        return None
-    for s, _ in active:
-        if not s.history:
-            return s
-    best, best_gain = None, -1.0
-    for s, w in active:
-        curve = s.best_curve
-        cost = curve[-1] if curve and curve[-1] < float("inf") else None
-        if cost is None:
-            gain = float("inf")  # nothing works yet: keep looking
-        else:
-            back = curve[-1 - _WINDOW] if len(curve) > _WINDOW else curve[0]
-            observed = max(0.0, back if back < float("inf") else cost) - cost
-            observed /= min(_WINDOW, len(curve))
-            optimistic = cost / len(curve)
-            gain = w * (_ALPHA * observed + (1 - _ALPHA) * optimistic)
-        if gain > best_gain:
-            best, best_gain = s, gain
-    return best

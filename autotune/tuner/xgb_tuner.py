@@ -20,7 +20,11 @@ the model little and waste trials on one neighbourhood). Until the model can be 
 
 Transfer learning: :meth:`XGBTuner.pretrain` takes measurements of other workloads of
 the same template; they train the model from the start and stay in its training set
-as their own ranking groups.
+as their own ranking groups. The model and its training data are a
+:class:`~autotune.tuner.shared.SharedCostModel`: the tuner's own, or, once
+:class:`~autotune.tuner.shared.SharedModels` attached the tuner (``tune_tasks`` does), one
+shared with the run's other tuners of the template, trained on every one's measurements
+as they arrive; the tuner then searches with it on its own task's features.
 """
 
 from __future__ import annotations
@@ -32,8 +36,8 @@ from autotune.errors import AutotuneError
 from autotune.tuner.cost_model import LOSS_TYPES, Group, XGBCostModel
 from autotune.tuner.features import FEATURE_TYPES, check_workers
 from autotune.tuner.sa import anneal
-from autotune.tuner.tuner import Tuner, result_cost
-from search_spaces import ConfigEntity, SearchSpaceError
+from autotune.tuner.shared import SharedCostModel
+from autotune.tuner.tuner import Tuner
 
 __all__ = ["XGBTuner"]
 
@@ -50,7 +54,13 @@ class XGBTuner(Tuner):
     ``sa_chains``, ``sa_iters`` and ``sa_early_stop`` (the annealing search),
     ``replan_until`` (measurements up to which the plan is searched again for every batch),
     ``feature_workers`` (processes that compute features; default
-    :func:`~autotune.tuner.features.default_feature_workers`).
+    :func:`~autotune.tuner.features.default_feature_workers`), ``share_model`` (whether
+    :class:`~autotune.tuner.shared.SharedModels` may attach the tuner to a model shared with
+    the other tasks of its template in a run; False: the tuner learns from its own measurements
+    and its :meth:`pretrain` records only).
+
+    ``model`` is the cost model the tuner searches with; ``shared`` the
+    :class:`~autotune.tuner.shared.SharedCostModel` that holds it and its training data.
     """
 
     name = "xgb"
@@ -60,7 +70,7 @@ class XGBTuner(Tuner):
                  loss_type: str = "rank", plan_size: int = 64, epsilon: float = 0.1, min_train: int = 8,
                  num_threads: int = 1, num_rounds: int = 150, sa_chains: int = 32, sa_iters: int = 60,
                  sa_early_stop: int = 20, replan_until: int = 256, feature_workers: int | None = None,
-                 **options):
+                 share_model: bool = True, **options):
         if feature_type not in FEATURE_TYPES:
             raise AutotuneError(f"XGBTuner: unknown feature_type {feature_type!r}; "
                                 f"use one of {FEATURE_TYPES}")
@@ -79,17 +89,46 @@ class XGBTuner(Tuner):
         self.sa_chains, self.sa_iters, self.sa_early_stop = sa_chains, sa_iters, sa_early_stop
         self.replan_until = replan_until
         self.feature_workers = feature_workers
+        self.share_model = share_model
         super().__init__(task, seed, **options)
 
     def _setup(self) -> None:
-        self.model = XGBCostModel(self.feature_type, self.loss_type, self.num_threads, self.seed,
-                                  self.num_rounds, feature_workers=self.feature_workers)
-        self._indices: list[int] = []
-        self._costs: list[float | None] = []
-        self._pretrain: dict[str, Group] = {}
-        self._trained_on = -1   # results (own + pre-training) behind the current model
+        model = XGBCostModel(self.feature_type, self.loss_type, self.num_threads, self.seed,
+                             self.num_rounds, feature_workers=self.feature_workers)
+        self._own = Group(self.task, [], [])  # this task's measurements, in order
+        self.shared = SharedCostModel(model, self.task.template)
+        self.shared.join(self._own)
+        self._seen_fits = 0     # the shared model's fits when this tuner last searched with it
         self._plan: list[int] = []
         self._searched_at = 0   # own results when the plan was last searched
+
+    @property
+    def model(self) -> XGBCostModel:
+        """The cost model this tuner searches with (shared with others once attached)."""
+        return self.shared.model
+
+    @property
+    def _indices(self) -> list[int]:
+        return self._own.indices
+
+    @property
+    def _costs(self) -> list[float | None]:
+        return self._own.costs
+
+    def join(self, shared: SharedCostModel) -> None:
+        """Search with ``shared`` from now on, training it on this tuner's measurements (and
+        handing it the records given to :meth:`pretrain`). :class:`SharedModels` calls this."""
+        self._bound()
+        if shared is self.shared:
+            return
+        if shared.template != self.task.template:
+            raise AutotuneError(f"XGBTuner of {self.task.template!r} cannot join a model of "
+                                f"{shared.template!r}")
+        shared.join(self._own)
+        shared.absorb(self.shared)
+        self.model.features.close()
+        self.shared = shared
+        self._seen_fits = -1  # whatever the shared model is, this tuner has not searched with it
 
     def close(self) -> None:
         """Stop the feature workers, if any started."""
@@ -104,52 +143,36 @@ class XGBTuner(Tuner):
         ``records`` are ``(config, task, cost)`` triples: ``config`` a ConfigEntity or its
         JSON dict in ``task``'s space, ``cost`` mean seconds (None for a failure; a result
         object with ``.costs``/``.error_kind`` is accepted too). Records of this tuner's own
-        task are loaded as history instead; records of other templates, or whose config is
-        not in their task's space, are skipped.
+        workload are loaded as history instead; records of other templates, or whose config is
+        not in their task's space, are skipped. Once the tuner is attached to a shared model,
+        the records train it for every tuner that shares it.
         """
         self._bound()
-        own, skipped = [], 0
+        own, others = [], []
         for config, task, cost in records:
-            if task == self.task:
+            if task.workload_key == self.task.workload_key:
                 own.append((config, cost))
-                continue
-            if task.template != self.task.template:
-                skipped += 1
-                continue
-            try:
-                data = config.to_json() if isinstance(config, ConfigEntity) else config
-                index = task.config_space.from_json(data).index
-            except SearchSpaceError:
-                skipped += 1
-                continue
-            group = self._pretrain.setdefault(task.workload_key, Group(task, [], []))
-            group.indices.append(index)
-            group.costs.append(result_cost(cost))
+            else:
+                others.append((config, task, cost))
+        skipped = self.shared.add(others)
         if skipped:
-            logger.warning("pretrain: skipped %d records of other templates or outside their space", skipped)
+            logger.warning("pretrain: skipped %d records of other templates, of workloads tuned alongside "
+                           "or outside their space", skipped)
         if own:
             self.load_history(own)
 
     # ------------------------------------------------------------------ strategy
 
     def _observe(self, indices: list[int], costs: list[float | None]) -> None:
-        self._indices += indices
-        self._costs += costs
-
-    def _data_size(self) -> int:
-        return len(self._indices) + sum(len(g.indices) for g in self._pretrain.values())
+        self.shared.record(self._own, indices, costs)
 
     def _retrain(self) -> bool:
-        """Train on everything measured if something new arrived; whether it did."""
-        if self._data_size() == self._trained_on:
-            return False
-        if len(self._indices) < self.min_train and not self._pretrain:
-            return False
-        groups = list(self._pretrain.values()) + [Group(self.task, self._indices, self._costs)]
-        if not self.model.fit(groups):
-            return False
-        self._trained_on = self._data_size()
-        return True
+        """Fit the model again if new data arrived (this tuner's, or another's that shares it);
+        whether the model changed since this tuner last searched with it."""
+        self.shared.refresh(self.min_train)
+        changed = self.shared.fits != self._seen_fits
+        self._seen_fits = self.shared.fits
+        return changed
 
     def _propose(self, n: int) -> list[int]:
         retrained = self._retrain()

@@ -1,0 +1,184 @@
+"""One cost model for the tuners of a template: transfer learning between the tasks of a run.
+
+A model's tasks are a few templates at many shapes (ResNet-18: 16 ``conv2d_nchwc``
+workloads), and what one workload's measurements teach about which configs are fast
+mostly holds for its siblings, as AutoTVM's transfer learning found. :class:`SharedModels`
+gives the XGBoost tuners of one run (``tune_tasks``) one :class:`SharedCostModel` per
+template, target kind, feature type and loss type:
+
+* it trains on every attached tuner's own measurements, live, as they arrive, and on the
+  tuning log's records of the template's other workloads (up to ``limit`` of them, read
+  before its first fit), each workload its own group: labels are throughputs relative to
+  the group's best and ranking pairs are formed within a group
+  (:mod:`autotune.tuner.cost_model`), so a slow workload's records never outrank a fast
+  one's configs (per-task normalisation);
+* it is fitted again only when new data arrived since its last fit: tuners that propose in
+  turn without new results between them cost one fit, not one each;
+* each tuner searches with it on its own task's features.
+
+A tuner that is not attached (used outside ``tune_tasks``, or made with
+``XGBTuner(share_model=False)``) keeps a SharedCostModel of its own: trained on its own
+measurements and on what :meth:`XGBTuner.pretrain` gave it, by the same code.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+
+from autotune.tuner.cost_model import Group, XGBCostModel
+from autotune.tuner.tuner import result_cost
+from search_spaces import ConfigEntity, SearchSpaceError, create_task
+
+__all__ = ["SharedCostModel", "SharedModels", "log_records"]
+
+logger = logging.getLogger(__name__)
+
+
+class SharedCostModel:
+    """An :class:`XGBCostModel` and the data it trains on.
+
+    ``members`` are the groups of the tuners that search with the model (their own
+    measurements, extended through :meth:`record`); ``others`` the groups of other
+    workloads of ``template`` (pre-training), by workload key. ``fits`` counts the fits
+    that succeeded: a tuner that saw another count knows the model changed. ``preload``,
+    if given, is called once, before the first fit, with the members' workload keys, and
+    returns ``(config, task, cost)`` records to add as :meth:`add` does (the log's, read
+    only once every tuner of a run has joined, so that none of theirs is taken as another
+    workload's).
+    """
+
+    def __init__(self, model: XGBCostModel, template: str,
+                 preload: Callable[[set[str]], Iterable] | None = None):
+        self.model = model
+        self.template = template
+        self.members: list[Group] = []
+        self.others: dict[str, Group] = {}
+        self.fits = 0
+        self.preload = preload
+        self._version = 0     # bumped by every change of the training data
+        self._tried_at = -1   # the version the last fit was tried on
+
+    def join(self, group: Group) -> None:
+        """Train on ``group`` (a tuner's own measurements) from now on. Pre-training records
+        of its workload are dropped: its tuner holds them as its own."""
+        self.members.append(group)
+        self.others.pop(group.task.workload_key, None)
+        self._version += 1
+
+    def record(self, group: Group, indices: list[int], costs: list[float | None]) -> None:
+        """New measurements of the member ``group``."""
+        group.indices += indices
+        group.costs += costs
+        self._version += 1
+
+    def add(self, records: Iterable) -> int:
+        """Add ``(config, task, cost)`` records of other workloads of the template; returns how
+        many were skipped: those of other templates, of a member's workload, or whose config is
+        not in their task's space. ``config`` is a ConfigEntity or its JSON dict, ``cost``
+        seconds or a result (as :func:`~autotune.tuner.tuner.result_cost` takes; None for a
+        failure)."""
+        own = {g.task.workload_key for g in self.members}
+        skipped = 0
+        for config, task, cost in records:
+            if task.template != self.template or task.workload_key in own:
+                skipped += 1
+                continue
+            try:
+                data = config.to_json() if isinstance(config, ConfigEntity) else config
+                index = task.config_space.from_json(data).index
+            except SearchSpaceError:
+                skipped += 1
+                continue
+            group = self.others.setdefault(task.workload_key, Group(task, [], []))
+            group.indices.append(index)
+            group.costs.append(result_cost(cost))
+            self._version += 1
+        return skipped
+
+    def absorb(self, other: SharedCostModel) -> None:
+        """Take over ``other``'s pre-training groups (a tuner's private model, as it joins this one)."""
+        own = {g.task.workload_key for g in self.members}
+        for key, group in other.others.items():
+            if key not in own and key not in self.others:
+                self.others[key] = group
+                self._version += 1
+
+    def refresh(self, min_train: int) -> bool:
+        """Fit the model again if its data changed since the last try; whether it did.
+
+        Until the members hold ``min_train`` measurements together, only pre-training data
+        can start a model (one member's results then train every member's first model)."""
+        if self.preload is not None:
+            preload, self.preload = self.preload, None
+            records = list(preload({g.task.workload_key for g in self.members}))
+            if records:
+                self.add(records)
+                logger.info("the shared %s model starts from %d records of other workloads",
+                            self.template, len(records))
+        if self._version == self._tried_at:
+            return False
+        if sum(len(g.indices) for g in self.members) < min_train and not self.others:
+            return False
+        self._tried_at = self._version
+        # Other workloads first, members last: the order the model's groups always had.
+        if not self.model.fit([*self.others.values(), *self.members]):
+            return False
+        self.fits += 1
+        return True
+
+
+def log_records(log, template: str, target_kind: str, exclude: set[str], limit: int) -> list:
+    """Up to ``limit`` ``(config, task, cost)`` records of ``log``'s workloads of ``template``
+    and ``target_kind`` (successes only, in the log's order), leaving out the workloads whose
+    keys are in ``exclude`` and those this code can no longer define."""
+    records: list = []
+    for w in log.workloads():
+        if len(records) >= limit:
+            break
+        if w.template != template or w.key in exclude or w.target_kind != target_kind:
+            continue
+        try:
+            task = create_task(w.template, w.args, w.target)
+        except Exception as err:  # noqa: BLE001 - a workload this code can no longer build
+            logger.debug("skipping workload %s for the shared model: %s", w.key, err)
+            continue
+        for r in log.records(w.key, errors=False, limit=limit - len(records)):
+            records.append((r.config, task, r.mean_cost))
+    return records
+
+
+class SharedModels:
+    """The shared cost models of one tuning run: one per template, target kind, feature type
+    and loss type, for the XGBoost tuners attached to it.
+
+    ``log`` (a :class:`db.TuningLog`, or None) warm-starts each model with up to ``limit``
+    records of its template's other workloads (those of no attached tuner), read before the
+    model's first fit. The first tuner of a kind lends the model its settings (rounds,
+    threads, seed, feature workers) and its feature cache.
+    """
+
+    def __init__(self, log=None, limit: int = 2000):
+        self.log = log
+        self.limit = limit
+        self.models: dict[tuple, SharedCostModel] = {}
+
+    def attach(self, tuner) -> bool:
+        """Let ``tuner`` (bound to its task) search with the shared model of its kind; False,
+        and the tuner keeps working alone, for tuners without a cost model and those made with
+        ``share_model=False``."""
+        from autotune.tuner.xgb_tuner import XGBTuner
+
+        if not isinstance(tuner, XGBTuner) or not tuner.share_model or tuner.task is None:
+            return False
+        task = tuner.task
+        kind = task.target.split()[0]
+        key = (task.template, kind, tuner.feature_type, tuner.loss_type)
+        shared = self.models.get(key)
+        if shared is None:
+            shared = self.models[key] = tuner.shared  # the first tuner's model becomes the shared one
+            if self.log is not None:
+                shared.preload = lambda own: log_records(self.log, task.template, kind, own, self.limit)
+            return True
+        tuner.join(shared)
+        return True
