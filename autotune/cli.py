@@ -31,6 +31,7 @@ import sys
 from collections.abc import Sequence
 
 from autotune import __version__
+from autotune.scheduler import SCHEDULERS
 from autotune.tuner import TUNERS
 
 __all__ = ["COMMANDS", "PLANNED_COMMANDS", "UsageError", "main"]
@@ -213,13 +214,25 @@ def _build_parser() -> _Parser:
     p = sub.add_parser("tune-model", parents=[common], help="tune every kernel of an ONNX model",
                        description="Import an ONNX model, list its tuning tasks (the fused kernels that "
                                    "have templates, each with how often the model runs it) and tune them "
-                                   "with one budget of --trials per task on average, spent where the "
-                                   "model's latency falls most. Every trial goes into the log; a rerun "
-                                   "adds to it. Then: autotune build-model.")
+                                   "with one budget (--trials per task on average, --time-budget, or "
+                                   "both), spent where the model's latency falls most, every task's "
+                                   "candidates measured at once. The log's earlier trials of the model "
+                                   "count against --trials, so the same command run again after Ctrl-C "
+                                   "finishes the budget. At the end the model is built with the log and "
+                                   "timed, beside its estimated latency. Then: autotune build-model.")
     _add_model(p)
-    p.add_argument("--trials", type=_positive_int, default=64,
-                   help="trials per task on average (default: 64); the budget is this times the tasks")
+    p.add_argument("--trials", type=_positive_int, default=None,
+                   help="trials per task on average; the budget is this times the tasks, the log's "
+                        "earlier trials of them included (default: 64 unless --time-budget is given)")
+    p.add_argument("--time-budget", type=_duration, default=None, metavar="DURATION",
+                   help="wall time to tune for, the final re-measurement included: 90s, 30m, 2h or "
+                        "seconds (default: none)")
     p.add_argument("--tuner", default="xgb", choices=tuple(TUNERS), help="search strategy (default: xgb)")
+    p.add_argument("--scheduler", default="gradient", choices=tuple(SCHEDULERS),
+                   help="which task gets the next batch (default: gradient)")
+    p.add_argument("--warm-start", type=_count, default=None, metavar="N",
+                   help="each task first measures up to N configs borrowed from the log's nearest tuned "
+                        "workloads (default: autotune.model.DEFAULT_WARM_START, 4)")
     _add_db(p)
     p.add_argument("--cluster", metavar="ADDRESS",
                    help="measure on a Ray cluster: 'auto', 'ray://host:10001', or 'local'")
@@ -228,6 +241,8 @@ def _build_parser() -> _Parser:
                    help="seconds a build or a run may take before it counts as an error (default: 10)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="show a progress bar (default: when stderr is a terminal)")
+    p.add_argument("--deployed", action=argparse.BooleanOptionalAction, default=True,
+                   help="build the tuned model and time it at the end (default: yes)")
 
     p = sub.add_parser("build-model", parents=[common], help="build an ONNX model into one .so",
                        description="Import an ONNX model, compile every kernel with the log's best config "
@@ -286,6 +301,21 @@ def _seed(text: str) -> int:
         value = None
     if value is None or not 0 <= value <= _MAX_SEED:
         raise argparse.ArgumentTypeError(f"expected an integer from 0 to {_MAX_SEED}, got {text!r}")
+    return value
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def _duration(text: str) -> float:
+    """``90``, ``90s``, ``30m``, ``1.5h``: seconds."""
+    number, unit = (text[:-1], text[-1]) if text[-1:].lower() in _UNITS else (text, "s")
+    try:
+        value = float(number) * _UNITS[unit.lower()]
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a duration such as 90s, 30m or 2h, got {text!r}")
     return value
 
 

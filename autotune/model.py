@@ -1,11 +1,11 @@
-"""Models: the tuning tasks of a graph, and the graph built with the tuning log's best configs.
+"""Models: the tuning tasks of a graph, tuning them, and the graph built with the log's best configs.
 
 AutoTVM's three steps for a model, on a graph from :func:`compiler.frontend.from_onnx`::
 
     graph = compiler.frontend.from_onnx("resnet18.onnx")
     tasks = autotune.extract_tasks(graph, "llvm")           # the fused kernels that have templates
-    autotune.tune_tasks([t.task for t in tasks], trials=64 * len(tasks), db="log.db",
-                        weights=[t.weight for t in tasks])
+    result = autotune.tune_model(tasks, time_budget=30 * 60, db="log.db")   # or trials=...
+    print(result.report())                                   # each task's best, the model's estimate
     module = autotune.build_model(graph, "llvm", db="log.db")
     module.export_library("resnet18.so")                     # compiler.runtime.load_module runs it
 
@@ -17,7 +17,10 @@ run it.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
+
+import numpy as np
 
 import compiler
 from compiler.graph import Graph, Node, build_graph, prepare
@@ -25,10 +28,14 @@ from compiler.graph.build import KernelChoice
 from search_spaces import Task
 from search_spaces.graph_tasks import kernel_task
 
+from .errors import AutotuneError
 from .history import apply_history_best
 from .transfer import BorrowedConfig
+from .tuner import TUNERS, tuner_class
+from .tuning import TuneResult, estimated_latency, tune_tasks
 
-__all__ = ["ModelTask", "ModelTasks", "extract_tasks", "build_model"]
+__all__ = ["ModelTask", "ModelTasks", "ModelTuneResult", "extract_tasks", "tune_model", "build_model",
+           "measure_latency"]
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +98,122 @@ def extract_tasks(graph: Graph, target="llvm") -> ModelTasks:
             continue
         tasks.setdefault(task.workload_key, ModelTask(task)).kernels.append(node.name)
     return ModelTasks(tasks.values(), untemplated, len(fused.nodes))
+
+
+#: Trials per task of a model when neither ``trials`` nor ``time_budget`` is given.
+DEFAULT_TRIALS_PER_TASK = 64
+
+#: Configs borrowed from the nearest tuned workloads that each task measures first.
+DEFAULT_WARM_START = 4
+
+
+@dataclass
+class ModelTuneResult:
+    """What :func:`tune_model` did: the model's tasks, one :class:`~autotune.TuneResult` each
+    (in order), and the seconds it took."""
+
+    tasks: ModelTasks
+    results: list[TuneResult]
+    seconds: float
+
+    @property
+    def estimated_latency(self) -> float:
+        """The weighted sum of the tasks' best costs (seconds): the model's latency as its tuned
+        kernels add up, without its kernels that have no template and without tasks that have
+        no result (:attr:`missing`)."""
+        return estimated_latency(self._bests(), self.tasks.weights)[0]
+
+    @property
+    def missing(self) -> list[str]:
+        """The tasks without a working config (left out of :attr:`estimated_latency`)."""
+        return [t.task.workload_name for t, r in zip(self.tasks, self.results) if not _ok(r)]
+
+    @property
+    def interrupted(self) -> bool:
+        return any(r.stopped == "interrupted" for r in self.results)
+
+    def _bests(self):
+        return [_Best(r.best_cost if _ok(r) else float("inf")) for r in self.results]
+
+    def report(self) -> str:
+        """A table: each task's weight, best cost, trials made in this run and why it stopped,
+        then the model's estimated latency."""
+        lines = []
+        for t, r in zip(self.tasks, self.results):
+            best = duration_text(r.best_cost) if _ok(r) else ("no working config" if r.trials else "-")
+            lines.append(f"  x{t.weight:<3d} {best:>17}  {r.trials:4d} trials  {r.stopped:<14} "
+                         f"{t.task.workload_name}")
+        missing = self.missing
+        note = f" (without {len(missing)} task(s) that have no result)" if missing else ""
+        lines.append(f"estimated latency of the tuned kernels {duration_text(self.estimated_latency)}{note}; "
+                     f"{sum(r.trials for r in self.results)} trials in {self.seconds:.0f} s")
+        return "\n".join(lines)
+
+
+@dataclass
+class _Best:
+    """A task's best as :func:`autotune.tuning.estimated_latency` reads it."""
+
+    cost: float
+
+    def ranked_median(self) -> float:
+        return self.cost
+
+
+def duration_text(seconds: float) -> str:
+    """A kernel's or a model's time for people: ms, or us below 0.1 ms."""
+    return f"{seconds * 1e3:.3f} ms" if seconds >= 1e-4 else f"{seconds * 1e6:.2f} us"
+
+
+def _ok(result: TuneResult) -> bool:
+    return result.best_config is not None and result.best_cost < float("inf")
+
+
+def tune_model(model, target="llvm", *, trials: int | None = None, time_budget: float | None = None,
+               db="tuning.db", tuner="xgb", measure_option=None, scheduler="gradient",
+               warm_start: int = DEFAULT_WARM_START, early_stopping: int | None = None,
+               seed: int | None = None, progress: bool = True) -> ModelTuneResult:
+    """Tune every task of a model with one budget: ``trials`` in all, ``time_budget`` seconds,
+    or both (whichever ends first); with neither, :data:`DEFAULT_TRIALS_PER_TASK` per task.
+
+    ``model`` is a graph (its tasks on ``target`` are extracted with :func:`extract_tasks`) or
+    the :class:`ModelTasks` of one. The trials count the log's earlier trials of these tasks
+    too, so the same call run again after a kill or Ctrl-C finishes the budget (a time budget
+    starts again). Tasks run on every worker at once (:func:`~autotune.tune_tasks`), and
+    ``scheduler`` gives each batch to the task whose weighted cost is expected to fall most;
+    the progress display shows each task's best and the model's estimated latency. Each task
+    first measures up to ``warm_start`` configs borrowed from the nearest tuned workloads
+    (:mod:`autotune.transfer`), and the tasks of one template share one cost model.
+    """
+    tasks = model if isinstance(model, ModelTasks) else extract_tasks(model, target)
+    if not tasks:
+        raise AutotuneError("the model has no kernel with a template: nothing to tune "
+                            f"({len(tasks.untemplated)} kernels get the default schedule)")
+    if trials is None and time_budget is None:
+        trials = DEFAULT_TRIALS_PER_TASK * len(tasks)
+    batch_size = None
+    if trials is not None:  # batches no larger than a task's share, so that every task gets one
+        kind = tuner_class(tuner) if isinstance(tuner, str) and tuner in TUNERS else tuner
+        batch_size = min(getattr(kind, "default_batch_size", 8), max(1, trials // len(tasks)))
+    start = time.perf_counter()
+    results = tune_tasks(tasks.tasks, trials, tuner=tuner, db=db, measure_option=measure_option,
+                         early_stopping=early_stopping, seed=seed, progress=progress, batch_size=batch_size,
+                         weights=tasks.weights, total=trials is not None, warm_start=warm_start,
+                         time_budget=time_budget, scheduler=scheduler)
+    return ModelTuneResult(tasks, results, time.perf_counter() - start)
+
+
+def measure_latency(module: compiler.runtime.Module, repeat: int = 10, min_repeat_ms: float = 200.0,
+                    seed: int = 0) -> float:
+    """A compiled model's median latency (seconds) on random inputs, timed as a whole."""
+    from compiler.graph.runner import model_info
+
+    info = model_info(module)
+    rng = np.random.default_rng(seed)
+    inputs = [rng.uniform(-1, 1, size=i["shape"]).astype(i["dtype"]) for i in info["inputs"]]
+    outputs = [np.empty(o["shape"], dtype=o["dtype"]) for o in info["outputs"]]
+    timer = module.time_evaluator(module.entry_name, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
+    return timer(*inputs, *outputs).median
 
 
 def build_model(graph: Graph, target="llvm", db=None, *, transfer: bool = True, any_model: bool = False,

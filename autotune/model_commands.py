@@ -47,8 +47,10 @@ def _load(ns):
 
 
 def cmd_tune_model(ns) -> int:
-    """``autotune tune-model``: the model's tasks tuned with one budget; the exit status."""
+    """``autotune tune-model``: the model's tasks tuned with one budget, then the model built and
+    timed beside its estimated latency; the exit status."""
     from autotune.commands import measure_options  # the one place --cluster and --timeout mean workers
+    from autotune.model import DEFAULT_TRIALS_PER_TASK, DEFAULT_WARM_START, duration_text
 
     graph = _load(ns)
     tasks = autotune.extract_tasks(graph, ns.target)
@@ -56,39 +58,44 @@ def cmd_tune_model(ns) -> int:
     if not tasks:
         _out("nothing to tune: no kernel of this model has a template")
         return EXIT_OK
-    budget = ns.trials * len(tasks)
-    _out(f"Tuning {len(tasks)} tasks: {budget} trials in all; log {db.hide_passwords(ns.db)}")
+    per_task = ns.trials if ns.trials is not None else (None if ns.time_budget else DEFAULT_TRIALS_PER_TASK)
+    trials = None if per_task is None else per_task * len(tasks)
+    budget = [f"{trials} trials in all (the log's earlier ones included)"] if trials is not None else []
+    budget += [f"{_duration_text(ns.time_budget)}"] if ns.time_budget else []
+    _out(f"Tuning {len(tasks)} tasks: {' or '.join(budget)}, scheduler {ns.scheduler}; "
+         f"log {db.hide_passwords(ns.db)}")
     options = measure_options(ns)
     progress = sys.stderr.isatty() if ns.progress is None else ns.progress
-    start = time.perf_counter()
+    warm = DEFAULT_WARM_START if ns.warm_start is None else ns.warm_start
     try:
-        # Batches no larger than a task's share, so that every task gets its first batch.
-        batch = min(ns.trials, 16 if ns.tuner in ("xgb", "ga") else 8)
-        results = autotune.tune_tasks(tasks.tasks, trials=budget, tuner=ns.tuner, db=ns.db,
-                                      measure_option=options, seed=ns.seed, progress=progress,
-                                      weights=tasks.weights, batch_size=batch)
+        result = autotune.tune_model(tasks, ns.target, trials=trials, time_budget=ns.time_budget, db=ns.db,
+                                     tuner=ns.tuner, measure_option=options, scheduler=ns.scheduler,
+                                     warm_start=warm, seed=ns.seed, progress=progress)
     finally:
         options.close()
-    wall = time.perf_counter() - start
     _out()
-    estimate, failed, missing = 0.0, 0, 0
-    rows = []
-    for t, r in zip(tasks, results):
-        ok = r.best_cost is not None and r.best_cost != float("inf")
-        failed += not ok and r.trials > 0
-        missing += not ok
-        estimate += t.weight * r.best_cost if ok else 0.0
-        best = f"{r.best_cost * 1e3:.3f} ms" if ok else ("no working config" if r.trials else "not reached")
-        rows.append(f"  x{t.weight:<3d} {best:>17}  {r.trials:4d} trials  {t.task.workload_name}")
-    _out("\n".join(rows))
-    note = f" (without {missing} task(s) that have no result)" if missing else ""
-    _out(f"estimated latency of the tuned kernels {estimate * 1e3:.3f} ms{note}; tuning took {wall:.0f} s")
-    interrupted = any(r.stopped == "interrupted" for r in results)
+    _out(result.report())
+    if ns.deployed and not result.interrupted and not result.missing:
+        module = autotune.build_model(graph, ns.target, db=ns.db)
+        deployed = autotune.measure_latency(module)
+        estimate = result.estimated_latency
+        _out(f"deployed model: {duration_text(deployed)} measured against {duration_text(estimate)} "
+             f"estimated from the tuning log ({deployed / estimate:.2f}x; the difference is the "
+             f"{len(tasks.untemplated)} kernels without a template and the executor)")
     shapes = "".join(f" --shape {shlex.quote(s)}" for s in ns.shape)
     _out(f"next: autotune build-model {shlex.quote(ns.model)}{shapes} --db {shlex.quote(ns.db)} -o model.so")
-    if interrupted:
+    if result.interrupted:
+        _out("interrupted: every finished trial is in the log; the same command run again finishes "
+             "the budget of trials (a time budget starts again)")
         return EXIT_INTERRUPTED
+    failed = any(r.trials and r.best_config is None for r in result.results)
     return EXIT_FAILURE if failed else EXIT_OK
+
+
+def _duration_text(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:g} h"
+    return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
 
 
 def cmd_build_model(ns) -> int:

@@ -579,8 +579,9 @@ def test_tune_model_then_build_model(onnx_model):
     assert "3 kernels: 2 run 2 tuning tasks, 1 have no template" in p.stdout
     assert "conv2d_nchw(1,3,6,6,6,3,3,1,1,1,float32,(relu))" in p.stdout
     assert "dense_pack(1,216,4," in p.stdout  # the weight packed in micro-panels at build time
-    assert "4 trials in all" in p.stdout and p.stdout.count("     2 trials  ") == 2
+    assert "4 trials in all" in p.stdout and p.stdout.count("     2 trials  budget") == 2
     assert "estimated latency" in p.stdout
+    assert "deployed model: " in p.stdout and "estimated from the tuning log" in p.stdout
     assert "next: autotune build-model tiny.onnx --shape x=1,3,6,6 --db m.db -o model.so" in p.stdout
     p = _run("build-model", "tiny.onnx", "--shape", "x=1,3,6,6", "--db", "m.db", "-o", "tiny.so", cwd=d)
     assert p.returncode == 0, p.stderr
@@ -593,6 +594,16 @@ def test_tune_model_then_build_model(onnx_model):
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     want = session.run(None, {"x": x})
     np.testing.assert_allclose(compiler.graph.run(lib, x)[0], want[0], rtol=1e-4, atol=1e-5)
+
+
+def test_tune_model_stops_at_its_time_budget(onnx_model):
+    d, _ = onnx_model
+    p = _run("tune-model", "tiny.onnx", "--shape", "x=1,3,6,6", "--time-budget", "6s", "--tuner", "random",
+             "--db", "budget.db", "--no-progress", "--no-deployed", cwd=d, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert "Tuning 2 tasks: 6 s, scheduler gradient" in p.stdout
+    assert "deployed model" not in p.stdout
+    assert _one_line_error(_run("tune-model", "tiny.onnx", "--time-budget", "soon", cwd=d), 2).count("90s")
 
 
 @pytest.mark.parametrize("args, message", [

@@ -87,6 +87,30 @@ def test_a_tuned_kernel_is_built_with_its_logged_config(graph, tmp_path):
                                rtol=1e-4, atol=1e-6)
 
 
+def test_tune_model_spends_one_budget_over_every_task_and_a_rerun_finishes_it(graph, tmp_path):
+    log = tmp_path / "model.db"
+    tasks = autotune.extract_tasks(graph, "llvm")
+    with MeasureOptions() as options:
+        result = autotune.tune_model(tasks, trials=2 * len(tasks), tuner="random", db=log,
+                                     measure_option=options, seed=1, progress=False, warm_start=0)
+        assert [r.trials for r in result.results] == [2] * len(tasks)  # one batch of the share each
+        want = sum(t.weight * r.best_cost for t, r in zip(tasks, result.results))
+        assert result.estimated_latency == pytest.approx(want) and not result.missing
+        report = result.report()
+        assert all(t.task.workload_name in report for t in tasks)
+        assert f"estimated latency of the tuned kernels {want * 1e3:.3f} ms" in report
+        # The budget counts the log's trials: the same call again has nothing left to do.
+        again = autotune.tune_model(graph, "llvm", trials=2 * len(tasks), tuner="random", db=log,
+                                    measure_option=options, seed=1, progress=False)
+    assert sum(r.trials for r in again.results) == 0
+    assert again.estimated_latency == pytest.approx(result.estimated_latency, rel=0.5)
+    module = autotune.build_model(graph, "llvm", db=log)
+    assert autotune.measure_latency(module, repeat=3, min_repeat_ms=1) > 0
+    with pytest.raises(autotune.AutotuneError, match="no kernel with a template"):
+        b = GraphBuilder("relu only")
+        autotune.tune_model(b.finish(b.op("nn.relu", b.input("x", (4,)))), "llvm", trials=2, db=None)
+
+
 def test_a_transformer_block_s_dense_layers_take_their_gelu():
     rng = np.random.default_rng(5)
     b = GraphBuilder("ffn")

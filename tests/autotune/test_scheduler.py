@@ -1,0 +1,163 @@
+"""Task schedulers, and the tuning loop that keeps candidates of several tasks in flight."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import pytest
+
+import autotune
+import db
+from autotune.scheduler import GradientScheduler, RoundRobinScheduler, get_scheduler
+from measure import Artifact, Builder, BuildReply, MeasureOptions, MeasureResult, Runner
+
+INF = float("inf")
+
+
+@dataclass
+class _State:
+    best_curve: list = field(default_factory=list)
+    in_flight: int = 0
+    stopped: str | None = None
+
+
+def test_round_robin_gives_the_next_batch_to_the_task_with_fewest_trials():
+    rr = RoundRobinScheduler()
+    tasks = [_State([1.0] * 4), _State([1.0] * 2, in_flight=3), _State([1.0] * 3)]
+    assert rr.pick(tasks, [1, 1, 1]) == 2  # 4, 5 (2 done + 3 in flight) and 3 trials
+    tasks[2].stopped = "exhausted"
+    assert rr.pick(tasks, [1, 1, 1]) == 0
+    assert rr.pick([_State(stopped="exhausted")], [1]) is None
+
+
+def test_gradient_scheduler_warms_up_then_follows_the_weighted_gain():
+    g = GradientScheduler()
+    tasks = [_State([2e-3] * 8), _State()]
+    assert g.pick(tasks, [1, 1]) == 1  # a task with no batch yet goes first
+    tasks[1].in_flight = 8
+    assert g.pick(tasks, [1, 1]) == 0  # its first batch is out: nothing to judge it by yet
+    # Equal curves: the task the model runs ten times is worth ten times the trials.
+    tasks = [_State([2e-3] * 8), _State([2e-3] * 8)]
+    assert g.pick(tasks, [1, 10]) == 1
+    # A task still improving beats one that is flat at the same cost.
+    tasks = [_State([2e-3] * 16), _State([4e-3] * 8 + [2e-3] * 8)]
+    assert g.pick(tasks, [1, 1]) == 1
+    # Trials in flight count as spent: a task with many out yields to its twin.
+    tasks = [_State([2e-3] * 8, in_flight=16), _State([2e-3] * 8)]
+    assert g.pick(tasks, [1, 1]) == 1
+
+
+def test_an_unknown_scheduler_is_named_in_the_error():
+    assert isinstance(get_scheduler("round-robin"), RoundRobinScheduler)
+    with pytest.raises(autotune.AutotuneError, match="fastest.*gradient, round-robin"):
+        get_scheduler("fastest")
+
+
+class _NoBuild(Builder):
+    """Hands every candidate on uncompiled (the runners below need no code); streams."""
+
+    streams = True
+
+    def __init__(self, slots: int = 4):
+        self._slots = slots
+
+    def slots(self) -> int:
+        return self._slots
+
+    def build(self, inputs, gates):
+        seen = 0
+        while not inputs.done(seen):
+            inputs.wait(seen, 0.01)
+            while seen < len(inputs):
+                yield seen, BuildReply(Artifact("none", b""), None, 0.0)
+                seen += 1
+
+
+class _ClusterRunner(Runner):
+    """Times ``slots`` candidates at once (each takes ``seconds``), at a cost that depends on the
+    config only; records which tasks had candidates timing at the same moment."""
+
+    def __init__(self, slots: int = 8, seconds: float = 0.01):
+        self._slots, self.seconds = slots, seconds
+        self.together: set[frozenset] = set()  # workloads timing at the same moment
+        self.measured: list = []
+
+    def slots(self) -> int:
+        return self._slots
+
+    def run(self, jobs, gates):
+        closed = False
+        running: list = []
+        while not closed or running:
+            while not closed and len(running) < self._slots:
+                try:
+                    job = jobs.get(timeout=0.005)
+                except Exception:
+                    break
+                if job is None:
+                    closed = True
+                    break
+                running.append((time.monotonic() + self.seconds, job))
+            self.together.add(frozenset(j[1].task.workload_key for _, j in running))
+            time.sleep(0.002)
+            now = time.monotonic()
+            done = [r for r in running if r[0] <= now]
+            running = [r for r in running if r[0] > now]
+            for _, (i, inp, _) in done:
+                self.measured.append((inp.task.workload_key, inp.config.index))
+                cost = 1e-3 * (1 + (inp.config.index * 7919) % 97 / 97)
+                yield i, MeasureResult((cost,), None, "", 0.0, self.seconds, time.time(), "sim")
+
+
+def _tasks(n: int):
+    return [autotune.create_task("matmul", (64, 64, 64 * (k + 1), "float32"), "llvm") for k in range(n)]
+
+
+def test_candidates_of_several_tasks_are_measured_at_once():
+    runner = _ClusterRunner(slots=8)
+    with MeasureOptions(_NoBuild(slots=8), runner) as options:
+        results = autotune.tune_tasks(_tasks(3), trials=48, tuner="random", db=None, measure_option=options,
+                                      batch_size=4, seed=0, progress=False, remeasure=False)
+    assert sum(r.trials for r in results) == 48
+    assert max(len(t) for t in runner.together) >= 2  # two tasks timing at the same moment
+    assert len(runner.measured) == len(set(runner.measured))  # nothing measured twice
+
+
+def test_round_robin_spreads_the_budget_evenly_and_gradient_follows_the_weights():
+    with MeasureOptions(_NoBuild(), _ClusterRunner(slots=2)) as options:
+        rr = autotune.tune_tasks(_tasks(3), trials=24, tuner="random", db=None, measure_option=options,
+                                 batch_size=2, seed=0, progress=False, remeasure=False,
+                                 scheduler="round-robin")
+        assert [r.trials for r in rr] == [8, 8, 8]
+        g = autotune.tune_tasks(_tasks(2), trials=40, tuner="random", db=None, measure_option=options,
+                                batch_size=2, seed=0, progress=False, remeasure=False, weights=[1, 50])
+    assert g[1].trials > 2 * g[0].trials  # the task run fifty times a model run gets the trials
+
+
+def test_a_time_budget_ends_the_search_with_every_result_kept(tmp_path):
+    runner = _ClusterRunner(slots=2, seconds=0.05)
+    start = time.monotonic()
+    with MeasureOptions(_NoBuild(), runner) as options:
+        (result,) = autotune.tune_tasks(_tasks(1), trials=None, time_budget=1.0, tuner="random",
+                                        db=tmp_path / "t.db", measure_option=options, batch_size=2,
+                                        seed=0, progress=False)
+    took = time.monotonic() - start
+    assert 5 <= result.trials and took < 3.0  # it ran, and stopped near its budget
+    with db.open(tmp_path / "t.db") as log:
+        assert log.count(result.task, kind=db.TRIAL) == result.trials
+    with pytest.raises(autotune.AutotuneError, match="budget"):
+        autotune.tune_tasks(_tasks(1), trials=None, db=None)
+    with pytest.raises(autotune.AutotuneError, match="time_budget"):
+        autotune.tune_tasks(_tasks(1), trials=4, time_budget=0, db=None)
+
+
+def test_the_final_re_measurement_times_the_default_config_beside_the_best(tmp_path):
+    task = _tasks(1)[0]
+    default = task.config_space.default_config
+    with MeasureOptions(_NoBuild(), _ClusterRunner(slots=2)) as options:
+        autotune.tune(task, trials=12, tuner="random", db=tmp_path / "t.db", measure_option=options,
+                      batch_size=4, seed=1, progress=False)
+    with db.open(tmp_path / "t.db") as log:
+        again = [r.config_index for r in log.records(task) if r.kind == db.REMEASURE]
+    assert default.index in again and len(set(again)) >= 2
