@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import signal
 import socket
+import statistics
 import threading
 import time
 from collections import Counter
@@ -52,6 +53,12 @@ logger = logging.getLogger(__name__)
 FINAL_TOP_K = 3
 FINAL_ROUNDS = 2
 FINAL_PASSES = 3
+# The default config is measured first, often at a cold moment, and the winner was chosen for
+# one fast measurement: where the re-measurements, timed alike, find the default as fast as
+# the config ranked first, both are measured again (at most FINAL_DUELS more passes) until the
+# ranking, which pools every measurement, agrees with them, so that a tuned result is never
+# slower than the default config when both are timed alike.
+FINAL_DUELS = 3
 
 
 @dataclass
@@ -241,6 +248,7 @@ class _Session:
         self.since_best = 0
         self.stopped: str | None = None
         self.ended = False  # whether the log records the end of the run
+        self.alike: dict[str, list[float]] = {}  # this run's re-measured costs, by config
         self.in_flight = 0
         self.sent: set[int] = set(self.tuner.measured)  # config indices measured or in flight
         self._unreported: tuple[list, list] = ([], [])  # results the tuner has not been told yet
@@ -317,15 +325,30 @@ class _Session:
     def finalists(self, done: set[str]) -> list:
         """The configs to measure again in the next pass of the final re-measurement: the
         best few not yet measured again, and the default config (once), so that the winner is
-        judged against the baseline timed alike."""
+        judged against the baseline timed alike; once they all were, the config ranked first
+        and the default again, while the re-measurements find the default as fast."""
         ranked = self.ranking.ranked()
         todo = [r.config for r in ranked[:FINAL_TOP_K] if r.fingerprint not in done]
-        default = self.task.config_space.default_config
-        key = tuning_db.knobs_fingerprint(default.to_json())
+        default = self.task.config_space.default_config.to_json()
+        key = tuning_db.knobs_fingerprint(default)
         if key not in done and any(r.fingerprint == key for r in ranked) \
                 and all(tuning_db.knobs_fingerprint(c) != key for c in todo):
-            todo.append(default.to_json())
+            todo.append(default)
+        if not todo and ranked and ranked[0].fingerprint != key and self._default_as_fast(ranked[0], key):
+            todo = [ranked[0].config, default]
         return [self.task.config_space.from_json(c) for c in todo]
+
+    def _default_as_fast(self, winner, key: str) -> bool:
+        """Whether this run's re-measurements of the default config (``key``) are no slower than
+        those of ``winner``."""
+        ours, theirs = self.alike.get(winner.fingerprint), self.alike.get(key)
+        return bool(ours and theirs) and statistics.median(theirs) <= statistics.median(ours)
+
+    def remeasured(self, record) -> None:
+        """Pool a re-measurement's record."""
+        self.ranking.add(record.config, record.costs)
+        costs = tuning_db.stats.usable_costs(record.costs)
+        self.alike.setdefault(tuning_db.knobs_fingerprint(record.config), []).extend(costs)
 
     def finish(self, remeasured: int) -> TuneResult:
         """Close the run in the log and report."""
@@ -540,19 +563,20 @@ class _Search:
         now = time.monotonic()
         if self.results:
             per_result = (now - self.started) / self.results
-            finals = sum(FINAL_ROUNDS * (FINAL_TOP_K + 1) for _ in self.sessions)
+            finals = FINAL_ROUNDS * (FINAL_TOP_K + 1) * len(self.sessions)
             return now + per_result * finals >= deadline
         return now >= deadline
 
     def remeasure(self, remeasured: dict) -> bool:
         """Measure every task's best few and its default config again, all tasks together
         (``FINAL_ROUNDS`` times each, in interleaved rounds), until the best few of each have
-        all been measured again (at most ``FINAL_PASSES`` passes); these are records of kind
-        ``"remeasure"``. Returns whether it was interrupted (Ctrl-C, SIGTERM): then the runs
-        are recorded as interrupted, with every measurement that finished."""
+        all been measured again (at most ``FINAL_PASSES`` passes, and ``FINAL_DUELS`` more
+        of the winner against the default); these are records of kind ``"remeasure"``.
+        Returns whether it was interrupted (Ctrl-C, SIGTERM): then the runs are recorded as
+        interrupted, with every measurement that finished."""
         done = {id(s): set() for s in self.sessions}
         try:
-            for _ in range(FINAL_PASSES):
+            for _ in range(FINAL_PASSES + FINAL_DUELS):
                 inputs = []
                 for s in self.sessions:
                     finalists = s.finalists(done[id(s)])
@@ -568,8 +592,7 @@ class _Search:
                 while self.measurer.in_flight:
                     for inp, res in self.measurer.results():
                         s = self.owner.pop(id(inp))
-                        record = s.recorder.add(inp, res, kind=tuning_db.REMEASURE)
-                        s.ranking.add(record.config, record.costs)
+                        s.remeasured(s.recorder.add(inp, res, kind=tuning_db.REMEASURE))
                         remeasured[id(s)] += 1
         except KeyboardInterrupt:
             for s in self.sessions:
