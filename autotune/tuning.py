@@ -81,7 +81,10 @@ class TuneResult:
     by error kind; ``stopped`` says why the run ended: "budget", "early_stopping",
     "exhausted" or "interrupted"; ``resumed`` is the number of trials of this workload
     that the log held before the run; ``remeasured`` the number of re-measurements made
-    at its end.
+    at its end. ``search_seconds`` is the wall time of the run's search (all its tasks
+    together, the final re-measurement not included) and ``tuner_seconds`` the part of it spent
+    in the tuner's own work (proposing candidates: model fitting and search; recording
+    results), the same figures on every result of one :func:`tune_tasks` call.
     """
 
     task: object
@@ -94,6 +97,8 @@ class TuneResult:
     run_id: str | None = None
     resumed: int = 0
     remeasured: int = 0
+    search_seconds: float = 0.0
+    tuner_seconds: float = 0.0
 
     @property
     def error_counts(self) -> dict:
@@ -350,7 +355,7 @@ class _Session:
         costs = tuning_db.stats.usable_costs(record.costs)
         self.alike.setdefault(tuning_db.knobs_fingerprint(record.config), []).extend(costs)
 
-    def finish(self, remeasured: int) -> TuneResult:
+    def finish(self, remeasured: int, search: _Search) -> TuneResult:
         """Close the run in the log and report."""
         self.tell_tuner()
         ranked = self.ranking.ranked()
@@ -361,7 +366,8 @@ class _Session:
         best = ranked[0].median if ranked else float("inf")
         return TuneResult(self.task, best_config, best, _gflops(self.task, best), self.history,
                           dict(self.errors), stopped, self.run_id, resumed=self.earlier_trials,
-                          remeasured=remeasured)
+                          remeasured=remeasured, search_seconds=search.search_seconds,
+                          tuner_seconds=search.tuner_seconds)
 
 
 def tune(task, trials: int | None = 500, tuner="xgb", db="tuning.db", measure_option=None,
@@ -466,7 +472,7 @@ def tune_tasks(tasks: Sequence, trials: int | None, tuner="xgb", db="tuning.db",
             remeasured = {id(s): 0 for s in sessions}
             if remeasure and not (interrupted or spent):
                 interrupted = search.remeasure(remeasured)
-        results = [s.finish(remeasured[id(s)]) for s in sessions]
+        results = [s.finish(remeasured[id(s)], search) for s in sessions]
     except Exception:
         for s in sessions:
             s.abandon()
@@ -493,6 +499,7 @@ class _Search:
         #: seconds spent proposing candidates (the tuners' model fitting and search) and recording
         #: results: the tuner's own work, which must stay small beside the measuring.
         self.tuner_seconds = 0.0
+        self.search_seconds = 0.0
         self.results = 0
 
     def run(self, trials: int | None, deadline: float | None, early_stopping: int | None) -> bool:
@@ -551,6 +558,10 @@ class _Search:
                 if s.stopped == "waiting":
                     s.stopped = "exhausted"
             self.display.close()
+            self.search_seconds = time.monotonic() - self.started
+            if self.results:
+                logger.info("%d results in %.1f s; the tuner's own work: %.1f ms per trial", self.results,
+                            self.search_seconds, 1e3 * self.tuner_seconds / self.results)
 
     def _room(self, capacity: int, trials: int | None, submitted: int) -> bool:
         return self.measurer.in_flight < capacity and (trials is None or submitted < trials)

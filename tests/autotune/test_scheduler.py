@@ -120,6 +120,9 @@ def test_candidates_of_several_tasks_are_measured_at_once():
         results = autotune.tune_tasks(_tasks(3), trials=48, tuner="random", db=None, measure_option=options,
                                       batch_size=4, seed=0, progress=False, remeasure=False)
     assert sum(r.trials for r in results) == 48
+    run = results[0]
+    assert 0 < run.tuner_seconds < run.search_seconds and all(r.search_seconds == run.search_seconds
+                                                                for r in results)
     assert max(len(t) for t in runner.together) >= 2  # two tasks timing at the same moment
     assert len(runner.measured) == len(set(runner.measured))  # nothing measured twice
 
