@@ -505,9 +505,10 @@ class _Search:
     def run(self, trials: int | None, deadline: float | None, early_stopping: int | None) -> bool:
         """Measure up to ``trials`` candidates (all tasks together) until ``deadline``;
         returns whether it was interrupted."""
-        # Enough in flight to keep every worker busy, and at least one whole batch (a batch
-        # cut short costs a learning tuner a whole model fit and search for fewer trials).
-        capacity = max(self.measurer.capacity, max(s.batch_size for s in self.sessions))
+        # Enough in flight to keep every worker busy, and one whole batch more (a batch cut
+        # short costs a learning tuner a whole model fit and search for fewer trials): the next
+        # batch goes out while the last candidates of the one before are still measured.
+        capacity = self.measurer.capacity + max(s.batch_size for s in self.sessions)
         submitted = 0
         try:
             while True:

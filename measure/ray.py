@@ -33,7 +33,9 @@ the last of them closes, so the processes of a local instance end with the tunin
   on a node where a build was lost, until that node is known to be well. Results reach the driver as they
   finish, so a node that leaves loses no finished trial.
 
-On each node builds pause while that node's actor times (:mod:`measure.gate`).
+On each node builds pause while that node's actor times (:mod:`measure.gate`). A node found
+lost (a build there fails with ``NodeDiedError``, or Ray's list of nodes drops it, which its
+health checks take some seconds to do) is named once, in a warning.
 """
 
 from __future__ import annotations
@@ -200,6 +202,19 @@ _dead_nodes: set[str] = set()
 _suspect_nodes: set[str] = set()
 # What a task gets when the node it was sent to is gone (or goes while it runs).
 _NODE_GONE = (ray.exceptions.NodeDiedError, ray.exceptions.TaskUnschedulableError)
+# Nodes whose loss was reported (a warning, once per node: the builder and the runner both notice).
+_reported_lost: set[str] = set()
+_report_lock = threading.Lock()
+
+
+def _report_lost(node: str, why: str) -> None:
+    """Warn, once per node, that ``node`` is lost (``why``: how that was noticed)."""
+    with _report_lock:
+        if node in _reported_lost:
+            return
+        _reported_lost.add(node)
+    logger.warning("Ray node %s lost (%s): the candidates in flight there are retried on other nodes",
+                   node, why)
 
 
 def _alive_nodes() -> dict[str, dict]:
@@ -244,6 +259,8 @@ class _BuildNodes:
         if time.monotonic() - self._refreshed < _REFRESH_S:
             return
         alive = _alive_nodes()
+        for node in self.cpus.keys() - alive.keys():
+            _report_lost(node, "it left the cluster")
         self.cpus = {n: int(r.get("CPU", 0)) for n, r in alive.items() if r.get("CPU", 0) >= 1}
         for node, probe in list(self.suspects.items()):
             if node not in alive:
@@ -261,6 +278,7 @@ class _BuildNodes:
     def lost(self, node: str, exc: BaseException) -> None:
         """A build was lost on ``node`` with ``exc``."""
         if isinstance(exc, _NODE_GONE):
+            _report_lost(node, type(exc).__name__)
             _dead_nodes.add(node)
             self.cpus.pop(node, None)
             self._unsuspect(node)
@@ -507,6 +525,7 @@ class RayRunner(Runner):
         nodes = _alive_nodes()
         for key, actor in list(self._actors.items()):
             if actor.node not in nodes:
+                _report_lost(actor.node, "it left the cluster")
                 ray.kill(actor.handle, no_restart=True)
                 if gates is not None:
                     self._forget(key, gates)
@@ -657,6 +676,7 @@ class RayRunner(Runner):
                         time.sleep(_POLL_S)
                         actor.restarting = actor.handle.ready.remote()
                     else:  # gone for good with its node: forget it, and free its node's gate
+                        _report_lost(actor.node, "it left the cluster")
                         self._forget(key, gates)
                 return
 

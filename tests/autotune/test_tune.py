@@ -147,8 +147,8 @@ def test_early_stopping_after_n_trials_without_improvement(task, patience, trial
         result = autotune.tune(task, trials=len(_SCRIPT), tuner="grid", db=None, measure_option=options,
                                batch_size=1, early_stopping=patience, progress=False)
     # The run stops proposing at trial ``trials_run``; the candidates already in flight then
-    # (the measure session keeps builder slots + 2 x runner slots = 3 in flight) still finish.
-    in_flight = MeasureSession(options).capacity - 1
+    # (the measure session's capacity, builder slots + 2 x runner slots, and one batch) finish.
+    in_flight = MeasureSession(options).capacity + 1 - 1
     assert trials_run <= len(result.history) <= min(len(_SCRIPT), trials_run + in_flight)
     assert result.stopped == ("budget" if patience is None else "early_stopping")
     costs = [t.result.mean_cost for t in result.history]
