@@ -301,7 +301,12 @@ class _Session:
             return configs
         if not self.tuner.has_next():
             return []
-        return self._with_default(self.tuner.next_batch(n))
+        default = self.task.config_space.default_config
+        if default.index in self.sent:
+            return self.tuner.next_batch(n)
+        # The default leads: ask the tuner for one fewer, so that none of its picks is dropped (a
+        # tuner never proposes a config twice, so a dropped pick would never be measured).
+        return [default, *[c for c in self.tuner.next_batch(n - 1) if c.index != default.index]]
 
     def abandon(self) -> None:
         """Record the run as failed, when tuning stops on an error before :meth:`finish`."""

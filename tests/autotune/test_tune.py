@@ -388,3 +388,15 @@ def test_warm_start_borrows_from_a_tuned_neighbour(tmp_path, task, options):
     measured = [t.config.index for t in result.history]
     default = task.config_space.default_config.index
     assert len(set(measured)) == 3 and {default, *borrowed} <= set(measured), (measured, borrowed)
+
+
+@pytest.mark.parametrize("tuner", ["grid", "random"])
+def test_every_config_of_a_small_space_is_measured_once_the_default_first(tuner):
+    task = autotune.create_task("matmul", (16, 16, 8, "float32"), "llvm")
+    size = len(task.config_space)
+    with MeasureOptions(_NoBuild(), _ScriptedRunner([1e-3 + k * 1e-5 for k in range(size)])) as options:
+        result = autotune.tune(task, trials=size + 8, tuner=tuner, db=None, measure_option=options,
+                               batch_size=8, seed=2, remeasure=False, progress=False)
+    measured = [t.config.index for t in result.history]
+    assert measured[0] == task.config_space.default_config.index
+    assert sorted(measured) == sorted(task.config_space.valid_indices()) and result.stopped == "exhausted"
