@@ -14,9 +14,11 @@ seed: the same weights. The contenders:
 * **ours untuned**: ``autotune.build_model(compiler.frontend.from_onnx(path), "llvm",
   db=None)``, every kernel at its default config, exported with ``export_library``, loaded in
   the child with ``compiler.runtime.load_module`` and called as ``module(x, out)``;
-* **ours tuned** (``--tune``): the model's tasks (``autotune.extract_tasks``) tuned with
-  ``autotune.tune_tasks`` into ``--db`` (``--trials`` per task, the log's earlier trials of
-  these tasks counted: a second run resumes, or only re-measures), then built with the log;
+* **ours tuned** (``--tune``): the model's tasks tuned with ``autotune.tune_model`` into
+  ``--db`` (``--trials`` per task, the log's earlier trials of these tasks counted: a second
+  run resumes, or only re-measures; and/or ``--time-budget`` minutes), then built with the
+  log; the line after the table gives the tuning's estimate (each task's best times its
+  weight, summed) beside the tuned build's measured latency;
 * **onnxruntime**: its CPU provider, ``ORT_ENABLE_ALL``, ``intra_op_num_threads`` =
   :data:`THREADS`, ``inter_op_num_threads`` = 1, input and output bound once (io binding);
 * **torch eager**: ``torch.set_num_threads``, ``torch.inference_mode``;
@@ -228,6 +230,7 @@ class Model:
     notes: list = field(default_factory=list)
     mismatch: bool = False
     tune_s: float | None = None
+    estimate_s: float | None = None  # the tuning's estimated latency of the tuned kernels
 
 
 def _ort_session(path, threads: int):
@@ -273,22 +276,23 @@ def _build(name: str, graph_path: Path, so_path: Path, log) -> Path:
 
 
 def tune(m: Model, opts) -> float:
-    """Tune ``m``'s tasks into ``opts.db`` up to ``opts.trials`` per task (the log's count);
-    the seconds it took."""
+    """Tune ``m``'s tasks into ``opts.db`` up to ``opts.trials`` per task (the log's count) and/or
+    ``opts.time_budget`` minutes; the seconds it took (the estimate goes into ``m``)."""
     import autotune
     from compiler.frontend import from_onnx
 
     graph = from_onnx(str(m.onnx_path))
     tasks = autotune.extract_tasks(graph, TARGET)
-    budget = opts.trials * len(tasks)
-    print(f"  tuning {len(tasks)} tasks, up to {budget} trials in {opts.db} (the log's count)", flush=True)
-    start = time.perf_counter()
-    results = autotune.tune_tasks([t.task for t in tasks], budget, db=opts.db,
-                                  weights=[t.weight for t in tasks], total=True, progress=sys.stderr.isatty())
-    seconds = time.perf_counter() - start
-    measured = sum(len(r.history) for r in results)
-    print(f"  tuning took {seconds:.0f} s, {measured} trials measured now", flush=True)
-    return seconds
+    trials = opts.trials * len(tasks) if opts.trials else None
+    budget = " and ".join(([f"up to {trials} trials in {opts.db} (the log's count)"] if trials else [])
+                          + ([f"{opts.time_budget:g} min"] if opts.time_budget else []))
+    print(f"  tuning {len(tasks)} tasks, {budget}", flush=True)
+    budget_s = opts.time_budget * 60 if opts.time_budget else None
+    result = autotune.tune_model(tasks, TARGET, trials=trials, time_budget=budget_s, db=opts.db,
+                                 progress=sys.stderr.isatty())
+    print("\n".join("  " + line for line in result.report().splitlines()), flush=True)
+    m.estimate_s = None if result.missing else result.estimated_latency
+    return result.seconds
 
 
 def _log_key(db: str) -> str:
@@ -614,7 +618,9 @@ def _parse(argv=None):
                    help=f"comma-separated, of {', '.join(models())} (default: all but tiny)")
     p.add_argument("--tune", action="store_true", help="tune each model's tasks and time the tuned build too")
     p.add_argument("--trials", type=int, default=TRIALS,
-                   help=f"trials per task, the log's included (default {TRIALS})")
+                   help=f"trials per task, the log's included (default {TRIALS}; 0 for none: --time-budget)")
+    p.add_argument("--time-budget", type=float, default=None, metavar="MIN",
+                   help="with --tune: minutes of tuning per model (with --trials, whichever ends first)")
     p.add_argument("--db", default=None, help="the tuning log (default: bench_model.db in --workdir)")
     p.add_argument("--rounds", type=int, default=B.ROUNDS,
                    help=f"processes per contender (default {B.ROUNDS})")
@@ -677,6 +683,13 @@ def main(argv=None) -> None:
         all_verdicts += verdicts(r)
     for line in B.verdict_lines(all_verdicts, [before, after]):
         print(line)
+    for r in results:
+        tuned = r.median(TUNED)
+        if r.model.estimate_s and tuned:
+            estimate = r.model.estimate_s
+            print(f"# {r.model.name}: tuned build {tuned * 1e3:.3f} ms measured, {estimate * 1e3:.3f} ms "
+                  f"estimated by the tuning from the log ({tuned / estimate:.2f}x: the kernels without a "
+                  "template and the executor)")
     tune_s = sum(r.model.tune_s or 0 for r in results)
     print(f"# whole run: {(time.perf_counter() - run_start) / 60:.1f} min wall time"
           + (f" (tuning {tune_s / 60:.1f} min)" if opts.tune else ""))
