@@ -146,6 +146,7 @@ class Ranking:
     def __init__(self):
         self._pooled: dict[str, ConfigScore] = {}
         self._spelled: dict[str, str] = {}  # fingerprint -> canonical JSON of the config kept
+        self._best: ConfigScore | None = None  # kept as measurements arrive; None: to be found again
 
     def add(self, config: dict, costs, record=None) -> None:
         """Pool one measurement (failed ones, with no usable cost, are ignored)."""
@@ -165,6 +166,10 @@ class Ranking:
         entry.score = confident_cost(entry.costs)
         if record is not None:
             entry.records.append(record)
+        if entry is self._best:  # its score may have risen past another's: find the best again
+            self._best = None
+        elif self._best is not None and _order(entry) < _order(self._best):
+            self._best = entry
 
     def ranked(self) -> list[ConfigScore]:
         """Every config, best first."""
@@ -172,7 +177,9 @@ class Ranking:
 
     def best(self) -> ConfigScore | None:
         """The config ranked first (None before any usable measurement)."""
-        return min(self._pooled.values(), key=_order, default=None)
+        if self._best is None:
+            self._best = min(self._pooled.values(), key=_order, default=None)
+        return self._best
 
 
 def _order(entry: ConfigScore) -> tuple[float, str]:

@@ -190,6 +190,8 @@ class _Progress:
 
     def update(self, session) -> None:
         """One more result of ``session``."""
+        if self.bar.disable:
+            return
         self.bar.update(1)
         errors = sum(sum(s.errors.values()) for s in self.sessions)
         if len(self.sessions) == 1:
@@ -472,7 +474,7 @@ def tune_tasks(tasks: Sequence, trials: int | None, tuner="xgb", db="tuning.db",
         display = _Progress(sessions, weights, trials, progress)
         with _sigterm_interrupts(), log.keep_alive([s.run_id for s in sessions]), \
                 MeasureSession(options) as measurer:
-            search = _Search(sessions, weights, scheduler, measurer, callbacks, display)
+            search = _Search(sessions, weights, scheduler, measurer, callbacks, display, remeasure)
             interrupted = search.run(trials, deadline, early_stopping)
             remeasured = {id(s): 0 for s in sessions}
             if remeasure and not (interrupted or spent):
@@ -496,8 +498,10 @@ class _Search:
     """The measuring loop of one run: keeps the measure session's capacity in flight,
     records results as they come, and asks the scheduler which task proposes next."""
 
-    def __init__(self, sessions, weights, scheduler, measurer, callbacks, display):
+    def __init__(self, sessions, weights, scheduler, measurer, callbacks, display, remeasure: bool):
         self.sessions, self.weights, self.scheduler = sessions, weights, scheduler
+        self.finals = remeasure  # whether a final re-measurement follows (time is kept for it)
+        self.first_result = 0.0
         self.measurer, self.callbacks, self.display = measurer, callbacks, display
         self.owner: dict[int, _Session] = {}  # id(MeasureInput) -> its session
         self.started = time.monotonic()
@@ -548,12 +552,14 @@ class _Search:
                     session = self.owner.pop(id(inp))
                     session.record(inp, res, self.callbacks)
                     self.results += 1
+                    if self.results == 1:
+                        self.first_result = time.monotonic()
                     if session.stopped == "waiting":
                         session.stopped = None
                     if early_stopping is not None and session.since_best >= early_stopping:
                         session.stopped = "early_stopping"
-                    self.tuner_seconds += time.monotonic() - t0
                     self.display.update(session)
+                    self.tuner_seconds += time.monotonic() - t0
         except KeyboardInterrupt:
             for s in self.sessions:
                 s.stopped = "interrupted"
@@ -574,12 +580,13 @@ class _Search:
 
     def _late(self, deadline: float | None) -> bool:
         """Whether the search must stop submitting: past the deadline, less the time the final
-        re-measurement is expected to take at the rate results have come back so far."""
+        re-measurement (if any) is expected to take at the rate results have come back since
+        the first (the time to the first is the workers starting and the pipeline filling)."""
         if deadline is None:
             return False
         now = time.monotonic()
-        if self.results:
-            per_result = (now - self.started) / self.results
+        if self.finals and self.results > 1:
+            per_result = (now - self.first_result) / (self.results - 1)
             finals = FINAL_ROUNDS * (FINAL_TOP_K + 1) * len(self.sessions)
             return now + per_result * finals >= deadline
         return now >= deadline
