@@ -517,7 +517,11 @@ class _Search:
         # Enough in flight to keep every worker busy, and one whole batch more (a batch cut
         # short costs a learning tuner a whole model fit and search for fewer trials): the next
         # batch goes out while the last candidates of the one before are still measured.
-        capacity = self.measurer.capacity + max(s.batch_size for s in self.sessions)
+        # On a large cluster, batches grow so that the tasks' batches fill the workers about twice
+        # over: a learning tuner's search costs about as much for a large batch as for a small
+        # one, and its cost per trial must stay below the cluster's time per trial.
+        floor = self.measurer.capacity // (2 * len(self.sessions))
+        capacity = self.measurer.capacity + max(max(s.batch_size, floor) for s in self.sessions)
         submitted = 0
         try:
             while True:
@@ -526,10 +530,11 @@ class _Search:
                     if k is None:
                         break
                     session = self.sessions[k]
+                    batch = max(session.batch_size, floor)
                     free = capacity - self.measurer.in_flight
-                    if self.measurer.in_flight and free < session.batch_size:
+                    if self.measurer.in_flight and free < batch:
                         break  # wait until its whole batch fits
-                    n = min(session.batch_size, free, trials - submitted if trials is not None else free)
+                    n = min(batch, free, trials - submitted if trials is not None else free)
                     t0 = time.monotonic()
                     configs = session.propose(n)
                     self.tuner_seconds += time.monotonic() - t0
