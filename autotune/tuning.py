@@ -307,8 +307,12 @@ class _Session:
         if default.index in self.sent:
             return self.tuner.next_batch(n)
         # The default leads: ask the tuner for one fewer, so that none of its picks is dropped (a
-        # tuner never proposes a config twice, so a dropped pick would never be measured).
-        return [default, *[c for c in self.tuner.next_batch(n - 1) if c.index != default.index]]
+        # tuner never proposes a config twice, so a dropped pick would never be measured); if it
+        # picked the default itself, ask it for one more.
+        picks = [c for c in self.tuner.next_batch(n - 1) if c.index != default.index]
+        if len(picks) < n - 1 and self.tuner.has_next():
+            picks += [c for c in self.tuner.next_batch(n - 1 - len(picks)) if c.index != default.index]
+        return [default, *picks]
 
     def abandon(self) -> None:
         """Record the run as failed, when tuning stops on an error before :meth:`finish`."""

@@ -11,6 +11,7 @@ from helpers import poisoned
 
 import autotune
 import compiler
+from autotune.model import duration_text
 from compiler.graph import GraphBuilder, evaluate, model_info
 from compiler.graph.layout import panel_width
 from compiler.simd import vector_lanes
@@ -98,7 +99,7 @@ def test_tune_model_spends_one_budget_over_every_task_and_a_rerun_finishes_it(gr
         assert result.estimated_latency == pytest.approx(want) and not result.missing
         report = result.report()
         assert all(t.task.workload_name in report for t in tasks)
-        assert f"estimated latency of the tuned kernels {want * 1e3:.3f} ms" in report
+        assert f"estimated latency of the tuned kernels {duration_text(want)}" in report
         # The budget counts the log's trials: the same call again has nothing left to do.
         again = autotune.tune_model(graph, "llvm", trials=2 * len(tasks), tuner="random", db=log,
                                     measure_option=options, seed=1, progress=False)
