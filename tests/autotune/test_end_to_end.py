@@ -28,7 +28,7 @@ from sqlalchemy.engine import make_url
 import autotune
 import db
 from autotune.errors import AutotuneError
-from autotune.tuning import FINAL_PASSES, FINAL_ROUNDS, FINAL_TOP_K
+from autotune.tuning import FINAL_DUELS, FINAL_PASSES, FINAL_ROUNDS, FINAL_TOP_K
 from compiler.runtime.device import device_memory, register_device_type
 from measure import Builder, LocalBuilder, LocalRunner, MeasureOptions
 
@@ -71,8 +71,9 @@ def _runs_and_records(log_path, task) -> tuple[dict, dict]:
 def _check_run(records: list, trials: int, earlier: set, others: set = frozenset()) -> None:
     """A finished run: ``trials`` search records of distinct configs, none of them among the
     ``earlier`` configs (measured before it started), then the re-measurements of at most
-    FINAL_TOP_K configs per pass (FINAL_PASSES at most) measured before (by it, earlier, or by
-    ``others`` running alongside), FINAL_ROUNDS times each."""
+    FINAL_TOP_K configs per pass (FINAL_PASSES at most) and of the default config, measured
+    before (by it, earlier, or by ``others`` running alongside), FINAL_ROUNDS times each pass
+    they are in (the winner and the default in up to FINAL_DUELS more)."""
     search, final = records[:trials], records[trials:]
     assert {r.kind for r in search} == {db.TRIAL} and {r.kind for r in final} == {db.REMEASURE}
     keys = [db.canonical_json(r.config) for r in search]
@@ -80,7 +81,8 @@ def _check_run(records: list, trials: int, earlier: set, others: set = frozenset
     assert len(set(keys)) == trials, "a config was measured twice in one run"
     assert not set(keys) & earlier, "a config of an earlier run was measured again"
     again = Counter(db.canonical_json(r.config) for r in final)
-    assert 1 <= len(again) <= FINAL_TOP_K * FINAL_PASSES and set(again.values()) == {FINAL_ROUNDS}, again
+    passes = {FINAL_ROUNDS * k for k in range(1, FINAL_PASSES + FINAL_DUELS + 1)}
+    assert 1 <= len(again) <= FINAL_TOP_K * FINAL_PASSES + 1 and set(again.values()) <= passes, again
     assert set(again) <= set(keys) | earlier | others
 
 
