@@ -44,8 +44,9 @@ def test_tune_measures_writes_and_reports(tmp_path, task, options):
     assert len(set(seen)) == 8
     assert result.best_config is not None and task.config_space.is_valid(result.best_config.index)
     assert result.best_cost > 0 and result.best_gflops > 0
-    # two rounds of the best three, and of any config rising into them meanwhile (3 passes)
-    assert result.trials == 8 and result.remeasured in range(2 * 3, 2 * 3 * 3 + 1, 2)
+    # two rounds of the best three and the default, and of any config rising into them meanwhile
+    # (3 passes), and of the winner and the default while they duel (3 passes more at most)
+    assert result.trials == 8 and result.remeasured in range(2 * 3, 2 * (3 * 3 + 1) + 3 * 2 * 2 + 1, 2)
     with db.open(tmp_path / "t.db") as log:
         # every trial, then the final re-measurement of the best few: measurements, not trials
         records = log.records(task)
