@@ -122,19 +122,22 @@ def _gflops(task, cost: float) -> float:
 
 
 class _Recorder:
-    """Writes the measure results of one run into the log (:func:`selection.record_of`), one
-    commit per result."""
+    """Makes the log records of one run's measure results (:func:`selection.record_of`) and
+    writes them."""
 
     def __init__(self, log, task, run_id: str):
         self.log, self.task, self.run_id = log, task, run_id
         self.model = Target(task.target).model
         self.host = socket.gethostname()
 
+    def of(self, inp, result, kind: str = tuning_db.TRIAL) -> tuning_db.Record:
+        """The record of ``inp`` (a :class:`measure.MeasureInput`) measured as ``result``."""
+        return record_of(self.task, inp.config, result, run_id=self.run_id, kind=kind,
+                         target_model=self.model, host=self.host, config_json=inp.config_json)
+
     def add(self, inp, result, kind: str = tuning_db.TRIAL) -> tuning_db.Record:
-        """Write the record of ``inp`` (a :class:`measure.MeasureInput`) measured as ``result``;
-        returns it."""
-        record = record_of(self.task, inp.config, result, run_id=self.run_id, kind=kind,
-                           target_model=self.model, host=self.host, config_json=inp.config_json)
+        """Write the record of ``inp`` measured as ``result``; returns it."""
+        record = self.of(inp, result, kind)
         self.log.add(record)
         return record
 
@@ -268,9 +271,8 @@ class _Session:
         self.sent.update(c.index for c in configs)
         return configs
 
-    def record(self, inp, res, callbacks) -> None:
-        """Write one trial's result into the log and the books."""
-        record = self.recorder.add(inp, res)
+    def record(self, inp, res, record) -> None:
+        """Enter one trial's result, whose log ``record`` is written, into the books."""
         self.ranking.add(record.config, record.costs)
         self.history.append(Trial(inp.config, res))
         self._unreported[0].append(inp)
@@ -283,8 +285,6 @@ class _Session:
         else:
             self.since_best += 1
         self.best_curve.append(self.best_cost)
-        for cb in callbacks:
-            cb(inp, res)
 
     def tell_tuner(self) -> None:
         """Give the tuner the results it has not seen (in one update, as a batch)."""
@@ -556,10 +556,16 @@ class _Search:
                     self.measurer.submit(inputs)
                 if not self.measurer.in_flight:
                     return False
-                for inp, res in self.measurer.results():
-                    t0 = time.monotonic()
-                    session = self.owner.pop(id(inp))
-                    session.record(inp, res, self.callbacks)
+                done = self.measurer.results()
+                t0 = time.monotonic()
+                # Every result that is back is written in one transaction: a commit per result
+                # costs milliseconds, which a large cluster's rate of results cannot spare.
+                owners = [self.owner.pop(id(inp)) for inp, _ in done]
+                records = [s.recorder.of(inp, res) for s, (inp, res) in zip(owners, done)]
+                self.sessions[0].log.add(records)
+                self.tuner_seconds += time.monotonic() - t0
+                for session, (inp, res), record in zip(owners, done, records):
+                    session.record(inp, res, record)
                     self.results += 1
                     if self.results == 1:
                         self.first_result = time.monotonic()
@@ -567,8 +573,13 @@ class _Search:
                         session.stopped = None
                     if early_stopping is not None and session.since_best >= early_stopping:
                         session.stopped = "early_stopping"
+                for session in owners:
                     self.display.update(session)
-                    self.tuner_seconds += time.monotonic() - t0
+                self.tuner_seconds += time.monotonic() - t0
+                # The user's callbacks last: one that interrupts leaves the log and the books agreed.
+                for inp, res in done:
+                    for cb in self.callbacks:
+                        cb(inp, res)
         except KeyboardInterrupt:
             for s in self.sessions:
                 s.stopped = "interrupted"
