@@ -11,8 +11,9 @@ from ...topi.utils import get_const_tuple
 from ..errors import GraphError
 from ..ir import TensorType
 
-__all__ = ["fail", "arity", "numeric", "floating", "same_dtype", "axis_of", "int_tuple", "pair", "epsilon",
-           "broadcast_shape", "broadcast_index", "shape_of", "wide", "narrow", "window_output"]
+__all__ = ["fail", "arity", "numeric", "floating", "same_dtype", "axis_of", "int_tuple", "pair",
+           "positive_int", "epsilon", "broadcast_shape", "broadcast_index", "shape_of", "wide", "narrow",
+           "window_output"]
 
 
 def fail(op: str, problem: str) -> GraphError:
@@ -69,6 +70,13 @@ def int_tuple(op: str, name: str, value, length: int | None = None, minimum: int
     if minimum is not None and any(v < minimum for v in out):
         raise fail(op, f"attribute {name} entries must be at least {minimum}, got {value!r}")
     return out
+
+
+def positive_int(op: str, name: str, value) -> int:
+    """The attribute ``name``, which must be an int of at least 1."""
+    if not _is_int(value) or value < 1:
+        raise fail(op, f"attribute {name} must be a positive int, got {value!r}")
+    return int(value)
 
 
 def pair(op: str, name: str, value, minimum: int = 1) -> tuple[int, int]:

@@ -26,7 +26,7 @@ import numpy as np
 from ... import te, topi
 from ..ir import TensorType
 from ..op import OpDef, get_op, register_op
-from ._common import arity, fail, floating, int_tuple, pair, same_dtype, shape_of, window_output
+from ._common import arity, fail, floating, int_tuple, pair, positive_int, same_dtype, shape_of, window_output
 
 __all__ = ["parse_layout", "layout_name", "to_blocks", "from_blocks", "pack_weight", "pack_depthwise_weight",
            "pack_dense_weight"]
@@ -315,10 +315,7 @@ register_op(OpDef("nn.pool2d_nchwc", "reduce", _pool_infer, _pool_evaluate, _poo
 
 
 def _units(attrs) -> int:
-    units = attrs.get("units")
-    if isinstance(units, bool) or not isinstance(units, (int, np.integer)) or units < 1:
-        raise fail("nn.dense_pack", f"attribute units must be a positive int, got {units!r}")
-    return int(units)
+    return positive_int("nn.dense_pack", "units", attrs.get("units"))
 
 
 def _dense_pack_infer(types, attrs):

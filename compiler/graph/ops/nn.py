@@ -21,6 +21,7 @@ from ._common import (
     int_tuple,
     numeric,
     pair,
+    positive_int,
     same_dtype,
     shape_of,
     wide,
@@ -39,10 +40,7 @@ def _conv_attrs(attrs) -> tuple[tuple[int, int], tuple[int, int, int, int], tupl
     strides = pair(op, "strides", attrs.get("strides", (1, 1)))
     padding = int_tuple(op, "padding", attrs.get("padding", (0, 0, 0, 0)), 4, 0)
     dilation = pair(op, "dilation", attrs.get("dilation", (1, 1)))
-    groups = attrs.get("groups", 1)
-    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
-        raise fail(op, f"attribute groups must be a positive int, got {groups!r}")
-    return strides, padding, dilation, int(groups)
+    return strides, padding, dilation, positive_int(op, "groups", attrs.get("groups", 1))
 
 
 def _conv_infer(types, attrs):
@@ -195,11 +193,7 @@ def _per_channel(op: str, types, attrs, names: tuple[str, ...]) -> int:
 def _bias_block(types_or_shape, attrs) -> int | None:
     """The channel block of a blocked ``nn.bias_add`` (attr ``block``), or None."""
     block = attrs.get("block")
-    if block is None:
-        return None
-    if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 1:
-        raise fail("nn.bias_add", f"attribute block must be a positive int, got {block!r}")
-    return int(block)
+    return None if block is None else positive_int("nn.bias_add", "block", block)
 
 
 def _bias_add_infer(types, attrs):
