@@ -294,6 +294,16 @@ class SimulatedCluster:
 
     # ------------------------------------------------------------------ calls
 
+    def _serve(self, call) -> Iterator:
+        """The results of a build or run call as they come; its work is dropped when the
+        consumer stops (or it ends)."""
+        self._open(call)
+        try:
+            while (item := call.out.get()) is not None:
+                yield item
+        finally:
+            self._close(call)
+
     def _open(self, call) -> None:
         """Register a build or run call and start the thread that feeds it (and the scheduler)."""
         with self._cv:
@@ -509,13 +519,7 @@ class SimulatedBuilder(Builder):
         return max(1, sum(not n.lost for n in self.cluster.nodes) * self.cluster.cpus_per_node)
 
     def build(self, inputs: Sequence[MeasureInput] | Feed, gates: Gates) -> Iterator[tuple[int, BuildReply]]:
-        call = _BuildCall(as_feed(inputs), gates)
-        self.cluster._open(call)
-        try:
-            while (item := call.out.get()) is not None:
-                yield item
-        finally:
-            self.cluster._close(call)
+        yield from self.cluster._serve(_BuildCall(as_feed(inputs), gates))
 
     def __repr__(self) -> str:
         c = self.cluster
@@ -535,13 +539,7 @@ class SimulatedRunner(Runner):
         return max(1, sum(not n.lost for n in self.cluster.nodes))
 
     def run(self, jobs: queue.Queue, gates: Gates) -> Iterator[tuple[int, MeasureResult]]:
-        call = _RunCall(jobs, gates)
-        self.cluster._open(call)
-        try:
-            while (item := call.out.get()) is not None:
-                yield item
-        finally:
-            self.cluster._close(call)
+        yield from self.cluster._serve(_RunCall(jobs, gates))
 
     def __repr__(self) -> str:
         c = self.cluster
