@@ -294,25 +294,26 @@ class _Session:
             self.tuner.update(inputs, results)
 
     def _next_configs(self, n: int) -> list:
-        """The next batch: the warm-start configs first, then the tuner's proposals (the
-        default config leading the first batch either way)."""
-        if self.warm:
-            configs = self._with_default(self.warm[:n])
-            taken = {c.index for c in configs}
-            self.warm = [c for c in self.warm if c.index not in taken]
-            return configs
-        if not self.tuner.has_next():
+        """The next batch: the warm-start configs first, then the tuner's proposals; the default
+        config leads the first batch either way, so the tuned result is never judged without
+        the baseline a user would otherwise get."""
+        if not self.warm and not self.tuner.has_next():
             return []
+        take = self._take_warm if self.warm else self.tuner.next_batch
         default = self.task.config_space.default_config
         if default.index in self.sent:
-            return self.tuner.next_batch(n)
-        # The default leads: ask the tuner for one fewer, so that none of its picks is dropped (a
-        # tuner never proposes a config twice, so a dropped pick would never be measured); if it
-        # picked the default itself, ask it for one more.
-        picks = [c for c in self.tuner.next_batch(n - 1) if c.index != default.index]
-        if len(picks) < n - 1 and self.tuner.has_next():
-            picks += [c for c in self.tuner.next_batch(n - 1 - len(picks)) if c.index != default.index]
+            return take(n)
+        # Take one fewer, so that none is dropped (a tuner never proposes a config twice, so a
+        # dropped pick would never be measured); if the default was among them, take one more.
+        picks = [c for c in take(n - 1) if c.index != default.index]
+        if len(picks) < n - 1 and (self.warm or self.tuner.has_next()):
+            picks += [c for c in take(n - 1 - len(picks)) if c.index != default.index]
         return [default, *picks]
+
+    def _take_warm(self, k: int) -> list:
+        """The next ``k`` warm-start configs (removed from those left)."""
+        configs, self.warm = self.warm[:k], self.warm[k:]
+        return configs
 
     def abandon(self) -> None:
         """Record the run as failed, when tuning stops on an error before :meth:`finish`."""
@@ -323,15 +324,6 @@ class _Session:
             self.ended = True
         except tuning_db.TuningLogError as err:  # the error being raised says more
             logger.warning("could not record the end of run %s: %s", self.run_id, err)
-
-    def _with_default(self, configs: list) -> list:
-        """Put the default config first in the first batch of a workload, so the tuned result
-        is never judged without the baseline a user would otherwise get."""
-        default = self.task.config_space.default_config
-        if default.index in self.sent or not configs:
-            return configs
-        rest = [c for c in configs if c.index != default.index]
-        return [default, *rest[:len(configs) - 1]]
 
     def ranked_median(self) -> float:
         """The median cost of the config ranked first so far (inf before any success)."""
@@ -558,12 +550,11 @@ class _Search:
                     return False
                 done = self.measurer.results()
                 t0 = time.monotonic()
-                # Every result that is back is written in one transaction: a commit per result
-                # costs milliseconds, which a large cluster's rate of results cannot spare.
+                # Every result that is back is written in one transaction first: whatever
+                # interrupts below, the log holds everything that was measured.
                 owners = [self.owner.pop(id(inp)) for inp, _ in done]
                 records = [s.recorder.of(inp, res) for s, (inp, res) in zip(owners, done)]
                 self.sessions[0].log.add(records)
-                self.tuner_seconds += time.monotonic() - t0
                 for session, (inp, res), record in zip(owners, done, records):
                     session.record(inp, res, record)
                     self.results += 1
