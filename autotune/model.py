@@ -130,6 +130,7 @@ class ModelTuneResult:
 
     @property
     def interrupted(self) -> bool:
+        """Whether Ctrl-C or SIGTERM ended the tuning (every finished trial is in the log)."""
         return any(r.stopped == "interrupted" for r in self.results)
 
     def _bests(self):

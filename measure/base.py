@@ -56,6 +56,7 @@ class Feed:
 
     @property
     def closed(self) -> bool:
+        """Whether no more inputs will come."""
         return self._closed
 
     def done(self, seen: int) -> bool:
