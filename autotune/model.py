@@ -82,11 +82,19 @@ class ModelTasks(list):
         return "\n".join(lines)
 
 
+def _check_graph(graph) -> None:
+    """Raise AutotuneError unless ``graph`` is a model's graph."""
+    if not isinstance(graph, Graph):
+        raise AutotuneError(f"expected a model's graph (compiler.frontend.from_onnx(path) makes one from an "
+                            f"ONNX file), got {type(graph).__name__} {graph!r:.60}")
+
+
 def extract_tasks(graph: Graph, target="llvm") -> ModelTasks:
     """The distinct tuning tasks of ``graph``'s kernels on ``target``, with their weights.
 
     The graph is optimised and fused first (:func:`compiler.graph.prepare`), so each task is a
     kernel as it is deployed."""
+    _check_graph(graph)
     target = compiler.Target.from_any(target)
     fused = prepare(graph, target)
     tasks: dict[str, ModelTask] = {}
@@ -224,6 +232,7 @@ def build_model(graph: Graph, target="llvm", db=None, *, transfer: bool = True, 
     order (:func:`compiler.graph.build_graph`). A workload the log does not hold borrows its
     nearest tuned neighbour's config (``transfer``), else uses its template's default config;
     one warning lists those. ``module.export_library(path)`` writes one shared library."""
+    _check_graph(graph)
     target = compiler.Target.from_any(target)
     history = apply_history_best(db, transfer=transfer, any_model=any_model) if db is not None else None
     untuned: list[str] = []

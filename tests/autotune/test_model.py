@@ -107,6 +107,11 @@ def test_tune_model_spends_one_budget_over_every_task_and_a_rerun_finishes_it(gr
     assert again.estimated_latency == pytest.approx(result.estimated_latency, rel=0.5)
     module = autotune.build_model(graph, "llvm", db=log)
     assert autotune.measure_latency(module, repeat=3, min_repeat_ms=1) > 0
+    for bad in ("model.onnx", None):  # a path is not a graph: the error says how to make one
+        with pytest.raises(autotune.AutotuneError, match="from_onnx"):
+            autotune.tune_model(bad, "llvm", trials=2, db=None)
+        with pytest.raises(autotune.AutotuneError, match="from_onnx"):
+            autotune.build_model(bad, "llvm")
     with pytest.raises(autotune.AutotuneError, match="no kernel with a template"):
         b = GraphBuilder("relu only")
         autotune.tune_model(b.finish(b.op("nn.relu", b.input("x", (4,)))), "llvm", trials=2, db=None)
