@@ -8,8 +8,9 @@
 >>> f = compiler.build(s, [A, B], target="llvm", name="double")
 """
 
-from . import backends, errors, passes, runtime, target, te, tir, topi, transform
+from . import backends, error, errors, passes, runtime, target, te, tir, topi, transform
 from .driver import build
+from .error import TVMError
 from .errors import CompilerError, LoweringError, RuntimeArgumentError, ScheduleError
 from .lowering import lower
 from .runtime import ndarray as nd
@@ -20,9 +21,9 @@ from .target import Target
 __version__ = "0.1.0"
 
 __all__ = [
-    "te", "tir", "errors", "runtime", "target", "backends", "passes", "transform", "nd", "lower", "build",
-    "device", "cpu", "cuda",
-    "Device", "Target", "CompilerError", "ScheduleError", "LoweringError", "RuntimeArgumentError",
+    "te", "tir", "error", "errors", "runtime", "target", "backends", "passes", "transform", "nd", "lower",
+    "build", "device", "cpu", "cuda",
+    "Device", "Target", "TVMError", "CompilerError", "ScheduleError", "LoweringError", "RuntimeArgumentError",
     "register_func", "get_global_func", "topi", "graph", "frontend",
 ]
 

@@ -1,7 +1,9 @@
 """Exceptions raised by the compiler package.
 
 Every error a user can provoke is a subclass of :class:`CompilerError`, so
-callers can catch the whole family at once.
+callers can catch the whole family at once. :class:`CompilerError` is a
+:class:`RuntimeError`, as TVM's ``TVMError`` is, so code written for TVM that catches
+``tvm.error.TVMError`` (:mod:`compiler.error`) or ``RuntimeError`` catches these too.
 """
 
 __all__ = [
@@ -15,8 +17,8 @@ __all__ = [
 ]
 
 
-class CompilerError(Exception):
-    """Base class of every error raised by :mod:`compiler`."""
+class CompilerError(RuntimeError):
+    """Base class of every error raised by :mod:`compiler`; TVM's ``TVMError``."""
 
 
 class DTypeError(CompilerError, TypeError):

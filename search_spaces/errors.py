@@ -9,8 +9,9 @@ class SearchSpaceError(Exception):
     """Base class of search-space errors: unknown knobs, templates or tasks."""
 
 
-class InstantiationError(SearchSpaceError):
-    """A configuration cannot be turned into a valid schedule by its template.
+class InstantiationError(SearchSpaceError, ValueError):
+    """A configuration cannot be turned into a valid schedule by its template (a
+    ``ValueError``, as AutoTVM's ``InstantiationError`` is).
 
     ``template`` names the template, ``config`` is the config (a ConfigEntity, or None)
     and ``cause`` the exception that stopped it (also its ``__cause__``).

@@ -1,5 +1,6 @@
 """Errors of the model layer."""
 
+from ..error import OpNotImplemented
 from ..errors import CompilerError
 
 __all__ = ["GraphError", "UnsupportedOperatorError"]
@@ -9,5 +10,5 @@ class GraphError(CompilerError, ValueError):
     """A malformed graph, a shape that cannot be inferred, or a value the graph cannot hold."""
 
 
-class UnsupportedOperatorError(GraphError):
+class UnsupportedOperatorError(GraphError, OpNotImplemented):
     """A model uses an operator (or an attribute of one) that the importer does not cover."""
