@@ -556,6 +556,8 @@ def convert(value) -> PrimExpr:
         return const(value)
     if isinstance(value, np.generic):
         return const(value.item(), value.dtype.name)
+    if isinstance(value, ExprOp):  # an expression-like object (a tensor slice): what it stands for
+        return convert(value._expr())
     raise TypeError(f"cannot use {value!r} of type {type(value).__name__} as an expression")
 
 
