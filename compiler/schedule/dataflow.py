@@ -141,6 +141,10 @@ def rfactor(sch: schedule.Schedule, tensor: Tensor, axis: IterVar, factor_axis: 
     if axis.iter_type is not IterType.COMM_REDUCE:
         raise ScheduleError(f"rfactor of {name!r}: axis {axis.var.name!r} is not a reduction axis")
     red: Reduce = op.body
+    if red.init:
+        raise ScheduleError(f"rfactor of {name!r}: the reduction has an init= value; it cannot be "
+                            "factored (TVM refuses it too): reduce without init= and add the init "
+                            "in a stage of its own")
     root, rel = _reduce_root_of(stage, axis)
     if root is None:
         raise ScheduleError(f"rfactor of {name!r}: axis {axis.var.name!r} must be a reduction axis "

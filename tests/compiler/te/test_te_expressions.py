@@ -1,6 +1,6 @@
 """Tensor-expression semantics that TVM code relies on, written as TVM code writes them:
 calling a tensor (``A(i, j)``), partial indexing (``A[i][j]``, TVM's ``TensorSlice``),
-``lambda *i`` computes and computes that return a slice, and
+``lambda *i`` computes and computes that return a slice, reductions with ``init=``, and
 operation tags (``tag=``, ``te.tag_scope``).
 
 Every kernel runs against numpy on random data, into poisoned outputs.
@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from helpers import build_and_check, random_array
 
+import compiler as tvm
 from compiler import te, tir
-from compiler.errors import CompilerError
+from compiler.errors import CompilerError, LoweringError, ScheduleError
 
 
 def _matrix(m=6, n=7, name="A"):
@@ -99,6 +100,113 @@ def test_a_compute_with_too_few_indices_and_no_slice_is_refused():
         te.compute((6, 7), lambda i, j, k: A[i, j], name="B")
     with pytest.raises(CompilerError, match="varargs_names"):
         te.compute((6, 7), lambda *i: A[i], varargs_names=["x"])
+
+
+# ---------------------------------------------------------------------------- reductions with init=
+
+
+def _row_sum_with_init(m=6, n=16, reducer=te.sum):
+    A = _matrix(m, n)
+    C0 = te.placeholder((m,), name="C0")
+    k = te.reduce_axis((0, n), "k")
+    B = te.compute((m,), lambda i: reducer(A[i, k], axis=k, init=C0[i]), name="B")
+    return A, C0, B
+
+
+@pytest.mark.parametrize("reducer, ref", [(te.sum, np.sum), (te.max, np.max), (te.min, np.min)])
+def test_a_reduction_starts_from_its_init(rng, reducer, ref):
+    A, C0, B = _row_sum_with_init(reducer=reducer)
+    s = te.create_schedule(B.op)
+    a, c0 = random_array(rng, (6, 16), "float32"), random_array(rng, (6,), "float32") * 3
+    want = c0 + a.sum(axis=1) if ref is np.sum else ref(np.concatenate([a, c0[:, None]], axis=1), axis=1)
+    build_and_check(s, [A, C0, B], [a, c0], [want])
+
+
+def test_init_of_a_matmul_from_a_tensor_of_the_output_indices_with_split_and_reorder(rng):
+    """TVM's test_reduce_init: C = C0 + A @ B, with the reduction split and moved outward."""
+    n, m, l = 8, 12, 16
+    A = te.placeholder((n, l), name="A")
+    Bm = te.placeholder((l, m), name="B")
+    C0 = te.placeholder((n, m), name="C0")
+    k = te.reduce_axis((0, l), "k")
+    C = te.compute((n, m), lambda i, j: te.sum(A[i, k] * Bm[k, j], axis=k, init=C0[i, j]), name="C")
+    s = te.create_schedule(C.op)
+    i, j = C.op.axis
+    ko, ki = s[C].split(k, factor=4)
+    jo, ji = s[C].split(j, factor=4)
+    s[C].reorder(i, ko, jo, ki, ji)
+    s[C].vectorize(ji)
+    a, b, c0 = (random_array(rng, sh, "float32") for sh in ((n, l), (l, m), (n, m)))
+    build_and_check(s, [A, Bm, C0, C], [a, b, c0], [c0 + a @ b], rtol=1e-5)
+    assert str(C.op.body).endswith("init=(C0[i, j]))")
+    assert C0 in C.op.input_tensors
+
+
+def test_init_may_be_a_constant_and_survives_a_condition(rng):
+    A = _matrix(5, 9)
+    k = te.reduce_axis((0, 9), "k")
+    B = te.compute((5,), lambda i: te.sum(A[i, k], axis=k, where=k % 2 == 0, init=10.0), name="B")
+    s = te.create_schedule(B.op)
+    a = random_array(rng, (5, 9), "float32")
+    build_and_check(s, [A, B], [a], [10 + a[:, ::2].sum(axis=1)], rtol=1e-5)
+
+
+def test_init_of_a_comm_reducer_and_of_a_tuple_reduction(rng):
+    prod = te.comm_reducer(lambda x, y: x * y, lambda t: te.const(1, dtype=t), name="prod")
+
+    def fcombine(x, y):  # argmax over (index, value)
+        keep = x[1] >= y[1]
+        return tir.Select(keep, x[0], y[0]), tir.Select(keep, x[1], y[1])
+
+    argmax = te.comm_reducer(fcombine, lambda t0, t1: (tir.const(-1, t0), te.min_value(t1)), name="argmax")
+    m, n = 4, 6
+    A = _matrix(m, n)
+    S = te.placeholder((m,), name="S")
+    k = te.reduce_axis((0, n), "k")
+    P = te.compute((m,), lambda i: prod(A[i, k], axis=k, init=S[i]), name="P")
+    k2 = te.reduce_axis((0, n), "k2")
+    I0, V0 = te.compute((m,), lambda i: argmax((k2, A[i, k2]), axis=k2, init=(n, S[i])), name="T")
+    s = te.create_schedule([P.op, I0.op])
+    a = rng.uniform(0.8, 1.25, size=(m, n)).astype("float32")
+    sv = np.array([0.0, 5.0, 1.1, 0.0], dtype="float32")  # rows 1 and 2: the init wins
+    full = np.concatenate([a, sv[:, None]], axis=1)
+    best = np.argmax(full, axis=1)
+    idx = np.where(best == n, n, best).astype("int32")
+    build_and_check(s, [A, S, P, I0, V0], [a, sv], [sv * a.prod(axis=1), idx, full.max(axis=1)], rtol=1e-5)
+
+
+def test_init_of_a_reduction_computed_at_a_consumer(rng):
+    A, C0, B = _row_sum_with_init(8, 8)
+    D = te.compute((8,), lambda i: B[i] * 2, name="D")
+    s = te.create_schedule(D.op)
+    io, ii = s[D].split(D.op.axis[0], factor=4)
+    s[B].compute_at(s[D], io)
+    a, c0 = random_array(rng, (8, 8), "float32"), random_array(rng, (8,), "float32")
+    build_and_check(s, [A, C0, D], [a, c0], [2 * (c0 + a.sum(axis=1))], rtol=1e-5)
+
+
+def test_init_using_a_reduction_axis_is_refused():
+    A = _matrix()
+    k = te.reduce_axis((0, 7), "k")
+    with pytest.raises(ValueError, match="reduction axis 'k'"):
+        te.compute((6,), lambda i: te.sum(A[i, k], axis=k, init=A[i, k]))
+
+
+def test_rfactor_of_a_reduction_with_init_is_refused():
+    A, C0, B = _row_sum_with_init()
+    s = te.create_schedule(B.op)
+    ko, _ = s[B].split(B.op.reduce_axis[0], factor=4)
+    with pytest.raises(ScheduleError, match="init"):
+        s.rfactor(B, ko)
+
+
+def test_a_reduction_with_init_across_threads_is_refused():
+    A, C0, B = _row_sum_with_init()
+    s = te.create_schedule(B.op)
+    s[B].bind(B.op.axis[0], te.thread_axis("blockIdx.x"))
+    s[B].bind(B.op.reduce_axis[0], te.thread_axis("threadIdx.x"))
+    with pytest.raises(LoweringError, match="init"):
+        tvm.lower(s, [A, C0, B])
 
 
 # ---------------------------------------------------------------------------- tags
