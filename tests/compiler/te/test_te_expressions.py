@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import build_and_check, random_array
+from cuda_helpers import build_ptx, simulate
+from helpers import assert_written, build_and_check, poisoned, random_array
 
 import compiler as tvm
 from compiler import te, tir
@@ -183,6 +184,44 @@ def test_init_of_a_reduction_computed_at_a_consumer(rng):
     s[B].compute_at(s[D], io)
     a, c0 = random_array(rng, (8, 8), "float32"), random_array(rng, (8,), "float32")
     build_and_check(s, [A, C0, D], [a, c0], [2 * (c0 + a.sum(axis=1))], rtol=1e-5)
+
+
+@pytest.mark.parametrize("place", ["inline", "compute_at", "cache_write"])
+def test_the_init_may_read_a_computed_stage(rng, place):
+    A = _matrix(8, 8)
+    X = te.placeholder((8,), name="X")
+    C0 = te.compute((8,), lambda i: X[i] * 3, name="C0")
+    k = te.reduce_axis((0, 8), "k")
+    B = te.compute((8,), lambda i: te.sum(A[i, k], axis=k, init=C0[i]), name="B")
+    s = te.create_schedule(B.op)
+    if place == "inline":
+        s[C0].compute_inline()
+    elif place == "compute_at":
+        io, _ = s[B].split(B.op.axis[0], factor=4)
+        s[C0].compute_at(s[B], io)
+    else:
+        s.cache_write(B, "local")
+    a, x = random_array(rng, (8, 8), "float32"), random_array(rng, (8,), "float32")
+    build_and_check(s, [A, X, B], [a, x], [3 * x + a.sum(axis=1)], rtol=1e-5)
+
+
+def test_init_on_the_gpu_in_a_group_computed_at_a_thread_loop(rng):
+    """A reduction with init= under bound thread loops, on the GPU simulator, with the PTX
+    assembled; the reduction is a group computed at the consumer's thread loop."""
+    m, n = 16, 8
+    A, C0, B = _row_sum_with_init(m, n)
+    D = te.compute((m,), lambda i: B[i] * 2, name="D")
+    s = te.create_schedule(D.op)
+    bx, tx = s[D].split(D.op.axis[0], factor=4)
+    s[D].bind(bx, te.thread_axis("blockIdx.x"))
+    s[D].bind(tx, te.thread_axis("threadIdx.x"))
+    g = s.create_group(outputs=B, inputs=[A, C0])
+    g.compute_at(s[D], tx)
+    a, c0 = random_array(rng, (m, n), "float32"), random_array(rng, (m,), "float32")
+    d = poisoned((m,), "float32")
+    simulate(s, [A, C0, D], [a, c0, d])
+    assert_written(d, 2 * (c0 + a.sum(axis=1)), rtol=1e-5)
+    build_ptx(s, [A, C0, D])
 
 
 def test_init_using_a_reduction_axis_is_refused():
