@@ -37,7 +37,7 @@ __all__ = ["sum", "max", "min", "exp", "exp2", "log", "log2", "log10", "sqrt", "
 
 
 def _reducer(kind: CommReducer):
-    def reduce(expr, axis=None, where=None, *, init=None):
+    def reduce(expr, axis=None, where=None, init=None):
         if axis is None or not (isinstance(axis, IterVar) or (
                 isinstance(axis, (list, tuple)) and axis
                 and builtins.all(isinstance(a, IterVar) for a in axis))):

@@ -146,7 +146,7 @@ def test_init_of_a_matmul_from_a_tensor_of_the_output_indices_with_split_and_reo
 def test_init_may_be_a_constant_and_survives_a_condition(rng):
     A = _matrix(5, 9)
     k = te.reduce_axis((0, 9), "k")
-    B = te.compute((5,), lambda i: te.sum(A[i, k], axis=k, where=k % 2 == 0, init=10.0), name="B")
+    B = te.compute((5,), lambda i: te.sum(A[i, k], k, k % 2 == 0, 10.0), name="B")  # TVM's positions
     s = te.create_schedule(B.op)
     a = random_array(rng, (5, 9), "float32")
     build_and_check(s, [A, B], [a], [10 + a[:, ::2].sum(axis=1)], rtol=1e-5)
