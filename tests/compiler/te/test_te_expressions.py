@@ -15,7 +15,7 @@ from helpers import assert_written, build_and_check, poisoned, random_array
 
 import compiler as tvm
 from compiler import te, tir
-from compiler.errors import CompilerError, LoweringError, ScheduleError
+from compiler.errors import CompilerError, LoweringError
 
 
 def _matrix(m=6, n=7, name="A"):
@@ -231,12 +231,18 @@ def test_init_using_a_reduction_axis_is_refused():
         te.compute((6,), lambda i: te.sum(A[i, k], axis=k, init=A[i, k]))
 
 
-def test_rfactor_of_a_reduction_with_init_is_refused():
-    A, C0, B = _row_sum_with_init()
+@pytest.mark.parametrize("reducer, ref", [(te.sum, np.sum), (te.max, np.max)])
+def test_rfactor_of_a_reduction_with_init_starts_the_final_reduction_from_it(rng, reducer, ref):
+    """As TVM: the partial results start from the identity, the final reduction from init."""
+    A, C0, B = _row_sum_with_init(6, 16, reducer)
     s = te.create_schedule(B.op)
-    ko, _ = s[B].split(B.op.reduce_axis[0], factor=4)
-    with pytest.raises(ScheduleError, match="init"):
-        s.rfactor(B, ko)
+    ko, ki = s[B].split(B.op.reduce_axis[0], factor=4)
+    BF = s.rfactor(B, ki)
+    assert not BF.op.body.init and B.op.body.init
+    s[BF].compute_at(s[B], B.op.axis[0])
+    a, c0 = random_array(rng, (6, 16), "float32"), random_array(rng, (6,), "float32") * 3
+    want = c0 + a.sum(axis=1) if ref is np.sum else ref(np.concatenate([a, c0[:, None]], axis=1), axis=1)
+    build_and_check(s, [A, C0, B], [a, c0], [want], rtol=1e-5)
 
 
 def test_a_reduction_with_init_across_threads_is_refused():
