@@ -130,8 +130,11 @@ class _LoopBuilder:
             cond = lower_expr(body.condition)
             update = _guard(_store_all(outs, body.combiner.combine_all(current, sources), st.op.name),
                             spatial_guards + store_guards + reduce_guards + [cond])
-            identity = body.combiner.identities(tuple(b.dtype for b in info.bodies))
-            init = _guard(seq(*[BufferStore(buf, v, index) for (buf, index), v in zip(outs, identity)]),
+            # The reduction starts from its init= values where given (TVM's Reduce.init), else
+            # from the combiner's identity.
+            start = (tuple(lower_expr(x) for x in body.init) if body.init
+                     else body.combiner.identities(tuple(b.dtype for b in info.bodies)))
+            init = _guard(seq(*[BufferStore(buf, v, index) for (buf, index), v in zip(outs, start)]),
                           spatial_guards + store_guards)
             first_reduce = next((k for k, iv in enumerate(leaves)
                                  if iv.iter_type is IterType.COMM_REDUCE), len(leaves))
@@ -252,6 +255,10 @@ class _LoopBuilder:
 
         info: StageBounds = self.infos[st]
         red_body: Reduce = info.body
+        if red_body.init:
+            raise LoweringError(f"stage {st.op.name!r}: a reduction with init= cannot reduce across "
+                                f"threads (axis {tiv.var.name!r} is bound to threadIdx.x); reduce it "
+                                "in one thread, or compute the init in a stage of its own and add it")
         n = info.extent[tiv]
         n = self.analyzer.simplify(n)
         if not is_const_int(n):

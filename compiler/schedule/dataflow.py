@@ -179,19 +179,22 @@ def rfactor(sch: schedule.Schedule, tensor: Tensor, axis: IterVar, factor_axis: 
     idx = tuple(iv.var for iv in op.axis)
     idx = idx[:factor_axis] + (final_axis.var,) + idx[factor_axis:]
     partial = tuple(rf_op.output(k)[idx] for k in range(rf_op.num_outputs))
-    final = _reduce_bodies(red.combiner, partial, (final_axis,), const(True), types)
+    # The partial results start from the identity; the final reduction (over the same axes as
+    # the original) starts from the init= values, as in TVM.
+    final = _reduce_bodies(red.combiner, partial, (final_axis,), const(True), types, red.init)
     sch.replace_op(stage, ComputeOp(name, op.axis, final, op.tag, op.attrs), reset_loops=True)
     outputs = tuple(rf_op.output(k) for k in range(rf_op.num_outputs))
     return outputs[0] if len(outputs) == 1 else outputs
 
 
-def _reduce_bodies(combiner, sources: tuple, axes: tuple, condition, types: tuple) -> tuple:
-    """The bodies of a reduction of ``sources`` (one per output); without axes left to
-    reduce, the sources themselves where ``condition`` holds, else the identity."""
+def _reduce_bodies(combiner, sources: tuple, axes: tuple, condition, types: tuple, init: tuple = ()) -> tuple:
+    """The bodies of a reduction of ``sources`` (one per output), starting from ``init``
+    (the identity if empty); without axes left to reduce, the sources themselves where
+    ``condition`` holds, else the identity."""
     if axes:
         if len(sources) == 1:
-            return (Reduce(combiner, sources[0], axes, condition, types[0]),)
-        return tuple(Reduce(combiner, x, axes, condition, t, k, sources)
+            return (Reduce(combiner, sources[0], axes, condition, types[0], init=init),)
+        return tuple(Reduce(combiner, x, axes, condition, t, k, sources, init)
                      for k, (x, t) in enumerate(zip(sources, types)))
     if _is_true(condition):
         return sources

@@ -20,10 +20,11 @@ from ..tir.stmt import ForKind
 
 # dataflow.py holds the graph-rewriting primitives and reads this module's names only when
 # called, so the two may import each other.
-from . import dataflow
+from . import dataflow, group
+from .group import GroupStage
 from .relations import Fuse, Relation, Split
 
-__all__ = ["Schedule", "Stage", "Split", "Fuse", "IterAttr", "PRAGMAS", "create_schedule"]
+__all__ = ["Schedule", "Stage", "GroupStage", "Split", "Fuse", "IterAttr", "PRAGMAS", "create_schedule"]
 
 
 @dataclass
@@ -60,9 +61,13 @@ class Stage:
         self.schedule = schedule
         self.relations: list[Relation] = []  # in the order the primitives created them
         self.iter_attrs: dict[IterVar, IterAttr] = {}
-        self.attach_type = "root"  # "root", "inline" or "scope"
-        self.attach_stage: Stage | None = None
-        self.attach_ivar: IterVar | None = None
+        # Where the stage itself is computed: "root", "inline" or "scope" (at _attach_stage's loop
+        # _attach_ivar). Inside a group (Schedule.create_group) "root" is the group's root, so
+        # attach_type/attach_stage/attach_ivar give where the group is computed.
+        self.group = None  # the GroupStage this stage belongs to, if any
+        self._attach_type = "root"
+        self._attach_stage: Stage | None = None
+        self._attach_ivar: IterVar | None = None
         # The storage scope given by set_scope/cache_read/cache_write; "" lets bound inference
         # pick one from where the stage is computed (compiler.schedule.bound.storage_scope).
         self.scope = ""
@@ -80,6 +85,33 @@ class Stage:
         self.leaf_iter_vars: list[IterVar] = list(roots)
         self.relations = []
         self.iter_attrs = {}
+
+    # ------------------------------------------------------------------ attachment
+
+    def _attach_spec(self):
+        """The stage or group whose own attachment places this stage: the stage itself,
+        unless it is at the root of its group, which then decides (as TVM's GetAttachSpec)."""
+        spec = self
+        while spec._attach_type == "root" and spec.group is not None:
+            spec = spec.group
+        return spec
+
+    @property
+    def attach_type(self) -> str:
+        """Where the stage is computed: "root", "inline" or "scope" (at ``attach_stage``'s
+        loop ``attach_ivar``), its group's placement if it sits at its group's root."""
+        return self._attach_spec()._attach_type
+
+    @property
+    def attach_stage(self) -> Stage | None:
+        return self._attach_spec()._attach_stage
+
+    @property
+    def attach_ivar(self) -> IterVar | None:
+        return self._attach_spec()._attach_ivar
+
+    def _set_attach(self, kind: str, stage: Stage | None = None, ivar: IterVar | None = None) -> None:
+        self._attach_type, self._attach_stage, self._attach_ivar = kind, stage, ivar
 
     # ------------------------------------------------------------------ helpers
 
@@ -361,9 +393,11 @@ class Stage:
             raise self._fail(f"compute_at: the stage is computed at every step of scan "
                              f"{self.scan_stage.op.name!r}; it can only be computed at a stage of that "
                              f"scan's body, not at {parent.op.name!r}")
-        self.attach_type = "scope"
-        self.attach_stage = parent
-        self.attach_ivar = iv
+        if self.group is not None and not self.group.contains(parent):
+            raise self._fail(f"compute_at: the stage belongs to a group (Schedule.create_group) that "
+                             f"{parent.op.name!r} is not part of; a stage of a group can only be computed "
+                             "at a stage of the same group (compute_at the group itself instead)")
+        self._set_attach("scope", parent, iv)
 
     def compute_inline(self) -> None:
         """Substitute this stage's expression into its consumers instead of storing it."""
@@ -379,27 +413,22 @@ class Stage:
                                  "stored result")
             if st.attach_stage is self:
                 raise self._fail(f"cannot inline: stage {st.op.name!r} is computed inside it")
-        self.attach_type = "inline"
-        self.attach_stage = None
-        self.attach_ivar = None
+        self._set_attach("inline")
 
     def compute_root(self) -> None:
         """Compute this stage at the top level (undoes compute_at/compute_inline); a stage of
-        a scan's body goes back to the scan's time loop."""
+        a scan's body goes back to the scan's time loop, a stage of a group to wherever the
+        group is computed."""
         self._require_compute("compute_root")
         if self.scan_stage is not None:
             self._attach_to_scan(self.scan_stage)
             return
-        self.attach_type = "root"
-        self.attach_stage = None
-        self.attach_ivar = None
+        self._set_attach("root")
 
     def _attach_to_scan(self, scan: Stage) -> None:
         """Compute this stage at every step of ``scan``'s time loop (part of its body)."""
         self.scan_stage = scan
-        self.attach_type = "scope"
-        self.attach_stage = scan
-        self.attach_ivar = scan.op.scan_axis
+        self._set_attach("scope", scan, scan.op.scan_axis)
 
     def storage_align(self, axis: IterVar, factor: int, offset: int) -> None:
         """Pad the stride of ``axis``'s dimension so that ``stride % factor == offset``."""
@@ -481,6 +510,7 @@ class Schedule:
     outputs: list
     stages: list = field(default_factory=list)
     _stage_of: dict = field(default_factory=dict)  # operation -> the stage that computes it
+    groups: list = field(default_factory=list)  # the groups made by create_group, in order
 
     def __getitem__(self, key) -> Stage:
         op = key.op if isinstance(key, Tensor) else key
@@ -500,7 +530,8 @@ class Schedule:
 
     def add_stage(self, op: Operation, *, before: Stage | None = None, after: Stage | None = None) -> Stage:
         """A new stage computing ``op``, placed right before or right after another stage
-        (last with neither); ``s[op]`` names it from now on."""
+        (last with neither), in that stage's group as TVM's cache and rfactor stages are;
+        ``s[op]`` names it from now on."""
         stage = Stage(op, self)
         if before is not None:
             self.stages.insert(_index_of(self.stages, before), stage)
@@ -508,6 +539,10 @@ class Schedule:
             self.stages.insert(_index_of(self.stages, after) + 1, stage)
         else:
             self.stages.append(stage)
+        neighbour = before if before is not None else after
+        if neighbour is not None and neighbour.group is not None:
+            stage.group = neighbour.group
+            stage.group.members.append(stage)
         self._stage_of[op] = stage
         return stage
 
@@ -562,6 +597,14 @@ class Schedule:
 
         For an operation with several outputs, give the list of them; a list comes back."""
         return dataflow.cache_write(self, tensor, scope)
+
+    def create_group(self, outputs, inputs, include_inputs: bool = False) -> GroupStage:
+        """Group the stages on a path from ``inputs`` to ``outputs`` (tensors or lists of
+        them; the stages of ``inputs`` only with ``include_inputs``), as TVM's
+        ``create_group``: ``g.compute_at(s[D], xo)`` then computes all of them in ``D``'s loop
+        ``xo``. A member computed at a stage outside the group goes back to the group's root;
+        members may be computed at one another."""
+        return group.create_group(self, outputs, inputs, include_inputs)
 
     def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0):
         """Factor a reduction over ``axis`` into a data-parallel stage of partial results

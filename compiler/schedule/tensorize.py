@@ -377,6 +377,8 @@ def _compare(mine: PrimExpr, want: PrimExpr, remap: _Remap, an: Analyzer) -> str
             return f"the stage reduces with {mine.combiner.label}, the intrinsic with {want.combiner.label}"
         if mine.value_index != want.value_index or len(mine.all_sources) != len(want.all_sources):
             return "the reduced tuples differ"
+        if mine.init or want.init:
+            return "a reduction with init= cannot be tensorized"
         pairs = list(zip(mine.all_sources, want.all_sources)) + [(mine.condition, want.condition)]
     else:
         pairs = [(mine, want)]

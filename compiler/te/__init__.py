@@ -8,6 +8,7 @@
 
 from ..schedule import Schedule, Stage, create_schedule
 from ..tir.expr import IterVar, PrimExpr, Range, Var
+from . import tag
 from .intrin import (  # noqa: A004
                      abs,
                      all,
@@ -47,7 +48,8 @@ from .intrin import (  # noqa: A004
                      trunc,
 )
 from .operation import compute, extern, placeholder, reduce_axis, scan, size_var, thread_axis, var
-from .tensor import ComputeOp, ExternOp, Operation, PlaceholderOp, ScanOp, Tensor
+from .tag import TagScope, tag_scope
+from .tensor import ComputeOp, ExternOp, Operation, PlaceholderOp, ScanOp, Tensor, TensorSlice
 from .tensor_intrin import TensorIntrin, decl_tensor_intrin, transpose_intrin
 
 __all__ = [
@@ -60,4 +62,5 @@ __all__ = [
     "scan", "extern", "ScanOp", "ExternOp",
     "call_intrin", "call_pure_extern", "indexdiv", "indexmod",
     "decl_tensor_intrin", "TensorIntrin", "transpose_intrin",
+    "tag", "tag_scope", "TagScope", "TensorSlice",
 ]

@@ -15,6 +15,7 @@ import inspect
 from .. import dtypes
 from ..errors import DTypeError
 from ..tir import expr as E
+from ..tir.analysis import free_vars
 from ..tir.expr import Call, CommReducer, IterVar, PrimExpr, Reduce, UserReducer, convert
 from ..tir.op import (  # tir owns these; te re-exports the same objects, as TVM does
     Op,
@@ -36,7 +37,7 @@ __all__ = ["sum", "max", "min", "exp", "exp2", "log", "log2", "log10", "sqrt", "
 
 
 def _reducer(kind: CommReducer):
-    def reduce(expr, axis=None, where=None, *, init=None):
+    def reduce(expr, axis=None, where=None, init=None):
         if axis is None or not (isinstance(axis, IterVar) or (
                 isinstance(axis, (list, tuple)) and axis
                 and builtins.all(isinstance(a, IterVar) for a in axis))):
@@ -50,14 +51,14 @@ def _reducer(kind: CommReducer):
                 raise TypeError(f"te.{kind.value}: axis {a.var.name!r} is not a reduce_axis")
         source = convert(expr)
         cond = E.const(True) if where is None else E.all_of(where)
-        if init is not None:
-            raise NotImplementedError("custom init values are not supported")
-        return Reduce(kind, source, axes, cond, source.dtype)
+        inits = () if init is None else _reduce_init(init, (source.dtype,), axes, f"te.{kind.value}")
+        return Reduce(kind, source, axes, cond, source.dtype, init=inits)
 
     reduce.__name__ = kind.value
     reduce.__doc__ = (
-        f"``te.{kind.value}(expr, axis=k, where=cond)``: the {kind.value} of ``expr`` over the "
-        "reduce axis (or axes) ``k``, counting only points where ``cond`` holds. "
+        f"``te.{kind.value}(expr, axis=k, where=cond, init=v)``: the {kind.value} of ``expr`` over the "
+        "reduce axis (or axes) ``k``, counting only points where ``cond`` holds, starting from "
+        "``v`` (by default the reduction's identity; it may read the output's indices: ``init=C0[i]``). "
         f"With two expressions, ``te.{kind.value}(a, b)`` combines them elementwise."
     )
     return reduce
@@ -87,7 +88,8 @@ def comm_reducer(fcombine, fidentity, name: str = "reduce"):
         argmax = te.comm_reducer(fcombine, lambda t0, t1: (te.const(-1, t0), te.min_value(t1)))
         T0, T1 = te.compute((m,), lambda i: argmax((idx[i, k], val[i, k]), axis=k))
 
-    The reducer takes ``axis`` and ``where`` as ``te.sum`` does; called on plain values
+    The reducer takes ``axis``, ``where`` and ``init`` as ``te.sum`` does (``init``: one value
+    per reduced value, that the reduction starts from instead of the identity); called on plain values
     (``r(a, b)``) it combines them.
     """
     for role, fn in (("fcombine", fcombine), ("fidentity", fidentity)):
@@ -106,8 +108,6 @@ def comm_reducer(fcombine, fidentity, name: str = "reduce"):
             for v in values[1:]:
                 result = fcombine(result, v)
             return result
-        if init is not None:
-            raise NotImplementedError(f"{name}: custom init values are not supported")
         axes = (axis,) if isinstance(axis, IterVar) else tuple(axis)
         for a in axes:
             if a.iter_type is not E.IterType.COMM_REDUCE:
@@ -126,9 +126,10 @@ def comm_reducer(fcombine, fidentity, name: str = "reduce"):
         identity = _as_values(identity, types, f"{name}: fidentity")
         combiner = UserReducer(name, lhs, rhs, result, identity)
         cond = E.const(True) if where is None else E.all_of(where)
+        inits = () if init is None else _reduce_init(init, types, axes, name)
         if not is_tuple:
-            return Reduce(combiner, sources[0], axes, cond, types[0])
-        return tuple(Reduce(combiner, src, axes, cond, t, k, sources)
+            return Reduce(combiner, sources[0], axes, cond, types[0], init=inits)
+        return tuple(Reduce(combiner, src, axes, cond, t, k, sources, inits)
                      for k, (src, t) in enumerate(zip(sources, types)))
 
     reducer.__name__ = name
@@ -140,6 +141,19 @@ def _is_axes(axis) -> bool:
     return isinstance(axis, IterVar) or (
         isinstance(axis, (list, tuple)) and bool(axis)
         and builtins.all(isinstance(a, IterVar) for a in axis))
+
+
+def _reduce_init(init, types: tuple, axes: tuple, what: str) -> tuple:
+    """The values a reduction over ``axes`` starts from (one per reduced value): expressions
+    of the output's indices (typically a tensor element such as ``C0[i, j]``) or constants."""
+    values = _as_values(init, types, f"{what}: init")
+    reduce_vars = {a.var for a in axes}
+    for v in values:
+        used = [x.name for x in free_vars(v) if x in reduce_vars]
+        if used:
+            raise ValueError(f"{what}: init {v} uses the reduction axis {used[0]!r}; the value a "
+                             "reduction starts from may only depend on the output's indices")
+    return values
 
 
 def _as_values(values, types: tuple, what: str) -> tuple:

@@ -25,7 +25,8 @@ from ..tir.expr import (
 )
 from ..tir.indexing import index_dtype, widen
 from ..tir.stmt import Evaluate, Stmt
-from .tensor import ComputeOp, ExternOp, PlaceholderOp, ScanOp, Tensor
+from .tag import current_tag
+from .tensor import ComputeOp, ExternOp, PlaceholderOp, ScanOp, Tensor, TensorSlice
 
 __all__ = ["placeholder", "compute", "reduce_axis", "var", "size_var", "thread_axis", "scan", "extern"]
 
@@ -104,7 +105,7 @@ def thread_axis(dom=None, tag: str = "", name: str = "") -> IterVar:
 
 
 def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "",
-            attrs: dict | None = None) -> Tensor | tuple[Tensor, ...]:
+            attrs: dict | None = None, varargs_names=None) -> Tensor | tuple[Tensor, ...]:
     """A tensor whose element at index ``(i, j, ...)`` is ``fcompute(i, j, ...)``.
 
     When ``fcompute`` returns a tuple, the operation has one output per element and
@@ -112,30 +113,26 @@ def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "",
     loop nest computes together; a tuple reduction (``te.comm_reducer``) gives one
     output per reduced value.
 
-    The lambda's parameter names name the axes. A reduction (``te.sum`` and
-    friends) may only appear as the whole body. The axes count in int64 when a size
-    is 64-bit or a constant shape has 2**30 elements or more (see :mod:`compiler.tir.indexing`).
+    The lambda's parameter names name the axes; ``lambda *i:`` (or ``lambda n, *rest:``)
+    takes one index per remaining dimension, named ``i0, i1, ...`` or by ``varargs_names``.
+    A lambda with fewer parameters than the shape has dimensions must return a slice of a
+    tensor indexed in as many leading dimensions (``lambda i: A[i]``): the remaining
+    dimensions index the rest of it. A reduction (``te.sum`` and friends) may only appear
+    as the whole body. Inside ``te.tag_scope`` the scope gives the tag. The axes count in
+    int64 when a size is 64-bit or a constant shape has 2**30 elements or more (see
+    :mod:`compiler.tir.indexing`).
     """
     shape = _shape(shape)
-    try:
-        params = list(inspect.signature(fcompute).parameters.values())
-    except (TypeError, ValueError):
-        params = []
-    if params and params[0].kind is inspect.Parameter.VAR_POSITIONAL:
-        names = [f"i{k}" for k in range(len(shape))]
-    else:
-        names = [p.name for p in params]
-        if len(names) != len(shape):
-            raise CompilerError(
-                f"compute {name!r}: the function takes {len(names)} indices but the shape has "
-                f"{len(shape)} dimensions"
-            )
+    tag = current_tag(tag, name)
+    names, given = _axis_names(fcompute, len(shape), name, varargs_names)
     if index_dtype(shape) == "int64":
         axis = tuple(IterVar(Range(const(0, "int64"), widen(s)), Var(n, "int64"))
                      for n, s in zip(names, shape))
     else:
         axis = tuple(IterVar(Range(const(0, s.dtype), s), Var(n, s.dtype)) for n, s in zip(names, shape))
-    body = fcompute(*[iv.var for iv in axis])
+    body = fcompute(*[iv.var for iv in axis[:given]])
+    if given < len(axis):
+        body = _expand_slice(body, axis[given:], name, given, len(axis))
     if isinstance(body, (list, tuple)):
         if not body:
             raise CompilerError(f"compute {name!r}: the function returned an empty tuple")
@@ -149,6 +146,49 @@ def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "",
     if op.num_outputs == 1:
         return op.output(0)
     return tuple(op.output(k) for k in range(op.num_outputs))
+
+
+def _axis_names(fcompute: Callable, ndim: int, name: str, varargs_names) -> tuple[list[str], int]:
+    """The names of the axes, from ``fcompute``'s parameters, and how many indices it takes
+    (fewer than ``ndim`` when it returns a tensor slice; see :func:`_expand_slice`)."""
+    try:
+        params = list(inspect.signature(fcompute).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature: one index per dimension
+        return [f"i{k}" for k in range(ndim)], ndim
+    P = inspect.Parameter
+    bad = [p.name for p in params if p.kind in (P.KEYWORD_ONLY, P.VAR_KEYWORD) or
+           (p.kind is not P.VAR_POSITIONAL and p.default is not P.empty)]
+    if bad:
+        raise CompilerError(f"compute {name!r}: the function's parameters {bad} have defaults or are "
+                            "keywords; it takes one index per dimension")
+    positional = [p.name for p in params if p.kind is not P.VAR_POSITIONAL]
+    varargs = len(positional) != len(params)
+    if not varargs:
+        if len(positional) > ndim:
+            raise CompilerError(f"compute {name!r}: the function takes {len(positional)} indices but the "
+                                f"shape has {ndim} dimensions")
+        return positional + [f"ax{k}" for k in range(ndim - len(positional))], len(positional)
+    rest = ndim - len(positional)
+    if rest < 0:
+        raise CompilerError(f"compute {name!r}: the function takes at least {len(positional)} indices but "
+                            f"the shape has {ndim} dimensions")
+    if varargs_names is not None:
+        varargs_names = list(varargs_names)
+        if len(varargs_names) != rest:
+            raise CompilerError(f"compute {name!r}: {len(varargs_names)} varargs_names for the {rest} "
+                                "dimensions that *indices covers")
+        return positional + varargs_names, ndim
+    return positional + [f"i{k}" for k in range(rest)], ndim
+
+
+def _expand_slice(body, rest: tuple, name: str, given: int, ndim: int):
+    """The body of a compute whose function took only the leading ``given`` indices: it
+    must return a tensor slice missing exactly the remaining dimensions, which ``rest`` index."""
+    if not isinstance(body, TensorSlice) or len(body.indices) + len(rest) != body.tensor.ndim:
+        raise CompilerError(f"compute {name!r}: the function takes {given} indices but the shape has "
+                            f"{ndim} dimensions; take one index per dimension (or *indices), or return "
+                            f"a tensor slice indexed in {given} fewer dimensions than the tensor has")
+    return body[tuple(iv.var for iv in rest)]
 
 
 def _check_reduce_top_level(body: PrimExpr, name: str) -> None:
@@ -204,6 +244,7 @@ def scan(init, update, state_placeholder, inputs=None, name: str = "scan", tag: 
     the state after every step (a list of them for several states); ``result.op.scan_axis``
     is the time loop.
     """
+    tag = current_tag(tag, name)
     init, update, states = (_tensor_list(x, what) for x, what in
                             ((init, "init"), (update, "update"), (state_placeholder, "state_placeholder")))
     inputs = _tensor_list(inputs or [], "inputs")
@@ -297,6 +338,7 @@ def extern(shape, inputs, fcompute: Callable, name: str = "extern", dtype=None, 
         isinstance(shape, (list, tuple)) and (not shape or not isinstance(shape[0], (list, tuple)))) \
         else list(shape)
     shapes = [_shape(s) for s in shapes]
+    tag = current_tag(tag, name)
     inputs = _tensor_list(inputs, f"extern {name!r}: inputs")
     if dtype is None:
         if not inputs:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from .. import dtypes
 from ..tir.analysis import post_order_visit
-from ..tir.expr import IterVar, PrimExpr, ProducerLoad, Reduce, convert
+from ..tir.expr import ExprOp, IterVar, PrimExpr, ProducerLoad, Reduce, convert
 
-__all__ = ["Tensor", "Operation", "PlaceholderOp", "ComputeOp", "ScanOp", "ExternOp"]
+__all__ = ["Tensor", "TensorSlice", "Operation", "PlaceholderOp", "ComputeOp", "ScanOp", "ExternOp"]
 
 
 class Operation:
@@ -262,9 +262,19 @@ class Tensor:
     def ndim(self) -> int:
         return len(self.shape)
 
-    def __getitem__(self, indices) -> PrimExpr:
+    def __getitem__(self, indices) -> PrimExpr | TensorSlice:
+        """``A[i, j]``: the element (a load). With fewer indices than dimensions
+        (``A[i]``), a :class:`TensorSlice` that further indexing completes (``A[i][j]``)."""
         if not isinstance(indices, tuple):
             indices = (indices,)
+        if len(indices) < self.ndim:
+            return TensorSlice(self, indices)
+        return self(*indices)
+
+    def __call__(self, *indices) -> PrimExpr:
+        """``A(i, j)``: the element at ``(i, j)``; one index per dimension."""
+        if len(indices) == 1 and isinstance(indices[0], (tuple, list)):
+            indices = tuple(indices[0])  # A((i, j)), as A[i, j]
         if len(indices) != self.ndim:
             raise IndexError(
                 f"tensor {self.name!r} has {self.ndim} dimensions, indexed with {len(indices)}"
@@ -286,3 +296,36 @@ class Tensor:
     def __repr__(self) -> str:
         shape = ", ".join(str(s) for s in self.shape)
         return f"Tensor({self.name}, shape=({shape}), {self.dtype})"
+
+
+class TensorSlice(ExprOp):
+    """A tensor indexed in its leading dimensions only (``A[i]`` of a 2-d ``A``), as TVM's
+    ``TensorSlice``: indexing it further (``A[i][j]``) gives the element, and used as an
+    expression it stands for the element (``asobject()``), so it must be complete by then.
+    """
+
+    __slots__ = ("tensor", "indices")
+
+    def __init__(self, tensor: Tensor, indices):
+        self.tensor = tensor
+        self.indices = tuple(indices) if isinstance(indices, (tuple, list)) else (indices,)
+
+    def __getitem__(self, indices) -> PrimExpr | TensorSlice:
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        return self.tensor[self.indices + indices]
+
+    def asobject(self) -> PrimExpr:
+        """The element this slice names (an error unless every dimension is indexed)."""
+        return self.tensor(*self.indices)
+
+    def _expr(self) -> PrimExpr:
+        return self.asobject()
+
+    @property
+    def dtype(self) -> str:
+        """The tensor's element type."""
+        return self.tensor.dtype
+
+    def __repr__(self) -> str:
+        return f"TensorSlice({self.tensor.name}, {', '.join(str(i) for i in self.indices)})"

@@ -463,6 +463,10 @@ class Reduce(PrimExpr):
     over (index, value)) is one ``Reduce`` per element of the tuple: each holds all the
     ``sources`` and is the ``value_index``-th element of the result; ``source`` is its
     own source.
+
+    ``init`` (empty by default) holds the value each element of the reduction starts
+    from instead of the combiner's identity (``te.sum(..., init=C0[i])``): one expression
+    per element of the tuple, over the output's axes but not the reduction's.
     """
 
     combiner: Any  # CommReducer or UserReducer
@@ -472,6 +476,7 @@ class Reduce(PrimExpr):
     dtype: str
     value_index: int = 0
     sources: tuple = ()
+    init: tuple = ()
 
     @property
     def all_sources(self) -> tuple:
@@ -556,6 +561,8 @@ def convert(value) -> PrimExpr:
         return const(value)
     if isinstance(value, np.generic):
         return const(value.item(), value.dtype.name)
+    if isinstance(value, ExprOp):  # an expression-like object (a tensor slice): what it stands for
+        return convert(value._expr())
     raise TypeError(f"cannot use {value!r} of type {type(value).__name__} as an expression")
 
 

@@ -38,7 +38,7 @@ CHILDREN: dict[type, tuple[str, ...]] = {
     E.BufferLoad: ("indices", "predicate"),
     E.Ramp: ("base", "stride"),
     E.Broadcast: ("value",),
-    E.Reduce: ("source", "condition", "sources"),
+    E.Reduce: ("source", "condition", "sources", "init"),
     S.For: ("min", "extent", "body"),
     S.BufferStore: ("value", "indices", "predicate"),
     S.Allocate: ("body",),

@@ -118,7 +118,8 @@ class _ExprPrinter(Functor):
             else f", where={self.text(e.condition)}"
         source = (self.text(e.source) if not e.sources else
                   "(" + ", ".join(self.text(x) for x in e.sources) + f")[{e.value_index}]")
-        return f"reduce_{e.combiner.label}({source}, axis=[{axes}]{cond})"
+        init = "" if not e.init else ", init=(" + ", ".join(self.text(x) for x in e.init) + ")"
+        return f"reduce_{e.combiner.label}({source}, axis=[{axes}]{cond}{init})"
 
     def generic_visit(self, e):
         return f"<{type(e).__name__}>"
