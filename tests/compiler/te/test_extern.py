@@ -203,7 +203,7 @@ def test_bad_extern_schedules_are_refused():
     with pytest.raises(ScheduleError, match="reads the stored result"):
         s[P].compute_inline()
     s[P].compute_at(s[D], D.op.axis[0])  # P must be whole when the extern reads it
-    with pytest.raises(LoweringError, match="whole, compact"):
+    with pytest.raises(LoweringError, match="must be whole, in global memory"):
         compiler.lower(s, [A, D])
 
 
