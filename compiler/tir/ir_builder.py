@@ -11,9 +11,9 @@
 ...     c[i] = tmp[i] * 2.0
 >>> stmt = ib.get()
 
-Statements are collected in order. ``for_range``, ``if_scope``, ``else_scope`` and
-``new_scope`` open nested scopes whose statements become the body of the loop, the branch
-or the block. ``allocate``, ``let`` and ``scope_attr`` wrap everything emitted after them
+Statements are collected in order. ``for_range``, ``while_loop``, ``if_scope``,
+``else_scope`` and ``new_scope`` open nested scopes whose statements become the body of the
+loop, the branch or the block. ``allocate``, ``let`` and ``scope_attr`` wrap everything emitted after them
 in the current scope (the allocation lives, the variable is bound, the attribute holds
 until the scope closes), as in TVM.
 
@@ -33,7 +33,7 @@ from ..errors import LoweringError
 from . import expr as _expr  # noqa: F401  (first: the expression module loads buffers' dependencies)
 from .buffer import Buffer, decl_buffer
 from .expr import BufferLoad, IterVar, PrimExpr, StringImm, Var, const, convert, is_const_int
-from .stmt import NOP, Allocate, AttrStmt, Evaluate, For, ForKind, IfThenElse, LetStmt, Stmt, seq
+from .stmt import NOP, Allocate, AttrStmt, Evaluate, For, ForKind, IfThenElse, LetStmt, Stmt, While, seq
 
 __all__ = ["IRBuilder", "BufferVar", "create"]
 
@@ -165,10 +165,16 @@ class IRBuilder:
         yield var
         self.emit(For(var, begin, extent, _KINDS[kind], self._close()))
 
-    def while_loop(self, condition):
-        """Not supported: the loop IR has no while loop."""
-        raise LoweringError("ir_builder.while_loop is not supported: the loop IR has no while loop; "
-                            "write a for_range over a bound on the iterations with an if_scope inside")
+    @contextlib.contextmanager
+    def while_loop(self, condition) -> Iterator[None]:
+        """The statements emitted in the block run again and again while ``condition`` holds
+        (it is evaluated before each iteration, typically on a value the body updates in an
+        ``allocate``-d buffer)."""
+        cond = convert(condition)
+        if cond.dtype != "bool":
+            raise LoweringError(f"ir_builder.while_loop needs a boolean condition, got {cond} ({cond.dtype})")
+        with self._scope(lambda body: While(cond, body)):
+            yield
 
     @contextlib.contextmanager
     def if_scope(self, cond) -> Iterator[None]:

@@ -11,6 +11,7 @@ from helpers import assert_written, poisoned, random_array
 import compiler
 from compiler import te, tir
 from compiler.errors import LoweringError
+from compiler.tir import interpreter
 
 
 def build_extern(shape, inputs, fcompute, dtype=None):
@@ -116,6 +117,52 @@ def test_let_new_scope_and_scope_attr(rng):
     assert_written(c, a + first + np.sum(a > first))
 
 
+def collatz_steps(ins, outs):
+    """For each input, how many Collatz steps reach 1: a while loop on scratch buffers."""
+    ib = tir.ir_builder.create()
+    a, c = ib.buffer_ptr(ins[0]), ib.buffer_ptr(outs[0])
+    with ib.for_range(0, ins[0].shape[0], name="i") as i:
+        value = ib.allocate("int32", (1,), name="value", scope="local")
+        steps = ib.allocate("int32", (1,), name="steps", scope="local")
+        value[0] = a[i]
+        steps[0] = 0
+        with ib.while_loop(value[0] > 1):
+            with ib.if_scope(value[0] % 2 == 0):
+                value[0] = value[0] // 2
+            with ib.else_scope():
+                value[0] = value[0] * 3 + 1
+            steps[0] += 1
+        c[i] = steps[0]
+    return ib.get()
+
+
+def collatz_reference(a):
+    out = []
+    for v in a:
+        n = 0
+        while v > 1:
+            v = v // 2 if v % 2 == 0 else 3 * v + 1
+            n += 1
+        out.append(n)
+    return np.array(out, dtype="int32")
+
+
+def test_while_loop(rng):
+    A = te.placeholder((9,), name="A", dtype="int32")
+    a = rng.integers(1, 60, 9).astype("int32")
+    f = build_extern((9,), [A], collatz_steps)
+    c = poisoned(9, "int32")
+    f(a, c)
+    assert_written(c, collatz_reference(a))
+    # The reference interpreter runs the same loop.
+    inp, out = tir.decl_buffer((9,), "int32", "a"), tir.decl_buffer((9,), "int32", "c")
+    stmt = collatz_steps([inp], [out])
+    assert "while value[0] > 1:" in str(stmt)
+    got = interpreter.run(tir.PrimFunc((inp, out), stmt, "collatz"),
+                          {"a": a.copy(), "c": poisoned(9, "int32")})["c"]
+    assert_written(got, collatz_reference(a))
+
+
 def test_statements_in_order_and_default_loop_names():
     ib = tir.ir_builder.create()
     buf = tir.decl_buffer((4, 4), "float32", "X")
@@ -136,8 +183,8 @@ def test_errors_are_clear():
     with pytest.raises(LoweringError, match="else_scope must directly follow an if_scope"):
         with ib.else_scope():
             pass
-    with pytest.raises(LoweringError, match="while_loop is not supported"):
-        ib.while_loop(x[0, 0] < 1.0)
+    with pytest.raises(LoweringError, match="while_loop needs a boolean condition"):
+        ib.while_loop(x[0, 0]).__enter__()
     with pytest.raises(LoweringError, match="holds float32, the value .* is int32"):
         x[0, 0] = tir.const(1, "int32")
     with pytest.raises(LoweringError, match="has 2 dimensions, indexed with 3"):
