@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ..arith import Analyzer
 from ..te.tensor import Operation, Tensor
-from ..tir.buffer import Buffer
+from ..tir.buffer import Buffer, compact_strides
 from ..tir.expr import BufferLoad, Call, IterVar, PrimExpr, Var, const, is_const_int
 from ..tir.functor import IRMutator
 from ..tir.indexing import as_index
@@ -19,7 +19,7 @@ from ..tir.stmt import BufferStore, Stmt
 from .bound import StageBounds
 from .schedule import Schedule, Stage
 
-__all__ = ["buffer_key", "RebindBuffers", "LoopNestContext", "bind_buffer", "row_major_strides"]
+__all__ = ["buffer_key", "RebindBuffers", "LoopNestContext", "bind_buffer"]
 
 
 def buffer_key(sch: Schedule, tensor: Tensor) -> tuple[Stage | Operation, int]:
@@ -62,15 +62,6 @@ class RebindBuffers(IRMutator):
         return node if buf is None else BufferStore(buf, node.value, node.indices, node.predicate)
 
 
-def row_major_strides(shape) -> list:
-    """The strides, in elements, of a compact row-major array of ``shape``."""
-    strides, stride = [], None
-    for d in reversed(list(shape)):
-        strides.append(stride if stride is not None else const(1, d.dtype))
-        stride = d if stride is None else stride * d
-    return list(reversed(strides))
-
-
 def bind_buffer(declared: Buffer, actual: Buffer, mins, region: list, tensor_name: str, vmap: dict,
                 an: Analyzer, fail: Callable[[str], Exception]) -> Buffer:
     """``declared`` (a buffer of a tensor intrinsic or an extern op) as a view of ``region``
@@ -81,7 +72,7 @@ def bind_buffer(declared: Buffer, actual: Buffer, mins, region: list, tensor_nam
 
     ``declared`` may have fewer dimensions than the region: its leading dimensions must then
     cover one value. ``fail(message)`` makes the exception to raise."""
-    strides = list(actual.strides) or row_major_strides(actual.shape)
+    strides = list(actual.strides) or compact_strides(actual.shape)
     offset = actual.elem_offset if actual.elem_offset is not None else const(0, "int32")
     for d, (lo, _) in enumerate(region):
         start = lo if mins is None or is_const_int(mins[d], 0) else lo - mins[d]
@@ -115,7 +106,7 @@ def bind_buffer(declared: Buffer, actual: Buffer, mins, region: list, tensor_nam
             if not is_const_int(an.simplify(shape[j]), 1):
                 bind(want, got, f"{where}: dimension {j} has stride")
     else:
-        for j, (want, got) in enumerate(zip(row_major_strides(shape), mine)):
+        for j, (want, got) in enumerate(zip(compact_strides(shape), mine)):
             if not is_const_int(an.simplify(shape[j]), 1) and not an.can_prove_equal(want, got):
                 raise fail(f"{where} is compact (no strides declared), but the region has stride {got} in "
                            f"dimension {j} where a compact one has {want}: declare the buffer with "

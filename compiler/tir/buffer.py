@@ -9,7 +9,7 @@ from ..errors import LoweringError
 from .expr import BufferLoad, Call, IntImm, PrimExpr, StringImm, Var, convert
 from .stmt import BufferStore
 
-__all__ = ["Buffer", "decl_buffer", "SCOPES", "ACCESS_PTR"]
+__all__ = ["Buffer", "decl_buffer", "compact_strides", "SCOPES", "ACCESS_PTR"]
 
 SCOPES = ("global", "shared", "local")
 
@@ -18,6 +18,15 @@ SCOPES = ("global", "shared", "local")
 #: ``mask`` says whether the callee reads ("r"), writes ("w") or both ("rw") ``extent`` elements.
 ACCESS_PTR = "tvm_access_ptr"
 _MASKS = {"r": "r", "w": "w", "rw": "rw", "wr": "rw", 1: "r", 2: "w", 3: "rw"}
+
+
+def compact_strides(shape) -> list:
+    """The strides, in elements, of a compact row-major array of ``shape``."""
+    strides, stride = [], None
+    for d in reversed(list(shape)):
+        strides.append(stride if stride is not None else IntImm(1, d.dtype))
+        stride = d if stride is None else stride * d
+    return list(reversed(strides))
 
 
 @dataclass(frozen=True, slots=True, eq=False)

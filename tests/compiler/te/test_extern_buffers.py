@@ -2,7 +2,8 @@
 elem_offset=, offset_factor=)``) and bound to the actual memory of a tensor: as the
 ``in_buffers``/``out_buffers`` of ``te.extern`` and as the ``binds`` of a tensor intrinsic.
 Symbolic strides and offsets take the values of the memory they are bound to; the bodies read
-them back (``buffer.strides``, ``buffer.elem_offset``, ``access_ptr(offset=)``, ``vload``)."""
+them back (``buffer.strides``, ``buffer.elem_offset``, ``access_ptr(offset=)``, ``vload``) or
+pass them to Python functions (``call_packed``), which receive strided views."""
 
 from __future__ import annotations
 
@@ -149,6 +150,73 @@ def test_extern_buffer_with_a_wrong_constant_stride_is_refused():
     C = te.extern((4, 5), [A], copy_body, in_buffers=[Ain], name="C")
     with pytest.raises(LoweringError, match="dimension 0 has stride 6 in the declaration, 5 in the region"):
         compiler.lower(te.create_schedule(C.op), [A, C])
+
+
+@pytest.fixture
+def registered():
+    """Register Python functions for one test: ``registered(name, f)``; removed afterwards."""
+    names = []
+
+    def register(name, f):
+        compiler.register_func(name, f)
+        names.append(name)
+
+    yield register
+    for name in names:
+        compiler.runtime.packed.remove_global_func(name)
+
+
+def test_packed_function_gets_strided_and_offset_views(rng, registered):
+    """``call_packed`` of strided and offset buffers: the function sees views of exactly the
+    bound elements (TVM passes DLTensors with strides and a byte offset)."""
+    seen = {}
+
+    def scale(x, y):
+        seen["x"] = (x.shape, x.host_array.strides)
+        y.copyfrom(x.numpy() * 2.0)
+
+    registered("test.extern_buffers.scale", scale)
+    rows, cols = 3, 4
+    A = te.placeholder((rows, cols), name="A")
+    C = te.extern((rows, cols), [A], lambda ins, outs: tir.call_packed("test.extern_buffers.scale", ins[0],
+                                                                        outs[0]),
+                  in_buffers=[strided((rows, cols), "Ain", offset=True)],
+                  out_buffers=[strided((rows, cols), "Cout", offset=True)], name="C")
+    s = te.create_schedule(C.op)
+    f = compiler.build(s, [A, C], binds={A: strided((rows, cols), "A", offset=True),
+                                         C: strided((rows, cols), "C", offset=True)})
+    wide = random_array(rng, (rows + 2, 10), "float32")
+    out = poisoned((rows + 1, 7), "float32")
+    f(wide[2:, 3:3 + cols], out[1:, 2:2 + cols])
+    assert seen["x"] == ((rows, cols), (40, 4))
+    assert_written(out[1:, 2:2 + cols], wide[2:, 3:3 + cols] * 2)
+    assert np.isnan(out[0]).all() and np.isnan(out[:, [0, 1, 6]]).all()
+
+
+def test_tensorized_tile_as_packed_function_arguments(rng, registered):
+    """A tensor intrinsic whose body hands its bound, strided tiles to a Python function."""
+    def tile_add(a, b, c):
+        c.copyfrom(a.numpy() + b.numpy())
+
+    registered("test.extern_buffers.tile_add", tile_add)
+    a = te.placeholder((2, 3), name="a")
+    b = te.placeholder((2, 3), name="b")
+    c = te.compute((2, 3), lambda i, j: a[i, j] + b[i, j], name="c")
+    binds = {t: tir.decl_buffer(t.shape, t.dtype, t.op.name, offset_factor=1, strides=[te.var("s"), 1])
+             for t in (a, b, c)}
+    intrin = te.decl_tensor_intrin(c.op, lambda ins, outs: tir.call_packed("test.extern_buffers.tile_add",
+                                                                           *ins, *outs), binds=binds)
+    A = te.placeholder((6, 9), name="A")
+    B = te.placeholder((6, 9), name="B")
+    C = te.compute((6, 9), lambda i, j: A[i, j] + B[i, j], name="C")
+    s = te.create_schedule(C.op)
+    xo, yo, xi, yi = s[C].tile(*C.op.axis, 2, 3)
+    s[C].tensorize(xi, intrin)
+    f = compiler.build(s, [A, B, C])
+    x, y = random_array(rng, (6, 9), "float32"), random_array(rng, (6, 9), "float32")
+    z = poisoned((6, 9), "float32")
+    f(x, y, z)
+    assert_written(z, x + y)
 
 
 def intrin_gemv(m: int, length: int):
