@@ -113,9 +113,9 @@ class Buffer:
         return BufferStore(self, convert(value), begin)
 
 
-def decl_buffer(shape, dtype: str = "float32", name: str = "buffer", data=None, strides=None,
+def decl_buffer(shape, dtype: str | None = "float32", name: str = "buffer", data=None, strides=None,
                 elem_offset=None, scope: str = "global", data_alignment: int = -1,
-                offset_factor: int = 0) -> Buffer:
+                offset_factor: int = 0, buffer_type: str = "", axis_separators=None, span=None) -> Buffer:
     """Declare a buffer, for ``lower(..., binds={tensor: buffer})``, for the buffers of a tensor
     intrinsic (:func:`compiler.te.decl_tensor_intrin`) and for hand-written IR.
 
@@ -123,9 +123,17 @@ def decl_buffer(shape, dtype: str = "float32", name: str = "buffer", data=None, 
     they are bound from the array passed at call time, or from the region a tensorized
     loop nest covers. ``offset_factor`` (TVM's): when nonzero and no ``elem_offset`` is
     given, the offset is a new variable ``<name>_elem_offset``, promised to be a multiple
-    of ``offset_factor``; with 0 the buffer starts at offset 0.
+    of ``offset_factor``; with 0 the buffer starts at offset 0. ``scope=""`` and ``dtype=None``
+    mean "global" and "float32", as in TVM; ``buffer_type="auto_broadcast"`` and
+    ``axis_separators`` are not supported.
     """
-    dtype = dtypes.check(dtype)
+    dtype = dtypes.check(dtype if dtype is not None else "float32")
+    scope = scope or "global"
+    if buffer_type not in ("", "default"):
+        raise LoweringError(f"buffer {name!r}: buffer_type={buffer_type!r} is not supported (only the "
+                            "default buffer type)")
+    if axis_separators:
+        raise LoweringError(f"buffer {name!r}: axis_separators are not supported")
     if scope not in SCOPES:
         raise LoweringError(f"buffer {name!r}: unknown scope {scope!r}; use one of {SCOPES}")
     if isinstance(shape, (int, PrimExpr)):

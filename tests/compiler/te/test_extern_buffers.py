@@ -152,6 +152,30 @@ def test_extern_buffer_with_a_wrong_constant_stride_is_refused():
         compiler.lower(te.create_schedule(C.op), [A, C])
 
 
+def test_decl_buffer_takes_tvm_defaults(rng):
+    """``scope=""`` is global and ``dtype=None`` float32, as in TVM; unsupported kinds of buffer
+    are refused by name."""
+    buf = tir.decl_buffer((6,), None, "Ain", scope="")
+    assert (buf.dtype, buf.scope) == ("float32", "global")
+    A = te.placeholder((6,), name="A")
+    C = te.extern((6,), [A], copy_body_1d, in_buffers=[buf], name="C")
+    f = compiler.build(te.create_schedule(C.op), [A, C])
+    a = random_array(rng, 6, "float32")
+    c = poisoned(6, "float32")
+    f(a, c)
+    assert_written(c, a)
+    with pytest.raises(LoweringError, match="buffer_type='auto_broadcast' is not supported"):
+        tir.decl_buffer((6,), buffer_type="auto_broadcast")
+
+
+def copy_body_1d(ins, outs):
+    ib = tir.ir_builder.create()
+    a, c = ib.buffer_ptr(ins[0]), ib.buffer_ptr(outs[0])
+    with ib.for_range(0, ins[0].shape[0], name="i") as i:
+        c[i] = a[i]
+    return ib.get()
+
+
 @pytest.fixture
 def registered():
     """Register Python functions for one test: ``registered(name, f)``; removed afterwards."""

@@ -163,6 +163,29 @@ def test_while_loop(rng):
     assert_written(got, collatz_reference(a))
 
 
+def test_pointer_bound_to_an_address(rng):
+    """``ib.pointer``: a typed pointer, here bound to the address of the input's third element."""
+    A = te.placeholder((10,), name="A")
+
+    def fcompute(ins, outs):
+        ib = tir.ir_builder.create()
+        c = ib.buffer_ptr(outs[0])
+        p = ib.pointer("float32", name="p")
+        ib.emit(lambda body: tir.LetStmt(p.data, ins[0].access_ptr("r", offset=2), body))
+        with ib.for_range(0, 10, name="i") as i:
+            with ib.if_scope(i < 8):
+                c[i] = p[i]
+            with ib.else_scope():
+                c[i] = 0.0
+        return ib.get()
+
+    f = build_extern((10,), [A], fcompute)
+    a = random_array(rng, 10, "float32")
+    c = poisoned(10, "float32")
+    f(a, c)
+    assert_written(c, np.r_[a[2:], 0, 0].astype("float32"))
+
+
 def test_statements_in_order_and_default_loop_names():
     ib = tir.ir_builder.create()
     buf = tir.decl_buffer((4, 4), "float32", "X")
