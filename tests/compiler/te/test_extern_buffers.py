@@ -243,6 +243,32 @@ def test_tensorized_tile_as_packed_function_arguments(rng, registered):
     assert_written(z, x + y)
 
 
+def test_tensorize_binds_elem_offset_and_strides_of_each_tile(registered):
+    """The intrinsic's body reads ``elem_offset`` and ``strides[0]`` of its bound buffers: each
+    call sees where its tile starts in the whole array and how far apart its rows are."""
+    calls = []
+    registered("test.extern_buffers.record", lambda *args: calls.append(args))
+    a = te.placeholder((2, 2), name="a")
+    c = te.compute((2, 2), lambda i, j: a[i, j] * 2.0, name="c")
+    binds = {t: tir.decl_buffer(t.shape, t.dtype, t.op.name, offset_factor=2, strides=[te.var("s"), 1],
+                                elem_offset=te.var(f"{t.op.name}_off")) for t in (a, c)}
+
+    def body(ins, outs):
+        (aa,), (cc,) = ins, outs
+        return tir.call_packed("test.extern_buffers.record", aa.elem_offset, aa.strides[0], cc.elem_offset)
+
+    intrin = te.decl_tensor_intrin(c.op, body, binds=binds)
+    A = te.placeholder((4, 6), name="A")
+    C = te.compute((4, 6), lambda i, j: A[i, j] * 2.0, name="C")
+    s = te.create_schedule(C.op)
+    xo, yo, xi, yi = s[C].tile(*C.op.axis, 2, 2)
+    s[C].tensorize(xi, intrin)
+    f = compiler.build(s, [A, C])
+    f(np.zeros((4, 6), "float32"), np.zeros((4, 6), "float32"))
+    want = [(r * 6 + col, 6, r * 6 + col) for r in (0, 2) for col in (0, 2, 4)]
+    assert calls == want
+
+
 def intrin_gemv(m: int, length: int):
     """TVM's tutorial intrinsic: ``c[i] = sum_k a[k] * b[i, k]`` over a tile of ``b`` whose
     rows lie ``s1`` apart, written with ``ir_builder`` and ``vload``/``vstore``."""
