@@ -126,6 +126,11 @@ class _StmtSource(LineWriter):
         self._nested(s.body)
         self._line("}")
 
+    def visit_While(self, s):
+        self._line(f"while ({_expr(s.condition)}) {{")
+        self._nested(s.body)
+        self._line("}")
+
     def visit_BufferStore(self, s):
         vec = f"/*x{s.indices[0].lanes}*/" if s.indices and isinstance(s.indices[0], E.Ramp) else ""
         idx = ", ".join(_expr(i) for i in s.indices)

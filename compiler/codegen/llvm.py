@@ -403,6 +403,19 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
         end = self.b.add(begin, extent)
         self._loop(s.loop_var, begin, end, lambda: self.emit(s.body), _loop_properties(s))
 
+    def visit_While(self, s: S.While) -> None:
+        fn = self._scope.fn
+        header = fn.append_basic_block("while")
+        body = fn.append_basic_block("while.body")
+        exit_ = fn.append_basic_block("while.end")
+        self.b.branch(header)
+        self.b.position_at_end(header)
+        self.b.cbranch(self._truth(s.condition), body, exit_)
+        self.b.position_at_end(body)
+        self.emit(s.body)
+        self.b.branch(header)
+        self.b.position_at_end(exit_)
+
     def _loop(self, var: E.Var, begin: ir.Value, end: ir.Value, emit_body, properties: tuple = ()) -> None:
         """``for var in [begin, end)``; ``properties`` go into the back edge's ``!llvm.loop``."""
         fn = self._scope.fn

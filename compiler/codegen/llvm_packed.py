@@ -4,11 +4,11 @@ Every module that makes such calls gets an internal global, the address of the
 runtime's callback ``int32_t callback(const char *descriptor, int64_t *slots)``, and an
 exported setter that the runtime calls when it loads the module (:data:`SETTER_SYMBOL`),
 so that JIT-compiled code and exported libraries reach the same Python function. A
-call stores its arguments into 8-byte slots on the stack (a buffer: its pointer, then
-its extents; an integer or bool: its value; a float: the bits of a double; a string:
-its pointer) and passes a JSON descriptor of them, a constant, naming the function and
-the kind of every argument. Until the runtime has set the callback the call returns -1
-without calling anything.
+call stores its arguments into 8-byte slots on the stack (a buffer: the address of its
+first element, its extents, then its strides in elements; an integer or bool: its value; a
+float: the bits of a double; a string: its pointer) and passes a JSON descriptor of them, a
+constant, naming the function and the kind of every argument. Until the runtime has set the
+callback the call returns -1 without calling anything.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import json
 
 from llvmlite import ir
 
+from .. import dtypes
 from ..errors import CodegenError
 from ..runtime.packed import CALLBACK_GLOBAL, SETTER_SYMBOL
 from ..tir import expr as E
@@ -61,10 +62,13 @@ def _to_slot(gen, a: E.PrimExpr) -> tuple[list, list]:
     """The descriptor entry of argument ``a`` and its slot values (i64)."""
     b = gen.b
     if isinstance(a, E.Call) and a.op == ARRAY_HANDLE:
-        data, dtype, _, *shape = a.args
-        values = [b.ptrtoint(gen.expr(data), I64)]
-        values += [gen._cast(gen.expr(d), d.dtype, "int64") for d in shape]
-        return ["array", dtype.value, len(shape)], values
+        data, dtype, _, offset, *dims = a.args  # dims: the shape, then the strides
+        address = b.ptrtoint(gen.expr(data), I64)
+        if not E.is_const_int(offset, 0):  # the address of the first element
+            size = ir.Constant(I64, max(1, dtypes.bits(dtype.value) // 8))
+            address = b.add(address, b.mul(gen._cast(gen.expr(offset), offset.dtype, "int64"), size))
+        values = [address] + [gen._cast(gen.expr(d), d.dtype, "int64") for d in dims]
+        return ["array", dtype.value, len(dims) // 2], values
     if isinstance(a, E.StringImm):
         return ["str"], [b.ptrtoint(_string_constant(gen, a.value), I64)]
     if a.dtype == "handle":

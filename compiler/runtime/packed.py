@@ -3,9 +3,9 @@
 ``compiler.register_func("name")`` registers a Python function; a compiled function
 calls it through ``compiler.tir.call_packed("name", ...)`` (see
 :mod:`compiler.tir.packed`), usually from the body of a ``te.extern`` operation.
-Buffers arrive as :class:`~compiler.runtime.ndarray.NDArray` views of the memory
-(``x.numpy()`` copies, ``y.copyfrom(...)``/``host_array`` write in place), scalars as
-Python ints, floats, bools and strings.
+Buffers arrive as :class:`~compiler.runtime.ndarray.NDArray` views of the memory (strided
+views for strided buffers; ``x.numpy()`` copies, ``y.copyfrom(...)``/``host_array`` write
+in place), scalars as Python ints, floats, bools and strings.
 
 The machine code reaches Python through one ctypes callback (:func:`install` hands its
 address to each module). An exception raised by the Python function cannot cross the
@@ -92,13 +92,24 @@ def _descriptor(raw: bytes) -> tuple[str, list]:
     return d["name"], d["args"]
 
 
-def _array(address: int, dtype: str, shape: tuple):
+def _array(address: int, dtype: str, shape: tuple, strides: tuple):
+    """A view of the memory at ``address``; ``strides`` in elements (a strided view where they
+    are not those of a compact array)."""
     dt = np.dtype(dtype)
     count = int(np.prod(shape, dtype=np.int64)) if shape else 1
     if count == 0:
         return NDArray(np.empty(shape, dt), cpu(0))
-    memory = (ctypes.c_char * (count * dt.itemsize)).from_address(address)
-    return NDArray(np.frombuffer(memory, dtype=dt).reshape(shape), cpu(0))
+    compact = tuple(int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape)))
+    if all(s == c or n == 1 for s, c, n in zip(strides, compact, shape)):
+        memory = (ctypes.c_char * (count * dt.itemsize)).from_address(address)
+        return NDArray(np.frombuffer(memory, dtype=dt).reshape(shape), cpu(0))
+    if any(s < 0 for s in strides):
+        raise CompilerError(f"packed function argument with negative strides {strides}")
+    span = 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+    memory = (ctypes.c_char * (span * dt.itemsize)).from_address(address)
+    flat = np.frombuffer(memory, dtype=dt)
+    view = np.lib.stride_tricks.as_strided(flat, shape, tuple(s * dt.itemsize for s in strides))
+    return NDArray(view, cpu(0))
 
 
 def _arguments(kinds: list, slots) -> list:
@@ -108,8 +119,9 @@ def _arguments(kinds: list, slots) -> list:
         if tag == "array":
             ndim = kind[2]
             shape = tuple(int(slots[k + 1 + d]) for d in range(ndim))
-            args.append(_array(slots[k], kind[1], shape))
-            k += 1 + ndim
+            strides = tuple(int(slots[k + 1 + ndim + d]) for d in range(ndim))
+            args.append(_array(slots[k], kind[1], shape, strides))
+            k += 1 + 2 * ndim
             continue
         raw = slots[k]
         k += 1

@@ -328,7 +328,9 @@ def _region_needed(st: Stage, scope: str, sch: Schedule, active: list, infos: di
                 highs[d].append(hi)
     result = []
     for d in range(ndim):
-        if not lows[d]:
+        if not lows[d] or any(x is None for x in lows[d] + highs[d]):
+            # No reader, or an index the analyzer cannot bound (such as a fused axis divided
+            # by a symbolic size): the whole dimension, as TVM's CoverRange falls back to.
             result.append(None)
             continue
         lo, hi = lows[d][0], highs[d][0]

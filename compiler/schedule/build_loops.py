@@ -28,7 +28,7 @@ from ..tir.function import PrimFunc
 from ..tir.functor import IRMutator
 from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, ForKind, IfThenElse, LetStmt, Stmt, seq
 from .bound import StageBounds, infer_bounds
-from .loop_nest import LoopNestContext, RebindBuffers, buffer_key
+from .loop_nest import LoopNestContext, RebindBuffers, bind_buffer, buffer_key
 from .schedule import Schedule, Stage
 from .tensorize import tensorize_stmt
 
@@ -164,25 +164,32 @@ class _LoopBuilder:
             store_predicate=lambda lower_expr: self._store_predicate(st, lower_expr, None))
 
     def _extern_stmt(self, st: Stage) -> Stmt:
-        """An extern op's body, with its placeholder buffers replaced by the real ones."""
+        """An extern op's body, its buffers bound to those that hold its tensors (TVM's
+        ``buffer_bind_scope``): a buffer declared with symbolic strides, shape or
+        ``elem_offset`` (``in_buffers=``/``out_buffers=``) takes those of the tensor's buffer,
+        which may itself be strided or offset (an argument bound to such a buffer, a stage
+        with ``storage_align``)."""
         op: ExternOp = st.op
         pairs = [(ph, t) for ph, t in zip(op.input_placeholders, op.inputs)]
         pairs += [(ph, op.output(k)) for k, ph in enumerate(op.output_placeholders)]
-        mapping = {}
+        mapping, vmap = {}, {}
+
+        def fail(what: str) -> LoweringError:
+            return LoweringError(f"extern {op.name!r}: {what}")
+
         for ph, tensor in pairs:
             key = buffer_key(self.sch, tensor)
             buf = self.buffers.get(key)
             if buf is None:
-                raise LoweringError(f"extern {op.name!r} reads tensor {tensor.name!r}, which is neither an "
-                                    "argument nor computed by the schedule; add it to the argument list")
+                raise fail(f"it reads tensor {tensor.name!r}, which is neither an argument nor computed by "
+                           "the schedule; add it to the argument list")
             mins = self.mins.get(key)
-            if buf.strides or buf.elem_offset is not None or buf.scope != "global" or (
-                    mins is not None and not all(is_const_int(m, 0) for m in mins)):
-                raise LoweringError(f"extern {op.name!r}: tensor {tensor.name!r} must be a whole, compact "
-                                    "global buffer (compute it at the root, without strides or offsets)")
-            mapping[ph.data] = buf
+            if buf.scope != "global" or (mins is not None and not all(is_const_int(m, 0) for m in mins)):
+                raise fail(f"tensor {tensor.name!r} must be whole, in global memory (compute it at the root)")
+            region = [(const(0, d.dtype), d) for d in tensor.shape]
+            mapping[ph.data] = bind_buffer(ph, buf, None, region, tensor.name, vmap, self.analyzer, fail)
         inputs = {ph.data for ph in op.input_placeholders}
-        return RebindBuffers(mapping, inputs).visit(op.body)
+        return substitute(RebindBuffers(mapping, inputs).visit(op.body), vmap)
 
     def _store_predicate(self, st: Stage, lower_expr, cross) -> list:
         """The stage's store predicate in terms of its loops (``[]`` without one).

@@ -8,16 +8,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from ..arith import Analyzer
 from ..te.tensor import Operation, Tensor
-from ..tir.buffer import Buffer
-from ..tir.expr import BufferLoad, Call, IterVar, PrimExpr, Var
+from ..tir.buffer import Buffer, compact_strides
+from ..tir.expr import BufferLoad, Call, IterVar, PrimExpr, Var, const, is_const_int
 from ..tir.functor import IRMutator
+from ..tir.indexing import as_index
 from ..tir.packed import ARRAY_HANDLE, read_only
 from ..tir.stmt import BufferStore, Stmt
 from .bound import StageBounds
 from .schedule import Schedule, Stage
 
-__all__ = ["buffer_key", "RebindBuffers", "LoopNestContext"]
+__all__ = ["buffer_key", "RebindBuffers", "LoopNestContext", "bind_buffer"]
 
 
 def buffer_key(sch: Schedule, tensor: Tensor) -> tuple[Stage | Operation, int]:
@@ -58,6 +60,70 @@ class RebindBuffers(IRMutator):
         node = self.generic_visit(node)
         buf = self.mapping.get(node.buffer.data)
         return node if buf is None else BufferStore(buf, node.value, node.indices, node.predicate)
+
+
+def bind_buffer(declared: Buffer, actual: Buffer, mins, region: list, tensor_name: str, vmap: dict,
+                an: Analyzer, fail: Callable[[str], Exception]) -> Buffer:
+    """``declared`` (a buffer of a tensor intrinsic or an extern op) as a view of ``region``
+    (``(min, extent)`` per dimension) of ``actual``, which holds the tensor from ``mins`` on
+    (None: from 0), as TVM's buffer binding: the view's ``elem_offset`` is the region's first
+    element; the declared buffer's symbolic shape, strides and ``elem_offset`` are recorded in
+    ``vmap`` (variable -> its value here); constant ones must agree with the region's.
+
+    ``declared`` may have fewer dimensions than the region: its leading dimensions must then
+    cover one value. ``fail(message)`` makes the exception to raise."""
+    strides = list(actual.strides) or compact_strides(actual.shape)
+    offset = actual.elem_offset if actual.elem_offset is not None else const(0, "int32")
+    for d, (lo, _) in enumerate(region):
+        start = lo if mins is None or is_const_int(mins[d], 0) else lo - mins[d]
+        offset = offset + as_index(start, strides[d].dtype) * strides[d]
+    offset = an.simplify(offset)
+    lead = len(region) - len(declared.shape)
+    if lead < 0:
+        raise fail(f"buffer {declared.name!r} has {len(declared.shape)} dimensions, tensor {tensor_name!r} "
+                   f"only {len(region)}")
+    for d in range(lead):
+        if not is_const_int(an.simplify(region[d][1]), 1):
+            raise fail(f"the region of {tensor_name!r} spans {region[d][1]} values in dimension {d}, which "
+                       f"buffer {declared.name!r} does not have")
+    shape = [ext for _, ext in region[lead:]]
+    mine = strides[lead:]
+    where = f"buffer {declared.name!r} (bound to {tensor_name!r})"
+
+    def bind(want, got, what: str) -> None:
+        if isinstance(want, Var):
+            got = as_index(got, want.dtype)
+            if want in vmap and not an.can_prove_equal(vmap[want], got):
+                raise fail(f"{what} {got}, but {want.name!r} is already bound to {vmap[want]}")
+            vmap.setdefault(want, got)
+        elif not an.can_prove_equal(want, got):
+            raise fail(f"{what} {want} in the declaration, {got} in the region")
+
+    for j, (want, got) in enumerate(zip(declared.shape, shape)):
+        bind(want, got, f"{where}: dimension {j} has extent")
+    if declared.strides:
+        for j, (want, got) in enumerate(zip(declared.strides, mine)):
+            if not is_const_int(an.simplify(shape[j]), 1):
+                bind(want, got, f"{where}: dimension {j} has stride")
+    else:
+        for j, (want, got) in enumerate(zip(compact_strides(shape), mine)):
+            if not is_const_int(an.simplify(shape[j]), 1) and not an.can_prove_equal(want, got):
+                raise fail(f"{where} is compact (no strides declared), but the region has stride {got} in "
+                           f"dimension {j} where a compact one has {want}: declare the buffer with "
+                           "strides=[te.var(...), ..., 1]")
+    if declared.elem_offset is None:
+        if not an.can_prove_equal(offset, 0):
+            raise fail(f"{where} starts at offset 0, but the region starts at element {offset}: declare "
+                       "the buffer with offset_factor=1 (tir.decl_buffer(..., offset_factor=1))")
+    else:
+        bind(declared.elem_offset, offset, f"{where}: elem_offset is")
+    if declared.offset_factor > 1:
+        rem = an.simplify(offset % declared.offset_factor)
+        if is_const_int(rem) and rem.value != 0:
+            raise fail(f"{where}: the region starts at element {offset}, not a multiple of the buffer's "
+                       f"offset_factor {declared.offset_factor}")
+    return Buffer(actual.name, tuple(shape), actual.dtype, actual.data, tuple(mine), offset, actual.scope,
+                  actual.align, declared.offset_factor)
 
 
 @dataclass(frozen=True, eq=False)

@@ -35,13 +35,12 @@ from ..tir.expr import (
     StringImm,
     Var,
     all_of,
-    const,
     is_const_int,
 )
 from ..tir.functor import IRMutator
 from ..tir.indexing import as_index
 from ..tir.stmt import AttrStmt, IfThenElse, Stmt, seq
-from .loop_nest import LoopNestContext, RebindBuffers
+from .loop_nest import LoopNestContext, RebindBuffers, bind_buffer
 
 __all__ = ["tensorize_stmt"]
 
@@ -186,59 +185,7 @@ class _Tensorize:
     def bind(self, ib: Buffer, actual: Buffer, mins, region: list, tensor_name: str, vmap: dict) -> Buffer:
         """``ib`` (an intrinsic's buffer) as a view of ``region`` of ``actual`` (which holds
         the tensor from ``mins`` on); records its symbolic strides, shape and offset in ``vmap``."""
-        an = self.an
-        strides = list(actual.strides) or _row_major(actual.shape)
-        offset = actual.elem_offset if actual.elem_offset is not None else const(0, "int32")
-        for d, (lo, _) in enumerate(region):
-            start = lo if mins is None or is_const_int(mins[d], 0) else lo - mins[d]
-            offset = offset + as_index(start, strides[d].dtype) * strides[d]
-        offset = an.simplify(offset)
-        lead = len(region) - len(ib.shape)
-        if lead < 0:
-            raise self.fail(f"buffer {ib.name!r} has {len(ib.shape)} dimensions, tensor {tensor_name!r} only "
-                            f"{len(region)}")
-        for d in range(lead):
-            if not is_const_int(an.simplify(region[d][1]), 1):
-                raise self.fail(f"the region of {tensor_name!r} spans {region[d][1]} values in dimension "
-                                f"{d}, which buffer {ib.name!r} of the intrinsic does not have")
-        shape = [ext for _, ext in region[lead:]]
-        mine = strides[lead:]
-        where = f"buffer {ib.name!r} (bound to {tensor_name!r})"
-        for j, (want, got) in enumerate(zip(ib.shape, shape)):
-            self._bind(vmap, want, got, f"{where}: dimension {j} has extent")
-        if ib.strides:
-            for j, (want, got) in enumerate(zip(ib.strides, mine)):
-                if not is_const_int(an.simplify(shape[j]), 1):
-                    self._bind(vmap, want, got, f"{where}: dimension {j} has stride")
-        else:
-            for j, (want, got) in enumerate(zip(_row_major(shape), mine)):
-                if not is_const_int(an.simplify(shape[j]), 1) and not an.can_prove_equal(want, got):
-                    raise self.fail(f"{where} is compact (no strides declared), but the region has stride "
-                                    f"{got} in dimension {j} where a compact one has {want}: declare the "
-                                    "buffer with strides=[te.var(...), ..., 1]")
-        if ib.elem_offset is None:
-            if not an.can_prove_equal(offset, 0):
-                raise self.fail(f"{where} starts at offset 0, but the region starts at element {offset}: "
-                                "declare the buffer with offset_factor=1 "
-                                "(tir.decl_buffer(..., offset_factor=1))")
-        else:
-            self._bind(vmap, ib.elem_offset, offset, f"{where}: elem_offset is")
-        if ib.offset_factor > 1:
-            rem = an.simplify(offset % ib.offset_factor)
-            if is_const_int(rem) and rem.value != 0:
-                raise self.fail(f"{where}: the region starts at element {offset}, not a multiple of the "
-                                f"buffer's offset_factor {ib.offset_factor}")
-        return Buffer(actual.name, tuple(shape), actual.dtype, actual.data, tuple(mine), offset, actual.scope,
-                      actual.align, ib.offset_factor)
-
-    def _bind(self, vmap: dict, want, got, what: str) -> None:
-        if isinstance(want, Var):
-            got = as_index(got, want.dtype)
-            if want in vmap and not self.an.can_prove_equal(vmap[want], got):
-                raise self.fail(f"{what} {got}, but {want.name!r} is already bound to {vmap[want]}")
-            vmap.setdefault(want, got)
-        elif not self.an.can_prove_equal(want, got):
-            raise self.fail(f"{what} {want} in the intrinsic, {got} in the region")
+        return bind_buffer(ib, actual, mins, region, tensor_name, vmap, self.an, self.fail)
 
     # ------------------------------------------------------------------ the statement
 
@@ -387,15 +334,6 @@ def _compare(mine: PrimExpr, want: PrimExpr, remap: _Remap, an: Analyzer) -> str
         if expr_key(a) != expr_key(b):
             return f"the stage computes {a}, the intrinsic {b}"
     return ""
-
-
-def _row_major(shape) -> list:
-    strides, stride = [], None
-    for d in reversed(list(shape)):
-        strides.append(stride if stride is not None else const(1, d.dtype))
-        stride = d if stride is None else stride * d
-    return list(reversed(strides))
-
 
 
 def _min(a, b):

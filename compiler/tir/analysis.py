@@ -133,7 +133,7 @@ def stored_buffers(node) -> set[Var]:
     it calls (which may write it: ``call_packed``, ``call_extern``)."""
     stored = {s.buffer.data for s in collect(node, lambda n: isinstance(n, BufferStore))}
     for call in collect(node, lambda n: isinstance(n, Call)):
-        if call.op == ARRAY_HANDLE:  # (data, dtype, access, *shape): "r" is only read
+        if call.op == ARRAY_HANDLE:  # (data, dtype, access, ...): "r" is only read
             if call.args[2].value != "r":
                 stored.add(call.args[0])
             continue

@@ -9,7 +9,7 @@ from ..errors import LoweringError
 from .expr import BufferLoad, Call, IntImm, PrimExpr, StringImm, Var, convert
 from .stmt import BufferStore
 
-__all__ = ["Buffer", "decl_buffer", "SCOPES", "ACCESS_PTR"]
+__all__ = ["Buffer", "decl_buffer", "compact_strides", "SCOPES", "ACCESS_PTR"]
 
 SCOPES = ("global", "shared", "local")
 
@@ -18,6 +18,15 @@ SCOPES = ("global", "shared", "local")
 #: ``mask`` says whether the callee reads ("r"), writes ("w") or both ("rw") ``extent`` elements.
 ACCESS_PTR = "tvm_access_ptr"
 _MASKS = {"r": "r", "w": "w", "rw": "rw", "wr": "rw", 1: "r", 2: "w", 3: "rw"}
+
+
+def compact_strides(shape) -> list:
+    """The strides, in elements, of a compact row-major array of ``shape``."""
+    strides, stride = [], None
+    for d in reversed(list(shape)):
+        strides.append(stride if stride is not None else IntImm(1, d.dtype))
+        stride = d if stride is None else stride * d
+    return list(reversed(strides))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -104,9 +113,9 @@ class Buffer:
         return BufferStore(self, convert(value), begin)
 
 
-def decl_buffer(shape, dtype: str = "float32", name: str = "buffer", data=None, strides=None,
+def decl_buffer(shape, dtype: str | None = "float32", name: str = "buffer", data=None, strides=None,
                 elem_offset=None, scope: str = "global", data_alignment: int = -1,
-                offset_factor: int = 0) -> Buffer:
+                offset_factor: int = 0, buffer_type: str = "", axis_separators=None, span=None) -> Buffer:
     """Declare a buffer, for ``lower(..., binds={tensor: buffer})``, for the buffers of a tensor
     intrinsic (:func:`compiler.te.decl_tensor_intrin`) and for hand-written IR.
 
@@ -114,9 +123,17 @@ def decl_buffer(shape, dtype: str = "float32", name: str = "buffer", data=None, 
     they are bound from the array passed at call time, or from the region a tensorized
     loop nest covers. ``offset_factor`` (TVM's): when nonzero and no ``elem_offset`` is
     given, the offset is a new variable ``<name>_elem_offset``, promised to be a multiple
-    of ``offset_factor``; with 0 the buffer starts at offset 0.
+    of ``offset_factor``; with 0 the buffer starts at offset 0. ``scope=""`` and ``dtype=None``
+    mean "global" and "float32", as in TVM; ``buffer_type="auto_broadcast"`` and
+    ``axis_separators`` are not supported.
     """
-    dtype = dtypes.check(dtype)
+    dtype = dtypes.check(dtype if dtype is not None else "float32")
+    scope = scope or "global"
+    if buffer_type not in ("", "default"):
+        raise LoweringError(f"buffer {name!r}: buffer_type={buffer_type!r} is not supported (only the "
+                            "default buffer type)")
+    if axis_separators:
+        raise LoweringError(f"buffer {name!r}: axis_separators are not supported")
     if scope not in SCOPES:
         raise LoweringError(f"buffer {name!r}: unknown scope {scope!r}; use one of {SCOPES}")
     if isinstance(shape, (int, PrimExpr)):

@@ -40,6 +40,7 @@ CHILDREN: dict[type, tuple[str, ...]] = {
     E.Broadcast: ("value",),
     E.Reduce: ("source", "condition", "sources", "init"),
     S.For: ("min", "extent", "body"),
+    S.While: ("condition", "body"),
     S.BufferStore: ("value", "indices", "predicate"),
     S.Allocate: ("body",),
     S.IfThenElse: ("condition", "then_case", "else_case"),

@@ -260,6 +260,10 @@ class _Steps(Functor):
             yield from self.visit(s.body)
         restore_binding(t.env, s.loop_var, old)
 
+    def visit_While(self, s):
+        while self.t.ev.eval(s.condition):
+            yield from self.visit(s.body)
+
     def visit_Allocate(self, s):
         t = self.t
         buf = s.buffer

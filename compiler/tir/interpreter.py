@@ -140,6 +140,10 @@ class Interpreter(IRVisitor):
             self.visit(s.body)
         restore_binding(self.env, s.loop_var, old)
 
+    def visit_While(self, s: S.While) -> None:
+        while self.ev.eval(s.condition):
+            self.visit(s.body)
+
     def visit_BufferStore(self, s: S.BufferStore) -> None:
         value = self.ev.eval(s.value)
         indices = tuple(self.ev.eval(i) for i in s.indices)

@@ -169,6 +169,10 @@ class _StmtPrinter(LineWriter):
         self._line(f"for {s.loop_var.name} in range({rng}){kind}:")
         self._nested(s.body)
 
+    def visit_While(self, s):
+        self._line(f"while {expr_to_str(s.condition)}:")
+        self._nested(s.body)
+
     def visit_BufferStore(self, s):
         idx = ", ".join(expr_to_str(i) for i in s.indices)
         mask = "" if s.predicate is None else f", mask={expr_to_str(s.predicate)}"

@@ -9,7 +9,7 @@ from typing import Any
 from .expr import IntImm, PrimExpr, Var
 
 __all__ = [
-    "Stmt", "ForKind", "For", "BufferStore", "Allocate", "IfThenElse", "LetStmt", "SeqStmt",
+    "Stmt", "ForKind", "For", "While", "BufferStore", "Allocate", "IfThenElse", "LetStmt", "SeqStmt",
     "Evaluate", "AttrStmt", "seq", "NOP",
 ]
 
@@ -43,6 +43,14 @@ class For(Stmt):
     kind: ForKind
     body: Stmt
     thread_tag: str = ""
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class While(Stmt):
+    """``while condition: body``: ``condition`` is evaluated before every iteration."""
+
+    condition: PrimExpr
+    body: Stmt
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
