@@ -22,6 +22,7 @@ default entity); when it runs to *apply* a point, it returns a
 
 One concept per module:
 
+- :mod:`.axis`: virtual axes (``cfg.axis(n)``) that knobs can be defined on;
 - :mod:`.entity`: one choice of one knob and how it applies to a schedule;
 - :mod:`.knob`: knob spaces (the entities of one knob, default, numeric encoding);
 - :mod:`.constraint`: constraints, and the analysis that counts valid points;
@@ -30,6 +31,7 @@ One concept per module:
 - :mod:`.sampling`: uniform sampling, enumeration and one-knob neighbourhoods.
 """
 
+from search_spaces.space.axis import VirtualAxis
 from search_spaces.space.config import ConfigEntity
 from search_spaces.space.config_space import ConfigSpace
 from search_spaces.space.constraint import EXACT_SIZE_LIMIT
@@ -51,5 +53,5 @@ from search_spaces.space.knob import (
 __all__ = [
     "KnobSpace", "SplitSpace", "ReorderSpace", "AnnotateSpace", "OtherOptionSpace",
     "Entity", "SplitEntity", "ReorderEntity", "AnnotateEntity", "OtherOptionEntity",
-    "ConfigSpace", "ConfigEntity", "EXACT_SIZE_LIMIT",
+    "ConfigSpace", "ConfigEntity", "VirtualAxis", "EXACT_SIZE_LIMIT",
 ]

@@ -11,7 +11,8 @@ from search_spaces.space import (
     ReorderSpace,
     SplitEntity,
     SplitSpace,
+    VirtualAxis,
 )
 
 __all__ = ["ConfigSpace", "ConfigEntity", "SplitSpace", "SplitEntity", "ReorderSpace", "ReorderEntity",
-           "AnnotateSpace", "AnnotateEntity", "OtherOptionSpace", "OtherOptionEntity"]
+           "AnnotateSpace", "AnnotateEntity", "OtherOptionSpace", "OtherOptionEntity", "VirtualAxis"]
