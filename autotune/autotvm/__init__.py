@@ -28,7 +28,8 @@ from .measure import LocalBuilder, LocalRunner, MeasureErrorNo, MeasureInput, Me
 from .record import import_log
 from .task import ApplyConfig, ConfigEntity, ConfigSpace, DispatchContext, FallbackContext, template
 
-__all__ = ["template", "get_config", "env", "task", "measure", "tuner", "callback", "record", "measure_option",
+__all__ = ["env",
+           "template", "get_config", "task", "measure", "tuner", "callback", "record", "measure_option",
            "LocalBuilder", "LocalRunner", "MeasureInput", "MeasureResult", "MeasureErrorNo",
            "apply_history_best", "ApplyHistoryBest", "import_log", "ConfigSpace", "ConfigEntity",
            "DispatchContext", "ApplyConfig", "FallbackContext"]

@@ -120,7 +120,8 @@ class SplitSpace(KnobSpace):
         else:
             if candidate is not None:
                 raise SearchSpaceError(f"split knob {name!r}: candidate= needs policy='candidate'")
-            entities = self._enumerate(policy, max_factor, policy == "factors" if no_tail is None else no_tail)
+            no_tail = policy == "factors" if no_tail is None else no_tail
+            entities = self._enumerate(policy, max_factor, no_tail)
         if filter is not None:
             entities = [e for e in entities if filter(e)]
         super().__init__(name, entities)
@@ -288,7 +289,8 @@ class AnnotateSpace(KnobSpace):
         anns = [a for a in itertools.product(options, repeat=n) if a.count("vec") <= 1]
         super().__init__(name, [AnnotateEntity(a) for a in anns])
         if default is None:  # vectorize the last axis where it may be, annotate little else
-            self.default = max(range(len(anns)), key=lambda k: (anns[k][-1] == "vec", anns[k].count("none"), -k))
+            self.default = max(range(len(anns)),
+                               key=lambda k: (anns[k][-1] == "vec", anns[k].count("none"), -k))
         else:
             self.default = self.index_of(list(default))
 

@@ -28,7 +28,8 @@ from search_spaces import (
 from . import dispatcher, space
 from .dispatcher import ApplyHistoryBest, clear_fallback_cache
 
-__all__ = ["create", "space", "dispatcher", "ApplyHistoryBest", "clear_fallback_cache", "Task", "template", "get_config", "ConfigSpace", "ConfigEntity",
+__all__ = ["dispatcher", "ApplyHistoryBest", "clear_fallback_cache",
+           "create", "space", "Task", "template", "get_config", "ConfigSpace", "ConfigEntity",
            "DispatchContext", "ApplyConfig", "FallbackContext"]
 
 

@@ -32,7 +32,8 @@ class XGBoostCostModel:
     """
 
     def __init__(self, task, feature_type: str, loss_type: str, num_threads: int | None = None,
-                 log_interval: int = 25, upper_model: XGBoostCostModel | None = None, seed: int | None = None):
+                 log_interval: int = 25, upper_model: XGBoostCostModel | None = None,
+                 seed: int | None = None):
         if feature_type not in FEATURE_TYPES:
             raise ValueError(f"XGBoostCostModel: feature_type {feature_type!r} is not supported; "
                              f"use one of {FEATURE_TYPES}")
