@@ -6,8 +6,11 @@ an entity knows how to apply itself to a schedule (``cfg["tile_y"].apply(s, C, y
 The config space is the product of its knobs, filtered by whole-config constraints.
 
 A point of the space is a mixed-radix index: knob ``k`` contributes
-``choice_k * stride_k`` with ``stride_0 = 1`` (the first knob varies fastest), so a
-space of 10**12 points is never enumerated: :meth:`ConfigSpace.from_index`,
+``choice_k * stride_k`` with ``stride_0 = 1`` (the first knob varies fastest), and each
+knob lists its choices in AutoTVM's order, so an index names the same config as in
+AutoTVM. Stored configs are named by their knob values, not their index (a log
+written before a knob's choices changed still reads back). A space of 10**12 points is
+never enumerated: :meth:`ConfigSpace.from_index`,
 :meth:`ConfigSpace.sample`, :meth:`ConfigSpace.neighbors` and
 :meth:`ConfigSpace.encode` all work on indices. Only constraints need evaluation,
 and a constraint that names the knobs it reads (``add_constraint(pred, knobs=...)``)

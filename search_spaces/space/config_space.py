@@ -43,6 +43,7 @@ class ConfigSpace:
         self._parts: list[Part] | None = None
         self._default: ConfigEntity | None = None
         self.flop = 0  # what the template declared with add_flop; 0: counted from the compute
+        self.errors: list[str] = []  # what the template's define run passed to raise_error
 
     # ------------------------------------------------------------------ defining
 
@@ -100,6 +101,16 @@ class ConfigSpace:
         nothing was, what its compute definition counts: declare it when the work happens
         where no count can see it (``te.extern`` calls, a library's kernel)."""
         self.flop += checked_flop(flop)
+
+    def raise_error(self, msg: str) -> None:
+        """AutoTVM's ``cfg.raise_error`` while the space is defined: the template ran with each
+        knob's default, which it may reject; that is noted in :attr:`errors` and nothing more
+        (a config it rejects when applied fails as an instantiation error)."""
+        self.errors.append(msg)
+
+    def valid(self) -> bool:
+        """Whether the define run passed nothing to :meth:`raise_error`."""
+        return not self.errors
 
     def add_constraint(self, predicate: Callable, knobs: Sequence[str] | None = None,
                        name: str | None = None) -> None:

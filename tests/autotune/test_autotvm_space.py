@@ -122,6 +122,10 @@ def test_bad_knobs_raise_clear_errors():
         cfg.define_annotate("l", [cfg.axis(4)], policy="locate_cache")
     with pytest.raises(SearchSpaceError, match="interleave"):
         cfg.define_reorder("r", [cfg.axis(4)], policy="interleave")
+    # while the space is defined, raise_error only notes the error (the defaults may be rejected)
+    assert cfg.valid()
+    cfg.raise_error("too many threads")
+    assert not cfg.valid() and cfg.errors == ["too many threads"]
 
 
 @pytest.fixture(scope="module")
