@@ -153,8 +153,10 @@ class FallbackContext(DispatchContext):
     def _query(self, target_key: str, task) -> ConfigEntity:
         key = (target_key, task.workload_key)
         with self._lock:
-            if key in self.memory:
-                return self.memory[key]
+            known = self.memory.get(key)
+        if known is not None and _fits(task, known):
+            return known
+        with self._lock:
             first = key not in self._warned
             self._warned.add(key)
         if first and not GLOBAL_SCOPE.silent:
@@ -164,7 +166,8 @@ class FallbackContext(DispatchContext):
         cfg = task.config_space.default_config
         cfg = ConfigEntity(cfg.index, dict(cfg.items()), is_fallback=True)
         with self._lock:
-            return self.memory.setdefault(key, cfg)
+            self.memory[key] = cfg
+        return cfg
 
     def update(self, target, workload, cfg: ConfigEntity) -> None:
         """Answer ``cfg`` for ``workload`` (a task or ``(template name, *args)``) on ``target``."""
@@ -183,6 +186,16 @@ class FallbackContext(DispatchContext):
         with self._lock:
             self.memory.clear()
             self._warned.clear()
+
+
+def _fits(task, cfg: ConfigEntity) -> bool:
+    """Whether ``cfg`` is a config of ``task``'s space (a template registered again under the
+    same name may have another space)."""
+    try:
+        task.config_space.from_json(cfg.to_json())
+    except SearchSpaceError:
+        return False
+    return True
 
 
 class ApplyConfig(DispatchContext):

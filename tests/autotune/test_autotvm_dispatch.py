@@ -132,3 +132,30 @@ def test_apply_config_update_and_workload(scale, task):
         ApplyConfig("not a config")
     with pytest.raises(NotImplementedError, match="cannot be updated"):
         DispatchContext().update(None, task.workload, task.config_space.get(0))
+
+
+def test_a_template_registered_again_gets_a_fallback_of_its_new_space():
+    def define(knob):
+        @autotvm.template("test_autotvm_dispatch/again")
+        def again(n):
+            A = te.placeholder((n,), name="A")
+            B = te.compute((n,), lambda i: A[i] * 2.0 - 1.0, name="B")
+            s = te.create_schedule(B.op)
+            cfg = autotvm.get_config()
+            if knob:
+                cfg.define_knob("unused", [1, 2, 3])
+            else:
+                cfg.define_split("tile", B.op.axis[0], num_outputs=2)
+                cfg["tile"].apply(s, B, B.op.axis[0])
+            return s, [A, B]
+
+        return again
+
+    try:
+        with tvm.target.Target("llvm"):
+            define(False)(N)
+            unregister_template("test_autotvm_dispatch/again")
+            s, args = define(True)(N)  # the remembered split config is not of this space
+        _run(s, args)
+    finally:
+        unregister_template("test_autotvm_dispatch/again")
