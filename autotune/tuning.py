@@ -296,12 +296,13 @@ class _Session:
     def _next_configs(self, n: int) -> list:
         """The next batch: the warm-start configs first, then the tuner's proposals; the default
         config leads the first batch either way, so the tuned result is never judged without
-        the baseline a user would otherwise get."""
+        the baseline a user would otherwise get (unless the tuner's ``lead_with_default`` is False,
+        as AutoTVM's are: they measure their own picks only)."""
         if not self.warm and not self.tuner.has_next():
             return []
         take = self._take_warm if self.warm else self.tuner.next_batch
         default = self.task.config_space.default_config
-        if default.index in self.sent:
+        if default.index in self.sent or not self.tuner.lead_with_default:
             return take(n)
         # Take one fewer, so that none is dropped (a tuner never proposes a config twice, so a
         # dropped pick would never be measured); if the default was among them, take one more.

@@ -13,7 +13,7 @@ from __future__ import annotations
 # xgboost is imported where a model is fitted or used: it is heavy, and only the xgb tuner
 # needs it, once it has measurements.
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +25,8 @@ __all__ = ["XGBCostModel", "Group", "LOSS_TYPES"]
 logger = logging.getLogger(__name__)
 
 LOSS_TYPES = ("rank", "reg")
+# base_margin(task, config indices) -> the margin each of their predictions starts from.
+Margin = Callable[[object, list], np.ndarray]
 _OBJECTIVES = {"rank": "rank:pairwise", "reg": "reg:squarederror"}
 
 
@@ -70,9 +72,15 @@ class XGBCostModel:
     def trained(self) -> bool:
         return self._booster is not None
 
-    def fit(self, groups: Sequence[Group]) -> bool:
+    @property
+    def booster(self):
+        """The trained ``xgboost.Booster``, or None before :meth:`fit`."""
+        return self._booster
+
+    def fit(self, groups: Sequence[Group], base_margin: Margin | None = None) -> bool:
         """Train on ``groups`` from scratch; False (and no model) when they hold fewer than
-        two configs with features, or no success."""
+        two configs with features, or no success. ``base_margin(task, indices)``, if given,
+        is the margin each prediction starts from (a base model's, in transfer learning)."""
         import xgboost as xgb
 
         blocks = []
@@ -83,22 +91,28 @@ class XGBCostModel:
             y = _labels(g.task, g.costs)
             if ok.sum() < 2 or not (y[ok] > 0).any():
                 continue
-            blocks.append((x[ok], y[ok]))
+            blocks.append((x[ok], y[ok], g.task, [i for i, keep in zip(g.indices, ok) if keep]))
         if not blocks:
             return False
-        width = max(x.shape[1] for x, _ in blocks)
-        xs = np.concatenate([_pad(x, width) for x, _ in blocks])
-        ys = np.concatenate([y for _, y in blocks])
+        width = max(b[0].shape[1] for b in blocks)
+        xs = np.concatenate([_pad(b[0], width) for b in blocks])
+        ys = np.concatenate([b[1] for b in blocks])
         dtrain = xgb.DMatrix(xs, label=ys)
         if self.loss_type == "rank":
-            dtrain.set_group([len(y) for _, y in blocks])
+            dtrain.set_group([len(b[1]) for b in blocks])
+        if base_margin is not None:
+            dtrain.set_base_margin(np.concatenate([np.asarray(base_margin(task, idx), dtype=np.float64)
+                                                   for _, _, task, idx in blocks]))
         self._booster = xgb.train(self.params, dtrain, num_boost_round=self.num_rounds)
         self._width = width
         logger.debug("cost model trained on %d configs in %d groups", len(ys), len(blocks))
         return True
 
-    def predict(self, task, indices: Sequence[int]) -> np.ndarray:
-        """Scores of ``indices`` in ``task``'s space; -inf for configs without features."""
+    def predict(self, task, indices: Sequence[int], output_margin: bool = False,
+                base_margin: Margin | None = None) -> np.ndarray:
+        """Scores of ``indices`` in ``task``'s space; -inf for configs without features.
+        ``output_margin``: the raw margins (before the objective's transformation);
+        ``base_margin`` as in :meth:`fit`."""
         import xgboost as xgb
 
         if self._booster is None:
@@ -108,7 +122,11 @@ class XGBCostModel:
         x, ok = self.features.get(task, indices, self._width)
         out = np.full(len(indices), -np.inf)
         if ok.any():
-            out[ok] = self._booster.predict(xgb.DMatrix(x[ok]))
+            dtest = xgb.DMatrix(x[ok])
+            if base_margin is not None:
+                kept = [i for i, keep in zip(indices, ok) if keep]
+                dtest.set_base_margin(np.asarray(base_margin(task, kept), dtype=np.float64))
+            out[ok] = self._booster.predict(dtest, output_margin=output_margin)
         return out
 
 

@@ -65,6 +65,9 @@ class Tuner:
 
     name = "tuner"
     default_batch_size = 8  # candidates per round of tune() when its caller gives no batch_size
+    # Whether tune() measures the space's default config in its first batch (the baseline a
+    # user would otherwise get); AutoTVM's tuners measure their own picks only.
+    lead_with_default = True
 
     def __init__(self, task=None, seed: int | None = None, **options):
         if options:

@@ -6,8 +6,11 @@ an entity knows how to apply itself to a schedule (``cfg["tile_y"].apply(s, C, y
 The config space is the product of its knobs, filtered by whole-config constraints.
 
 A point of the space is a mixed-radix index: knob ``k`` contributes
-``choice_k * stride_k`` with ``stride_0 = 1`` (the first knob varies fastest), so a
-space of 10**12 points is never enumerated: :meth:`ConfigSpace.from_index`,
+``choice_k * stride_k`` with ``stride_0 = 1`` (the first knob varies fastest), and each
+knob lists its choices in AutoTVM's order, so an index names the same config as in
+AutoTVM. Stored configs are named by their knob values, not their index (a log
+written before a knob's choices changed still reads back). A space of 10**12 points is
+never enumerated: :meth:`ConfigSpace.from_index`,
 :meth:`ConfigSpace.sample`, :meth:`ConfigSpace.neighbors` and
 :meth:`ConfigSpace.encode` all work on indices. Only constraints need evaluation,
 and a constraint that names the knobs it reads (``add_constraint(pred, knobs=...)``)
@@ -22,6 +25,7 @@ default entity); when it runs to *apply* a point, it returns a
 
 One concept per module:
 
+- :mod:`.axis`: virtual axes (``cfg.axis(n)``) that knobs can be defined on;
 - :mod:`.entity`: one choice of one knob and how it applies to a schedule;
 - :mod:`.knob`: knob spaces (the entities of one knob, default, numeric encoding);
 - :mod:`.constraint`: constraints, and the analysis that counts valid points;
@@ -30,6 +34,7 @@ One concept per module:
 - :mod:`.sampling`: uniform sampling, enumeration and one-knob neighbourhoods.
 """
 
+from search_spaces.space.axis import VirtualAxis
 from search_spaces.space.config import ConfigEntity
 from search_spaces.space.config_space import ConfigSpace
 from search_spaces.space.constraint import EXACT_SIZE_LIMIT
@@ -51,5 +56,5 @@ from search_spaces.space.knob import (
 __all__ = [
     "KnobSpace", "SplitSpace", "ReorderSpace", "AnnotateSpace", "OtherOptionSpace",
     "Entity", "SplitEntity", "ReorderEntity", "AnnotateEntity", "OtherOptionEntity",
-    "ConfigSpace", "ConfigEntity", "EXACT_SIZE_LIMIT",
+    "ConfigSpace", "ConfigEntity", "VirtualAxis", "EXACT_SIZE_LIMIT",
 ]

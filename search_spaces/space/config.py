@@ -8,8 +8,11 @@ import numbers
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from search_spaces.errors import SearchSpaceError
-from search_spaces.space.entity import Entity
+import numpy as np
+
+from search_spaces.errors import InstantiationError, SearchSpaceError
+from search_spaces.space.axis import VirtualAxis
+from search_spaces.space.entity import AnnotateEntity, Entity, OtherOptionEntity, ReorderEntity, SplitEntity
 
 if TYPE_CHECKING:
     from search_spaces.space.config_space import ConfigSpace
@@ -24,10 +27,15 @@ class ConfigEntity:
     ``define_*`` calls do nothing. :meth:`to_json` / :meth:`from_json` round-trip it.
     """
 
+    code_hash = None  # AutoTVM's hash of the template's code; not kept here
+
     def __init__(self, index: int, entities: dict[str, Entity], is_fallback: bool = False):
         self.index = int(index)
         self._entities = dict(entities)
         self.is_fallback = is_fallback
+
+    axis = staticmethod(VirtualAxis)
+    reduce_axis = axis
 
     def __getitem__(self, name: str) -> Entity:
         try:
@@ -66,6 +74,47 @@ class ConfigEntity:
     def add_flop(self, flop) -> None:
         """Checks ``flop`` only, in apply mode: the task took the count when it defined the space."""
         checked_flop(flop)
+
+    def raise_error(self, msg: str) -> None:
+        """Reject this config from inside the template (AutoTVM's ``cfg.raise_error``): raises
+        :class:`InstantiationError` with ``msg``, which fails the config's measurement as an
+        instantiation error."""
+        raise InstantiationError(msg, config=self)
+
+    def valid(self) -> bool:
+        """True: a config whose template called :meth:`raise_error` never got this far."""
+        return True
+
+    def get_flatten_feature(self) -> np.ndarray:
+        """The knob values as one float32 vector, as AutoTVM's ``get_flatten_feature``: split
+        sizes (the outermost as -1), permutations, a one-hot code of each annotation, and
+        ``define_knob`` values (which must then be numbers)."""
+        out: list[float] = []
+        for name, e in self._entities.items():
+            if isinstance(e, SplitEntity):
+                out += [-1, *e.size[1:]]
+            elif isinstance(e, ReorderEntity):
+                out += e.perm
+            elif isinstance(e, AnnotateEntity):
+                for ann in e.anns:
+                    hot = [0] * len(_ANN_ONE_HOT)
+                    hot[_ANN_ONE_HOT[ann] if isinstance(ann, str) else _ANN_ONE_HOT["none"]] = 1
+                    out += hot
+            elif isinstance(e, OtherOptionEntity):
+                if isinstance(e.val, bool) or not isinstance(e.val, numbers.Real):
+                    raise SearchSpaceError(f"get_flatten_feature: knob {name!r} has the value {e.val!r}, "
+                                           "not a number")
+                out.append(e.val)
+        return np.array(out, dtype=np.float32)
+
+    def get_other_option(self) -> dict:
+        """``{knob name: value}`` of the ``define_knob`` knobs."""
+        return {k: e.val for k, e in self._entities.items() if isinstance(e, OtherOptionEntity)}
+
+    def __str__(self) -> str:
+        """AutoTVM's form: ``[('tile_x', [-1, 8]), ('unroll', 1)],None,<index>``."""
+        return f"[{', '.join(f'({k!r}, {_autotvm_str(e)})' for k, e in self._entities.items())}]," \
+               f"{self.code_hash},{self.index}"
 
     def to_json(self) -> dict:
         """``{"index": int, "knobs": {name: value}}``; plain JSON data."""
@@ -113,6 +162,22 @@ class ConfigEntity:
     def __repr__(self) -> str:
         body = ", ".join(f"{k}={e.value()!r}" for k, e in self._entities.items())
         return f"ConfigEntity(index={self.index}, {body})"
+
+
+# AutoTVM's one-hot positions of annotations in get_flatten_feature.
+_ANN_ONE_HOT = {"none": 0, "vec": 1, "unroll": 2, "blockIdx.x": 3, "blockIdx.y": 4, "blockIdx.z": 5,
+                "threadIdx.x": 6, "threadIdx.y": 7, "threadIdx.z": 8, "vthread": 9, "fuse": 10}
+
+
+def _autotvm_str(entity: Entity) -> str:
+    """An entity as AutoTVM prints it inside a config."""
+    if isinstance(entity, SplitEntity):
+        return str([-1, *entity.size[1:]])
+    if isinstance(entity, ReorderEntity):
+        return str(list(entity.perm))
+    if isinstance(entity, AnnotateEntity):
+        return str(list(entity.anns))
+    return str(entity.value())
 
 
 def checked_flop(flop) -> float:

@@ -16,6 +16,7 @@ import numpy as np
 
 from search_spaces.errors import SearchSpaceError
 from search_spaces.space import sampling
+from search_spaces.space.axis import VirtualAxis, axis_length
 from search_spaces.space.config import ConfigEntity, checked_flop
 from search_spaces.space.constraint import Constraint, Part, analyse, violated
 from search_spaces.space.entity import Entity
@@ -42,6 +43,7 @@ class ConfigSpace:
         self._parts: list[Part] | None = None
         self._default: ConfigEntity | None = None
         self.flop = 0  # what the template declared with add_flop; 0: counted from the compute
+        self.errors: list[str] = []  # what the template's define run passed to raise_error
 
     # ------------------------------------------------------------------ defining
 
@@ -53,30 +55,45 @@ class ConfigSpace:
         self.space_map[knob.name] = knob
         self._invalidate()
 
+    @staticmethod
+    def axis(var, name: str | None = None) -> VirtualAxis:
+        """A virtual axis (AutoTVM's ``cfg.axis``): ``var`` is its length or an IterVar.
+        Knobs may be defined on it, and reorder candidates name it."""
+        return VirtualAxis(var, name)
+
+    reduce_axis = axis
+
     def define_split(self, name: str, axis, policy: str = "factors", num_outputs: int = 2,
                      max_factor: int | None = None, filter: Callable | None = None,
-                     default: Sequence[int] | None = None) -> None:
-        """A knob splitting ``axis`` (an IterVar of constant extent, or the extent).
+                     default: Sequence[int] | None = None, candidate: Sequence[Sequence[int]] | None = None,
+                     no_tail: bool | None = None) -> None:
+        """A knob splitting ``axis`` (an IterVar of constant extent, a ``cfg.axis``, or the extent).
 
-        ``default`` gives preferred sizes (outermost first, -1 for "the rest"); the
-        closest choice becomes the default, which otherwise aims the innermost size at
-        a vector width.
+        ``policy`` is ``"factors"``, ``"power2"``, ``"verbose"`` or ``"candidate"`` (with
+        ``candidate=[[sizes], ...]``), as in AutoTVM (see :class:`SplitSpace`). ``default``
+        gives preferred sizes (outermost first, -1 for "the rest"); the closest choice
+        becomes the default, which otherwise aims the innermost size at a vector width.
         """
-        self._add(SplitSpace(name, _extent(axis, name), policy, num_outputs, max_factor, filter, default))
+        self._add(SplitSpace(name, axis_length(axis, name), policy, num_outputs, max_factor, filter, default,
+                             candidate, no_tail))
 
     def define_reorder(self, name: str, axes: Sequence, policy: str = "all", candidate=None,
                        interval: tuple[int, int] | None = None, default: Sequence[int] | None = None) -> None:
-        """A knob choosing the order of ``axes`` (identity order by default)."""
+        """A knob choosing the order of ``axes``: ``policy`` is ``"all"``, ``"identity"``,
+        ``"interval_all"`` (with ``interval=(lo, hi)``) or ``"candidate"`` (identity order
+        by default)."""
         self._add(ReorderSpace(name, axes, policy, candidate, interval, default))
 
     def define_annotate(self, name: str, axes: Sequence, policy: str = "try_unroll",
-                        default: Sequence[str] | None = None) -> None:
-        """A knob choosing unroll/vectorize annotations of ``axes``."""
-        self._add(AnnotateSpace(name, axes, policy, default))
+                        default: Sequence[str] | None = None, num_anchor: int | None = None) -> None:
+        """A knob choosing annotations of ``axes`` (``"try_unroll"``, ``"try_vec"``,
+        ``"try_unroll_vec"``..., or ``"locate_cache"`` with ``num_anchor``; see
+        :class:`AnnotateSpace`)."""
+        self._add(AnnotateSpace(name, axes, policy, default, num_anchor))
 
-    def define_knob(self, name: str, candidates: Sequence, default=None) -> None:
-        """A knob choosing one of ``candidates`` (the first by default)."""
-        self._add(OtherOptionSpace(name, candidates, default))
+    def define_knob(self, name: str, candidate: Sequence, default=None) -> None:
+        """A knob choosing one of ``candidate`` (the first by default)."""
+        self._add(OtherOptionSpace(name, candidate, default))
 
     def add_flop(self, flop) -> None:
         """Declare ``flop`` arithmetic operations of one run of the template (AutoTVM's
@@ -84,6 +101,16 @@ class ConfigSpace:
         nothing was, what its compute definition counts: declare it when the work happens
         where no count can see it (``te.extern`` calls, a library's kernel)."""
         self.flop += checked_flop(flop)
+
+    def raise_error(self, msg: str) -> None:
+        """AutoTVM's ``cfg.raise_error`` while the space is defined: the template ran with each
+        knob's default, which it may reject; that is noted in :attr:`errors` and nothing more
+        (a config it rejects when applied fails as an instantiation error)."""
+        self.errors.append(msg)
+
+    def valid(self) -> bool:
+        """Whether the define run passed nothing to :meth:`raise_error`."""
+        return not self.errors
 
     def add_constraint(self, predicate: Callable, knobs: Sequence[str] | None = None,
                        name: str | None = None) -> None:
@@ -199,6 +226,16 @@ class ConfigSpace:
     def violated_constraint(self, entities: dict[str, Entity]) -> Constraint | None:
         """The first constraint that the knob entities ``entities`` break, or None."""
         return violated(self._constraints, entities)
+
+    @property
+    def range_length(self) -> int:
+        """The number of indices, valid or not (AutoTVM's ``range_length``): :attr:`raw_size`."""
+        return self.raw_size
+
+    def is_index_valid(self, index: int) -> bool:
+        """Whether ``index`` (``0 <= index < range_length``) is a config that satisfies every
+        constraint (AutoTVM's ``is_index_valid``)."""
+        return self.is_valid(index)
 
     def is_valid(self, index: int) -> bool:
         """Whether the config at ``index`` satisfies every constraint."""
@@ -325,16 +362,3 @@ class ConfigSpace:
     def from_json(self, data: dict | str) -> ConfigEntity:
         """Read back a config written by :meth:`ConfigEntity.to_json`, validated against this space."""
         return ConfigEntity.from_json(self, data)
-
-
-def _extent(axis, name: str) -> int:
-    if isinstance(axis, (int, np.integer)) and not isinstance(axis, bool):
-        return int(axis)
-    dom = getattr(axis, "dom", None)
-    extent = getattr(dom, "extent", None)
-    value = getattr(extent, "value", None)
-    if isinstance(value, int):
-        return value
-    raise SearchSpaceError(f"split knob {name!r}: needs an axis of constant extent (an original axis "
-                           f"of a compute with a constant shape) or the extent as an int, got {axis!r}")
-

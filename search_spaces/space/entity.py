@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 
 from compiler.schedule import Stage
+from search_spaces.errors import SearchSpaceError
 
 __all__ = ["Entity", "SplitEntity", "ReorderEntity", "AnnotateEntity", "OtherOptionEntity"]
 
@@ -74,28 +75,49 @@ class ReorderEntity(Entity):
 
 
 class AnnotateEntity(Entity):
-    """One annotation per axis: ``"none"``, ``"unroll"`` or ``"vec"``."""
+    """One annotation per axis (``"none"``, ``"unroll"`` or ``"vec"``), or, for a
+    ``locate_cache`` knob, the positions of the axes that caches are attached at."""
 
     __slots__ = ("anns",)
 
-    def __init__(self, anns: Sequence[str]):
-        self.anns = tuple(str(a) for a in anns)
+    def __init__(self, anns: Sequence):
+        self.anns = tuple(a if isinstance(a, int) and not isinstance(a, bool) else str(a) for a in anns)
 
-    def value(self) -> list[str]:
+    def value(self) -> list:
         return list(self.anns)
 
     def apply(self, s, op, axes: Sequence, axis_lens: Sequence[int] | None = None,
-              max_unroll: int | None = None) -> list:
-        """Annotate ``axes`` of ``op``'s stage. With ``axis_lens`` and ``max_unroll``,
-        an ``"unroll"`` on an axis longer than ``max_unroll`` is skipped (code size)."""
+              max_unroll: int | None = None, vec_size: Sequence[int] | None = None, cfg=None,
+              source: Sequence | None = None) -> list:
+        """Annotate ``axes`` of ``op``'s stage, as AutoTVM's ``AnnotateEntity.apply``.
+
+        With ``axis_lens`` and ``max_unroll``, an ``"unroll"`` of an axis longer than
+        ``max_unroll`` is an error of the config when ``cfg`` is given
+        (``cfg.raise_error``), and is skipped otherwise (code size); with ``vec_size``, so is
+        a ``"vec"`` of an axis whose length is not in it. ``source`` (a ``locate_cache``
+        knob): ``source[k]`` lists the tensors computed at axis ``axes[anns[k]]``.
+        """
         stage = _stage(s, op)
+        if source is not None:
+            for tensors, at in zip(source, self.anns, strict=True):
+                for t in tensors:
+                    s[t].compute_at(stage, axes[at])
+            return list(axes)
         for k, (ax, ann) in enumerate(zip(axes, self.anns, strict=True)):
             if ann == "unroll":
                 if axis_lens is not None and max_unroll is not None and axis_lens[k] > max_unroll:
-                    continue
+                    if cfg is None:
+                        continue
+                    cfg.raise_error("Too large factor for unrolling")
                 stage.unroll(ax)
             elif ann == "vec":
+                if vec_size is not None and axis_lens is not None and axis_lens[k] not in vec_size:
+                    if cfg is None:
+                        continue
+                    cfg.raise_error("Wrong size of lanes in vectorization")
                 stage.vectorize(ax)
+            elif ann != "none":
+                raise SearchSpaceError(f"annotation {ann!r} cannot be applied to an axis")
         return list(axes)
 
 

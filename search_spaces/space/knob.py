@@ -64,50 +64,104 @@ class KnobSpace:
         return f"{type(self).__name__}({self.name!r}, {len(self)} choices)"
 
 
+def _candidates(name: str, candidate) -> list:
+    """The candidate sizes of a ``policy="candidate"`` split, checked to be a list of lists."""
+    if not candidate or isinstance(candidate, (str, bytes)):
+        raise SearchSpaceError(f"split knob {name!r}: policy 'candidate' needs candidate=[[sizes], ...]")
+    out = []
+    for size in candidate:
+        if isinstance(size, (str, bytes)) or not isinstance(size, Sequence):
+            raise SearchSpaceError(f"split knob {name!r}: candidate {size!r} is not a list of sizes")
+        out.append(size)
+    return out
+
+
 def _divisors(n: int) -> list[int]:
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
     return sorted(set(small + [n // d for d in small]))
 
 
 class SplitSpace(KnobSpace):
-    """Ways to split an axis of ``extent`` into ``num_outputs`` nested axes.
+    """Ways to split an axis of ``extent`` into ``num_outputs`` nested axes, in AutoTVM's order.
 
-    Policies: ``"factors"`` (inner sizes divide the extent exactly), ``"power2"``
-    (inner sizes are powers of two; the outer loop is guarded where they overshoot)
-    and ``"verbose"`` (divisors and powers of two). ``max_factor`` bounds each inner
-    size; ``filter(entity) -> bool`` drops choices.
+    Policies (AutoTVM's): ``"factors"`` (inner sizes divide the extent exactly),
+    ``"power2"`` (inner sizes are powers of two; the outer loop is guarded where they
+    overshoot), ``"verbose"`` (divisors and powers of two) and ``"candidate"`` (the sizes
+    listed in ``candidate``, outermost first; an outermost ``-1`` means "the rest").
+    ``max_factor`` bounds each inner size; ``filter(entity) -> bool`` drops choices;
+    ``no_tail`` (default: only for ``"factors"``) keeps only splits whose sizes multiply to
+    the extent.
+
+    The choices are listed as AutoTVM lists them, so that a config index means the same
+    config as in AutoTVM: inner sizes from the candidate factors, the innermost size varying
+    slowest and the second outermost fastest; ``"verbose"`` takes its factors in the order of
+    AutoTVM's set of them. An entity's ``size`` is complete (``size[0]`` is
+    ``ceil(extent / prod(size[1:]))``, where AutoTVM writes -1).
     """
 
     kind = "split"
+    POLICIES = ("factors", "power2", "verbose", "candidate")
 
     def __init__(self, name: str, extent: int, policy: str = "factors", num_outputs: int = 2,
                  max_factor: int | None = None, filter: Callable | None = None,
-                 default: Sequence[int] | None = None):
+                 default: Sequence[int] | None = None, candidate: Sequence[Sequence[int]] | None = None,
+                 no_tail: bool | None = None):
         if not isinstance(extent, int) or isinstance(extent, bool) or extent < 1:
             raise SearchSpaceError(f"split knob {name!r}: the axis extent must be a positive "
                                    f"constant int, got {extent!r}")
         if not isinstance(num_outputs, int) or not 2 <= num_outputs <= 4:
             raise SearchSpaceError(f"split knob {name!r}: num_outputs must be 2, 3 or 4, got {num_outputs!r}")
-        if policy not in ("factors", "power2", "verbose"):
+        if policy not in self.POLICIES:
             raise SearchSpaceError(f"split knob {name!r}: unknown policy {policy!r}; "
-                                   "use 'factors', 'power2' or 'verbose'")
+                                   f"use one of {', '.join(map(repr, self.POLICIES))}")
         self.extent, self.policy, self.num_outputs = extent, policy, num_outputs
-        limit = extent if max_factor is None else min(extent, int(max_factor))
-        pow2 = [1 << k for k in range(extent.bit_length()) if (1 << k) <= limit]
-        divs = [d for d in _divisors(extent) if d <= limit]
-        cands = {"factors": divs, "power2": pow2, "verbose": sorted(set(divs) | set(pow2))}[policy]
-        entities = []
-        for inner in itertools.product(cands, repeat=num_outputs - 1):
-            prod = math.prod(inner)
-            if policy == "factors" and extent % prod:
-                continue
-            if prod > extent:
-                continue
-            e = SplitEntity((-(-extent // prod),) + inner)
-            if filter is None or filter(e):
-                entities.append(e)
+        if policy == "candidate":
+            entities = [self._candidate(name, size) for size in _candidates(name, candidate)]
+        else:
+            if candidate is not None:
+                raise SearchSpaceError(f"split knob {name!r}: candidate= needs policy='candidate'")
+            no_tail = policy == "factors" if no_tail is None else no_tail
+            entities = self._enumerate(policy, max_factor, no_tail)
+        if filter is not None:
+            entities = [e for e in entities if filter(e)]
         super().__init__(name, entities)
         self.default = self._closest(default)
+
+    def _enumerate(self, policy: str, max_factor: int | None, no_tail: bool) -> list[SplitEntity]:
+        extent = self.extent
+        limit = extent if max_factor is None else min(extent, int(max_factor))
+        divs = _divisors(extent)
+        pow2 = [1 << k for k in range(extent.bit_length())]
+        if policy == "verbose":
+            # AutoTVM lists the union of the two sets as the set iterates; for ints that order
+            # is fixed, and the config index depends on it.
+            factors = list(set(divs) | set(pow2))
+        else:
+            factors = divs if policy == "factors" else pow2
+        factors = [f for f in factors if f <= limit]
+        entities = []
+        # AutoTVM's depth-first walk picks the innermost size in its outermost loop.
+        for picked in itertools.product(factors, repeat=self.num_outputs - 1):
+            inner = picked[::-1]
+            prod = math.prod(inner)
+            if prod > extent or (no_tail and extent % prod):
+                continue
+            entities.append(SplitEntity((-(-extent // prod),) + inner))
+        return entities
+
+    def _candidate(self, name: str, size) -> SplitEntity:
+        size = list(size)
+        if len(size) != self.num_outputs:
+            raise SearchSpaceError(f"split knob {name!r}: candidate {size!r} has {len(size)} sizes, "
+                                   f"num_outputs is {self.num_outputs}")
+        inner = size[1:]
+        if any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in inner):
+            raise SearchSpaceError(f"split knob {name!r}: candidate {size!r} needs positive int inner sizes")
+        outer = -(-self.extent // math.prod(inner))
+        if size[0] != -1 and size[0] != outer:
+            raise SearchSpaceError(f"split knob {name!r}: candidate {size!r} splits an axis of "
+                                   f"{self.extent}, so its outermost size is {outer} (or -1)")
+        return SplitEntity([outer] + inner)
 
     def _closest(self, hint: Sequence[int] | None) -> int:
         """The entity nearest (in log2 distance of the inner sizes) to ``hint``.
@@ -147,8 +201,9 @@ class SplitSpace(KnobSpace):
 
 
 class ReorderSpace(KnobSpace):
-    """Orders of ``n`` axes: ``"all"`` permutations, permutations of an ``interval``
-    ``(lo, hi)`` only, or a ``"candidate"`` list of orders."""
+    """Orders of ``n`` axes (AutoTVM's policies): ``"all"`` permutations, ``"identity"`` only,
+    permutations of an ``interval=(lo, hi)`` only (``"interval_all"``, or ``"interval"``), or
+    a ``"candidate"`` list of orders (each a list of the knob's axes, or their positions)."""
 
     kind = "reorder"
 
@@ -157,7 +212,9 @@ class ReorderSpace(KnobSpace):
         n = len(axes)
         if policy == "all":
             perms = list(itertools.permutations(range(n)))
-        elif policy == "interval":
+        elif policy == "identity":
+            perms = [tuple(range(n))]
+        elif policy in ("interval", "interval_all"):
             lo, hi = interval if interval is not None else (0, n)
             if not 0 <= lo <= hi <= n:
                 raise SearchSpaceError(f"reorder knob {name!r}: interval {interval!r} is not within 0..{n}")
@@ -181,7 +238,8 @@ class ReorderSpace(KnobSpace):
                 perms.append(tuple(perm))
         else:
             raise SearchSpaceError(f"reorder knob {name!r}: unknown policy {policy!r}; "
-                                   "use 'all', 'interval' or 'candidate'")
+                                   "use 'all', 'identity', 'interval_all' or 'candidate' "
+                                   "('interleave' is not supported)")
         super().__init__(name, [ReorderEntity(p) for p in perms])
         if default is not None:
             self.default = self.index_of(list(default))
@@ -191,40 +249,53 @@ class ReorderSpace(KnobSpace):
 
 
 _ANN_CODES = {"none": 0.0, "unroll": 1.0, "vec": 2.0}
+_ANNOTATIONS = ("none", "unroll", "vec")
 
 
 class AnnotateSpace(KnobSpace):
-    """Annotations of ``n`` axes.
+    """Annotations of ``n`` axes, listed in AutoTVM's order.
 
-    ``"try_unroll"``: each axis unrolled or not. ``"try_vec"``: the last (innermost)
-    axis vectorized or not. ``"try_unroll_vec"``: both. Only the last axis is ever
-    vectorized, because only an innermost loop can be.
+    A policy is a ``_``-separated list of annotations, ``try`` meaning "or none":
+    ``"try_unroll"`` (each axis unrolled or not), ``"try_vec"`` (at most one axis
+    vectorized), ``"try_unroll_vec"`` (each axis none, unrolled or vectorized, at most one
+    vectorized), ``"unroll"``, ``"vec"``... as AutoTVM enumerates them (the first axis varies
+    slowest). ``"locate_cache"`` chooses ``num_anchor`` of the axes (increasing positions)
+    to attach caches at (``entity.apply(s, op, axes, source=[[cache, ...], ...])``).
+    The default vectorizes the last axis where the policy may, and annotates nothing else.
     """
 
     kind = "annotate"
 
     def __init__(self, name: str, axes: Sequence, policy: str = "try_unroll",
-                 default: Sequence[str] | None = None):
+                 default: Sequence[str] | None = None, num_anchor: int | None = None):
         n = len(axes)
         if n < 1:
             raise SearchSpaceError(f"annotate knob {name!r} needs at least one axis")
-        unroll = ["none", "unroll"]
-        if policy == "try_unroll":
-            options = [unroll] * n
-        elif policy == "try_vec":
-            options = [["none"]] * (n - 1) + [["none", "vec"]]
-        elif policy == "try_unroll_vec":
-            options = [unroll] * (n - 1) + [["none", "unroll", "vec"]]
+        self.policy = policy
+        if policy == "locate_cache":
+            if not isinstance(num_anchor, int) or not 1 <= num_anchor <= n:
+                raise SearchSpaceError(f"annotate knob {name!r}: 'locate_cache' needs num_anchor, "
+                                       f"an int in 1..{n}, got {num_anchor!r}")
+            super().__init__(name, [AnnotateEntity(c) for c in itertools.combinations(range(n), num_anchor)])
+            if default is not None:
+                self.default = self.index_of(list(default))
+            return
+        options = policy.replace("try", "none").split("_") if isinstance(policy, str) else [None]
+        if any(o not in _ANNOTATIONS for o in options):
+            raise SearchSpaceError(f"annotate knob {name!r}: unknown policy {policy!r}; use 'try_unroll', "
+                                   "'try_vec', 'try_unroll_vec', 'unroll', 'vec' or 'locate_cache' "
+                                   "('bind_gpu' is not supported)")
+        # Every combination with at most one vectorized axis, the first axis varying slowest.
+        anns = [a for a in itertools.product(options, repeat=n) if a.count("vec") <= 1]
+        super().__init__(name, [AnnotateEntity(a) for a in anns])
+        if default is None:  # vectorize the last axis where it may be, annotate little else
+            self.default = max(range(len(anns)),
+                               key=lambda k: (anns[k][-1] == "vec", anns[k].count("none"), -k))
         else:
-            raise SearchSpaceError(f"annotate knob {name!r}: unknown policy {policy!r}; "
-                                   "use 'try_unroll', 'try_vec' or 'try_unroll_vec'")
-        super().__init__(name, [AnnotateEntity(a) for a in itertools.product(*options)])
-        if default is None:  # vectorize what may be vectorized, unroll nothing
-            default = ["none"] * (n - 1) + ["vec" if "vec" in options[-1] else "none"]
-        self.default = self.index_of(list(default))
+            self.default = self.index_of(list(default))
 
     def features(self, entity: Entity) -> list[float]:
-        return [_ANN_CODES[a] for a in entity.anns]
+        return [_ANN_CODES[a] if isinstance(a, str) else float(a) for a in entity.anns]
 
 
 class OtherOptionSpace(KnobSpace):

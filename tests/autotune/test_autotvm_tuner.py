@@ -123,7 +123,7 @@ def test_callbacks_refuse_what_they_cannot_do(task):
     with pytest.raises(ValueError, match="si_prefix"):
         autotvm.callback.progress_bar(3, si_prefix="X")
     with pytest.raises(ValueError, match="range_idx"):
-        autotvm.tuner.RandomTuner(task, range_idx=(0, 3))
+        autotvm.tuner.RandomTuner(task, range_idx=(3, 3 + len(task.config_space)))
     with pytest.raises(ValueError, match="optimizer"):
         autotvm.tuner.XGBTuner(task, optimizer="reg")
 

@@ -82,9 +82,11 @@ def test_annotate_policies():
     assert [e.anns for e in AnnotateSpace("a", [0, 1], "try_unroll").entities] == [
         ("none", "none"), ("none", "unroll"), ("unroll", "none"), ("unroll", "unroll")]
     vec = AnnotateSpace("a", [0, 1], "try_vec")
-    assert [e.anns for e in vec.entities] == [("none", "none"), ("none", "vec")]
+    # AutoTVM's enumeration: any one axis may be vectorized, the first axis varies slowest.
+    assert [e.anns for e in vec.entities] == [("none", "none"), ("none", "vec"), ("vec", "none")]
     assert vec[vec.default].anns == ("none", "vec")
-    assert len(AnnotateSpace("a", [0, 1, 2], "try_unroll_vec")) == 2 * 2 * 3
+    # 3 axes, each none/unroll/vec with at most one vec: 2**3 + 3 * 2**2
+    assert len(AnnotateSpace("a", [0, 1, 2], "try_unroll_vec")) == 8 + 12
 
 
 def test_define_knob_and_bad_candidates():

@@ -25,9 +25,11 @@ from search_spaces import (
     get_config,
 )
 
-from . import space
+from . import dispatcher, space
+from .dispatcher import ApplyHistoryBest, clear_fallback_cache
 
-__all__ = ["create", "space", "Task", "template", "get_config", "ConfigSpace", "ConfigEntity",
+__all__ = ["dispatcher", "ApplyHistoryBest", "clear_fallback_cache",
+           "create", "space", "Task", "template", "get_config", "ConfigSpace", "ConfigEntity",
            "DispatchContext", "ApplyConfig", "FallbackContext"]
 
 

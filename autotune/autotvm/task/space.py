@@ -1,5 +1,7 @@
-"""AutoTVM's ``autotvm.task.space``: knobs, entities and config spaces (:mod:`search_spaces.space`)."""
+"""AutoTVM's ``autotvm.task.space``: knobs, entities and config spaces (:mod:`search_spaces.space`),
+and ``InstantiationError``, what ``cfg.raise_error`` raises."""
 
+from search_spaces.errors import InstantiationError
 from search_spaces.space import (
     AnnotateEntity,
     AnnotateSpace,
@@ -11,7 +13,9 @@ from search_spaces.space import (
     ReorderSpace,
     SplitEntity,
     SplitSpace,
+    VirtualAxis,
 )
 
 __all__ = ["ConfigSpace", "ConfigEntity", "SplitSpace", "SplitEntity", "ReorderSpace", "ReorderEntity",
-           "AnnotateSpace", "AnnotateEntity", "OtherOptionSpace", "OtherOptionEntity"]
+           "AnnotateSpace", "AnnotateEntity", "OtherOptionSpace", "OtherOptionEntity", "VirtualAxis",
+           "InstantiationError"]

@@ -1,12 +1,13 @@
-"""AutoTVM's tuner classes: ``RandomTuner``, ``GridSearchTuner``, ``GATuner``, ``XGBTuner``.
+"""AutoTVM's ``Tuner``: what AutoTVM's tuners add to this project's (:mod:`autotune.tuner`).
 
-Each is this project's tuner of the same strategy (:mod:`autotune.tuner`) with
-AutoTVM's constructor and its ``tune(n_trial, measure_option, early_stopping,
-callbacks)``, which runs :func:`autotune.tune` (the one tuning loop) and calls the
-callbacks as AutoTVM does, ``callback(tuner, inputs, results)``. As in AutoTVM,
-results go where the callbacks put them: the loop itself tunes into an in-memory log,
-makes ``n_trial`` trials (fewer when the space runs out or ``early_stopping`` stops
-it) and measures nothing more.
+``tune(n_trial, measure_option, early_stopping, callbacks)`` runs :func:`autotune.tune`
+(the one tuning loop) and calls the callbacks as AutoTVM does, ``callback(tuner, inputs,
+results)``. As in AutoTVM, results go where the callbacks put them: the loop itself tunes
+into an in-memory log, makes ``n_trial`` trials of the tuner's picks (fewer when the space
+runs out or ``early_stopping`` stops it) and measures nothing more. ``has_next()``,
+``next_batch(n)``, ``update(inputs, results)``, ``load_history(data_set)``, ``reset()``,
+``best_config``, ``best_flops``, ``best_measure_pair`` and ``best_iter`` mean what they
+mean in AutoTVM.
 """
 
 from __future__ import annotations
@@ -15,21 +16,23 @@ import logging
 from collections.abc import Callable, Sequence
 
 from autotune import tuning
-from autotune.tuner import ga_tuner, grid_tuner, random_tuner, xgb_tuner
 
-from . import measure
-from .measure import MeasureInput, MeasureResult
+from .. import measure
+from ..measure import MeasureInput, MeasureResult
 
-__all__ = ["Tuner", "RandomTuner", "GridSearchTuner", "GATuner", "XGBTuner"]
+__all__ = ["Tuner"]
 
 # AutoTVM scripts configure the "autotvm" logger to watch each trial; it gets the same lines here.
 logger = logging.getLogger("autotvm")
 
 
 class Tuner:
-    """What AutoTVM's tuners add to ours: :meth:`tune`, ``best_flops``, ``best_measure_pair``
-    and ``best_iter``."""
+    """What AutoTVM's tuners add to ours (a mixin before a :class:`autotune.tuner.Tuner`):
+    :meth:`tune`, :meth:`reset`, an :meth:`update` that takes AutoTVM's measure results,
+    ``best_flops``, ``best_measure_pair`` and ``best_iter`` (kept by :meth:`tune`, as in
+    AutoTVM)."""
 
+    lead_with_default = False  # AutoTVM's tune() measures the tuner's picks only
     best_flops: float = 0.0
     best_measure_pair: tuple | None = None
     best_iter: int = 0
@@ -66,6 +69,19 @@ class Tuner:
             if measure_option is None:
                 options.close()
 
+    def update(self, inputs: Sequence, results: Sequence) -> None:
+        """Learn from measured ``inputs`` (with ``.config``) and their ``results``: AutoTVM's
+        ``MeasureResult`` (``error_no``, ``costs``) or this project's."""
+        super().update(inputs, [_seconds(r) if hasattr(r, "error_no") else r for r in results])
+
+    def reset(self) -> None:
+        """Forget the best measurement (AutoTVM's ``reset``); what was measured stays measured."""
+        self.best_config = None
+        self.best_cost = float("inf")
+        self.best_flops = 0.0
+        self.best_measure_pair = None
+        self.best_iter = 0
+
     def load_history(self, data_set, min_seed_records: int = 500) -> None:
         """AutoTVM's ``load_history``: ``(MeasureInput, MeasureResult)`` pairs, such as
         :func:`autotune.autotvm.record.load_from_file` gives. Configs of this tuner's task
@@ -91,6 +107,7 @@ class Tuner:
         flops = self.task.flop / seconds if seconds > 0 else 0.0
         if flops > self.best_flops:
             self.best_flops = flops
+            self.best_config = inputs[0].config
             self.best_measure_pair = (inputs[0], results[0])
             self.best_iter = len(self.measured)
         return flops
@@ -101,52 +118,3 @@ def _seconds(result) -> float | None:
     if result.error_no != 0 or not result.costs:
         return None
     return sum(result.costs) / len(result.costs)
-
-
-class RandomTuner(Tuner, random_tuner.RandomTuner):
-    """Draws configs uniformly at random, never twice (AutoTVM's ``RandomTuner``).
-
-    ``range_idx`` (AutoTVM's restriction to an index range) is not supported."""
-
-    def __init__(self, task, range_idx=None, seed: int | None = None):
-        if range_idx is not None:
-            raise ValueError("RandomTuner: range_idx is not supported; it draws from the whole valid space")
-        super().__init__(task, seed=seed)
-
-
-class GridSearchTuner(Tuner, grid_tuner.GridTuner):
-    """Walks the valid space in index order (AutoTVM's ``GridSearchTuner``)."""
-
-    def __init__(self, task, range_idx=None, seed: int | None = None):
-        if range_idx is not None:
-            raise ValueError("GridSearchTuner: range_idx is not supported; it walks the whole valid space")
-        super().__init__(task, seed=seed)
-
-
-class GATuner(Tuner, ga_tuner.GATuner):
-    """A genetic algorithm (AutoTVM's ``GATuner(task, pop_size, elite_num, mutation_prob)``)."""
-
-    def __init__(self, task, pop_size: int = 100, elite_num: int = 3, mutation_prob: float = 0.1,
-                 seed: int | None = None):
-        super().__init__(task, seed=seed, pop_size=pop_size, elite_num=elite_num, mutation_prob=mutation_prob)
-
-
-class XGBTuner(Tuner, xgb_tuner.XGBTuner):
-    """A gradient-boosted cost model guiding simulated annealing (AutoTVM's ``XGBTuner``).
-
-    ``plan_size``, ``feature_type`` ("itervar", "knob", "curve") and ``loss_type`` ("rank",
-    "reg") mean what they mean in AutoTVM; ``num_threads`` is the model's threads;
-    ``optimizer`` must be "sa"; ``diversity_filter_ratio`` and ``log_interval`` are
-    accepted for AutoTVM's signature only at their defaults.
-    """
-
-    def __init__(self, task, plan_size: int = 64, feature_type: str = "itervar", loss_type: str = "rank",
-                 num_threads: int | None = None, optimizer: str = "sa", diversity_filter_ratio=None,
-                 log_interval: int = 50, seed: int | None = None):
-        if optimizer != "sa":
-            raise ValueError(f"XGBTuner: optimizer {optimizer!r} is not supported; it uses simulated "
-                             "annealing ('sa')")
-        if diversity_filter_ratio is not None:
-            raise ValueError("XGBTuner: diversity_filter_ratio is not supported")
-        super().__init__(task, seed=seed, feature_type=feature_type, loss_type=loss_type,
-                         plan_size=plan_size, num_threads=num_threads or 1)
