@@ -62,10 +62,7 @@ def encode(inp, result, protocol: str = "json") -> str:
                          "JSON lines (protocol='json')")
     task, config = inp.task, inp.config
     res = result if hasattr(result, "error_kind") else to_measure_result(result)
-    target = Target(task.target)
-    spec = str(target)
-    if "mcpu" in target.kind_info.options and "mcpu" not in target.options:
-        spec += f" -mcpu={target.model}"  # the CPU it was measured on, for readers elsewhere
+    spec = _target_spec(task.target)
     space = task.config_space.space_map
     entity = [[name, _KIND_CODE.get(space[name].kind, "ot"), value]
               for name, value in config.knob_values().items()]
@@ -103,10 +100,19 @@ def decode(row, protocol: str = "json"):
 
 def measure_str_key(inp, include_config: bool = True) -> str:
     """AutoTVM's ``measure_str_key``: a string naming the target, task name, args (and, with
-    ``include_config``, the config) of measure input ``inp``."""
+    ``include_config``, the config) of measure input ``inp``. The target is written with the
+    CPU model it means (``llvm`` on this machine and ``llvm -mcpu=<its CPU>`` are one key)."""
     config = str(inp.config) if include_config else ""
-    kwargs = getattr(inp.task, "kwargs", None) or {}
-    return "".join([str(inp.target), inp.task.name, str(inp.task.args), str(kwargs), config])
+    return "".join([_target_spec(inp.target), inp.task.name, str(list(inp.task.args)), "{}", config])
+
+
+def _target_spec(target) -> str:
+    """``target`` as records write it: with the CPU it means (``-mcpu``) where its kind takes one."""
+    target = Target(str(target))
+    spec = str(target)
+    if "mcpu" in target.kind_info.options and "mcpu" not in target.options:
+        spec += f" -mcpu={target.model}"  # the CPU it was measured on, for readers elsewhere
+    return spec
 
 
 # ---------------------------------------------------------------------------- reading
