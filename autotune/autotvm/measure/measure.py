@@ -218,7 +218,6 @@ def measure_option(builder="local", runner="local") -> AutotvmMeasureOptions:
     from . import custom
     from .measure_methods import LocalBuilder, LocalRunner
 
-    given = (builder, runner)
     if isinstance(builder, str):
         if builder != "local":
             raise ValueError(f"measure_option: builder is 'local' or a Builder, got {builder!r}")
@@ -228,6 +227,7 @@ def measure_option(builder="local", runner="local") -> AutotvmMeasureOptions:
             raise ValueError(f"measure_option: runner is 'local' or a Runner (AutoTVM's RPCRunner is "
                              f"measure.ray.RayRunner here), got {runner!r}")
         runner = LocalRunner()
+    given = (builder, runner)
     if not isinstance(runner, measure.Runner):
         if not isinstance(runner, Runner):
             raise ValueError(f"measure_option: runner is 'local' or a Runner (AutoTVM's RPCRunner is "
