@@ -190,3 +190,63 @@ def test_a_runner_returning_the_wrong_results_is_named(task):
                                                                       runner=BrokenRunner()))
     with pytest.raises(TypeError, match="BrokenRunner.run returned"):
         measure_batch([MeasureInput(task.target, task, task.config_space.get(0))])
+
+
+class CountingBuilder(LocalBuilder):
+    """A LocalBuilder subclass that overrides build as AutoTVM code does."""
+
+    def __init__(self):
+        super().__init__(n_parallel=1)
+        self.built = 0
+
+    def build(self, measure_inputs):
+        results = super().build(measure_inputs)
+        self.built += len(results)
+        return results
+
+
+class SlowerRunner(LocalRunner):
+    """A LocalRunner subclass whose run reports every cost doubled."""
+
+    def __init__(self):
+        super().__init__(number=1, repeat=1, cooldown_interval=0)
+        self.calls = 0
+
+    def run(self, measure_inputs, build_results):
+        self.calls += 1
+        return [res._replace(costs=tuple(2 * c for c in res.costs))
+                for res in super().run(measure_inputs, build_results)]
+
+
+def test_subclasses_of_local_builder_and_runner_are_called_as_autotvm_calls_them(task):
+    builder, runner = CountingBuilder(), SlowerRunner()
+    option = autotvm.measure_option(builder=builder, runner=runner)
+    assert option["builder"] is builder and option["runner"] is runner
+    got = []
+    try:
+        autotvm.tuner.GridSearchTuner(task).tune(
+            n_trial=2, measure_option=option, callbacks=[lambda _, inputs, results: got.extend(results)])
+    finally:
+        option.close()
+        builder.close()
+        runner.close()
+    assert builder.built == 2 and runner.calls >= 1
+    assert len(got) == 2 and all(r.error_no == 0 and len(r.costs) == 1 and r.costs[0] > 0 for r in got)
+    # a LocalBuilder subclass's candidates run on the plain LocalRunner too
+    builder = CountingBuilder()
+    measure_batch = create_measure_batch(task, autotvm.measure_option(
+        builder=builder, runner=LocalRunner(number=1, repeat=1, cooldown_interval=0)))
+    try:
+        [res] = measure_batch([MeasureInput(task.target, task, task.config_space.get(4))])
+    finally:
+        measure_batch.close()
+        builder.close()
+    assert builder.built == 1 and res.error_no == 0 and res.costs[0] > 0
+
+
+def test_rpc_runner_is_refused():
+    from autotune.autotvm.measure.measure_methods import RPCRunner
+    from autotune.errors import AutotuneError
+
+    with pytest.raises(AutotuneError, match="RPCRunner is not supported.*RayRunner"):
+        RPCRunner("rasp3b", "127.0.0.1", 9190, number=4)

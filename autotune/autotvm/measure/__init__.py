@@ -20,8 +20,8 @@ from .measure import (
     measure_option,
     to_measure_result,
 )
-from .measure_methods import BuildResult, LocalBuilder, LocalRunner
+from .measure_methods import BuildResult, LocalBuilder, LocalRunner, RPCRunner
 
-__all__ = ["measure_option", "create_measure_batch", "LocalBuilder", "LocalRunner", "BuildResult", "Builder",
-           "Runner", "MeasureInput", "MeasureResult", "MeasureErrorNo", "AutotvmMeasureOptions", "error_no",
-           "error_kind", "to_measure_result"]
+__all__ = ["measure_option", "create_measure_batch", "LocalBuilder", "LocalRunner", "RPCRunner",
+           "BuildResult", "Builder", "Runner", "MeasureInput", "MeasureResult", "MeasureErrorNo",
+           "AutotvmMeasureOptions", "error_no", "error_kind", "to_measure_result"]

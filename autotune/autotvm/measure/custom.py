@@ -134,15 +134,21 @@ class CustomRunner(MeasureRunner):
                 return self._builds.pop(build.artifact.metadata["key"])
         return BuildResult.of(build)
 
+    def close(self) -> None:
+        """Close the user's runner if it can be closed (a LocalRunner subclass's workers)."""
+        _close(self.runner)
+
     def __repr__(self) -> str:
         return f"CustomRunner({self.runner!r})"
 
 
 class CustomBuilder(MeasureBuilder):
-    """A user's AutoTVM Builder (``self.builder``) as a :class:`measure.Builder` whose results
-    go to the user's runner (``runner``, a :class:`CustomRunner`)."""
+    """A user's AutoTVM Builder (``self.builder``) as a :class:`measure.Builder`. Results that
+    hold a candidate compiled by this project's builders (a LocalBuilder subclass calling
+    ``super().build``) go to any runner; others only to a user's runner (a
+    :class:`CustomRunner`), as they are."""
 
-    def __init__(self, builder, runner: CustomRunner):
+    def __init__(self, builder, runner: MeasureRunner):
         self.builder = builder
         self.runner = runner
         self._tasks = _TaskSetter()
@@ -151,8 +157,12 @@ class CustomBuilder(MeasureBuilder):
         """The runner's ``set_task(task)``, then the builder's with its build kwargs, unless
         ``task`` is the one they have."""
         if self._tasks.changed(task):
-            self.runner.set_task_of(task)
-            self.builder.set_task(task, self.runner.build_kwargs())
+            if isinstance(self.runner, CustomRunner):
+                self.runner.set_task_of(task)
+                kwargs = self.runner.build_kwargs()
+            else:
+                kwargs = self.runner.get_build_kwargs() if hasattr(self.runner, "get_build_kwargs") else {}
+            self.builder.set_task(task, kwargs)
 
     def slots(self) -> int:
         return max(1, int(getattr(self.builder, "n_parallel", 1) or 1))
@@ -171,13 +181,30 @@ class CustomBuilder(MeasureBuilder):
                 raise TypeError(f"{name}.build returned {res!r}, not a BuildResult(filename, arg_info, "
                                 "error, time_cost)")
             seconds = float(res.time_cost or 0.0)
+            reply = getattr(res, "reply", None)
             if res.error is not None:
                 kind = measure.ErrorKind.INSTANTIATION_ERROR if isinstance(res.error, InstantiationError) \
                     else measure.ErrorKind.COMPILE_ERROR
                 yield i, BuildReply(None, f"{type(res.error).__name__}: {res.error}", seconds, kind)
-            else:
+            elif isinstance(self.runner, CustomRunner):
                 key = self.runner.keep(res)
                 yield i, BuildReply(measure.Artifact(USER_BUILD, b"", {"key": key}), None, seconds)
+            elif reply is not None and reply.artifact is not None:
+                yield i, reply
+            else:
+                raise TypeError(f"{name}.build returned {res!r}, which holds no candidate compiled by this "
+                                f"project's builders; {type(self.runner).__name__} cannot run it (only a "
+                                "user's Runner can)")
+
+    def close(self) -> None:
+        """Close the user's builder if it can be closed (a LocalBuilder subclass's workers)."""
+        _close(self.builder)
 
     def __repr__(self) -> str:
         return f"CustomBuilder({self.builder!r})"
+
+
+def _close(obj) -> None:
+    close = getattr(obj, "close", None)
+    if callable(close):
+        close()

@@ -214,7 +214,9 @@ def measure_option(builder="local", runner="local") -> AutotvmMeasureOptions:
     of AutoTVM's :class:`Builder` / :class:`Runner`.
 
     A user's own Builder needs a user's own Runner: what it builds is handed to that runner
-    as it is (this project's runners run only what its builders compile)."""
+    as it is (this project's runners run only what its builders compile). A subclass of
+    LocalBuilder or LocalRunner that overrides ``build`` or ``run`` is called as AutoTVM
+    calls it, ``build(measure_inputs)`` and ``run(measure_inputs, build_results)``."""
     from . import custom
     from .measure_methods import LocalBuilder, LocalRunner
 
@@ -228,7 +230,7 @@ def measure_option(builder="local", runner="local") -> AutotvmMeasureOptions:
                              f"measure.ray.RayRunner here), got {runner!r}")
         runner = LocalRunner()
     given = (builder, runner)
-    if not isinstance(runner, measure.Runner):
+    if not isinstance(runner, measure.Runner) or _overrides(runner, LocalRunner, "run"):
         if not isinstance(runner, Runner):
             raise ValueError(f"measure_option: runner is 'local' or a Runner (AutoTVM's RPCRunner is "
                              f"measure.ray.RayRunner here), got {runner!r}")
@@ -242,7 +244,15 @@ def measure_option(builder="local", runner="local") -> AutotvmMeasureOptions:
                              f"{type(runner).__name__}, which runs what this project's builders compile "
                              "(subclass LocalBuilder to change how candidates are built)")
         builder = custom.CustomBuilder(builder, runner)
+    elif _overrides(builder, LocalBuilder, "build"):
+        builder = custom.CustomBuilder(builder, runner)
     return AutotvmMeasureOptions(builder, runner, given)
+
+
+def _overrides(obj, base: type, method: str) -> bool:
+    """Whether ``obj`` is of a subclass of ``base`` with its own ``method`` (AutoTVM's signature
+    of it, which the tuning loop reaches through :mod:`.custom`)."""
+    return isinstance(obj, base) and getattr(type(obj), method) is not getattr(base, method)
 
 
 def create_measure_batch(task, option):

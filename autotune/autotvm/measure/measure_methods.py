@@ -1,5 +1,5 @@
 """AutoTVM's ``autotvm.measure.measure_methods``: ``LocalBuilder``, ``LocalRunner`` and
-``BuildResult``.
+``BuildResult`` (``RPCRunner`` is refused).
 
 :class:`LocalBuilder` and :class:`LocalRunner` take AutoTVM's arguments and are
 :class:`measure.LocalBuilder` and :class:`measure.LocalRunner` (what ``measure_option``
@@ -20,9 +20,10 @@ from measure.gate import Gates
 from measure.protocol import BuildReply
 from search_spaces import InstantiationError
 
+from ...errors import AutotuneError
 from .measure import Builder, MeasureResult, Runner, error_no
 
-__all__ = ["LocalBuilder", "LocalRunner", "BuildResult"]
+__all__ = ["LocalBuilder", "LocalRunner", "BuildResult", "RPCRunner"]
 
 
 class BuildResult(namedtuple("BuildResult", ["filename", "arg_info", "error", "time_cost"])):
@@ -156,3 +157,12 @@ class LocalRunner(measure.LocalRunner, Runner):
             raise ValueError("LocalRunner.run: the build result holds no artifact of this project's builders "
                              "(AutoTVM's shared-library files cannot be loaded here)")
         return MeasureResult.of(self.measure_one(inp.task, reply))
+
+
+class RPCRunner(Runner):
+    """AutoTVM's ``RPCRunner`` (timing on devices behind an RPC tracker): not available here."""
+
+    def __init__(self, key=None, host=None, port=None, *args, **kwargs):
+        raise AutotuneError("autotvm.RPCRunner is not supported: there is no RPC tracker here. Time "
+                            "candidates on other machines with measure.ray.RayRunner (a Ray cluster), or "
+                            "locally with autotvm.LocalRunner")
