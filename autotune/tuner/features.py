@@ -306,14 +306,8 @@ def _statement_features(st: _Statement) -> list[float]:
         out += [float(lp.kind is k) for k in _KINDS]
     out += [0.0] * ((_MAX_LEVELS - len(inner)) * len(_LEVEL))
     for acc in st.accesses[:_MAX_ACCESSES]:
-        iters, touched, span = 1, 1, 1.0
-        for lp in inner:
-            stride = acc.coeffs.get(lp.var_id, 0.0)
-            iters *= lp.extent
-            if stride:
-                touched *= lp.extent
-                span += abs(stride) * (lp.extent - 1)
-            footprint = max(1.0, min(float(touched), span))
+        for level in range(len(inner)):  # the nest grows outwards: this loop and those inside it
+            stride, footprint, iters = _footprint(acc, inner[level::-1])
             out += [_log(stride), _log(footprint * acc.elem_bytes), _log(iters / footprint)]
         out += [0.0] * ((_MAX_LEVELS - len(inner)) * len(_ACCESS))
     out += [0.0] * ((_MAX_ACCESSES - len(st.accesses[:_MAX_ACCESSES])) * _MAX_LEVELS * len(_ACCESS))
