@@ -24,13 +24,21 @@ from search_spaces import get_config
 
 from . import callback, database, feature, measure, record, task, tuner
 from .dispatch import apply_history_best
-from .measure import LocalBuilder, LocalRunner, MeasureErrorNo, MeasureInput, MeasureResult, measure_option
+from .measure import (
+    LocalBuilder,
+    LocalRunner,
+    MeasureErrorNo,
+    MeasureInput,
+    MeasureResult,
+    RPCRunner,
+    measure_option,
+)
 from .record import import_log
 from .task import ApplyConfig, ConfigEntity, ConfigSpace, DispatchContext, FallbackContext, template
 
 __all__ = ["template", "get_config", "task", "measure", "tuner", "callback", "record", "database", "feature",
            "measure_option",
-           "LocalBuilder", "LocalRunner", "MeasureInput", "MeasureResult", "MeasureErrorNo",
+           "LocalBuilder", "LocalRunner", "RPCRunner", "MeasureInput", "MeasureResult", "MeasureErrorNo",
            "apply_history_best", "ApplyHistoryBest", "import_log", "ConfigSpace", "ConfigEntity",
            "DispatchContext", "ApplyConfig", "FallbackContext"]
 

@@ -245,8 +245,8 @@ def test_subclasses_of_local_builder_and_runner_are_called_as_autotvm_calls_them
 
 
 def test_rpc_runner_is_refused():
-    from autotune.autotvm.measure.measure_methods import RPCRunner
     from autotune.errors import AutotuneError
 
     with pytest.raises(AutotuneError, match="RPCRunner is not supported.*RayRunner"):
-        RPCRunner("rasp3b", "127.0.0.1", 9190, number=4)
+        autotvm.measure_option(builder=autotvm.LocalBuilder(),
+                               runner=autotvm.RPCRunner("rasp3b", "127.0.0.1", 9190, number=4))
