@@ -189,7 +189,10 @@ def pick_best(in_file: str | os.PathLike, out_file) -> int:
     record of each workload of AutoTVM log ``in_file``, as its original line; returns how
     many. A workload is a target, task name and args; the best is the successful record of
     least mean cost (the first of equal ones). Unlike AutoTVM's, it reads the lines
-    themselves, so their templates need not be registered."""
+    themselves, so their templates need not be registered. ``in_file`` may also be an
+    iterable of ``(MeasureInput, MeasureResult)`` pairs, such as :func:`load_from_file` gives."""
+    if not isinstance(in_file, str | bytes | os.PathLike):
+        return _write_lines(out_file, _best_pairs(in_file))
     best: dict[str, tuple[float, str]] = {}
     for _, line, row in _raw_rows(in_file):
         try:
@@ -204,13 +207,30 @@ def pick_best(in_file: str | os.PathLike, out_file) -> int:
         mean = sum(costs) / len(costs)
         if key not in best or mean < best[key][0]:
             best[key] = (mean, line)
-    lines = "".join(line + "\n" for _, line in best.values())
+    return _write_lines(out_file, [line for _, line in best.values()])
+
+
+def _best_pairs(pairs) -> list[str]:
+    """The encoded best pair of each workload (:func:`measure_str_key` without the config)."""
+    best: dict[str, tuple[float, object, object]] = {}
+    for inp, res in pairs:
+        if res.error_no != 0 or not res.costs:
+            continue
+        key, mean = measure_str_key(inp, include_config=False), sum(res.costs) / len(res.costs)
+        if key not in best or mean < best[key][0]:
+            best[key] = (mean, inp, res)
+    return [encode(inp, res) for _, inp, res in best.values()]
+
+
+def _write_lines(out_file, lines: list[str]) -> int:
+    """Write ``lines`` to a path or an open text file; returns how many."""
+    text = "".join(line + "\n" for line in lines)
     if hasattr(out_file, "write"):
-        out_file.write(lines)
+        out_file.write(text)
     else:
         with open(out_file, "w", encoding="utf-8") as f:
-            f.write(lines)
-    return len(best)
+            f.write(text)
+    return len(lines)
 
 
 def split_workload(in_file: str | os.PathLike, clean: bool = True) -> list[str]:

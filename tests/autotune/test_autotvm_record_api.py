@@ -118,6 +118,9 @@ def test_pick_best_and_split_workload(task, tmp_path):
     out = tmp_path / "best.log"
     assert pick_best(str(log), str(out)) == 3
     assert out.read_text().splitlines() == [lines[1], lines[4], lines[6]]  # one per workload
+    out_pairs = tmp_path / "best_pairs.log"
+    assert pick_best(load_from_file(str(log)), str(out_pairs)) == 3  # from (inp, res) pairs
+    assert [r.costs for _, r in load_from_file(out_pairs)] == [(0.01, 0.03), (0.02,), (0.02,)]
     paths = split_workload(str(log))
     assert paths == [f"{log}.{i:03d}.wkl" for i in range(3)]
     with open(paths[0]) as f:  # failures and a repeated config left out
