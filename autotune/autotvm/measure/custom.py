@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
+from collections.abc import Iterator
 
 import measure
 from measure.base import Builder as MeasureBuilder
@@ -81,7 +82,7 @@ class CustomRunner(MeasureRunner):
     def slots(self) -> int:
         return max(1, int(getattr(self.runner, "n_parallel", 1) or 1))
 
-    def run(self, jobs: queue.Queue, gates) -> object:
+    def run(self, jobs: queue.Queue, gates) -> Iterator[tuple[int, measure.MeasureResult]]:
         gate = gates(LOCAL)
         end = False
         while not end:
@@ -167,7 +168,7 @@ class CustomBuilder(MeasureBuilder):
     def slots(self) -> int:
         return max(1, int(getattr(self.builder, "n_parallel", 1) or 1))
 
-    def build(self, inputs, gates):
+    def build(self, inputs, gates) -> Iterator[tuple[int, BuildReply]]:
         for task in {id(inp.task): inp.task for inp in inputs}.values():
             self.set_task_of(task)
         views = [MeasureInput.of(inp) for inp in inputs]
