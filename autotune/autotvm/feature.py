@@ -3,7 +3,7 @@ feature code (:mod:`autotune.tuner.features`) on the loop IR of ``compiler.lower
 simple_mode=True)``.
 
 * :func:`get_itervar_feature`: one row per loop, AutoTVM's layout
-  ``[[name, var], ["_attr_", ...], [buffer, ...], ...]``;
+  ``[[name, var], ["_attr_", ...], ["_arith_", ...], [buffer, ...], ...]``;
 * :func:`get_itervar_feature_flatten`: those rows' numbers as one float32 vector, whose
   length depends on the loop structure (as AutoTVM's), not on the config's sizes;
 * :func:`get_buffer_curve_sample_flatten` (also :func:`get_curve_sample_feature_flatten`):
@@ -11,10 +11,10 @@ simple_mode=True)``.
 
 The numbers are this project's, not AutoTVM's: a loop's ``_attr_`` is ``[extent, nest
 level, top-down iterations, bottom-up iterations, is_serial, is_parallel, is_vectorized,
-is_unrolled]`` (AutoTVM adds the thread and other annotations); a buffer's is ``[stride,
-bytes touched, reuse]`` (AutoTVM's has ``[stride, mod, count, reuse, thread count, thread
-reuse]``); there is no ``_arith_`` row (AutoTVM counts the adds, multiplies and divides under
-each loop). The cost model of this project's XGBTuner uses
+is_unrolled]`` (AutoTVM adds the thread and other annotations); its ``_arith_`` is ``[adds,
+multiplies, divides]`` run under one entry to the loop (of stored values and the indices of
+their reads); a buffer's is ``[stride, bytes touched, reuse]`` (AutoTVM's has ``[stride, mod,
+count, reuse, thread count, thread reuse]``). The cost model of this project's XGBTuner uses
 :func:`autotune.tuner.features.itervar_features` instead, of one length for every schedule.
 """
 
@@ -31,6 +31,7 @@ __all__ = ["get_itervar_feature", "flatten_itervar_feature", "get_itervar_featur
 
 _ATTR_NAMES = ["length", "nest_level", "topdown", "bottomup", "is_serial", "is_parallel", "is_vectorized",
                "is_unrolled"]
+_ARITH_NAMES = ["add", "mul", "div"]
 _TOUCH_NAMES = ["stride", "bytes", "reuse"]
 
 
@@ -44,8 +45,9 @@ def ana_lower(sch, args, binds=None, simple_mode: bool = True):
 
 def get_itervar_feature(sch, args, take_log: bool = False) -> list:
     """Features of every loop of schedule ``sch`` on ``args``, one row per loop in the order
-    loops are entered: ``[[name, var], ["_attr_", ...], [buffer name, stride, bytes, reuse],
-    ...]`` (see the module's doc); with ``take_log``, sizes are ``log2(1 + x)``."""
+    loops are entered: ``[[name, var], ["_attr_", ...], ["_arith_", adds, multiplies,
+    divides], [buffer name, stride, bytes, reuse], ...]`` (see the module's doc); with
+    ``take_log``, sizes are ``log2(1 + x)``."""
     return features.loop_rows(ana_lower(sch, args), take_log=take_log)
 
 
@@ -72,7 +74,7 @@ def get_flatten_name(fea: list) -> list[str]:
     for row in fea:
         loop = str(row[0][0])
         for item in row[1:]:
-            labels = _ATTR_NAMES if item[0] == "_attr_" else _TOUCH_NAMES
+            labels = {"_attr_": _ATTR_NAMES, "_arith_": _ARITH_NAMES}.get(item[0], _TOUCH_NAMES)
             for label in labels[:len(item) - 1]:
                 names.append(f"f{count}.{loop}.{item[0]}.{label}")
                 count += 1

@@ -112,6 +112,7 @@ class _Statement:
     is_update: bool
     dest_scope: str
     order: int
+    arith: tuple[int, int, int] = (0, 0, 0)  # adds (and subtracts), multiplies, divides of the value
     work: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -203,6 +204,31 @@ class _Loads(IRVisitor):
         self.loads.append(node)
 
 
+class _Arith(IRVisitor):
+    """Counts the adds (and subtracts), multiplies and divides (and modulos) of an expression,
+    the indices of its reads included."""
+
+    def __init__(self):
+        self.counts = [0, 0, 0]
+
+    def _count(self, slot: int, node) -> None:
+        self.counts[slot] += 1
+        self.generic_visit(node)
+
+    def visit_Add(self, node) -> None:
+        self._count(0, node)
+
+    visit_Sub = visit_Add
+
+    def visit_Mul(self, node) -> None:
+        self._count(1, node)
+
+    def visit_Div(self, node) -> None:
+        self._count(2, node)
+
+    visit_FloorDiv = visit_FloorMod = visit_Div
+
+
 class _Collector(IRVisitor):
     """Statements with their loop nests; allocation sizes per scope."""
 
@@ -265,8 +291,11 @@ class _Collector(IRVisitor):
             seen.add(id(load.buffer.data))
             accesses.append(_access(load.buffer, load.indices))
         guard_vars = frozenset().union(*self.guards)
+        arith = _Arith()
+        arith.visit(node.value)
         self.statements.append(_Statement(list(self.loops), accesses, bool(self.guards), guard_vars,
-                                          is_update, node.buffer.scope, len(self.statements)))
+                                          is_update, node.buffer.scope, len(self.statements),
+                                          tuple(arith.counts)))
 
 
 def _access(buffer, indices) -> _Access:
@@ -375,6 +404,7 @@ def loop_rows(func_or_module, take_log: bool = False) -> list[list]:
         [[loop name, loop var],
          ["_attr_", extent, nest level, iterations down to it (top-down), iterations below it
           (bottom-up), is_serial, is_parallel, is_vectorized, is_unrolled],
+         ["_arith_", adds, multiplies, divides],             # run under one entry to the loop
          [buffer name, stride, bytes touched, reuse], ...]   # each buffer used under the loop
 
     A buffer's numbers are those of its statement under the loop that touches the most
@@ -382,7 +412,7 @@ def loop_rows(func_or_module, take_log: bool = False) -> list[list]:
     the loop (elements), bytes and reuse (iterations per element touched) cover the loops
     from this one inwards. With ``take_log``, sizes are ``log2(1 + x)``."""
     fn = _log if take_log else float
-    loops: dict[int, list] = {}   # var id -> [name, var, attr, {buffer name: touch}]
+    loops: dict[int, list] = {}   # var id -> [name, var, attr, arith counts, {buffer name: touch}]
     for st in _collect(func_or_module).statements:
         for level, lp in enumerate(st.loops):
             inner = st.loops[level:]
@@ -391,18 +421,20 @@ def loop_rows(func_or_module, take_log: bool = False) -> list[list]:
                 top = math.prod(x.extent for x in st.loops[:level + 1])
                 attr = ["_attr_", fn(lp.extent), float(level), fn(top), 0.0,
                         *(float(lp.kind is k) for k in _KINDS)]
-                row = loops[lp.var_id] = [lp.var.name, lp.var, attr, {}]
+                row = loops[lp.var_id] = [lp.var.name, lp.var, attr, [0, 0, 0], {}]
             bottom = math.prod(x.extent for x in inner)
             row[2][4] = max(row[2][4], fn(bottom))
+            row[3] = [total + bottom * n for total, n in zip(row[3], st.arith)]
             for acc in st.accesses:
                 stride, touched, iters = _footprint(acc, inner)
                 touch = [_log(stride) if take_log else stride, fn(touched * acc.elem_bytes),
                          fn(iters / touched)]
                 name = acc.buffer.name
-                if name not in row[3] or touch[1:] > row[3][name][1:]:  # most bytes, then most reuse
-                    row[3][name] = touch
-    return [[[name, var], attr, *([buf, *touch] for buf, touch in touches.items())]
-            for name, var, attr, touches in loops.values()]
+                if name not in row[4] or touch[1:] > row[4][name][1:]:  # most bytes, then most reuse
+                    row[4][name] = touch
+    return [[[name, var], attr, ["_arith_", *map(fn, arith)],
+             *([buf, *touch] for buf, touch in touches.items())]
+            for name, var, attr, arith, touches in loops.values()]
 
 
 def curve_features(func_or_module, sample_n: int = 30) -> np.ndarray:

@@ -28,10 +28,14 @@ def test_iter_feature_gemm():
     expected = [
         # _attr_: extent, nest level, top-down, bottom-up, serial, parallel, vectorized, unrolled
         {"_attr_": [16, 0, 16, 4096, 1, 0, 0, 0],
+         # adds, multiplies, divides: per k iteration C[i*16+j] + A[i*16+k] * B[k*16+j] has 4 and 4
+         "_arith_": [4 * 4096, 4 * 4096, 0],
          # buffer: stride, bytes touched, reuse
          "C": [16, 1024, 16], "A": [16, 1024, 16], "B": [0, 1024, 16]},
-        {"_attr_": [16, 1, 256, 256, 1, 0, 0, 0], "C": [1, 64, 16], "A": [0, 64, 16], "B": [1, 1024, 1]},
-        {"_attr_": [16, 2, 4096, 16, 1, 0, 0, 0], "C": [0, 4, 16], "A": [1, 64, 1], "B": [16, 64, 1]},
+        {"_attr_": [16, 1, 256, 256, 1, 0, 0, 0], "_arith_": [4 * 256, 4 * 256, 0],
+         "C": [1, 64, 16], "A": [0, 64, 16], "B": [1, 1024, 1]},
+        {"_attr_": [16, 2, 4096, 16, 1, 0, 0, 0], "_arith_": [4 * 16, 4 * 16, 0],
+         "C": [0, 4, 16], "A": [1, 64, 1], "B": [16, 64, 1]},
     ]
     for ans, row in zip(expected, feas):
         assert {item[0]: item[1:] for item in row[1:]} == ans
@@ -44,7 +48,8 @@ def test_flatten_is_the_rows_numbers_and_keeps_its_length():
     assert flat.dtype == np.float32 and flat.ndim == 1
     np.testing.assert_array_equal(flat, feature.flatten_itervar_feature(rows))
     names = feature.get_flatten_name(rows)
-    assert len(names) == len(flat) and names[0] == "f0.y._attr_.length" and names[8] == "f8.y.C.stride"
+    assert len(names) == len(flat) and names[0] == "f0.y._attr_.length"
+    assert names[8] == "f8.y._arith_.add" and names[11] == "f11.y.C.stride"
     assert flat[0] == pytest.approx(np.log2(17))
 
 
