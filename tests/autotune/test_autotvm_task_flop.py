@@ -8,7 +8,13 @@ import pytest
 
 import compiler as tvm
 from autotune import autotvm
-from autotune.autotvm.task.task import FlopCalculationError, args_to_workload, compute_flop
+from autotune.autotvm.task.task import (
+    FlopCalculationError,
+    args_to_workload,
+    compute_flop,
+    deserialize_args,
+    serialize_args,
+)
 from compiler import te
 from search_spaces import unregister_template
 
@@ -99,6 +105,9 @@ def test_args_to_workload():
     assert args_to_workload((tvm.tir.const(3), te.var("m"))) == (3, "m")
     with pytest.raises(TypeError, match="cannot serialize"):
         args_to_workload([te.var("m") + 1])
+    tensor, layout = deserialize_args(serialize_args([A, "NCHW"]))
+    assert isinstance(tensor, te.Tensor) and tuple(tensor.shape) == (4, 8) and tensor.dtype == "float16"
+    assert layout == "NCHW"
 
 
 def test_task_module_creates_tasks_of_templates():

@@ -10,13 +10,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import search_spaces
+from compiler import te
 from compiler.target import target_kinds
 from compiler.te.tensor import Tensor
 from compiler.tir import expr as E
 from search_spaces import SearchSpaceError, Task, Template, create_task
 from search_spaces.flops import FlopCalculationError, autotvm_flops
 
-__all__ = ["Task", "create", "template", "args_to_workload", "compute_flop", "FlopCalculationError"]
+__all__ = ["Task", "create", "template", "args_to_workload", "serialize_args", "deserialize_args",
+           "compute_flop", "FlopCalculationError"]
 
 
 def template(task_name: str, func=None):
@@ -49,13 +51,30 @@ def _runs_on_cpu(target) -> bool:
 
 
 def args_to_workload(args, task_name: str | None = None) -> tuple:
-    """AutoTVM's ``args_to_workload``: ``args`` as hashable plain data, preceded by
-    ``task_name`` when given. A tensor becomes ``("TENSOR", shape, dtype)``, a list a tuple,
-    a constant its value and a variable its name; other expressions raise TypeError."""
-    workload = _serialize(args)
-    if not isinstance(workload, tuple):
-        workload = (workload,)
+    """AutoTVM's ``args_to_workload``: ``args`` as hashable plain data
+    (:func:`serialize_args`), preceded by ``task_name`` when given."""
+    workload = serialize_args(args)
     return workload if task_name is None else (task_name, *workload)
+
+
+def serialize_args(args) -> tuple:
+    """AutoTVM's ``serialize_args``: each argument as hashable plain data. A tensor becomes
+    ``("TENSOR", shape, dtype)``, a list a tuple, a constant its value and a variable its
+    name; other expressions raise TypeError."""
+    workload = _serialize(args)
+    return workload if isinstance(workload, tuple) else (workload,)
+
+
+def deserialize_args(args) -> list:
+    """AutoTVM's ``deserialize_args``: the arguments of :func:`serialize_args`'s tuple, each
+    ``("TENSOR", shape, dtype)`` a new placeholder of that shape and dtype."""
+    return [_deserialize(a) for a in args]
+
+
+def _deserialize(arg):
+    if isinstance(arg, tuple | list) and len(arg) == 3 and arg[0] == "TENSOR":
+        return te.placeholder(tuple(arg[1]), dtype=arg[2])
+    return arg
 
 
 def _serialize(x):
