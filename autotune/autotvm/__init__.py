@@ -22,15 +22,23 @@ stays the main API.
 from autotune.history import ApplyHistoryBest
 from search_spaces import get_config
 
-from . import callback, env, measure, record, task, tuner
+from . import callback, database, env, feature, measure, record, task, tuner
 from .dispatch import apply_history_best
-from .measure import LocalBuilder, LocalRunner, MeasureErrorNo, MeasureInput, MeasureResult, measure_option
+from .measure import (
+    LocalBuilder,
+    LocalRunner,
+    MeasureErrorNo,
+    MeasureInput,
+    MeasureResult,
+    RPCRunner,
+    measure_option,
+)
 from .record import import_log
 from .task import ApplyConfig, ConfigEntity, ConfigSpace, DispatchContext, FallbackContext, template
 
-__all__ = ["env",
-           "template", "get_config", "task", "measure", "tuner", "callback", "record", "measure_option",
-           "LocalBuilder", "LocalRunner", "MeasureInput", "MeasureResult", "MeasureErrorNo",
+__all__ = ["env", "template", "get_config", "task", "measure", "tuner", "callback", "record", "database",
+           "feature", "measure_option",
+           "LocalBuilder", "LocalRunner", "RPCRunner", "MeasureInput", "MeasureResult", "MeasureErrorNo",
            "apply_history_best", "ApplyHistoryBest", "import_log", "ConfigSpace", "ConfigEntity",
            "DispatchContext", "ApplyConfig", "FallbackContext"]
 

@@ -1,8 +1,8 @@
 """AutoTVM's tuning callbacks: ``log_to_file`` and ``progress_bar``.
 
 A callback is called as ``callback(tuner, inputs, results)`` after each measurement
-(AutoTVM's signature; ``inputs`` and ``results`` are lists of the views in
-:mod:`autotune.autotvm.measure`).
+(AutoTVM's signature; ``inputs`` and ``results`` are lists of AutoTVM's
+:class:`~.measure.MeasureInput` and :class:`~.measure.MeasureResult`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 import db as tuning_db
 
 from ..selection import record_of
+from .measure import to_measure_result
 from .record import encode
 
 __all__ = ["log_to_file", "progress_bar", "LogToFile", "LogToTuningLog", "ProgressBar"]
@@ -120,7 +121,7 @@ class LogToTuningLog:
             return self._log
 
     def __call__(self, tuner, inputs, results) -> None:
-        records = [record_of(inp.task, inp.config, getattr(res, "result", res), host=self._host)
+        records = [record_of(inp.task, inp.config, to_measure_result(res), host=self._host)
                    for inp, res in zip(inputs, results)]
         self.log.add(records)
 

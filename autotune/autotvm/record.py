@@ -7,8 +7,9 @@ Each line of an AutoTVM log is one measurement::
      "result": [costs, error_no, all_cost, timestamp], "version": 0.2, "tvm_version": "..."}
 
 (logs of AutoTVM before v0.7 have ``{"i": [...], "r": [...], "v": 0.1}``, read too).
-:func:`import_log` adds such a file's records to a :class:`db.TuningLog`;
-:func:`encode` writes one measurement in that format (``callback.log_to_file`` uses it).
+AutoTVM's functions: :func:`encode` and :func:`decode` (one line), :func:`load_from_file`,
+:func:`pick_best`, :func:`split_workload` and :func:`measure_str_key`;
+:func:`import_log` adds a file's records to a :class:`db.TuningLog`.
 
 What a record holds that the tuning log cannot use is reported, never dropped in
 silence: records of templates not registered here, or whose config is not in the
@@ -28,14 +29,14 @@ from dataclasses import dataclass, field
 import db as tuning_db
 from autotune import __version__
 from compiler.target import Target, target_kinds
-from measure import ErrorKind
 from search_spaces import SearchSpaceError, create_task, list_templates
 
 from ..errors import AutotuneError
 from ..selection import gflops
-from .measure import MeasureErrorNo, MeasureInput, MeasureResult, error_kind, error_no
+from .measure import MeasureErrorNo, MeasureInput, MeasureResult, error_kind, error_no, to_measure_result
 
-__all__ = ["encode", "read_log", "import_log", "load_from_file", "LogReading", "AUTOTVM_LOG_VERSION"]
+__all__ = ["encode", "decode", "read_log", "import_log", "load_from_file", "pick_best", "split_workload",
+           "measure_str_key", "LogReading", "AUTOTVM_LOG_VERSION"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,30 +52,67 @@ _DROPPED_OPTIONS = frozenset({"fast-math"})
 # ---------------------------------------------------------------------------- writing
 
 
-def encode(inp, result) -> str:
-    """One line of AutoTVM's JSON log for measure input ``inp`` and its ``result``
-    (:class:`measure.MeasureInput` / :class:`measure.MeasureResult`, or the AutoTVM views of
-    :mod:`autotune.autotvm.measure`)."""
+def encode(inp, result, protocol: str = "json") -> str:
+    """One line of AutoTVM's JSON log for measure input ``inp`` and its ``result``: AutoTVM's
+    :class:`~.measure.MeasureInput` and :class:`~.measure.MeasureResult` (or
+    :mod:`measure`'s). As in AutoTVM, a failure's costs are written as ``[1e9]``.
+    Only ``protocol="json"`` is supported (AutoTVM's "pickle" lines hold pickled TVM objects)."""
+    if protocol != "json":
+        raise ValueError(f"encode: protocol {protocol!r} is not supported; AutoTVM records are written as "
+                         "JSON lines (protocol='json')")
     task, config = inp.task, inp.config
-    res = getattr(result, "result", result)  # the measure result behind an AutoTVM view
-    target = Target(task.target)
-    spec = str(target)
-    if "mcpu" in target.kind_info.options and "mcpu" not in target.options:
-        spec += f" -mcpu={target.model}"  # the CPU it was measured on, for readers elsewhere
+    res = result if hasattr(result, "error_kind") else to_measure_result(result)
+    spec = _target_spec(task.target)
     space = task.config_space.space_map
     entity = [[name, _KIND_CODE.get(space[name].kind, "ot"), value]
               for name, value in config.knob_values().items()]
     ok = res.error_kind is None
+    all_cost = getattr(result, "all_cost", None)
     row = {
         "input": [spec, task.name, list(task.args), {}],
         "config": {"index": config.index, "code_hash": None, "entity": entity},
         "result": [list(res.costs) if ok else [1e9], int(error_no(res.error_kind)),
-                   res.build_time + res.run_time, res.timestamp],
+                   all_cost if all_cost is not None else res.build_time + res.run_time, res.timestamp],
         "version": AUTOTVM_LOG_VERSION,
         "tvm_version": f"autotune {__version__}",
     }
     return json.dumps(row)
 
+
+def decode(row, protocol: str = "json"):
+    """AutoTVM's ``decode``: the ``(MeasureInput, MeasureResult)`` of one line of an AutoTVM
+    log (its text, or the parsed dict), or None (with a warning saying why) for a line that
+    cannot be used here: a template not registered (import the module that defines it
+    first), a config not in its space, a target kind not supported, a malformed line.
+    The result is the line's own ``[costs, error_no, all_cost, timestamp]``."""
+    if protocol != "json":
+        raise ValueError(f"decode: protocol {protocol!r} is not supported; AutoTVM records are read as "
+                         "JSON lines (protocol='json')")
+    reading = LogReading("<record>")
+    try:
+        return _pair(json.loads(row) if isinstance(row, str | bytes) else row, reading)
+    except _Skip as skip:
+        logger.warning("decode: record skipped: %s", skip)
+    except json.JSONDecodeError as exc:
+        logger.warning("decode: record skipped: not JSON (%s)", exc.msg)
+    return None
+
+
+def measure_str_key(inp, include_config: bool = True) -> str:
+    """AutoTVM's ``measure_str_key``: a string naming the target, task name, args (and, with
+    ``include_config``, the config) of measure input ``inp``. The target is written with the
+    CPU model it means (``llvm`` on this machine and ``llvm -mcpu=<its CPU>`` are one key)."""
+    config = str(inp.config) if include_config else ""
+    return "".join([_target_spec(inp.target), inp.task.name, str(list(inp.task.args)), "{}", config])
+
+
+def _target_spec(target) -> str:
+    """``target`` as records write it: with the CPU it means (``-mcpu``) where its kind takes one."""
+    target = Target(str(target))
+    spec = str(target)
+    if "mcpu" in target.kind_info.options and "mcpu" not in target.options:
+        spec += f" -mcpu={target.model}"  # the CPU it was measured on, for readers elsewhere
+    return spec
 
 
 # ---------------------------------------------------------------------------- reading
@@ -114,17 +152,7 @@ def read_log(path: str | os.PathLike) -> LogReading:
     first); the file itself need not have been written here.
     """
     reading = LogReading(str(path))
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            try:
-                reading.records.append(_record(json.loads(line), reading))
-            except _Skip as skip:
-                reading.skip(str(skip), lineno)
-            except json.JSONDecodeError as exc:
-                reading.skip(f"not JSON ({exc.msg})", lineno)
+    reading.records = [record for record in _rows(path, reading, _record)]
     return reading
 
 
@@ -146,23 +174,151 @@ def import_log(log: tuning_db.TuningLog, path: str | os.PathLike, report_dropped
 
 
 def load_from_file(filename: str | os.PathLike):
-    """AutoTVM's ``load_from_file``: the ``(MeasureInput, MeasureResult)`` views of the usable
-    records of an AutoTVM log, in file order (skipped records are logged as by
-    :func:`import_log`). ``all_cost`` is not kept by the tuning log: it reads as None."""
-    reading = read_log(filename)
+    """AutoTVM's ``load_from_file``: the ``(MeasureInput, MeasureResult)`` pairs of the usable
+    records of an AutoTVM log, in file order, each as :func:`decode` makes it. Records that
+    cannot be used are skipped, the reasons logged as by :func:`import_log`."""
+    reading = LogReading(str(filename))
+    pairs = [pair for pair in _rows(filename, reading, _pair)]
     for line in reading.report(dropped=False):
         logger.warning("%s", line)
-    for r in reading.records:
-        task = create_task(r.template, r.args, r.target)
-        ok = r.error_kind is None
-        costs = tuple(r.costs) if ok else (r.error_msg,)
-        number = 0 if ok else int(error_no(ErrorKind(r.error_kind)))
-        yield (MeasureInput(task.target, task, task.config_space.from_json(r.config)),
-               MeasureResult(costs, number, None, r.timestamp, None))
+    yield from pairs
+
+
+def pick_best(in_file: str | os.PathLike, out_file) -> int:
+    """AutoTVM's ``pick_best``: write to ``out_file`` (a path or an open text file) the best
+    record of each workload of AutoTVM log ``in_file``, as its original line; returns how
+    many. A workload is a target, task name and args; the best is the successful record of
+    least mean cost (the first of equal ones). Unlike AutoTVM's, it reads the lines
+    themselves, so their templates need not be registered. ``in_file`` may also be an
+    iterable of ``(MeasureInput, MeasureResult)`` pairs, such as :func:`load_from_file` gives."""
+    if not isinstance(in_file, str | bytes | os.PathLike):
+        return _write_lines(out_file, _best_pairs(in_file))
+    best: dict[str, tuple[float, str]] = {}
+    for _, line, row in _raw_rows(in_file):
+        try:
+            inp, _, result = _parts(row)
+        except _Skip:
+            continue
+        costs = result[0] if result else None
+        if len(result) < 2 or result[1] != 0 or not isinstance(costs, list) or not costs \
+                or not all(isinstance(c, int | float) for c in costs):
+            continue
+        key = _workload_text(inp)
+        mean = sum(costs) / len(costs)
+        if key not in best or mean < best[key][0]:
+            best[key] = (mean, line)
+    return _write_lines(out_file, [line for _, line in best.values()])
+
+
+def _best_pairs(pairs) -> list[str]:
+    """The encoded best pair of each workload (:func:`measure_str_key` without the config)."""
+    best: dict[str, tuple[float, object, object]] = {}
+    for inp, res in pairs:
+        if res.error_no != 0 or not res.costs:
+            continue
+        key, mean = measure_str_key(inp, include_config=False), sum(res.costs) / len(res.costs)
+        if key not in best or mean < best[key][0]:
+            best[key] = (mean, inp, res)
+    return [encode(inp, res) for _, inp, res in best.values()]
+
+
+def _write_lines(out_file, lines: list[str]) -> int:
+    """Write ``lines`` to a path or an open text file; returns how many."""
+    text = "".join(line + "\n" for line in lines)
+    if hasattr(out_file, "write"):
+        out_file.write(text)
+    else:
+        with open(out_file, "w", encoding="utf-8") as f:
+            f.write(text)
+    return len(lines)
+
+
+def split_workload(in_file: str | os.PathLike, clean: bool = True) -> list[str]:
+    """AutoTVM's ``split_workload``: write the records of each workload of AutoTVM log
+    ``in_file`` to a file of its own, ``<in_file>.000.wkl``, ``<in_file>.001.wkl``, ... (in
+    the order workloads first appear); returns their paths. With ``clean``, failures and
+    repeated measurements of one config (all but the first) are left out."""
+    groups: dict[str, list[str]] = {}
+    seen: set[str] = set()
+    for _, line, row in _raw_rows(in_file):
+        try:
+            inp, config, result = _parts(row)
+        except _Skip:
+            continue
+        key = _workload_text(inp)
+        group = groups.setdefault(key, [])
+        if clean:
+            config_key = key + json.dumps(config.get("entity"), sort_keys=True)
+            if config_key in seen or len(result) < 2 or result[1] != 0:
+                continue
+            seen.add(config_key)
+        group.append(line)
+    paths = []
+    for i, (key, lines) in enumerate(groups.items()):
+        path = f"{os.fspath(in_file)}.{i:03d}.wkl"
+        logger.info("workload %s: %d record(s) in %s", key, len(lines), path)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in lines))
+        paths.append(path)
+    return paths
+
+
+def _raw_rows(path):
+    """``(line number, line, parsed row)`` of the JSON lines of ``path`` (others are skipped)."""
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            try:
+                yield lineno, line, json.loads(line)
+            except json.JSONDecodeError:
+                continue
+
+
+def _workload_text(inp: list) -> str:
+    """The workload of an AutoTVM record's input: target, task name, args and kwargs."""
+    return json.dumps([inp[0], inp[1], inp[2], inp[3] if len(inp) > 3 else {}], sort_keys=True)
 
 
 class _Skip(Exception):
     """A record that cannot be imported; the message says why."""
+
+
+def _rows(path, reading: LogReading, make) -> list:
+    """``make(row, reading)`` of each line of AutoTVM log ``path`` that it can make (the others
+    are noted in ``reading``)."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            try:
+                out.append(make(json.loads(line), reading))
+            except _Skip as skip:
+                reading.skip(str(skip), lineno)
+            except json.JSONDecodeError as exc:
+                reading.skip(f"not JSON ({exc.msg})", lineno)
+    return out
+
+
+def _pair(row, reading: LogReading) -> tuple[MeasureInput, MeasureResult]:
+    """AutoTVM's ``(MeasureInput, MeasureResult)`` of one parsed line."""
+    inp, config, result = _parts(row)
+    target, _ = _target(inp[0])
+    task = _task(inp[1], inp[2], inp[3] if len(inp) > 3 else {}, target)
+    cfg = _config(task, config)
+    if len(result) < 4:
+        raise _Skip(f"its result has {len(result)} fields, not [costs, error_no, all_cost, timestamp]")
+    costs, number, all_cost, timestamp = result[:4]
+    try:
+        error_kind(number)
+    except (TypeError, ValueError):
+        raise _Skip(f"unknown AutoTVM error number {number!r}") from None
+    costs = tuple(costs) if isinstance(costs, list) else (costs,)
+    return (MeasureInput(Target(task.target), task, cfg),
+            MeasureResult(costs, int(number), all_cost, timestamp))
 
 
 def _record(row, reading: LogReading) -> tuning_db.Record:

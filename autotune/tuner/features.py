@@ -50,7 +50,8 @@ from measure.pool import WorkerPool
 from search_spaces.task import Task
 
 __all__ = ["FEATURE_TYPES", "ITERVAR_LENGTH", "PARALLEL_AFTER_S", "itervar_features", "itervar_feature_names",
-           "config_features", "default_feature_workers", "check_workers", "FeatureCache", "CALLS"]
+           "loop_rows", "curve_features", "config_features", "default_feature_workers", "check_workers",
+           "FeatureCache", "CALLS"]
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +93,7 @@ class _Loop:
     var_id: int
     extent: int
     kind: S.ForKind
+    var: object = None  # the loop variable (for loop_rows)
 
 
 @dataclass
@@ -110,6 +112,7 @@ class _Statement:
     is_update: bool
     dest_scope: str
     order: int
+    arith: tuple[int, int, int] = (0, 0, 0)  # adds (and subtracts), multiplies, divides of the value
     work: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -201,6 +204,31 @@ class _Loads(IRVisitor):
         self.loads.append(node)
 
 
+class _Arith(IRVisitor):
+    """Counts the adds (and subtracts), multiplies and divides (and modulos) of an expression,
+    the indices of its reads included."""
+
+    def __init__(self):
+        self.counts = [0, 0, 0]
+
+    def _count(self, slot: int, node) -> None:
+        self.counts[slot] += 1
+        self.generic_visit(node)
+
+    def visit_Add(self, node) -> None:
+        self._count(0, node)
+
+    visit_Sub = visit_Add
+
+    def visit_Mul(self, node) -> None:
+        self._count(1, node)
+
+    def visit_Div(self, node) -> None:
+        self._count(2, node)
+
+    visit_FloorDiv = visit_FloorMod = visit_Div
+
+
 class _Collector(IRVisitor):
     """Statements with their loop nests; allocation sizes per scope."""
 
@@ -228,7 +256,7 @@ class _Collector(IRVisitor):
             self.parallel_loops += 1
             self.parallel_launches += math.prod(lp.extent for lp in self.loops)
             self.parallel_max_extent = max(self.parallel_max_extent, extent)
-        self.loops.append(_Loop(id(node.loop_var), max(1, extent), kind))
+        self.loops.append(_Loop(id(node.loop_var), max(1, extent), kind, node.loop_var))
         self.visit(node.body)
         self.loops.pop()
 
@@ -263,8 +291,11 @@ class _Collector(IRVisitor):
             seen.add(id(load.buffer.data))
             accesses.append(_access(load.buffer, load.indices))
         guard_vars = frozenset().union(*self.guards)
+        arith = _Arith()
+        arith.visit(node.value)
         self.statements.append(_Statement(list(self.loops), accesses, bool(self.guards), guard_vars,
-                                          is_update, node.buffer.scope, len(self.statements)))
+                                          is_update, node.buffer.scope, len(self.statements),
+                                          tuple(arith.counts)))
 
 
 def _access(buffer, indices) -> _Access:
@@ -304,14 +335,8 @@ def _statement_features(st: _Statement) -> list[float]:
         out += [float(lp.kind is k) for k in _KINDS]
     out += [0.0] * ((_MAX_LEVELS - len(inner)) * len(_LEVEL))
     for acc in st.accesses[:_MAX_ACCESSES]:
-        iters, touched, span = 1, 1, 1.0
-        for lp in inner:
-            stride = acc.coeffs.get(lp.var_id, 0.0)
-            iters *= lp.extent
-            if stride:
-                touched *= lp.extent
-                span += abs(stride) * (lp.extent - 1)
-            footprint = max(1.0, min(float(touched), span))
+        for level in range(len(inner)):  # the nest grows outwards: this loop and those inside it
+            stride, footprint, iters = _footprint(acc, inner[level::-1])
             out += [_log(stride), _log(footprint * acc.elem_bytes), _log(iters / footprint)]
         out += [0.0] * ((_MAX_LEVELS - len(inner)) * len(_ACCESS))
     out += [0.0] * ((_MAX_ACCESSES - len(st.accesses[:_MAX_ACCESSES])) * _MAX_LEVELS * len(_ACCESS))
@@ -324,18 +349,9 @@ def itervar_features(func_or_module) -> np.ndarray:
     Takes a :class:`~compiler.tir.PrimFunc` or an :class:`~compiler.tir.IRModule` (whose
     functions' statements are pooled). Lower with ``simple_mode=True`` to keep loop kinds.
     """
-    funcs = list(func_or_module.functions.values()) if isinstance(func_or_module, IRModule) \
-        else [func_or_module]
-    collector = _Collector()
-    for f in funcs:
-        collector.visit(f.body)
+    collector = _collect(func_or_module)
     stmts = collector.statements
-
-    def by_work(group):
-        return sorted(group, key=lambda st: (-st.work, st.order))
-
-    reductions = by_work([st for st in stmts if st.is_update])[:_REDUCE_SLOTS]
-    others = by_work([st for st in stmts if not st.is_update])[:_OTHER_SLOTS]
+    reductions, others = _slots(stmts)
     out = [float(len(stmts))] + [_log(collector.alloc_bytes[s]) for s in ("global", "local", "shared")]
     out += [float(collector.parallel_loops), _log(collector.parallel_launches),
             _log(collector.parallel_max_extent),
@@ -344,6 +360,108 @@ def itervar_features(func_or_module) -> np.ndarray:
         for st in group:
             out += _statement_features(st)
         out += [0.0] * ((slots - len(group)) * _STMT_LENGTH)
+    return np.asarray(out, dtype=np.float32)
+
+
+def _collect(func_or_module) -> _Collector:
+    """The statements of a PrimFunc or of every function of an IRModule."""
+    funcs = list(func_or_module.functions.values()) if isinstance(func_or_module, IRModule) \
+        else [func_or_module]
+    collector = _Collector()
+    for f in funcs:
+        collector.visit(f.body)
+    return collector
+
+
+def _slots(stmts: list[_Statement]) -> tuple[list[_Statement], list[_Statement]]:
+    """The statements that get feature slots: reductions, then the others, each by work."""
+    def by_work(group):
+        return sorted(group, key=lambda st: (-st.work, st.order))
+
+    return (by_work([st for st in stmts if st.is_update])[:_REDUCE_SLOTS],
+            by_work([st for st in stmts if not st.is_update])[:_OTHER_SLOTS])
+
+
+def _footprint(acc: _Access, loops: list[_Loop]) -> tuple[float, float, float]:
+    """``(stride, elements touched, iterations)`` of access ``acc`` in the loops ``loops``
+    (those from one loop level inwards): the elements are the smaller of the distinct index
+    combinations and the span of the addresses."""
+    iters, touched, span = 1, 1, 1.0
+    for lp in loops:
+        stride = acc.coeffs.get(lp.var_id, 0.0)
+        iters *= lp.extent
+        if stride:
+            touched *= lp.extent
+            span += abs(stride) * (lp.extent - 1)
+    return (acc.coeffs.get(loops[0].var_id, 0.0) if loops else 0.0), max(1.0, min(float(touched), span)), \
+        float(iters)
+
+
+def loop_rows(func_or_module, take_log: bool = False) -> list[list]:
+    """Features of every loop of a lowered function, one row per loop in the order loops are
+    first entered, in AutoTVM's layout (``autotvm.feature.get_itervar_feature``)::
+
+        [[loop name, loop var],
+         ["_attr_", extent, nest level, iterations down to it (top-down), iterations below it
+          (bottom-up), is_serial, is_parallel, is_vectorized, is_unrolled],
+         ["_arith_", adds, multiplies, divides],             # run under one entry to the loop
+         [buffer name, stride, bytes touched, reuse], ...]   # each buffer used under the loop
+
+    A buffer's numbers are those of its statement under the loop that touches the most
+    bytes (of those, the most reused); the stride is of the buffer's flattened index along
+    the loop (elements), bytes and reuse (iterations per element touched) cover the loops
+    from this one inwards. With ``take_log``, sizes are ``log2(1 + x)``."""
+    fn = _log if take_log else float
+    loops: dict[int, list] = {}   # var id -> [name, var, attr, arith counts, {buffer name: touch}]
+    for st in _collect(func_or_module).statements:
+        for level, lp in enumerate(st.loops):
+            inner = st.loops[level:]
+            row = loops.get(lp.var_id)
+            if row is None:
+                top = math.prod(x.extent for x in st.loops[:level + 1])
+                attr = ["_attr_", fn(lp.extent), float(level), fn(top), 0.0,
+                        *(float(lp.kind is k) for k in _KINDS)]
+                row = loops[lp.var_id] = [lp.var.name, lp.var, attr, [0, 0, 0], {}]
+            bottom = math.prod(x.extent for x in inner)
+            row[2][4] = max(row[2][4], fn(bottom))
+            row[3] = [total + bottom * n for total, n in zip(row[3], st.arith)]
+            for acc in st.accesses:
+                stride, touched, iters = _footprint(acc, inner)
+                touch = [_log(stride) if take_log else stride, fn(touched * acc.elem_bytes),
+                         fn(iters / touched)]
+                name = acc.buffer.name
+                if name not in row[4] or touch[1:] > row[4][name][1:]:  # most bytes, then most reuse
+                    row[4][name] = touch
+    return [[[name, var], attr, ["_arith_", *map(fn, arith)],
+             *([buf, *touch] for buf, touch in touches.items())]
+            for name, var, attr, arith, touches in loops.values()]
+
+
+def curve_features(func_or_module, sample_n: int = 30) -> np.ndarray:
+    """A relation feature of fixed length whatever the loop structure: for each buffer slot
+    (:data:`ITERVAR_LENGTH`'s statements and accesses), the bytes it touches and their reuse
+    as the loop nest grows from its innermost loop outwards, sampled where the iterations
+    reach ``2**0, 2**1, ..., 2**(sample_n - 1)``; both ``log2(1 + x)``. Length
+    ``(slots) * accesses * 2 * sample_n``; empty slots are zeros."""
+    if sample_n < 1:
+        raise ValueError(f"sample_n must be >= 1, got {sample_n}")
+    reductions, others = _slots(_collect(func_or_module).statements)
+    out: list[float] = []
+    for group, slots in ((reductions, _REDUCE_SLOTS), (others, _OTHER_SLOTS)):
+        for st in group:
+            levels = [_footprint(acc, st.loops[len(st.loops) - k:]) for acc in st.accesses[:_MAX_ACCESSES]
+                      for k in range(len(st.loops) + 1)]
+            per_access = len(st.loops) + 1
+            for a in range(len(st.accesses[:_MAX_ACCESSES])):
+                curve = levels[a * per_access:(a + 1) * per_access]  # iterations grow along it
+                bytes_at, reuse_at = [], []
+                for k in range(sample_n):
+                    point = next((c for c in curve if c[2] >= 2 ** k), curve[-1])
+                    bytes_at.append(_log(point[1] * st.accesses[a].elem_bytes))
+                    reuse_at.append(_log(point[2] / point[1]))
+                out += bytes_at + reuse_at
+            out += [0.0] * ((_MAX_ACCESSES - len(st.accesses[:_MAX_ACCESSES])) * 2 * sample_n)
+        out += [0.0] * ((slots - len(group)) * _MAX_ACCESSES * 2 * sample_n)
     return np.asarray(out, dtype=np.float32)
 
 
