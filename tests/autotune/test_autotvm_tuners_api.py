@@ -111,8 +111,7 @@ def test_a_manual_loop_with_update_and_load_history(task, measured):
     batch = tuner.next_batch(3)
     by_index = {inp.config.index: (inp, res) for inp, res in measured}
     inputs = [by_index[c.index][0] for c in batch]
-    failed = autotvm.MeasureResult(("build failed",), int(autotvm.MeasureErrorNo.COMPILE_HOST), None, 0.0,
-                                   None)
+    failed = autotvm.MeasureResult(("build failed",), int(autotvm.MeasureErrorNo.COMPILE_HOST), None, 0.0)
     results = [by_index[batch[0].index][1], failed, by_index[batch[2].index][1]]
     tuner.update(inputs, results)  # AutoTVM's results, an error among them
     assert tuner.measured == {c.index for c in batch}

@@ -18,6 +18,8 @@ import numpy as np
 from autotune.tuner.cost_model import LOSS_TYPES, Group, XGBCostModel
 from autotune.tuner.features import FEATURE_TYPES
 
+from .tuner import _seconds
+
 __all__ = ["XGBoostCostModel"]
 
 
@@ -125,9 +127,3 @@ class XGBoostCostModel:
         discount = 1.0 / (2 ** (self._sample_size / 64.0))
         return discount * self.base_model._model.predict(task, indices, output_margin=True)
 
-
-def _seconds(result) -> float | None:
-    """Mean seconds of an AutoTVM measure result; None for a failure."""
-    if result.error_no != 0 or not result.costs:
-        return None
-    return float(np.mean(result.costs))
