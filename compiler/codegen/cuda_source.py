@@ -20,7 +20,7 @@ from .intrinsics import extern_name
 
 __all__ = ["cuda_source"]
 
-_OPS = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/", E.FloorDiv: "/", E.FloorMod: "%",
+_OPS = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/", E.Mod: "%", E.FloorDiv: "/", E.FloorMod: "%",
         E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=", E.And: "&&", E.Or: "||"}
 _FLOAT_CALLS = {"exp": "expf", "log": "logf", "sqrt": "sqrtf", "fabs": "fabsf", "floor": "floorf",
                 "ceil": "ceilf", "round": "rintf", "trunc": "truncf", "tanh": "tanhf", "exp2": "exp2f",

@@ -43,7 +43,7 @@ from ..tir.analysis import collect, free_vars
 from ..tir.buffer import ACCESS_PTR, Buffer
 from ..tir.function import IRModule, PrimFunc
 from ..tir.functor import Functor
-from ..tir.op import EXTERN_OPS
+from ..tir.op import EXTERN_OPS, INT_OPS
 from ..tir.packed import CALL_PACKED
 from . import loop_metadata
 from .intrinsics import CALL_OPS, MathEmitter, emit_call_extern, extern_name
@@ -489,6 +489,12 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
             return self.b.fdiv(a, b, flags=self.fm)
         return self.b.udiv(a, b) if _unsigned(dtype) else self.b.sdiv(a, b)
 
+    def visit_Mod(self, e):
+        a, b, dtype = self._operands(e)
+        if dtypes.is_float(dtype):
+            return self.b.frem(a, b, flags=self.fm)
+        return self.b.urem(a, b) if _unsigned(dtype) else self.b.srem(a, b)
+
     def visit_FloorDiv(self, e):
         a, b, dtype = self._operands(e)
         if dtypes.is_float(dtype):
@@ -620,6 +626,8 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
             if not dtypes.is_float(arg_dtypes[0]):
                 return self._vector(ir.Constant(I1, 0), lanes_of(args[0]))
             return self.b.fcmp_unordered("uno", args[0], args[0])
+        if op in INT_OPS:
+            return self._int_call(op, args, arg_dtypes, dtype)
         if op == "abs" and not dtypes.is_float(dtype):
             x = self._cast(args[0], arg_dtypes[0], dtype)
             if _unsigned(dtype):
@@ -633,6 +641,34 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
             lanes = max(lanes_of(a) for a in args)
             args = [self._vector(a, lanes) for a in args]
         return self.math.emit(self.b, "fabs" if op == "abs" else op, args, self.fm)
+
+    def _int_call(self, op: str, args: list, arg_dtypes: list, dtype: str) -> ir.Value:
+        """The integer and bit intrinsics (``popcount``, shifts, ``bitwise_*``, ``reinterpret``)."""
+        b = self.b
+        if op == "reinterpret":
+            x = args[0]
+            t = scalar_type(dtype)
+            return b.bitcast(x, ir.VectorType(t, lanes_of(x)) if lanes_of(x) > 1 else t)
+        src = arg_dtypes[0]
+        if not dtypes.is_int(src):
+            raise CodegenError(f"intrinsic {op!r} needs integer operands, got {src}")
+        if op in ("popcount", "clz"):
+            x = args[0]
+            if op == "popcount":
+                value = b.call(self.math.declare(f"llvm.ctpop.{type_suffix(x.type)}", x.type, [x.type]), [x])
+            else:  # clz(0) is the width of the type, not poison
+                fn = self.math.declare(f"llvm.ctlz.{type_suffix(x.type)}", x.type, [x.type, I1])
+                value = b.call(fn, [x, ir.Constant(I1, 0)])
+            return self._cast(value, src, dtype)
+        if op == "bitwise_not":
+            return b.not_(args[0])
+        args = [self._cast(a, d, dtype) for a, d in zip(args, arg_dtypes, strict=True)]
+        lanes = max(lanes_of(a) for a in args)
+        x, y = (self._vector(a, lanes) for a in args)
+        if op == "shift_right":
+            return b.lshr(x, y) if _unsigned(dtype) else b.ashr(x, y)
+        emit = {"shift_left": b.shl, "bitwise_and": b.and_, "bitwise_or": b.or_, "bitwise_xor": b.xor}[op]
+        return emit(x, y)
 
     def visit_BufferLoad(self, e: E.BufferLoad) -> ir.Value:
         buf = e.buffer
@@ -761,7 +797,7 @@ def _may_fault(e: E.PrimExpr) -> bool:
     def risky(n) -> bool:
         if isinstance(n, E.BufferLoad):
             return True
-        int_division = isinstance(n, (E.Div, E.FloorDiv, E.FloorMod)) and not dtypes.is_float(n.dtype)
+        int_division = isinstance(n, (E.Div, E.Mod, E.FloorDiv, E.FloorMod)) and not dtypes.is_float(n.dtype)
         return int_division and _const_int(n.b) in (None, 0)
     return bool(collect(e, risky))
 

@@ -27,7 +27,7 @@ from ..errors import DTypeError
 
 __all__ = [
     "PrimExpr", "Var", "IntImm", "FloatImm", "StringImm", "Cast", "BinaryOp", "Add", "Sub", "Mul",
-    "Div", "FloorDiv", "FloorMod", "Min", "Max", "CmpOp", "EQ", "NE", "LT", "LE", "GT", "GE",
+    "Div", "Mod", "FloorDiv", "FloorMod", "Min", "Max", "CmpOp", "EQ", "NE", "LT", "LE", "GT", "GE",
     "And", "Or", "Not", "Select", "Call", "Let", "ProducerLoad", "BufferLoad", "Ramp", "Broadcast",
     "Reduce", "Range", "IterVar", "IterType", "CommReducer", "UserReducer", "convert", "const",
     "is_const_int", "const_value", "ExprOp", "max_value", "min_value", "all_of", "any_of",
@@ -100,20 +100,42 @@ class ExprOp:
     def __ne__(self, other):  # type: ignore[override]
         return _binary(NE, self, other)
 
+    # ``& | ^ ~ << >>`` are TVM's: logical on two conditions, bitwise on integers
+    # (tir.bitwise_and, ...), shifts on integers (arithmetic right shift for signed ones).
     def __and__(self, other):
-        return _logical(And, self, other)
+        return _bitwise("bitwise_and", self, other)
 
     def __rand__(self, other):
-        return _logical(And, other, self)
+        return _bitwise("bitwise_and", other, self)
 
     def __or__(self, other):
-        return _logical(Or, self, other)
+        return _bitwise("bitwise_or", self, other)
 
     def __ror__(self, other):
-        return _logical(Or, other, self)
+        return _bitwise("bitwise_or", other, self)
+
+    def __xor__(self, other):
+        return _bitwise("bitwise_xor", self, other)
+
+    def __rxor__(self, other):
+        return _bitwise("bitwise_xor", other, self)
+
+    def __lshift__(self, other):
+        return _bitwise("shift_left", self, other)
+
+    def __rlshift__(self, other):
+        return _bitwise("shift_left", other, self)
+
+    def __rshift__(self, other):
+        return _bitwise("shift_right", self, other)
+
+    def __rrshift__(self, other):
+        return _bitwise("shift_right", other, self)
 
     def __invert__(self):
-        return Not(_as_bool(convert(self)), "bool")
+        from . import op  # op builds on this module
+
+        return op.bitwise_not(self)
 
     __hash__ = object.__hash__
 
@@ -220,6 +242,12 @@ class Mul(BinaryOp):
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Div(BinaryOp):
     """True division of floats; truncating division of integers (C semantics)."""
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Mod(BinaryOp):
+    """Remainder of the truncating division of integers: the sign of ``a`` (C's ``%``,
+    TVM's ``truncmod``)."""
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -597,7 +625,7 @@ def _binary(cls, a, b) -> PrimExpr:
     if "handle" in (a.dtype, b.dtype):
         raise DTypeError(f"cannot apply {cls.__name__} to a pointer value")
     dtype = dtypes.promote(a.dtype, b.dtype)
-    if dtype == "bool" and cls in (Add, Sub, Mul, FloorDiv, FloorMod, Div):
+    if dtype == "bool" and cls in (Add, Sub, Mul, FloorDiv, FloorMod, Div, Mod):
         dtype = "int32"
     a, b = _cast_to(a, dtype), _cast_to(b, dtype)
     if issubclass(cls, CmpOp):
@@ -619,6 +647,12 @@ def _as_bool(e: PrimExpr) -> PrimExpr:
     if e.dtype == "bool":
         return e
     return _binary(NE, e, const(0, e.dtype))
+
+
+def _bitwise(name: str, a, b) -> PrimExpr:
+    from . import op  # op builds on this module
+
+    return getattr(op, name)(a, b)
 
 
 def _logical(cls, a, b) -> PrimExpr:
