@@ -33,7 +33,8 @@ def _ctype(dtype: str) -> str:
     if dtype == "handle":
         return "void*"
     if dtypes.is_float(dtype):
-        return {"float16": "half", "float32": "float", "float64": "double"}[dtype]
+        names = {"float16": "half", "float32": "float", "float64": "double", "bfloat16": "__nv_bfloat16"}
+        return names[dtype]
     bits = dtypes.bits(dtype)
     if bits == 32 and not dtypes.is_uint(dtype):
         return "int"

@@ -58,10 +58,13 @@ from .llvm_types import (
     I32,
     I64,
     VOID,
+    bfloat16_to_float,
     constant,
     double_to_half,
+    float_to_bfloat16,
     lanes_of,
     memory_type,
+    register_dtype,
     scalar_type,
     shuffle_mask,
     splat_constant,
@@ -283,10 +286,15 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
         buf = s.buffer
         value = self.expr(s.value)
         lanes = lanes_of(value)
+        if lanes > 1 and max(E.expr_lanes(i) for i in s.indices) == 1:
+            raise CodegenError(f"in {self._func_name!r}: a vector of {lanes} lanes is stored at a scalar "
+                               f"index of {buf.name!r}; store it at a vector index (tir.Ramp)")
         if split_dtype(s.value.dtype)[0] != buf.dtype:
             value = self._cast(value, split_dtype(s.value.dtype)[0], buf.dtype)
         if buf.dtype == "bool":
             value = self.b.zext(value, ir.VectorType(I8, lanes) if lanes > 1 else I8)
+        elif buf.dtype == "bfloat16":
+            value = float_to_bfloat16(self.b, value)
         ptr = self._buffer_ptr(buf)
         index = self._flat_index(buf, s.indices)
         if lanes == 1:
@@ -684,6 +692,8 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
             value = self._vector_load(buf, ptr, index, lanes, self._mask(e.predicate, lanes))
         if buf.dtype == "bool":
             value = self.b.icmp_unsigned("!=", value, splat_constant(value.type, 0))
+        elif buf.dtype == "bfloat16":
+            value = bfloat16_to_float(self.b, value)
         return value
 
     def _mask(self, predicate: E.PrimExpr | None, lanes: int) -> ir.Value | None:
@@ -722,6 +732,7 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
 
     def _cast(self, v: ir.Value, src: str, dst: str) -> ir.Value:
         """Convert ``v`` from dtype ``src`` to ``dst`` (C semantics; to bool means ``!= 0``)."""
+        src, dst = register_dtype(src), register_dtype(dst)
         if src == dst:
             return v
         lanes = lanes_of(v)

@@ -92,7 +92,8 @@ _FLOAT_TYPES: dict[str, type] = {}  # dtype -> numpy scalar type
 def _float(value, dtype: str):
     scalar = _FLOAT_TYPES.get(dtype)
     if scalar is None:  # looked up once per dtype: the interpreters convert in every operation
-        scalar = _FLOAT_TYPES[dtype] = np.dtype(dtype).type
+        # bfloat16 values are float32 until they are stored (see compiler.codegen.llvm_types).
+        scalar = _FLOAT_TYPES[dtype] = np.float32 if dtype == "bfloat16" else np.dtype(dtype).type
     return scalar(value)
 
 

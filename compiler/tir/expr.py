@@ -30,7 +30,7 @@ __all__ = [
     "Div", "Mod", "FloorDiv", "FloorMod", "Min", "Max", "CmpOp", "EQ", "NE", "LT", "LE", "GT", "GE",
     "And", "Or", "Not", "Select", "Call", "Let", "ProducerLoad", "BufferLoad", "Ramp", "Broadcast",
     "Reduce", "Range", "IterVar", "IterType", "CommReducer", "UserReducer", "convert", "const",
-    "is_const_int", "const_value", "ExprOp", "max_value", "min_value", "all_of", "any_of",
+    "is_const_int", "const_value", "ExprOp", "max_value", "min_value", "all_of", "any_of", "expr_lanes",
 ]
 
 
@@ -161,9 +161,16 @@ class ExprOp:
         return value
 
     def astype(self, dtype: str) -> PrimExpr:
-        """Cast to ``dtype``."""
+        """Cast to ``dtype``. To a vector dtype (``"float32x4"``), as TVM's ``astype``: a scalar
+        is cast and broadcast to every lane, a vector of as many lanes is cast lane by lane."""
         e = convert(self)
-        dtype = dtypes.check(dtype)
+        dtype, lanes = dtypes.split_lanes(dtype)
+        if lanes > 1:
+            width = expr_lanes(e)
+            if width == 1:
+                return Broadcast(e.astype(dtype), lanes, dtype)
+            if width != lanes:
+                raise DTypeError(f"cannot cast a vector of {width} lanes to {dtype}x{lanes}")
         if e.dtype == dtype:
             return e
         return Cast(dtype, e)
@@ -393,19 +400,39 @@ class BufferLoad(PrimExpr):
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Ramp(PrimExpr):
-    """The vector ``base, base + stride, ..., base + (lanes - 1) * stride``."""
+    """The vector ``base, base + stride, ..., base + (lanes - 1) * stride``.
+
+    Without ``dtype`` (``Ramp(base, stride, lanes)``, as TVM's ``tir.Ramp``) the operands are
+    converted and the dtype is the base's element dtype."""
 
     base: PrimExpr
     stride: PrimExpr
     lanes: int
-    dtype: str
+    dtype: str | None = None
+
+    def __post_init__(self):
+        if self.dtype is not None:
+            return
+        base, stride = _convert_pair(self.base, self.stride)
+        object.__setattr__(self, "base", base)
+        object.__setattr__(self, "stride", _cast_to(stride, base.dtype))
+        object.__setattr__(self, "dtype", base.dtype)
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Broadcast(PrimExpr):
+    """``value`` in each of ``lanes`` lanes. Without ``dtype`` (``Broadcast(value, lanes)``, as
+    TVM's ``tir.Broadcast``) it is the value's (the element dtype, not TVM's ``float32x4``)."""
+
     value: PrimExpr
     lanes: int
-    dtype: str
+    dtype: str | None = None
+
+    def __post_init__(self):
+        if self.dtype is not None:
+            return
+        object.__setattr__(self, "value", convert(self.value))
+        object.__setattr__(self, "dtype", self.value.dtype)
 
 
 class CommReducer(enum.Enum):
@@ -727,6 +754,17 @@ def any_of(*conds) -> PrimExpr:
     for c in conds[1:]:
         result = _logical(Or, result, c)
     return result
+
+
+def expr_lanes(e: PrimExpr) -> int:
+    """How many lanes ``e`` has: those of its widest vector node (1 for a scalar)."""
+    if isinstance(e, (Ramp, Broadcast, BufferLoad)):
+        return e.lanes
+    if isinstance(e, (Var, IntImm, FloatImm, StringImm)):
+        return 1
+    from .functor import children  # functor builds on this module
+
+    return max((expr_lanes(c) for c in children(e) if isinstance(c, PrimExpr)), default=1)
 
 
 def _constant_int(e: PrimExpr) -> int | None:
