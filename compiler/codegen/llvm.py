@@ -491,20 +491,43 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
     def visit_Mul(self, e):
         return self._arith(e, "fmul", "mul")
 
-    def visit_Div(self, e):
+    def _division_operands(self, e) -> tuple[ir.Value, ir.Value, str]:
+        """The operands of a division; an integer divisor made safe where it could trap.
+
+        x86 traps on an integer division by zero and on ``MIN / -1``, which would take the
+        interpreter down. There the divisor becomes 1: ``MIN / -1`` wraps to ``MIN`` (two's
+        complement, as the constant folder computes it), and ``x / 0`` gives ``x`` and
+        ``x % 0`` gives 0 (undefined in C and TVM). A constant divisor that cannot trap
+        costs nothing.
+        """
         a, b, dtype = self._operands(e)
+        if dtypes.is_float(dtype):
+            return a, b, dtype
+        c = _const_int(e.b)
+        if c is not None and c != 0 and (c != -1 or _unsigned(dtype)):
+            return a, b, dtype
+        traps = self.b.icmp_unsigned("==", b, splat_constant(b.type, 0))
+        if not _unsigned(dtype):
+            lowest = splat_constant(a.type, -(1 << (_int_width(a.type) - 1)))
+            overflow = self.b.and_(self.b.icmp_signed("==", a, lowest),
+                                   self.b.icmp_signed("==", b, splat_constant(b.type, -1)))
+            traps = self.b.or_(traps, overflow)
+        return a, self.b.select(traps, splat_constant(b.type, 1), b), dtype
+
+    def visit_Div(self, e):
+        a, b, dtype = self._division_operands(e)
         if dtypes.is_float(dtype):
             return self.b.fdiv(a, b, flags=self.fm)
         return self.b.udiv(a, b) if _unsigned(dtype) else self.b.sdiv(a, b)
 
     def visit_Mod(self, e):
-        a, b, dtype = self._operands(e)
+        a, b, dtype = self._division_operands(e)
         if dtypes.is_float(dtype):
             return self.b.frem(a, b, flags=self.fm)
         return self.b.urem(a, b) if _unsigned(dtype) else self.b.srem(a, b)
 
     def visit_FloorDiv(self, e):
-        a, b, dtype = self._operands(e)
+        a, b, dtype = self._division_operands(e)
         if dtypes.is_float(dtype):
             return self.math.emit(self.b, "floor", [self.b.fdiv(a, b, flags=self.fm)], self.fm)
         if _unsigned(dtype):
@@ -514,7 +537,7 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
         return self.b.sub(q, self.b.zext(self._floor_adjust(a, b), q.type))
 
     def visit_FloorMod(self, e):
-        a, b, dtype = self._operands(e)
+        a, b, dtype = self._division_operands(e)
         if dtypes.is_float(dtype):
             q = self.math.emit(self.b, "floor", [self.b.fdiv(a, b, flags=self.fm)], self.fm)
             return self.b.fsub(a, self.b.fmul(q, b, flags=self.fm), flags=self.fm)

@@ -273,3 +273,27 @@ def test_cuda_kernels_with_integer_and_float_ops_assemble(dtype):
         s[o].bind(bx, te.thread_axis("blockIdx.x"))
         s[o].bind(tx, te.thread_axis("threadIdx.x"))
     build_ptx(s, [A, B, S, X, Y, *outputs])
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int32", "int64", "uint16"])
+def test_integer_division_that_would_trap_does_not_crash(dtype):
+    # x86 traps on x / 0 and on MIN / -1; generated code divides by 1 there instead: MIN / -1
+    # wraps to MIN (as the constant folder computes it), x / 0 gives x and x % 0 gives 0.
+    info = np.iinfo(dtype)
+    a = np.array([int(info.min), 5, int(info.max), 0] * (N // 4), dtype)
+    b = np.array([-1 if info.min < 0 else 0, 0, 0, 0] * (N // 4), dtype)
+    A, B = te.placeholder((N,), dtype=dtype, name="A"), te.placeholder((N,), dtype=dtype, name="B")
+    ops = [lambda x, y: x // y, lambda x, y: x % y, tir.truncdiv, tir.truncmod]
+    outputs = [_elementwise(f, [A, B], f"D{k}") for k, f in enumerate(ops)]
+    for vectorize in (False, True):
+        got = _run(_build([A, B], outputs, vectorize), [a, b], outputs)
+        np.testing.assert_array_equal(got[0], a)  # MIN // -1 wraps to MIN; x // 0 is x
+        np.testing.assert_array_equal(got[2], a)
+        np.testing.assert_array_equal(got[1], np.zeros(N, dtype))
+        np.testing.assert_array_equal(got[3], np.zeros(N, dtype))
+    an = Analyzer()
+    if info.min < 0:
+        low = tir.const(int(info.min), dtype)
+        assert an.simplify(low // tir.const(-1, dtype)).value == info.min
+        assert an.simplify(tir.truncdiv(low, tir.const(-1, dtype))).value == info.min
+        assert an.simplify(tir.truncmod(low, tir.const(-1, dtype))).value == 0
