@@ -23,8 +23,8 @@ __all__ = ["cuda_source"]
 _OPS = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/", E.Mod: "%", E.FloorDiv: "/", E.FloorMod: "%",
         E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=", E.And: "&&", E.Or: "||"}
 _FLOAT_CALLS = {"exp": "expf", "log": "logf", "sqrt": "sqrtf", "fabs": "fabsf", "floor": "floorf",
-                "ceil": "ceilf", "round": "rintf", "trunc": "truncf", "tanh": "tanhf", "exp2": "exp2f",
-                "log2": "log2f", "rsqrt": "rsqrtf"}
+                "ceil": "ceilf", "round": "roundf", "nearbyint": "rintf", "trunc": "truncf", "tanh": "tanhf",
+                "exp2": "exp2f", "log2": "log2f", "rsqrt": "rsqrtf"}
 
 
 def _ctype(dtype: str) -> str:

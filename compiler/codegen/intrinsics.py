@@ -21,10 +21,11 @@ from .vector_math import VECTOR_MATH_OPS, VectorMath, supports
 
 __all__ = ["MathEmitter", "FLOAT_OPS", "CALL_OPS", "emit_call_extern", "extern_name", "per_lane"]
 
-# Call.op -> LLVM intrinsic base name. ``round`` rounds half to even, as numpy does.
+# Call.op -> LLVM intrinsic base name. ``round`` rounds halves away from zero and ``nearbyint``
+# to even, as TVM lowers them (to llvm.round and llvm.nearbyint).
 _INTRINSICS = {"exp2": "exp2", "log2": "log2", "log10": "log10",
                "sqrt": "sqrt", "sin": "sin", "cos": "cos", "fabs": "fabs", "floor": "floor",
-               "ceil": "ceil", "round": "roundeven", "trunc": "trunc", "nearbyint": "nearbyint"}
+               "ceil": "ceil", "round": "round", "trunc": "trunc", "nearbyint": "nearbyint"}
 # Call.op -> libm names for (float, double).
 _LIBM = {"erf": ("erff", "erf")}
 _COMPOSED = ("rsqrt",)

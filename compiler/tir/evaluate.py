@@ -23,10 +23,16 @@ from .functor import Functor
 
 __all__ = ["wrap_int", "cast_value", "binary_value", "evaluate", "Evaluator", "INTRINSICS"]
 
+def _round_half_away(x):
+    """C's ``round``: to nearest, halves away from zero (``x - trunc(x)`` is exact)."""
+    whole = np.trunc(x)
+    return np.where(np.abs(x - whole) >= 0.5, whole + np.sign(x), whole)[()]
+
+
 # Intrinsic calls the evaluator understands, by ``Call.op``.
 INTRINSICS: dict[str, Callable] = {
     "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "abs": np.abs,
-    "fabs": np.abs, "floor": np.floor, "ceil": np.ceil, "round": np.round, "sin": np.sin,
+    "fabs": np.abs, "floor": np.floor, "ceil": np.ceil, "round": _round_half_away, "sin": np.sin,
     "cos": np.cos, "pow": np.power, "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
     "erf": np.vectorize(math.erf), "log2": np.log2, "log10": np.log10, "exp2": np.exp2,
     "trunc": np.trunc, "rsqrt": lambda x: 1 / np.sqrt(x), "nearbyint": np.rint, "fmod": np.fmod,

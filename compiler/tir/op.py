@@ -505,7 +505,7 @@ sigmoid = _float_call("sigmoid")
 erf = _float_call("erf")
 floor = _float_call("floor")
 ceil = _float_call("ceil")
-round = _float_call("round")  # noqa: A001
+round = _float_call("round")  # noqa: A001  (halves away from zero, as C's and TVM's; nearbyint: to even)
 trunc = _float_call("trunc")
 
 

@@ -9,6 +9,7 @@ import compiler as tvm
 from compiler import te, tir
 from compiler.arith import Analyzer
 from compiler.errors import DTypeError
+from compiler.tir.evaluate import evaluate
 
 N = 64
 INT_DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
@@ -190,6 +191,9 @@ def test_float_ops_match_numpy():
     X, Y = te.placeholder((N,), name="X"), te.placeholder((N,), name="Y")
     cases = {
         "nearbyint": (lambda a, b: tir.nearbyint(a), lambda a, b: np.rint(a)),
+        # TVM's round is llvm.round: halves away from zero (C's round), unlike nearbyint's.
+        "round": (lambda a, b: tir.round(a), lambda a, b: np.where(np.abs(a - np.trunc(a)) >= 0.5,
+                                                                    np.trunc(a) + np.sign(a), np.trunc(a))),
         "te.nearbyint": (lambda a, b: te.nearbyint(a), lambda a, b: np.rint(a)),
         "fmod": (lambda a, b: tir.fmod(a, b), lambda a, b: np.fmod(a, b)),
         "tir.div": (lambda a, b: tir.div(a, b), lambda a, b: a / b),
@@ -206,6 +210,13 @@ def test_float_ops_match_numpy():
         with np.errstate(all="ignore"):
             for (name, (_, ref)), got in zip(cases.items(), results):
                 np.testing.assert_array_equal(got, ref(x, y), err_msg=f"{name} vectorize={vectorize}")
+
+
+def test_round_and_nearbyint_evaluate_as_they_run():
+    # The evaluator (the interpreters' and the GPU simulator's arithmetic) agrees with the code.
+    for v, rounded, even in ((2.5, 3.0, 2.0), (-2.5, -3.0, -2.0), (0.5, 1.0, 0.0), (1.49, 1.0, 1.0)):
+        assert evaluate(tir.round(tir.const(v, "float32"))) == rounded
+        assert evaluate(tir.nearbyint(tir.const(v, "float32"))) == even
 
 
 def test_reinterpret_round_trips_and_checks_width():
