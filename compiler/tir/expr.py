@@ -226,9 +226,24 @@ class Cast(PrimExpr):
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class BinaryOp(PrimExpr):
+    """A binary operator. Without ``dtype`` (``tir.Add(a, b)``, as TVM's constructors) the
+    operands are converted and promoted as the operators ``a + b`` do."""
+
     a: PrimExpr
     b: PrimExpr
-    dtype: str
+    dtype: str | None = None
+
+    def __post_init__(self):
+        if self.dtype is not None:
+            return
+        if isinstance(self, (And, Or)):
+            a, b = _as_bool(convert(self.a)), _as_bool(convert(self.b))
+        else:
+            built = _binary(type(self), self.a, self.b)
+            a, b = built.a, built.b
+        object.__setattr__(self, "a", a)
+        object.__setattr__(self, "b", b)
+        object.__setattr__(self, "dtype", "bool" if isinstance(self, (CmpOp, And, Or)) else a.dtype)
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)

@@ -266,6 +266,11 @@ def test_names_are_where_tvm_has_them():
                  "nearbyint", "fmod", "isnan", "isinf", "isfinite"):
         assert getattr(te, name) is getattr(tir, name), name
     assert "truncmod" in str(tir.truncmod(te.var("x"), 3))
+    # The node constructors take TVM's two operands.
+    x, y = te.var("x"), te.var("y", "int64")
+    assert isinstance(tir.truncmod(x, 3), tir.Mod) and tir.Mod(x, 3).dtype == "int32"
+    assert tir.FloorDiv(y, 2).dtype == "int64" and tir.FloorDiv(y, 2).b.dtype == "int64"
+    assert tir.LT(x, 2).dtype == "bool" and tir.And(x < 1, x > 0).dtype == "bool"
 
 
 @pytest.mark.parametrize("dtype", ["int32", "uint8", "int64"])
