@@ -180,6 +180,15 @@ def test_symbolic_truncmod_folds_only_when_numerator_is_non_negative():
     assert an.simplify(tir.floormod(tir.const(7), -2)).value == -1
 
 
+def test_truncmod_bounds_have_the_sign_of_the_numerator():
+    an = Analyzer()
+    x = te.var("x")
+    assert an.const_int_bound(tir.truncmod(x, 4)) == (-3, 3)
+    assert an.const_int_bound(tir.truncmod(x, -5)) == (-4, 4)
+    with an.bound(x, (tir.const(-10), tir.const(-2))):
+        assert an.const_int_bound(tir.truncmod(x, 4)) == (-3, 0)
+
+
 def test_float_ops_match_numpy():
     rng = np.random.default_rng(11)
     x = (rng.standard_normal(N) * 10).astype("float32")
