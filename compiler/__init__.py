@@ -10,6 +10,7 @@
 
 from . import backends, errors, passes, runtime, target, te, tir, topi, transform
 from .driver import build
+from .dtypes import DataType
 from .errors import CompilerError, LoweringError, RuntimeArgumentError, ScheduleError
 from .lowering import lower
 from .runtime import ndarray as nd
@@ -23,7 +24,7 @@ __all__ = [
     "te", "tir", "errors", "runtime", "target", "backends", "passes", "transform", "nd", "lower", "build",
     "device", "cpu", "cuda",
     "Device", "Target", "CompilerError", "ScheduleError", "LoweringError", "RuntimeArgumentError",
-    "register_func", "get_global_func", "topi", "graph", "frontend",
+    "register_func", "get_global_func", "topi", "graph", "frontend", "DataType",
 ]
 
 

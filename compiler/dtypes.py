@@ -7,7 +7,7 @@ import numpy as np
 from .errors import DTypeError
 
 __all__ = ["INT32_INDEX_LIMIT", "SUPPORTED", "check", "is_float", "is_int", "is_uint", "is_bool", "bits",
-           "promote", "to_numpy", "float_to_bfloat16", "bfloat16_to_float", "split_lanes"]
+           "promote", "to_numpy", "float_to_bfloat16", "bfloat16_to_float", "split_lanes", "DataType"]
 
 #: Arrays of this many elements or more are indexed with 64-bit arithmetic (the compiler makes
 #: int64 loops for constant shapes that large; the runtime refuses them for int32 sizes).
@@ -127,3 +127,43 @@ def float_to_bfloat16(values) -> np.ndarray:
 def bfloat16_to_float(bits) -> np.ndarray:
     """The float32 values of bfloat16 bits (uint16); exact."""
     return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+class DataType:
+    """A dtype's parts, as TVM's ``tvm.DataType``: ``DataType("float32x4").bits == 32``,
+    ``.lanes == 4``, ``.type_code == DataType.FLOAT``; ``str()`` gives the name back. bool is
+    TVM's 1-bit unsigned integer here too."""
+
+    INT, UINT, FLOAT, HANDLE, BFLOAT = 0, 1, 2, 3, 4
+
+    __slots__ = ("name", "type_code", "bits", "lanes")
+
+    def __init__(self, dtype):
+        base, lanes = split_lanes(str(dtype)) if not isinstance(dtype, DataType) else split_lanes(dtype.name)
+        self.lanes = lanes
+        self.name = base if lanes == 1 else f"{base}x{lanes}"
+        if base == "bool":
+            self.type_code, self.bits = DataType.UINT, 1
+        elif base == "handle":
+            self.type_code, self.bits = DataType.HANDLE, 64
+        else:
+            self.bits = bits(base)
+            self.type_code = (DataType.BFLOAT if base == "bfloat16" else DataType.FLOAT if is_float(base)
+                              else DataType.UINT if is_uint(base) else DataType.INT)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"DataType({self.name!r})"
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (str, DataType)):
+            try:
+                return self.name == DataType(other).name
+            except DTypeError:
+                return False
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.name)

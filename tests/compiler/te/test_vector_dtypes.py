@@ -121,3 +121,14 @@ def test_a_vector_array_runs_as_its_trailing_dimension():
     b = tvm.nd.empty((8,), "float32x4").copyfrom(np.full((8, 4), np.nan, "float32"))
     f(a, b)
     np.testing.assert_allclose(b.numpy(), data * 3, rtol=1e-6)
+
+
+def test_datatype_parts_as_tvm_gives_them():
+    d = tvm.DataType("float32x4")
+    assert (d.bits, d.lanes, d.type_code, str(d)) == (32, 4, tvm.DataType.FLOAT, "float32x4")
+    assert d == "float32x4" and d != "float32"
+    assert (tvm.DataType("int8").bits, tvm.DataType("uint16").type_code) == (8, tvm.DataType.UINT)
+    assert tvm.DataType("bool").bits == 1 and tvm.DataType("bfloat16").type_code == tvm.DataType.BFLOAT
+    assert str(tvm.DataType("float")) == "float32"
+    with pytest.raises(DTypeError):
+        tvm.DataType("complex64")
