@@ -2,9 +2,11 @@
 
 This module defines ``sum``, ``max`` (and re-exports ``all``, ``any``) and other names of builtins, as the
 seed's ``te`` does; inside it, the builtins are reached through :mod:`builtins`.
-The calls of intrinsics and external functions by name (``call_intrin``,
-``call_pure_extern``, ``call_extern``) and ``indexdiv``/``indexmod`` come from
-:mod:`compiler.tir.op`, where the operators and their lowering rules are registered.
+The math (``exp``, ``nearbyint``, ``fmod``, ...), the divisions (``div``, ``truncdiv``,
+``truncmod``, ``floordiv``, ``floormod``, ``indexdiv``, ``indexmod``), ``popcount``, the
+``isnan``/``isinf``/``isfinite`` tests and the calls by name (``call_intrin``,
+``call_pure_extern``, ``call_extern``) come from :mod:`compiler.tir.op`, where the operators
+and their lowering rules are registered: ``te.X is tir.X``, as in TVM.
 """
 
 from __future__ import annotations
