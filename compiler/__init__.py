@@ -10,6 +10,7 @@
 
 from . import backends, error, errors, passes, runtime, target, te, tir, topi, transform
 from .driver import build
+from .dtypes import DataType
 from .error import TVMError
 from .errors import CompilerError, LoweringError, RuntimeArgumentError, ScheduleError
 from .lowering import lower
@@ -24,7 +25,7 @@ __all__ = [
     "te", "tir", "error", "errors", "runtime", "target", "backends", "passes", "transform", "nd", "lower",
     "build", "device", "cpu", "cuda",
     "Device", "Target", "TVMError", "CompilerError", "ScheduleError", "LoweringError", "RuntimeArgumentError",
-    "register_func", "get_global_func", "topi", "graph", "frontend",
+    "register_func", "get_global_func", "topi", "graph", "frontend", "DataType",
 ]
 
 

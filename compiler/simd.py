@@ -10,8 +10,7 @@ from __future__ import annotations
 import functools
 import re
 
-import numpy as np
-
+from compiler import dtypes
 from compiler.errors import CompilerError
 from compiler.target import Target, default_target
 
@@ -30,7 +29,7 @@ def vector_lanes(dtype: str, target: str | Target | None = None) -> int:
     target, else the host): 16 float32 on AVX-512, 8 on AVX2, 4 where it cannot be told."""
     t = _llvm_target(target)
     nbytes = _vector_file(str(t))[0] if t is not None else 16
-    return max(1, nbytes // np.dtype(dtype).itemsize)
+    return max(1, nbytes // max(1, dtypes.bits(dtype) // 8))
 
 
 def vector_registers(target: str | Target | None = None) -> int:

@@ -169,6 +169,14 @@ class ConstBounder(Functor):
         m = max(abs(d0), abs(d1))
         return -(m - 1), m - 1
 
+    def visit_Mod(self, e) -> Bound:
+        # truncmod: the sign of the numerator, and smaller in magnitude than the divisor.
+        (n0, n1), (d0, d1) = self.bound(e.a), self.bound(e.b)
+        if n0 >= 0 and d0 > 0 and n1 < d0:
+            return n0, n1
+        m = max(abs(d0), abs(d1))
+        return (0 if n0 >= 0 else max(n0, -(m - 1))), (0 if n1 <= 0 else min(n1, m - 1))
+
     def visit_Min(self, e) -> Bound:
         (a0, a1), (b0, b1) = self.bound(e.a), self.bound(e.b)
         return min(a0, b0), min(a1, b1)

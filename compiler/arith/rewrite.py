@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 from .. import dtypes
 from ..tir import expr as E
 from ..tir.analysis import substitute
-from ..tir.evaluate import binary_value, cast_value
+from ..tir.evaluate import binary_value, cast_value, evaluate, wrap_int
 from ..tir.functor import Functor, IRMutator
+from ..tir.op import INT_OPS
 from .canonical import LinearSum, bool_const, expr_key, flatten, int_const, is_index_dtype
 
 if TYPE_CHECKING:
@@ -52,6 +53,8 @@ class Simplifier(IRMutator):
     def visit_Div(self, e: E.Div) -> E.PrimExpr:
         return self._canonical(e)
 
+    visit_Mod = visit_Div
+
     def visit_Min(self, e) -> E.PrimExpr:
         return self._canonical(e)
 
@@ -72,7 +75,9 @@ class Simplifier(IRMutator):
 
     def _fold_int(self, op, sa: LinearSum, sb: LinearSum) -> LinearSum | None:
         if sa.is_const and sb.is_const and sb.const != 0:
-            return LinearSum(sa.dtype, binary_value(op, sa.const, sb.const, sa.dtype))
+            # Sums keep constants unwrapped; the operation sees them as the machine would.
+            dt = sa.dtype
+            return LinearSum(dt, binary_value(op, wrap_int(sa.const, dt), wrap_int(sb.const, dt), dt))
         return None
 
     def floordiv(self, sa: LinearSum, sb: LinearSum) -> LinearSum:
@@ -168,6 +173,17 @@ class Simplifier(IRMutator):
         if sb.is_const and sb.const > 0 and self.an._sum_bound(sa)[0] >= 0:
             return self.floordiv(sa, sb)
         return LinearSum.atom(E.Div(sa.to_expr(), sb.to_expr(), sa.dtype))
+
+    def _truncmod(self, sa: LinearSum, sb: LinearSum) -> LinearSum:
+        folded = self._fold_int(E.Mod, sa, sb)
+        if folded is not None:
+            return folded
+        if sb.is_const and sb.const in (1, -1):
+            return LinearSum(sa.dtype)
+        # The remainders agree when the numerator cannot be negative.
+        if sb.is_const and sb.const > 0 and self.an._sum_bound(sa)[0] >= 0:
+            return self.floormod(sa, sb)
+        return LinearSum.atom(E.Mod(sa.to_expr(), sb.to_expr(), sa.dtype))
 
     def _minmax(self, op, sa: LinearSum, sb: LinearSum) -> LinearSum:
         folded = self._fold_int(op, sa, sb)
@@ -318,6 +334,14 @@ class Simplifier(IRMutator):
             return v.value
         return e if v is e.value else E.Cast(e.dtype, v)
 
+    def visit_Call(self, e: E.Call) -> E.PrimExpr:
+        call = self.generic_visit(e)
+        if call.op not in INT_OPS or not all(isinstance(a, _CONST) for a in call.args):
+            return call
+        if call.op in ("shift_left", "shift_right") and not 0 <= call.args[1].value < dtypes.bits(call.dtype):
+            return call  # undefined: left to the machine, as C leaves it
+        return _make_const(evaluate(call), call.dtype)
+
     def visit_Let(self, e: E.Let) -> E.PrimExpr:
         value = self.visit(e.value)
         if isinstance(value, (E.IntImm, E.FloatImm, E.Var)):
@@ -389,6 +413,9 @@ class _ToSum(Functor):
 
     def visit_Div(self, e):
         return self.s._truncdiv(self.s.to_sum(e.a), self.s.to_sum(e.b))
+
+    def visit_Mod(self, e):
+        return self.s._truncmod(self.s.to_sum(e.a), self.s.to_sum(e.b))
 
     def visit_Min(self, e):
         return self.s._minmax(type(e), self.s.to_sum(e.a), self.s.to_sum(e.b))

@@ -108,5 +108,5 @@ BACKEND = register(Backend(
     device_aliases=("gpu",),
     intrinsic_keys=(KIND, "nvptx"),
     native_math=frozenset({"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "fabs", "abs",
-                           "floor", "ceil", "round", "trunc", "isnan"}),
+                           "floor", "ceil", "round", "trunc", "isnan", "nearbyint", "fmod"}),
 ))

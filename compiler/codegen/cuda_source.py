@@ -20,11 +20,11 @@ from .intrinsics import extern_name
 
 __all__ = ["cuda_source"]
 
-_OPS = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/", E.FloorDiv: "/", E.FloorMod: "%",
+_OPS = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/", E.Mod: "%", E.FloorDiv: "/", E.FloorMod: "%",
         E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=", E.And: "&&", E.Or: "||"}
 _FLOAT_CALLS = {"exp": "expf", "log": "logf", "sqrt": "sqrtf", "fabs": "fabsf", "floor": "floorf",
-                "ceil": "ceilf", "round": "rintf", "trunc": "truncf", "tanh": "tanhf", "exp2": "exp2f",
-                "log2": "log2f", "rsqrt": "rsqrtf"}
+                "ceil": "ceilf", "round": "roundf", "nearbyint": "rintf", "trunc": "truncf", "tanh": "tanhf",
+                "exp2": "exp2f", "log2": "log2f", "rsqrt": "rsqrtf"}
 
 
 def _ctype(dtype: str) -> str:
@@ -33,7 +33,8 @@ def _ctype(dtype: str) -> str:
     if dtype == "handle":
         return "void*"
     if dtypes.is_float(dtype):
-        return {"float16": "half", "float32": "float", "float64": "double"}[dtype]
+        names = {"float16": "half", "float32": "float", "float64": "double", "bfloat16": "__nv_bfloat16"}
+        return names[dtype]
     bits = dtypes.bits(dtype)
     if bits == 32 and not dtypes.is_uint(dtype):
         return "int"

@@ -15,23 +15,25 @@ from llvmlite import ir
 
 from ..errors import CodegenError
 from ..tir import expr as E
+from ..tir.op import INT_OPS
 from .llvm_types import scalar_type, splat_constant, split_dtype, type_suffix
 from .vector_math import VECTOR_MATH_OPS, VectorMath, supports
 
 __all__ = ["MathEmitter", "FLOAT_OPS", "CALL_OPS", "emit_call_extern", "extern_name", "per_lane"]
 
-# Call.op -> LLVM intrinsic base name. ``round`` rounds half to even, as numpy does.
+# Call.op -> LLVM intrinsic base name. ``round`` rounds halves away from zero and ``nearbyint``
+# to even, as TVM lowers them (to llvm.round and llvm.nearbyint).
 _INTRINSICS = {"exp2": "exp2", "log2": "log2", "log10": "log10",
                "sqrt": "sqrt", "sin": "sin", "cos": "cos", "fabs": "fabs", "floor": "floor",
-               "ceil": "ceil", "round": "roundeven", "trunc": "trunc"}
+               "ceil": "ceil", "round": "round", "trunc": "trunc", "nearbyint": "nearbyint"}
 # Call.op -> libm names for (float, double).
 _LIBM = {"erf": ("erff", "erf")}
 _COMPOSED = ("rsqrt",)
 
-FLOAT_OPS = frozenset((*VECTOR_MATH_OPS, *_INTRINSICS, *_LIBM, *_COMPOSED, "pow"))
+FLOAT_OPS = frozenset((*VECTOR_MATH_OPS, *_INTRINSICS, *_LIBM, *_COMPOSED, "pow", "fmod"))
 # Every Call.op the LLVM backend knows. ``omp_thread_id``/``omp_num_threads`` give the
 # OpenMP thread number and team size inside a parallel loop (0 and 1 outside one).
-CALL_OPS = frozenset((*FLOAT_OPS, "abs", "isnan", "omp_thread_id", "omp_num_threads"))
+CALL_OPS = frozenset((*FLOAT_OPS, *INT_OPS, "abs", "isnan", "omp_thread_id", "omp_num_threads"))
 
 
 class MathEmitter:
@@ -62,6 +64,8 @@ class MathEmitter:
             return b.call(self.intrinsic(_INTRINSICS[op], t), [x], fastmath=fm)
         if op == "pow":
             return b.call(self.intrinsic("pow", t, 2), args[:2], fastmath=fm)
+        if op == "fmod":  # LLVM's frem is C's fmod
+            return b.frem(args[0], args[1], flags=fm)
         if op == "rsqrt":
             root = b.call(self.intrinsic("sqrt", t), [x], fastmath=fm)
             return b.fdiv(splat_constant(t, 1.0), root, flags=fm)

@@ -43,7 +43,7 @@ from ..tir.analysis import collect, free_vars
 from ..tir.buffer import ACCESS_PTR, Buffer
 from ..tir.function import IRModule, PrimFunc
 from ..tir.functor import Functor
-from ..tir.op import EXTERN_OPS
+from ..tir.op import EXTERN_OPS, INT_OPS
 from ..tir.packed import CALL_PACKED
 from . import loop_metadata
 from .intrinsics import CALL_OPS, MathEmitter, emit_call_extern, extern_name
@@ -58,10 +58,13 @@ from .llvm_types import (
     I32,
     I64,
     VOID,
+    bfloat16_to_float,
     constant,
     double_to_half,
+    float_to_bfloat16,
     lanes_of,
     memory_type,
+    register_dtype,
     scalar_type,
     shuffle_mask,
     splat_constant,
@@ -283,10 +286,15 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
         buf = s.buffer
         value = self.expr(s.value)
         lanes = lanes_of(value)
+        if lanes > 1 and max(E.expr_lanes(i) for i in s.indices) == 1:
+            raise CodegenError(f"in {self._func_name!r}: a vector of {lanes} lanes is stored at a scalar "
+                               f"index of {buf.name!r}; store it at a vector index (tir.Ramp)")
         if split_dtype(s.value.dtype)[0] != buf.dtype:
             value = self._cast(value, split_dtype(s.value.dtype)[0], buf.dtype)
         if buf.dtype == "bool":
             value = self.b.zext(value, ir.VectorType(I8, lanes) if lanes > 1 else I8)
+        elif buf.dtype == "bfloat16":
+            value = float_to_bfloat16(self.b, value)
         ptr = self._buffer_ptr(buf)
         index = self._flat_index(buf, s.indices)
         if lanes == 1:
@@ -496,14 +504,43 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
     def visit_Mul(self, e):
         return self._arith(e, "fmul", "mul")
 
-    def visit_Div(self, e):
+    def _division_operands(self, e) -> tuple[ir.Value, ir.Value, str]:
+        """The operands of a division; an integer divisor made safe where it could trap.
+
+        x86 traps on an integer division by zero and on ``MIN / -1``, which would take the
+        interpreter down. There the divisor becomes 1: ``MIN / -1`` wraps to ``MIN`` (two's
+        complement, as the constant folder computes it), and ``x / 0`` gives ``x`` and
+        ``x % 0`` gives 0 (undefined in C and TVM). A constant divisor that cannot trap
+        costs nothing.
+        """
         a, b, dtype = self._operands(e)
+        if dtypes.is_float(dtype):
+            return a, b, dtype
+        c = _const_int(e.b)
+        if c is not None and c != 0 and (c != -1 or _unsigned(dtype)):
+            return a, b, dtype
+        traps = self.b.icmp_unsigned("==", b, splat_constant(b.type, 0))
+        if not _unsigned(dtype):
+            lowest = splat_constant(a.type, -(1 << (_int_width(a.type) - 1)))
+            overflow = self.b.and_(self.b.icmp_signed("==", a, lowest),
+                                   self.b.icmp_signed("==", b, splat_constant(b.type, -1)))
+            traps = self.b.or_(traps, overflow)
+        return a, self.b.select(traps, splat_constant(b.type, 1), b), dtype
+
+    def visit_Div(self, e):
+        a, b, dtype = self._division_operands(e)
         if dtypes.is_float(dtype):
             return self.b.fdiv(a, b, flags=self.fm)
         return self.b.udiv(a, b) if _unsigned(dtype) else self.b.sdiv(a, b)
 
+    def visit_Mod(self, e):
+        a, b, dtype = self._division_operands(e)
+        if dtypes.is_float(dtype):
+            return self.b.frem(a, b, flags=self.fm)
+        return self.b.urem(a, b) if _unsigned(dtype) else self.b.srem(a, b)
+
     def visit_FloorDiv(self, e):
-        a, b, dtype = self._operands(e)
+        a, b, dtype = self._division_operands(e)
         if dtypes.is_float(dtype):
             return self.math.emit(self.b, "floor", [self.b.fdiv(a, b, flags=self.fm)], self.fm)
         if _unsigned(dtype):
@@ -513,7 +550,7 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
         return self.b.sub(q, self.b.zext(self._floor_adjust(a, b), q.type))
 
     def visit_FloorMod(self, e):
-        a, b, dtype = self._operands(e)
+        a, b, dtype = self._division_operands(e)
         if dtypes.is_float(dtype):
             q = self.math.emit(self.b, "floor", [self.b.fdiv(a, b, flags=self.fm)], self.fm)
             return self.b.fsub(a, self.b.fmul(q, b, flags=self.fm), flags=self.fm)
@@ -633,6 +670,8 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
             if not dtypes.is_float(arg_dtypes[0]):
                 return self._vector(ir.Constant(I1, 0), lanes_of(args[0]))
             return self.b.fcmp_unordered("uno", args[0], args[0])
+        if op in INT_OPS:
+            return self._int_call(op, args, arg_dtypes, dtype)
         if op == "abs" and not dtypes.is_float(dtype):
             x = self._cast(args[0], arg_dtypes[0], dtype)
             if _unsigned(dtype):
@@ -646,6 +685,34 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
             lanes = max(lanes_of(a) for a in args)
             args = [self._vector(a, lanes) for a in args]
         return self.math.emit(self.b, "fabs" if op == "abs" else op, args, self.fm)
+
+    def _int_call(self, op: str, args: list, arg_dtypes: list, dtype: str) -> ir.Value:
+        """The integer and bit intrinsics (``popcount``, shifts, ``bitwise_*``, ``reinterpret``)."""
+        b = self.b
+        if op == "reinterpret":
+            x = args[0]
+            t = scalar_type(dtype)
+            return b.bitcast(x, ir.VectorType(t, lanes_of(x)) if lanes_of(x) > 1 else t)
+        src = arg_dtypes[0]
+        if not dtypes.is_int(src):
+            raise CodegenError(f"intrinsic {op!r} needs integer operands, got {src}")
+        if op in ("popcount", "clz"):
+            x = args[0]
+            if op == "popcount":
+                value = b.call(self.math.declare(f"llvm.ctpop.{type_suffix(x.type)}", x.type, [x.type]), [x])
+            else:  # clz(0) is the width of the type, not poison
+                fn = self.math.declare(f"llvm.ctlz.{type_suffix(x.type)}", x.type, [x.type, I1])
+                value = b.call(fn, [x, ir.Constant(I1, 0)])
+            return self._cast(value, src, dtype)
+        if op == "bitwise_not":
+            return b.not_(args[0])
+        args = [self._cast(a, d, dtype) for a, d in zip(args, arg_dtypes, strict=True)]
+        lanes = max(lanes_of(a) for a in args)
+        x, y = (self._vector(a, lanes) for a in args)
+        if op == "shift_right":
+            return b.lshr(x, y) if _unsigned(dtype) else b.ashr(x, y)
+        emit = {"shift_left": b.shl, "bitwise_and": b.and_, "bitwise_or": b.or_, "bitwise_xor": b.xor}[op]
+        return emit(x, y)
 
     def visit_BufferLoad(self, e: E.BufferLoad) -> ir.Value:
         buf = e.buffer
@@ -661,6 +728,8 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
             value = self._vector_load(buf, ptr, index, lanes, self._mask(e.predicate, lanes))
         if buf.dtype == "bool":
             value = self.b.icmp_unsigned("!=", value, splat_constant(value.type, 0))
+        elif buf.dtype == "bfloat16":
+            value = bfloat16_to_float(self.b, value)
         return value
 
     def _mask(self, predicate: E.PrimExpr | None, lanes: int) -> ir.Value | None:
@@ -699,6 +768,7 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
 
     def _cast(self, v: ir.Value, src: str, dst: str) -> ir.Value:
         """Convert ``v`` from dtype ``src`` to ``dst`` (C semantics; to bool means ``!= 0``)."""
+        src, dst = register_dtype(src), register_dtype(dst)
         if src == dst:
             return v
         lanes = lanes_of(v)
@@ -774,7 +844,7 @@ def _may_fault(e: E.PrimExpr) -> bool:
     def risky(n) -> bool:
         if isinstance(n, E.BufferLoad):
             return True
-        int_division = isinstance(n, (E.Div, E.FloorDiv, E.FloorMod)) and not dtypes.is_float(n.dtype)
+        int_division = isinstance(n, (E.Div, E.Mod, E.FloorDiv, E.FloorMod)) and not dtypes.is_float(n.dtype)
         return int_division and _const_int(n.b) in (None, 0)
     return bool(collect(e, risky))
 

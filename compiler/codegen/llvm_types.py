@@ -1,7 +1,9 @@
 """Mapping compiler dtypes to LLVM types and constants.
 
-``bool`` is ``i1`` in registers and ``i8`` in memory. Vector dtypes may be
-spelled ``float32x8``; elsewhere a node's ``lanes`` field says how wide it is.
+``bool`` is ``i1`` in registers and ``i8`` in memory. ``bfloat16`` is ``float`` in registers
+and ``i16`` (its bits) in memory, as TVM's BF16Legalize lowers it: loads widen to float32,
+arithmetic (and a cast to bfloat16) stays in float32, and stores round to nearest even.
+Vector dtypes may be spelled ``float32x8``; elsewhere a node's ``lanes`` field says how wide it is.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from .. import dtypes
 from ..errors import CodegenError
 
 __all__ = ["split_dtype", "scalar_type", "memory_type", "value_type", "constant", "lanes_of",
-           "splat_constant", "type_suffix", "shuffle_mask", "double_to_half", "I1", "I8", "I32", "I64",
+           "splat_constant", "type_suffix", "shuffle_mask", "double_to_half", "bfloat16_to_float",
+           "float_to_bfloat16", "register_dtype", "I1", "I8", "I32", "I64",
            "VOID", "I8PTR"]
 
 I1 = ir.IntType(1)
@@ -41,7 +44,7 @@ def scalar_type(dtype: str) -> ir.Type:
         return I8PTR
     if base == "float16":
         return ir.HalfType()
-    if base == "float32":
+    if base in ("float32", "bfloat16"):
         return ir.FloatType()
     if base == "float64":
         return ir.DoubleType()
@@ -53,6 +56,8 @@ def scalar_type(dtype: str) -> ir.Type:
 def memory_type(dtype: str) -> ir.Type:
     """The in-memory type of one element (bool is stored as a byte)."""
     base, _ = split_dtype(dtype)
+    if base == "bfloat16":
+        return ir.IntType(16)
     return I8 if base == "bool" else scalar_type(base)
 
 
@@ -75,7 +80,12 @@ def constant(dtype: str, value) -> ir.Constant:
             v -= 1 << t.width  # LLVM reads integer literals as signed
         return ir.Constant(t, v)
     # Round to the element type first: LLVM rejects literals it cannot represent exactly.
-    return ir.Constant(t, float(np.asarray(value, dtype=dtypes.to_numpy(base))))
+    return ir.Constant(t, float(np.asarray(value, dtype=dtypes.to_numpy(register_dtype(base)))))
+
+
+def register_dtype(dtype: str) -> str:
+    """The dtype whose arithmetic a value of ``dtype`` uses in registers (bfloat16's is float32)."""
+    return "float32" if dtype == "bfloat16" else dtype
 
 
 def splat_constant(t: ir.Type, value) -> ir.Constant:
@@ -104,6 +114,28 @@ def shuffle_mask(lanes) -> ir.Constant:
     """The constant ``<n x i32>`` of ``lanes``: a ``shufflevector``'s mask."""
     lanes = list(lanes)
     return ir.Constant(ir.VectorType(I32, len(lanes)), lanes)
+
+
+def _like(v: ir.Value, scalar: ir.Type) -> ir.Type:
+    return ir.VectorType(scalar, v.type.count) if isinstance(v.type, ir.VectorType) else scalar
+
+
+def bfloat16_to_float(b: ir.IRBuilder, bits: ir.Value) -> ir.Value:
+    """The float of bfloat16 ``bits`` (``i16``, scalar or vector): the high half of its float32."""
+    wide = b.zext(bits, _like(bits, I32))
+    return b.bitcast(b.shl(wide, splat_constant(wide.type, 16)), _like(bits, ir.FloatType()))
+
+
+def float_to_bfloat16(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """The bfloat16 bits (``i16``) of float ``v``, rounded to nearest, ties to even; a NaN stays a
+    (quiet) NaN, where adding the rounding bias could carry it into an infinity."""
+    i32 = _like(v, I32)
+    bits = b.bitcast(v, i32)
+    odd = b.and_(b.lshr(bits, splat_constant(i32, 16)), splat_constant(i32, 1))
+    rounded = b.lshr(b.add(bits, b.add(odd, splat_constant(i32, 0x7FFF))), splat_constant(i32, 16))
+    quiet = b.or_(b.lshr(bits, splat_constant(i32, 16)), splat_constant(i32, 0x40))
+    is_nan = b.fcmp_unordered("uno", v, v)
+    return b.trunc(b.select(is_nan, quiet, rounded), _like(v, ir.IntType(16)))
 
 
 def double_to_half(b: ir.IRBuilder, v: ir.Value, t: ir.Type) -> ir.Value:

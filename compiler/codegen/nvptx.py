@@ -59,7 +59,7 @@ TRIPLE = "nvptx64-nvidia-cuda"
 DEFAULT_ARCH = "sm_80"
 _SREG = {"threadIdx": "tid", "blockIdx": "ctaid"}
 _GPU_FLOAT_OPS = frozenset({"exp", "log", "tanh", "sigmoid", "sqrt", "rsqrt", "fabs", "floor", "ceil",
-                            "round", "trunc", "exp2", "log2"})
+                            "round", "trunc", "exp2", "log2", "nearbyint", "fmod"})
 _MAX_LOCAL_BYTES = 16 * 1024
 _LOG2E, _LN2, _LOG2_10, _LOG10_2 = 1 / math.log(2), math.log(2), math.log2(10), math.log10(2)
 

@@ -105,7 +105,7 @@ class ArgumentPacker:
         self.written = set(info.written)
         self._buffer_pos = [i for i, a in enumerate(self.sig.args) if a.kind == "buffer"]
         # numpy dtypes compare much faster than their names are computed
-        self._np_dtype = {i: np.dtype(self.sig.args[i].dtype) for i in self._buffer_pos}
+        self._np_dtype = {i: dtypes.to_numpy(self.sig.args[i].dtype) for i in self._buffer_pos}
         self._var_dtype = {name: dtype for name, dtype in self.sig.scalar_vars}
         self._narrow = {i: names for i in self._buffer_pos if (names := self._narrow_vars(self.sig.args[i]))}
         self._buffers_type = ctypes.c_void_p * max(1, len(self._buffer_pos))
@@ -399,7 +399,7 @@ def _value_range(dtype: str) -> tuple[float, float]:
     """The least and greatest value of a numeric dtype (ints exactly; floats up to their largest
     finite value), looked up once per dtype rather than on every call."""
     if dtypes.is_float(dtype):
-        top = float(np.finfo(dtype).max)
+        top = float(np.finfo("float32" if dtype == "bfloat16" else dtype).max)
         return -top, top
     if dtypes.is_int(dtype):
         info = np.iinfo(dtype)

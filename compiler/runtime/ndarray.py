@@ -13,22 +13,35 @@ __all__ = ["NDArray", "array", "empty", "aligned_empty", "ALIGNMENT"]
 
 
 class NDArray:
-    """An array on a device. On the CPU it owns an aligned numpy array."""
+    """An array on a device. On the CPU it owns an aligned numpy array.
 
-    __slots__ = ("_data", "_device")
+    A bfloat16 array (numpy has no bfloat16) holds its bits as uint16, as TVM's does:
+    ``numpy()`` gives them, ``copyfrom`` takes them (or floats, which it rounds to nearest even).
+    An array of a vector dtype (``float32x4``) is, as in TVM, one of ``shape`` whose elements
+    are vectors: ``numpy()`` gives (and ``copyfrom`` takes) the array of ``shape + (4,)``, and
+    kernels take it as that array of float32.
+    """
 
-    def __init__(self, data: np.ndarray, device: Device):
+    __slots__ = ("_data", "_device", "_dtype")
+
+    def __init__(self, data: np.ndarray, device: Device, dtype: str | None = None):
         # Private: use array() or empty(). ``data`` must already be aligned and contiguous.
         self._data = data
         self._device = device
+        self._dtype = dtype  # when it is not the storage's (bfloat16 in uint16, vector dtypes)
+
+    @property
+    def _lanes(self) -> int:
+        return 1 if self._dtype is None else dtypes.split_lanes(self._dtype)[1]
 
     @property
     def shape(self) -> tuple:
-        return self._data.shape
+        shape = tuple(self._data.shape)
+        return shape if self._lanes == 1 else shape[:-1]
 
     @property
     def dtype(self) -> str:
-        return self._data.dtype.name
+        return self._dtype or self._data.dtype.name
 
     @property
     def device(self) -> Device:
@@ -36,11 +49,11 @@ class NDArray:
 
     @property
     def ndim(self) -> int:
-        return self._data.ndim
+        return len(self.shape)
 
     @property
     def size(self) -> int:
-        return self._data.size
+        return self._data.size // self._lanes
 
     @property
     def nbytes(self) -> int:
@@ -66,9 +79,11 @@ class NDArray:
         """Overwrite the contents with ``source`` (array-like of the same shape)."""
         if isinstance(source, NDArray):
             source = source._data
-        source = np.asarray(source, dtype=self._data.dtype)
-        if source.shape != self.shape:
-            raise ValueError(f"copyfrom: shape {source.shape} does not match the array's {self.shape}")
+        source = _storage(source, self.dtype)
+        want = tuple(self._data.shape)
+        if source.shape != want:
+            lanes = f" (its {self._lanes} lanes last)" if self._lanes > 1 else ""
+            raise ValueError(f"copyfrom: shape {source.shape} does not match the array's {want}{lanes}")
         device_memory(self._device.device_type).upload(self._data, source)
         return self
 
@@ -90,6 +105,20 @@ class NDArray:
         return f"<NDArray {self.shape} {self.dtype} on {self._device}>\n{self._data!r}"
 
 
+def _storage(source, dtype: str) -> np.ndarray:
+    """``source`` as an array of the storage of ``dtype``: for bfloat16, uint16 bits are taken as
+    they are and floats are rounded to bfloat16."""
+    dtype = dtypes.split_lanes(dtype)[0]
+    if dtype != "bfloat16":
+        return np.asarray(source, dtype=dtypes.to_numpy(dtype))
+    source = np.asarray(source)
+    if source.dtype == np.uint16:
+        return source
+    if source.dtype.kind == "f" or source.dtype.kind in "iub":
+        return dtypes.float_to_bfloat16(source)
+    raise TypeError(f"a bfloat16 array takes uint16 bits or float values, got {source.dtype}")
+
+
 def _check_device(device: Device | None) -> Device:
     device = cpu(0) if device is None else device
     if not isinstance(device, Device):
@@ -99,13 +128,28 @@ def _check_device(device: Device | None) -> Device:
 
 
 def array(obj, device: Device | None = None, dtype=None) -> NDArray:
-    """An array on ``device`` holding a copy of ``obj`` (numpy array, list, NDArray)."""
+    """An array on ``device`` holding a copy of ``obj`` (numpy array, list, NDArray).
+
+    With ``dtype="bfloat16"``, ``obj`` is uint16 bits or float values (rounded to nearest even);
+    with a vector dtype (``"float32x4"``), ``obj``'s last dimension holds the lanes."""
     device = _check_device(device)
     if isinstance(obj, NDArray):
+        if dtype is None:
+            dtype = obj.dtype
         obj = obj.numpy()
-    src = np.asarray(obj, dtype=None if dtype is None else dtypes.to_numpy(dtype))
-    dtypes.check(src.dtype)
-    return NDArray(device_memory(device.device_type).from_host(src, device), device)
+    base, lanes = dtypes.split_lanes(dtype) if dtype is not None else (None, 1)
+    if dtype is not None and (base, lanes) != (dtypes.to_numpy(base).name, 1):
+        # bfloat16 or a vector dtype: its storage differs from the name
+        src = _storage(obj, base)
+        dtype = f"{base}x{lanes}" if lanes > 1 else base
+        if lanes > 1 and (src.ndim == 0 or src.shape[-1] != lanes):
+            raise ValueError(f"an array of {dtype} is made of an array whose last dimension is {lanes}, "
+                             f"got shape {src.shape}")
+    else:
+        src = np.asarray(obj, dtype=None if dtype is None else dtypes.to_numpy(dtype))
+        dtypes.check(src.dtype)
+        dtype = None
+    return NDArray(device_memory(device.device_type).from_host(src, device), device, dtype)
 
 
 def empty(shape, dtype="float32", device: Device | None = None) -> NDArray:
@@ -113,4 +157,8 @@ def empty(shape, dtype="float32", device: Device | None = None) -> NDArray:
     device = _check_device(device)
     if isinstance(shape, int):
         shape = (shape,)
-    return NDArray(device_memory(device.device_type).empty(shape, dtypes.to_numpy(dtype), device), device)
+    base, lanes = dtypes.split_lanes(dtype)
+    storage = (*shape, lanes) if lanes > 1 else tuple(shape)
+    data = device_memory(device.device_type).empty(storage, dtypes.to_numpy(base), device)
+    special = base == "bfloat16" or lanes > 1  # the storage's dtype does not name it
+    return NDArray(data, device, f"{base}x{lanes}" if lanes > 1 else base if special else None)

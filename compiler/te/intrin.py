@@ -2,9 +2,11 @@
 
 This module defines ``sum``, ``max`` (and re-exports ``all``, ``any``) and other names of builtins, as the
 seed's ``te`` does; inside it, the builtins are reached through :mod:`builtins`.
-The calls of intrinsics and external functions by name (``call_intrin``,
-``call_pure_extern``, ``call_extern``) and ``indexdiv``/``indexmod`` come from
-:mod:`compiler.tir.op`, where the operators and their lowering rules are registered.
+The math (``exp``, ``nearbyint``, ``fmod``, ...), the divisions (``div``, ``truncdiv``,
+``truncmod``, ``floordiv``, ``floormod``, ``indexdiv``, ``indexmod``), ``popcount``, the
+``isnan``/``isinf``/``isfinite`` tests and the calls by name (``call_intrin``,
+``call_pure_extern``, ``call_extern``) come from :mod:`compiler.tir.op`, where the operators
+and their lowering rules are registered: ``te.X is tir.X``, as in TVM.
 """
 
 from __future__ import annotations
@@ -12,28 +14,56 @@ from __future__ import annotations
 import builtins
 import inspect
 
-from .. import dtypes
 from ..errors import DTypeError
 from ..tir import expr as E
 from ..tir.analysis import free_vars
-from ..tir.expr import Call, CommReducer, IterVar, PrimExpr, Reduce, UserReducer, convert
-from ..tir.op import (  # tir owns these; te re-exports the same objects, as TVM does
-    Op,
-    all,  # noqa: A004
-    any,  # noqa: A004
+from ..tir.expr import CommReducer, IterVar, PrimExpr, Reduce, UserReducer, convert
+from ..tir.op import (  # noqa: A004  (tir owns these; te re-exports the same objects, as TVM does)
+    abs,
+    all,
+    any,
     call_extern,
     call_intrin,
     call_pure_extern,
+    ceil,
+    cos,
+    div,
+    erf,
+    exp,
+    exp2,
+    floor,
+    floordiv,
+    floormod,
+    fmod,
     if_then_else,
     indexdiv,
     indexmod,
+    isfinite,
+    isinf,
+    isnan,
+    log,
+    log2,
+    log10,
+    nearbyint,
+    popcount,
+    power,
+    round,
+    rsqrt,
+    sigmoid,
+    sin,
+    sqrt,
+    tanh,
+    trunc,
+    truncdiv,
+    truncmod,
 )
 
 __all__ = ["sum", "max", "min", "exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt", "tanh",
            "sin", "cos", "sigmoid", "erf", "abs", "floor", "ceil", "round", "trunc", "power",
            "isnan", "if_then_else", "all", "any", "max_value", "min_value", "const", "floordiv",
            "floormod", "indexdiv", "indexmod", "call_extern", "call_pure_extern", "call_intrin",
-           "comm_reducer"]
+           "comm_reducer", "div", "truncdiv", "truncmod", "nearbyint", "popcount", "fmod", "isinf",
+           "isfinite"]
 
 
 def _reducer(kind: CommReducer):
@@ -172,61 +202,6 @@ def _as_values(values, types: tuple, what: str) -> tuple:
     return tuple(out)
 
 
-def _float_call(op: str):
-    def fn(x) -> PrimExpr:
-        x = convert(x)
-        if not dtypes.is_float(x.dtype):
-            raise DTypeError(f"te.{op} needs a float expression, got {x.dtype}; cast it with .astype()")
-        return Call(x.dtype, Op(op), (x,))
-
-    fn.__name__ = op
-    fn.__doc__ = f"Elementwise ``{op}`` of a float expression."
-    return fn
-
-
-exp = _float_call("exp")
-exp2 = _float_call("exp2")
-log = _float_call("log")
-log2 = _float_call("log2")
-log10 = _float_call("log10")
-sqrt = _float_call("sqrt")
-rsqrt = _float_call("rsqrt")
-tanh = _float_call("tanh")
-sin = _float_call("sin")
-cos = _float_call("cos")
-sigmoid = _float_call("sigmoid")
-erf = _float_call("erf")
-floor = _float_call("floor")
-ceil = _float_call("ceil")
-round = _float_call("round")  # noqa: A001
-trunc = _float_call("trunc")
-
-
-def abs(x) -> PrimExpr:  # noqa: A001
-    """Absolute value of an integer or float expression."""
-    x = convert(x)
-    if dtypes.is_uint(x.dtype) or x.dtype == "bool":
-        return x
-    return Call(x.dtype, Op("fabs" if dtypes.is_float(x.dtype) else "abs"), (x,))
-
-
-def power(x, y) -> PrimExpr:
-    """``x ** y`` for float expressions."""
-    x, y = E._convert_pair(x, y)
-    dtype = dtypes.promote(x.dtype, y.dtype)
-    if not dtypes.is_float(dtype):
-        raise DTypeError("te.power needs float operands; cast with .astype()")
-    return Call(dtype, Op("pow"), (E._cast_to(x, dtype), E._cast_to(y, dtype)))
-
-
-def isnan(x) -> PrimExpr:
-    """True where a float expression is NaN."""
-    x = convert(x)
-    if not dtypes.is_float(x.dtype):
-        return E.const(False)
-    return Call("bool", Op("isnan"), (x,))
-
-
 def max_value(dtype: str) -> PrimExpr:
     """The largest value of ``dtype`` (infinity for floats)."""
     return E.max_value(dtype)
@@ -240,13 +215,3 @@ def min_value(dtype: str) -> PrimExpr:
 def const(value, dtype: str | None = None) -> PrimExpr:
     """A constant expression."""
     return E.const(value, dtype)
-
-
-def floordiv(a, b) -> PrimExpr:
-    """Integer division rounding towards minus infinity."""
-    return indexdiv(a, b)
-
-
-def floormod(a, b) -> PrimExpr:
-    """Remainder with the sign of the divisor."""
-    return indexmod(a, b)

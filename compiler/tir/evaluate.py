@@ -23,13 +23,41 @@ from .functor import Functor
 
 __all__ = ["wrap_int", "cast_value", "binary_value", "evaluate", "Evaluator", "INTRINSICS"]
 
+def _round_half_away(x):
+    """C's ``round``: to nearest, halves away from zero (``x - trunc(x)`` is exact)."""
+    whole = np.trunc(x)
+    return np.where(np.abs(x - whole) >= 0.5, whole + np.sign(x), whole)[()]
+
+
 # Intrinsic calls the evaluator understands, by ``Call.op``.
 INTRINSICS: dict[str, Callable] = {
     "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "abs": np.abs,
-    "fabs": np.abs, "floor": np.floor, "ceil": np.ceil, "round": np.round, "sin": np.sin,
+    "fabs": np.abs, "floor": np.floor, "ceil": np.ceil, "round": _round_half_away, "sin": np.sin,
     "cos": np.cos, "pow": np.power, "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
     "erf": np.vectorize(math.erf), "log2": np.log2, "log10": np.log10, "exp2": np.exp2,
-    "trunc": np.trunc, "rsqrt": lambda x: 1 / np.sqrt(x),
+    "trunc": np.trunc, "rsqrt": lambda x: 1 / np.sqrt(x), "nearbyint": np.rint, "fmod": np.fmod,
+    # Integers are Python ints here: bitwise operators act on two's complement, ``>>`` on a
+    # negative value fills with its sign, and the caller wraps the result to the dtype.
+    "bitwise_and": lambda a, b: int(a) & int(b), "bitwise_or": lambda a, b: int(a) | int(b),
+    "bitwise_xor": lambda a, b: int(a) ^ int(b), "bitwise_not": lambda a: ~int(a),
+    "shift_left": lambda a, b: int(a) << int(b), "shift_right": lambda a, b: int(a) >> int(b),
+}
+
+
+def _unsigned_bits(x, dtype: str) -> int:
+    return int(x) & ((1 << dtypes.bits(dtype)) - 1)
+
+
+def _reinterpret(x, src: str, dst: str):
+    raw = np.array(x, dtype=src).view(dst)
+    return raw.item() if not dtypes.is_float(dst) else raw[()]
+
+
+# Intrinsics whose value depends on the argument's dtype: fn(x, arg dtype, result dtype).
+_TYPED: dict[str, Callable] = {
+    "popcount": lambda x, src, dst: bin(_unsigned_bits(x, src)).count("1"),
+    "clz": lambda x, src, dst: dtypes.bits(src) - _unsigned_bits(x, src).bit_length(),
+    "reinterpret": _reinterpret,
 }
 
 
@@ -70,7 +98,8 @@ _FLOAT_TYPES: dict[str, type] = {}  # dtype -> numpy scalar type
 def _float(value, dtype: str):
     scalar = _FLOAT_TYPES.get(dtype)
     if scalar is None:  # looked up once per dtype: the interpreters convert in every operation
-        scalar = _FLOAT_TYPES[dtype] = np.dtype(dtype).type
+        # bfloat16 values are float32 until they are stored (see compiler.codegen.llvm_types).
+        scalar = _FLOAT_TYPES[dtype] = np.float32 if dtype == "bfloat16" else np.dtype(dtype).type
     return scalar(value)
 
 
@@ -109,7 +138,7 @@ def binary_value(op: type, a, b, dtype: str):
         with np.errstate(all="ignore"):
             return _float(_FLOAT_OPS[op](a, b), dtype)
     a, b = int(a), int(b)
-    if op in (E.Div, E.FloorDiv, E.FloorMod) and b == 0:
+    if op in (E.Div, E.Mod, E.FloorDiv, E.FloorMod) and b == 0:
         raise ZeroDivisionError(f"integer {op.__name__} by zero")
     return wrap_int(_INT_OPS[op](a, b), dtype)
 
@@ -117,10 +146,11 @@ def binary_value(op: type, a, b, dtype: str):
 _COMPARE = {E.EQ: lambda a, b: a == b, E.NE: lambda a, b: a != b, E.LT: lambda a, b: a < b,
             E.LE: lambda a, b: a <= b, E.GT: lambda a, b: a > b, E.GE: lambda a, b: a >= b}
 _INT_OPS = {E.Add: lambda a, b: a + b, E.Sub: lambda a, b: a - b, E.Mul: lambda a, b: a * b,
-            E.Div: _trunc_div, E.FloorDiv: lambda a, b: a // b, E.FloorMod: lambda a, b: a % b,
+            E.Div: _trunc_div, E.Mod: lambda a, b: a - _trunc_div(a, b) * b,
+            E.FloorDiv: lambda a, b: a // b, E.FloorMod: lambda a, b: a % b,
             E.Min: min, E.Max: max}
 _FLOAT_OPS = {E.Add: lambda a, b: a + b, E.Sub: lambda a, b: a - b, E.Mul: lambda a, b: a * b,
-              E.Div: lambda a, b: a / b, E.FloorDiv: np.floor_divide, E.FloorMod: np.mod,
+              E.Div: lambda a, b: a / b, E.Mod: np.fmod, E.FloorDiv: np.floor_divide, E.FloorMod: np.mod,
               E.Min: np.minimum, E.Max: np.maximum}
 
 
@@ -225,6 +255,9 @@ class Evaluator(Functor):
         if e.op == "if_then_else":
             c = self.eval(e.args[0])
             return self.eval(e.args[1] if c else e.args[2])
+        if e.op in _TYPED:
+            src, fn = e.args[0].dtype, _TYPED[e.op]
+            return _elementwise(lambda x: cast_value(fn(x, src, e.dtype), e.dtype), self.eval(e.args[0]))
         if e.op in ("call_extern", "call_pure_extern"):
             fn, args = _extern_math(e.args[0].value), [self.eval(a) for a in e.args[1:]]
         else:

@@ -27,10 +27,10 @@ from ..errors import DTypeError
 
 __all__ = [
     "PrimExpr", "Var", "IntImm", "FloatImm", "StringImm", "Cast", "BinaryOp", "Add", "Sub", "Mul",
-    "Div", "FloorDiv", "FloorMod", "Min", "Max", "CmpOp", "EQ", "NE", "LT", "LE", "GT", "GE",
+    "Div", "Mod", "FloorDiv", "FloorMod", "Min", "Max", "CmpOp", "EQ", "NE", "LT", "LE", "GT", "GE",
     "And", "Or", "Not", "Select", "Call", "Let", "ProducerLoad", "BufferLoad", "Ramp", "Broadcast",
     "Reduce", "Range", "IterVar", "IterType", "CommReducer", "UserReducer", "convert", "const",
-    "is_const_int", "const_value", "ExprOp", "max_value", "min_value", "all_of", "any_of",
+    "is_const_int", "const_value", "ExprOp", "max_value", "min_value", "all_of", "any_of", "expr_lanes",
 ]
 
 
@@ -100,20 +100,42 @@ class ExprOp:
     def __ne__(self, other):  # type: ignore[override]
         return _binary(NE, self, other)
 
+    # ``& | ^ ~ << >>`` are TVM's: logical on two conditions, bitwise on integers
+    # (tir.bitwise_and, ...), shifts on integers (arithmetic right shift for signed ones).
     def __and__(self, other):
-        return _logical(And, self, other)
+        return _bitwise("bitwise_and", self, other)
 
     def __rand__(self, other):
-        return _logical(And, other, self)
+        return _bitwise("bitwise_and", other, self)
 
     def __or__(self, other):
-        return _logical(Or, self, other)
+        return _bitwise("bitwise_or", self, other)
 
     def __ror__(self, other):
-        return _logical(Or, other, self)
+        return _bitwise("bitwise_or", other, self)
+
+    def __xor__(self, other):
+        return _bitwise("bitwise_xor", self, other)
+
+    def __rxor__(self, other):
+        return _bitwise("bitwise_xor", other, self)
+
+    def __lshift__(self, other):
+        return _bitwise("shift_left", self, other)
+
+    def __rlshift__(self, other):
+        return _bitwise("shift_left", other, self)
+
+    def __rshift__(self, other):
+        return _bitwise("shift_right", self, other)
+
+    def __rrshift__(self, other):
+        return _bitwise("shift_right", other, self)
 
     def __invert__(self):
-        return Not(_as_bool(convert(self)), "bool")
+        from . import op  # op builds on this module
+
+        return op.bitwise_not(self)
 
     __hash__ = object.__hash__
 
@@ -139,9 +161,16 @@ class ExprOp:
         return value
 
     def astype(self, dtype: str) -> PrimExpr:
-        """Cast to ``dtype``."""
+        """Cast to ``dtype``. To a vector dtype (``"float32x4"``), as TVM's ``astype``: a scalar
+        is cast and broadcast to every lane, a vector of as many lanes is cast lane by lane."""
         e = convert(self)
-        dtype = dtypes.check(dtype)
+        dtype, lanes = dtypes.split_lanes(dtype)
+        if lanes > 1:
+            width = expr_lanes(e)
+            if width == 1:
+                return Broadcast(e.astype(dtype), lanes, dtype)
+            if width != lanes:
+                raise DTypeError(f"cannot cast a vector of {width} lanes to {dtype}x{lanes}")
         if e.dtype == dtype:
             return e
         return Cast(dtype, e)
@@ -197,9 +226,24 @@ class Cast(PrimExpr):
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class BinaryOp(PrimExpr):
+    """A binary operator. Without ``dtype`` (``tir.Add(a, b)``, as TVM's constructors) the
+    operands are converted and promoted as the operators ``a + b`` do."""
+
     a: PrimExpr
     b: PrimExpr
-    dtype: str
+    dtype: str | None = None
+
+    def __post_init__(self):
+        if self.dtype is not None:
+            return
+        if isinstance(self, (And, Or)):
+            a, b = _as_bool(convert(self.a)), _as_bool(convert(self.b))
+        else:
+            built = _binary(type(self), self.a, self.b)
+            a, b = built.a, built.b
+        object.__setattr__(self, "a", a)
+        object.__setattr__(self, "b", b)
+        object.__setattr__(self, "dtype", "bool" if isinstance(self, (CmpOp, And, Or)) else a.dtype)
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -220,6 +264,12 @@ class Mul(BinaryOp):
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Div(BinaryOp):
     """True division of floats; truncating division of integers (C semantics)."""
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Mod(BinaryOp):
+    """Remainder of the truncating division of integers: the sign of ``a`` (C's ``%``,
+    TVM's ``truncmod``)."""
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -365,19 +415,39 @@ class BufferLoad(PrimExpr):
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Ramp(PrimExpr):
-    """The vector ``base, base + stride, ..., base + (lanes - 1) * stride``."""
+    """The vector ``base, base + stride, ..., base + (lanes - 1) * stride``.
+
+    Without ``dtype`` (``Ramp(base, stride, lanes)``, as TVM's ``tir.Ramp``) the operands are
+    converted and the dtype is the base's element dtype."""
 
     base: PrimExpr
     stride: PrimExpr
     lanes: int
-    dtype: str
+    dtype: str | None = None
+
+    def __post_init__(self):
+        if self.dtype is not None:
+            return
+        base, stride = _convert_pair(self.base, self.stride)
+        object.__setattr__(self, "base", base)
+        object.__setattr__(self, "stride", _cast_to(stride, base.dtype))
+        object.__setattr__(self, "dtype", base.dtype)
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Broadcast(PrimExpr):
+    """``value`` in each of ``lanes`` lanes. Without ``dtype`` (``Broadcast(value, lanes)``, as
+    TVM's ``tir.Broadcast``) it is the value's (the element dtype, not TVM's ``float32x4``)."""
+
     value: PrimExpr
     lanes: int
-    dtype: str
+    dtype: str | None = None
+
+    def __post_init__(self):
+        if self.dtype is not None:
+            return
+        object.__setattr__(self, "value", convert(self.value))
+        object.__setattr__(self, "dtype", self.value.dtype)
 
 
 class CommReducer(enum.Enum):
@@ -604,7 +674,7 @@ def _binary(cls, a, b) -> PrimExpr:
     if "handle" in (a.dtype, b.dtype):
         raise DTypeError(f"cannot apply {cls.__name__} to a pointer value")
     dtype = dtypes.promote(a.dtype, b.dtype)
-    if dtype == "bool" and cls in (Add, Sub, Mul, FloorDiv, FloorMod, Div):
+    if dtype == "bool" and cls in (Add, Sub, Mul, FloorDiv, FloorMod, Div, Mod):
         dtype = "int32"
     a, b = _cast_to(a, dtype), _cast_to(b, dtype)
     if issubclass(cls, CmpOp):
@@ -626,6 +696,12 @@ def _as_bool(e: PrimExpr) -> PrimExpr:
     if e.dtype == "bool":
         return e
     return _binary(NE, e, const(0, e.dtype))
+
+
+def _bitwise(name: str, a, b) -> PrimExpr:
+    from . import op  # op builds on this module
+
+    return getattr(op, name)(a, b)
 
 
 def _logical(cls, a, b) -> PrimExpr:
@@ -700,6 +776,17 @@ def any_of(*conds) -> PrimExpr:
     for c in conds[1:]:
         result = _logical(Or, result, c)
     return result
+
+
+def expr_lanes(e: PrimExpr) -> int:
+    """How many lanes ``e`` has: those of its widest vector node (1 for a scalar)."""
+    if isinstance(e, (Ramp, Broadcast, BufferLoad)):
+        return e.lanes
+    if isinstance(e, (Var, IntImm, FloatImm, StringImm)):
+        return 1
+    from .functor import children  # functor builds on this module
+
+    return max((expr_lanes(c) for c in children(e) if isinstance(c, PrimExpr)), default=1)
 
 
 def _constant_int(e: PrimExpr) -> int | None:

@@ -55,6 +55,8 @@ class DataRaceError(InterpreterError):
 
 def _poison(size: int, dtype: str) -> np.ndarray:
     np_dtype = dtypes.to_numpy(dtype)
+    if dtype == "bfloat16":  # the bits of a NaN
+        return np.full(size, 0x7FC0, dtype=np_dtype)
     if dtypes.is_float(dtype):
         return np.full(size, np.nan, dtype=np_dtype)
     return np.full(size, np.iinfo(np_dtype).max if dtype != "bool" else 0, dtype=np_dtype)

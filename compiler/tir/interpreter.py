@@ -150,7 +150,7 @@ class Interpreter(IRVisitor):
         mem = self._flat(s.buffer)
         flat = self._offset(s.buffer, indices)
         if not isinstance(flat, np.ndarray):
-            mem[self._check(s.buffer, mem, flat)[0]] = value
+            mem[self._check(s.buffer, mem, flat)[0]] = _stored(value, s.buffer.dtype)
             return
         lanes = len(flat)
         values = value if isinstance(value, np.ndarray) else [value] * lanes
@@ -160,7 +160,7 @@ class Interpreter(IRVisitor):
         # Lane by lane, as the vector store orders them; inactive lanes touch no memory.
         for k in range(lanes):
             if mask[k]:
-                mem[self._check(s.buffer, mem, flat[k])[0]] = values[k]
+                mem[self._check(s.buffer, mem, flat[k])[0]] = _stored(values[k], s.buffer.dtype)
 
     def visit_Allocate(self, s: S.Allocate) -> None:
         buf = s.buffer
@@ -211,7 +211,14 @@ def restore_binding(env: dict, var: E.Var, old) -> None:
         env[var] = old
 
 
+def _stored(v, dtype: str):
+    """``v`` as memory of ``dtype`` holds it (bfloat16: its bits, rounded to nearest even)."""
+    return dtypes.float_to_bfloat16(v)[()] if dtype == "bfloat16" else v
+
+
 def _scalar(v, dtype: str):
+    if dtype == "bfloat16":  # its bits, widened to the float32 it computes in
+        return dtypes.bfloat16_to_float(v)[()]
     if dtypes.is_float(dtype):
         return v
     return int(v)

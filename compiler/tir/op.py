@@ -32,16 +32,22 @@ import builtins
 import contextlib
 import enum
 import logging
+import math
 from collections.abc import Callable, Iterator
 
 from .. import dtypes
+from ..errors import DTypeError
 from . import expr as E
 from .expr import Call, PrimExpr, StringImm, convert
 
 __all__ = ["Op", "CallEffectKind", "BUILTIN_LOWERING", "register_op_attr", "register_intrin_lowering",
            "register_intrin_rule", "lowering_rules", "list_op_names", "isolated_registry",
            "call_intrin", "call_extern", "call_pure_extern", "indexdiv", "indexmod", "if_then_else",
-           "all", "any", "EXTERN_OPS", "MATH_OPS",
+           "all", "any", "EXTERN_OPS", "MATH_OPS", "INT_OPS",
+           "div", "truncdiv", "truncmod", "floordiv", "floormod", "popcount", "clz", "nearbyint", "fmod",
+           "isnan", "isinf", "isfinite", "reinterpret", "shift_left", "shift_right", "bitwise_and",
+           "bitwise_or", "bitwise_xor", "bitwise_not", "exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt",
+           "tanh", "sin", "cos", "sigmoid", "erf", "abs", "floor", "ceil", "round", "trunc", "power",
            "NATIVE_MATH", "register_target_rules"]
 
 logger = logging.getLogger(__name__)
@@ -308,14 +314,229 @@ def indexmod(a, b) -> PrimExpr:
     return E._binary(E.FloorMod, a, b)
 
 
+def floordiv(a, b) -> PrimExpr:
+    """``a // b`` rounded towards minus infinity (TVM's ``floordiv``; ``floor(a / b)`` for floats)."""
+    return E._binary(E.FloorDiv, a, b)
+
+
+def floormod(a, b) -> PrimExpr:
+    """The remainder of :func:`floordiv`: ``a - floordiv(a, b) * b``, with the sign of ``b``."""
+    return E._binary(E.FloorMod, a, b)
+
+
+def _int_pair(name: str, a, b) -> tuple[PrimExpr, PrimExpr, str]:
+    """Both operands converted and promoted to one integer dtype (bool is not one)."""
+    a, b = E._convert_pair(a, b)
+    dtype = dtypes.promote(a.dtype, b.dtype)
+    if not dtypes.is_int(dtype):
+        raise DTypeError(f"tir.{name} needs integer operands, got {a.dtype} and {b.dtype}")
+    return E._cast_to(a, dtype), E._cast_to(b, dtype), dtype
+
+
+def truncdiv(a, b) -> PrimExpr:
+    """Integer ``a / b`` rounded towards zero (C's ``/``, TVM's ``truncdiv``)."""
+    a, b, dtype = _int_pair("truncdiv", a, b)
+    return E.Div(a, b, dtype)
+
+
+def truncmod(a, b) -> PrimExpr:
+    """The remainder of :func:`truncdiv`, with the sign of ``a`` (C's ``%``, TVM's ``truncmod``)."""
+    a, b, dtype = _int_pair("truncmod", a, b)
+    return E.Mod(a, b, dtype)
+
+
+def div(a, b) -> PrimExpr:
+    """``a / b`` as in C (TVM's ``tir.div``): true division of floats, :func:`truncdiv` of integers."""
+    return E._binary(E.Div, a, b)
+
+
+def _int_call(name: str, x, dtype: str | None = None) -> Call:
+    x = convert(x)
+    if not dtypes.is_int(x.dtype):
+        raise DTypeError(f"tir.{name} needs an integer expression, got {x.dtype}")
+    return Call(dtype or x.dtype, Op(name), (x,))
+
+
+def popcount(x) -> PrimExpr:
+    """The number of set bits of an integer expression (of its own dtype)."""
+    return _int_call("popcount", x)
+
+
+def clz(x) -> PrimExpr:
+    """The number of leading zero bits of an integer expression, as an int32 (TVM leaves
+    ``clz(0)`` undefined; here it is the width of the dtype)."""
+    return _int_call("clz", x, "int32")
+
+
+def nearbyint(x) -> PrimExpr:
+    """``x`` rounded to the nearest integer, halves to even (LLVM's ``nearbyint``)."""
+    x = convert(x)
+    if not dtypes.is_float(x.dtype):
+        raise DTypeError(f"tir.nearbyint needs a float expression, got {x.dtype}; cast it with .astype()")
+    return Call(x.dtype, Op("nearbyint"), (x,))
+
+
+def fmod(x, y) -> PrimExpr:
+    """The remainder of ``x / y`` rounded towards zero, with the sign of ``x`` (C's ``fmod``), of floats."""
+    x, y = E._convert_pair(x, y)
+    dtype = dtypes.promote(x.dtype, y.dtype)
+    if not dtypes.is_float(dtype):
+        raise DTypeError(f"tir.fmod needs float operands, got {x.dtype} and {y.dtype}; for integers use "
+                         "tir.truncmod (the sign of x) or tir.floormod (the sign of y)")
+    return Call(dtype, Op("fmod"), (E._cast_to(x, dtype), E._cast_to(y, dtype)))
+
+
+def isnan(x) -> PrimExpr:
+    """True where a float expression is NaN (never for integers)."""
+    x = convert(x)
+    if not dtypes.is_float(x.dtype):
+        return E.const(False)
+    return Call("bool", Op("isnan"), (x,))
+
+
+def isinf(x) -> PrimExpr:
+    """True where a float expression is plus or minus infinity (never for integers)."""
+    x = convert(x)
+    if not dtypes.is_float(x.dtype):
+        return E.const(False)
+    # An ordered comparison: false for NaN, as TVM's ``abs(x) == inf && !isnan(x)``.
+    return E.EQ(Call(x.dtype, Op("fabs"), (x,)), E.FloatImm(math.inf, x.dtype), "bool")
+
+
+def isfinite(x) -> PrimExpr:
+    """True where a float expression is neither infinite nor NaN (always for integers)."""
+    x = convert(x)
+    if not dtypes.is_float(x.dtype):
+        return E.const(True)
+    return E.LT(Call(x.dtype, Op("fabs"), (x,)), E.FloatImm(math.inf, x.dtype), "bool")
+
+
+def reinterpret(dtype: str, value) -> PrimExpr:
+    """The bits of ``value`` read as ``dtype``, of the same width (``reinterpret("int32", f)``)."""
+    dtype = dtypes.check(dtype)
+    value = convert(value)
+    if value.dtype == dtype:
+        return value
+    if "bool" in (dtype, value.dtype) or dtypes.bits(dtype) != dtypes.bits(value.dtype):
+        raise DTypeError(f"tir.reinterpret: {value.dtype} and {dtype} differ in width; reinterpret "
+                         "keeps every bit, so both must be of one width (and not bool)")
+    return Call(dtype, Op("reinterpret"), (value,))
+
+
+def _shift(name: str, a, b) -> PrimExpr:
+    a, b, dtype = _int_pair(name, a, b)
+    if isinstance(b, E.IntImm) and not 0 <= b.value < dtypes.bits(dtype):
+        raise ValueError(f"tir.{name}: shifting a {dtype} by {b.value} bits is undefined "
+                         f"(the amount must be in [0, {dtypes.bits(dtype)}))")
+    return Call(dtype, Op(name), (a, b))
+
+
+def shift_left(a, b) -> PrimExpr:
+    """``a << b`` of integers (the amount ``b`` in ``[0, bits)``; more is undefined, as in C)."""
+    return _shift("shift_left", a, b)
+
+
+def shift_right(a, b) -> PrimExpr:
+    """``a >> b`` of integers: arithmetic (sign-filling) for signed dtypes, logical for unsigned."""
+    return _shift("shift_right", a, b)
+
+
+def _bitwise(name: str, logical, a, b) -> PrimExpr:
+    a, b = E._convert_pair(a, b)
+    if a.dtype == "bool" and b.dtype == "bool":
+        return logical(a, b, "bool")  # TVM's bool is a 1-bit unsigned: bitwise is logical
+    # A bool beside an integer counts as 0 or 1 of the integer's dtype.
+    if a.dtype == "bool":
+        a = E._cast_to(a, b.dtype if dtypes.is_int(b.dtype) else "int32")
+    if b.dtype == "bool":
+        b = E._cast_to(b, a.dtype if dtypes.is_int(a.dtype) else "int32")
+    a, b, dtype = _int_pair(name, a, b)
+    return Call(dtype, Op(name), (a, b))
+
+
+def bitwise_and(a, b) -> PrimExpr:
+    """Bitwise ``a & b`` of integers; logical and of two bools."""
+    return _bitwise("bitwise_and", E.And, a, b)
+
+
+def bitwise_or(a, b) -> PrimExpr:
+    """Bitwise ``a | b`` of integers; logical or of two bools."""
+    return _bitwise("bitwise_or", E.Or, a, b)
+
+
+def bitwise_xor(a, b) -> PrimExpr:
+    """Bitwise ``a ^ b`` of integers; ``a != b`` of two bools."""
+    return _bitwise("bitwise_xor", E.NE, a, b)
+
+
+def bitwise_not(a) -> PrimExpr:
+    """Bitwise ``~a`` of an integer; logical not of a bool."""
+    a = convert(a)
+    if a.dtype == "bool":
+        return E.Not(a, "bool")
+    if not dtypes.is_int(a.dtype):
+        raise DTypeError(f"~ (tir.bitwise_not) needs an integer or bool expression, got {a.dtype}")
+    return Call(a.dtype, Op("bitwise_not"), (a,))
+
+
+def _float_call(op: str):
+    def fn(x) -> PrimExpr:
+        x = convert(x)
+        if not dtypes.is_float(x.dtype):
+            raise DTypeError(f"tir.{op} needs a float expression, got {x.dtype}; cast it with .astype()")
+        return Call(x.dtype, Op(op), (x,))
+
+    fn.__name__ = op
+    fn.__doc__ = f"Elementwise ``{op}`` of a float expression."
+    return fn
+
+
+exp = _float_call("exp")
+exp2 = _float_call("exp2")
+log = _float_call("log")
+log2 = _float_call("log2")
+log10 = _float_call("log10")
+sqrt = _float_call("sqrt")
+rsqrt = _float_call("rsqrt")
+tanh = _float_call("tanh")
+sin = _float_call("sin")
+cos = _float_call("cos")
+sigmoid = _float_call("sigmoid")
+erf = _float_call("erf")
+floor = _float_call("floor")
+ceil = _float_call("ceil")
+round = _float_call("round")  # noqa: A001  (halves away from zero, as C's and TVM's; nearbyint: to even)
+trunc = _float_call("trunc")
+
+
+def abs(x) -> PrimExpr:  # noqa: A001
+    """Absolute value of an integer or float expression."""
+    x = convert(x)
+    if dtypes.is_uint(x.dtype) or x.dtype == "bool":
+        return x
+    return Call(x.dtype, Op("fabs" if dtypes.is_float(x.dtype) else "abs"), (x,))
+
+
+def power(x, y) -> PrimExpr:
+    """``x ** y`` for float expressions."""
+    x, y = E._convert_pair(x, y)
+    dtype = dtypes.promote(x.dtype, y.dtype)
+    if not dtypes.is_float(dtype):
+        raise DTypeError("tir.power needs float operands; cast with .astype()")
+    return Call(dtype, Op("pow"), (E._cast_to(x, dtype), E._cast_to(y, dtype)))
+
+
 # ----------------------------------------------------------------------------- built-in operators
 
 #: The built-in math intrinsics (short names).
 MATH_OPS = ("exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt", "tanh", "sin", "cos", "sigmoid", "erf",
-            "fabs", "abs", "floor", "ceil", "round", "trunc", "pow", "isnan")
+            "fabs", "abs", "floor", "ceil", "round", "trunc", "pow", "isnan", "nearbyint", "fmod")
+#: The built-in integer and bit intrinsics (short names); every code generator lowers them itself.
+INT_OPS = ("popcount", "clz", "reinterpret", "shift_left", "shift_right", "bitwise_and", "bitwise_or",
+           "bitwise_xor", "bitwise_not")
 #: The math each target kind's code generator lowers itself (register_target_rules).
 NATIVE_MATH: dict[str, frozenset] = {}
-_BUILTIN_NAMES = frozenset((*MATH_OPS, *EXTERN_OPS))
+_BUILTIN_NAMES = frozenset((*MATH_OPS, *INT_OPS, *EXTERN_OPS))
 
 
 def register_target_rules(target_kind: str, keys: tuple[str, ...], native_math) -> None:
@@ -330,7 +551,7 @@ def register_target_rules(target_kind: str, keys: tuple[str, ...], native_math) 
 
 
 def _register_builtins() -> None:
-    for op in MATH_OPS:
+    for op in (*MATH_OPS, *INT_OPS):
         register_op_attr(_PREFIX + op, "TCallEffectKind", CallEffectKind.Pure)
     register_op_attr(_PREFIX + "call_extern", "TCallEffectKind", CallEffectKind.Opaque)
     register_op_attr(_PREFIX + "call_pure_extern", "TCallEffectKind", CallEffectKind.Pure)

@@ -75,6 +75,9 @@ class _ExprPrinter(Functor):
         text = f"{self.text(e.a, p)} {_BINOP[type(e)]} {self.text(e.b, p + 1)}"
         return f"({text})" if p < self.prec else text
 
+    def visit_Mod(self, e):
+        return f"truncmod({self.text(e.a)}, {self.text(e.b)})"
+
     def visit_Min(self, e):
         return f"min({self.text(e.a)}, {self.text(e.b)})"
 

@@ -267,7 +267,7 @@ class _Vectorizer(IRMutator):
                 return self._ramp(rem, a.stride, e.dtype)
         return self._elementwise(e, [a, b], lambda x, y: cls(x, y, e.dtype))
 
-    visit_Div = visit_FloorDiv = visit_FloorMod = _division
+    visit_Div = visit_Mod = visit_FloorDiv = visit_FloorMod = _division
 
     def _binary(self, e: E.BinaryOp) -> E.PrimExpr:
         cls = type(e)

@@ -352,7 +352,7 @@ def test_every_native_operator_builds(target):
     """The built-in (level-10) lowerings name math that the target's code generator knows."""
     for op in sorted(tir.NATIVE_MATH[target]):
         fn = (lambda x, op=op: tir.call_intrin("bool" if op == "isnan" else "float32", f"tir.{op}",
-                                                *([x] * (2 if op == "pow" else 1))))
+                                                *([x] * (2 if op in ("pow", "fmod") else 1))))
         s, args = _unary(fn, 64, threads=32 if target == "cuda" else None)
         if target == "cuda":
             assemble(compiler.build(s, args, target=CUDA).get_source("ptx"))
