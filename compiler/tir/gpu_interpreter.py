@@ -54,7 +54,8 @@ from .function import PrimFunc
 from .functor import Functor
 from .interpreter import InterpreterError
 
-__all__ = ["run_kernel", "run_gpu_function", "InterpreterError", "DataRaceError", "MAX_GROUP_THREADS"]
+__all__ = ["run_kernel", "run_gpu_function", "run_plan", "InterpreterError", "DataRaceError",
+           "MAX_GROUP_THREADS"]
 
 #: At most this many threads (whole blocks) run in lockstep at a time.
 MAX_GROUP_THREADS = 1 << 16
@@ -779,8 +780,8 @@ def run_kernel(kernel: PrimFunc, arrays: dict, scalars: dict | None = None, *,
 
 def run_gpu_function(gf, arrays: list, scalars: dict | None = None, *, check_races: bool = True) -> None:
     """Run a :class:`~compiler.transform.split_host_device.GPUFunction` on numpy ``arrays``
-    (one per buffer parameter of the host function, in order), launch by launch, host loops
-    of launches included.
+    (one per buffer parameter of the host function, in order, updated in place), launch by
+    launch, host loops of launches included.
 
     With ``check_races`` (the default), a data race between threads of a launch raises
     :class:`DataRaceError`."""
@@ -793,23 +794,35 @@ def run_gpu_function(gf, arrays: list, scalars: dict | None = None, *, check_rac
     k = 0
     for i, p in enumerate(params):
         if isinstance(p, Buffer):
-            if not arrays[k].flags.c_contiguous:
-                raise InterpreterError(f"array for buffer {p.name!r} must be C-contiguous")
             by_index[i] = arrays[k]
             for dim, n in zip(p.shape, arrays[k].shape, strict=False):
                 if isinstance(dim, E.Var):
                     scalars.setdefault(dim.name, int(n))
             k += 1
-    workspaces = [_poison(max(0, evaluate_size(w["size"], scalars)), w["dtype"]) for w in gf.workspaces]
-    kernels = {kf.name: kf for kf in gf.kernels}
+    run_plan(gf.to_json(), gf.kernels, by_index, scalars, check_races=check_races)
+
+
+def run_plan(plan: dict, kernels, arrays: dict, scalars: dict, *, check_races: bool = True) -> None:
+    """Run the launch plan ``plan`` of a host function (its JSON form, as a CUDA module keeps
+    it) with the device functions ``kernels``: ``arrays`` maps the position of each buffer
+    argument of the host function to its numpy array (updated in place), ``scalars`` its
+    scalar arguments and symbolic sizes by name. Workspaces are made here, poisoned."""
+    by_name = {k.name: k for k in kernels}
+    for i, arr in arrays.items():
+        if not arr.flags.c_contiguous:
+            raise InterpreterError(f"the array of argument {i} must be C-contiguous")
+    workspaces = [_poison(max(0, evaluate_size(w["size"], scalars)), w["dtype"]) for w in plan["workspaces"]]
     # The launch program repeats launches inside host loops (the time loop of a scan).
-    for index, step_scalars in program_steps(gf.to_json(), scalars):
-        launch = gf.launches[index]
-        kernel = kernels[launch.kernel]
+    for index, step_scalars in program_steps(plan, scalars):
+        launch = plan["launches"][index]
+        try:
+            kernel = by_name[launch["kernel"]]
+        except KeyError:
+            raise InterpreterError(f"no device function {launch['kernel']!r} to simulate") from None
         named = {}
-        for p, (kind, ref) in zip(kernel.params, launch.args, strict=True):
+        for p, (kind, ref) in zip(kernel.params, launch["args"], strict=True):
             if kind == "param":
-                named[p.name] = by_index[ref]
+                named[p.name] = arrays[ref]
             elif kind == "workspace":
                 named[p.name] = workspaces[ref]
         run_kernel(kernel, named, step_scalars, check_races=check_races)
