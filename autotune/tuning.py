@@ -33,6 +33,7 @@ import db as tuning_db
 from compiler.runtime.device import device_memory
 from compiler.target import Target
 from measure import LocalRunner, MeasureInput, MeasureOptions, MeasureSession
+from measure.errors import SimulatedDeviceError, refuse_simulated
 from search_spaces import SearchSpaceError
 
 from . import transfer
@@ -667,6 +668,11 @@ def check_measurable(tasks: Sequence, measure_option=None) -> None:
     worker starts or any record is written. A Ray runner is not judged here: its cluster
     may have GPUs elsewhere.
     """
+    for task in tasks:  # whatever the runner: the simulator is this process's choice, and it is explicit
+        try:
+            refuse_simulated(Target(task.target).device_type, workload_label(task.name, task.args))
+        except SimulatedDeviceError as e:
+            raise AutotuneError(f"cannot tune: {e}") from None
     if measure_option is not None and not isinstance(measure_option.runner, LocalRunner):
         return
     for task in tasks:
