@@ -306,8 +306,8 @@ def _time(module, args: list, request: RunRequest, dev=None) -> tuple:
             time.sleep(cooldown)
         result = timer(*args)
         if result.simulated:  # never a cost: raised, the candidate gets an error instead
-            raise SimulatedDeviceError("the candidate was timed on a simulated device "
-                                       "(COMPILER_CUDA_SIMULATOR=1 in the run worker); simulated timings are refused")
+            raise SimulatedDeviceError("timed on a simulated device (COMPILER_CUDA_SIMULATOR=1 in the run "
+                                       "worker); simulated timings are refused")
         costs.extend(result.results)
     return tuple(costs)
 
