@@ -133,7 +133,8 @@ class _ElementLog:
     same value ``wval``, else a race was raised), the barrier epoch of its block then, the
     value at the last barrier (``before``, shared memory only), and up to two threads that
     read it without having written it (``r1``, ``r2``). ``keys`` hold ``element * span +
-    thread`` of every write, to tell whether a thread is among several writers.
+    thread`` of the writes to elements with several writers, to tell whether a thread is
+    among them.
     """
 
     def __init__(self, array: np.ndarray, name: str, shared: bool, span: int = 1 << 40):
@@ -348,7 +349,9 @@ class _Group:
             log.wepoch[pos[fresh]] = launch.epochs[self.gblock[rows[fresh]]]
         log.multi[shared_by] = True
         log.wval[pos] = new
-        log.keys.append(pos * log.span + thr)
+        several = log.multi[pos]  # only elements with several writers need to know them all
+        if several.any():
+            log.keys.append(pos[several] * log.span + thr[several])
 
     def _element(self, log: _ElementLog, e: int) -> int:
         # Shared memory of the group's blocks lies side by side: name the element in its block.
