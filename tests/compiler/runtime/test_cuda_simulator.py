@@ -218,3 +218,16 @@ def test_a_racy_kernel_is_caught_on_the_device(simulator, rng):
                                             r"element \d+: thread \(\d, \d, 0\) of block \(\d, \d, 0\) wrote "
                                             r"it, and thread \(\d, \d, 0\) of block \(\d, \d, 0\) reads it"):
         mod(a, b, c)
+
+
+def test_an_autotvm_tuner_refuses_the_simulator(simulator, tmp_path):
+    from autotune import autotvm
+
+    task = autotvm.task.create("matmul", args=(16, 8, 16, "float32"), target="cuda -arch=sm_80")
+    log = tmp_path / "matmul.log"
+    tuner = autotvm.tuner.RandomTuner(task)
+    with pytest.raises(AutotuneError, match="simulator"):
+        tuner.tune(n_trial=2, measure_option=autotvm.measure_option(builder=autotvm.LocalBuilder(),
+                                                                    runner=autotvm.LocalRunner(number=1)),
+                   callbacks=[autotvm.callback.log_to_file(str(log))])
+    assert not log.exists() or log.read_text() == ""
