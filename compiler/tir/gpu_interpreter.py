@@ -201,7 +201,7 @@ class _Group:
         self.nblk = nblocks
         tpb = launch.tpb
         self.T = nblocks * tpb
-        lane = np.arange(self.T, dtype=np.int64)
+        lane = self.lanes = np.arange(self.T, dtype=np.int64)
         self.lane_block = lane // tpb                          # block index within the group
         self.gthread = lane + first_block * tpb                 # thread index within the launch
         self.gblock = self.lane_block + first_block             # block index within the launch
@@ -240,21 +240,27 @@ class _Group:
 
     def locate(self, buf: Buffer, flat: np.ndarray, m: np.ndarray, what: str):
         """The flat positions of ``buf[flat]`` for the threads and lanes of mask ``m``
-        (broadcast to ``flat``), checked against the buffer's extent."""
+        (broadcast to ``flat``), checked against the buffer's extent: the memory, its kind,
+        the positions, the thread of each, and the mask of the (threads, lanes) they are for
+        (None for one lane in every thread)."""
         try:
             arr, base, size, kind = self.memory[buf.data]
         except KeyError:
             raise InterpreterError(f"kernel {self.launch.name!r}: buffer {buf.name!r} is neither a "
                                    "parameter nor allocated") from None
-        shape = np.broadcast_shapes(flat.shape, m.shape, (self.T, 1))
-        flat = np.broadcast_to(flat, shape)
-        mask = np.broadcast_to(m, shape)
-        sel = flat[mask].astype(np.int64)
+        if flat.shape[1] == 1 and (m is self.all or m.all()):  # the common case: a scalar in every thread
+            sel = flat.reshape(-1) if flat.shape[0] == self.T else np.full(self.T, flat[0, 0])
+            sel = sel.astype(np.int64, copy=False)
+            rows, mask = self.lanes, None
+        else:
+            shape = np.broadcast_shapes(flat.shape, m.shape, (self.T, 1))
+            mask = np.broadcast_to(m, shape)
+            sel = np.broadcast_to(flat, shape)[mask].astype(np.int64, copy=False)
+            rows = np.nonzero(mask)[0]
         if sel.size and (sel.min() < 0 or sel.max() >= size):
             bad = sel[(sel < 0) | (sel >= size)][0]
             raise InterpreterError(f"kernel {self.launch.name!r}: {what} of {buf.name}[{bad}] out of "
                                    f"bounds (size {size})")
-        rows = np.nonzero(mask)[0]
         pos = sel if base is None else sel + base[rows, 0]
         return arr, kind, pos, rows, mask
 
@@ -442,8 +448,7 @@ class _Compiler(Functor):
         op = (_FLOAT_OPS if dtypes.is_float(e.dtype) else _INT_OPS)[type(e)]
 
         def binary(g, m):
-            with np.errstate(all="ignore"):
-                return op(fa(g, m), fb(g, m)).astype(out, copy=False)
+            return op(fa(g, m), fb(g, m)).astype(out, copy=False)
         return binary
 
     def visit_And(self, e):
@@ -471,10 +476,7 @@ class _Compiler(Functor):
         if e.dtype == "bool":
             return lambda g, m: fv(g, m) != 0
 
-        def cast(g, m):
-            with np.errstate(all="ignore"):
-                return fv(g, m).astype(out)
-        return cast
+        return lambda g, m: fv(g, m).astype(out)
 
     def _select(self, fc, ft, ff):
         def select(g, m):
@@ -504,10 +506,7 @@ class _Compiler(Functor):
         fargs = [self.visit(a) for a in args]
         out = _np(e.dtype)
 
-        def call(g, m):
-            with np.errstate(all="ignore"):
-                return np.asarray(fn(*(f(g, m) for f in fargs))).astype(out, copy=False)
-        return call
+        return lambda g, m: np.asarray(fn(*(f(g, m) for f in fargs))).astype(out, copy=False)
 
     def visit_Let(self, e: E.Let):
         fv, fb = self.visit(e.value), self.visit(e.body)
@@ -570,6 +569,8 @@ class _Compiler(Functor):
             arr, kind, pos, rows, full = g.locate(buf, idx, mask, "read")
             if g.launch.check_races:
                 g.check_read(buf, kind, pos, rows)
+            if full is None:
+                return arr[pos].reshape(-1, 1)
             result = np.zeros(full.shape, dtype=out)
             result[full] = arr[pos]
             return result
@@ -620,7 +621,11 @@ class _Compiler(Functor):
             idx = flat(g, m)
             mask = m if fp is None else m & fp(g, m).astype(bool)
             arr, kind, pos, rows, full = g.locate(buf, idx, mask, "write")
-            new = np.broadcast_to(value, full.shape)[full].astype(out, copy=False)
+            if full is None:
+                new = value.reshape(-1) if value.shape == (g.T, 1) else np.full(g.T, value[0, 0])
+                new = new.astype(out, copy=False)
+            else:
+                new = np.broadcast_to(value, full.shape)[full].astype(out, copy=False)
             if g.launch.check_races:
                 g.check_write(buf, kind, pos, rows, new)
             arr[pos] = new
@@ -776,9 +781,10 @@ def run_kernel(kernel: PrimFunc, arrays: dict, scalars: dict | None = None, *,
         return
     per_group = max(1, MAX_GROUP_THREADS // launch.tpb)
     thread_vars = {tag: var for tag, (var, _) in extents.items()}
-    for first in range(0, launch.nblocks, per_group):
-        group = _Group(launch, first, min(per_group, launch.nblocks - first), env, thread_vars)
-        body(group, group.all)
+    with np.errstate(all="ignore"):  # as on the GPU: inf, NaN and wrapped integers, no warnings
+        for first in range(0, launch.nblocks, per_group):
+            group = _Group(launch, first, min(per_group, launch.nblocks - first), env, thread_vars)
+            body(group, group.all)
 
 
 def run_gpu_function(gf, arrays: list, scalars: dict | None = None, *, check_races: bool = True) -> None:
