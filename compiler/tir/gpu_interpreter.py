@@ -24,10 +24,9 @@ naming the kernel, the buffer, the element, the two threads and the kind of race
 * shared memory: two threads of a block touch the same element between two barriers
   (read/write or write/write);
 * global memory, within one launch: two threads write the same element (write/write),
-  or a thread reads an element that another wrote earlier in the run (read/write);
-  threads of one block are ordered by the barriers between them, threads of different
-  blocks never are. (A read that the simulator runs before the conflicting write of
-  another block is not seen.)
+  or one thread reads an element that another writes (read/write, whichever comes
+  first); threads of one block are ordered by the barriers between them, threads of
+  different blocks never are.
 
 Writes of one value by several threads are no race: every thread storing the same
 result into one shared element (a cooperative copy that not every thread axis splits,
@@ -132,9 +131,9 @@ class _ElementLog:
     Per element: one thread that wrote it (``w1``; ``multi`` when more did, all storing the
     same value ``wval``, else a race was raised), the barrier epoch of its block then, the
     value at the last barrier (``before``, shared memory only), and up to two threads that
-    read it without having written it (``r1``, ``r2``). ``keys`` hold ``element * span +
-    thread`` of the writes to elements with several writers, to tell whether a thread is
-    among them.
+    read it without having written it (``r1``, ``r2``, with their blocks' epochs then).
+    ``keys`` hold ``element * span + thread`` of the writes to elements with several
+    writers, to tell whether a thread is among them.
     """
 
     def __init__(self, array: np.ndarray, name: str, shared: bool, span: int = 1 << 40):
@@ -146,6 +145,8 @@ class _ElementLog:
         self.multi = np.zeros(n, dtype=bool)
         self.r1 = np.full(n, -1, dtype=np.int64)
         self.r2 = np.full(n, -1, dtype=np.int64)
+        self.r1epoch = np.zeros(n, dtype=np.int64)
+        self.r2epoch = np.zeros(n, dtype=np.int64)
         self.before = array.copy() if shared else None
         self.keys: list[np.ndarray] = []
 
@@ -279,8 +280,6 @@ class _Group:
         thr = rows if kind == "shared" else self.gthread[rows]
         w = log.w1[pos]
         written = w >= 0
-        if not written.any() and not log.shared:
-            return
         mine = log.is_writer(pos, thr) if written.any() else np.zeros(pos.size, bool)
         if log.shared:
             changed = ~_same(log.wval[pos], log.before[pos])
@@ -296,13 +295,16 @@ class _Group:
             writer = log.other_writer(e, t)
             raise launch.race(kind, buf.name, self._element(log, e), "read/write",
                               f"{self._who(log, writer)} wrote it", f"{self._who(log, t)} reads it")
-        if log.shared:  # remember up to two threads that read without having written
-            blind = ~mine
-            p, t = pos[blind], thr[blind]
-            free = log.r1[p] < 0
-            log.r1[p[free]] = t[free]
-            second = (log.r1[p] != t) & (log.r2[p] < 0)
-            log.r2[p[second]] = t[second]
+        # Remember up to two threads that read without having written (with their blocks' epochs).
+        blind = ~mine
+        p, t = pos[blind], thr[blind]
+        epoch = launch.epochs[self.gblock[rows[blind]]]
+        free = log.r1[p] < 0
+        log.r1[p[free]] = t[free]
+        log.r1epoch[p[free]] = epoch[free]
+        second = (log.r1[p] != t) & (log.r2[p] < 0)
+        log.r2[p[second]] = t[second]
+        log.r2epoch[p[second]] = epoch[second]
 
     def check_write(self, buf: Buffer, kind: str, pos: np.ndarray, rows: np.ndarray, new: np.ndarray):
         log = self.log_of(buf, kind)
@@ -349,6 +351,18 @@ class _Group:
             first = w < 0
             log.w1[pos[first]] = thr[first]
         else:
+            # A store that changes what a thread of another block (or of this block, since
+            # its last barrier) has read.
+            changed = ~_same(new, log.array[pos])
+            for r, r_epoch in ((log.r1[pos], log.r1epoch[pos]), (log.r2[pos], log.r2epoch[pos])):
+                rblock = r // launch.tpb
+                ordered_r = (r == thr) | ((rblock == block) & (r_epoch != launch.epochs[block]))
+                bad = changed & (r >= 0) & ~ordered_r
+                if bad.any():
+                    k = _first(bad, r, thr)
+                    reader, writer = launch.who(int(r[k])), launch.who(int(thr[k]))
+                    raise launch.race(kind, buf.name, int(pos[k]), "read/write", f"{reader} read it",
+                                      f"{writer} writes it")
             log.multi[pos] = unordered
             fresh = ~unordered
             log.w1[pos[fresh]] = thr[fresh]
