@@ -666,7 +666,8 @@ def check_measurable(tasks: Sequence, measure_option=None) -> None:
     local runner (the default), needs that device and its driver (for CUDA: pycuda) on this
     machine; without them every trial would only record why, so tuning stops before any
     worker starts or any record is written. A Ray runner is not judged here: its cluster
-    may have GPUs elsewhere.
+    may have GPUs elsewhere. Whatever the runner, a task whose device is simulated in this
+    process (``COMPILER_CUDA_SIMULATOR=1``) is refused: simulated timings are never tuned on.
     """
     for task in tasks:  # whatever the runner: the simulator is this process's choice, and it is explicit
         try:

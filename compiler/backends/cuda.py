@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from functools import partial
 
 from ..runtime.cuda import (
@@ -75,7 +76,7 @@ def lower_cuda(mod: IRModule, limits: DeviceLimits | None = None) -> list[GPUFun
     return gpu_functions(pipeline.run(mod))
 
 
-def _runtime() -> tuple[DeviceMemory, object]:
+def _runtime() -> tuple[DeviceMemory, Callable[[CUDAModule], Module]]:
     """Where CUDA code runs now: the device memory of ``cuda`` arrays and what makes a built or
     loaded module runnable. The GPU through pycuda, unless ``COMPILER_CUDA_SIMULATOR=1``
     asks for the simulator (read at every use; nothing simulates unasked)."""
