@@ -33,6 +33,7 @@ import db as tuning_db
 from compiler.runtime.device import device_memory
 from compiler.target import Target
 from measure import LocalRunner, MeasureInput, MeasureOptions, MeasureSession
+from measure.errors import SimulatedDeviceError, refuse_simulated
 from search_spaces import SearchSpaceError
 
 from . import transfer
@@ -666,8 +667,14 @@ def check_measurable(tasks: Sequence, measure_option=None) -> None:
     local runner (the default), needs that device and its driver (for CUDA: pycuda) on this
     machine; without them every trial would only record why, so tuning stops before any
     worker starts or any record is written. A Ray runner is not judged here: its cluster
-    may have GPUs elsewhere.
+    may have GPUs elsewhere. Whatever the runner, a task whose device is simulated in this
+    process (``COMPILER_CUDA_SIMULATOR=1``) is refused: simulated timings are never tuned on.
     """
+    for task in tasks:  # whatever the runner: the simulator is this process's choice, and it is explicit
+        try:
+            refuse_simulated(Target(task.target).device_type, workload_label(task.name, task.args))
+        except SimulatedDeviceError as e:
+            raise AutotuneError(f"cannot tune: {e}") from None
     if measure_option is not None and not isinstance(measure_option.runner, LocalRunner):
         return
     for task in tasks:

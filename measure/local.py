@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from compiler import backends
 from measure.artifact import device_count, device_type_of
 from measure.base import Builder, Feed, Runner, as_feed, error_result
+from measure.errors import refuse_simulated
 from measure.gate import Gates
 from measure.pool import Completion, WorkerPool
 from measure.protocol import BuildReply, BuildRequest, RunReply, RunRequest
@@ -215,6 +216,7 @@ class LocalRunner(Runner):
         """The RunRequest that checks and times ``build`` with this runner's settings (on GPU
         ``device``, default the first, for a CUDA candidate)."""
         if _is_cuda(build):
+            refuse_simulated(device_type_of(build.artifact))
             device = self.gpu_ids()[0] if device is None else device
         else:
             device = None
@@ -318,6 +320,8 @@ class LocalRunner(Runner):
                     continue
                 i, inp, build = job
                 if _is_cuda(build):  # GPU timing leaves the cores to the builds
+                    # On a simulator: the measurement breaks here, before anything is timed or recorded.
+                    refuse_simulated(device_type_of(build.artifact))
                     if holding:
                         gate.release_timing()
                         holding = False

@@ -37,6 +37,7 @@ from compiler import backends, te
 from compiler.runtime.device import device_memory
 from compiler.target import default_target
 from measure.artifact import build_artifact, device_type_of, load_artifact
+from measure.errors import SimulatedDeviceError
 from measure.protocol import BuildReply, BuildRequest, RunReply, RunRequest, task_key
 from measure.records import ErrorKind
 from search_spaces.errors import InstantiationError, SearchSpaceError
@@ -299,13 +300,15 @@ def _time(module, args: list, request: RunRequest, dev=None) -> tuple:
     timer = module.time_evaluator(module.entry_name, dev, number=request.number,
                                   repeat=1 if cooldown else repeat, min_repeat_ms=request.min_repeat_ms,
                                   cache_flush=request.cache_flush)
-    if not cooldown:
-        return tuple(timer(*args).results)
     costs = []
-    for k in range(repeat):
+    for k in range(1 if not cooldown else repeat):
         if k:
             time.sleep(cooldown)
-        costs.extend(timer(*args).results)
+        result = timer(*args)
+        if result.simulated:  # never a cost: raised, the candidate gets an error instead
+            raise SimulatedDeviceError("timed on a simulated device (COMPILER_CUDA_SIMULATOR=1 in the run "
+                                       "worker); simulated timings are refused")
+        costs.extend(result.results)
     return tuple(costs)
 
 

@@ -120,17 +120,30 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 def _cuda_unavailable() -> str | None:
-    from compiler.runtime.cuda import unavailable_reason
+    """Why tests marked ``cuda`` cannot run here (None when they can: a GPU, or the simulator)."""
+    import compiler  # noqa: F401 - registers the cuda device
+    from compiler.runtime.device import device_memory
 
-    return unavailable_reason()
+    return device_memory("cuda").unavailable_reason()
+
+
+def _cuda_simulated() -> bool:
+    from compiler.runtime.device import device_memory
+
+    return bool(device_memory("cuda").simulated())
 
 
 def pytest_report_header(config):
     reason = _cuda_unavailable()
+    if reason is None and _cuda_simulated():
+        return ("cuda: the GPU simulator (COMPILER_CUDA_SIMULATOR=1); tests marked cuda_hardware are skipped")
     return f"cuda: {'available' if reason is None else 'tests marked cuda are skipped: ' + reason}"
 
 
 def pytest_collection_modifyitems(config, items):
+    """Tests marked ``cuda`` run on a GPU or, with ``COMPILER_CUDA_SIMULATOR=1``, on the GPU
+    simulator, except those also marked ``cuda_hardware(reason)``: they need a real GPU (they
+    time kernels, ask the GPU itself, or run PTX), and say so when they skip."""
     marked = [item for item in items if "cuda" in item.keywords]
     if not marked:
         return
@@ -139,3 +152,11 @@ def pytest_collection_modifyitems(config, items):
         skip = pytest.mark.skip(reason=f"needs an NVIDIA GPU and pycuda: {reason}")
         for item in marked:
             item.add_marker(skip)
+        return
+    if _cuda_simulated():
+        for item in marked:
+            hardware = item.get_closest_marker("cuda_hardware")
+            if hardware is not None:
+                why = hardware.kwargs.get("reason") or (hardware.args[0] if hardware.args else "")
+                item.add_marker(pytest.mark.skip(reason=f"needs a real GPU, not the simulator "
+                                                        f"(COMPILER_CUDA_SIMULATOR=1): {why}"))

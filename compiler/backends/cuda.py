@@ -6,6 +6,11 @@ the barriers its shared buffers need into each kernel and lowers the kernels' in
 the code generator then emits PTX (:mod:`compiler.codegen.cuda`). Building needs neither a
 GPU nor pycuda; running does. An artifact is the built module's PTX and launch plans.
 
+Where the code runs is decided here, in one place (:func:`_runtime`): on the GPU through
+pycuda, or, when ``COMPILER_CUDA_SIMULATOR=1`` asks for it, on the GPU simulator
+(:mod:`compiler.backends.cuda_simulator`), for the modules this backend builds and loads
+and for the arrays of the ``cuda`` device alike.
+
 The code generator loads llvmlite, so it is imported on the first build (see
 :mod:`compiler.backends.llvm`).
 """
@@ -14,10 +19,19 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from functools import partial
 
-from ..runtime.cuda import MEMORY, DeviceLimits, attached_arch
+from ..runtime.cuda import (
+    MEMORY,
+    SIMULATED_MEMORY,
+    CUDAModule,
+    DeviceLimits,
+    attached_arch,
+    simulator_enabled,
+)
 from ..runtime.cuda import load_artifact as load_cuda_artifact
+from ..runtime.device import DeviceMemory
 from ..runtime.module import Module
 from ..target import Target
 from ..tir.function import IRModule
@@ -31,7 +45,7 @@ from ..transform.split_host_device import GPUFunction, gpu_functions, split_host
 from ..transform.thread_sync import insert_thread_sync
 from .base import Artifact, Backend, register
 
-__all__ = ["PIPELINE", "BACKEND", "build", "save_artifact", "load_artifact", "lower_cuda"]
+__all__ = ["PIPELINE", "BACKEND", "DEVICE_MEMORY", "build", "save_artifact", "load_artifact", "lower_cuda"]
 
 KIND = "cuda"
 
@@ -62,12 +76,28 @@ def lower_cuda(mod: IRModule, limits: DeviceLimits | None = None) -> list[GPUFun
     return gpu_functions(pipeline.run(mod))
 
 
+def _runtime() -> tuple[DeviceMemory, Callable[[CUDAModule], Module]]:
+    """Where CUDA code runs now: the device memory of ``cuda`` arrays and what makes a built or
+    loaded module runnable. The GPU through pycuda, unless ``COMPILER_CUDA_SIMULATOR=1``
+    asks for the simulator (read at every use; nothing simulates unasked)."""
+    if simulator_enabled():
+        from .cuda_simulator import simulated_module  # the simulator's module loads only when asked for
+
+        return SIMULATED_MEMORY, simulated_module
+    return MEMORY, lambda module: module
+
+
 def build(mod: IRModule, target: Target) -> Module:
     """PTX for the kernels of ``mod`` (after :data:`PIPELINE`) and the host module that runs them."""
     from ..codegen.cuda import build_cuda  # loads llvmlite: on the first build only
 
     directory = dump_directory()
-    return build_cuda(mod, target, partial(dump_text, directory) if directory else None)
+    module = build_cuda(mod, target, partial(dump_text, directory) if directory else None)
+    return _runnable(module)
+
+
+def _runnable(module: CUDAModule) -> Module:
+    return _runtime()[1](module)
 
 
 def save_artifact(mod: IRModule, target: Target) -> Artifact:
@@ -80,7 +110,20 @@ def save_artifact(mod: IRModule, target: Target) -> Artifact:
 
 def load_artifact(artifact: Artifact) -> Module:
     """The module of a ``"ptx"`` artifact (loading needs no GPU; calling it does)."""
-    return load_cuda_artifact(artifact.data)
+    return _runnable(load_cuda_artifact(artifact.data))
+
+
+#: The memory of ``cuda`` arrays: the GPU's, or the simulator's (see :func:`_runtime`).
+DEVICE_MEMORY = DeviceMemory(
+    from_host=lambda host, device: _runtime()[0].from_host(host, device),
+    empty=lambda shape, dtype, device: _runtime()[0].empty(shape, dtype, device),
+    upload=lambda storage, host: storage.upload(host),
+    check_available=lambda: _runtime()[0].check_available(),
+    synchronize=lambda device_id: _runtime()[0].synchronize(device_id),
+    unavailable_reason=lambda: _runtime()[0].unavailable_reason(),
+    device_count=lambda: _runtime()[0].device_count(),
+    simulated=lambda: _runtime()[0].simulated(),
+)
 
 
 @functools.lru_cache(maxsize=1)
@@ -104,7 +147,7 @@ BACKEND = register(Backend(
     target_options={"arch": True, "fast-math": False},
     model=_model,
     default_host="llvm",
-    device_memory=MEMORY,
+    device_memory=DEVICE_MEMORY,
     device_aliases=("gpu",),
     intrinsic_keys=(KIND, "nvptx"),
     native_math=frozenset({"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "fabs", "abs",

@@ -34,7 +34,7 @@ def build_cuda(mod: IRModule, target: Target, on_text=None) -> CUDAModule:
         on_text("cuda-nvptx", ll, "ll")
         on_text("cuda-ptx", ptx, "ptx")
     sources = {"ll": ll, "cuda": cuda_source(kernels)}
-    device = CUDADeviceModule(ptx, arch, [k.name for k in kernels], sources)
+    device = CUDADeviceModule(ptx, arch, [k.name for k in kernels], sources, functions=kernels)
     infos, plans = {}, {}
     for g in gfs:
         # The host function stores nothing itself: what its kernels store, it writes.

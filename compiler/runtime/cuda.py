@@ -13,6 +13,12 @@ The artifact a measure worker ships is :meth:`CUDAModule.save_artifact` (JSON by
 the PTX and the launch plans); :func:`load_artifact` turns it back into a module in
 another process.
 
+Without a GPU, ``COMPILER_CUDA_SIMULATOR=1`` makes ``cuda`` a simulated device
+(:func:`simulator_enabled`): arrays live in host memory (:class:`HostStorage`,
+:data:`SIMULATED_MEMORY`) and the CUDA backend runs its modules' kernels in the GPU
+simulator (:mod:`compiler.backends.cuda_simulator`). Without the variable nothing here
+simulates anything.
+
 Contexts: every GPU is used through its primary context (the CUDA runtime's), retained
 once per process and made current only for the duration of each operation
 (:func:`activate`), as pycuda's own ``scoped_context_activation`` does; none is left on
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import threading
 from dataclasses import dataclass
@@ -40,11 +47,14 @@ from .ndarray import NDArray
 from .timer import BenchmarkResult
 
 __all__ = ["CUDAModule", "CUDADeviceModule", "CUDAFunction", "DeviceStorage", "DeviceLimits", "MEMORY",
-           "load_artifact",
+           "load_artifact", "CUDAArgumentChecker", "HostStorage", "SIMULATED_MEMORY", "SIMULATOR_ENV",
+           "simulator_enabled",
            "activate", "synchronize", "device_count", "attached_arch", "unavailable_reason", "program_steps",
            "ARTIFACT_VERSION"]
 
 ARTIFACT_VERSION = 1
+#: Set to 1 to run CUDA code in the GPU simulator (on a machine without a GPU).
+SIMULATOR_ENV = "COMPILER_CUDA_SIMULATOR"
 _CAST = re.compile(r"\b(?:u?int(?:8|16|32|64))\(")
 _lock = threading.Lock()
 _contexts: dict[int, object] = {}  # device id -> its retained primary context (pycuda Context)
@@ -226,6 +236,72 @@ MEMORY = DeviceMemory(from_host=array_storage, empty=empty_storage, upload=Devic
                       unavailable_reason=unavailable_reason, device_count=device_count)
 
 
+# ---------------------------------------------------------------------------- the simulated device
+
+
+def simulator_enabled() -> bool:
+    """Whether ``COMPILER_CUDA_SIMULATOR`` asks for the GPU simulator (``1``, ``true``, ``yes``,
+    ``on``); read at every use, so that setting it in a running process takes effect."""
+    value = os.environ.get(SIMULATOR_ENV, "").strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    raise RuntimeError(f"{SIMULATOR_ENV}={os.environ[SIMULATOR_ENV]!r}: use 1 to run CUDA code in the "
+                       "GPU simulator, or 0 (or leave it unset) for the GPU")
+
+
+class HostStorage:
+    """The memory of an NDArray on the simulated GPU: a compact numpy array in host memory,
+    with :class:`DeviceStorage`'s interface (the simulator reads and writes ``host``)."""
+
+    def __init__(self, shape: tuple, dtype, device_id: int = 0):
+        if device_id != 0:
+            raise RuntimeError(f"cuda({device_id}) does not exist: the GPU simulator "
+                               f"({SIMULATOR_ENV}=1) is one device, cuda(0)")
+        self.host = np.empty(tuple(int(s) for s in shape), np.dtype(dtype))
+        self.device_id = device_id
+
+    shape = property(lambda self: self.host.shape)
+    dtype = property(lambda self: self.host.dtype)
+    ndim = property(lambda self: self.host.ndim)
+    size = property(lambda self: self.host.size)
+    nbytes = property(lambda self: self.host.nbytes)
+
+    def upload(self, host: np.ndarray) -> None:
+        host = np.asarray(host, dtype=self.dtype)
+        if host.shape != self.shape:
+            raise ValueError(f"copyfrom: shape {host.shape} does not match the array's {self.shape}")
+        np.copyto(self.host, host)
+
+    def download(self) -> np.ndarray:
+        return self.host.copy()
+
+    copy = download
+
+    def astype(self, dtype) -> np.ndarray:
+        return self.host.astype(dtype)
+
+    def __array__(self, dtype=None, copy=None):
+        return self.host.copy() if dtype is None else self.host.astype(dtype)
+
+    def __repr__(self) -> str:
+        return f"<{self.nbytes} bytes on the simulated cuda({self.device_id})>"
+
+
+def _simulated_array(host: np.ndarray, device: Device) -> HostStorage:
+    st = HostStorage(host.shape, host.dtype, device.device_id)
+    st.upload(host)
+    return st
+
+
+#: How arrays live on the simulated GPU (host memory; nothing to wait for, always there).
+SIMULATED_MEMORY = DeviceMemory(
+    from_host=_simulated_array,
+    empty=lambda shape, dtype, device: HostStorage(shape, dtype, device.device_id),
+    upload=HostStorage.upload, device_count=lambda: 1, simulated=lambda: True)
+
+
 # ---------------------------------------------------------------------------- modules
 
 
@@ -234,12 +310,16 @@ class CUDADeviceModule:
 
     type_key = "cuda"
 
-    def __init__(self, ptx: str, arch: str, kernels: list[str], sources: dict | None = None):
+    def __init__(self, ptx: str, arch: str, kernels: list[str], sources: dict | None = None,
+                 functions: list | None = None):
         self.ptx = ptx
         self.arch = arch
         self.kernel_names = list(kernels)
         self._sources = dict(sources or {})
         self._loaded: dict[int, object] = {}
+        #: The kernels' loop IR (device PrimFuncs) for a module built in this process, which the
+        #: GPU simulator runs; None for one loaded from an artifact (PTX only).
+        self.functions = None if functions is None else list(functions)
 
     @property
     def imported_modules(self) -> list:
@@ -314,9 +394,13 @@ class CUDAModule:
     def get_function(self, name: str) -> CUDAFunction:
         func = self._functions.get(name)
         if func is None:
-            func = CUDAFunction(self._lookup(name), self._plans[name], self._dev)
+            func = self._function(self._lookup(name), self._plans[name], self._dev)
             self._functions[name] = func
         return func
+
+    def _function(self, info: FunctionInfo, plan: dict, device_module: CUDADeviceModule):
+        """The callable host function ``info`` (a subclass runs it elsewhere)."""
+        return CUDAFunction(info, plan, device_module)
 
     __getitem__ = get_function
 
@@ -390,8 +474,9 @@ def load_artifact(data) -> CUDAModule:
 # ---------------------------------------------------------------------------- calls
 
 
-class _CudaChecker(ArgumentPacker):
-    """The CPU argument checks, for arrays on a GPU as well as numpy arrays."""
+class CUDAArgumentChecker(ArgumentPacker):
+    """The CPU argument checks, for arrays on a GPU as well as numpy arrays: ``check(args)``
+    gives the arrays by argument position and the bound sizes."""
 
     def _check_buffer(self, i, spec, value, bound, deferred):
         if isinstance(value, NDArray) and value.device.device_type == "cuda":
@@ -504,7 +589,7 @@ class CUDAFunction:
         self.info = info
         self.plan = plan
         self._dev = device_module
-        self._checker = _CudaChecker(info)
+        self._checker = CUDAArgumentChecker(info)
         self._scalar_dtypes = {a.name: a.dtype for a in info.signature.args if a.kind == "scalar"}
         self._scalar_dtypes.update({n: d for n, d in info.signature.scalar_vars})
 

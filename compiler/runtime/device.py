@@ -31,7 +31,8 @@ class DeviceMemory:
     RuntimeError saying what is missing (a driver, a package) before the first array is made;
     ``synchronize(device_id)`` waits for the device's pending work; ``unavailable_reason()``
     says why code cannot run on such a device here (None when it can), and ``device_count()``
-    how many this process sees.
+    how many this process sees; ``simulated()`` says whether its code runs on a simulator
+    instead of the hardware (its timings then mean nothing).
     """
 
     from_host: Callable
@@ -41,6 +42,7 @@ class DeviceMemory:
     synchronize: Callable[[int], None] = field(default=lambda device_id: None)
     unavailable_reason: Callable[[], str | None] = field(default=lambda: None)
     device_count: Callable[[], int] = field(default=lambda: 1)
+    simulated: Callable[[], bool] = field(default=lambda: False)
 
 
 _MEMORY: dict[str, DeviceMemory] = {}
@@ -99,6 +101,18 @@ class Device:
 
     def __str__(self) -> str:
         return f"{self.device_type}({self.device_id})"
+
+    @property
+    def exist(self) -> bool:
+        """Whether code can run on this device here (TVM's ``Device.exist``)."""
+        memory = _MEMORY[self.device_type]
+        return memory.unavailable_reason() is None and self.device_id < memory.device_count()
+
+    @property
+    def simulated(self) -> bool:
+        """Whether this device is a simulator (``COMPILER_CUDA_SIMULATOR=1`` for ``cuda``): its
+        code runs, but its timings say nothing of a real device's speed."""
+        return bool(_MEMORY[self.device_type].simulated())
 
     def sync(self) -> None:
         """Wait for the device's pending work (nothing to wait for on the CPU)."""

@@ -36,9 +36,11 @@ _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
 @dataclass(frozen=True)
 class BenchmarkResult:
-    """Seconds per run, one entry per repeat."""
+    """Seconds per run, one entry per repeat. ``simulated``: the code ran on a simulator
+    (the CUDA simulator), so the seconds say nothing of the hardware's speed."""
 
     results: tuple
+    simulated: bool = False
 
     @property
     def mean(self) -> float:
@@ -62,7 +64,8 @@ class BenchmarkResult:
 
     def __repr__(self) -> str:
         return (f"BenchmarkResult(mean={self.mean:.3e}s, median={self.median:.3e}s, "
-                f"min={self.min:.3e}s, max={self.max:.3e}s, std={self.std:.3e}s, repeat={len(self.results)})")
+                f"min={self.min:.3e}s, max={self.max:.3e}s, std={self.std:.3e}s, repeat={len(self.results)}"
+                + (", simulated)" if self.simulated else ")"))
 
 
 def _scratch() -> np.ndarray:

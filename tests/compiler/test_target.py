@@ -96,6 +96,7 @@ def test_a_cuda_target_is_keyed_by_the_architecture_it_builds_for():
 
 
 @pytest.mark.cuda
+@pytest.mark.cuda_hardware(reason="asks the attached GPU for its architecture")
 def test_a_cuda_target_on_a_gpu_is_keyed_by_that_gpu():
     from compiler.runtime.cuda import attached_arch
 

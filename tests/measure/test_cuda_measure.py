@@ -29,6 +29,7 @@ from measure.worker import build, prepare_task, run
 from search_spaces import create_task, get_config, template
 
 TARGET = "cuda -arch=sm_80"
+_TIMES = "times candidates in measure workers, and measuring refuses timings taken on the simulator"
 
 
 def _run_request(task, artifact) -> RunRequest:
@@ -186,6 +187,7 @@ def test_local_runner_devices_option():
 
 
 @pytest.mark.cuda
+@pytest.mark.cuda_hardware(reason=_TIMES)
 def test_local_runner_times_cuda_candidates_on_every_gpu():
     task = create_task("matmul", (128, 64, 128, "float32"), "cuda")
     configs = task.config_space.sample(6, rng=8)
@@ -198,6 +200,7 @@ def test_local_runner_times_cuda_candidates_on_every_gpu():
 
 
 @pytest.mark.cuda
+@pytest.mark.cuda_hardware(reason=_TIMES)
 def test_cuda_candidate_with_wrong_outputs_is_a_wrong_answer():
     task = create_task("elementwise", (8, 64, "add", "float32"), "cuda")
     other = create_task("elementwise", (8, 64, "sub", "float32"), "cuda")
@@ -208,6 +211,7 @@ def test_cuda_candidate_with_wrong_outputs_is_a_wrong_answer():
 
 
 @pytest.mark.cuda
+@pytest.mark.cuda_hardware(reason=_TIMES)
 def test_cuda_template_without_a_reference_is_measured_though_its_default_does_not_fit(staged_rows):
     fits = next(c for c in staged_rows.config_space if c["rows"].val == 4)
     with MeasureOptions(LocalBuilder(n_parallel=1, timeout=30),
@@ -217,6 +221,7 @@ def test_cuda_template_without_a_reference_is_measured_though_its_default_does_n
 
 
 @pytest.mark.cuda
+@pytest.mark.cuda_hardware(reason=_TIMES)
 def test_ray_runner_with_gpu_actors(ray_cluster):
     import measure.ray as ray_measure
 

@@ -289,6 +289,7 @@ def test_tuning_script_compiles():
 
 
 @pytest.mark.cuda
+@pytest.mark.cuda_hardware(reason="tunes, and tuning refuses timings taken on the simulator")
 @pytest.mark.slow
 def test_tuning_runs_to_the_end_on_a_gpu(tmp_path):
     script = tmp_path / "tune_conv2d_cuda.py"

@@ -190,6 +190,8 @@ def test_gpu_conv2d(rng):
 
 
 @pytest.mark.cuda
+@pytest.mark.cuda_hardware(reason="runs the PTX of an artifact; the simulator runs the loop IR of "
+                                  "modules built in its process")
 def test_gpu_artifact_runs_in_a_fresh_module(rng):
     s, args = vector_add_schedule()
     mod = load_artifact(compiler.build(s, args, target="cuda").save_artifact())

@@ -66,10 +66,11 @@ def test_missing_barrier_between_write_and_read_of_shared_is_flagged(rng):
     with pytest.raises(DataRaceError) as err:
         run_kernel(_shift_kernel(with_barrier=False), {"A": a, "B": poisoned(N, "float32")})
     msg = str(err.value)
-    # Thread 0 reads S[1] before thread 1 (run after it) writes it: a read then a write.
-    assert "(read/write)" in msg and "shared buffer 'S'" in msg and "element 1" in msg
-    assert "thread (0, 0, 0) of block (0, 0, 0) read it" in msg
-    assert "thread (1, 0, 0) of block (0, 0, 0) writes it" in msg
+    # The threads run in lockstep: every thread has stored S[tx] when thread 7 reads S[0],
+    # which thread 0 wrote.
+    assert "(read/write)" in msg and "shared buffer 'S'" in msg and "element 0" in msg
+    assert "thread (0, 0, 0) of block (0, 0, 0) wrote it" in msg
+    assert "thread (7, 0, 0) of block (0, 0, 0) reads it" in msg
 
 
 def test_the_same_kernel_with_its_barrier_runs_and_computes(rng):
@@ -295,3 +296,31 @@ def test_lowered_matmul_missing_a_barrier_is_flagged(rng, keep):
     msg = str(err.value)
     assert re.search(r"data race \((read/write|write/write)\) on shared buffer '[AB]\.shared', element \d+: "
                      r"thread \(\d, \d, 0\) of block \(\d, \d, 0\) (wrote|read)", msg), msg
+
+
+def test_global_read_then_write_by_another_block_is_flagged(rng):
+    """Each block reads the other block's half of A, then overwrites its own half: in lockstep
+    every read comes before every write, and the write still races with the read."""
+    A = decl_buffer((2 * N,), "float32", "A")
+    B = decl_buffer((2 * N,), "float32", "B")
+    g = BX * N + TX
+    other = E.FloorMod(g + N, E.const(2 * N), "int32")
+    body = S.seq(_store(B, _load(A, other), g), _store(A, _load(A, g) * E.const(2.0, "float32"), g))
+    with pytest.raises(DataRaceError, match=r"\(read/write\) on global buffer 'A', element 8: "
+                                            r"thread \(0, 0, 0\) of block \(0, 0, 0\) read it, "
+                                            r"and thread \(0, 0, 0\) of block \(1, 0, 0\) writes it"):
+        run_kernel(_kernel(body, A, B, blocks=2), {"A": random_array(rng, 2 * N, "float32"),
+                                                   "B": poisoned(2 * N, "float32")})
+
+
+def test_global_read_then_write_ordered_by_a_barrier_in_one_block(rng):
+    A, B = _io()
+    body = S.seq(_store(B, _load(A, E.FloorMod(TX + 1, E.const(N), "int32")), TX), sync_stmt(),
+                 _store(A, _load(A, TX) * E.const(2.0, "float32"), TX))
+    a = random_array(rng, N, "float32")
+    b = poisoned(N, "float32")
+    run_kernel(_kernel(body, A, B), {"A": a.copy(), "B": b})
+    assert_written(b, np.roll(a, -1))
+    with pytest.raises(DataRaceError, match=r"\(read/write\) on global buffer 'A'.*read it.*writes it"):
+        run_kernel(_kernel(S.seq(body.seq[0], body.seq[2]), A, B),
+                   {"A": a.copy(), "B": poisoned(N, "float32")})
