@@ -212,12 +212,19 @@ class IRBuilder:
     def scope_attr(self, node, attr_key: str, value) -> None:
         """An attribute ``attr_key`` of ``node`` around the rest of the current scope (TVM's
         ``AttrStmt``; pragmas and other keys that the CPU code generator does not act on are
-        kept in the IR and ignored there)."""
+        kept in the IR and ignored there). ``scope_attr(te.thread_axis("threadIdx.x"),
+        "thread_extent", n)`` launches the rest of the scope on ``n`` GPU threads, as in TVM."""
         if isinstance(node, str):
             node = StringImm(node)
         if isinstance(node, BufferVar):
             node = node.data
         value = StringImm(value) if isinstance(value, str) else convert(value)
+        if attr_key == "thread_extent" and isinstance(node, IterVar) and node.thread_tag:
+            # The loop IR holds a thread binding as a loop over the thread axis, as a schedule's
+            # bind() makes it: the GPU lowering then sees the kernel's threads.
+            self.emit(lambda body: For(node.var, const(0, node.var.dtype), value, ForKind.THREAD_BINDING,
+                                       body, thread_tag=node.thread_tag))
+            return
         self.emit(lambda body: AttrStmt(node, attr_key, value, body))
 
     def allocate(self, dtype: str, shape, name: str = "buf", axis_separators=None,

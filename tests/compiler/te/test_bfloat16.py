@@ -4,6 +4,7 @@ bits as uint16. The reference here emulates the rounding with numpy on its own."
 
 import numpy as np
 import pytest
+from cuda_helpers import build_ptx, simulate
 
 import compiler as tvm
 from compiler import te, tir
@@ -165,3 +166,20 @@ def test_cuda_kernel_of_bfloat16_assembles():
     s[B].bind(bx, te.thread_axis("blockIdx.x"))
     s[B].bind(tx, te.thread_axis("threadIdx.x"))
     build_ptx(s, [A, B])
+
+
+def test_cuda_bf16_kernel_on_the_simulator_and_through_ptxas():
+    A = te.placeholder((N,), dtype="bfloat16", name="A")
+    B = te.placeholder((N,), dtype="bfloat16", name="B")
+    D = te.compute((N,), lambda x: A[x] * B[x], name="D")
+    s = te.create_schedule(D.op)
+    bx, tx = s[D].split(D.op.axis[0], factor=16)
+    s[D].bind(bx, te.thread_axis("blockIdx.x"))
+    s[D].bind(tx, te.thread_axis("threadIdx.x"))
+    rng = np.random.default_rng(3)
+    a, b = np_float2np_bf16(_random(rng)), np_float2np_bf16(_random(rng))
+    d = np.full((N,), SENTINEL, "uint16")
+    simulate(s, [A, B, D], [a, b, d])
+    # The product of two bfloat16 values is exact in float32; the store rounds it.
+    np.testing.assert_array_equal(d, np_float2np_bf16(np_bf162np_float(a) * np_bf162np_float(b)))
+    build_ptx(s, [A, B, D])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from cuda_helpers import build_ptx, simulate
 from helpers import assert_written, poisoned, random_array
 
 import compiler
@@ -161,6 +162,36 @@ def test_while_loop(rng):
     got = interpreter.run(tir.PrimFunc((inp, out), stmt, "collatz"),
                           {"a": a.copy(), "c": poisoned(9, "int32")})["c"]
     assert_written(got, collatz_reference(a))
+
+
+def test_while_loop_on_the_gpu_simulator_where_threads_leave_it_at_different_steps(rng):
+    def collatz_per_thread(ins, outs):
+        ib = tir.ir_builder.create()
+        a, c = ib.buffer_ptr(ins[0]), ib.buffer_ptr(outs[0])
+        bx, tx = te.thread_axis("blockIdx.x"), te.thread_axis("threadIdx.x")
+        ib.scope_attr(bx, "thread_extent", 1)
+        ib.scope_attr(tx, "thread_extent", 9)
+        value = ib.allocate("int32", (1,), name="value", scope="local")
+        steps = ib.allocate("int32", (1,), name="steps", scope="local")
+        value[0] = a[tx]
+        steps[0] = 0
+        with ib.while_loop(value[0] > 1):
+            with ib.if_scope(value[0] % 2 == 0):
+                value[0] = value[0] // 2
+            with ib.else_scope():
+                value[0] = value[0] * 3 + 1
+            steps[0] += 1
+        c[tx] = steps[0]
+        return ib.get()
+
+    A = te.placeholder((9,), name="A", dtype="int32")
+    C = te.extern((9,), [A], collatz_per_thread, name="C", dtype="int32")
+    s = te.create_schedule(C.op)
+    a = rng.integers(1, 60, 9).astype("int32")
+    c = poisoned(9, "int32")
+    simulate(s, [A, C], [a, c])
+    assert_written(c, collatz_reference(a))
+    build_ptx(s, [A, C])  # the while loop assembles for the GPU too
 
 
 def test_pointer_bound_to_an_address(rng):
