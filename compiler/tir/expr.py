@@ -383,10 +383,20 @@ class Call(PrimExpr):
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Let(PrimExpr):
+    """``body`` with ``var`` bound to ``value``. Without ``dtype`` (``Let(x, 1, x + 1)``, as TVM's
+    ``tir.Let``) the operands are converted and the dtype is the body's."""
+
     var: Var
     value: PrimExpr
     body: PrimExpr
-    dtype: str
+    dtype: str | None = None
+
+    def __post_init__(self):
+        if self.dtype is not None:
+            return
+        object.__setattr__(self, "value", convert(self.value))
+        object.__setattr__(self, "body", convert(self.body))
+        object.__setattr__(self, "dtype", self.body.dtype)
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)

@@ -1,6 +1,6 @@
 """``tir.sum``/``tir.max``/``tir.min``/``tir.comm_reducer`` are TVM's comm-reducers, the very objects
 ``te`` re-exports; ``tir.Min``/``tir.Max`` take TVM's two operands; statement constructors take Python
-numbers (``tir.Evaluate(0)``) as TVM's do."""
+numbers (``tir.Evaluate(0)``) and ``tir.Let`` its three operands, as TVM's do."""
 
 import numpy as np
 import pytest
@@ -111,6 +111,8 @@ def test_statements_convert_python_numbers():
     assert isinstance(tir.AttrStmt(x, "pragma_x", 1, tir.Evaluate(0)).value, tir.IntImm)
     loop = tir.For(te.var("i"), 0, 4, tir.ForKind.SERIAL, tir.Evaluate(0))
     assert isinstance(loop.extent, tir.IntImm)
+    let = tir.Let(x, 1, x + 1)  # TVM's three operands: the dtype is the body's
+    assert let.dtype == "int32" and isinstance(let.value, tir.IntImm)
 
 
 def test_hand_written_ir_with_python_numbers_builds_and_runs():
@@ -122,13 +124,15 @@ def test_hand_written_ir_with_python_numbers_builds_and_runs():
         ib.emit(tir.Evaluate(0))
         x = te.var("x")
         with ib.for_range(0, n, name="i") as i:
-            ib.emit(tir.LetStmt(x, 2, tir.BufferStore(outs[0], ins[0].vload(i) * x.astype("float32"), (i,))))
+            y = te.var("y", "float32")
+            value = tir.Let(y, ins[0].vload(i), y * x.astype("float32") + y)
+            ib.emit(tir.LetStmt(x, 2, tir.BufferStore(outs[0], value, (i,))))
             ib.emit(tir.IfThenElse(i < 1, tir.BufferStore(outs[0], 5, [i])))
         return ib.get()
 
     C = te.extern((n,), [A], gen, name="C")
     a = np.random.default_rng(4).standard_normal(n).astype("float32")
     got = _run(te.create_schedule(C.op), [A, C], [a], (n,))
-    want = a * 2
+    want = a * 3
     want[0] = 5
     np.testing.assert_allclose(got, want, rtol=1e-6)
