@@ -284,3 +284,34 @@ def test_buffer_vload_and_vstore_of_a_vector_dtype():
 def test_const_of_a_vector_dtype_is_a_broadcast():
     c = tir.const(1, "float32x4")
     assert isinstance(c, tir.Broadcast) and c.lanes == 4 and c.value.dtype == "float32"
+
+
+def test_vector_tensor_of_symbolic_size_with_a_scalar_operand():
+    n = te.var("n")
+    A = te.placeholder((n,), name="A", dtype="float32x4")
+    X = te.placeholder((n,), name="X")
+    C = te.compute((n,), lambda i: A[i] + X[i], name="C")  # the scalar is broadcast, as in TVM
+    s = te.create_schedule(C.op)
+    _, xi = s[C].split(C.op.axis[0], factor=4)
+    s[C].vectorize(xi)
+    f = tvm.build(s, [A, X, C], target="llvm")
+    rng = np.random.default_rng(8)
+    for m in (13, 16):
+        a, x = rng.standard_normal((m, 4)).astype("float32"), rng.standard_normal(m).astype("float32")
+        c = _poisoned((m,), "float32x4")
+        f(tvm.nd.array(a, dtype="float32x4"), x, c)
+        np.testing.assert_allclose(c.numpy(), a + x[:, None], rtol=1e-6)
+
+
+def test_scan_over_vector_tensors():
+    m, n = 6, 5
+    X = te.placeholder((m, n), name="X", dtype="float32x2")
+    state = te.placeholder((m, n), dtype="float32x2")
+    init = te.compute((1, n), lambda _, i: X[0, i])
+    update = te.compute((m, n), lambda t, i: state[t - 1, i] + X[t, i])
+    scan = te.scan(init, update, state, inputs=[X])
+    f = tvm.build(te.create_schedule(scan.op), [X, scan], target="llvm")
+    x = np.random.default_rng(9).standard_normal((m, n, 2)).astype("float32")
+    out = _poisoned((m, n), "float32x2")
+    f(x, out)
+    np.testing.assert_allclose(out.numpy(), np.cumsum(x, axis=0), rtol=1e-5)
