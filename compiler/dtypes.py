@@ -7,7 +7,8 @@ import numpy as np
 from .errors import DTypeError
 
 __all__ = ["INT32_INDEX_LIMIT", "SUPPORTED", "check", "is_float", "is_int", "is_uint", "is_bool", "bits",
-           "promote", "to_numpy", "float_to_bfloat16", "bfloat16_to_float", "split_lanes", "DataType"]
+           "promote", "to_numpy", "float_to_bfloat16", "bfloat16_to_float", "split_lanes", "with_lanes",
+           "check_element", "DataType"]
 
 #: Arrays of this many elements or more are indexed with 64-bit arithmetic (the compiler makes
 #: int64 loops for constant shapes that large; the runtime refuses them for int32 sizes).
@@ -32,10 +33,11 @@ def check(dtype) -> str:
         base, lanes = _vector_parts(dtype)
         if lanes > 1 and base in SUPPORTED:
             raise DTypeError(
-                f"vector dtype {dtype!r}: tensors, buffers and variables here have scalar elements; "
-                f"give the tensor a trailing dimension of {lanes} and vectorize that loop "
-                "(s[T].vectorize(axis)), or build vector values with tir.Broadcast/tir.Ramp or "
-                f"expr.astype({dtype!r}); arrays of {dtype} are compiler.nd.empty(shape, {dtype!r})")
+                f"vector dtype {dtype!r} is not supported here: variables, buffers, constants' scalars and "
+                f"extern/tensorized tensors have scalar dtypes; tensors may have vector elements "
+                f"(te.placeholder(shape, dtype={dtype!r}), te.compute of a vector body), vector values "
+                f"are made with tir.Broadcast/tir.Ramp or expr.astype({dtype!r}), and vector loads with "
+                f"buffer.vload(index, {dtype!r})")
         raise DTypeError(f"unsupported dtype {dtype!r}; supported: {', '.join(SUPPORTED)}")
     return dtype
 
@@ -55,6 +57,18 @@ def split_lanes(dtype) -> tuple[str, int]:
         if lanes > 1:
             return check(base), lanes
     return check(dtype), 1
+
+
+def check_element(dtype) -> str:
+    """The canonical name of a tensor's element dtype, which may be a vector one (``"float32x4"``,
+    ``"float32"``); :class:`DTypeError` if it is neither."""
+    base, lanes = split_lanes(dtype)
+    return with_lanes(base, lanes)
+
+
+def with_lanes(base: str, lanes: int) -> str:
+    """``("float32", 4)`` -> ``"float32x4"``; one lane is the element dtype itself."""
+    return base if lanes == 1 else f"{base}x{lanes}"
 
 
 def is_float(dtype: str) -> bool:

@@ -80,7 +80,7 @@ class _Inline(IRMutator):
             body = self.bodies[stage][node.producer.value_index]
             return substitute(body, {iv.var: i for iv, i in zip(op.axis, indices)})
         if any(a is not b for a, b in zip(indices, node.indices)):
-            return ProducerLoad(node.producer, indices, node.dtype)
+            return ProducerLoad(node.producer, indices, node.dtype, node.lanes)
         return node
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .. import dtypes
 from ..arith import Analyzer
 from ..errors import LoweringError, ScheduleError
 from ..te.tensor import ComputeOp, ExternOp, ScanOp, Tensor
@@ -11,17 +12,20 @@ from ..tir.builtin import DOUBLE_BUFFER_SCOPE, PRAGMA_PREFIX, SCAN_LOOP, sync_st
 from ..tir.expr import (
     EQ,
     LT,
+    Broadcast,
     BufferLoad,
     IntImm,
     IterType,
     IterVar,
     PrimExpr,
     ProducerLoad,
+    Ramp,
     Reduce,
     StringImm,
     Var,
     all_of,
     const,
+    expr_lanes,
     is_const_int,
 )
 from ..tir.function import PrimFunc
@@ -52,7 +56,61 @@ class _ToBufferLoads(IRMutator):
         mins = self.mins.get(key)
         if mins is not None:
             indices = [i - m if not is_const_int(m, 0) else i for i, m in zip(indices, mins)]
-        return BufferLoad(buf, tuple(indices), node.dtype)
+        return BufferLoad(buf, tuple(indices), node.dtype, node.lanes)
+
+
+def _tensor_buffer(shape, dtype: str, name: str, lanes_of: dict, strides=(), scope: str = "global") -> Buffer:
+    """The buffer that holds a tensor of ``shape`` and ``dtype``. A tensor of a vector dtype
+    (``float32x4``) is held as its elements' scalars, its lanes in a trailing dimension (the layout
+    of TVM's arrays of that dtype); ``lanes_of`` records its data variable for :class:`_LaneIndex`."""
+    base, lanes = dtypes.split_lanes(dtype)
+    if lanes == 1:
+        return decl_buffer(shape, dtype, name, strides=strides, scope=scope)
+    if strides:
+        strides = [*(st * lanes for st in strides), 1]
+    buf = decl_buffer((*shape, lanes), base, name, strides=strides, scope=scope)
+    lanes_of[buf.data] = lanes
+    return buf
+
+
+class _LaneIndex(IRMutator):
+    """Complete the accesses to the buffers of vector-dtype tensors, which the loop nest indexes
+    like their tensors: the lanes' dimension is a ``Ramp`` over all lanes, a vector access."""
+
+    def __init__(self, lanes_of: dict):
+        self.lanes_of = lanes_of
+
+    def _lanes(self, buf: Buffer, indices: tuple) -> int | None:
+        lanes = self.lanes_of.get(buf.data)
+        return lanes if lanes is not None and len(indices) == len(buf.shape) - 1 else None
+
+    @staticmethod
+    def _ramp(indices: tuple, lanes: int) -> Ramp:
+        dt = indices[0].dtype if indices else "int32"
+        return Ramp(IntImm(0, dt), IntImm(1, dt), lanes, dt)
+
+    def visit_BufferLoad(self, node: BufferLoad):
+        node = self.generic_visit(node)
+        lanes = self._lanes(node.buffer, node.indices)
+        if lanes is None:
+            return node
+        return BufferLoad(node.buffer, (*node.indices, self._ramp(node.indices, lanes)), node.dtype, lanes,
+                          node.predicate)
+
+    def visit_BufferStore(self, node: BufferStore):
+        node = self.generic_visit(node)
+        lanes = self._lanes(node.buffer, node.indices)
+        if lanes is None:
+            return node
+        value = node.value
+        width = expr_lanes(value)
+        if width == 1:  # a scalar stored in every lane (a reduction's identity)
+            value = Broadcast(value, lanes, value.dtype)
+        elif width != lanes:
+            raise LoweringError(f"a vector of {width} lanes is stored into {node.buffer.name!r}, whose "
+                                f"elements have {lanes}")
+        return BufferStore(node.buffer, value, (*node.indices, self._ramp(node.indices, lanes)),
+                           node.predicate)
 
 
 class _LoopBuilder:
@@ -439,6 +497,7 @@ def schedule_to_primfunc(sch: Schedule, args: list, name: str, binds: dict | Non
     infos, prefix = infer_bounds(sch, analyzer)
     buffers: dict[tuple, Buffer] = {}  # by buffer_key
     mins: dict[tuple, list] = {}
+    lanes_of: dict[Var, int] = {}  # the data of the buffers of vector-dtype tensors -> their lanes
     params: list = []
     for a in args:
         if isinstance(a, Var):
@@ -450,7 +509,10 @@ def schedule_to_primfunc(sch: Schedule, args: list, name: str, binds: dict | Non
             raise LoweringError(f"arguments must be tensors or te.var scalars, got {a!r}")
         buf = binds.get(a)
         if buf is None:
-            buf = decl_buffer(a.shape, a.dtype, a.name)
+            buf = _tensor_buffer(a.shape, a.dtype, a.name, lanes_of)
+        elif dtypes.split_lanes(a.dtype)[1] > 1:
+            raise LoweringError(f"binds: tensor {a.name!r} is of the vector dtype {a.dtype}, which "
+                                "binds= does not support; leave it to the default buffer")
         elif len(buf.shape) != a.ndim:
             raise LoweringError(f"binds: buffer for {a.name!r} has {len(buf.shape)} dimensions, "
                                 f"the tensor has {a.ndim}")
@@ -479,14 +541,14 @@ def schedule_to_primfunc(sch: Schedule, args: list, name: str, binds: dict | Non
                 continue
             if not isinstance(op, ComputeOp):  # a scan's or extern op's outputs: whole tensors
                 shape = [analyzer.simplify(e) for e in op.output_shape(k)]
-                buffers[key] = decl_buffer(shape, op.output_dtype(k), op.output(k).name)
+                buffers[key] = _tensor_buffer(shape, op.output_dtype(k), op.output(k).name, lanes_of)
                 mins[key] = [const(0, e.dtype) for e in shape]
                 allocated.add(key)
                 continue
             shape = [_alloc_extent(st, r.extent, analyzer, loop_vars) for r in region]
             strides = _strides([s.value if is_const_int(s) else s for s in shape], st.storage_aligns)
-            buffers[key] = decl_buffer(shape, op.output_dtype(k), op.output(k).name, strides=strides,
-                                       scope=info.scope)
+            buffers[key] = _tensor_buffer(shape, op.output_dtype(k), op.output(k).name, lanes_of,
+                                          strides=strides, scope=info.scope)
             mins[key] = [r.min for r in region]
             allocated.add(key)
     for key, (target, tensor) in aliases.items():
@@ -498,6 +560,8 @@ def schedule_to_primfunc(sch: Schedule, args: list, name: str, binds: dict | Non
     builder = _LoopBuilder(sch, infos, prefix, buffers, mins, allocated, analyzer)
     roots = [st for st in sch.stages if st in infos and st.attach_type != "scope"]
     body = builder.place(roots, None)
+    if lanes_of:
+        body = _LaneIndex(lanes_of).visit(body)
     return PrimFunc(tuple(params), body, name, {"from_schedule": True})
 
 

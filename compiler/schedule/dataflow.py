@@ -43,9 +43,9 @@ class _RedirectLoads(IRMutator):
         producer = node.producer
         if (producer in self.sch and self.sch[producer] is self.stage
                 and producer.value_index == self.value_index):
-            return ProducerLoad(self.target, indices, node.dtype)
+            return ProducerLoad(self.target, indices, node.dtype, node.lanes)
         if any(a is not b for a, b in zip(indices, node.indices)):
-            return ProducerLoad(node.producer, indices, node.dtype)
+            return ProducerLoad(node.producer, indices, node.dtype, node.lanes)
         return node
 
 

@@ -309,7 +309,7 @@ class _Remap(IRMutator):
                 raise self.fail(f"the region of {node.producer.name!r} spans {region[d][1]} values in "
                                 f"dimension {d}, which the intrinsic's input {target.name!r} does not have")
         shifted = tuple(i - as_index(region[d][0], i.dtype) for d, i in enumerate(indices) if d >= start)
-        return ProducerLoad(target, shifted, node.dtype)
+        return ProducerLoad(target, shifted, node.dtype, node.lanes)
 
 
 

@@ -22,7 +22,6 @@ from ..tir.expr import (
     Var,
     const,
     convert,
-    expr_lanes,
 )
 from ..tir.indexing import index_dtype, widen
 from ..tir.stmt import Evaluate, Stmt
@@ -142,11 +141,6 @@ def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "",
         bodies = (convert(body),)
     for b in bodies:
         _check_reduce_top_level(b, name)
-        if expr_lanes(b) > 1:
-            raise CompilerError(f"compute {name!r}: the body is a vector of {expr_lanes(b)} lanes; tensor "
-                                "elements here are scalars (vector dtypes such as float32x4 are not "
-                                "supported in tensors): compute the lanes along an axis of their own "
-                                "and vectorize it")
     _check_multi_output(bodies, name)
     op = ComputeOp(name, axis, bodies, tag, attrs, shape=shape)
     if op.num_outputs == 1:

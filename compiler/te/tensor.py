@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import dtypes
 from ..tir.analysis import post_order_visit
-from ..tir.expr import ExprOp, IterVar, PrimExpr, ProducerLoad, Reduce, convert
+from ..tir.expr import ExprOp, IterVar, PrimExpr, ProducerLoad, Reduce, convert, expr_lanes
 
 __all__ = ["Tensor", "TensorSlice", "Operation", "PlaceholderOp", "ComputeOp", "ScanOp", "ExternOp"]
 
@@ -68,7 +68,7 @@ class PlaceholderOp(Operation):
 
     def __init__(self, name: str, shape: tuple, dtype: str):
         self._shape = tuple(convert(s) for s in shape)
-        self._dtype = dtypes.check(dtype)
+        self._dtype = dtypes.check_element(dtype)
         super().__init__(name)
 
     @property
@@ -91,7 +91,7 @@ class ComputeOp(Operation):
     output buffers keep even where the axes count in a wider type than its entries.
     """
 
-    __slots__ = ("axis", "reduce_axis", "bodies", "_shape")
+    __slots__ = ("axis", "reduce_axis", "bodies", "_shape", "_dtypes")
 
     def __init__(self, name: str, axis: tuple[IterVar, ...], body, tag: str = "",
                  attrs: dict | None = None, shape: tuple | None = None):
@@ -100,6 +100,9 @@ class ComputeOp(Operation):
         first = self.bodies[0]
         self.reduce_axis = tuple(first.axis) if isinstance(first, Reduce) else ()
         self._shape = tuple(shape) if shape is not None else tuple(iv.dom.extent for iv in self.axis)
+        # A body that is a vector (of a vector tensor's elements, an astype("float32x4")) gives
+        # elements of a vector dtype, as in TVM.
+        self._dtypes = tuple(dtypes.with_lanes(b.dtype, expr_lanes(b)) for b in self.bodies)
         super().__init__(name, tag, attrs)
 
     @property
@@ -113,8 +116,8 @@ class ComputeOp(Operation):
         return len(self.bodies)
 
     def output_dtype(self, index: int) -> str:
-        """The dtype of output ``index``."""
-        return self.bodies[index].dtype
+        """The dtype of output ``index`` (``"float32x4"`` for a body of 4 lanes)."""
+        return self._dtypes[index]
 
     @property
     def shape(self) -> tuple:
@@ -122,7 +125,7 @@ class ComputeOp(Operation):
 
     @property
     def dtype(self) -> str:
-        return self.body.dtype
+        return self._dtypes[0]
 
     @property
     def input_tensors(self) -> list[Tensor]:
@@ -285,7 +288,8 @@ class Tensor:
             if dtypes.is_float(e.dtype) or e.dtype == "bool":
                 raise TypeError(f"tensor {self.name!r} indexed with a {e.dtype} expression {e}")
             converted.append(e)
-        return ProducerLoad(self, tuple(converted), self.dtype)
+        base, lanes = dtypes.split_lanes(self.dtype)
+        return ProducerLoad(self, tuple(converted), base, lanes)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Tensor) and other.op is self.op and other.value_index == self.value_index

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from .. import dtypes
 from ..errors import LoweringError
-from .expr import BufferLoad, Call, IntImm, PrimExpr, StringImm, Var, convert
+from .expr import BufferLoad, Call, IntImm, PrimExpr, Ramp, StringImm, Var, convert, expr_lanes
 from .stmt import BufferStore
 
 __all__ = ["Buffer", "decl_buffer", "compact_strides", "SCOPES", "ACCESS_PTR"]
@@ -94,23 +94,46 @@ class Buffer:
             total = total * d
         return total
 
-    def vload(self, begin, dtype: str | None = None) -> PrimExpr:
-        """The element at index ``begin`` (a tuple, one index per dimension)."""
+    def _begin(self, begin, what: str) -> tuple:
         begin = tuple(convert(b) for b in (begin if isinstance(begin, (list, tuple)) else (begin,)))
         if len(begin) != len(self.shape):
-            raise ValueError(f"buffer {self.name!r} has {len(self.shape)} dimensions, vload got "
+            raise ValueError(f"buffer {self.name!r} has {len(self.shape)} dimensions, {what} got "
                              f"{len(begin)} indices")
-        if dtype is not None and dtype != self.dtype:
-            raise ValueError(f"buffer {self.name!r}: vload of {dtype} from a {self.dtype} buffer")
-        return BufferLoad(self, begin, self.dtype)
+        return begin
+
+    def _lanes_at(self, begin: tuple, lanes: int) -> tuple:
+        """The indices of ``lanes`` consecutive elements from ``begin`` along the last dimension."""
+        last = begin[-1]
+        return (*begin[:-1], Ramp(last, IntImm(1, last.dtype), lanes, last.dtype))
+
+    def vload(self, begin, dtype: str | None = None) -> PrimExpr:
+        """The element at index ``begin`` (a tuple, one index per dimension). With a vector
+        ``dtype`` of this buffer's element type (``"float32x4"``), as TVM's: the vector of that
+        many consecutive elements from ``begin`` along the last dimension."""
+        begin = self._begin(begin, "vload")
+        if dtype is None:
+            return BufferLoad(self, begin, self.dtype)
+        base, lanes = dtypes.split_lanes(dtype)
+        if base != self.dtype:
+            raise ValueError(f"buffer {self.name!r}: vload of {dtype} from a {self.dtype} buffer (a vector "
+                             f"load is of {self.dtype}xN)")
+        if lanes == 1:
+            return BufferLoad(self, begin, self.dtype)
+        if not begin:
+            raise ValueError(f"buffer {self.name!r}: a vector vload needs a buffer with a dimension")
+        return BufferLoad(self, self._lanes_at(begin, lanes), self.dtype, lanes)
 
     def vstore(self, begin, value):
-        """A statement storing ``value`` at index ``begin``."""
-        begin = tuple(convert(b) for b in (begin if isinstance(begin, (list, tuple)) else (begin,)))
-        if len(begin) != len(self.shape):
-            raise ValueError(f"buffer {self.name!r} has {len(self.shape)} dimensions, vstore got "
-                             f"{len(begin)} indices")
-        return BufferStore(self, convert(value), begin)
+        """A statement storing ``value`` at index ``begin``; a vector ``value`` of N lanes (TVM's)
+        fills the N consecutive elements from ``begin`` along the last dimension."""
+        begin = self._begin(begin, "vstore")
+        value = convert(value)
+        lanes = expr_lanes(value)
+        if lanes > 1:
+            if not begin:
+                raise ValueError(f"buffer {self.name!r}: a vector vstore needs a buffer with a dimension")
+            begin = self._lanes_at(begin, lanes)
+        return BufferStore(self, value, begin)
 
 
 def decl_buffer(shape, dtype: str | None = "float32", name: str = "buffer", data=None, strides=None,

@@ -6,11 +6,13 @@ Every node is an immutable dataclass compared by identity: ``a == b`` builds an
 
 Vectors: ``dtype`` is always the *element* type (``float32``, never
 ``float32x16``). Width is carried by the nodes that create vectors -- ``Ramp``,
-``Broadcast`` and ``BufferLoad`` (``lanes``) -- and every other node (arithmetic,
+``Broadcast``, ``BufferLoad`` and ``ProducerLoad`` (``lanes``) -- and every other node (arithmetic,
 comparisons, ``Select``, ``Cast``, ``Call``, ``Let``) is as wide as its widest
 operand; scalar operands of a vector operation are broadcast. The
 vectorize pass (:mod:`compiler.transform.vectorize`) makes the broadcasts
-explicit; the code generator tolerates implicit ones.
+explicit; the code generator tolerates implicit ones. Only tensors and the
+arrays that hold them name a vector dtype (``float32x4``): a tensor's element
+is a ``ProducerLoad`` of 4 lanes.
 """
 
 from __future__ import annotations
@@ -381,19 +383,32 @@ class Call(PrimExpr):
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Let(PrimExpr):
+    """``body`` with ``var`` bound to ``value``. Without ``dtype`` (``Let(x, 1, x + 1)``, as TVM's
+    ``tir.Let``) the operands are converted and the dtype is the body's."""
+
     var: Var
     value: PrimExpr
     body: PrimExpr
-    dtype: str
+    dtype: str | None = None
+
+    def __post_init__(self):
+        if self.dtype is not None:
+            return
+        object.__setattr__(self, "value", convert(self.value))
+        object.__setattr__(self, "body", convert(self.body))
+        object.__setattr__(self, "dtype", self.body.dtype)
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class ProducerLoad(PrimExpr):
-    """``tensor[indices]`` inside a tensor expression, before lowering."""
+    """``tensor[indices]`` inside a tensor expression, before lowering. An element of a tensor
+    of a vector dtype (``float32x4``) is a vector: ``dtype`` is its element type and ``lanes``
+    its width, as for :class:`BufferLoad`."""
 
     producer: Any  # te.Tensor
     indices: tuple
     dtype: str
+    lanes: int = 1
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -605,7 +620,12 @@ class IterVar(ExprOp):
 
 
 def const(value, dtype: str | None = None) -> PrimExpr:
-    """A constant of ``dtype`` (int32 for Python ints, float32 for floats by default)."""
+    """A constant of ``dtype`` (int32 for Python ints, float32 for floats by default); of a vector
+    dtype (``"float32x4"``), the constant in every lane (a :class:`Broadcast`), as in TVM."""
+    if isinstance(dtype, str) and "x" in dtype:
+        base, lanes = dtypes.split_lanes(dtype)
+        if lanes > 1:
+            return Broadcast(const(value, base), lanes, base)
     if dtype is None:
         if isinstance(value, bool):
             dtype = "bool"
@@ -780,7 +800,7 @@ def any_of(*conds) -> PrimExpr:
 
 def expr_lanes(e: PrimExpr) -> int:
     """How many lanes ``e`` has: those of its widest vector node (1 for a scalar)."""
-    if isinstance(e, (Ramp, Broadcast, BufferLoad)):
+    if isinstance(e, (Ramp, Broadcast, BufferLoad, ProducerLoad)):
         return e.lanes
     if isinstance(e, (Var, IntImm, FloatImm, StringImm)):
         return 1

@@ -31,6 +31,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import enum
+import inspect
 import logging
 import math
 from collections.abc import Callable, Iterator
@@ -38,6 +39,7 @@ from collections.abc import Callable, Iterator
 from .. import dtypes
 from ..errors import DTypeError
 from . import expr as E
+from .analysis import free_vars
 from .expr import Call, PrimExpr, StringImm, convert
 
 __all__ = ["Op", "CallEffectKind", "BUILTIN_LOWERING", "register_op_attr", "register_intrin_lowering",
@@ -48,7 +50,7 @@ __all__ = ["Op", "CallEffectKind", "BUILTIN_LOWERING", "register_op_attr", "regi
            "isnan", "isinf", "isfinite", "reinterpret", "shift_left", "shift_right", "bitwise_and",
            "bitwise_or", "bitwise_xor", "bitwise_not", "exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt",
            "tanh", "sin", "cos", "sigmoid", "erf", "abs", "floor", "ceil", "round", "trunc", "power",
-           "NATIVE_MATH", "register_target_rules"]
+           "NATIVE_MATH", "register_target_rules", "sum", "max", "min", "comm_reducer"]
 
 logger = logging.getLogger(__name__)
 
@@ -524,6 +526,147 @@ def power(x, y) -> PrimExpr:
     if not dtypes.is_float(dtype):
         raise DTypeError("tir.power needs float operands; cast with .astype()")
     return Call(dtype, Op("pow"), (E._cast_to(x, dtype), E._cast_to(y, dtype)))
+
+
+# ----------------------------------------------------------------------------- reductions
+# TVM's tir.sum/max/min are comm-reducers: over a reduce axis they make a Reduce, on two
+# expressions they combine them elementwise (tir.max(a, b)); te re-exports them.
+
+
+def _reducer(kind: E.CommReducer):
+    def reduce(expr, axis=None, where=None, init=None):
+        if axis is None or not (isinstance(axis, E.IterVar) or (
+                isinstance(axis, (list, tuple)) and axis
+                and builtins.all(isinstance(a, E.IterVar) for a in axis))):
+            if axis is None:
+                raise TypeError(f"{kind.value} needs axis=... (a reduce_axis or a list of them)")
+            # Called with two values: the elementwise combination (like the seed's reducers).
+            return kind.combine(expr, axis)
+        axes = (axis,) if isinstance(axis, E.IterVar) else tuple(axis)
+        for a in axes:
+            if a.iter_type is not E.IterType.COMM_REDUCE:
+                raise TypeError(f"{kind.value}: axis {a.var.name!r} is not a reduce_axis")
+        source = convert(expr)
+        cond = E.const(True) if where is None else E.all_of(where)
+        inits = () if init is None else _reduce_init(init, (source.dtype,), axes, f"{kind.value}")
+        return E.Reduce(kind, source, axes, cond, source.dtype, init=inits)
+
+    reduce.__name__ = kind.value
+    reduce.__doc__ = (
+        f"``{kind.value}(expr, axis=k, where=cond, init=v)``: the {kind.value} of ``expr`` over the "
+        "reduce axis (or axes) ``k``, counting only points where ``cond`` holds, starting from "
+        "``v`` (by default the reduction's identity; it may read the output's indices: ``init=C0[i]``). "
+        f"With two expressions, ``{kind.value}(a, b)`` combines them elementwise."
+    )
+    return reduce
+
+
+sum = _reducer(E.CommReducer.SUM)  # noqa: A001
+max = _reducer(E.CommReducer.MAX)  # noqa: A001
+min = _reducer(E.CommReducer.MIN)  # noqa: A001
+
+
+def comm_reducer(fcombine, fidentity, name: str = "reduce"):
+    """A reduction of your own, as TVM's ``tir.comm_reducer`` (also ``te.comm_reducer``).
+
+    ``fcombine(x, y)`` combines two values (it must be commutative and associative) and
+    ``fidentity(dtype)`` gives the value that leaves any other unchanged::
+
+        prod = te.comm_reducer(lambda x, y: x * y, lambda t: te.const(1, dtype=t), name="prod")
+        B = te.compute((n,), lambda i: prod(A[i, k], axis=k))
+
+    Over a tuple of values, ``x`` and ``y`` are tuples, ``fcombine`` returns a tuple and
+    ``fidentity(*dtypes)`` one identity per value; the reduction then returns one
+    expression per value, and ``te.compute`` one tensor per value::
+
+        def fcombine(x, y):   # argmax over (index, value)
+            keep = x[1] >= y[1]
+            return te.if_then_else(keep, x[0], y[0]), te.if_then_else(keep, x[1], y[1])
+        argmax = te.comm_reducer(fcombine, lambda t0, t1: (te.const(-1, t0), te.min_value(t1)))
+        T0, T1 = te.compute((m,), lambda i: argmax((idx[i, k], val[i, k]), axis=k))
+
+    The reducer takes ``axis``, ``where`` and ``init`` as ``te.sum`` does (``init``: one value
+    per reduced value, that the reduction starts from instead of the identity); called on plain values
+    (``r(a, b)``) it combines them.
+    """
+    for role, fn in (("fcombine", fcombine), ("fidentity", fidentity)):
+        if not callable(fn):
+            raise TypeError(f"comm_reducer({name!r}): {role} must be a function, got {type(fn).__name__}")
+    try:
+        params = [p.name for p in inspect.signature(fcombine).parameters.values()][:2]
+    except (TypeError, ValueError):
+        params = []
+    lname, rname = params if len(params) == 2 else ("x", "y")
+
+    def reducer(expr, axis=None, where=None, init=None, *args):
+        if not _is_axes(axis):
+            values = [v for v in (expr, axis, where, init, *args) if v is not None]
+            result = values[0]
+            for v in values[1:]:
+                result = fcombine(result, v)
+            return result
+        axes = (axis,) if isinstance(axis, E.IterVar) else tuple(axis)
+        for a in axes:
+            if a.iter_type is not E.IterType.COMM_REDUCE:
+                raise TypeError(f"{name}: axis {a.var.name!r} is not a reduce_axis")
+        is_tuple = isinstance(expr, (tuple, list))
+        sources = tuple(convert(e) for e in expr) if is_tuple else (convert(expr),)
+        types = tuple(v.dtype for v in sources)
+        if is_tuple:
+            lhs = tuple(E.Var(f"{lname}_{k}", t) for k, t in enumerate(types))
+            rhs = tuple(E.Var(f"{rname}_{k}", t) for k, t in enumerate(types))
+            result, identity = fcombine(lhs, rhs), fidentity(*types)
+        else:
+            lhs, rhs = (E.Var(lname, types[0]),), (E.Var(rname, types[0]),)
+            result, identity = fcombine(lhs[0], rhs[0]), fidentity(types[0])
+        result = _as_values(result, types, f"{name}: fcombine")
+        identity = _as_values(identity, types, f"{name}: fidentity")
+        combiner = E.UserReducer(name, lhs, rhs, result, identity)
+        cond = E.const(True) if where is None else E.all_of(where)
+        inits = () if init is None else _reduce_init(init, types, axes, name)
+        if not is_tuple:
+            return E.Reduce(combiner, sources[0], axes, cond, types[0], init=inits)
+        return tuple(E.Reduce(combiner, src, axes, cond, t, k, sources, inits)
+                     for k, (src, t) in enumerate(zip(sources, types)))
+
+    reducer.__name__ = name
+    reducer.__doc__ = f"The {name!r} reduction made by comm_reducer."
+    return reducer
+
+
+def _is_axes(axis) -> bool:
+    return isinstance(axis, E.IterVar) or (
+        isinstance(axis, (list, tuple)) and bool(axis)
+        and builtins.all(isinstance(a, E.IterVar) for a in axis))
+
+
+def _reduce_init(init, types: tuple, axes: tuple, what: str) -> tuple:
+    """The values a reduction over ``axes`` starts from (one per reduced value): expressions
+    of the output's indices (typically a tensor element such as ``C0[i, j]``) or constants."""
+    values = _as_values(init, types, f"{what}: init")
+    reduce_vars = {a.var for a in axes}
+    for v in values:
+        used = [x.name for x in free_vars(v) if x in reduce_vars]
+        if used:
+            raise ValueError(f"{what}: init {v} uses the reduction axis {used[0]!r}; the value a "
+                             "reduction starts from may only depend on the output's indices")
+    return values
+
+
+def _as_values(values, types: tuple, what: str) -> tuple:
+    """``values`` (one per reduced value) as expressions of the reduced values' dtypes."""
+    if not isinstance(values, (tuple, list)):
+        values = (values,)
+    if len(values) != len(types):
+        raise TypeError(f"{what} returned {len(values)} values for a reduction of {len(types)}")
+    out = []
+    for v, t in zip(values, types):
+        e = convert(v)
+        out.append(E._cast_to(e, t) if isinstance(e, (E.IntImm, E.FloatImm)) else e)
+        if out[-1].dtype != t:
+            raise DTypeError(f"{what} returned a {out[-1].dtype} value for a {t} reduction; "
+                             "cast it with .astype()")
+    return tuple(out)
 
 
 # ----------------------------------------------------------------------------- built-in operators

@@ -6,7 +6,8 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-from .expr import IntImm, PrimExpr, Var
+from .. import dtypes
+from .expr import IntImm, PrimExpr, Var, _as_bool, const, convert
 
 __all__ = [
     "Stmt", "ForKind", "For", "While", "BufferStore", "Allocate", "IfThenElse", "LetStmt", "SeqStmt",
@@ -14,8 +15,18 @@ __all__ = [
 ]
 
 
+def _expr_fields(node, *names: str) -> None:
+    """Convert the named fields of a new statement from Python numbers (``tir.Evaluate(0)``,
+    ``tir.LetStmt(x, 1, body)``) to expressions, as TVM's constructors do."""
+    for name in names:
+        value = getattr(node, name)
+        if value is not None and not isinstance(value, PrimExpr):
+            object.__setattr__(node, name, convert(value))
+
+
 class Stmt:
-    """Base class of statements."""
+    """Base class of statements. The constructors take Python numbers where an expression is
+    expected (``Evaluate(0)``, ``For(i, 0, 8, ...)``), as TVM's do."""
 
     __slots__ = ()
 
@@ -44,6 +55,9 @@ class For(Stmt):
     body: Stmt
     thread_tag: str = ""
 
+    def __post_init__(self):
+        _expr_fields(self, "min", "extent")
+
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class While(Stmt):
@@ -51,6 +65,9 @@ class While(Stmt):
 
     condition: PrimExpr
     body: Stmt
+
+    def __post_init__(self):
+        _condition(self)
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -63,6 +80,19 @@ class BufferStore(Stmt):
     value: PrimExpr
     indices: tuple
     predicate: PrimExpr | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.value, PrimExpr):
+            # A Python number is a value of the buffer's element type (TVM converts it so).
+            value = self.value
+            dtype = getattr(self.buffer, "dtype", None)
+            if isinstance(value, (bool, int, float)) and isinstance(dtype, str) and dtype != "handle":
+                object.__setattr__(self, "value", const(value, dtypes.split_lanes(dtype)[0]))
+            else:
+                object.__setattr__(self, "value", convert(value))
+        if not isinstance(self.indices, tuple) or not all(isinstance(i, PrimExpr) for i in self.indices):
+            indices = self.indices if isinstance(self.indices, (tuple, list)) else (self.indices,)
+            object.__setattr__(self, "indices", tuple(convert(i) for i in indices))
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -79,12 +109,18 @@ class IfThenElse(Stmt):
     then_case: Stmt
     else_case: Stmt | None = None
 
+    def __post_init__(self):
+        _condition(self)
+
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class LetStmt(Stmt):
     var: Var
     value: PrimExpr
     body: Stmt
+
+    def __post_init__(self):
+        _expr_fields(self, "value")
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -94,7 +130,12 @@ class SeqStmt(Stmt):
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Evaluate(Stmt):
+    """An expression evaluated for its effect (a call); ``Evaluate(0)`` is a no-op."""
+
     value: PrimExpr
+
+    def __post_init__(self):
+        _expr_fields(self, "value")
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -105,6 +146,17 @@ class AttrStmt(Stmt):
     key: str
     value: PrimExpr
     body: Stmt
+
+    def __post_init__(self):
+        _expr_fields(self, "value")
+
+
+def _condition(node) -> None:
+    """A statement's condition as a bool expression (a Python bool or number, or an integer
+    expression compared with 0)."""
+    cond = node.condition
+    if not isinstance(cond, PrimExpr) or cond.dtype != "bool":
+        object.__setattr__(node, "condition", _as_bool(convert(cond)))
 
 
 NOP = Evaluate(IntImm(0, "int32"))

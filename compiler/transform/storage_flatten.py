@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import LoweringError
 from ..tir.buffer import Buffer
-from ..tir.expr import BufferLoad, PrimExpr, const, is_const_int
+from ..tir.expr import BufferLoad, PrimExpr, Ramp, const, is_const_int
 from ..tir.function import PrimFunc
 from ..tir.functor import IRMutator
 from ..tir.indexing import as_index
@@ -29,7 +29,9 @@ def _index_dtype(buf: Buffer) -> str:
 
 
 def flat_index(buf: Buffer, indices) -> PrimExpr:
-    """The element offset of ``buf[indices]`` from the buffer's data pointer."""
+    """The element offset of ``buf[indices]`` from the buffer's data pointer. One index may be a
+    ``Ramp`` (a vector access along that dimension, as a vector load of a tensor of ``float32x4``
+    elements is): the offset is then a ``Ramp`` too."""
     dtype = _index_dtype(buf)
     if len(indices) != len(buf.shape):
         raise LoweringError(f"buffer {buf.name!r} has {len(buf.shape)} dimensions, "
@@ -43,10 +45,16 @@ def flat_index(buf: Buffer, indices) -> PrimExpr:
             stride = _mul(stride, as_index(d, dtype))
         strides.reverse()
     total = const(0, dtype)
+    ramp = None
     for idx, stride in zip(indices, strides):
+        if isinstance(idx, Ramp) and ramp is None:
+            ramp = (_mul(as_index(idx.stride, dtype), stride), idx.lanes)
+            idx = idx.base
         total = _add(total, _mul(as_index(idx, dtype), stride))
     if buf.elem_offset is not None:
         total = _add(total, as_index(buf.elem_offset, dtype))
+    if ramp is not None:
+        return Ramp(total, ramp[0], ramp[1], dtype)
     return total
 
 
