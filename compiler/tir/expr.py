@@ -200,8 +200,13 @@ class Var(PrimExpr):
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class IntImm(PrimExpr):
+    """An integer constant: ``IntImm(5, "int64")``, or TVM's order ``IntImm("int64", 5)``."""
+
     value: int
     dtype: str = "int32"
+
+    def __post_init__(self) -> None:
+        _tvm_operand_order(self)
 
     def __index__(self) -> int:
         # A constant is usable where Python wants an int: range(), numpy shapes, slicing.
@@ -210,8 +215,22 @@ class IntImm(PrimExpr):
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class FloatImm(PrimExpr):
+    """A float constant: ``FloatImm(0.5, "float64")``, or TVM's order ``FloatImm("float64", 0.5)``."""
+
     value: float
     dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        _tvm_operand_order(self)
+
+
+def _tvm_operand_order(imm) -> None:
+    """Accept TVM's ``(dtype, value)`` order for a constant's constructor: a dtype string given
+    first and a number second are swapped into place."""
+    if isinstance(imm.value, str) and isinstance(imm.dtype, int | float) and not isinstance(imm.dtype, bool):
+        value, dtype = imm.dtype, imm.value
+        object.__setattr__(imm, "value", value)
+        object.__setattr__(imm, "dtype", dtype)
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)

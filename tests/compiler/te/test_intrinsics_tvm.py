@@ -280,6 +280,10 @@ def test_names_are_where_tvm_has_them():
     assert isinstance(tir.truncmod(x, 3), tir.Mod) and tir.Mod(x, 3).dtype == "int32"
     assert tir.FloorDiv(y, 2).dtype == "int64" and tir.FloorDiv(y, 2).b.dtype == "int64"
     assert tir.LT(x, 2).dtype == "bool" and tir.And(x < 1, x > 0).dtype == "bool"
+    # Constants in TVM's (dtype, value) order mean what they mean in TVM, as does ours.
+    for imm, value, dtype in ((tir.IntImm("int64", 5), 5, "int64"), (tir.IntImm(5, "int8"), 5, "int8"),
+                              (tir.FloatImm("float64", 0.5), 0.5, "float64")):
+        assert (imm.value, imm.dtype) == (value, dtype)
 
 
 @pytest.mark.parametrize("dtype", ["int32", "uint8", "int64"])
