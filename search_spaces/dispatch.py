@@ -21,7 +21,7 @@ import threading
 
 from compiler.target import Target
 from search_spaces.errors import SearchSpaceError
-from search_spaces.space import ConfigEntity
+from search_spaces.space import ConfigEntity, FallbackConfigEntity
 from search_spaces.task import Task, create_task, target_key, workload_key
 
 # target_key is defined with the tasks (their workload keys use it) and offered here too.
@@ -137,8 +137,9 @@ def _workload_key(target, workload) -> tuple[str, str]:
 
 
 class FallbackContext(DispatchContext):
-    """The bottom context: each task's default config (``is_fallback`` True), with one
-    warning per workload unless ``GLOBAL_SCOPE.silent``.
+    """The bottom context: each task's default config, as a
+    :class:`~search_spaces.space.FallbackConfigEntity` (``is_fallback`` True; a template may set
+    its knobs), with one warning per workload unless ``GLOBAL_SCOPE.silent``.
 
     As AutoTVM's, it remembers the config it gave each workload (``memory``):
     :meth:`update` sets it, :meth:`clear_cache` forgets it.
@@ -163,8 +164,9 @@ class FallbackContext(DispatchContext):
             logger.warning("no tuned config for %s; using the untuned default config "
                            "(tune it, then apply the tuning log with autotune.apply_history_best)",
                            task.workload_name)
-        cfg = task.config_space.default_config
-        cfg = ConfigEntity(cfg.index, dict(cfg.items()), is_fallback=True)
+        # A config the template may set knobs of (``cfg["tile"] = SplitEntity(...)``), kept for
+        # the workload as AutoTVM keeps it.
+        cfg = FallbackConfigEntity(task.config_space, dict(task.config_space.default_config.items()))
         with self._lock:
             self.memory[key] = cfg
         return cfg
@@ -190,7 +192,9 @@ class FallbackContext(DispatchContext):
 
 def _fits(task, cfg: ConfigEntity) -> bool:
     """Whether ``cfg`` is a config of ``task``'s space (a template registered again under the
-    same name may have another space)."""
+    same name may have another space); a fallback config may hold values outside the space."""
+    if isinstance(cfg, FallbackConfigEntity):
+        return cfg.knob_kinds_match(task.config_space)
     try:
         task.config_space.from_json(cfg.to_json())
     except SearchSpaceError:
