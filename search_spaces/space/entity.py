@@ -26,6 +26,10 @@ class Values(tuple):
 
     __hash__ = tuple.__hash__
 
+    def __getitem__(self, k):
+        got = tuple.__getitem__(self, k)
+        return Values(got) if isinstance(k, slice) else got  # size[1:] == [8, 4] too
+
 
 def _stage(s, op):
     """The stage of ``op`` in schedule ``s``; ``op`` may be a tensor, an operation or a stage."""

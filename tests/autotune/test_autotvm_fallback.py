@@ -106,7 +106,7 @@ def test_fallback_split_picks_the_largest_bounded_factors_innermost_first():
     cfg = FallbackConfigEntity()
     cfg.define_split("tile_0", cfg.axis(128), num_outputs=3)
     cfg.fallback_split("tile_0", [-1, 8, 4])
-    assert cfg["tile_0"].size == [4, 8, 4]
+    assert cfg["tile_0"].size == [4, 8, 4] and cfg["tile_0"].size[1:] == [8, 4]
     cfg.define_split("tile_1", cfg.axis(49), num_outputs=3)
     cfg.fallback_split("tile_1", [-1, 8, 4])
     assert cfg["tile_1"].size == [7, 7, 1]
