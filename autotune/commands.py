@@ -346,7 +346,7 @@ def _cmd_build(ns) -> int:
         raise OSError(f"cannot write {ns.out}: no directory {out_dir}")
     log = _open_log(ns.db, must_exist=True) if ns.db else None
     try:
-        config = autotune.apply_history_best(log).query(task.target, task) if log is not None else None
+        config = autotune.apply_history_best(log).lookup(task.target, task) if log is not None else None
         measured = config_median(log.records(task), config.knob_values())[0] if config is not None else None
         mod = autotune.build(task.name, task.args, target=task.target, db=log,
                              func_name=ns.name or task.name)

@@ -89,18 +89,19 @@ class ApplyHistoryBest(DispatchContext):
         self._cache: dict[tuple[str, str], ConfigEntity | None] = {}
         self._lock = threading.Lock()
 
-    def query(self, target, workload) -> ConfigEntity | None:
-        """The config for ``workload`` on ``target``, or None when no context has one.
+    def lookup(self, target, workload) -> ConfigEntity | None:
+        """The config the log (or pin file) has for ``workload`` on ``target``, own or
+        borrowed, or None. :meth:`query` asks the other contexts for the rest, down to the
+        default config, as in AutoTVM.
 
         As in AutoTVM, ``workload`` is ``(template name, *args)``; a
-        :class:`search_spaces.Task` is accepted too. Inside a ``with`` block the contexts
-        it was entered in answer what this one cannot (at the bottom, the default config).
+        :class:`search_spaces.Task` is accepted too.
         """
         if isinstance(workload, tuple | list):
             if not workload or not isinstance(workload[0], str):
                 raise ValueError(f"a workload is (template name, *args), got {workload!r}")
             workload = create_task(workload[0], list(workload[1:]), target)
-        return super().query(target, workload)
+        return super().lookup(target, workload)
 
     def _query(self, target_key_: str, task) -> ConfigEntity | None:
         key = (target_key_, task.workload_key)
@@ -147,7 +148,8 @@ def apply_history_best(log, transfer: bool = True, any_model: bool = False) -> A
     or the path of a pin file (``*.json``, written by ``autotune pin``). Nested contexts:
     the innermost that has an answer wins; a workload no context knows falls back to its
     default config with one warning. ``ctx.query(target, (template, *args))`` asks for a
-    workload's config directly, as in AutoTVM.
+    workload's config directly, as in AutoTVM (the default config when the log has none);
+    ``ctx.lookup(...)`` answers None then.
     """
     return ApplyHistoryBest(log, transfer=transfer, any_model=any_model)
 

@@ -241,7 +241,7 @@ def build_model(graph: Graph, target="llvm", db=None, *, transfer: bool = True, 
         task = kernel_task(node, target)
         if task is None:
             return None
-        config = history.query(task.target, task) if history is not None else None
+        config = history.lookup(task.target, task) if history is not None else None
         if config is None:
             untuned.append(task.workload_name)
             config, source = task.config_space.default_config, "default config"

@@ -186,6 +186,31 @@ class Target:
         return bool(self.options.get("fast-math", False))
 
     @property
+    def keys(self) -> tuple[str, ...]:
+        """TVM's target keys, most specific first: ``("cpu",)`` for a target whose code runs on
+        the CPU (``llvm``), ``("cuda", "gpu")`` for ``cuda``, else the device type. Dispatch
+        contexts written as in AutoTVM look configs up under each of them."""
+        device = self.device_type
+        if device == "cpu":
+            return ("cpu",)
+        if device == "cuda":
+            return ("cuda", "gpu")
+        return (device,)
+
+    @property
+    def libs(self) -> list[str]:
+        """External libraries the target may call (TVM's ``-libs``): always empty here, where no
+        kind takes ``-libs`` (``compiler.contrib`` functions are called directly)."""
+        return list(self.options.get("libs", []))
+
+    @property
+    def attrs(self) -> dict:
+        """The target's attributes, as TVM's ``target.attrs``: ``keys``, then each option given
+        (``mcpu``, ``mattr``, ``arch``, ``fast-math``...) with its value."""
+        return {"keys": list(self.keys), **{k: (list(v) if isinstance(v, list) else v)
+                                            for k, v in self.options.items()}}
+
+    @property
     def model(self) -> str:
         """The hardware model this target names, used to key tuning logs: the CPU, or the CUDA
         architecture (that of the attached GPU when ``-arch`` is not given, as in a build);
@@ -233,9 +258,12 @@ class Target:
         _targets().pop()
 
     @staticmethod
-    def current() -> Target | None:
-        """The innermost target of the enclosing ``with Target(...):`` blocks, or None."""
+    def current(allow_none: bool = True) -> Target | None:
+        """The innermost target of the enclosing ``with Target(...):`` blocks, or None (with
+        ``allow_none=False``, TargetError when there is none, as TVM)."""
         stack = _targets()
+        if not stack and not allow_none:
+            raise TargetError("no target is current: use `with Target(...):`")
         return stack[-1] if stack else None
 
     @staticmethod

@@ -21,7 +21,7 @@ import threading
 
 from compiler.target import Target
 from search_spaces.errors import SearchSpaceError
-from search_spaces.space import ConfigEntity
+from search_spaces.space import ConfigEntity, FallbackConfigEntity
 from search_spaces.task import Task, create_task, target_key, workload_key
 
 # target_key is defined with the tasks (their workload keys use it) and offered here too.
@@ -56,32 +56,40 @@ class DispatchContext(metaclass=_WithCurrent):
     """A source of configs for tasks; use as ``with ctx: ...``.
 
     :meth:`query` returns a config for a task on a target, asking the enclosing
-    contexts (``_old_ctx``, the context current when this one was entered) what this one
-    cannot answer; a context never entered answers alone. Subclasses implement :meth:`_query` (or AutoTVM's
+    contexts (``_old_ctx``, the context current when this one was entered, or made) what this
+    one cannot answer; :meth:`lookup` asks this one alone. Subclasses implement :meth:`_query` (or AutoTVM's
     :meth:`_query_inside`); they should return configs valid in ``task.config_space``
     (read stored JSON back with ``task.config_space.from_json(data)``).
     """
 
     def __init__(self):
-        # Until entered, a context answers alone (None where it has nothing): callers ask
-        # ``apply_history_best(log).query(...)`` whether the log has a config.
-        self._old_ctx: DispatchContext | None = None
+        # As in AutoTVM, a context answers what it cannot from the context current when it was
+        # made (entering it makes that the one current then); :meth:`lookup` asks it alone.
+        self._old_ctx: DispatchContext | None = None if self._answers_all else current_context()
+
+    _answers_all = False  # the fallback context: the bottom of every chain
 
     def query(self, target, workload) -> ConfigEntity | None:
-        """The config for ``workload`` on ``target`` (a Target or its string), or None.
+        """The config for ``workload`` on ``target`` (a Target or its string).
 
         ``workload`` is a :class:`search_spaces.Task`, or a workload as AutoTVM writes it:
         ``(template name, *args)`` (``task.workload``). What this context has no config for,
-        the context it was entered in answers (None for a context never entered).
+        the context it was entered in answers (for a context never entered, the one current
+        when it was made), down to the fallback context's default config, as in AutoTVM.
+        :meth:`lookup` tells whether this context itself has a config.
         """
-        if _overrides(self, "_query_inside"):  # written as in AutoTVM: a Target and a workload tuple
-            asked = (Target.from_any(target), workload.workload if isinstance(workload, Task) else workload)
-        else:
-            asked = (target, workload)
-        cfg = self._query_inside(*asked)
+        cfg = self.lookup(target, workload)
         if cfg is None and self._old_ctx is not None:
             return self._old_ctx.query(target, workload)
         return cfg
+
+    def lookup(self, target, workload) -> ConfigEntity | None:
+        """The config this context alone has for ``workload`` on ``target``, or None (no other
+        context is asked): whether a tuning log holds a config for a workload, say."""
+        if _overrides(self, "_query_inside"):  # written as in AutoTVM: a Target and a workload tuple
+            return self._query_inside(Target.from_any(target),
+                                      workload.workload if isinstance(workload, Task) else workload)
+        return self._query_inside(target, workload)
 
     def _query_inside(self, target, workload) -> ConfigEntity | None:
         """The config this context alone has for ``workload`` on ``target``, or None (AutoTVM's
@@ -137,12 +145,15 @@ def _workload_key(target, workload) -> tuple[str, str]:
 
 
 class FallbackContext(DispatchContext):
-    """The bottom context: each task's default config (``is_fallback`` True), with one
-    warning per workload unless ``GLOBAL_SCOPE.silent``.
+    """The bottom context: each task's default config, as a
+    :class:`~search_spaces.space.FallbackConfigEntity` (``is_fallback`` True; a template may set
+    its knobs), with one warning per workload unless ``GLOBAL_SCOPE.silent``.
 
     As AutoTVM's, it remembers the config it gave each workload (``memory``):
     :meth:`update` sets it, :meth:`clear_cache` forgets it.
     """
+
+    _answers_all = True
 
     def __init__(self):
         super().__init__()
@@ -163,8 +174,9 @@ class FallbackContext(DispatchContext):
             logger.warning("no tuned config for %s; using the untuned default config "
                            "(tune it, then apply the tuning log with autotune.apply_history_best)",
                            task.workload_name)
-        cfg = task.config_space.default_config
-        cfg = ConfigEntity(cfg.index, dict(cfg.items()), is_fallback=True)
+        # A config the template may set knobs of (``cfg["tile"] = SplitEntity(...)``), kept for
+        # the workload as AutoTVM keeps it.
+        cfg = FallbackConfigEntity(task.config_space, dict(task.config_space.default_config.items()))
         with self._lock:
             self.memory[key] = cfg
         return cfg
@@ -190,7 +202,9 @@ class FallbackContext(DispatchContext):
 
 def _fits(task, cfg: ConfigEntity) -> bool:
     """Whether ``cfg`` is a config of ``task``'s space (a template registered again under the
-    same name may have another space)."""
+    same name may have another space); a fallback config may hold values outside the space."""
+    if isinstance(cfg, FallbackConfigEntity):
+        return cfg.knob_kinds_match(task.config_space)
     try:
         task.config_space.from_json(cfg.to_json())
     except SearchSpaceError:

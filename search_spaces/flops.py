@@ -9,7 +9,8 @@ conditions that read no tensor, such as padding bounds) is bookkeeping, and of a
 ``if_then_else`` only the costlier side counts, since only one runs. An intrinsic
 (``exp``, ``tanh``, ...) counts one. Placeholders cost nothing.
 
-:func:`autotvm_flops` counts by AutoTVM's rules instead (``autotvm.task.task.compute_flop``),
+:func:`autotvm_flops` counts by AutoTVM's rules instead (``autotvm.task.task.compute_flop``: index
+arithmetic counts, and a producer counts once per consumer path),
 and raises :class:`FlopCalculationError` on what those rules cannot count.
 """
 
@@ -109,27 +110,34 @@ def autotvm_flops(outputs: Sequence[Tensor | Operation] | Tensor | Operation) ->
     expression counts one, index arithmetic included (only the indices of tensor reads are
     left out); a reduction costs, per point, its source plus its combiner's expression; of a
     ``select`` the costlier side counts; an intrinsic call counts its arguments only.
-    Each operation counts once, however many consumers it has."""
+
+    As AutoTVM walks the graph from each output through each operation's input tensors, an
+    operation counts once per path that reaches it: a producer read by two consumers counts
+    twice (a tensor read twice by one consumer, once)."""
     if isinstance(outputs, (Tensor, Operation)):
         outputs = [outputs]
-    todo = [t.op if isinstance(t, Tensor) else t for t in outputs]
-    seen: set[int] = set()
-    total = 0
-    while todo:
-        op = todo.pop()
-        if id(op) in seen:
-            continue
-        seen.add(id(op))
-        if isinstance(op, PlaceholderOp):
-            continue
-        if not isinstance(op, ComputeOp):
-            raise FlopCalculationError(f"only te.compute is supported, not {type(op).__name__} {op.name!r} "
-                                       "(other operations such as te.extern cannot be counted)")
-        if len(op.bodies) != 1:
-            raise FlopCalculationError(f"found multiple outputs in the compute {op.name!r}")
-        total += _const_prod([iv.dom.extent for iv in op.axis], op.name) * _autotvm_count(op.body)
-        todo += [t.op for t in op.input_tensors]
-    return total
+    # An operation's total (itself and everything under it) is the same on every path that
+    # reaches it; remembering it keeps a graph of many shared producers linear to count.
+    totals: dict[int, int] = {}
+
+    def total(op) -> int:
+        if id(op) not in totals:
+            totals[id(op)] = _own_flops(op) + sum(total(t.op) for t in op.input_tensors)
+        return totals[id(op)]
+
+    return sum(total(t.op if isinstance(t, Tensor) else t) for t in outputs)
+
+
+def _own_flops(op) -> int:
+    """The FLOPs of ``op``'s own body over its whole output, by AutoTVM's rules."""
+    if isinstance(op, PlaceholderOp):
+        return 0
+    if not isinstance(op, ComputeOp):
+        raise FlopCalculationError(f"only te.compute is supported, not {type(op).__name__} {op.name!r} "
+                                   "(other operations such as te.extern cannot be counted)")
+    if len(op.bodies) != 1:
+        raise FlopCalculationError(f"found multiple outputs in the compute {op.name!r}")
+    return _const_prod([iv.dom.extent for iv in op.axis], op.name) * _autotvm_count(op.body)
 
 
 def _autotvm_count(e) -> int:

@@ -39,7 +39,7 @@ from search_spaces import registry
 from search_spaces.errors import InstantiationError, SearchSpaceError
 from search_spaces.flops import count_flops
 from search_spaces.registry import TemplateImpl, template_kind
-from search_spaces.space import ConfigEntity, ConfigSpace
+from search_spaces.space import ConfigEntity, ConfigSpace, FallbackConfigEntity
 
 __all__ = ["Task", "create_task", "workload_key", "target_key", "get_config", "config_scope"]
 
@@ -273,12 +273,21 @@ class Task:
         if not isinstance(config, ConfigEntity):
             raise InstantiationError(f"template {self.template!r}: a config is a ConfigEntity, "
                                      f"got {type(config).__name__}", self.template, config)
-        try:
-            checked = space.from_json(config.to_json())
-        except SearchSpaceError as exc:
-            raise InstantiationError(f"template {self.template!r}: config {config.knob_values()!r} "
-                                     f"is not in its space: {exc}", self.template, config, exc) from exc
-        checked.is_fallback = config.is_fallback
+        if isinstance(config, FallbackConfigEntity):
+            # The template gets the fallback config itself: what it sets there is kept, and
+            # its values may lie outside the space (a split of 64 by 3).
+            if not config.knob_kinds_match(space):
+                raise InstantiationError(f"template {self.template!r}: fallback config "
+                                         f"{config.knob_values()!r} has other knobs than its space "
+                                         f"({', '.join(space.space_map) or 'none'})", self.template, config)
+            checked = config
+        else:
+            try:
+                checked = space.from_json(config.to_json())
+            except SearchSpaceError as exc:
+                raise InstantiationError(f"template {self.template!r}: config {config.knob_values()!r} "
+                                         f"is not in its space: {exc}", self.template, config, exc) from exc
+            checked.is_fallback = config.is_fallback
         with Target(self.target), config_scope(checked):
             try:
                 return _call(self._impl, self.args)

@@ -55,7 +55,9 @@ __all__ = ["FEATURE_TYPES", "ITERVAR_LENGTH", "PARALLEL_AFTER_S", "itervar_featu
 
 logger = logging.getLogger(__name__)
 
-FEATURE_TYPES = ("itervar", "knob")
+# "itervar": features of the statements and loops (:func:`itervar_features`); "knob": the knob
+# values (``ConfigSpace.encode``); "curve": AutoTVM's relation feature (:func:`curve_features`).
+FEATURE_TYPES = ("itervar", "knob", "curve")
 
 # The workers start once the features of a cache would have taken longer than this to compute
 # here (those done and those asked for): a search scores ~1500 new configs, 32 at a time, and a
@@ -484,14 +486,14 @@ def config_features(task, config, feature_type: str = "itervar") -> np.ndarray |
     template cannot instantiate or lower it (the config will fail to build)."""
     if feature_type == "knob":
         return task.config_space.encode(config).astype(np.float32)
-    if feature_type != "itervar":
+    if feature_type not in FEATURE_TYPES:
         raise ValueError(f"unknown feature type {feature_type!r}; use one of {FEATURE_TYPES}")
     try:
         s, args = task.instantiate(config)
         mod = compiler.lower(s, args, simple_mode=True)
     except Exception:  # a config the template rejects: no features, predicted worst
         return None
-    return itervar_features(mod)
+    return curve_features(mod) if feature_type == "curve" else itervar_features(mod)
 
 
 def default_feature_workers() -> int:
@@ -586,7 +588,7 @@ class FeatureCache:
         """Compute the features of those of ``indices`` not cached yet (see the class)."""
         key = task.workload_key
         missing = list(dict.fromkeys(int(i) for i in indices if (key, int(i)) not in self._rows))
-        if self.feature_type == "itervar" and self.workers > 1 and len(missing) > 1:
+        if self.feature_type != "knob" and self.workers > 1 and len(missing) > 1:  # lowering: slow
             if not self._computed:
                 self.row(task, missing.pop(0))  # its time is the estimate for the rest
             estimate = len(missing) * self._seconds / self._computed

@@ -47,7 +47,7 @@ logger = logging.getLogger(__name__)
 class XGBTuner(Tuner):
     """Model-based search.
 
-    Options: ``feature_type`` ("itervar" or "knob"), ``loss_type`` ("rank" or "reg"),
+    Options: ``feature_type`` ("itervar", "knob" or "curve"), ``loss_type`` ("rank" or "reg"),
     ``plan_size`` (configs planned per search), ``epsilon`` (share of random picks),
     ``min_train`` (measurements before the first model), ``num_threads`` (XGBoost
     threads; fixed, so training is deterministic), ``num_rounds`` (boosting rounds),

@@ -166,7 +166,7 @@ def measure(url: str, tasks: list, pools: list[list[str]], repeat: int) -> dict[
         out["best k=3"] = f"{_median_time(lambda: selection.best(log, task, k=3), repeat):.4f}"
 
         def lookup() -> None:
-            assert autotune.apply_history_best(log).query(task.target, task) is not None
+            assert autotune.apply_history_best(log).lookup(task.target, task) is not None
 
         out["apply_history_best"] = f"{_median_time(lookup, repeat):.4f}"
 

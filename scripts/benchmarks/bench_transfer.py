@@ -101,7 +101,7 @@ def borrowed_and_warm(task, opts, workdir: Path) -> list[Built]:
     default = task.config_space.default_config
     out = [build_checked(task, default, stem.with_suffix(".default.so"), "default (untuned)")]
     with db.open(opts.db) as log:
-        borrowed = autotune.apply_history_best(log).query(task.target, task)
+        borrowed = autotune.apply_history_best(log).lookup(task.target, task)
     if getattr(borrowed, "borrowed_from", None) is None:
         raise RuntimeError(f"{task.workload_name}: nothing to borrow from in {opts.db}")
     changed = ", ".join(f"{k} {a}->{b}" for k, (a, b) in borrowed.changed.items()) or "as tuned"

@@ -63,7 +63,7 @@ def main() -> None:
         autotune.tune(task, trials=opts.trials, tuner="xgb", db=opts.db)
 
     with db.open(opts.db) as log:
-        config = autotune.apply_history_best(log).query(task.target, task)
+        config = autotune.apply_history_best(log).lookup(task.target, task)
         kernel = autotune.build("matmul", args, target="llvm", db=log)
     print(f"built {task.workload_name} with the best config of {opts.db}: {config.knob_values()}")
     kernel.export_library(opts.out)

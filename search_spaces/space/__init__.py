@@ -31,10 +31,12 @@ One concept per module:
 - :mod:`.constraint`: constraints, and the analysis that counts valid points;
 - :mod:`.config`: :class:`ConfigEntity`, one point of a space, and its JSON;
 - :mod:`.config_space`: :class:`ConfigSpace`, defining a space and indexing it;
+- :mod:`.fallback`: :class:`FallbackConfigEntity`, the config of an untuned workload,
+  whose knobs a template may set;
 - :mod:`.sampling`: uniform sampling, enumeration and one-knob neighbourhoods.
 """
 
-from search_spaces.space.axis import VirtualAxis
+from search_spaces.space.axis import Axis, VirtualAxis
 from search_spaces.space.config import ConfigEntity
 from search_spaces.space.config_space import ConfigSpace
 from search_spaces.space.constraint import EXACT_SIZE_LIMIT
@@ -45,6 +47,7 @@ from search_spaces.space.entity import (
     ReorderEntity,
     SplitEntity,
 )
+from search_spaces.space.fallback import FallbackConfigEntity, get_factors
 from search_spaces.space.knob import (
     AnnotateSpace,
     KnobSpace,
@@ -56,5 +59,6 @@ from search_spaces.space.knob import (
 __all__ = [
     "KnobSpace", "SplitSpace", "ReorderSpace", "AnnotateSpace", "OtherOptionSpace",
     "Entity", "SplitEntity", "ReorderEntity", "AnnotateEntity", "OtherOptionEntity",
-    "ConfigSpace", "ConfigEntity", "VirtualAxis", "EXACT_SIZE_LIMIT",
+    "ConfigSpace", "ConfigEntity", "FallbackConfigEntity", "VirtualAxis", "Axis", "EXACT_SIZE_LIMIT",
+    "get_factors",
 ]

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import itertools
 import numbers
+from typing import NamedTuple
 
 from search_spaces.errors import SearchSpaceError
 
-__all__ = ["VirtualAxis", "axis_length"]
+__all__ = ["VirtualAxis", "Axis", "axis_length", "knob_outputs"]
 
 _names = itertools.count()
 
@@ -41,6 +42,20 @@ class VirtualAxis:
 
     def __repr__(self) -> str:
         return f"vaxis({self.name})"
+
+
+class Axis(NamedTuple):
+    """One output axis of a knob, what ``define_split``/``define_reorder``/``define_annotate``
+    return (AutoTVM's ``Axis``): ``space`` is the knob (None in a config, which defines no
+    knobs) and ``index`` the position of the output axis."""
+
+    space: object
+    index: int
+
+
+def knob_outputs(space, count: int) -> list[Axis]:
+    """``count`` :class:`Axis` of knob ``space``: what AutoTVM's ``define_*`` return."""
+    return [Axis(space, i) for i in range(count)]
 
 
 def axis_length(axis, name: str) -> int:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from search_spaces.errors import InstantiationError, SearchSpaceError
-from search_spaces.space.axis import VirtualAxis
+from search_spaces.space.axis import Axis, VirtualAxis, knob_outputs
 from search_spaces.space.entity import AnnotateEntity, Entity, OtherOptionEntity, ReorderEntity, SplitEntity
 
 if TYPE_CHECKING:
@@ -58,14 +58,34 @@ class ConfigEntity:
         return {k: e.value() for k, e in self._entities.items()}
 
     # Templates call these in apply mode too: the space is already defined, so they only
-    # check that the knob belongs to this config.
-    def _defined(self, name: str, *args, **kwargs) -> None:
+    # check that the knob belongs to this config, and return what AutoTVM's return in a
+    # config: the knob's output axes, with no knob space.
+    def _defined(self, name: str) -> None:
         if name not in self._entities:
             raise SearchSpaceError(f"the template defines knob {name!r}, which this config lacks "
                                    f"(it has {', '.join(self._entities) or 'no knobs'}); "
                                    "the config belongs to another space")
 
-    define_split = define_reorder = define_annotate = define_knob = _defined
+    def define_split(self, name: str, axis, policy: str = "factors", num_outputs: int = 2,
+                     **kwargs) -> list[Axis]:
+        """Checks that this config has split knob ``name``; its ``num_outputs`` output axes."""
+        self._defined(name)
+        return knob_outputs(None, num_outputs)
+
+    def define_reorder(self, name: str, axes: Sequence, policy: str = "all", **kwargs) -> list[Axis]:
+        """Checks that this config has reorder knob ``name``; one output axis per axis."""
+        self._defined(name)
+        return knob_outputs(None, len(axes))
+
+    def define_annotate(self, name: str, axes: Sequence, policy: str = "try_unroll", **kwargs) -> list[Axis]:
+        """Checks that this config has annotate knob ``name``; one output axis per axis."""
+        self._defined(name)
+        return knob_outputs(None, len(axes))
+
+    def define_knob(self, name: str, candidate: Sequence = (), default=None) -> list[Axis]:
+        """Checks that this config has knob ``name``; ``[]``."""
+        self._defined(name)
+        return []
 
     def add_constraint(self, predicate: Callable, knobs: Sequence[str] | None = None,
                        name: str | None = None) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from search_spaces.errors import SearchSpaceError
 from search_spaces.space import sampling
-from search_spaces.space.axis import VirtualAxis, axis_length
+from search_spaces.space.axis import Axis, VirtualAxis, axis_length, knob_outputs
 from search_spaces.space.config import ConfigEntity, checked_flop
 from search_spaces.space.constraint import Constraint, Part, analyse, violated
 from search_spaces.space.entity import Entity
@@ -47,13 +47,15 @@ class ConfigSpace:
 
     # ------------------------------------------------------------------ defining
 
-    def _add(self, knob: KnobSpace) -> None:
+    def _add(self, knob: KnobSpace, outputs: int) -> list[Axis]:
+        """Record ``knob``; returns its ``outputs`` output axes, as AutoTVM's ``define_*``."""
         if not isinstance(knob.name, str) or not knob.name:
             raise SearchSpaceError(f"a knob name must be a non-empty string, got {knob.name!r}")
         if knob.name in self.space_map:
             raise SearchSpaceError(f"knob {knob.name!r} is defined twice")
         self.space_map[knob.name] = knob
         self._invalidate()
+        return knob_outputs(knob, outputs)
 
     @staticmethod
     def axis(var, name: str | None = None) -> VirtualAxis:
@@ -66,34 +68,37 @@ class ConfigSpace:
     def define_split(self, name: str, axis, policy: str = "factors", num_outputs: int = 2,
                      max_factor: int | None = None, filter: Callable | None = None,
                      default: Sequence[int] | None = None, candidate: Sequence[Sequence[int]] | None = None,
-                     no_tail: bool | None = None) -> None:
+                     no_tail: bool | None = None) -> list[Axis]:
         """A knob splitting ``axis`` (an IterVar of constant extent, a ``cfg.axis``, or the extent).
 
         ``policy`` is ``"factors"``, ``"power2"``, ``"verbose"`` or ``"candidate"`` (with
         ``candidate=[[sizes], ...]``), as in AutoTVM (see :class:`SplitSpace`). ``default``
         gives preferred sizes (outermost first, -1 for "the rest"); the closest choice
         becomes the default, which otherwise aims the innermost size at a vector width.
+        Returns the ``num_outputs`` output axes (:class:`~search_spaces.space.axis.Axis`), as AutoTVM.
         """
-        self._add(SplitSpace(name, axis_length(axis, name), policy, num_outputs, max_factor, filter, default,
-                             candidate, no_tail))
+        return self._add(SplitSpace(name, axis_length(axis, name), policy, num_outputs, max_factor, filter,
+                                    default, candidate, no_tail), num_outputs)
 
     def define_reorder(self, name: str, axes: Sequence, policy: str = "all", candidate=None,
-                       interval: tuple[int, int] | None = None, default: Sequence[int] | None = None) -> None:
+                       interval: tuple[int, int] | None = None,
+                       default: Sequence[int] | None = None) -> list[Axis]:
         """A knob choosing the order of ``axes``: ``policy`` is ``"all"``, ``"identity"``,
         ``"interval_all"`` (with ``interval=(lo, hi)``) or ``"candidate"`` (identity order
-        by default)."""
-        self._add(ReorderSpace(name, axes, policy, candidate, interval, default))
+        by default). Returns one output axis per axis, as AutoTVM."""
+        return self._add(ReorderSpace(name, axes, policy, candidate, interval, default), len(axes))
 
     def define_annotate(self, name: str, axes: Sequence, policy: str = "try_unroll",
-                        default: Sequence[str] | None = None, num_anchor: int | None = None) -> None:
+                        default: Sequence[str] | None = None, num_anchor: int | None = None) -> list[Axis]:
         """A knob choosing annotations of ``axes`` (``"try_unroll"``, ``"try_vec"``,
         ``"try_unroll_vec"``..., or ``"locate_cache"`` with ``num_anchor``; see
-        :class:`AnnotateSpace`)."""
-        self._add(AnnotateSpace(name, axes, policy, default, num_anchor))
+        :class:`AnnotateSpace`). Returns one output axis per axis, as AutoTVM."""
+        return self._add(AnnotateSpace(name, axes, policy, default, num_anchor), len(axes))
 
-    def define_knob(self, name: str, candidate: Sequence, default=None) -> None:
-        """A knob choosing one of ``candidate`` (the first by default)."""
-        self._add(OtherOptionSpace(name, candidate, default))
+    def define_knob(self, name: str, candidate: Sequence, default=None) -> list[Axis]:
+        """A knob choosing one of ``candidate`` (the first by default). Returns ``[]`` (it has no
+        output axes), as AutoTVM."""
+        return self._add(OtherOptionSpace(name, candidate, default), 0)
 
     def add_flop(self, flop) -> None:
         """Declare ``flop`` arithmetic operations of one run of the template (AutoTVM's

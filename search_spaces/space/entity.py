@@ -9,7 +9,26 @@ from collections.abc import Sequence
 from compiler.schedule import Stage
 from search_spaces.errors import SearchSpaceError
 
-__all__ = ["Entity", "SplitEntity", "ReorderEntity", "AnnotateEntity", "OtherOptionEntity"]
+__all__ = ["Entity", "SplitEntity", "ReorderEntity", "AnnotateEntity", "OtherOptionEntity", "Values"]
+
+
+class Values(tuple):
+    """An entity's values (split sizes, a permutation, annotations): a tuple that also equals
+    the list of the same values, as AutoTVM's entities hold lists (``cfg["t"].size == [4, 8]``)."""
+
+    __slots__ = ()
+
+    def __eq__(self, other) -> bool:
+        return tuple.__eq__(self, tuple(other) if isinstance(other, list) else other)
+
+    def __ne__(self, other) -> bool:
+        return not self == other
+
+    __hash__ = tuple.__hash__
+
+    def __getitem__(self, k):
+        got = tuple.__getitem__(self, k)
+        return Values(got) if isinstance(k, slice) else got  # size[1:] == [8, 4] too
 
 
 def _stage(s, op):
@@ -41,7 +60,7 @@ class SplitEntity(Entity):
     __slots__ = ("size",)
 
     def __init__(self, size: Sequence[int]):
-        self.size = tuple(int(x) for x in size)
+        self.size = Values(int(x) for x in size)
 
     def value(self) -> list[int]:
         return list(self.size)
@@ -62,7 +81,7 @@ class ReorderEntity(Entity):
     __slots__ = ("perm",)
 
     def __init__(self, perm: Sequence[int]):
-        self.perm = tuple(int(x) for x in perm)
+        self.perm = Values(int(x) for x in perm)
 
     def value(self) -> list[int]:
         return list(self.perm)
@@ -81,7 +100,7 @@ class AnnotateEntity(Entity):
     __slots__ = ("anns",)
 
     def __init__(self, anns: Sequence):
-        self.anns = tuple(a if isinstance(a, int) and not isinstance(a, bool) else str(a) for a in anns)
+        self.anns = Values(a if isinstance(a, int) and not isinstance(a, bool) else str(a) for a in anns)
 
     def value(self) -> list:
         return list(self.anns)

@@ -159,3 +159,38 @@ def test_a_template_registered_again_gets_a_fallback_of_its_new_space():
         _run(s, args)
     finally:
         unregister_template("test_autotvm_dispatch/again")
+
+
+def test_a_context_keyed_on_target_keys_as_autotvms_apply_history_best(scale, task):
+    """AutoTVM's ApplyHistoryBest looks a workload up under str(target), then each target key."""
+    mine = task.config_space.get(4)
+
+    class ByKey(DispatchContext):
+        def __init__(self, records):
+            super().__init__()
+            self._best_by_targetkey = records
+            self.answered = []
+
+        def _query_inside(self, target, workload):
+            self.answered.append(self._lookup(target, workload))
+            return self.answered[-1]
+
+        def _lookup(self, target, workload):
+            if target is None:
+                raise RuntimeError("Need a target context to find the history best.")
+            key = (str(target), workload)
+            if key in self._best_by_targetkey:
+                return self._best_by_targetkey[key]
+            for k in target.keys:
+                key = (k, workload)
+                if key in self._best_by_targetkey:
+                    return self._best_by_targetkey[key]
+            return None
+
+    with ByKey({("cpu", task.workload): mine}) as ctx:
+        assert ctx.query(tvm.target.Target("llvm"), task.workload) is mine
+        with tvm.target.Target("llvm"):
+            s, args = scale(N)
+        assert ctx.query(tvm.target.Target("cuda"), task.workload).is_fallback  # no "cuda"/"gpu" record
+    assert ctx.answered == [mine, mine, None]  # the template's call was answered by the "cpu" key
+    _run(s, args)

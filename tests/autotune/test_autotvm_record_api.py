@@ -106,6 +106,12 @@ def test_file_io(task, tmp_path):
         assert x[1] == y[1] and x[0].config.index == y[0].config.index
     with autotvm.apply_history_best(str(file_path)) as best:
         assert best.query("llvm", task.workload).index == inputs[0].config.index
+    # Never entered, a context still falls through to the fallback for a workload it lacks.
+    best = autotvm.apply_history_best(str(file_path), transfer=False)
+    unknown = (task.workload[0], 8, *task.workload[2:])
+    assert best.query("llvm", task.workload).index == inputs[0].config.index
+    assert best.query("llvm", unknown).is_fallback and best.lookup("llvm", unknown) is None
+    assert not best.query("llvm", task.workload).is_fallback
 
 
 def test_pick_best_and_split_workload(task, tmp_path):

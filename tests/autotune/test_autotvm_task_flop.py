@@ -16,7 +16,7 @@ from autotune.autotvm.task.task import (
     serialize_args,
 )
 from compiler import te
-from search_spaces import unregister_template
+from search_spaces import count_flops, unregister_template
 
 
 def test_conv():
@@ -134,3 +134,35 @@ def test_task_module_creates_tasks_of_templates():
         np.testing.assert_allclose(b.numpy(), a * 3.0, rtol=1e-6)
     finally:
         unregister_template("test_task_module/scale")
+
+
+def test_a_producer_counts_once_per_consumer_path():
+    # AutoTVM walks from each output through every input tensor: B, read by C and by D, counts
+    # twice in E's total; a tensor one consumer reads twice counts once there.
+    n = 10
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
+    C = te.compute((n,), lambda i: B[i] + 1.0, name="C")
+    D = te.compute((n,), lambda i: B[i] * 3.0, name="D")
+    E = te.compute((n,), lambda i: C[i] + D[i], name="E")
+    assert compute_flop(te.create_schedule([E.op])) == n * (1 + (1 + 1) + (1 + 1))
+    F = te.compute((n,), lambda i: B[i] * B[i], name="F")
+    assert compute_flop(te.create_schedule([F.op])) == n * (1 + 1)
+    assert compute_flop(te.create_schedule([C.op, D.op])) == n * ((1 + 1) + (1 + 1))
+    # The tuner's own count (task.flop) still counts each operation once.
+    assert count_flops([E]) == 4 * n
+
+    # A long chain of diamonds is counted without walking every path (2**40 of them here).
+    def diamond(t, k):
+        left = te.compute((n,), lambda i: t[i] + 1.0, name=f"L{k}")
+        right = te.compute((n,), lambda i: t[i] * 2.0, name=f"R{k}")
+        return te.compute((n,), lambda i: left[i] - right[i], name=f"J{k}")
+
+    t = A
+    for k in range(40):
+        t = diamond(t, k)
+    flop = compute_flop(te.create_schedule([t.op]))
+    expected = 0
+    for _ in range(40):
+        expected = 3 * n + 2 * expected  # the join, each branch, and the rest below each branch
+    assert flop == expected

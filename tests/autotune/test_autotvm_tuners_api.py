@@ -119,8 +119,10 @@ def test_a_manual_loop_with_update_and_load_history(task, measured):
     xgb.load_history(measured[:6])
     assert xgb.measured == {inp.config.index for inp, _ in measured[:6]}
     assert all(c.index not in xgb.measured for c in xgb.next_batch(4))
-    with pytest.raises(ValueError, match="curve"):
-        autotvm.tuner.XGBTuner(task, feature_type="curve")
+    curve = autotvm.tuner.XGBTuner(task, plan_size=4, feature_type="curve", loss_type="rank")
+    curve.load_history(measured[:8])
+    assert curve.feature_type == "curve"
+    assert all(c.index not in curve.measured for c in curve.next_batch(4))
 
 
 def _spearman(a, b) -> float:
@@ -128,7 +130,7 @@ def _spearman(a, b) -> float:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
-@pytest.mark.parametrize("feature_type,loss_type", [("itervar", "rank"), ("knob", "reg")])
+@pytest.mark.parametrize("feature_type,loss_type", [("itervar", "rank"), ("knob", "reg"), ("curve", "rank")])
 def test_xgboost_cost_model_fits_real_measurements(task, measured, feature_type, loss_type):
     xs = [inp.config.index for inp, _ in measured]
     ys = [task.flop / np.mean(res.costs) if res.error_no == 0 else 0.0 for _, res in measured]
@@ -144,6 +146,12 @@ def test_xgboost_cost_model_fits_real_measurements(task, measured, feature_type,
         np.testing.assert_allclose(pred, np.asarray(ys) / max(ys), atol=0.25)
     margin = model.predict(xs, output_margin=True)
     assert margin.shape == (12,)
+    if feature_type == "curve":  # the model's rows are autotvm.feature's curve vectors
+        rows, ok = model.feature_cache.get(task, xs[:3])
+        assert ok.all()
+        for x, row in zip(xs[:3], rows):
+            s, args = task.instantiate(task.config_space.from_index(x))
+            np.testing.assert_array_equal(row, autotvm.feature.get_buffer_curve_sample_flatten(s, args))
 
     fresh = model.clone_new()
     assert fresh.bst is None and fresh.fea_type == feature_type and fresh.loss_type == loss_type

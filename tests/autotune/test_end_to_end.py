@@ -108,7 +108,7 @@ def test_tune_best_and_build_on_postgres(task, postgres_url, tmp_path, rng):
     assert best.returncode == 0, best.stderr
     row = next(line for line in best.stdout.splitlines() if line.startswith("matmul(32,32,32,float32)"))
     assert row.split()[-2:] == ["6", "0"], row  # 6 trials, no error: the re-measurements are no trials
-    logged = autotune.apply_history_best(postgres_url).query(task.target, task)
+    logged = autotune.apply_history_best(postgres_url).lookup(task.target, task)
     assert logged is not None
     printed = best.stdout.split("matmul(32,32,32,float32) on llvm", 1)[1]
     for knob, value in logged.knob_values().items():

@@ -253,8 +253,10 @@ def test_query_takes_a_workload_tuple_as_autotvm_does(log, task):
     ctx = autotune.apply_history_best(log, transfer=False)
     assert ctx.query(task.target, ("matmul", 32, 32, 32, "float32")) == tuned
     assert ctx.query(task.target, task) == tuned
-    # a workload the log does not know: None from the context alone, the default inside a `with`
-    assert ctx.query(task.target, ("matmul", 16, 32, 32, "float32")) is None
+    # a workload the log does not know: None from lookup, the fallback (the default config) from
+    # query, as in AutoTVM, entered or not
+    assert ctx.lookup(task.target, ("matmul", 16, 32, 32, "float32")) is None
+    assert ctx.query(task.target, ("matmul", 16, 32, 32, "float32")).is_fallback
     with ctx:
         assert current_context().query(task.target, ("matmul", 16, 32, 32, "float32")).is_fallback
     with pytest.raises(ValueError, match="template name"):
@@ -280,9 +282,9 @@ def test_a_pin_file_answers_as_the_log_does_and_lends_to_other_shapes(log, tmp_p
     assert borrowed.index == fast.index
     assert borrowed.borrowed_from == f"test_history_scale(1000,float32) on {_HERE}"
     assert "borrowing the best config of test_history_scale(1000,float32)" in caplog.text
-    assert autotune.apply_history_best(path, transfer=False).query(_HERE, ("test_history_scale", 1024,
-                                                                           "float32")) is None
-    assert ctx.query(_ELSEWHERE, ("test_history_scale", 1000, "float32")) is None  # another CPU model
+    assert autotune.apply_history_best(path, transfer=False).lookup(_HERE, ("test_history_scale", 1024,
+                                                                            "float32")) is None
+    assert ctx.lookup(_ELSEWHERE, ("test_history_scale", 1000, "float32")) is None  # another CPU model
 
 
 def test_a_pinned_config_that_does_not_fit_is_reported_not_applied(tmp_path, caplog):
@@ -293,5 +295,6 @@ def test_a_pinned_config_that_does_not_fit_is_reported_not_applied(tmp_path, cap
     path = tmp_path / "pinned.json"
     path.write_text(json.dumps({"format": "autotune-pin", "version": 1, "entries": [entry]}))
     with caplog.at_level(logging.WARNING):
-        assert autotune.apply_history_best(path).query(_HERE, ("test_history_scale", 1000, "float32")) is None
+        pinned = autotune.apply_history_best(path)
+        assert pinned.lookup(_HERE, ("test_history_scale", 1000, "float32")) is None
     assert "ignoring the pinned config" in caplog.text

@@ -121,3 +121,25 @@ def test_target_given_twice_or_a_non_llvm_host_is_refused():
         Target("llvm", target="llvm")
     with pytest.raises(TargetError, match="host target must be an llvm"):
         Target("llvm", host="cuda")
+
+
+def test_targets_have_tvms_keys_attrs_and_current():
+    import compiler as tvm
+
+    llvm = tvm.target.Target("llvm -mcpu=haswell -mattr=+avx2,+fma")
+    assert llvm.keys == ("cpu",) and llvm.mcpu == "haswell" and llvm.mattr == ["+avx2", "+fma"]
+    assert llvm.libs == [] and llvm.kind.name == "llvm"
+    assert llvm.attrs == {"keys": ["cpu"], "mcpu": "haswell", "mattr": ["+avx2", "+fma"]}
+    cuda = tvm.target.Target("cuda -arch=sm_80")
+    assert cuda.keys == ("cuda", "gpu") and cuda.attrs["keys"] == ["cuda", "gpu"]
+    assert cuda.attrs["arch"] == "sm_80"
+    assert cuda.model == "sm_80"
+    assert tvm.target.Target.current() is None
+    with pytest.raises(TargetError, match="no target is current"):
+        tvm.target.Target.current(allow_none=False)
+    with llvm:
+        assert tvm.target.Target.current() is llvm and tvm.target.Target.current(allow_none=False) is llvm
+        with cuda as inner:
+            assert inner is cuda and tvm.target.Target.current() is cuda
+        assert tvm.target.Target.current() is llvm
+    assert tvm.target.Target.current() is None

@@ -299,7 +299,8 @@ def test_query_takes_an_autotvm_workload(scale_template):
     ctx = OnlyThisTask()
     assert ctx.query("llvm", task.workload) == chosen  # ("test_scale", 32, 2.0)
     assert ctx.query("llvm", ("test_scale", 32)) == chosen  # defaults filled in, as create_task does
-    assert ctx.query("llvm", ("test_scale", 64)) is None
+    assert ctx.lookup("llvm", ("test_scale", 64)) is None
+    assert ctx.query("llvm", ("test_scale", 64)).is_fallback  # the fallback answers, as in AutoTVM
     with pytest.raises(SearchSpaceError, match="unknown template 'nope'"):
         ctx.query("llvm", ("nope", 1))
     with pytest.raises(SearchSpaceError, match="a workload is"):

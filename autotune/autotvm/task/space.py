@@ -5,8 +5,10 @@ from search_spaces.errors import InstantiationError
 from search_spaces.space import (
     AnnotateEntity,
     AnnotateSpace,
+    Axis,
     ConfigEntity,
     ConfigSpace,
+    FallbackConfigEntity,
     OtherOptionEntity,
     OtherOptionSpace,
     ReorderEntity,
@@ -14,8 +16,9 @@ from search_spaces.space import (
     SplitEntity,
     SplitSpace,
     VirtualAxis,
+    get_factors,
 )
 
 __all__ = ["ConfigSpace", "ConfigEntity", "SplitSpace", "SplitEntity", "ReorderSpace", "ReorderEntity",
            "AnnotateSpace", "AnnotateEntity", "OtherOptionSpace", "OtherOptionEntity", "VirtualAxis",
-           "InstantiationError"]
+           "InstantiationError", "FallbackConfigEntity", "Axis", "get_factors"]

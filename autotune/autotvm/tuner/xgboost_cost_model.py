@@ -26,9 +26,12 @@ __all__ = ["XGBoostCostModel"]
 class XGBoostCostModel:
     """An XGBoost cost model of ``task``'s configs (AutoTVM's ``XGBoostCostModel``).
 
-    ``feature_type`` is "itervar" (features of the lowered loop nest) or "knob" (the knob
-    values); ``loss_type`` "rank" (pairwise ranking) or "reg" (regression of the normalized
-    throughput); ``num_threads`` XGBoost's threads (None: 1, so that training is reproducible);
+    ``feature_type`` is "itervar" (features of the lowered loop nest), "knob" (the knob
+    values) or "curve" (AutoTVM's relation feature of the buffers' touched bytes and reuse,
+    :func:`autotune.autotvm.feature.get_buffer_curve_sample_flatten`); ``loss_type`` "rank"
+    (pairwise ranking) or "reg" (regression of the normalized throughput); ``num_threads``
+    XGBoost's threads (None: 1, not AutoTVM's all cores, so that training gives the same model
+    on every machine);
     ``log_interval`` is accepted for AutoTVM's signature (training is not logged);
     ``upper_model``: the model this one is the base model of (they share features).
     """
@@ -68,8 +71,9 @@ class XGBoostCostModel:
 
     def fit(self, xs: Sequence[int], ys: Sequence[float], plan_size: int) -> None:
         """Train on config indices ``xs`` and their throughputs ``ys`` (0 for a failure).
-        ``plan_size`` is accepted for AutoTVM's signature (its early stopping is not used: the
-        model trains a fixed number of rounds). Raises ValueError when fewer than two configs
+        ``plan_size`` is accepted for AutoTVM's signature: AutoTVM stops boosting once the
+        recall of the top ``plan_size`` stops improving; this model trains a fixed number of
+        rounds. Raises ValueError when fewer than two configs
         have features or none succeeded."""
         xs = [int(x) for x in xs]
         if len(xs) != len(ys):
