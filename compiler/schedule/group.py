@@ -42,6 +42,21 @@ class GroupStage:
             out.extend(m.stages if isinstance(m, GroupStage) else [m])
         return out
 
+    @property
+    def attach_type(self) -> str:
+        """Where the group is computed: "root" (where the group holding it is) or "scope"."""
+        return self._attach_type
+
+    @property
+    def attach_stage(self):
+        """The stage the group is computed at (``compute_at``), or None."""
+        return self._attach_stage
+
+    @property
+    def attach_ivar(self) -> IterVar | None:
+        """The loop of :attr:`attach_stage` the group is computed in, or None."""
+        return self._attach_ivar
+
     def contains(self, stage) -> bool:
         """Whether ``stage`` (a stage or a group) lies inside this group, at any depth."""
         g = stage.group

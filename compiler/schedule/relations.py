@@ -44,7 +44,7 @@ from ..tir.indexing import widen
 if TYPE_CHECKING:  # bound.py imports schedule.py, which imports this module
     from .bound import StageBounds
 
-__all__ = ["Relation", "Split", "Fuse"]
+__all__ = ["Relation", "Split", "Fuse", "Singleton"]
 
 
 class Relation(ABC):
@@ -190,6 +190,26 @@ class Fuse(Relation):
         # Each part counts in its own dtype again (narrower where the fused one was widened).
         info.offset[self.outer] = _narrow(outer, self.outer.var.dtype)
         info.offset[self.inner] = _narrow(inner, self.inner.var.dtype)
+
+
+@dataclass(eq=False)
+class Singleton(Relation):
+    """``iv`` is a loop of one iteration that derives from no axis: what ``fuse()`` of no
+    axes gives a stage without axes (a rank-0 compute), as TVM's ``Singleton``."""
+
+    iv: IterVar
+
+    def defines(self, iv: IterVar) -> bool:
+        return self.iv is iv
+
+    def static_extent(self, iv: IterVar, extent_of: Callable[[IterVar], PrimExpr | None]) -> PrimExpr | None:
+        return const(1, iv.var.dtype)
+
+    def derive_extents(self, info: StageBounds, analyzer: Analyzer, on_threads: bool) -> None:
+        info.extent[self.iv] = const(1, self.iv.var.dtype)
+
+    def derive_offsets(self, info: StageBounds) -> None:
+        pass  # no root axis reads it
 
 
 def _ceil_div(a: PrimExpr, b: int, analyzer: Analyzer) -> PrimExpr:
