@@ -287,6 +287,32 @@ class Tensor:
             converted.append(e)
         return ProducerLoad(self, tuple(converted), self.dtype)
 
+    # Arithmetic on tensors builds a new tensor, as TVM's topi overloads do: two tensors
+    # broadcast (tag "broadcast"), a tensor and a scalar combine elementwise (tag "elemwise").
+    def __add__(self, other):
+        return _broadcast().add(self, other)
+
+    def __radd__(self, other):
+        return _broadcast().add(other, self)
+
+    def __sub__(self, other):
+        return _broadcast().subtract(self, other)
+
+    def __rsub__(self, other):
+        return _broadcast().subtract(other, self)
+
+    def __mul__(self, other):
+        return _broadcast().multiply(self, other)
+
+    def __rmul__(self, other):
+        return _broadcast().multiply(other, self)
+
+    def __truediv__(self, other):
+        return _broadcast().divide(self, other)
+
+    def __rtruediv__(self, other):
+        return _broadcast().divide(other, self)
+
     def __eq__(self, other) -> bool:
         return isinstance(other, Tensor) and other.op is self.op and other.value_index == self.value_index
 
@@ -296,6 +322,12 @@ class Tensor:
     def __repr__(self) -> str:
         shape = ", ".join(str(s) for s in self.shape)
         return f"Tensor({self.name}, shape=({shape}), {self.dtype})"
+
+
+def _broadcast():
+    from . import broadcast  # it builds computes, whose module imports this one
+
+    return broadcast
 
 
 class TensorSlice(ExprOp):
