@@ -12,7 +12,7 @@ import functools
 import threading
 import warnings
 
-from ..errors import CompilerError
+from ..errors import TagScopeError
 
 __all__ = ["TagScope", "tag_scope", "current_tag", "ELEMWISE", "BROADCAST", "INJECTIVE", "COMM_REDUCE",
            "COMM_REDUCE_IDX", "is_broadcast", "is_injective"]
@@ -40,7 +40,7 @@ class TagScope:
     def __enter__(self) -> TagScope:
         # TVM refuses nested tag scopes; so do we, rather than pick one of the tags.
         if getattr(_state, "current", None) is not None:
-            raise CompilerError(f"tag_scope({self.tag!r}) inside tag_scope({_state.current.tag!r}): "
+            raise TagScopeError(f"tag_scope({self.tag!r}) inside tag_scope({_state.current.tag!r}): "
                                 "tag scopes cannot be nested")
         _state.current = self
         return self
@@ -80,7 +80,7 @@ def current_tag(tag: str, name: str) -> str:
     if scope is None:
         return tag
     if tag:
-        raise CompilerError(f"operation {name!r} declared with tag={tag!r} inside tag_scope({scope.tag!r}): "
+        raise TagScopeError(f"operation {name!r} declared with tag={tag!r} inside tag_scope({scope.tag!r}): "
                             "give the tag in one place")
     return scope.tag
 

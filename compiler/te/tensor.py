@@ -17,7 +17,7 @@ class Operation:
     def __init__(self, name: str, tag: str = "", attrs: dict | None = None):
         self.name = name
         self.tag = tag
-        self.attrs = dict(attrs or {})
+        self.attrs = {k: _attr_value(v) for k, v in (attrs or {}).items()}
         self._outputs = tuple(Tensor(self, k) for k in range(self.num_outputs))
 
     def output(self, index: int = 0) -> Tensor:
@@ -59,6 +59,16 @@ class Operation:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
+
+
+def _attr_value(value):
+    """An attribute as TVM keeps it: numbers as immediates (``attrs["n"].value``), lists
+    as tuples of such; strings, expressions and other objects as given."""
+    if isinstance(value, (bool, int, float)):
+        return convert(value)
+    if isinstance(value, (list, tuple)):
+        return tuple(_attr_value(v) for v in value)
+    return value
 
 
 class PlaceholderOp(Operation):
