@@ -443,6 +443,9 @@ class Stage:
             raise self._fail(f"compute_at needs a stage (s[T]), got {parent!r}")
         if parent is self:
             raise self._fail("cannot compute_at a stage inside itself", iv)
+        if parent.schedule is not self.schedule:
+            raise self._fail(f"compute_at: stage {parent.op.name!r} belongs to another schedule "
+                             "(s[T] of the schedule this stage is part of)")
         parent._leaf_index(iv, "compute_at")
         if self.is_output:
             raise self._fail("an output stage cannot be computed at another stage")
@@ -734,6 +737,16 @@ def create_schedule(ops) -> Schedule:
     for o in ops:
         sch[o].is_output = True
     for st in sch.stages:
+        if isinstance(st.op, ComputeOp) and st.op.intrin_call is not None:
+            # A compute whose body calls a tensor intrinsic: its loops outside the intrinsic
+            # (the data-parallel ones, then the reductions) and the intrinsic in their place.
+            intrin, first = st.op.intrin_call
+            n_own_reduce = len(intrin.op.reduce_axis)
+            outer_reduce = st.op.reduce_axis[:len(st.op.reduce_axis) - n_own_reduce]
+            st.reorder(*st.op.axis[:first], *outer_reduce, *st.op.axis[first:],
+                       *st.op.reduce_axis[len(outer_reduce):])
+            if first < len(st.op.axis):
+                st.tensorize(st.op.axis[first], intrin)
         if isinstance(st.op, ScanOp):
             for op in _scan_body(st.op):
                 sch[op]._attach_to_scan(st)

@@ -101,11 +101,14 @@ class ComputeOp(Operation):
     output buffers keep even where the axes count in a wider type than its entries.
     """
 
-    __slots__ = ("axis", "reduce_axis", "bodies", "_shape")
+    __slots__ = ("axis", "reduce_axis", "bodies", "_shape", "intrin_call")
 
     def __init__(self, name: str, axis: tuple[IterVar, ...], body, tag: str = "",
-                 attrs: dict | None = None, shape: tuple | None = None):
+                 attrs: dict | None = None, shape: tuple | None = None, intrin_call=None):
         self.axis = tuple(axis)
+        # (intrinsic, index of its first axis) for a compute whose body calls a tensor
+        # intrinsic (TVM's TensorComputeOp): its stage is created tensorized there.
+        self.intrin_call = intrin_call
         self.bodies = tuple(body) if isinstance(body, (tuple, list)) else (body,)
         first = self.bodies[0]
         self.reduce_axis = tuple(first.axis) if isinstance(first, Reduce) else ()
@@ -277,8 +280,8 @@ class Tensor:
         (``A[i]``), a :class:`TensorSlice` that further indexing completes (``A[i][j]``)."""
         if not isinstance(indices, tuple):
             indices = (indices,)
-        if len(indices) < self.ndim:
-            return TensorSlice(self, indices)
+        if len(indices) < self.ndim or any(isinstance(ix, slice) for ix in indices):
+            return TensorSlice(self, indices)  # with slices: a region, for a tensor intrinsic's call
         return self(*indices)
 
     def __call__(self, *indices) -> PrimExpr:
@@ -359,6 +362,9 @@ class TensorSlice(ExprOp):
 
     def asobject(self) -> PrimExpr:
         """The element this slice names (an error unless every dimension is indexed)."""
+        if any(isinstance(ix, slice) for ix in self.indices):
+            raise TypeError(f"{self!r} is a region (it has slices): it is an argument of a tensor "
+                            "intrinsic's call, not an expression")
         return self.tensor(*self.indices)
 
     def _expr(self) -> PrimExpr:

@@ -339,3 +339,71 @@ def test_output_shape_over_a_var_that_is_only_an_argument():
     out = _poisoned((6, 3))
     f(tvm.nd.array(a), out, 2)
     np.testing.assert_allclose(out.numpy(), a[:, :3] + 1, rtol=1e-6)
+
+
+# ------------------------------------------------------------------ tensor intrinsics called in a compute
+
+def _vadd_intrin(n):
+    x = te.placeholder((n,), name="x")
+    y = te.placeholder((n,), name="y")
+    z = te.compute(x.shape, lambda i: x[i] + y[i], name="z")
+
+    def fcompute(ins, outs):
+        ib = tir.ir_builder.create()
+        xs, ys, zs = ib.buffer_ptr(ins[0]), ib.buffer_ptr(ins[1]), ib.buffer_ptr(outs[0])
+        with ib.for_range(0, n, name="e") as e:
+            zs[e] = xs[e] + ys[e]
+        return ib.get()
+
+    return te.decl_tensor_intrin(z.op, fcompute, default_buffer_params={"offset_factor": n})
+
+
+def test_tensor_intrinsic_called_on_regions_in_a_compute():
+    vadd = _vadd_intrin(16)
+    A = te.placeholder((6, 16), name="A")
+    B = te.placeholder((6, 16), name="B")
+    C = te.compute((6, 16), lambda i: vadd(A[i, 0:16], B[i, 0:16]), name="C")
+    s = te.create_schedule(C.op)
+    assert s[C].iter_var_attrs[C.op.axis[1]].tensor_intrin is vadd
+    s[C].split(C.op.axis[0], factor=4)  # the loops outside the intrinsic stay schedulable
+    a, b = _rand((6, 16)), _rand((6, 16))
+    np.testing.assert_allclose(_run(tvm.build(s, [A, B, C]), [a, b], (6, 16)), a + b, rtol=1e-6)
+    with pytest.raises(TypeError, match="is a region"):
+        te.compute((6,), lambda i: A[i, 0:16] + 1)
+
+
+def _gemv_intrin(m, n):
+    w = te.placeholder((m, n), name="w")
+    x = te.placeholder((n,), name="x")
+    k = te.reduce_axis((0, n), name="k")
+    z = te.compute((m,), lambda i: te.sum(w[i, k] * x[k], axis=k), name="z")
+
+    def fcompute(ins, outs):
+        def program(zero, accumulate):
+            ib = tir.ir_builder.create()
+            ws, xs, zs = ib.buffer_ptr(ins[0]), ib.buffer_ptr(ins[1]), ib.buffer_ptr(outs[0])
+            with ib.for_range(0, m, name="r") as r:
+                if zero:
+                    zs[r] = tir.const(0, "float32")
+                if accumulate:
+                    with ib.for_range(0, n, name="c") as c:
+                        zs[r] = zs[r] + ws[r * n + c] * xs[c]
+            return ib.get()
+
+        return program(True, True), program(True, False), program(False, True)
+
+    return te.decl_tensor_intrin(z.op, fcompute, default_buffer_params={"offset_factor": 1})
+
+
+def test_reducing_tensor_intrinsic_called_with_an_outer_reduce_axis():
+    gemv = _gemv_intrin(4, 4)
+    A = te.placeholder((2, 3, 4, 4), name="A")
+    X = te.placeholder((3, 4), name="X")
+    kb = te.reduce_axis((0, 3), name="kb")
+    C = te.compute((2, 4), lambda i: gemv(A[i, kb, 0:4, 0:4], X[kb, 0:4], reduce_axis=kb), name="C")
+    s = te.create_schedule(C.op)
+    a, x = _rand((2, 3, 4, 4)), _rand((3, 4))
+    got = _run(tvm.build(s, [A, X, C]), [a, x], (2, 4))
+    np.testing.assert_allclose(got, np.einsum("ikrc,kc->ir", a, x), rtol=1e-5)
+    with pytest.raises(tvm.error.TVMError, match="must span the input's extent 4"):
+        te.compute((2, 4), lambda i: gemv(A[i, kb, 0:4, 0:3], X[kb, 0:4], reduce_axis=kb))
