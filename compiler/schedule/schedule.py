@@ -224,7 +224,7 @@ class Stage:
         if (factor is None) == (nparts is None):
             raise self._fail("split needs exactly one of factor= or nparts=", parent)
         value = factor if factor is not None else nparts
-        value = _positive_int(value, self, parent, "factor" if factor is not None else "nparts")
+        value = _split_factor(value, self, parent, "factor" if factor is not None else "nparts")
         attr = self._attr(parent)
         if attr.kind is not ForKind.SERIAL or attr.bind is not None or attr.pragmas or attr.tensor_intrin:
             raise self._fail("split an axis before annotating it (vectorize/unroll/parallel/bind/"
@@ -580,6 +580,18 @@ def _axis_name(iv) -> str:
     if isinstance(iv, IterVar):
         return iv.var.name
     return getattr(iv, "name", repr(iv))
+
+
+def _split_factor(value, stage: Stage, axis, what: str) -> int | PrimExpr:
+    """A split's factor: a positive int, or (as TVM allows) an integer expression that is not
+    a constant, such as a ``te.var`` passed to the function; it is assumed positive."""
+    if isinstance(value, (PrimExpr, IterVar)) and not is_const_int(convert(value)):
+        e = convert(value)
+        if not e.dtype.startswith(("int", "uint")) or "x" in e.dtype:
+            raise stage._fail(f"{what} must be a positive int or an integer expression, got {e} of "
+                              f"dtype {e.dtype}", axis)
+        return e
+    return _positive_int(value, stage, axis, what)
 
 
 def _positive_int(value, stage: Stage, axis, what: str) -> int:

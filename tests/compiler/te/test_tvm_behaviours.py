@@ -407,3 +407,36 @@ def test_reducing_tensor_intrinsic_called_with_an_outer_reduce_axis():
     np.testing.assert_allclose(got, np.einsum("ikrc,kc->ir", a, x), rtol=1e-5)
     with pytest.raises(tvm.error.TVMError, match="must span the input's extent 4"):
         te.compute((2, 4), lambda i: gemv(A[i, kb, 0:4, 0:3], X[kb, 0:4], reduce_axis=kb))
+
+
+# ------------------------------------------------------------------ symbolic split factors
+
+@pytest.mark.parametrize("how", ["factor", "nparts"])
+def test_split_by_a_var_given_when_the_function_is_called(how):
+    n, f = te.var("n"), te.var("f")
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 2 - 1, name="B")
+    s = te.create_schedule(B.op)
+    s[B].split(B.op.axis[0], **{how: f})
+    fb = tvm.build(s, [A, B, n, f])
+    for size, parts in [(20, 3), (21, 7), (5, 16)]:
+        a = _rand(size)
+        out = _poisoned(size)
+        fb(tvm.nd.array(a), out, size, parts)
+        np.testing.assert_allclose(out.numpy(), a * 2 - 1, rtol=1e-6)
+    with pytest.raises(tvm.error.TVMError, match="integer expression"):
+        s[B].split(s[B].leaf_iter_vars[0], factor=te.var("g", dtype="float32"))
+
+
+def test_rfactor_of_a_reduction_split_by_a_var():
+    n, f = te.var("n"), te.var("f")
+    A = te.placeholder((n,), name="A")
+    k = te.reduce_axis((0, n), name="k")
+    C = te.compute((1,), lambda _: te.sum(A[k], axis=k), name="C")
+    s = te.create_schedule(C.op)
+    _, ki = s[C].split(k, factor=f)
+    s.rfactor(C, ki)
+    a = _rand(23)
+    out = _poisoned(1)
+    tvm.build(s, [A, C, n, f])(tvm.nd.array(a), out, 23, 4)
+    np.testing.assert_allclose(out.numpy(), [a.sum()], rtol=1e-5)
