@@ -10,6 +10,7 @@ __all__ = [
     "CompilerError",
     "DTypeError",
     "ScheduleError",
+    "TagScopeError",
     "LoweringError",
     "CodegenError",
     "RuntimeArgumentError",
@@ -27,6 +28,11 @@ class DTypeError(CompilerError, TypeError):
 
 class ScheduleError(CompilerError):
     """An illegal schedule primitive: names the stage, the axis and the problem."""
+
+
+class TagScopeError(CompilerError, ValueError):
+    """Tags given twice: nested ``te.tag_scope``s, or ``tag=`` inside one (a ``ValueError``
+    too, as TVM raises)."""
 
 
 class LoweringError(CompilerError):

@@ -7,6 +7,8 @@ stage.
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..errors import ScheduleError
 from ..te.tensor import ComputeOp, Tensor
 from ..tir.analysis import substitute
@@ -19,6 +21,7 @@ from ..tir.expr import (
     Range,
     Reduce,
     Select,
+    UserReducer,
     Var,
     const,
 )
@@ -115,7 +118,7 @@ def cache_write(sch: schedule.Schedule, tensor, scope: str):
     new_axis = tuple(IterVar(iv.dom, Var(f"{iv.var.name}.c", iv.var.dtype), IterType.DATA_PAR)
                      for iv in op.axis)
     mapping = {iv.var: n.var for iv, n in zip(op.axis, new_axis)}
-    cache_bodies = tuple(substitute(b, mapping) for b in op.bodies)
+    cache_bodies = _substitute_bodies(op.bodies, mapping)
     cache_op = ComputeOp(f"{op.name}.{scope}", new_axis, cache_bodies, op.tag, op.attrs)
     cache = sch.add_stage(cache_op, before=stage)
     cache.scope = scope
@@ -124,6 +127,30 @@ def cache_write(sch: schedule.Schedule, tensor, scope: str):
     sch.replace_op(stage, ComputeOp(op.name, op.axis, copies, op.tag, op.attrs), reset_loops=True)
     outputs = tuple(cache_op.output(t.value_index) for t in tensors)
     return outputs if isinstance(tensor, (list, tuple)) else outputs[0]
+
+
+def _substitute_bodies(bodies: tuple, mapping: dict) -> tuple:
+    """``bodies`` with ``mapping``'s variables replaced, in the reduction's parts that
+    :func:`substitute` leaves alone as well: the extents of the reduction axes and a
+    ``te.comm_reducer``'s combiner and identity, which may use the output's axes
+    (``te.reduce_axis((0, i))``). Reduction axes that do not change keep their identity."""
+    new_bodies = tuple(substitute(b, mapping) for b in bodies)
+    if not isinstance(new_bodies[0], Reduce):
+        return new_bodies
+    axes = {}
+    for iv in new_bodies[0].axis:
+        dom = Range(substitute(iv.dom.min, mapping), substitute(iv.dom.extent, mapping))
+        changed = dom.min is not iv.dom.min or dom.extent is not iv.dom.extent
+        axes[iv] = IterVar(dom, iv.var, iv.iter_type, iv.thread_tag) if changed else iv
+    out = []
+    for r in new_bodies:
+        combiner = r.combiner
+        if isinstance(combiner, UserReducer):
+            combiner = dataclasses.replace(
+                combiner, result=tuple(substitute(e, mapping) for e in combiner.result),
+                identity_element=tuple(substitute(e, mapping) for e in combiner.identity_element))
+        out.append(dataclasses.replace(r, combiner=combiner, axis=tuple(axes[iv] for iv in r.axis)))
+    return tuple(out)
 
 
 def rfactor(sch: schedule.Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0):

@@ -42,6 +42,26 @@ class GroupStage:
             out.extend(m.stages if isinstance(m, GroupStage) else [m])
         return out
 
+    @property
+    def num_child_stages(self) -> int:
+        """How many stages and groups lie directly inside this group (TVM's name)."""
+        return len(self.members)
+
+    @property
+    def attach_type(self) -> str:
+        """Where the group is computed: "root" (where the group holding it is) or "scope"."""
+        return self._attach_type
+
+    @property
+    def attach_stage(self):
+        """The stage the group is computed at (``compute_at``), or None."""
+        return self._attach_stage
+
+    @property
+    def attach_ivar(self) -> IterVar | None:
+        """The loop of :attr:`attach_stage` the group is computed in, or None."""
+        return self._attach_ivar
+
     def contains(self, stage) -> bool:
         """Whether ``stage`` (a stage or a group) lies inside this group, at any depth."""
         g = stage.group
@@ -125,6 +145,33 @@ def _stages_between(sch, outputs: list, inputs: list, include_inputs: bool) -> l
     return found
 
 
+def _common_group(stages: list):
+    """The innermost group holding every one of ``stages`` (None: the top level)."""
+    def chain(g) -> list:
+        out = []
+        while g is not None:
+            out.append(g)
+            g = g.group
+        return out
+
+    common = chain(stages[0].group)
+    for st in stages[1:]:
+        mine = chain(st.group)
+        common = [g for g in common if any(g is m for m in mine)]
+    return common[0] if common else None
+
+
+def _child_of(parent, stage):
+    """The group directly inside ``parent`` that holds ``stage``, or None when ``stage``
+    sits directly in ``parent``."""
+    g = stage.group
+    if g is parent:
+        return None
+    while g.group is not parent:
+        g = g.group
+    return g
+
+
 def _tensors(x, what: str) -> list:
     from ..te.tensor import Tensor
 
@@ -144,17 +191,29 @@ def create_group(sch, outputs, inputs, include_inputs: bool = False) -> GroupSta
         raise ScheduleError("create_group: no stage lies on a path from the inputs ("
                             + ", ".join(repr(t.name) for t in inputs) + ") to the outputs ("
                             + ", ".join(repr(t.name) for t in outputs) + ")")
-    parents = {id(s.group): s.group for s in stages}
-    if len(parents) != 1:
-        raise ScheduleError("create_group: the stages " + ", ".join(repr(s.op.name) for s in stages)
-                            + " belong to different groups; a group may only take stages of one group")
-    parent = next(iter(parents.values()))
-    group = GroupStage(sch, parent)
+    parent = _common_group(stages)
+    # As TVM: stages directly in the common group move into the new group; a group inside
+    # it moves in whole when every one of its stages is taken, and is an error otherwise.
+    direct, children = [], []
     for st in stages:
+        child = _child_of(parent, st)
+        if child is None:
+            direct.append(st)
+        elif child not in children:
+            children.append(child)
+    taken = set(stages)
+    for child in children:
+        missing = [st.op.name for st in child.stages if st not in taken]
+        if missing:
+            raise ScheduleError(f"create_group: the stages {', '.join(repr(st.op.name) for st in stages)} "
+                                f"take part of an existing group, not its stages {missing}; a group can "
+                                "take another group only whole")
+    group = GroupStage(sch, parent)
+    for member in [*direct, *children]:
         if parent is not None:
-            parent.members.remove(st)
-        st.group = group
-        group.members.append(st)
+            parent.members.remove(member)
+        member.group = group
+        group.members.append(member)
     if parent is not None:
         parent.members.append(group)
     # A member computed at a stage outside the group would take it apart; as TVM, such a

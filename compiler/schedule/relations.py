@@ -44,7 +44,7 @@ from ..tir.indexing import widen
 if TYPE_CHECKING:  # bound.py imports schedule.py, which imports this module
     from .bound import StageBounds
 
-__all__ = ["Relation", "Split", "Fuse"]
+__all__ = ["Relation", "Split", "Fuse", "Singleton"]
 
 
 class Relation(ABC):
@@ -85,13 +85,14 @@ class Relation(ABC):
 
 @dataclass(eq=False)
 class Split(Relation):
-    """``parent`` = ``outer * factor + inner`` (``factor`` or ``nparts`` given)."""
+    """``parent`` = ``outer * factor + inner`` (``factor`` or ``nparts`` given: a positive
+    int, or an integer expression such as a ``te.var`` that the function takes)."""
 
     parent: IterVar
     outer: IterVar
     inner: IterVar
-    factor: int | None
-    nparts: int | None
+    factor: int | PrimExpr | None
+    nparts: int | PrimExpr | None
 
     def defines(self, iv: IterVar) -> bool:
         return self.outer is iv or self.inner is iv
@@ -107,7 +108,11 @@ class Split(Relation):
 
     def derive_extents(self, info: StageBounds, analyzer: Analyzer, on_threads: bool) -> None:
         ext = info.extent[self.parent]
-        if self.factor is not None:
+        if self.factor is not None and not isinstance(self.factor, int):  # a symbolic factor
+            f = _as_dtype(self.factor, ext.dtype)
+            info.extent[self.inner] = f
+            info.extent[self.outer] = _ceil_div(ext, f, analyzer)
+        elif self.factor is not None:
             f = self.factor
             if is_const_int(ext) and f >= ext.value and not on_threads:
                 # One outer iteration: the inner loop runs over the parent's range alone,
@@ -118,7 +123,7 @@ class Split(Relation):
             info.extent[self.outer] = _ceil_div(ext, f, analyzer)
         else:
             # Over a symbolic extent the inner extent is symbolic too: ceil(extent / nparts).
-            info.extent[self.outer] = const(self.nparts, ext.dtype)
+            info.extent[self.outer] = _as_dtype(self.nparts, ext.dtype)
             f = _ceil_div(ext, self.nparts, analyzer)
             info.extent[self.inner] = f
             if is_const_int(f):
@@ -127,7 +132,9 @@ class Split(Relation):
 
     def derive_offsets(self, info: StageBounds) -> None:
         f = info.factor[self]
-        info.offset[self.parent] = info.offset[self.outer] * f + info.offset[self.inner]
+        inner = info.offset[self.inner]
+        f_typed = f if isinstance(f, int) else _as_dtype(f, inner.dtype)
+        info.offset[self.parent] = info.offset[self.outer] * f_typed + inner
         ext = info.extent[self.parent]
         # The loops cover outer * inner iterations: with nparts=4 over 9, inner is 3 and
         # 4 * 3 = 12 > 9 although 3 divides 9.
@@ -144,7 +151,10 @@ class Split(Relation):
     def factor_reduction(self, axis: IterVar, v: Var,
                          extent_k: PrimExpr) -> tuple[PrimExpr, list[IterVar], PrimExpr, PrimExpr]:
         dtype = v.dtype
-        f = const(self.factor, dtype) if self.factor is not None else _ceil_div_expr(extent_k, self.nparts)
+        if self.factor is not None:
+            f = _as_dtype(self.factor, dtype)
+        else:
+            f = _ceil_div_expr(extent_k, self.nparts)
         n_outer = _ceil_div_expr(extent_k, f)
         if axis is self.inner:
             v_extent = f
@@ -192,15 +202,43 @@ class Fuse(Relation):
         info.offset[self.inner] = _narrow(inner, self.inner.var.dtype)
 
 
-def _ceil_div(a: PrimExpr, b: int, analyzer: Analyzer) -> PrimExpr:
-    if is_const_int(a):
+@dataclass(eq=False)
+class Singleton(Relation):
+    """``iv`` is a loop of one iteration that derives from no axis: what ``fuse()`` of no
+    axes gives a stage without axes (a rank-0 compute), as TVM's ``Singleton``."""
+
+    iv: IterVar
+
+    def defines(self, iv: IterVar) -> bool:
+        return self.iv is iv
+
+    def static_extent(self, iv: IterVar, extent_of: Callable[[IterVar], PrimExpr | None]) -> PrimExpr | None:
+        return const(1, iv.var.dtype)
+
+    def derive_extents(self, info: StageBounds, analyzer: Analyzer, on_threads: bool) -> None:
+        info.extent[self.iv] = const(1, self.iv.var.dtype)
+
+    def derive_offsets(self, info: StageBounds) -> None:
+        pass  # no root axis reads it
+
+
+def _ceil_div(a: PrimExpr, b: int | PrimExpr, analyzer: Analyzer) -> PrimExpr:
+    if is_const_int(a) and isinstance(b, int):
         return const(-(-a.value // b), a.dtype)
-    return analyzer.simplify(FloorDiv(a + (b - 1), const(b, a.dtype), a.dtype))
+    b = _as_dtype(b, a.dtype)
+    return analyzer.simplify(FloorDiv(a + (b - 1), b, a.dtype))
+
+
+def _as_dtype(value: int | PrimExpr, dtype: str) -> PrimExpr:
+    """A split's factor (an int or an integer expression) as an expression of ``dtype``."""
+    if isinstance(value, int):
+        return const(value, dtype)
+    return value if value.dtype == dtype else Cast(dtype, value)
 
 
 def _ceil_div_expr(a: PrimExpr, b) -> PrimExpr:
     """``ceil(a / b)`` for a positive ``b``, folded where both are constant."""
-    b = const(b, a.dtype) if isinstance(b, int) else b
+    b = _as_dtype(b, a.dtype)
     if is_const_int(a) and is_const_int(b):
         return const(-(-a.value // b.value), a.dtype)
     return simplify((a + b - 1) // b)

@@ -14,7 +14,7 @@ from ..errors import ScheduleError
 from ..te.tensor import ComputeOp, ExternOp, Operation, ScanOp, Tensor
 from ..te.tensor_intrin import TensorIntrin
 from ..tir.buffer import SCOPES
-from ..tir.expr import IterType, IterVar, PrimExpr, Var, convert, is_const_int
+from ..tir.expr import IterType, IterVar, PrimExpr, StringImm, Var, convert, is_const_int
 from ..tir.indexing import index_dtype
 from ..tir.stmt import ForKind
 
@@ -22,9 +22,10 @@ from ..tir.stmt import ForKind
 # called, so the two may import each other.
 from . import dataflow, group
 from .group import GroupStage
-from .relations import Fuse, Relation, Split
+from .relations import Fuse, Relation, Singleton, Split
 
-__all__ = ["Schedule", "Stage", "GroupStage", "Split", "Fuse", "IterAttr", "PRAGMAS", "create_schedule"]
+__all__ = ["Schedule", "Stage", "GroupStage", "Split", "Fuse", "Singleton", "IterAttr", "IterVarAttr",
+           "PRAGMAS", "LOOP_PRAGMAS", "create_schedule"]
 
 
 @dataclass
@@ -43,6 +44,57 @@ class IterAttr:
 #: code into the module built for the CPU, so that ``call_extern`` can call the functions it
 #: defines (the C kernels of tensor intrinsics, see :meth:`Stage.tensorize`).
 PRAGMAS = ("auto_unroll_max_step", "unroll_explicit", "import_llvm")
+#: Pragmas that TVM's ``Stage.pragma`` turns into the loop annotations of the same name.
+LOOP_PRAGMAS = ("unroll", "vectorize", "parallel")
+
+
+class IterVarAttr:
+    """A read-only view of the annotations of one axis of a stage, under TVM's names
+    (``s[T].iter_var_attrs[xi].iter_type``). ``iter_type`` is TVM's number for the kind of
+    loop: 5 unrolled, 6 vectorized, 7 parallel, 8 tensorized, 1 bound to a thread, else
+    the axis' own kind (0 data-parallel, 2 reduction)."""
+
+    __slots__ = ("_iv", "_attr")
+
+    DataPar, ThreadIndex, CommReduce, Ordered, DimInfo = 0, 1, 2, 3, 4
+    Unrolled, Vectorized, Parallelized, Tensorized = 5, 6, 7, 8
+
+    def __init__(self, iv: IterVar, attr: IterAttr):
+        self._iv, self._attr = iv, attr
+
+    @property
+    def iter_type(self) -> int:
+        a = self._attr
+        if a.tensor_intrin is not None:
+            return self.Tensorized
+        if a.bind is not None:
+            return self.ThreadIndex
+        kinds = {ForKind.UNROLLED: self.Unrolled, ForKind.VECTORIZED: self.Vectorized,
+                 ForKind.PARALLEL: self.Parallelized}
+        return kinds.get(a.kind, int(self._iv.iter_type))
+
+    @property
+    def bind_thread(self) -> IterVar | None:
+        """The thread axis the axis is bound to (``Stage.bind``), or None."""
+        return self._attr.bind
+
+    @property
+    def tensor_intrin(self):
+        """The tensor intrinsic that replaces the loop nest from this axis (``Stage.tensorize``)."""
+        return self._attr.tensor_intrin
+
+    @property
+    def pragma_keys(self) -> tuple:
+        """The pragmas given with ``Stage.pragma``, as string immediates (``.value``)."""
+        return tuple(StringImm(k) for k in self._attr.pragmas)
+
+    @property
+    def pragma_values(self) -> tuple:
+        """The values of :attr:`pragma_keys`, in the same order."""
+        return tuple(StringImm(v) if isinstance(v, str) else convert(v) for v in self._attr.pragmas.values())
+
+    def __repr__(self) -> str:
+        return f"IterVarAttr({_axis_name(self._iv)}, iter_type={self.iter_type})"
 
 
 @dataclass
@@ -113,6 +165,11 @@ class Stage:
     def _set_attach(self, kind: str, stage: Stage | None = None, ivar: IterVar | None = None) -> None:
         self._attach_type, self._attach_stage, self._attach_ivar = kind, stage, ivar
 
+    @property
+    def iter_var_attrs(self) -> dict:
+        """The annotated axes, each with a read-only :class:`IterVarAttr` (TVM's name)."""
+        return {iv: IterVarAttr(iv, a) for iv, a in self.iter_attrs.items()}
+
     # ------------------------------------------------------------------ helpers
 
     @property
@@ -167,7 +224,7 @@ class Stage:
         if (factor is None) == (nparts is None):
             raise self._fail("split needs exactly one of factor= or nparts=", parent)
         value = factor if factor is not None else nparts
-        value = _positive_int(value, self, parent, "factor" if factor is not None else "nparts")
+        value = _split_factor(value, self, parent, "factor" if factor is not None else "nparts")
         attr = self._attr(parent)
         if attr.kind is not ForKind.SERIAL or attr.bind is not None or attr.pragmas or attr.tensor_intrin:
             raise self._fail("split an axis before annotating it (vectorize/unroll/parallel/bind/"
@@ -187,7 +244,7 @@ class Stage:
         if len(args) == 1 and isinstance(args[0], (list, tuple)):
             args = tuple(args[0])
         if not args:
-            raise self._fail("fuse needs at least one axis")
+            return self._singleton()
         indices = [self._leaf_index(iv, "fuse") for iv in args]
         if len(set(indices)) != len(indices):
             raise self._fail("fuse was given the same axis twice")
@@ -208,6 +265,16 @@ class Stage:
             self.leaf_iter_vars[k:k + 2] = [new]
             fused = new
         return fused
+
+    def _singleton(self) -> IterVar:
+        """``fuse()`` of no axes, as TVM: a new outermost loop of one iteration, which a
+        stage without axes (a rank-0 compute) can then split or bind like any other."""
+        self._require_compute("fuse")
+        iv = IterVar(None, Var("singleton", "int32"), IterType.DATA_PAR)
+        self.relations.append(Singleton(iv))
+        self.all_iter_vars.append(iv)
+        self.leaf_iter_vars.insert(0, iv)
+        return iv
 
     def _fused_dtype(self, outer: IterVar, inner: IterVar) -> str:
         """The dtype that counts over ``outer`` x ``inner`` without wrapping (as te.compute
@@ -280,14 +347,18 @@ class Stage:
         rolled. ``"unroll_explicit"``: with a true value (the default) such loops are
         unrolled in the loop IR; with 0 they stay loops that ask the code generator to
         unroll them (LLVM's ``llvm.loop.unroll.full``, CUDA's ``#pragma unroll``).
+        ``"unroll"``, ``"vectorize"`` and ``"parallel"`` are the primitives of those names.
         ``"import_llvm"``: ``pragma_value`` is LLVM IR text (or a ``.ll``/``.bc`` path) that the
         CPU build links into its module, for the ``call_extern`` of a tensor intrinsic;
         a function several imports define takes the last one's definition.
         """
         self._leaf_index(iv, "pragma")
+        if pragma_type in LOOP_PRAGMAS:  # TVM's spelling of the loop annotations
+            getattr(self, pragma_type)(iv)
+            return
         if pragma_type not in PRAGMAS:
             raise self._fail(f"unknown pragma {pragma_type!r}; the known pragmas are "
-                             + ", ".join(repr(p) for p in PRAGMAS), iv)
+                             + ", ".join(repr(p) for p in PRAGMAS + LOOP_PRAGMAS), iv)
         if pragma_type == "import_llvm":
             if not isinstance(pragma_value, str) or not pragma_value.strip():
                 raise self._fail(f"pragma 'import_llvm' needs LLVM IR text or the path of a .ll/.bc file, "
@@ -372,6 +443,9 @@ class Stage:
             raise self._fail(f"compute_at needs a stage (s[T]), got {parent!r}")
         if parent is self:
             raise self._fail("cannot compute_at a stage inside itself", iv)
+        if parent.schedule is not self.schedule:
+            raise self._fail(f"compute_at: stage {parent.op.name!r} belongs to another schedule "
+                             "(s[T] of the schedule this stage is part of)")
         parent._leaf_index(iv, "compute_at")
         if self.is_output:
             raise self._fail("an output stage cannot be computed at another stage")
@@ -470,6 +544,21 @@ class Stage:
             raise self._fail(f"set_store_predicate needs a boolean expression, got {predicate!r}")
         self.store_predicate = convert(predicate)
 
+    def prefetch(self, tensor, var, offset) -> None:
+        """Refused: the loop IR has no prefetch instruction; the CPU's hardware prefetcher
+        handles the streams a schedule reads, and a GPU stage is prefetched with
+        ``cache_read(..., "shared", ...)`` and ``double_buffer``."""
+        raise self._fail("prefetch is not supported (no prefetch instruction is generated); leave it out, "
+                         "or stage the data with cache_read and double_buffer on CUDA", var)
+
+    def env_threads(self, threads) -> None:
+        """Refused: TVM launches GPU threads around a scan's whole time loop with it; here a
+        scan on CUDA runs its time loop on the host, launching the update kernels at every
+        step, so bind the axes of the update stages instead."""
+        raise self._fail("env_threads is not supported: a scan's time loop runs on the host on CUDA "
+                         "(one launch of its update kernels per step); bind the axes of the scan's "
+                         "update stages to thread axes instead")
+
     def set_scope(self, scope: str) -> None:
         """Store this stage's result in ``scope`` ("global", "shared" or "local").
 
@@ -493,6 +582,18 @@ def _axis_name(iv) -> str:
     return getattr(iv, "name", repr(iv))
 
 
+def _split_factor(value, stage: Stage, axis, what: str) -> int | PrimExpr:
+    """A split's factor: a positive int, or (as TVM allows) an integer expression that is not
+    a constant, such as a ``te.var`` passed to the function; it is assumed positive."""
+    if isinstance(value, (PrimExpr, IterVar)) and not is_const_int(convert(value)):
+        e = convert(value)
+        if not e.dtype.startswith(("int", "uint")) or "x" in e.dtype:
+            raise stage._fail(f"{what} must be a positive int or an integer expression, got {e} of "
+                              f"dtype {e.dtype}", axis)
+        return e
+    return _positive_int(value, stage, axis, what)
+
+
 def _positive_int(value, stage: Stage, axis, what: str) -> int:
     if hasattr(value, "dtype") and is_const_int(convert(value)):
         value = convert(value).value
@@ -511,6 +612,18 @@ class Schedule:
     stages: list = field(default_factory=list)
     _stage_of: dict = field(default_factory=dict)  # operation -> the stage that computes it
     groups: list = field(default_factory=list)  # the groups made by create_group, in order
+
+    @property
+    def stage_map(self) -> dict:
+        """Each operation with the stage that computes it (TVM's ``Schedule.stage_map``)."""
+        return dict(self._stage_of)
+
+    def normalize(self) -> Schedule:
+        """Refused: TVM's ``normalize`` rebases every loop to start at 0 before its own
+        bound inference; lowering here does that itself, and ``compiler.lower`` and
+        ``compiler.build`` take the schedule as it is."""
+        raise ScheduleError("Schedule.normalize is not supported (nor needed): pass the schedule to "
+                            "compiler.lower or compiler.build as it is; they rebase the loops themselves")
 
     def __getitem__(self, key) -> Stage:
         op = key.op if isinstance(key, Tensor) else key
@@ -636,6 +749,16 @@ def create_schedule(ops) -> Schedule:
     for o in ops:
         sch[o].is_output = True
     for st in sch.stages:
+        if isinstance(st.op, ComputeOp) and st.op.intrin_call is not None:
+            # A compute whose body calls a tensor intrinsic: its loops outside the intrinsic
+            # (the data-parallel ones, then the reductions) and the intrinsic in their place.
+            intrin, first = st.op.intrin_call
+            n_own_reduce = len(intrin.op.reduce_axis)
+            outer_reduce = st.op.reduce_axis[:len(st.op.reduce_axis) - n_own_reduce]
+            st.reorder(*st.op.axis[:first], *outer_reduce, *st.op.axis[first:],
+                       *st.op.reduce_axis[len(outer_reduce):])
+            if first < len(st.op.axis):
+                st.tensorize(st.op.axis[first], intrin)
         if isinstance(st.op, ScanOp):
             for op in _scan_body(st.op):
                 sch[op]._attach_to_scan(st)

@@ -8,7 +8,7 @@
 
 from ..schedule import Schedule, Stage, create_schedule
 from ..tir.expr import IterVar, PrimExpr, Range, Var
-from . import tag
+from . import schedule, tag
 from .intrin import (  # noqa: A004
                      abs,
                      all,
@@ -71,5 +71,5 @@ __all__ = [
     "call_intrin", "call_pure_extern", "indexdiv", "indexmod", "div", "truncdiv", "truncmod", "nearbyint",
     "popcount", "fmod", "isinf", "isfinite",
     "decl_tensor_intrin", "TensorIntrin", "transpose_intrin",
-    "tag", "tag_scope", "TagScope", "TensorSlice",
+    "tag", "tag_scope", "TagScope", "TensorSlice", "schedule",
 ]

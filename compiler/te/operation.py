@@ -131,6 +131,12 @@ def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "",
     else:
         axis = tuple(IterVar(Range(const(0, s.dtype), s), Var(n, s.dtype)) for n, s in zip(names, shape))
     body = fcompute(*[iv.var for iv in axis[:given]])
+    from .tensor_intrin import TensorIntrinCall  # it builds on this module
+
+    if isinstance(body, TensorIntrinCall):
+        op = ComputeOp(name, axis, body.bodies(name, axis[given:]), tag, attrs, shape=shape,
+                       intrin_call=(body.intrin, given))
+        return op.output(0)
     if given < len(axis):
         body = _expand_slice(body, axis[given:], name, given, len(axis))
     if isinstance(body, (list, tuple)):

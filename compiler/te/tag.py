@@ -12,9 +12,10 @@ import functools
 import threading
 import warnings
 
-from ..errors import CompilerError
+from ..errors import TagScopeError
 
-__all__ = ["TagScope", "tag_scope", "current_tag"]
+__all__ = ["TagScope", "tag_scope", "current_tag", "ELEMWISE", "BROADCAST", "INJECTIVE", "COMM_REDUCE",
+           "COMM_REDUCE_IDX", "is_broadcast", "is_injective"]
 
 _state = threading.local()
 
@@ -39,7 +40,7 @@ class TagScope:
     def __enter__(self) -> TagScope:
         # TVM refuses nested tag scopes; so do we, rather than pick one of the tags.
         if getattr(_state, "current", None) is not None:
-            raise CompilerError(f"tag_scope({self.tag!r}) inside tag_scope({_state.current.tag!r}): "
+            raise TagScopeError(f"tag_scope({self.tag!r}) inside tag_scope({_state.current.tag!r}): "
                                 "tag scopes cannot be nested")
         _state.current = self
         return self
@@ -79,6 +80,26 @@ def current_tag(tag: str, name: str) -> str:
     if scope is None:
         return tag
     if tag:
-        raise CompilerError(f"operation {name!r} declared with tag={tag!r} inside tag_scope({scope.tag!r}): "
+        raise TagScopeError(f"operation {name!r} declared with tag={tag!r} inside tag_scope({scope.tag!r}): "
                             "give the tag in one place")
     return scope.tag
+
+
+#: The tags topi's operators carry and its generic schedules read (TVM's ``topi.tag``).
+ELEMWISE = "elemwise"
+BROADCAST = "broadcast"
+INJECTIVE = "injective"
+COMM_REDUCE = "comm_reduce"
+COMM_REDUCE_IDX = "comm_reduce_idx"
+
+
+def is_broadcast(tag: str) -> bool:
+    """Whether an operation tagged ``tag`` is elementwise or a broadcast (``"elemwise"``,
+    ``"broadcast"``, or a tag starting with either)."""
+    return tag.startswith((ELEMWISE, BROADCAST))
+
+
+def is_injective(tag: str) -> bool:
+    """Whether an operation tagged ``tag`` computes each output element from its inputs
+    without a reduction (a broadcast, or a tag starting with ``"injective"``)."""
+    return is_broadcast(tag) or tag.startswith(INJECTIVE)

@@ -17,7 +17,7 @@ class Operation:
     def __init__(self, name: str, tag: str = "", attrs: dict | None = None):
         self.name = name
         self.tag = tag
-        self.attrs = dict(attrs or {})
+        self.attrs = {k: _attr_value(v) for k, v in (attrs or {}).items()}
         self._outputs = tuple(Tensor(self, k) for k in range(self.num_outputs))
 
     def output(self, index: int = 0) -> Tensor:
@@ -61,6 +61,16 @@ class Operation:
         return f"{type(self).__name__}({self.name!r})"
 
 
+def _attr_value(value):
+    """An attribute as TVM keeps it: numbers as immediates (``attrs["n"].value``), lists
+    as tuples of such; strings, expressions and other objects as given."""
+    if isinstance(value, (bool, int, float)):
+        return convert(value)
+    if isinstance(value, (list, tuple)):
+        return tuple(_attr_value(v) for v in value)
+    return value
+
+
 class PlaceholderOp(Operation):
     """An input tensor: data that the caller provides."""
 
@@ -91,11 +101,14 @@ class ComputeOp(Operation):
     output buffers keep even where the axes count in a wider type than its entries.
     """
 
-    __slots__ = ("axis", "reduce_axis", "bodies", "_shape", "_dtypes")
+    __slots__ = ("axis", "reduce_axis", "bodies", "_shape", "_dtypes", "intrin_call")
 
     def __init__(self, name: str, axis: tuple[IterVar, ...], body, tag: str = "",
-                 attrs: dict | None = None, shape: tuple | None = None):
+                 attrs: dict | None = None, shape: tuple | None = None, intrin_call=None):
         self.axis = tuple(axis)
+        # (intrinsic, index of its first axis) for a compute whose body calls a tensor
+        # intrinsic (TVM's TensorComputeOp): its stage is created tensorized there.
+        self.intrin_call = intrin_call
         self.bodies = tuple(body) if isinstance(body, (tuple, list)) else (body,)
         first = self.bodies[0]
         self.reduce_axis = tuple(first.axis) if isinstance(first, Reduce) else ()
@@ -270,8 +283,8 @@ class Tensor:
         (``A[i]``), a :class:`TensorSlice` that further indexing completes (``A[i][j]``)."""
         if not isinstance(indices, tuple):
             indices = (indices,)
-        if len(indices) < self.ndim:
-            return TensorSlice(self, indices)
+        if len(indices) < self.ndim or any(isinstance(ix, slice) for ix in indices):
+            return TensorSlice(self, indices)  # with slices: a region, for a tensor intrinsic's call
         return self(*indices)
 
     def __call__(self, *indices) -> PrimExpr:
@@ -291,6 +304,32 @@ class Tensor:
         base, lanes = dtypes.split_lanes(self.dtype)
         return ProducerLoad(self, tuple(converted), base, lanes)
 
+    # Arithmetic on tensors builds a new tensor, as TVM's topi overloads do: two tensors
+    # broadcast (tag "broadcast"), a tensor and a scalar combine elementwise (tag "elemwise").
+    def __add__(self, other):
+        return _broadcast().add(self, other)
+
+    def __radd__(self, other):
+        return _broadcast().add(other, self)
+
+    def __sub__(self, other):
+        return _broadcast().subtract(self, other)
+
+    def __rsub__(self, other):
+        return _broadcast().subtract(other, self)
+
+    def __mul__(self, other):
+        return _broadcast().multiply(self, other)
+
+    def __rmul__(self, other):
+        return _broadcast().multiply(other, self)
+
+    def __truediv__(self, other):
+        return _broadcast().divide(self, other)
+
+    def __rtruediv__(self, other):
+        return _broadcast().divide(other, self)
+
     def __eq__(self, other) -> bool:
         return isinstance(other, Tensor) and other.op is self.op and other.value_index == self.value_index
 
@@ -300,6 +339,12 @@ class Tensor:
     def __repr__(self) -> str:
         shape = ", ".join(str(s) for s in self.shape)
         return f"Tensor({self.name}, shape=({shape}), {self.dtype})"
+
+
+def _broadcast():
+    from . import broadcast  # it builds computes, whose module imports this one
+
+    return broadcast
 
 
 class TensorSlice(ExprOp):
@@ -321,6 +366,9 @@ class TensorSlice(ExprOp):
 
     def asobject(self) -> PrimExpr:
         """The element this slice names (an error unless every dimension is indexed)."""
+        if any(isinstance(ix, slice) for ix in self.indices):
+            raise TypeError(f"{self!r} is a region (it has slices): it is an argument of a tensor "
+                            "intrinsic's call, not an expression")
         return self.tensor(*self.indices)
 
     def _expr(self) -> PrimExpr:

@@ -11,18 +11,21 @@ and symbolic ``strides`` become the region's), and puts the statement in the nes
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
+from ..arith import Analyzer
 from ..errors import CompilerError
 from ..tir.buffer import Buffer, decl_buffer
-from ..tir.expr import Call, PrimExpr, const
+from ..tir.expr import Call, IterType, IterVar, PrimExpr, Reduce, Var, const, convert
+from ..tir.functor import IRMutator
 from ..tir.op import call_extern
 from ..tir.stmt import Evaluate, Stmt
 from .operation import compute, placeholder, var
-from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor, TensorSlice
 
-__all__ = ["TensorIntrin", "decl_tensor_intrin", "transpose_intrin", "TRANSPOSE", "MAX_TILE",
-           "transpose_call"]
+__all__ = ["TensorIntrin", "TensorIntrinCall", "decl_tensor_intrin", "transpose_intrin", "TRANSPOSE",
+           "MAX_TILE", "transpose_call"]
 
 #: The extern function of a tile transpose, which the LLVM backend emits inline
 #: (:mod:`compiler.codegen.llvm_transpose`): ``autotune_transpose(dst, dst_stride, src,
@@ -50,6 +53,16 @@ class TensorIntrin:
 
     def __repr__(self) -> str:
         return f"TensorIntrin({self.name!r}, op={self.op.name!r})"
+
+    def __call__(self, *regions, reduce_axis=None) -> TensorIntrinCall:
+        """The intrinsic applied to regions of tensors, as the body of a ``te.compute``
+        (TVM's call syntax): ``te.compute((n, 16), lambda i: vadd(A[i, 0:16], B[i, 0:16]))``.
+        One region per input, in the order the declaration reads them; each names the
+        intrinsic's dimensions with slices (``0:16``) and fixes the others with indices.
+        ``reduce_axis`` (an axis or a list) are reductions outside the intrinsic, of an
+        intrinsic that reduces. The compute loops over the lambda's indices (and
+        ``reduce_axis``) and the intrinsic computes the rest: its stage comes tensorized."""
+        return TensorIntrinCall(self, regions, reduce_axis)
 
 
 def decl_tensor_intrin(op: Operation, fcompute: Callable, name: str = "tensor_intrin",
@@ -101,6 +114,101 @@ def decl_tensor_intrin(op: Operation, fcompute: Callable, name: str = "tensor_in
     if body is None and update is None:
         raise CompilerError(f"decl_tensor_intrin {name!r}: fcompute returned no statement")
     return TensorIntrin(name, op, inputs, buffers, body, reset, update)
+
+
+class TensorIntrinCall:
+    """A tensor intrinsic applied to tensor regions (:meth:`TensorIntrin.__call__`), which
+    ``te.compute`` expands into its body."""
+
+    def __init__(self, intrin: TensorIntrin, regions, reduce_axis):
+        self.intrin = intrin
+        self.regions = tuple(regions)
+        if reduce_axis is None:
+            reduce_axis = ()
+        self.reduce_axis = tuple(reduce_axis) if isinstance(reduce_axis, (list, tuple)) else (reduce_axis,)
+
+    def _fail(self, name: str, what: str) -> CompilerError:
+        return CompilerError(f"compute {name!r} calling tensor intrinsic {self.intrin.name!r}: {what}")
+
+    def bodies(self, name: str, inner: tuple) -> tuple:
+        """The compute's bodies, with ``inner`` the axes the intrinsic covers (the last
+        dimensions of the compute): the intrinsic's computation reading the regions."""
+        iop = self.intrin.op
+        if iop.num_outputs != 1:
+            raise self._fail(name, "only intrinsics with one output can be called in a compute")
+        if len(inner) != len(iop.axis):
+            raise self._fail(name, f"the intrinsic computes {len(iop.axis)} dimensions, the compute leaves "
+                                   f"{len(inner)} to it (the shape's dimensions after the lambda's indices)")
+        analyzer = Analyzer()
+        for mine, theirs in zip(inner, iop.axis, strict=True):
+            if not analyzer.can_prove_equal(mine.dom.extent, theirs.dom.extent):
+                raise self._fail(name, f"the compute's dimension {mine.var.name} has extent "
+                                       f"{mine.dom.extent}, the intrinsic's {theirs.dom.extent}")
+        if len(self.regions) != len(self.intrin.inputs):
+            raise self._fail(name, f"given {len(self.regions)} regions for {len(self.intrin.inputs)} inputs")
+        vmap = {theirs.var: mine.var for mine, theirs in zip(inner, iop.axis, strict=True)}
+        own_reduce = tuple(IterVar(r.dom, Var(r.var.name, r.var.dtype), IterType.COMM_REDUCE)
+                           for r in iop.reduce_axis)
+        vmap.update((r.var, n.var) for r, n in zip(iop.reduce_axis, own_reduce, strict=True))
+        loads = {}
+        for placeholder_t, region in zip(self.intrin.inputs, self.regions, strict=True):
+            loads[placeholder_t] = self._region(name, placeholder_t, region, analyzer)
+        body = _RegionLoads(loads, vmap).visit(iop.body)
+        if isinstance(body, Reduce):
+            if any(not isinstance(r, IterVar) or r.iter_type is not IterType.COMM_REDUCE
+                   for r in self.reduce_axis):
+                raise self._fail(name, "reduce_axis must be reduction axes (te.reduce_axis)")
+            body = dataclasses.replace(body, axis=(*self.reduce_axis, *own_reduce))
+        elif self.reduce_axis:
+            raise self._fail(name, "reduce_axis was given but the intrinsic does not reduce")
+        return (body,)
+
+    def _region(self, name: str, t: Tensor, region, analyzer: Analyzer):
+        if not isinstance(region, TensorSlice):
+            raise self._fail(name, f"input {t.name!r} needs a tensor region such as A[i, 0:16], "
+                                   f"got {region!r}")
+        tensor, indices = region.tensor, region.indices
+        if len(indices) != tensor.ndim or tensor.dtype != t.dtype:
+            raise self._fail(name, f"the region of {tensor.name!r} must index all its {tensor.ndim} "
+                                   f"dimensions and hold {t.dtype} (the intrinsic's input {t.name!r})")
+        slices = [k for k, ix in enumerate(indices) if isinstance(ix, slice)]
+        if len(slices) != t.ndim:
+            raise self._fail(name, f"the region of {tensor.name!r} has {len(slices)} slices; input "
+                                   f"{t.name!r} has {t.ndim} dimensions")
+        for k, extent in zip(slices, t.shape, strict=True):
+            sl = indices[k]
+            spans = (sl.step in (None, 1) and sl.start is not None and sl.stop is not None
+                     and analyzer.can_prove_equal(convert(sl.stop) - convert(sl.start), extent))
+            if not spans:
+                raise self._fail(name, f"slice {sl.start}:{sl.stop} of {tensor.name!r} must span the input's "
+                                       f"extent {extent} with step 1")
+        return tensor, indices, slices
+
+    def __repr__(self) -> str:
+        return f"TensorIntrinCall({self.intrin.name!r}, {len(self.regions)} regions)"
+
+
+class _RegionLoads(IRMutator):
+    """The intrinsic's computation over the call's regions: its axes renamed, its loads of
+    input placeholders redirected to the regions' tensors."""
+
+    def __init__(self, loads: dict, vmap: dict):
+        self.loads = loads
+        self.vmap = vmap
+
+    def visit_Var(self, node):
+        return self.vmap.get(node, node)
+
+    def visit_ProducerLoad(self, node):
+        node = self.generic_visit(node)
+        found = self.loads.get(node.producer)
+        if found is None:
+            return node
+        tensor, indices, slices = found
+        full = list(indices)
+        for k, idx in zip(slices, node.indices, strict=True):
+            full[k] = convert(indices[k].start) + idx
+        return tensor(*full)
 
 
 def transpose_intrin(rows: int, cols: int, dtype: str = "float32", out_ndim: int = 2) -> TensorIntrin:

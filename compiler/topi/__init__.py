@@ -6,13 +6,16 @@
 * ``topi.testing``: their numpy references (``conv2d_nchw_python``,
   ``conv2d_nhwc_python``, ``depthwise_conv2d_python_nchw``, ``poolnd_python``,
   ``softmax_python``, ``batch_matmul``, ``dilate_python``);
-* ``topi.utils``: helpers on shapes (``get_const_tuple``, ``get_const_int``).
+* ``topi.utils``: helpers on shapes (``get_const_tuple``, ``get_const_int``);
+* ``topi.add``, ``topi.subtract``, ``topi.multiply``, ``topi.divide``: numpy-style broadcasting
+  (what ``A + B`` builds on tensors), and ``topi.tag``: the operator tags.
 
 The templates in ``search_spaces`` build their computations from these, so a kernel a
 user writes against ``topi.nn`` and a tuned template compute the same thing.
 See ``docs/topi.md``.
 """
 
-from . import nn, testing, utils
+from . import nn, tag, testing, utils
+from .broadcast import add, divide, multiply, subtract
 
-__all__ = ["nn", "testing", "utils"]
+__all__ = ["nn", "tag", "testing", "utils", "add", "subtract", "multiply", "divide"]

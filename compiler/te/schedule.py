@@ -1,0 +1,19 @@
+"""TVM's ``te.schedule`` names (``te.schedule.Fuse``, ``te.schedule.AutoInlineInjective``, ...),
+for code that spells them that way; they live in :mod:`compiler.schedule`."""
+
+from ..schedule import (
+    AutoInlineBroadcast,
+    AutoInlineElemWise,
+    AutoInlineInjective,
+    Fuse,
+    IterVarAttr,
+    Schedule,
+    Singleton,
+    Split,
+    Stage,
+    create_schedule,
+)
+from ..tir.buffer import Buffer
+
+__all__ = ["Schedule", "Stage", "create_schedule", "Split", "Fuse", "Singleton", "IterVarAttr", "Buffer",
+           "AutoInlineElemWise", "AutoInlineBroadcast", "AutoInlineInjective"]
