@@ -43,7 +43,7 @@ def count_flops(outputs: Sequence[Tensor] | Tensor) -> int:
         seen.add(id(op))
         if not isinstance(op, ComputeOp):
             continue
-        total += _const_prod(op.shape, op.name) * expr_flops(op.body)
+        total += _const_prod(op.shape, op.name) * expr_flops(op.bodies[0])
         todo += [t.op for t in op.input_tensors]
     return total
 
@@ -137,7 +137,7 @@ def _own_flops(op) -> int:
                                    "(other operations such as te.extern cannot be counted)")
     if len(op.bodies) != 1:
         raise FlopCalculationError(f"found multiple outputs in the compute {op.name!r}")
-    return _const_prod([iv.dom.extent for iv in op.axis], op.name) * _autotvm_count(op.body)
+    return _const_prod([iv.dom.extent for iv in op.axis], op.name) * _autotvm_count(op.bodies[0])
 
 
 def _autotvm_count(e) -> int:

@@ -160,14 +160,14 @@ def rfactor(sch: schedule.Schedule, tensor: Tensor, axis: IterVar, factor_axis: 
     stage = sch[tensor]
     op = stage.op
     name = op.name
-    if not isinstance(op, ComputeOp) or not isinstance(op.body, Reduce):
+    if not isinstance(op, ComputeOp) or not isinstance(op.bodies[0], Reduce):
         raise ScheduleError(f"rfactor of {name!r}: the stage is not a reduction")
     if not any(v is axis for v in stage.leaf_iter_vars):
         raise ScheduleError(f"rfactor of {name!r}: axis {getattr(axis, 'var', axis)} is not a leaf "
                             "axis of the stage")
     if axis.iter_type is not IterType.COMM_REDUCE:
         raise ScheduleError(f"rfactor of {name!r}: axis {axis.var.name!r} is not a reduction axis")
-    red: Reduce = op.body
+    red: Reduce = op.bodies[0]
     root, rel = _reduce_root_of(stage, axis)
     if root is None:
         raise ScheduleError(f"rfactor of {name!r}: axis {axis.var.name!r} must be a reduction axis "

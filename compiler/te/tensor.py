@@ -119,9 +119,10 @@ class ComputeOp(Operation):
         super().__init__(name, tag, attrs)
 
     @property
-    def body(self) -> PrimExpr:
-        """The expression of the first output (the only one unless a tuple was computed)."""
-        return self.bodies[0]
+    def body(self) -> tuple[PrimExpr, ...]:
+        """The expressions of the outputs, one per output, as TVM's ``ComputeOp.body`` (an
+        array: ``op.body[0]`` is the first output's)."""
+        return self.bodies
 
     @property
     def num_outputs(self) -> int:

@@ -153,7 +153,7 @@ class TensorIntrinCall:
         loads = {}
         for placeholder_t, region in zip(self.intrin.inputs, self.regions, strict=True):
             loads[placeholder_t] = self._region(name, placeholder_t, region, analyzer)
-        body = _RegionLoads(loads, vmap).visit(iop.body)
+        body = _RegionLoads(loads, vmap).visit(iop.bodies[0])
         if isinstance(body, Reduce):
             if any(not isinstance(r, IterVar) or r.iter_type is not IterType.COMM_REDUCE
                    for r in self.reduce_axis):

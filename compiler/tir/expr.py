@@ -45,36 +45,48 @@ class ExprOp:
         return self  # type: ignore[return-value]
 
     def __add__(self, other):
+        if _foreign(other):
+            return NotImplemented
         return _binary(Add, self, other)
 
     def __radd__(self, other):
         return _binary(Add, other, self)
 
     def __sub__(self, other):
+        if _foreign(other):
+            return NotImplemented
         return _binary(Sub, self, other)
 
     def __rsub__(self, other):
         return _binary(Sub, other, self)
 
     def __mul__(self, other):
+        if _foreign(other):
+            return NotImplemented
         return _binary(Mul, self, other)
 
     def __rmul__(self, other):
         return _binary(Mul, other, self)
 
     def __truediv__(self, other):
+        if _foreign(other):
+            return NotImplemented
         return _div(self, other)
 
     def __rtruediv__(self, other):
         return _div(other, self)
 
     def __floordiv__(self, other):
+        if _foreign(other):
+            return NotImplemented
         return _binary(FloorDiv, self, other)
 
     def __rfloordiv__(self, other):
         return _binary(FloorDiv, other, self)
 
     def __mod__(self, other):
+        if _foreign(other):
+            return NotImplemented
         return _binary(FloorMod, self, other)
 
     def __rmod__(self, other):
@@ -673,6 +685,12 @@ def convert(value) -> PrimExpr:
     if isinstance(value, ExprOp):  # an expression-like object (a tensor slice): what it stands for
         return convert(value._expr())
     raise TypeError(f"cannot use {value!r} of type {type(value).__name__} as an expression")
+
+
+def _foreign(value) -> bool:
+    """Whether ``value`` is no expression-like operand, so that an operator gives the other
+    operand's reflected method its turn (``n + A`` with a tensor ``A`` builds a compute)."""
+    return not isinstance(value, (ExprOp, IterVar, bool, int, float, np.generic))
 
 
 def _convert_pair(a, b) -> tuple[PrimExpr, PrimExpr]:

@@ -139,7 +139,7 @@ def test_init_of_a_matmul_from_a_tensor_of_the_output_indices_with_split_and_reo
     s[C].vectorize(ji)
     a, b, c0 = (random_array(rng, sh, "float32") for sh in ((n, l), (l, m), (n, m)))
     build_and_check(s, [A, Bm, C0, C], [a, b, c0], [c0 + a @ b], rtol=1e-5)
-    assert str(C.op.body).endswith("init=(C0[i, j]))")
+    assert str(C.op.body[0]).endswith("init=(C0[i, j]))")
     assert C0 in C.op.input_tensors
 
 
@@ -238,7 +238,7 @@ def test_rfactor_of_a_reduction_with_init_starts_the_final_reduction_from_it(rng
     s = te.create_schedule(B.op)
     ko, ki = s[B].split(B.op.reduce_axis[0], factor=4)
     BF = s.rfactor(B, ki)
-    assert not BF.op.body.init and B.op.body.init
+    assert not BF.op.body[0].init and B.op.body[0].init
     s[BF].compute_at(s[B], B.op.axis[0])
     a, c0 = random_array(rng, (6, 16), "float32"), random_array(rng, (6,), "float32") * 3
     want = c0 + a.sum(axis=1) if ref is np.sum else ref(np.concatenate([a, c0[:, None]], axis=1), axis=1)

@@ -229,6 +229,31 @@ def test_tensor_expression_with_scalars_and_a_var():
     np.testing.assert_allclose(out.numpy(), 3 + a - b * c + 2, rtol=1e-5)
 
 
+def test_an_expression_on_the_left_of_a_tensor():
+    x = te.var("x", "float32")
+    A = te.placeholder((6,), name="A")
+    B = x * A          # a Var on the left: the tensor's reflected operator builds the compute
+    C = A[0] - B       # so does an element of a tensor
+    assert B.op.tag == "elemwise" and C.op.tag == "elemwise"
+    f = tvm.build(te.create_schedule(C.op), [x, A, C])
+    a = _rand((6,))
+    out = _poisoned((6,))
+    f(3.0, tvm.nd.array(a), out)
+    np.testing.assert_allclose(out.numpy(), a[0] - 3.0 * a, rtol=1e-6)
+    with pytest.raises(TypeError, match="unsupported operand"):
+        x + "A"
+
+
+def test_compute_op_body_is_an_array_of_the_outputs_bodies():
+    A = te.placeholder((4, 5), name="A")
+    k = te.reduce_axis((0, 5), name="k")
+    B = te.compute((4,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    assert len(B.op.body) == 1 and isinstance(B.op.body[0], tir.Reduce)
+    assert B.op.body[0].axis[0].var.name == "k"
+    C, D = te.compute((4,), lambda i: (A[i, 0] + 1, A[i, 1] * 2), name="CD")
+    assert len(C.op.body) == 2 and C.op.body is D.op.body
+
+
 @pytest.mark.parametrize("lhs, rhs, op", [
     ((2, 3), (), "add"),
     ((5, 2, 3), (1,), "add"),
