@@ -56,8 +56,10 @@ class IterVarAttr:
 
     __slots__ = ("_iv", "_attr")
 
-    DataPar, ThreadIndex, CommReduce, Ordered, DimInfo = 0, 1, 2, 3, 4
-    Unrolled, Vectorized, Parallelized, Tensorized = 5, 6, 7, 8
+    DataPar, ThreadIndex, CommReduce, Ordered, DimInfo = (
+        IterVar.DataPar, IterVar.ThreadIndex, IterVar.CommReduce, IterVar.Ordered, IterVar.DimInfo)
+    Unrolled, Vectorized, Parallelized, Tensorized = (
+        IterVar.Unrolled, IterVar.Vectorized, IterVar.Parallelized, IterVar.Tensorized)
 
     def __init__(self, iv: IterVar, attr: IterAttr):
         self._iv, self._attr = iv, attr

@@ -14,6 +14,7 @@ from ..schedule import (
     create_schedule,
 )
 from ..tir.buffer import Buffer
+from ..tir.expr import IterVar
 
-__all__ = ["Schedule", "Stage", "create_schedule", "Split", "Fuse", "Singleton", "IterVarAttr", "Buffer",
-           "AutoInlineElemWise", "AutoInlineBroadcast", "AutoInlineInjective"]
+__all__ = ["Schedule", "Stage", "create_schedule", "Split", "Fuse", "Singleton", "IterVarAttr", "IterVar",
+           "Buffer", "AutoInlineElemWise", "AutoInlineBroadcast", "AutoInlineInjective"]

@@ -623,8 +623,13 @@ class IterType(enum.IntEnum):
 class IterVar(ExprOp):
     """An iteration variable: a variable with its domain and kind.
 
-    Usable wherever an expression is expected (it stands for its ``var``).
+    Usable wherever an expression is expected (it stands for its ``var``). The class
+    constants are TVM's numbers for the kinds of loop (``IterVar.Unrolled == 5``), which
+    ``s[T].iter_var_attrs[iv].iter_type`` reports.
     """
+
+    DataPar, ThreadIndex, CommReduce, Ordered, DimInfo = 0, 1, 2, 3, 4
+    Unrolled, Vectorized, Parallelized, Tensorized = 5, 6, 7, 8
 
     dom: Range | None
     var: Var

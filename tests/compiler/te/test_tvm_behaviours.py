@@ -55,6 +55,7 @@ def test_iter_var_attrs_report_loop_kinds_with_tvm_numbers():
     assert attrs[xi].iter_type == Attr.Unrolled == 5
     assert attrs[yi].iter_type == Attr.Vectorized == 6
     assert attrs[xo].iter_type == Attr.Parallelized == 7
+    assert te.schedule.IterVar.Unrolled == tir.IterVar.Unrolled == 5 and tir.IterVar.Tensorized == 8
     assert [k.value for k in attrs[yo].pragma_keys] == ["auto_unroll_max_step"]
     assert attrs[yo].pragma_values[0].value == 16
     a = _rand((20, 10))
