@@ -263,17 +263,22 @@ def split_workload(in_file: str | os.PathLike, clean: bool = True) -> list[str]:
     return paths
 
 
-def _raw_rows(path):
-    """``(line number, line, parsed row)`` of the JSON lines of ``path`` (others are skipped)."""
+def _lines(path):
+    """``(line number, line)`` of the lines of ``path`` that hold something: not blank, no comment."""
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            try:
-                yield lineno, line, json.loads(line)
-            except json.JSONDecodeError:
-                continue
+            if line and not line.startswith("#"):
+                yield lineno, line
+
+
+def _raw_rows(path):
+    """``(line number, line, parsed row)`` of the JSON lines of ``path`` (others are skipped)."""
+    for lineno, line in _lines(path):
+        try:
+            yield lineno, line, json.loads(line)
+        except json.JSONDecodeError:
+            continue
 
 
 def _workload_text(inp: list) -> str:
@@ -289,17 +294,13 @@ def _rows(path, reading: LogReading, make) -> list:
     """``make(row, reading)`` of each line of AutoTVM log ``path`` that it can make (the others
     are noted in ``reading``)."""
     out = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            try:
-                out.append(make(json.loads(line), reading))
-            except _Skip as skip:
-                reading.skip(str(skip), lineno)
-            except json.JSONDecodeError as exc:
-                reading.skip(f"not JSON ({exc.msg})", lineno)
+    for lineno, line in _lines(path):
+        try:
+            out.append(make(json.loads(line), reading))
+        except _Skip as skip:
+            reading.skip(str(skip), lineno)
+        except json.JSONDecodeError as exc:
+            reading.skip(f"not JSON ({exc.msg})", lineno)
     return out
 
 

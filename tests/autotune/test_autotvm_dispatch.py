@@ -8,6 +8,7 @@ import logging
 
 import numpy as np
 import pytest
+from autotvm_templates import elementwise_template
 
 import compiler as tvm
 from autotune import autotvm
@@ -20,26 +21,13 @@ N = 64
 
 @pytest.fixture(scope="module")
 def scale():
-    @autotvm.template("test_autotvm_dispatch/scale")
-    def scale(n):
-        A = te.placeholder((n,), name="A")
-        B = te.compute((n,), lambda i: A[i] * 2.0 - 1.0, name="B")
-        s = te.create_schedule(B.op)
-        cfg = autotvm.get_config()
-        cfg.define_split("tile", B.op.axis[0], num_outputs=2)
-        cfg.define_knob("unroll", [0, 1])
-        _, inner = cfg["tile"].apply(s, B, B.op.axis[0])
-        if cfg["unroll"].val:
-            s[B].unroll(inner)
-        return s, [A, B]
-
-    yield scale
-    unregister_template("test_autotvm_dispatch/scale")
+    with elementwise_template("test_autotvm_dispatch/scale", lambda a: a * 2.0 - 1.0) as scale:
+        yield scale
 
 
 @pytest.fixture
 def task(scale):
-    return autotvm.task.create("test_autotvm_dispatch/scale", args=(N,), target="llvm")
+    return autotvm.task.create("test_autotvm_dispatch/scale", args=(N, "float32"), target="llvm")
 
 
 def _run(s, args):
@@ -65,7 +53,7 @@ def test_contexts_stack_and_the_innermost_is_current(task):
 
 def test_a_query_the_inner_context_cannot_answer_falls_through(scale, task):
     mine = task.config_space.get(5)
-    other = autotvm.task.create("test_autotvm_dispatch/scale", args=(2 * N,), target="llvm")
+    other = autotvm.task.create("test_autotvm_dispatch/scale", args=(2 * N, "float32"), target="llvm")
 
     class OneWorkload(DispatchContext):
         """A context written as in AutoTVM: a Target and a workload tuple."""
@@ -82,11 +70,11 @@ def test_a_query_the_inner_context_cannot_answer_falls_through(scale, task):
     outer_cfg = other.config_space.get(2)
     with ApplyConfig(outer_cfg), OneWorkload(task.workload, mine) as ctx:
         with tvm.target.Target("llvm"):
-            s, args = scale(N)  # answered by the inner context
+            s, args = scale(N, "float32")  # answered by the inner context
             assert ctx.query(tvm.target.Target("llvm"), task.workload) is mine
             assert ctx.query(tvm.target.Target("llvm"), other.workload) is outer_cfg  # from ApplyConfig
         # the template's own call asked the inner context with AutoTVM's workload tuple
-        assert ctx.asked[0] == (tvm.target.Target("llvm").model, ("test_autotvm_dispatch/scale", N))
+        assert ctx.asked[0] == (tvm.target.Target("llvm").model, ("test_autotvm_dispatch/scale", N, "float32"))
     _run(s, args)
 
 
@@ -123,7 +111,7 @@ def test_apply_config_update_and_workload(scale, task):
     ctx = ApplyConfig(task.config_space.get(1))
     with ctx:
         with tvm.target.Target("llvm"):
-            s, args = scale(N)
+            s, args = scale(N, "float32")
         assert ctx.workload == task.workload
         ctx.update(tvm.target.Target("llvm"), task.workload, task.config_space.get(11))
         assert DispatchContext.current.query(tvm.target.Target("llvm"), task.workload).index == 11
@@ -190,7 +178,7 @@ def test_a_context_keyed_on_target_keys_as_autotvms_apply_history_best(scale, ta
     with ByKey({("cpu", task.workload): mine}) as ctx:
         assert ctx.query(tvm.target.Target("llvm"), task.workload) is mine
         with tvm.target.Target("llvm"):
-            s, args = scale(N)
+            s, args = scale(N, "float32")
         assert ctx.query(tvm.target.Target("cuda"), task.workload).is_fallback  # no "cuda"/"gpu" record
     assert ctx.answered == [mine, mine, None]  # the template's call was answered by the "cpu" key
     _run(s, args)

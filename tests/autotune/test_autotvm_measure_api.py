@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import pytest
+from autotvm_templates import matmul_template
 
 import compiler as tvm
 from autotune import autotvm
@@ -20,33 +21,15 @@ from autotune.autotvm.measure.measure import (
     create_measure_batch,
 )
 from autotune.autotvm.measure.measure_methods import BuildResult
-from compiler import te
-from search_spaces import InstantiationError, unregister_template
+from search_spaces import InstantiationError
 
 N = L = M = 16
 
 
 @pytest.fixture(scope="module")
 def task():
-    @autotvm.template("test_measure_api/matmul")
-    def matmul(N, L, M, dtype):
-        A = te.placeholder((N, L), name="A", dtype=dtype)
-        B = te.placeholder((L, M), name="B", dtype=dtype)
-        k = te.reduce_axis((0, L), name="k")
-        C = te.compute((N, M), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-        s = te.create_schedule(C.op)
-        y, x = s[C].op.axis
-        k = s[C].op.reduce_axis[0]
-        cfg = autotvm.get_config()
-        cfg.define_split("tile_y", y, num_outputs=2)
-        cfg.define_split("tile_x", x, num_outputs=2)
-        yo, yi = cfg["tile_y"].apply(s, C, y)
-        xo, xi = cfg["tile_x"].apply(s, C, x)
-        s[C].reorder(yo, xo, k, yi, xi)
-        return s, [A, B, C]
-
-    yield autotvm.task.create("test_measure_api/matmul", args=(N, L, M, "float32"), target="llvm")
-    unregister_template("test_measure_api/matmul")
+    with matmul_template("test_measure_api/matmul"):
+        yield autotvm.task.create("test_measure_api/matmul", args=(N, L, M, "float32"), target="llvm")
 
 
 def test_measure_result_is_autotvms_named_tuple():

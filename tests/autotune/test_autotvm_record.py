@@ -6,34 +6,20 @@ import json
 import logging
 
 import pytest
+from autotvm_templates import elementwise_template
 
 import autotune
 import compiler
 import db
 from autotune import autotvm
-from compiler import te
-from search_spaces import unregister_template
 
 TARGET = "llvm -mcpu=znver4"  # pinned: the records name this CPU, whatever machine reads them
 
 
 @pytest.fixture(scope="module")
 def task():
-    @autotvm.template("test_record/add")
-    def add(n, dtype):
-        A = te.placeholder((n,), name="A", dtype=dtype)
-        B = te.compute((n,), lambda i: A[i] + 1.0, name="B")
-        s = te.create_schedule(B.op)
-        cfg = autotvm.get_config()
-        cfg.define_split("tile", B.op.axis[0], num_outputs=2)
-        cfg.define_knob("unroll", [0, 1])
-        _, inner = cfg["tile"].apply(s, B, B.op.axis[0])
-        if cfg["unroll"].val:
-            s[B].unroll(inner)
-        return s, [A, B]
-
-    yield autotvm.task.create("test_record/add", args=(32, "float32"), target=TARGET)
-    unregister_template("test_record/add")
+    with elementwise_template("test_record/add", lambda a: a + 1.0):
+        yield autotvm.task.create("test_record/add", args=(32, "float32"), target=TARGET)
 
 
 AUTOTVM_TARGET = TARGET + " -keys=cpu -link-params=0"  # with options AutoTVM writes and we have no use for

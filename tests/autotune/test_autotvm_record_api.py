@@ -7,14 +7,13 @@ import json
 import time
 
 import pytest
+from autotvm_templates import matmul_template
 
 from autotune import autotvm
 from autotune.autotvm import database
 from autotune.autotvm.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from autotune.autotvm.record import decode, encode, load_from_file, measure_str_key, pick_best, split_workload
 from autotune.errors import AutotuneError
-from compiler import te
-from search_spaces import unregister_template
 
 NAME = "test_record_api/matmul"
 ARGS = [16, 16, 16, "float32"]
@@ -31,25 +30,8 @@ def _line(tile_y, tile_x, costs, error_no=0, args=ARGS, target="llvm -keys=cpu -
 
 @pytest.fixture(scope="module")
 def task():
-    @autotvm.template(NAME)
-    def matmul(N, L, M, dtype):
-        A = te.placeholder((N, L), name="A", dtype=dtype)
-        B = te.placeholder((L, M), name="B", dtype=dtype)
-        k = te.reduce_axis((0, L), name="k")
-        C = te.compute((N, M), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-        s = te.create_schedule(C.op)
-        y, x = s[C].op.axis
-        k = s[C].op.reduce_axis[0]
-        cfg = autotvm.get_config()
-        cfg.define_split("tile_y", y, num_outputs=2)
-        cfg.define_split("tile_x", x, num_outputs=2)
-        yo, yi = cfg["tile_y"].apply(s, C, y)
-        xo, xi = cfg["tile_x"].apply(s, C, x)
-        s[C].reorder(yo, xo, k, yi, xi)
-        return s, [A, B, C]
-
-    yield autotvm.task.create(NAME, args=ARGS, target="llvm")
-    unregister_template(NAME)
+    with matmul_template(NAME):
+        yield autotvm.task.create(NAME, args=ARGS, target="llvm")
 
 
 def get_sample_records(task, n):

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from autotvm_templates import elementwise_template
 
 import db
 from autotune import autotvm
@@ -15,21 +16,8 @@ from search_spaces import unregister_template
 
 @pytest.fixture(scope="module")
 def task():
-    @autotvm.template("test_autotvm/scale")
-    def scale(n, dtype):
-        A = te.placeholder((n,), name="A", dtype=dtype)
-        B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
-        s = te.create_schedule(B.op)
-        cfg = autotvm.get_config()
-        cfg.define_split("tile", B.op.axis[0], num_outputs=2)
-        cfg.define_knob("unroll", [0, 1])
-        _, inner = cfg["tile"].apply(s, B, B.op.axis[0])
-        if cfg["unroll"].val:
-            s[B].unroll(inner)
-        return s, [A, B]
-
-    yield autotvm.task.create("test_autotvm/scale", args=(64, "float32"), target="llvm")
-    unregister_template("test_autotvm/scale")
+    with elementwise_template("test_autotvm/scale", lambda a: a * 2.0):
+        yield autotvm.task.create("test_autotvm/scale", args=(64, "float32"), target="llvm")
 
 
 @pytest.fixture(scope="module")

@@ -121,20 +121,24 @@ def test_let_new_scope_and_scope_attr(rng):
 def collatz_steps(ins, outs):
     """For each input, how many Collatz steps reach 1: a while loop on scratch buffers."""
     ib = tir.ir_builder.create()
-    a, c = ib.buffer_ptr(ins[0]), ib.buffer_ptr(outs[0])
     with ib.for_range(0, ins[0].shape[0], name="i") as i:
-        value = ib.allocate("int32", (1,), name="value", scope="local")
-        steps = ib.allocate("int32", (1,), name="steps", scope="local")
-        value[0] = a[i]
-        steps[0] = 0
-        with ib.while_loop(value[0] > 1):
-            with ib.if_scope(value[0] % 2 == 0):
-                value[0] = value[0] // 2
-            with ib.else_scope():
-                value[0] = value[0] * 3 + 1
-            steps[0] += 1
-        c[i] = steps[0]
+        _collatz_of_element(ib, ins[0], outs[0], i)
     return ib.get()
+
+
+def _collatz_of_element(ib, inp, out, i):
+    a, c = ib.buffer_ptr(inp), ib.buffer_ptr(out)
+    value = ib.allocate("int32", (1,), name="value", scope="local")
+    steps = ib.allocate("int32", (1,), name="steps", scope="local")
+    value[0] = a[i]
+    steps[0] = 0
+    with ib.while_loop(value[0] > 1):
+        with ib.if_scope(value[0] % 2 == 0):
+            value[0] = value[0] // 2
+        with ib.else_scope():
+            value[0] = value[0] * 3 + 1
+        steps[0] += 1
+    c[i] = steps[0]
 
 
 def collatz_reference(a):
@@ -167,21 +171,10 @@ def test_while_loop(rng):
 def test_while_loop_on_the_gpu_simulator_where_threads_leave_it_at_different_steps(rng):
     def collatz_per_thread(ins, outs):
         ib = tir.ir_builder.create()
-        a, c = ib.buffer_ptr(ins[0]), ib.buffer_ptr(outs[0])
         bx, tx = te.thread_axis("blockIdx.x"), te.thread_axis("threadIdx.x")
         ib.scope_attr(bx, "thread_extent", 1)
         ib.scope_attr(tx, "thread_extent", 9)
-        value = ib.allocate("int32", (1,), name="value", scope="local")
-        steps = ib.allocate("int32", (1,), name="steps", scope="local")
-        value[0] = a[tx]
-        steps[0] = 0
-        with ib.while_loop(value[0] > 1):
-            with ib.if_scope(value[0] % 2 == 0):
-                value[0] = value[0] // 2
-            with ib.else_scope():
-                value[0] = value[0] * 3 + 1
-            steps[0] += 1
-        c[tx] = steps[0]
+        _collatz_of_element(ib, ins[0], outs[0], tx)
         return ib.get()
 
     A = te.placeholder((9,), name="A", dtype="int32")
