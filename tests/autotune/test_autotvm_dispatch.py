@@ -74,7 +74,8 @@ def test_a_query_the_inner_context_cannot_answer_falls_through(scale, task):
             assert ctx.query(tvm.target.Target("llvm"), task.workload) is mine
             assert ctx.query(tvm.target.Target("llvm"), other.workload) is outer_cfg  # from ApplyConfig
         # the template's own call asked the inner context with AutoTVM's workload tuple
-        assert ctx.asked[0] == (tvm.target.Target("llvm").model, ("test_autotvm_dispatch/scale", N, "float32"))
+        workload = ("test_autotvm_dispatch/scale", N, "float32")
+        assert ctx.asked[0] == (tvm.target.Target("llvm").model, workload)
     _run(s, args)
 
 
