@@ -210,3 +210,12 @@ def test_blocks_share_state_and_failures_are_reported(tmp_path: Path) -> None:
     assert results["1"] is None and results["5"] is None
     assert "RuntimeError: v is 42" in results["9"]
     assert "13" not in results
+
+
+def test_tuning_examples_read_the_trial_count() -> None:
+    """A runnable example that tunes takes its trial count from AUTOTUNE_DOCS_TRIALS, so that
+    this test stays short: no literal ``trials=N`` and no ``time_budget=`` in a block that runs."""
+    for b in _all_blocks():
+        if b.not_run is None:
+            assert not re.search(r"\btrials\s*=\s*\d|\btime_budget\s*=", b.source), (
+                f"{b.path.name}:{b.line}: read the trial count from {TRIALS_ENV}")
