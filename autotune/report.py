@@ -25,17 +25,20 @@ import base64
 import html
 import io
 import math
+import statistics
 import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import db as tuning_db
 from autotune.selection import gflops, knobs_of, target_label, workload_label
+from search_spaces import SearchSpaceError, create_task
 
 __all__ = ["WorkloadSummary", "summarize", "summarize_workload", "summary_table", "format_table",
-           "run_lines", "plot_workload", "write_plot", "write_html", "IMAGE_SUFFIXES", "SUMMARY_HEADER",
-           "PLOT_POINTS"]
+           "run_lines", "Reference", "references", "plot_workload", "write_plot", "write_html",
+           "IMAGE_SUFFIXES", "SUMMARY_HEADER", "PLOT_POINTS"]
 
 #: File suffixes :func:`write_plot` can write (matplotlib's formats).
 IMAGE_SUFFIXES = (".png", ".svg", ".pdf")
@@ -70,6 +73,10 @@ class WorkloadSummary:
     flop: float | None
     remeasured: int = 0
     curve: object = field(default=None, repr=False)
+    #: the median cost (seconds) of every measurement of the template's default config and their
+    #: number, when the log measured it (read for plots only)
+    default_cost: float | None = None
+    default_measurements: int = 0
 
     @property
     def label(self) -> str:
@@ -85,6 +92,17 @@ class WorkloadSummary:
     def best_gflops(self) -> float | None:
         """The rate of the best config (None without a FLOP count or a success)."""
         return gflops(self.flop, self.best_cost)
+
+    def rate(self, cost: float | None) -> float | None:
+        """What the plots draw for a cost (seconds): GFLOPS with a FLOP count, else runs per second."""
+        if cost is None or not math.isfinite(cost) or cost <= 0:
+            return None
+        return self.flop / cost / 1e9 if self.flop else 1.0 / cost
+
+    @property
+    def rate_unit(self) -> str:
+        """The unit of :meth:`rate`."""
+        return "GFLOPS" if self.flop else "runs per second"
 
 
 def summarize_workload(log, workload, counts=None) -> WorkloadSummary:
@@ -198,35 +216,59 @@ def _pyplot():
     return plt
 
 
-def plot_workload(ax, summary: WorkloadSummary) -> None:
+@dataclass(frozen=True)
+class Reference:
+    """A horizontal line of a tuning plot: the chosen config, the default config or the peak."""
+
+    name: str
+    value: float
+    color: str
+    dash: str  # matplotlib's linestyle
+
+
+def references(summary: WorkloadSummary, peak_gflops: float | None = None) -> list[Reference]:
+    """The lines a plot of ``summary`` marks: the chosen config (the table's figure: the median of
+    every measurement of the config the ranking puts first), the default config when the log
+    measured it, and ``peak_gflops`` (a measured FMA peak or roofline, GFLOPS) when given and the
+    workload has a FLOP count."""
+    out = []
+    best = summary.rate(summary.best_cost)
+    if best is not None:
+        out.append(Reference(f"chosen config {best:.4g} (median of {summary.best_measurements}, as in the "
+                             "table)", best, "#dd8452", "-"))
+    default = summary.rate(summary.default_cost)
+    if default is not None:
+        out.append(Reference(f"default config {default:.4g} (median of {summary.default_measurements})",
+                             default, "#55a868", "--"))
+    if peak_gflops and summary.flop:
+        out.append(Reference(f"peak {peak_gflops:.4g} GFLOPS", float(peak_gflops), "#8172b3", ":"))
+    return out
+
+
+def plot_workload(ax, summary: WorkloadSummary, peak_gflops: float | None = None) -> None:
     """Draw ``summary``'s tuning curve (its ``curve``, see :func:`summarize`) on matplotlib
-    axes ``ax``: the trials as points (GFLOPS; past :data:`PLOT_POINTS` trials, the fastest and
-    slowest of each bucket of consecutive trials), the best so far as a line, failed trials as
-    red crosses at zero, and a dotted line where a new tuning run starts. (Re-measurements are
-    no trials: not drawn.)"""
+    axes ``ax``: the single trials as points (GFLOPS of each trial's mean; past
+    :data:`PLOT_POINTS` trials, the fastest and slowest of each bucket of consecutive trials),
+    failed trials as red crosses at zero, a dotted line where a new tuning run starts, and the
+    :func:`references` as horizontal lines: the chosen config's figure (the table's, never the
+    fastest single trial, which may have been luck), the default config and the peak.
+    (Re-measurements are no trials: not drawn as points; they count in the chosen config's
+    median.)"""
     curve = summary.curve
     points = curve.points if curve is not None else []
-    have_flop = summary.flop is not None
-
-    def rate(cost):
-        if cost is None or cost <= 0:
-            return None
-        return summary.flop / cost / 1e9 if have_flop else 1.0 / cost
-
     xs = [p.trial for p in points]
-    best, curve_ys, ok = 0.0, [], []
+    ok = []
     for p in points:
-        hi, lo = rate(p.fastest), rate(p.slowest)
-        ok += [(p.trial, y) for y in {hi, lo} if y is not None]
-        best = max(best, hi or 0.0)
-        curve_ys.append(best)
+        ok += [(p.trial, y) for y in {summary.rate(p.fastest), summary.rate(p.slowest)} if y is not None]
     bad = [p.trial for p in points if p.errors]
     if ok:
+        single = ("single trial" if curve.trials == len(points)
+                  else "single trials (fastest, slowest per bucket)")
         ax.scatter([q[0] for q in ok], [q[1] for q in ok], s=12, color="#4c72b0", alpha=0.55,
-                   label="trial" if curve.trials == len(points) else "trials (fastest, slowest per bucket)",
-                   zorder=2)
-    if xs:
-        ax.step(xs, curve_ys, where="post", color="#dd8452", linewidth=2, label="best so far", zorder=3)
+                   label=single, zorder=2)
+    for ref in references(summary, peak_gflops):
+        ax.axhline(ref.value, color=ref.color, linestyle=ref.dash, linewidth=2 if ref.dash == "-" else 1.5,
+                   label=ref.name, zorder=3)
     if bad:
         ax.scatter(bad, [0.0] * len(bad), marker="x", s=30, color="#c44e52",
                    label=f"error ({sum(p.errors for p in points)})", zorder=4)
@@ -234,21 +276,34 @@ def plot_workload(ax, summary: WorkloadSummary) -> None:
         ax.axvline(start - 0.5, color="#999999", linestyle=":", linewidth=1)
     ax.set_title(f"{summary.label} on {summary.target_label}", fontsize=9)
     ax.set_xlabel("trial (in time order)")
-    ax.set_ylabel("GFLOPS" if have_flop else "runs per second")
+    ax.set_ylabel(summary.rate_unit)
     ax.set_ylim(bottom=0)
     if xs:
         ax.set_xlim(0, xs[-1] + 1)
-        ax.legend(loc="lower right", fontsize=8)
+        ax.legend(loc="lower right", fontsize=7)
     ax.grid(True, alpha=0.3)
+
+
+def _default_config_stats(log, s: WorkloadSummary) -> tuple[float | None, int]:
+    """The median cost of every measurement of ``s``'s default config and their number (None, 0
+    when the log never measured it, or the template is not registered in this process)."""
+    try:
+        task = create_task(s.template, s.args, s.target)
+    except SearchSpaceError:  # a template of the user's, not imported here: no default to mark
+        return None, 0
+    key = tuning_db.knobs_fingerprint(task.config_space.default_config.to_json())
+    costs = [c for r in log.records(s.key, knobs_hash=key) for c in tuning_db.stats.usable_costs(r.costs)]
+    return (statistics.median(costs), len(costs)) if costs else (None, 0)
 
 
 def _with_curves(log, summaries: Sequence[WorkloadSummary]) -> list[WorkloadSummary]:
     for s in summaries:
         s.curve = log.trial_curve(s.key, points=PLOT_POINTS)
+        s.default_cost, s.default_measurements = _default_config_stats(log, s)
     return list(summaries)
 
 
-def _figure(summaries: Sequence[WorkloadSummary]):
+def _figure(summaries: Sequence[WorkloadSummary], peak_gflops: float | None = None):
     plt = _pyplot()
     n = max(1, len(summaries))
     cols = 1 if n == 1 else 2
@@ -257,13 +312,13 @@ def _figure(summaries: Sequence[WorkloadSummary]):
     for ax in axes.flat[len(summaries):]:
         ax.set_visible(False)
     for ax, s in zip(axes.flat, summaries):
-        plot_workload(ax, s)
+        plot_workload(ax, s, peak_gflops)
     fig.tight_layout()
     return plt, fig
 
 
-def _png_base64(summary: WorkloadSummary) -> str:
-    plt, fig = _figure([summary])
+def _png_base64(summary: WorkloadSummary, peak_gflops: float | None = None) -> str:
+    plt, fig = _figure([summary], peak_gflops)
     buf = io.BytesIO()
     try:
         fig.savefig(buf, format="png", dpi=100)
@@ -272,15 +327,16 @@ def _png_base64(summary: WorkloadSummary) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def write_plot(log, path, match: str | None = None) -> int:
+def write_plot(log, path, match: str | None = None, peak_gflops: float | None = None) -> int:
     """Write the tuning curves of ``log``'s workloads (those ``match`` selects) as one
-    image (``.png``, ``.svg`` or ``.pdf``): one panel per workload. Returns the number
-    of panels."""
+    image (``.png``, ``.svg`` or ``.pdf``): one panel per workload (:func:`plot_workload`;
+    ``peak_gflops``, a measured FMA peak or roofline, is marked when given). Returns the
+    number of panels."""
     path = Path(path)
     if path.suffix.lower() not in IMAGE_SUFFIXES:
         raise ValueError(f"{path}: an image file ends in {', '.join(IMAGE_SUFFIXES)}")
     summaries = _with_curves(log, summarize(log, match))
-    plt, fig = _figure(summaries)
+    plt, fig = _figure(summaries, peak_gflops)
     try:
         fig.savefig(path, dpi=100)
     finally:
@@ -325,6 +381,11 @@ def _workload_section(s: WorkloadSummary) -> str:
         rate = f", {s.best_gflops:.1f} GFLOPS" if s.best_gflops is not None else ""
         stats.append(f"best {s.best_cost * 1e3:.4g} ms{rate} (median of {s.best_measurements} "
                      "measurements)")
+    if s.default_cost is not None:
+        rate = gflops(s.flop, s.default_cost)
+        rate_text = f", {rate:.1f} GFLOPS" if rate is not None else ""
+        stats.append(f"default config {s.default_cost * 1e3:.4g} ms{rate_text} (median of "
+                     f"{s.default_measurements} measurements)")
     parts.append(f'<p class="meta">{html.escape("; ".join(stats))}. Workload key '
                  f"<code>{html.escape(s.key)}</code>.</p>")
     parts.append(f'<img alt="tuning curve of {html.escape(s.label)}" '
