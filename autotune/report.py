@@ -4,7 +4,7 @@
 >>> with db.open("tuning.db") as log:
 ...     rows = report.summarize(log)
 ...     print(report.format_table(report.summary_table(rows)))
-...     report.write_html(log, "report.html")      # one page: a plot per workload + the table
+...     report.write_html(log, "report.html")      # one interactive page (plotly) + the table
 ...     report.write_plot(log, "curve.png")        # the curves alone
 
 A workload's best config is chosen as :func:`autotune.apply_history_best` chooses it
@@ -15,15 +15,14 @@ trials downsampled in SQL (:meth:`db.TuningLog.trial_curve`), at most
 :data:`PLOT_POINTS` buckets of consecutive trials. Trials are ordered by timestamp;
 failed trials are drawn as red crosses on the x axis.
 
-Only :mod:`db` is needed to summarise; plots need matplotlib (drawn off-screen with
-the Agg backend).
+Only :mod:`db` is needed to summarise; image plots need matplotlib (drawn off-screen with
+the Agg backend), the HTML page plotly (:mod:`autotune.report_html`: interactive, its
+JavaScript embedded, so it works offline).
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import math
 import statistics
 import time
@@ -317,16 +316,6 @@ def _figure(summaries: Sequence[WorkloadSummary], peak_gflops: float | None = No
     return plt, fig
 
 
-def _png_base64(summary: WorkloadSummary, peak_gflops: float | None = None) -> str:
-    plt, fig = _figure([summary], peak_gflops)
-    buf = io.BytesIO()
-    try:
-        fig.savefig(buf, format="png", dpi=100)
-    finally:
-        plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
 def write_plot(log, path, match: str | None = None, peak_gflops: float | None = None) -> int:
     """Write the tuning curves of ``log``'s workloads (those ``match`` selects) as one
     image (``.png``, ``.svg`` or ``.pdf``): one panel per workload (:func:`plot_workload`;
@@ -370,8 +359,8 @@ def _html_table(rows: Sequence[Sequence], numeric: Sequence[int] = ()) -> str:
     return "\n".join(out)
 
 
-def _workload_section(s: WorkloadSummary) -> str:
-    parts = [f'<h2 id="w-{s.key[:12]}">{html.escape(s.label)} on {html.escape(s.target_label)}</h2>']
+def _workload_text(s: WorkloadSummary) -> str:
+    """The lines under a workload's heading: its counts, its best and default figures, its key."""
     stats = [f"{s.trials} trials", f"{s.errors} errors"]
     if s.remeasured:
         stats.insert(1, f"{s.remeasured} re-measurements of the best")
@@ -386,43 +375,70 @@ def _workload_section(s: WorkloadSummary) -> str:
         rate_text = f", {rate:.1f} GFLOPS" if rate is not None else ""
         stats.append(f"default config {s.default_cost * 1e3:.4g} ms{rate_text} (median of "
                      f"{s.default_measurements} measurements)")
-    parts.append(f'<p class="meta">{html.escape("; ".join(stats))}. Workload key '
-                 f"<code>{html.escape(s.key)}</code>.</p>")
-    parts.append(f'<img alt="tuning curve of {html.escape(s.label)}" '
-                 f'src="data:image/png;base64,{_png_base64(s)}">')
+    return (f'<p class="meta">{html.escape("; ".join(stats))}. Workload key '
+            f"<code>{html.escape(s.key)}</code>.</p>")
+
+
+def _workload_section(log, s: WorkloadSummary, peak_gflops: float | None) -> tuple[str, str, list]:
+    """The heading, text and plotly figures of one workload (see :mod:`autotune.report_html`)."""
+    from autotune import report_html as R
+
+    heading = f'<h2 id="w-{s.key[:12]}">{html.escape(s.label)} on {html.escape(s.target_label)}</h2>'
+    parts = [_workload_text(s)]
     if s.best_config:
-        rows = [("knob", "best value"), *[(k, repr(v)) for k, v in s.best_config.items()]]
+        rows = [("knob", "chosen value (the winner)"), *[(k, repr(v)) for k, v in s.best_config.items()]]
         parts.append(_html_table(rows))
-    return "\n".join(parts)
+    few = s.trials <= R.INTERACTIVE_TRIALS
+    if few:
+        records = log.records(s.key)
+    else:  # the last records only: a long history is drawn from the downsampled curve
+        records = log.records(s.key)[-R.INTERACTIVE_TRIALS:]
+        parts.append(f'<p class="meta">{s.trials} trials: the history shows the downsampled curve (no '
+                     f"per-trial hover); importance and timeline read the last {R.INTERACTIVE_TRIALS} "
+                     "records.</p>")
+    figures = [R.history_figure(s, records if few else None, peak_gflops)]
+    importance = R.knob_importance(records)
+    if importance:
+        figures.append(R.importance_figure(s, importance))
+    else:
+        parts.append('<p class="meta">Knob importance needs two successful trials and a knob that '
+                     "took two values.</p>")
+    if any(r.run_time is not None for r in records):
+        figures.append(R.timeline_figure(s, records))
+    return heading, "\n".join(parts), figures
 
 
-def write_html(log, path, match: str | None = None, title: str = "Tuning report") -> int:
-    """Write a self-contained HTML page: the summary table, then per workload its tuning
-    curve (an embedded PNG), its error counts and its best config. Returns the number of
-    workloads."""
+def write_html(log, path, match: str | None = None, title: str = "Tuning report",
+               peak_gflops: float | None = None) -> int:
+    """Write an interactive, self-contained HTML page (plotly, its JavaScript embedded: it
+    works offline): the summary table, then per workload its figures and best config, as
+    :mod:`autotune.report_html` describes: the optimisation history (hover shows each trial's
+    config, cost and error), knob importance and a timeline of the workers. ``peak_gflops``
+    (a measured FMA peak or roofline) is marked on the histories when given. Returns the
+    number of workloads."""
+    from autotune import report_html as R
+
     summaries = _with_curves(log, summarize(log, match))
     runs = log.runs()
     when = time.strftime("%Y-%m-%d %H:%M:%S")
-    body = [f"<h1>{html.escape(title)}</h1>",
-            f'<p class="meta">Tuning log <code>{html.escape(log.where)}</code>: {len(summaries)} '
-            f"workloads, {sum(s.trials for s in summaries)} trials, {len(runs)} runs. Generated {when}. "
-            "Best times are medians over every measurement of the best config (the one "
-            "<code>apply_history_best</code> builds).</p>",
-            '<h2 id="summary">Summary</h2>',
-            _html_table(summary_table(summaries), numeric=(2, 3, 4, 5))]
+    intro = (f'<p class="meta">Tuning log <code>{html.escape(log.where)}</code>: {len(summaries)} '
+             f"workloads, {sum(s.trials for s in summaries)} trials, {len(runs)} runs. Generated {when}. "
+             "Best times are medians over every measurement of the best config (the one "
+             "<code>apply_history_best</code> builds): the figure the plots draw as "
+             "<em>chosen config</em>; single trials may lie above it by luck.</p>")
     if not summaries:
-        body.append("<p>The log holds no records yet.</p>")
-    body += [_workload_section(s) for s in summaries]
+        intro += "<p>The log holds no records yet.</p>"
+    tail = ""
     if runs:
         rows = [("run", "tuner", "started", "status", "last heartbeat", "options")]
         for r in runs:
             opts = ", ".join(f"{k}={v}" for k, v in sorted(r.options.items()))
             rows.append((r.run_id[:12], r.tuner, _when(r.started), r.status, _when(r.heartbeat), opts))
-        body += ['<h2 id="runs">Runs</h2>',
-                 '<p class="meta">A run is <em>dead</em> when it never ended and its heartbeat '
-                 "stopped: its process was killed or its machine lost.</p>", _html_table(rows)]
-    page = (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            f"<title>{html.escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
-            + "\n".join(body) + "\n</body>\n</html>\n")
+        tail = "\n".join(['<h2 id="runs">Runs</h2>',
+                          '<p class="meta">A run is <em>dead</em> when it never ended and its heartbeat '
+                          "stopped: its process was killed or its machine lost.</p>", _html_table(rows)])
+    sections = [_workload_section(log, s, peak_gflops) for s in summaries]
+    page = R.page(title, intro, _html_table(summary_table(summaries), numeric=(2, 3, 4, 5)), sections,
+                  tail, _CSS)
     Path(path).write_text(page, encoding="utf-8")
     return len(summaries)

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import html
+import json
+import re
+import shutil
+import subprocess
 import time
+from html.parser import HTMLParser
 
 import pytest
 
@@ -10,7 +16,7 @@ import autotune
 import db
 from autotune import report
 from autotune.selection import record_of
-from measure import MeasureResult
+from measure import ErrorKind, MeasureResult
 
 
 @pytest.fixture
@@ -76,3 +82,70 @@ def test_the_html_page_names_the_default_config(lucky_log, tmp_path):
     report.write_html(log, tmp_path / "r.html")
     page = (tmp_path / "r.html").read_text()
     assert "default config 4 ms" in page and "best 2 ms" in page
+
+
+def _script_sources(page: str) -> list[str]:
+    class Scripts(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.sources = []
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "script" and dict(attrs).get("src"):
+                self.sources.append(dict(attrs)["src"])
+
+    parser = Scripts()
+    parser.feed(page)
+    return parser.sources
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def test_the_html_report_is_interactive_and_self_contained(lucky_log, tmp_path):
+    """The page holds plotly's JavaScript (no network needed) and per-trial hover text: each
+    trial's config, cost and error."""
+    log, lucky, steady, default = lucky_log
+    report.write_html(log, tmp_path / "r.html", peak_gflops=50.0)
+    page = (tmp_path / "r.html").read_text()
+    assert _script_sources(page) == []  # nothing fetched: plotly's JavaScript is in the page
+    assert "Plotly.newPlot" in page
+    assert "cost 1 ms" in page and "error: none" in page  # the lucky trial's hover
+    knob, value = next(iter(lucky.to_json()["knobs"].items()))
+    assert f"{knob} = {json.dumps(value)}" in page
+
+
+def test_knob_importance_comes_from_the_logs_trials(lucky_log):
+    from autotune.report_html import knob_importance
+
+    log, *_ = lucky_log
+    importance = knob_importance(log.records())
+    assert importance and sum(importance.values()) == pytest.approx(1.0)
+    assert set(importance) <= set(log.records()[0].config["knobs"])
+
+
+@pytest.mark.skipif(_chromium() is None, reason="needs Debian's chromium (CI installs it: .ci/run)")
+def test_the_html_report_renders_in_headless_chromium(lucky_log, tmp_path):
+    log, *_ = lucky_log
+    # a failed trial too: it is drawn as an error, with its message on hover
+    task = autotune.create_task("matmul", (16, 16, 16, "float32"), "llvm")
+    failed = MeasureResult((), ErrorKind.RUNTIME_ERROR, "boom", 0.01, 0.02, time.time(), "host:2")
+    log.add([record_of(task, task.config_space.get(3), failed)])
+    report.write_html(log, tmp_path / "r.html", peak_gflops=50.0)
+    cmd = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", "--no-first-run",
+           f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0",
+           "--virtual-time-budget=10000", "--dump-dom", (tmp_path / "r.html").as_uri()]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "Uncaught" not in p.stderr, p.stderr[-2000:]
+    summary = re.search(r'<pre id="plot-summary" hidden="">(.*?)</pre>', p.stdout, re.S)
+    assert summary, "the page's scripts did not run to the end"
+    found = json.loads(html.unescape(summary.group(1)))
+    assert found["errors"] == []
+    history, importance, timeline = found["plots"]
+    assert history["traces"][:2] == ["single trial", "error"]
+    assert [t.split(" ")[0] for t in history["traces"][2:]] == ["chosen", "default", "peak"]
+    assert importance["traces"] == ["knob importance"]
+    assert timeline["traces"] == ["trial", "re-measurement", "error"]
