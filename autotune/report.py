@@ -389,12 +389,11 @@ def _workload_section(log, s: WorkloadSummary, peak_gflops: float | None) -> tup
         rows = [("knob", "chosen value (the winner)"), *[(k, repr(v)) for k, v in s.best_config.items()]]
         parts.append(_html_table(rows))
     few = s.trials <= R.INTERACTIVE_TRIALS
-    if few:
-        records = log.records(s.key)
-    else:  # the last records only: a long history is drawn from the downsampled curve
-        records = log.records(s.key)[-R.INTERACTIVE_TRIALS:]
+    # a long history is drawn from the downsampled curve; its first records only are read
+    records = log.records(s.key, limit=None if few else R.INTERACTIVE_TRIALS)
+    if not few:
         parts.append(f'<p class="meta">{s.trials} trials: the history shows the downsampled curve (no '
-                     f"per-trial hover); importance and timeline read the last {R.INTERACTIVE_TRIALS} "
+                     f"per-trial hover); importance and timeline read the first {R.INTERACTIVE_TRIALS} "
                      "records.</p>")
     figures = [R.history_figure(s, records if few else None, peak_gflops)]
     importance = R.knob_importance(records)

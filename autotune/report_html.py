@@ -17,7 +17,7 @@ Per workload (:class:`autotune.report.WorkloadSummary`), three plotly figures:
 Above them the summary table and the runs, as in the static report. plotly.js is embedded
 once in the page (no network needed). Workloads with more than :data:`INTERACTIVE_TRIALS`
 trials draw the downsampled curve instead of single trials (no per-trial hover), and their
-timeline and importance read the last :data:`INTERACTIVE_TRIALS` records only: the page
+timeline and importance read the first :data:`INTERACTIVE_TRIALS` records only: the page
 says so.
 """
 
@@ -88,7 +88,8 @@ def history_figure(summary, records: Sequence | None, peak_gflops: float | None 
             if p.errors:
                 bad_x.append(p.trial)
                 bad_text.append(f"up to trial {p.trial}: {p.errors} errors")
-        name = "single trials (fastest, slowest per bucket)"
+        bucketed = summary.curve is not None and summary.curve.trials != len(summary.curve.points)
+        name = "single trials (fastest, slowest per bucket)" if bucketed else "single trial"
     fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name=name, text=texts, hoverinfo="text",
                              marker={"color": "#4c72b0", "size": 6, "opacity": 0.7}))
     if bad_x:

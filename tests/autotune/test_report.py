@@ -149,3 +149,15 @@ def test_the_html_report_renders_in_headless_chromium(lucky_log, tmp_path):
     assert [t.split(" ")[0] for t in history["traces"][2:]] == ["chosen", "default", "peak"]
     assert importance["traces"] == ["knob importance"]
     assert timeline["traces"] == ["trial", "re-measurement", "error"]
+
+
+def test_a_long_history_is_drawn_from_the_downsampled_curve(lucky_log, tmp_path, monkeypatch):
+    from autotune import report_html
+
+    log, *_ = lucky_log
+    monkeypatch.setattr(report_html, "INTERACTIVE_TRIALS", 2)
+    report.write_html(log, tmp_path / "r.html")
+    page = (tmp_path / "r.html").read_text()
+    assert "3 trials: the history shows the downsampled curve" in page
+    history = page.split('id="plot-1"')[1].split('id="plot-2"')[0]
+    assert "up to trial 1: fastest 1 ms" in history and "cost 1 ms" not in history
