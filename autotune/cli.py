@@ -164,14 +164,18 @@ def _build_parser() -> _Parser:
     p.add_argument("--configs", action="store_true", help="also print each best config")
 
     p = sub.add_parser("report", parents=[common], help="an HTML report (or a plot) of a tuning log",
-                       description="Write an HTML page with a tuning curve per workload (best GFLOPS "
-                                   "against trials, every trial a point, errors as red crosses) and the "
-                                   "summary table; or, for an --out ending in .png, .svg or .pdf, the "
-                                   "curves alone.")
+                       description="Write an interactive HTML page (self-contained, works offline) with "
+                                   "the summary table and per workload its tuning history (every trial a "
+                                   "point, hover shows its config, cost and error; the chosen config, the "
+                                   "default config and --peak-gflops as lines), knob importance and a "
+                                   "timeline of the workers; or, for an --out ending in .png, .svg or "
+                                   ".pdf, the histories alone.")
     _add_db(p)
     p.add_argument("-o", "--out", default="report.html",
                    help="report.html, or curve.png (default: report.html)")
     p.add_argument("--workload", metavar="TEXT", help="only workloads whose name contains TEXT")
+    p.add_argument("--peak-gflops", type=float, metavar="GFLOPS",
+                   help="mark this peak (e.g. the FMA peak scripts/benchmarks measure) on the plots")
 
     p = sub.add_parser("export", parents=[common], help="write a log as JSON lines",
                        description="Write every run and record of a tuning log as JSON lines "

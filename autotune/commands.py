@@ -292,10 +292,10 @@ def _cmd_report(ns) -> int:
         raise UsageError(f"--out {ns.out}: write a .html report or a {', '.join(IMAGE_SUFFIXES)} plot")
     with _open_log(ns.db, must_exist=True) as log:
         if suffix in IMAGE_SUFFIXES:
-            n = write_plot(log, ns.out, ns.workload)
+            n = write_plot(log, ns.out, ns.workload, peak_gflops=ns.peak_gflops)
             _out(f"wrote {ns.out}: tuning curves of {n} workload{'s' * (n != 1)}")
         else:
-            n = write_html(log, ns.out, ns.workload)
+            n = write_html(log, ns.out, ns.workload, peak_gflops=ns.peak_gflops)
             _out(f"wrote {ns.out}: {n} workload{'s' * (n != 1)}, a tuning curve each and the summary table")
     return EXIT_OK
 

@@ -4,7 +4,7 @@
 >>> with db.open("tuning.db") as log:
 ...     rows = report.summarize(log)
 ...     print(report.format_table(report.summary_table(rows)))
-...     report.write_html(log, "report.html")      # one page: a plot per workload + the table
+...     report.write_html(log, "report.html")      # one interactive page (plotly) + the table
 ...     report.write_plot(log, "curve.png")        # the curves alone
 
 A workload's best config is chosen as :func:`autotune.apply_history_best` chooses it
@@ -15,27 +15,29 @@ trials downsampled in SQL (:meth:`db.TuningLog.trial_curve`), at most
 :data:`PLOT_POINTS` buckets of consecutive trials. Trials are ordered by timestamp;
 failed trials are drawn as red crosses on the x axis.
 
-Only :mod:`db` is needed to summarise; plots need matplotlib (drawn off-screen with
-the Agg backend).
+Only :mod:`db` is needed to summarise; image plots need matplotlib (drawn off-screen with
+the Agg backend), the HTML page plotly (:mod:`autotune.report_html`: interactive, its
+JavaScript embedded, so it works offline).
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import math
+import statistics
 import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import db as tuning_db
 from autotune.selection import gflops, knobs_of, target_label, workload_label
+from search_spaces import SearchSpaceError, create_task
 
 __all__ = ["WorkloadSummary", "summarize", "summarize_workload", "summary_table", "format_table",
-           "run_lines", "plot_workload", "write_plot", "write_html", "IMAGE_SUFFIXES", "SUMMARY_HEADER",
-           "PLOT_POINTS"]
+           "run_lines", "Reference", "references", "plot_workload", "write_plot", "write_html",
+           "IMAGE_SUFFIXES", "SUMMARY_HEADER", "PLOT_POINTS"]
 
 #: File suffixes :func:`write_plot` can write (matplotlib's formats).
 IMAGE_SUFFIXES = (".png", ".svg", ".pdf")
@@ -70,6 +72,10 @@ class WorkloadSummary:
     flop: float | None
     remeasured: int = 0
     curve: object = field(default=None, repr=False)
+    #: the median cost (seconds) of every measurement of the template's default config and their
+    #: number, when the log measured it (read for plots only)
+    default_cost: float | None = None
+    default_measurements: int = 0
 
     @property
     def label(self) -> str:
@@ -85,6 +91,17 @@ class WorkloadSummary:
     def best_gflops(self) -> float | None:
         """The rate of the best config (None without a FLOP count or a success)."""
         return gflops(self.flop, self.best_cost)
+
+    def rate(self, cost: float | None) -> float | None:
+        """What the plots draw for a cost (seconds): GFLOPS with a FLOP count, else runs per second."""
+        if cost is None or not math.isfinite(cost) or cost <= 0:
+            return None
+        return self.flop / cost / 1e9 if self.flop else 1.0 / cost
+
+    @property
+    def rate_unit(self) -> str:
+        """The unit of :meth:`rate`."""
+        return "GFLOPS" if self.flop else "runs per second"
 
 
 def summarize_workload(log, workload, counts=None) -> WorkloadSummary:
@@ -198,35 +215,59 @@ def _pyplot():
     return plt
 
 
-def plot_workload(ax, summary: WorkloadSummary) -> None:
+@dataclass(frozen=True)
+class Reference:
+    """A horizontal line of a tuning plot: the chosen config, the default config or the peak."""
+
+    name: str
+    value: float
+    color: str
+    dash: str  # matplotlib's linestyle
+
+
+def references(summary: WorkloadSummary, peak_gflops: float | None = None) -> list[Reference]:
+    """The lines a plot of ``summary`` marks: the chosen config (the table's figure: the median of
+    every measurement of the config the ranking puts first), the default config when the log
+    measured it, and ``peak_gflops`` (a measured FMA peak or roofline, GFLOPS) when given and the
+    workload has a FLOP count."""
+    out = []
+    best = summary.rate(summary.best_cost)
+    if best is not None:
+        out.append(Reference(f"chosen config {best:.4g} (median of {summary.best_measurements}, as in the "
+                             "table)", best, "#dd8452", "-"))
+    default = summary.rate(summary.default_cost)
+    if default is not None:
+        out.append(Reference(f"default config {default:.4g} (median of {summary.default_measurements})",
+                             default, "#55a868", "--"))
+    if peak_gflops and summary.flop:
+        out.append(Reference(f"peak {peak_gflops:.4g} GFLOPS", float(peak_gflops), "#8172b3", ":"))
+    return out
+
+
+def plot_workload(ax, summary: WorkloadSummary, peak_gflops: float | None = None) -> None:
     """Draw ``summary``'s tuning curve (its ``curve``, see :func:`summarize`) on matplotlib
-    axes ``ax``: the trials as points (GFLOPS; past :data:`PLOT_POINTS` trials, the fastest and
-    slowest of each bucket of consecutive trials), the best so far as a line, failed trials as
-    red crosses at zero, and a dotted line where a new tuning run starts. (Re-measurements are
-    no trials: not drawn.)"""
+    axes ``ax``: the single trials as points (GFLOPS of each trial's mean; past
+    :data:`PLOT_POINTS` trials, the fastest and slowest of each bucket of consecutive trials),
+    failed trials as red crosses at zero, a dotted line where a new tuning run starts, and the
+    :func:`references` as horizontal lines: the chosen config's figure (the table's, never the
+    fastest single trial, which may have been luck), the default config and the peak.
+    (Re-measurements are no trials: not drawn as points; they count in the chosen config's
+    median.)"""
     curve = summary.curve
     points = curve.points if curve is not None else []
-    have_flop = summary.flop is not None
-
-    def rate(cost):
-        if cost is None or cost <= 0:
-            return None
-        return summary.flop / cost / 1e9 if have_flop else 1.0 / cost
-
     xs = [p.trial for p in points]
-    best, curve_ys, ok = 0.0, [], []
+    ok = []
     for p in points:
-        hi, lo = rate(p.fastest), rate(p.slowest)
-        ok += [(p.trial, y) for y in {hi, lo} if y is not None]
-        best = max(best, hi or 0.0)
-        curve_ys.append(best)
+        ok += [(p.trial, y) for y in {summary.rate(p.fastest), summary.rate(p.slowest)} if y is not None]
     bad = [p.trial for p in points if p.errors]
     if ok:
+        single = ("single trial" if curve.trials == len(points)
+                  else "single trials (fastest, slowest per bucket)")
         ax.scatter([q[0] for q in ok], [q[1] for q in ok], s=12, color="#4c72b0", alpha=0.55,
-                   label="trial" if curve.trials == len(points) else "trials (fastest, slowest per bucket)",
-                   zorder=2)
-    if xs:
-        ax.step(xs, curve_ys, where="post", color="#dd8452", linewidth=2, label="best so far", zorder=3)
+                   label=single, zorder=2)
+    for ref in references(summary, peak_gflops):
+        ax.axhline(ref.value, color=ref.color, linestyle=ref.dash, linewidth=2 if ref.dash == "-" else 1.5,
+                   label=ref.name, zorder=3)
     if bad:
         ax.scatter(bad, [0.0] * len(bad), marker="x", s=30, color="#c44e52",
                    label=f"error ({sum(p.errors for p in points)})", zorder=4)
@@ -234,21 +275,34 @@ def plot_workload(ax, summary: WorkloadSummary) -> None:
         ax.axvline(start - 0.5, color="#999999", linestyle=":", linewidth=1)
     ax.set_title(f"{summary.label} on {summary.target_label}", fontsize=9)
     ax.set_xlabel("trial (in time order)")
-    ax.set_ylabel("GFLOPS" if have_flop else "runs per second")
+    ax.set_ylabel(summary.rate_unit)
     ax.set_ylim(bottom=0)
     if xs:
         ax.set_xlim(0, xs[-1] + 1)
-        ax.legend(loc="lower right", fontsize=8)
+        ax.legend(loc="lower right", fontsize=7)
     ax.grid(True, alpha=0.3)
+
+
+def _default_config_stats(log, s: WorkloadSummary) -> tuple[float | None, int]:
+    """The median cost of every measurement of ``s``'s default config and their number (None, 0
+    when the log never measured it, or the template is not registered in this process)."""
+    try:
+        task = create_task(s.template, s.args, s.target)
+    except SearchSpaceError:  # a template of the user's, not imported here: no default to mark
+        return None, 0
+    key = tuning_db.knobs_fingerprint(task.config_space.default_config.to_json())
+    costs = [c for r in log.records(s.key, knobs_hash=key) for c in tuning_db.stats.usable_costs(r.costs)]
+    return (statistics.median(costs), len(costs)) if costs else (None, 0)
 
 
 def _with_curves(log, summaries: Sequence[WorkloadSummary]) -> list[WorkloadSummary]:
     for s in summaries:
         s.curve = log.trial_curve(s.key, points=PLOT_POINTS)
+        s.default_cost, s.default_measurements = _default_config_stats(log, s)
     return list(summaries)
 
 
-def _figure(summaries: Sequence[WorkloadSummary]):
+def _figure(summaries: Sequence[WorkloadSummary], peak_gflops: float | None = None):
     plt = _pyplot()
     n = max(1, len(summaries))
     cols = 1 if n == 1 else 2
@@ -257,30 +311,21 @@ def _figure(summaries: Sequence[WorkloadSummary]):
     for ax in axes.flat[len(summaries):]:
         ax.set_visible(False)
     for ax, s in zip(axes.flat, summaries):
-        plot_workload(ax, s)
+        plot_workload(ax, s, peak_gflops)
     fig.tight_layout()
     return plt, fig
 
 
-def _png_base64(summary: WorkloadSummary) -> str:
-    plt, fig = _figure([summary])
-    buf = io.BytesIO()
-    try:
-        fig.savefig(buf, format="png", dpi=100)
-    finally:
-        plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def write_plot(log, path, match: str | None = None) -> int:
+def write_plot(log, path, match: str | None = None, peak_gflops: float | None = None) -> int:
     """Write the tuning curves of ``log``'s workloads (those ``match`` selects) as one
-    image (``.png``, ``.svg`` or ``.pdf``): one panel per workload. Returns the number
-    of panels."""
+    image (``.png``, ``.svg`` or ``.pdf``): one panel per workload (:func:`plot_workload`;
+    ``peak_gflops``, a measured FMA peak or roofline, is marked when given). Returns the
+    number of panels."""
     path = Path(path)
     if path.suffix.lower() not in IMAGE_SUFFIXES:
         raise ValueError(f"{path}: an image file ends in {', '.join(IMAGE_SUFFIXES)}")
     summaries = _with_curves(log, summarize(log, match))
-    plt, fig = _figure(summaries)
+    plt, fig = _figure(summaries, peak_gflops)
     try:
         fig.savefig(path, dpi=100)
     finally:
@@ -314,8 +359,8 @@ def _html_table(rows: Sequence[Sequence], numeric: Sequence[int] = ()) -> str:
     return "\n".join(out)
 
 
-def _workload_section(s: WorkloadSummary) -> str:
-    parts = [f'<h2 id="w-{s.key[:12]}">{html.escape(s.label)} on {html.escape(s.target_label)}</h2>']
+def _workload_text(s: WorkloadSummary) -> str:
+    """The lines under a workload's heading: its counts, its best and default figures, its key."""
     stats = [f"{s.trials} trials", f"{s.errors} errors"]
     if s.remeasured:
         stats.insert(1, f"{s.remeasured} re-measurements of the best")
@@ -325,43 +370,74 @@ def _workload_section(s: WorkloadSummary) -> str:
         rate = f", {s.best_gflops:.1f} GFLOPS" if s.best_gflops is not None else ""
         stats.append(f"best {s.best_cost * 1e3:.4g} ms{rate} (median of {s.best_measurements} "
                      "measurements)")
-    parts.append(f'<p class="meta">{html.escape("; ".join(stats))}. Workload key '
-                 f"<code>{html.escape(s.key)}</code>.</p>")
-    parts.append(f'<img alt="tuning curve of {html.escape(s.label)}" '
-                 f'src="data:image/png;base64,{_png_base64(s)}">')
+    if s.default_cost is not None:
+        rate = gflops(s.flop, s.default_cost)
+        rate_text = f", {rate:.1f} GFLOPS" if rate is not None else ""
+        stats.append(f"default config {s.default_cost * 1e3:.4g} ms{rate_text} (median of "
+                     f"{s.default_measurements} measurements)")
+    return (f'<p class="meta">{html.escape("; ".join(stats))}. Workload key '
+            f"<code>{html.escape(s.key)}</code>.</p>")
+
+
+def _workload_section(log, s: WorkloadSummary, peak_gflops: float | None) -> tuple[str, str, list]:
+    """The heading, text and plotly figures of one workload (see :mod:`autotune.report_html`)."""
+    from autotune import report_html as R
+
+    heading = f'<h2 id="w-{s.key[:12]}">{html.escape(s.label)} on {html.escape(s.target_label)}</h2>'
+    parts = [_workload_text(s)]
     if s.best_config:
-        rows = [("knob", "best value"), *[(k, repr(v)) for k, v in s.best_config.items()]]
+        rows = [("knob", "chosen value (the winner)"), *[(k, repr(v)) for k, v in s.best_config.items()]]
         parts.append(_html_table(rows))
-    return "\n".join(parts)
+    few = s.trials <= R.INTERACTIVE_TRIALS
+    # a long history is drawn from the downsampled curve; its first records only are read
+    records = log.records(s.key, limit=None if few else R.INTERACTIVE_TRIALS)
+    if not few:
+        parts.append(f'<p class="meta">{s.trials} trials: the history shows the downsampled curve (no '
+                     f"per-trial hover); importance and timeline read the first {R.INTERACTIVE_TRIALS} "
+                     "records.</p>")
+    figures = [R.history_figure(s, records if few else None, peak_gflops)]
+    importance = R.knob_importance(records)
+    if importance:
+        figures.append(R.importance_figure(s, importance))
+    else:
+        parts.append('<p class="meta">Knob importance needs two successful trials and a knob that '
+                     "took two values.</p>")
+    if any(r.run_time is not None for r in records):
+        figures.append(R.timeline_figure(s, records))
+    return heading, "\n".join(parts), figures
 
 
-def write_html(log, path, match: str | None = None, title: str = "Tuning report") -> int:
-    """Write a self-contained HTML page: the summary table, then per workload its tuning
-    curve (an embedded PNG), its error counts and its best config. Returns the number of
-    workloads."""
+def write_html(log, path, match: str | None = None, title: str = "Tuning report",
+               peak_gflops: float | None = None) -> int:
+    """Write an interactive, self-contained HTML page (plotly, its JavaScript embedded: it
+    works offline): the summary table, then per workload its figures and best config, as
+    :mod:`autotune.report_html` describes: the optimisation history (hover shows each trial's
+    config, cost and error), knob importance and a timeline of the workers. ``peak_gflops``
+    (a measured FMA peak or roofline) is marked on the histories when given. Returns the
+    number of workloads."""
+    from autotune import report_html as R
+
     summaries = _with_curves(log, summarize(log, match))
     runs = log.runs()
     when = time.strftime("%Y-%m-%d %H:%M:%S")
-    body = [f"<h1>{html.escape(title)}</h1>",
-            f'<p class="meta">Tuning log <code>{html.escape(log.where)}</code>: {len(summaries)} '
-            f"workloads, {sum(s.trials for s in summaries)} trials, {len(runs)} runs. Generated {when}. "
-            "Best times are medians over every measurement of the best config (the one "
-            "<code>apply_history_best</code> builds).</p>",
-            '<h2 id="summary">Summary</h2>',
-            _html_table(summary_table(summaries), numeric=(2, 3, 4, 5))]
+    intro = (f'<p class="meta">Tuning log <code>{html.escape(log.where)}</code>: {len(summaries)} '
+             f"workloads, {sum(s.trials for s in summaries)} trials, {len(runs)} runs. Generated {when}. "
+             "Best times are medians over every measurement of the best config (the one "
+             "<code>apply_history_best</code> builds): the figure the plots draw as "
+             "<em>chosen config</em>; single trials may lie above it by luck.</p>")
     if not summaries:
-        body.append("<p>The log holds no records yet.</p>")
-    body += [_workload_section(s) for s in summaries]
+        intro += "<p>The log holds no records yet.</p>"
+    tail = ""
     if runs:
         rows = [("run", "tuner", "started", "status", "last heartbeat", "options")]
         for r in runs:
             opts = ", ".join(f"{k}={v}" for k, v in sorted(r.options.items()))
             rows.append((r.run_id[:12], r.tuner, _when(r.started), r.status, _when(r.heartbeat), opts))
-        body += ['<h2 id="runs">Runs</h2>',
-                 '<p class="meta">A run is <em>dead</em> when it never ended and its heartbeat '
-                 "stopped: its process was killed or its machine lost.</p>", _html_table(rows)]
-    page = (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            f"<title>{html.escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
-            + "\n".join(body) + "\n</body>\n</html>\n")
+        tail = "\n".join(['<h2 id="runs">Runs</h2>',
+                          '<p class="meta">A run is <em>dead</em> when it never ended and its heartbeat '
+                          "stopped: its process was killed or its machine lost.</p>", _html_table(rows)])
+    sections = [_workload_section(log, s, peak_gflops) for s in summaries]
+    page = R.page(title, intro, _html_table(summary_table(summaries), numeric=(2, 3, 4, 5)), sections,
+                  tail, _CSS)
     Path(path).write_text(page, encoding="utf-8")
     return len(summaries)

@@ -24,7 +24,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 
 from tqdm.auto import tqdm
@@ -178,7 +178,12 @@ def _warm_start(log, task, tuner, k: int) -> list:
 class _Progress:
     """One progress display for a run: a bar of all its trials, whose figure is the best (one
     task) or the model's estimated latency (the weighted sum of the tasks' bests), and under it
-    one line per task, with its trials and its best, when several are tuned."""
+    one line per task, with its trials and its best, when several are tuned.
+
+    "Best" is the figure ``TuneResult``, ``autotune best`` and the report show: the median of
+    every measurement of the config the log's ranking puts first (:mod:`autotune.selection`),
+    never the fastest single trial. The final re-measurements get a line of their own and
+    update the figure, so the bar ends on the figure the summary prints."""
 
     def __init__(self, sessions, weights, total: int | None, enabled: bool):
         self.sessions, self.weights = sessions, weights
@@ -186,35 +191,68 @@ class _Progress:
         self.bar = tqdm(total=total, disable=not enabled, desc=name, unit="trial", leave=True,
                         dynamic_ncols=True)
         self.lines = []
+        self.finals = None  # the line of the final re-measurements, once they start
         if enabled and len(sessions) > 1:
             self.lines = [tqdm(total=None, desc=f"x{w:g} {s.task.workload_name}", leave=False,
                                position=k + 1, dynamic_ncols=True,
                                bar_format="{desc} {n_fmt} trials {postfix}")
                           for k, (s, w) in enumerate(zip(sessions, weights))]
 
+    def figure(self) -> str:
+        """The bar's figure: the best (one task) or the estimated latency, and the errors."""
+        errors = sum(sum(s.errors.values()) for s in self.sessions)
+        if len(self.sessions) == 1:
+            session = self.sessions[0]
+            best = session.ranked_median()
+            if best == float("inf"):
+                return f"best: no result yet, errors={errors}"
+            rate = _gflops(session.task, best)
+            rate_text = f" {rate:.4g} GFLOPS" if rate > 0 else ""
+            return f"best (ranked median) {best * 1e3:.4g} ms{rate_text}, errors={errors}"
+        latency, missing = estimated_latency(self.sessions, self.weights)
+        more = f" (+{missing} tasks)" if missing else ""
+        return f"latency {latency * 1e3:.3f} ms{more}, errors={errors}"
+
     def update(self, session) -> None:
         """One more result of ``session``."""
         if self.bar.disable:
             return
         self.bar.update(1)
-        errors = sum(sum(s.errors.values()) for s in self.sessions)
-        if len(self.sessions) == 1:
-            # The figure TuneResult and ``autotune best`` will show: the top-ranked config's median.
-            self.bar.set_postfix(best_gflops=f"{_gflops(session.task, session.ranked_median()):.1f}",
-                                 errors=errors)
-            return
-        latency, missing = estimated_latency(self.sessions, self.weights)
-        self.bar.set_postfix(latency=f"{latency * 1e3:.3f} ms" + (f" (+{missing} tasks)" if missing else ""),
-                             errors=errors)
+        self.bar.set_postfix_str(self.figure())
         if self.lines:
             line = self.lines[self.sessions.index(session)]
             line.update(1)
             best = session.ranked_median()
             line.set_postfix_str(f"best {best * 1e3:.3f} ms" if best < float("inf") else "no result yet")
 
+    def remeasuring(self, n: int) -> None:
+        """``n`` more final re-measurements are submitted."""
+        if self.bar.disable:
+            return
+        if self.finals is None:
+            self.finals = tqdm(total=0, desc="re-measuring the best configs", unit="run", leave=True,
+                               dynamic_ncols=True, position=len(self.lines) + 1)
+        self.finals.total += n
+        self.finals.refresh()
+
+    def remeasured(self, session) -> None:
+        """One re-measurement of ``session`` is back: the ranking, hence the figure, may change."""
+        if self.bar.disable:
+            return
+        if self.finals is not None:
+            self.finals.update(1)
+        self.bar.set_postfix_str(self.figure())
+        if self.lines:
+            best = session.ranked_median()
+            self.lines[self.sessions.index(session)].set_postfix_str(f"best {best * 1e3:.3f} ms")
+
     def close(self) -> None:
         for line in self.lines:
             line.close()
+        if self.finals is not None:
+            self.finals.close()
+        if not self.bar.disable:
+            self.bar.set_postfix_str(self.figure())
         self.bar.close()
 
 
@@ -470,8 +508,9 @@ def tune_tasks(tasks: Sequence, trials: int | None, tuner="xgb", db="tuning.db",
             logger.info("%d trials in the log already; %d to go", done, trials)
         spent = trials == 0  # nothing to measure, nothing to re-measure
         display = _Progress(sessions, weights, trials, progress)
-        with _sigterm_interrupts(), log.keep_alive([s.run_id for s in sessions]), \
-                MeasureSession(options) as measurer:
+        # closed after the final re-measurements: the bar ends on the figure the summary shows
+        with closing(display), _sigterm_interrupts(), \
+                log.keep_alive([s.run_id for s in sessions]), MeasureSession(options) as measurer:
             search = _Search(sessions, weights, scheduler, measurer, callbacks, display, remeasure)
             interrupted = search.run(trials, deadline, early_stopping)
             remeasured = {id(s): 0 for s in sessions}
@@ -582,7 +621,6 @@ class _Search:
             for s in self.sessions:
                 if s.stopped == "waiting":
                     s.stopped = "exhausted"
-            self.display.close()
             self.search_seconds = time.monotonic() - self.started
             if self.results:
                 logger.info("%d results in %.1f s; the tuner's own work: %.1f ms per trial", self.results,
@@ -626,11 +664,13 @@ class _Search:
                 if not inputs:
                     break
                 self.measurer.submit(inputs)
+                self.display.remeasuring(len(inputs))
                 while self.measurer.in_flight:
                     for inp, res in self.measurer.results():
                         s = self.owner.pop(id(inp))
                         s.remeasured(s.recorder.add(inp, res, kind=tuning_db.REMEASURE))
                         remeasured[id(s)] += 1
+                        self.display.remeasured(s)
         except KeyboardInterrupt:
             for s in self.sessions:
                 s.stopped = "interrupted"

@@ -404,3 +404,20 @@ def test_every_config_of_a_small_space_is_measured_once_the_default_first(tuner)
     measured = [t.config.index for t in result.history]
     assert measured[0] == task.config_space.default_config.index
     assert sorted(measured) == sorted(task.config_space.valid_indices()) and result.stopped == "exhausted"
+
+
+def test_the_progress_bar_ends_on_the_ranked_best_not_the_fastest_trial(tmp_path, task, capsys):
+    """The fastest single trial (1 ms) is slow when timed again (10 ms): the bar's last figure is
+    the median of the config ranked first after the final re-measurements, as the summary's,
+    and the re-measurements have a progress line of their own."""
+    script = [1e-3, 2e-3, 3e-3, 4e-3, 5e-3, 6e-3, 7e-3]
+    with MeasureOptions(_NoBuild(), _SlowAfterFirstRunner(script)) as options:
+        result = autotune.tune(task, trials=len(script), tuner="grid", db=tmp_path / "t.db",
+                               measure_option=options, batch_size=len(script), progress=True)
+    err = capsys.readouterr().err
+    assert result.best_cost == pytest.approx(10e-3)
+    last = err.replace("\r", "\n").strip().splitlines()
+    figures = [line for line in last if "best (ranked median)" in line]
+    assert figures and "best (ranked median) 10 ms" in figures[-1]
+    assert "best (ranked median) 1 ms" in err  # what it showed before the re-measurements
+    assert "re-measuring the best configs: 100%" in err and f"{result.remeasured}/{result.remeasured}" in err
