@@ -1,6 +1,8 @@
 """Quick start: tune a matrix multiply for this CPU, build it, check it, time it.
 
-Run with ``python3 scripts/examples/quickstart.py`` (under two minutes on two cores). It
+Run with ``python3 -m autotune.quickstart`` from an installed package, or
+``python3 scripts/examples/quickstart.py`` from a checkout (under two minutes on two cores;
+``--size`` and ``--trials`` make it smaller). It
 
 1. tunes the ``matmul`` template on 512x512x512 float32 for 64 trials, keeping every
    measurement in ``tuning.db`` (run it again and tuning resumes from the log);
@@ -25,6 +27,8 @@ import numpy as np
 
 import autotune
 import compiler
+
+__all__ = ["main"]
 
 ROUNDS, REPEAT, MIN_MS = 5, 3, 50.0
 
@@ -61,12 +65,13 @@ def compare(timers: dict) -> dict:
     return {name: statistics.median(r) for name, r in runs.items()}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Run the quick start; ``argv`` as on the command line (default: ``sys.argv[1:]``)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", type=int, default=512, help="N of the NxNxN matmul (default 512)")
     parser.add_argument("--trials", type=int, default=64, help="tuning trials (default 64)")
     parser.add_argument("--db", default="tuning.db", help="tuning log (default tuning.db)")
-    opts = parser.parse_args()
+    opts = parser.parse_args(argv)
     n, args = opts.size, (opts.size, opts.size, opts.size, "float32")
     start = time.perf_counter()
 
