@@ -16,9 +16,11 @@ from autotune import tuner
 from autotune.errors import AutotuneError
 
 try:
+    # The version is written once, as compiler.__version__; the installed distribution's
+    # metadata is built from it and reads without importing the compiler (slow to import).
     __version__ = importlib.metadata.version("autotune-compiler")
 except importlib.metadata.PackageNotFoundError:  # running from a source tree without installing
-    __version__ = "0.1.0"
+    from compiler import __version__
 
 # Names re-exported from search_spaces, resolved lazily by __getattr__ below.
 _FROM_SEARCH_SPACES = (

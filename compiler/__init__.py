@@ -19,6 +19,8 @@ from .runtime.device import Device, cpu, cuda, device
 from .runtime.packed import get_global_func, register_func
 from .target import Target
 
+# The one place the version is written: the distribution (pyproject.toml, [tool.setuptools.dynamic])
+# and autotune.__version__ take it from here.
 __version__ = "0.1.0"
 
 __all__ = [
