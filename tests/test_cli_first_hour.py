@@ -42,6 +42,12 @@ def _one_line_error(p: subprocess.CompletedProcess, code: int) -> str:
     return lines[0]
 
 
+def _main(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory):
     """A directory holding tuning.db with 3 trials of matmul 16x16x16, and tune's --json output."""
@@ -79,33 +85,33 @@ def test_best_json_agrees_with_the_tune_summary(tuned):
     assert [r["status"] for r in data["runs"]] == ["budget"]
 
 
-def test_templates_and_space_json():
-    p = _run("templates", "--json")
-    assert p.returncode == 0, p.stderr
-    templates = {t["name"]: t for t in json.loads(p.stdout)}
+def test_templates_and_space_json(capsys):
+    code, out, err = _main(capsys, "templates", "--json")
+    assert code == 0, err
+    templates = {t["name"]: t for t in json.loads(out)}
     assert set(templates) == set(search_spaces.list_templates())
     matmul = templates["matmul"]
     assert matmul["targets"][0] == "llvm"
     assert [x["name"] for x in matmul["parameters"]] == ["N", "L", "M", "dtype"]
     assert matmul["parameters"][3] == {"name": "dtype", "type": "str", "default": "float32"}
 
-    p = _run("space", "matmul", "--args", ARGS, "--json")
-    assert p.returncode == 0, p.stderr
-    space = json.loads(p.stdout)
+    code, out, err = _main(capsys, "space", "matmul", "--args", ARGS, "--json")
+    assert code == 0, err
+    space = json.loads(out)
     expected = search_spaces.create_task("matmul", [16, 16, 16, "float32"], "llvm").config_space
     assert space["size"] == expected.size and space["raw_size"] == expected.raw_size
     assert [k["name"] for k in space["knobs"]] == [k.name for k in expected.knobs]
     assert space["flop"] == 2 * 16**3
 
 
-def test_templates_text_shows_whole_first_sentences():
-    p = _run("templates")
-    assert p.returncode == 0, p.stderr
-    docs = [line.strip() for line in p.stdout.splitlines() if line.startswith("    ")]
+def test_templates_text_shows_whole_first_sentences(capsys):
+    code, out, err = _main(capsys, "templates")
+    assert code == 0, err
+    docs = [line.strip() for line in out.splitlines() if line.startswith("    ")]
     assert len(docs) == len(search_spaces.list_templates())
     for doc in docs:
         assert doc.endswith((".", "!", "?")), doc  # a sentence, never cut at a line break
-    summaries = [t["summary"] for t in json.loads(_run("templates", "--json").stdout)]
+    summaries = [t["summary"] for t in json.loads(_main(capsys, "templates", "--json")[1])]
     assert docs == [s for s in summaries if s]
 
 
@@ -137,8 +143,10 @@ def test_build_accepts_a_pin_file(tuned):
     ("matmul", "0,512,512,float32", "N=0"),
     ("dense", "4,-8,16,float32", "in_dim=-8"),
 ])
-def test_non_positive_sizes_are_one_line_naming_the_value(template, args, bad):
-    line = _one_line_error(_run("space", template, "--args", args), 2)
+def test_non_positive_sizes_are_one_line_naming_the_value(capsys, template, args, bad):
+    code, out, err = _main(capsys, "space", template, "--args", args)
+    assert code == 2 and not out and err.count("\n") == 1, (code, out, err)
+    line = err.strip()
     assert bad in line and "sizes must be 1 or more" in line
     assert "max()" not in line
 
@@ -177,19 +185,17 @@ def test_cluster_error_drops_ray_s_advice():
 # ---------------------------------------------------------------------------- in-process commands
 
 
-def _main(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_rerun_hint_after_ctrl_c_finishes_the_budget(tmp_path, capsys, monkeypatch):
     log = str(tmp_path / "t.db")
     common = ["--tuner", "random", "--batch-size", "2", "--db", log, "--no-progress"]
+    real_tune = autotune.tune
+
+    def quick_tune(*args, **kwargs):  # the end-of-run re-measurements play no part here
+        return real_tune(*args, **{**kwargs, "remeasure": False})
+
+    monkeypatch.setattr(autotune, "tune", quick_tune)
     code, _, err = _main(capsys, "tune", "matmul", "--args", ARGS, "--trials", "2", "--seed", "0", *common)
     assert code == 0, err
-
-    real_tune = autotune.tune
 
     def interrupted_tune(*args, **kwargs):
         seen = []
@@ -199,7 +205,7 @@ def test_rerun_hint_after_ctrl_c_finishes_the_budget(tmp_path, capsys, monkeypat
             if len(seen) == 2:
                 raise KeyboardInterrupt
 
-        return real_tune(*args, **{**kwargs, "callbacks": [ctrl_c]})
+        return quick_tune(*args, **{**kwargs, "callbacks": [ctrl_c]})
 
     monkeypatch.setattr(autotune, "tune", interrupted_tune)
     code, out, err = _main(capsys, "tune", "matmul", "--args", ARGS, "--trials", "6", "--seed", "1", *common)
@@ -211,7 +217,7 @@ def test_rerun_hint_after_ctrl_c_finishes_the_budget(tmp_path, capsys, monkeypat
     command = shlex.split(hint.group(1))
     assert command[command.index("--trials") + 1] == "8" and "--total" in command
 
-    monkeypatch.setattr(autotune, "tune", real_tune)
+    monkeypatch.setattr(autotune, "tune", quick_tune)
     code, out, err = _main(capsys, *command[1:], "--no-progress", "--batch-size", "2", "--seed", "2")
     assert code == 0, err
     assert "trials 4 this run (+4 earlier)" in " ".join(out.split())
