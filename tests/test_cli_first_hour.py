@@ -21,7 +21,6 @@ import autotune
 import db
 import search_spaces
 from autotune.cli import main
-from autotune.commands import cluster_error
 from compiler import te
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -174,6 +173,8 @@ def test_cluster_auto_without_ray_names_what_to_do(tmp_path):
 
 def test_cluster_error_drops_ray_s_advice():
     import argparse
+
+    from autotune.commands import cluster_error
 
     ns = argparse.Namespace(cluster="head:6379")
     text = str(cluster_error(ns, ConnectionError("Failed to connect to GCS at head:6379. Please specify "
