@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK  (argcomplete: this entry point answers tab completion)
 """The ``autotune`` command line.
 
 ::
@@ -15,6 +16,9 @@
 Every subcommand has ``--help``. Errors a user can make (an unknown template, bad
 ``--args``, an unknown target, an unreachable database) print one line on stderr
 and exit with 2 (usage) or 1 (a failure at run time); ``--debug`` shows tracebacks.
+``templates``, ``space``, ``best`` and ``tune`` take ``--json``: one JSON document on
+stdout, everything else (headers, progress) on stderr. Tab completion comes from
+argcomplete: ``eval "$(register-python-argcomplete autotune)"``.
 
 This module only parses the command line; :mod:`autotune.commands` does the work. That
 module imports the compiler, the tuners and the database, so it is imported only once a
@@ -61,6 +65,12 @@ true/false, strings); quote a string holding commas ("64,128,'add,mul,relu',floa
 write pairs as (1,1), set a parameter by name (stride=2), or give a JSON list
 ('[64, 128, "add,mul,relu", "float32"]').
 
+machine-readable output: 'templates', 'space', 'best' and 'tune' take --json (one JSON
+document on stdout; progress and messages go to stderr).
+
+tab completion (bash, zsh): eval "$(register-python-argcomplete autotune)"
+  (put that line in ~/.bashrc or ~/.zshrc to keep it)
+
 Run 'autotune COMMAND --help' for the options of a command."""
 
 
@@ -93,8 +103,21 @@ def _add_db(p: argparse.ArgumentParser, required: bool = False, help_extra: str 
                         + help_extra + ("" if required else " (default: tuning.db)"))
 
 
+def _template_names(**_kwargs) -> list[str]:
+    """The registered templates' names: what tab completion offers for TEMPLATE (it imports
+    the templates, but only while completing)."""
+    import search_spaces
+
+    return list(search_spaces.list_templates())
+
+
+def _add_json(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document on stdout instead of text (messages go to stderr)")
+
+
 def _add_task(p: argparse.ArgumentParser) -> None:
-    p.add_argument("template", help="template name (see 'autotune templates')")
+    p.add_argument("template", help="template name (see 'autotune templates')").completer = _template_names
     p.add_argument("--args", required=True, metavar="VALUES",
                    help="the template's arguments, e.g. 1024,1024,1024,float32 (see 'autotune --help')")
     p.add_argument("--target", default=DEFAULT_TARGET,
@@ -143,14 +166,17 @@ def _build_parser() -> _Parser:
     p.add_argument("--warm-start", type=_count, default=0, metavar="N",
                    help="first measure up to N configs borrowed (and adapted) from the log's nearest "
                         "tuned workloads of the template; they count as trials (default: 0)")
+    _add_json(p)
 
     p = sub.add_parser("templates", parents=[common], help="list the registered templates",
                        description="List every registered template with its targets and arguments.")
+    _add_json(p)
 
     p = sub.add_parser("space", parents=[common], help="show a template's knobs and the size of its space",
                        description="Show the knobs of a template on given arguments and how many "
                                    "configs its space holds.")
     _add_task(p)
+    _add_json(p)
 
     p = sub.add_parser("best", parents=[common], help="the best result of each workload in a log",
                        description="Print a table: workload, target, best time, GFLOPS, trials, errors. "
@@ -162,6 +188,7 @@ def _build_parser() -> _Parser:
     p.add_argument("--workload", metavar="TEXT", help="only workloads whose name contains TEXT "
                                                       "(or whose key starts with it)")
     p.add_argument("--configs", action="store_true", help="also print each best config")
+    _add_json(p)
 
     p = sub.add_parser("report", parents=[common], help="an HTML report (or a plot) of a tuning log",
                        description="Write an interactive HTML page (self-contained, works offline) with "
@@ -339,6 +366,7 @@ def _positive_seconds(text: str) -> float:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
     parser = _build_parser()
+    _autocomplete(parser)
     try:
         ns = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     except SystemExit as exc:  # --help, --version and usage errors
@@ -350,3 +378,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from autotune import commands
 
     return commands.run(ns)
+
+
+def _autocomplete(parser: argparse.ArgumentParser) -> None:
+    """Answer a shell's tab completion request (argcomplete's environment variables) and
+    exit; without such a request, or without argcomplete, do nothing."""
+    try:
+        import argcomplete
+    except ImportError:  # a dependency, but completion is a convenience: the CLI works without it
+        return
+    argcomplete.autocomplete(parser)

@@ -30,7 +30,7 @@ from typing import Any
 from autotune.errors import AutotuneError
 
 __all__ = ["ArgsError", "parse_args_text", "parse_value", "bind_template_args", "format_args",
-           "signature_text"]
+           "nonpositive_sizes", "signature_text"]
 
 _KEYWORD = re.compile(r"^([A-Za-z_]\w*)=(.*)$", re.S)
 _OPEN, _CLOSE = "([{", ")]}"
@@ -223,3 +223,14 @@ def _format_value(value: Any) -> str:
 def format_args(args: Sequence) -> str:
     """The ``--args`` text of an argument list (what :func:`parse_args_text` reads back)."""
     return ",".join(_format_value(v) for v in args)
+
+
+def nonpositive_sizes(func: Callable, values: Sequence) -> list[tuple[str, Any]]:
+    """``(name, value)`` of each ``int``-annotated parameter of ``func`` given a value below 1,
+    in order: the likely cause when a template fails on its arguments, since such parameters of
+    the registered templates are sizes (a dimension, a block, a batch)."""
+    out = []
+    for param, value in zip(inspect.signature(func).parameters.values(), values):
+        if _annotation(param) is int and isinstance(value, int) and not isinstance(value, bool) and value < 1:
+            out.append((param.name, value))
+    return out

@@ -71,6 +71,12 @@ def cmd_tune_model(ns) -> int:
         result = autotune.tune_model(tasks, ns.target, trials=trials, time_budget=ns.time_budget, db=ns.db,
                                      tuner=ns.tuner, measure_option=options, scheduler=ns.scheduler,
                                      warm_start=warm, seed=ns.seed, progress=progress)
+    except ConnectionError as err:
+        if ns.cluster:
+            from autotune.commands import cluster_error
+
+            raise cluster_error(ns, err) from err
+        raise
     finally:
         options.close()
     _out()
