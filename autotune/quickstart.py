@@ -8,8 +8,12 @@ Run with ``python3 -m autotune.quickstart`` from an installed package, or
    measurement in ``tuning.db`` (run it again and tuning resumes from the log);
 2. builds the kernel with the best config in the log (``autotune.build``);
 3. checks the result against numpy;
-4. times the tuned kernel, the template's untuned default config and numpy's ``a @ b``
-   in this run, and prints the speedups.
+4. times the tuned kernel, the template's untuned default config and numpy's ``a @ b``,
+   each in a fresh process, interleaved over rounds, and prints the speedups.
+
+Each contender is timed in a process of its own because libraries that run parallel loops
+keep their threads spinning for a while after a call: timed right after numpy's ``a @ b`` in
+one process, a parallel kernel gets half the cores (see ``docs/deploy.md``).
 
 The same from the command line::
 
@@ -20,7 +24,11 @@ The same from the command line::
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 
 import numpy as np
@@ -30,7 +38,7 @@ import compiler
 
 __all__ = ["main"]
 
-ROUNDS, REPEAT, MIN_MS = 5, 3, 50.0
+ROUNDS, REPEAT, MIN_MS = 3, 3, 50.0
 
 
 def numpy_seconds(a: np.ndarray, b: np.ndarray) -> float:
@@ -63,6 +71,28 @@ def compare(timers: dict) -> dict:
         for name, timer in timers.items():
             runs[name].append(timer())
     return {name: statistics.median(r) for name, r in runs.items()}
+
+
+def seconds_in_fresh_process(n: int, library: str | None) -> float:
+    """Median seconds of one ``n``-cubed matmul timed in a new Python process: by the exported
+    kernel ``library``, or by numpy when it is None."""
+    code = f"from autotune.quickstart import _seconds_here; print(_seconds_here({n}, {library!r}))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"timing {library or 'numpy'} in a fresh process failed:\n{proc.stderr}")
+    return float(proc.stdout.split()[-1])
+
+
+def _seconds_here(n: int, library: str | None) -> float:
+    rng = np.random.default_rng(0)
+    a_np = rng.random((n, n), dtype=np.float32)
+    b_np = rng.random((n, n), dtype=np.float32)
+    if library is None:
+        return numpy_seconds(a_np, b_np)
+    f = compiler.runtime.load_module(library)
+    dev = compiler.cpu(0)
+    a, b = compiler.nd.array(a_np, dev), compiler.nd.array(b_np, dev)
+    return kernel_seconds(f, a, b, compiler.nd.empty((n, n), "float32", dev))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -99,10 +129,14 @@ def main(argv: list[str] | None = None) -> None:
         f(a, b, c)
         np.testing.assert_allclose(c.numpy(), expected, rtol=1e-4, atol=1e-4)
 
-    # 4. Time all three in this run.
-    times = compare({"tuned": lambda: kernel_seconds(tuned, a, b, c),
-                     "default": lambda: kernel_seconds(default, a, b, c),
-                     "numpy": lambda: numpy_seconds(a_np, b_np)})
+    # 4. Time all three, each in a fresh process, interleaved over rounds.
+    with tempfile.TemporaryDirectory(prefix="quickstart_") as tmp:
+        libraries = {name: os.path.join(tmp, f"{name}.so") for name in ("tuned", "default")}
+        tuned.export_library(libraries["tuned"])
+        default.export_library(libraries["default"])
+        times = compare({"tuned": lambda: seconds_in_fresh_process(n, libraries["tuned"]),
+                         "default": lambda: seconds_in_fresh_process(n, libraries["default"]),
+                         "numpy": lambda: seconds_in_fresh_process(n, None)})
     t_tuned, t_default, t_numpy = times["tuned"], times["default"], times["numpy"]
     flop = 2.0 * n ** 3
 
@@ -111,7 +145,7 @@ def main(argv: list[str] | None = None) -> None:
           f"(results match numpy to rtol=1e-4)")
     print(f"tuning: {result.trials} trials, {sum(result.errors.values())} errors, {tune_s:.0f} s; "
           f"best config {result.best_config.knob_values()}")
-    print(f"{'':<22}{'median ms':>10}{'GFLOPS':>9}")
+    print(f"{'':<22}{'median ms':>10}{'GFLOPS':>9}   (each the median of {ROUNDS} fresh processes)")
     for name, t in (("tuned (best in log)", t_tuned), ("default config", t_default),
                     ("numpy a @ b", t_numpy)):
         print(f"{name:<22}{t * 1e3:>10.3f}{flop / t / 1e9:>9.1f}")
