@@ -239,6 +239,7 @@ class _Session:
                  shared: SharedModels | None = None):
         self.task = task
         self.tuner = get_tuner(tuner, task, seed=seed)
+        self.tuner.use_log(log)  # before the log's history, which a tuner may keep beside it
         self.batch_size = batch_size or self.tuner.default_batch_size
         self.run_id = log.start_run(self.tuner.name, {**options_note, "batch_size": self.batch_size,
                                                       "seed": seed, "workload": task.workload_name})

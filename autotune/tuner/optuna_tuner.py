@@ -7,50 +7,143 @@ such as CMA-ES can exploit). A batch comes from several asks:
 
 - a config that violates a constraint is told as pruned and asked again (at most
   ``max_retries`` asks per config of the batch; the rest of the batch is then random);
-- a config measured before is told its known cost at once, without measuring again;
+- a config measured before is told as pruned (user attribute ``repeat``), without measuring
+  it again: the trial that measured it holds its cost;
 - a config already in flight keeps its trial open, told when the result arrives.
 
-Measured costs (seconds, minimized) are told as values, failed candidates as
-failures; configs measured without a trial (random fill, resumed history) are added
-to the study as finished trials.
+So every measured config is one trial of the study: ``COMPLETE`` with its mean cost (seconds,
+minimized) as the value, or ``FAIL`` for a failed candidate, with user attributes
+``config_index`` and ``config`` (the knob values, as AutoTVM prints a config; the trial's own
+parameters are the knobs' choice positions). Configs measured without a trial (random fill,
+the default config, resumed history) are added as finished trials.
+
+Where the study lives
+---------------------
+``tune()`` keeps the study beside its tuning log, through Optuna's RDB storage, so that a
+resumed run continues the same study (its trials are not measured again) and
+``optuna-dashboard`` can open it::
+
+    optuna-dashboard sqlite:////path/to/tuning.optuna.db
+
+- an SQLite log ``tuning.db`` keeps its studies in ``tuning.optuna.db`` beside it (a file of
+  its own: Optuna and the log both version their tables in Alembic's ``alembic_version``
+  table, which one database cannot hold for both);
+- a PostgreSQL log keeps them in the same database, in the schema ``optuna`` (or
+  ``<schema>_optuna`` where the log's URL sets a ``search_path``), created on first use;
+- an in-memory log (``db=None`` or ``":memory:"``) keeps the study in memory.
+
+The study's name is :func:`study_name` of the task (its readable workload and its workload
+key), so every workload has a study of its own. The tuner's ``storage_url`` says where the
+study is (``None`` in memory), and the run logs it once at INFO. ``storage=`` (a URL or an
+Optuna storage) and ``study_name=`` choose otherwise.
 """
 
 from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
 
 # optuna itself (heavy) is imported where it is used: only an OptunaTuner bound to a task needs it.
 from autotune.errors import AutotuneError
 from autotune.tuner.tuner import Tuner
 
-__all__ = ["OptunaTuner"]
+__all__ = ["OptunaTuner", "study_name", "study_storage_url"]
+
+logger = logging.getLogger(__name__)
 
 _DISTRIBUTIONS = ("categorical", "int")
+_MAX_NAME = 400  # Optuna's study names hold up to 512 characters
+_SCHEMA = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SEARCH_PATH = re.compile(r"-c\s*search_path=(\S+)")
+
+
+def study_name(task, knob_distribution: str = "categorical") -> str:
+    """The name of ``task``'s study: its readable workload (template, arguments, target) and
+    its workload key, e.g. ``matmul(64,64,64,float32)@llvm:znver4 [3f2a...]``. Studies of
+    integer-coded knobs (``knob_distribution="int"``) are apart: ``... [3f2a...] int``."""
+    readable = task.workload_name
+    if len(readable) > _MAX_NAME - 60:
+        readable = readable[:_MAX_NAME - 63] + "..."
+    name = f"{readable} [{task.workload_key}]"
+    return name if knob_distribution == "categorical" else f"{name} {knob_distribution}"
+
+
+def study_storage_url(log) -> str | None:
+    """Where the studies of tuning log ``log`` (a :class:`db.TuningLog`) live: an Optuna
+    storage URL (password included, as the log's), or ``None`` for an in-memory log. See the
+    module's documentation; a PostgreSQL schema is created here if it does not exist."""
+    url = log.url
+    if url.get_backend_name() == "sqlite":
+        if url.database in (None, "", ":memory:"):
+            return None
+        path = Path(url.database)
+        suffix = path.suffix or ".db"
+        return f"sqlite:///{path.with_name(path.stem + '.optuna' + suffix)}"
+    if url.get_backend_name() != "postgresql":
+        raise AutotuneError(f"OptunaTuner: cannot keep a study beside a {url.get_backend_name()} log")
+    options = url.query.get("options", "")
+    options = " ".join(options) if isinstance(options, tuple) else options
+    found = _SEARCH_PATH.search(options)
+    base = found.group(1).split(",")[0].strip("\"'") if found else ""
+    schema = f"{base}_optuna" if base and base != "public" else "optuna"
+    if not _SCHEMA.match(schema):
+        raise AutotuneError(f"OptunaTuner: the log's search_path {base!r} gives no plain schema name for "
+                            f"its studies; pass storage= to the tuner")
+    _create_schema(url, schema)
+    rest = _SEARCH_PATH.sub("", options).strip()
+    study_url = url.update_query_dict({"options": f"{rest} -csearch_path={schema}".strip()})
+    return study_url.render_as_string(hide_password=False)
+
+
+def _create_schema(url, schema: str) -> None:
+    from sqlalchemy import create_engine, text
+    from sqlalchemy import exc as sa_exc
+
+    engine = create_engine(url, connect_args={"connect_timeout": 10})
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
+    except sa_exc.IntegrityError:  # another process created it at the same moment
+        pass
+    finally:
+        engine.dispose()
 
 
 class OptunaTuner(Tuner):
     """Optuna-driven search. ``sampler`` is any ``optuna.samplers.BaseSampler``; without one,
     ``TPESampler(seed=seed, constant_liar=True)`` (pending trials count as bad, which keeps a
-    batch diverse). A sampler passed in is seeded by whoever made it."""
+    batch diverse). A sampler passed in is seeded by whoever made it.
+
+    ``storage`` is an Optuna storage or its URL; without one the study stays in memory unless
+    ``tune()`` gives the tuner its log (:meth:`use_log`), beside which the study is kept (see
+    the module's documentation). ``study_name`` defaults to :func:`study_name` of the task; a
+    study of that name in the storage is continued: its measured configs are not proposed
+    again. Attributes: ``study`` (the ``optuna.Study``, created on first use) and
+    ``storage_url`` (where it is, for ``optuna-dashboard <storage_url>`` or
+    ``optuna.load_study(study_name=tuner.study.study_name, storage=tuner.storage_url)``;
+    ``None`` in memory).
+    """
 
     name = "optuna"
 
     def __init__(self, task=None, seed: int | None = None, sampler=None, max_retries: int = 20,
-                 knob_distribution: str = "categorical", **options):
+                 knob_distribution: str = "categorical", storage=None, study_name: str | None = None,
+                 **options):
         if knob_distribution not in _DISTRIBUTIONS:
             raise AutotuneError(f"OptunaTuner: unknown knob_distribution {knob_distribution!r}; "
                                 f"use one of {_DISTRIBUTIONS}")
         if max_retries < 1:
             raise AutotuneError(f"OptunaTuner: max_retries must be at least 1, got {max_retries}")
         self.sampler, self.max_retries, self.knob_distribution = sampler, max_retries, knob_distribution
+        self.storage, self.study_name = storage, study_name
+        self.storage_url: str | None = storage if isinstance(storage, str) else getattr(storage, "url", None)
+        self._study = None
         super().__init__(task, seed, **options)
 
     def _setup(self) -> None:
-        import optuna
+        from optuna import distributions as dist
 
-        # Optuna logs every finished trial at INFO on its own handler; a library stays quiet.
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        sampler = self.sampler or optuna.samplers.TPESampler(seed=self.seed, constant_liar=True)
-        self.study = optuna.create_study(direction="minimize", sampler=sampler)
-        dist = optuna.distributions
         categorical = self.knob_distribution == "categorical"
         self._dists = {
             name: (dist.CategoricalDistribution(list(range(len(knob)))) if categorical
@@ -58,20 +151,83 @@ class OptunaTuner(Tuner):
             for name, knob in self.space.space_map.items()
         }
         self._open: dict[int, list] = {}  # config index -> trials waiting for its result
+        self._in_study: set[int] = set()  # configs the study holds a measuring trial of
+
+    def use_log(self, log) -> None:
+        """Keep the study beside ``log`` (see the module's documentation), unless the tuner
+        was given a storage or its study is already made."""
+        self._bound()
+        if self.storage is None and self._study is None:
+            self.storage = self.storage_url = study_storage_url(log)
+
+    @property
+    def study(self):
+        """The tuner's ``optuna.Study`` (created, or loaded from its storage, on first use)."""
+        self._bound()
+        if self._study is None:
+            self._study = self._make_study()
+        return self._study
+
+    def _make_study(self):
+        import optuna
+        from optuna.study import StudyDirection
+
+        # Optuna logs every finished trial at INFO on its own handler; a library stays quiet.
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        sampler = self.sampler or optuna.samplers.TPESampler(seed=self.seed, constant_liar=True)
+        name = self.study_name or study_name(self.task, self.knob_distribution)
+        storage = self.storage
+        if isinstance(storage, str):
+            storage = optuna.storages.RDBStorage(storage)
+        study = optuna.create_study(study_name=name, storage=storage, sampler=sampler, direction="minimize",
+                                    load_if_exists=True)
+        if study.directions != [StudyDirection.MINIMIZE]:
+            raise AutotuneError(f"OptunaTuner: study {name!r} in {self._where()} does not minimize one value")
+        self.study_name = name
+        for trial in study.get_trials(deepcopy=False):
+            index = self._index_of(trial)
+            if index is not None:
+                self._in_study.add(index)
+        if self.storage_url is not None:
+            from db import hide_passwords
+
+            logger.info("optuna study %r of %s: %d trials, in %s (open it with optuna-dashboard)", name,
+                        self.task.workload_name, len(study.trials), hide_passwords(self.storage_url))
+        return study
+
+    def _where(self) -> str:
+        from db import hide_passwords
+
+        return "memory" if self.storage_url is None else hide_passwords(self.storage_url)
+
+    def _index_of(self, trial) -> int | None:
+        """The config a finished trial of the study measured; None for other trials."""
+        from optuna.trial import TrialState
+
+        if trial.state not in (TrialState.COMPLETE, TrialState.FAIL) or trial.user_attrs.get("repeat"):
+            return None
+        index = trial.user_attrs.get("config_index")
+        if index is None and set(trial.params) == set(self._dists):  # a trial some other program added
+            index = self.space.choices_to_index([trial.params[name] for name in self._dists])
+        return int(index) if index is not None else None
+
+    def _attrs(self, index: int) -> dict:
+        return {"config_index": index, "config": str(self.space.from_index(index, check=False))}
 
     def _propose(self, n: int) -> list[int]:
         from optuna.trial import TrialState
 
+        study = self.study
         out: list[int] = []
         for _ in range(n * self.max_retries):
             if len(out) == n:
                 break
-            trial = self.study.ask(self._dists)
+            trial = study.ask(self._dists)
             index = self.space.choices_to_index([trial.params[name] for name in self._dists])
             if not self.space.is_valid(index):
-                self.study.tell(trial, state=TrialState.PRUNED)
-            elif index in self.costs:
-                self._tell(trial, self.costs[index])
+                study.tell(trial, state=TrialState.PRUNED)
+            elif index in self._in_study or index in self.costs:
+                self._tell_repeat(trial, index)
             else:
                 self._open.setdefault(index, []).append(trial)
                 if index not in self._visited and index not in out:
@@ -82,20 +238,43 @@ class OptunaTuner(Tuner):
         import optuna
         from optuna.trial import TrialState
 
+        study = self.study
         for index, cost in zip(indices, costs):
             trials = self._open.pop(index, [])
-            for trial in trials:
-                self._tell(trial, cost)
-            if not trials:
-                params = dict(zip(self._dists, self.space.index_to_choices(index)))
+            if index not in self._in_study:
                 state = TrialState.COMPLETE if cost is not None else TrialState.FAIL
-                self.study.add_trial(optuna.trial.create_trial(
-                    params=params, distributions=self._dists, value=cost, state=state))
+                if trials:
+                    trial = trials.pop(0)
+                    for key, value in self._attrs(index).items():
+                        trial.set_user_attr(key, value)
+                    study.tell(trial, cost, state=state)
+                else:
+                    params = dict(zip(self._dists, self.space.index_to_choices(index)))
+                    study.add_trial(optuna.trial.create_trial(
+                        params=params, distributions=self._dists, value=cost, state=state,
+                        user_attrs=self._attrs(index)))
+                self._in_study.add(index)
+            for trial in trials:  # asked again while in flight, or measured before (a resumed study)
+                self._tell_repeat(trial, index)
 
-    def _tell(self, trial, cost: float | None) -> None:
+    def _tell_repeat(self, trial, index: int) -> None:
         from optuna.trial import TrialState
 
-        if cost is None:
-            self.study.tell(trial, state=TrialState.FAIL)
-        else:
-            self.study.tell(trial, cost)
+        trial.set_user_attr("repeat", True)
+        for key, value in self._attrs(index).items():
+            trial.set_user_attr(key, value)
+        self.study.tell(trial, state=TrialState.PRUNED)
+
+    def close(self) -> None:
+        """Tell the trials still waiting for a result (a run that stopped with configs in
+        flight) as pruned, so that the study holds no trial left running."""
+        from optuna.trial import TrialState
+
+        if self.task is None or self._study is None:
+            return
+        open_trials, self._open = self._open, {}
+        for index, trials in open_trials.items():
+            for trial in trials:
+                trial.set_user_attr("unmeasured", True)
+                trial.set_user_attr("config_index", index)
+                self._study.tell(trial, state=TrialState.PRUNED)
