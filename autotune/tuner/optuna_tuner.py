@@ -47,6 +47,7 @@ from pathlib import Path
 # optuna itself (heavy) is imported where it is used: only an OptunaTuner bound to a task needs it.
 from autotune.errors import AutotuneError
 from autotune.tuner.tuner import Tuner
+from db import BUSY_TIMEOUT_S
 
 __all__ = ["OptunaTuner", "study_name", "study_storage_url"]
 
@@ -108,6 +109,29 @@ def _create_schema(url, schema: str) -> None:
         pass
     finally:
         engine.dispose()
+
+
+def _rdb_storage(url: str):
+    """Optuna's RDB storage at ``url``; an SQLite file is written as the log is (WAL, waiting
+    for other processes' writes): Optuna commits several times per trial, and a commit that
+    syncs the disk each time made the tuner several times slower."""
+    import optuna
+
+    if not url.startswith("sqlite"):
+        return optuna.storages.RDBStorage(url)
+    from sqlalchemy import event
+
+    storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": BUSY_TIMEOUT_S}})
+    event.listen(storage.engine, "connect", _sqlite_pragmas)
+    storage.engine.dispose()  # the connections made so far lack the pragmas
+    return storage
+
+
+def _sqlite_pragmas(conn, _record) -> None:
+    cursor = conn.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
 
 
 class OptunaTuner(Tuner):
@@ -178,7 +202,7 @@ class OptunaTuner(Tuner):
         name = self.study_name or study_name(self.task, self.knob_distribution)
         storage = self.storage
         if isinstance(storage, str):
-            storage = optuna.storages.RDBStorage(storage)
+            storage = _rdb_storage(storage)
         study = optuna.create_study(study_name=name, storage=storage, sampler=sampler, direction="minimize",
                                     load_if_exists=True)
         if study.directions != [StudyDirection.MINIMIZE]:
