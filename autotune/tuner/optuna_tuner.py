@@ -7,21 +7,26 @@ such as CMA-ES can exploit). A batch comes from several asks:
 
 - a config that violates a constraint is told as pruned and asked again (at most
   ``max_retries`` asks per config of the batch; the rest of the batch is then random);
-- a config measured before is told as pruned (user attribute ``repeat``), without measuring
-  it again: the trial that measured it holds its cost;
+- a config measured before is told its known cost at once, without measuring again;
 - a config already in flight keeps its trial open, told when the result arrives.
 
-So every measured config is one trial of the study: ``COMPLETE`` with its mean cost (seconds,
-minimized) as the value, or ``FAIL`` for a failed candidate, with user attributes
-``config_index`` and ``config`` (the knob values, as AutoTVM prints a config; the trial's own
-parameters are the knobs' choice positions). Configs measured without a trial (random fill,
-the default config, resumed history) are added as finished trials.
+Measured costs (seconds, minimized) are told as values, failed candidates as failures;
+configs measured without a trial (random fill, the default config, resumed history) are added
+to the search's study as finished trials.
+
+The tuner keeps two studies. The search's own (``sampler_study``, in memory) holds every ask,
+repeats and pruned ones included, which is what the sampler learns from. The tuner's
+``study`` is the record of the run: one trial per measured config, ``COMPLETE`` with its mean
+cost as the value or ``FAIL`` for a failed candidate, with user attributes ``config_index``
+and ``config`` (the knob values, as AutoTVM prints a config; the trial's parameters are the
+knobs' choice positions). It is written once per measured config, so a stored study costs
+the search one write per measurement, not one per ask.
 
 Where the study lives
 ---------------------
-``tune()`` keeps the study beside its tuning log, through Optuna's RDB storage, so that a
-resumed run continues the same study (its trials are not measured again) and
-``optuna-dashboard`` can open it::
+``tune()`` keeps the tuner's ``study`` beside its tuning log, through Optuna's RDB storage,
+so that a resumed run continues the same study (its configs are not measured again, and the
+search's study is seeded from the log as before) and ``optuna-dashboard`` can open it::
 
     optuna-dashboard sqlite:////path/to/tuning.optuna.db
 
@@ -47,7 +52,7 @@ from pathlib import Path
 # optuna itself (heavy) is imported where it is used: only an OptunaTuner bound to a task needs it.
 from autotune.errors import AutotuneError
 from autotune.tuner.tuner import Tuner
-from db import BUSY_TIMEOUT_S
+from db import BUSY_TIMEOUT_S, hide_passwords
 
 __all__ = ["OptunaTuner", "study_name", "study_storage_url"]
 
@@ -139,14 +144,15 @@ class OptunaTuner(Tuner):
     ``TPESampler(seed=seed, constant_liar=True)`` (pending trials count as bad, which keeps a
     batch diverse). A sampler passed in is seeded by whoever made it.
 
-    ``storage`` is an Optuna storage or its URL; without one the study stays in memory unless
-    ``tune()`` gives the tuner its log (:meth:`use_log`), beside which the study is kept (see
-    the module's documentation). ``study_name`` defaults to :func:`study_name` of the task; a
-    study of that name in the storage is continued: its measured configs are not proposed
-    again. Attributes: ``study`` (the ``optuna.Study``, created on first use) and
-    ``storage_url`` (where it is, for ``optuna-dashboard <storage_url>`` or
-    ``optuna.load_study(study_name=tuner.study.study_name, storage=tuner.storage_url)``;
-    ``None`` in memory).
+    ``storage`` is an Optuna storage or its URL for the tuner's ``study``; without one the
+    study stays in memory unless ``tune()`` gives the tuner its log (:meth:`use_log`), beside
+    which the study is kept (see the module's documentation). ``study_name`` defaults to
+    :func:`study_name` of the task; a study of that name in the storage is continued.
+    Attributes: ``study`` (the ``optuna.Study`` of measured configs, created or loaded on first
+    use), ``sampler_study`` (the search's own, in memory) and ``storage_url`` (where ``study``
+    is, for ``optuna-dashboard <storage_url>`` or
+    ``optuna.load_study(study_name=tuner.study_name, storage=tuner.storage_url)``; ``None`` in
+    memory).
     """
 
     name = "optuna"
@@ -166,8 +172,13 @@ class OptunaTuner(Tuner):
         super().__init__(task, seed, **options)
 
     def _setup(self) -> None:
+        import optuna
         from optuna import distributions as dist
 
+        # Optuna logs every finished trial at INFO on its own handler; a library stays quiet.
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        sampler = self.sampler or optuna.samplers.TPESampler(seed=self.seed, constant_liar=True)
+        self.sampler_study = optuna.create_study(direction="minimize", sampler=sampler)
         categorical = self.knob_distribution == "categorical"
         self._dists = {
             name: (dist.CategoricalDistribution(list(range(len(knob)))) if categorical
@@ -175,7 +186,7 @@ class OptunaTuner(Tuner):
             for name, knob in self.space.space_map.items()
         }
         self._open: dict[int, list] = {}  # config index -> trials waiting for its result
-        self._in_study: set[int] = set()  # configs the study holds a measuring trial of
+        self._stored: set[int] = set()  # configs that ``study`` holds a trial of
 
     def use_log(self, log) -> None:
         """Keep the study beside ``log`` (see the module's documentation), unless the tuner
@@ -186,72 +197,59 @@ class OptunaTuner(Tuner):
 
     @property
     def study(self):
-        """The tuner's ``optuna.Study`` (created, or loaded from its storage, on first use)."""
+        """The ``optuna.Study`` of the measured configs (created, or loaded from its storage, on
+        first use)."""
         self._bound()
         if self._study is None:
-            self._study = self._make_study()
+            self._study = self._open_study()
         return self._study
 
-    def _make_study(self):
+    def _open_study(self):
         import optuna
         from optuna.study import StudyDirection
 
-        # Optuna logs every finished trial at INFO on its own handler; a library stays quiet.
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        sampler = self.sampler or optuna.samplers.TPESampler(seed=self.seed, constant_liar=True)
         name = self.study_name or study_name(self.task, self.knob_distribution)
-        storage = self.storage
-        if isinstance(storage, str):
-            storage = _rdb_storage(storage)
-        study = optuna.create_study(study_name=name, storage=storage, sampler=sampler, direction="minimize",
-                                    load_if_exists=True)
+        storage = _rdb_storage(self.storage) if isinstance(self.storage, str) else self.storage
+        # Its trials are added, never asked for: the sampler is never used.
+        study = optuna.create_study(study_name=name, storage=storage, direction="minimize",
+                                    sampler=optuna.samplers.RandomSampler(), load_if_exists=True)
+        where = "memory" if self.storage_url is None else hide_passwords(self.storage_url)
         if study.directions != [StudyDirection.MINIMIZE]:
-            raise AutotuneError(f"OptunaTuner: study {name!r} in {self._where()} does not minimize one value")
+            raise AutotuneError(f"OptunaTuner: study {name!r} in {where} does not minimize one value")
         self.study_name = name
         for trial in study.get_trials(deepcopy=False):
             index = self._index_of(trial)
             if index is not None:
-                self._in_study.add(index)
+                self._stored.add(index)
         if self.storage_url is not None:
-            from db import hide_passwords
-
-            logger.info("optuna study %r of %s: %d trials, in %s (open it with optuna-dashboard)", name,
-                        self.task.workload_name, len(study.trials), hide_passwords(self.storage_url))
+            logger.info("optuna study %r of %s (%d trials) is in %s: optuna-dashboard opens it", name,
+                        self.task.workload_name, len(study.trials), where)
         return study
-
-    def _where(self) -> str:
-        from db import hide_passwords
-
-        return "memory" if self.storage_url is None else hide_passwords(self.storage_url)
 
     def _index_of(self, trial) -> int | None:
         """The config a finished trial of the study measured; None for other trials."""
         from optuna.trial import TrialState
 
-        if trial.state not in (TrialState.COMPLETE, TrialState.FAIL) or trial.user_attrs.get("repeat"):
+        if trial.state not in (TrialState.COMPLETE, TrialState.FAIL):
             return None
         index = trial.user_attrs.get("config_index")
         if index is None and set(trial.params) == set(self._dists):  # a trial some other program added
             index = self.space.choices_to_index([trial.params[name] for name in self._dists])
         return int(index) if index is not None else None
 
-    def _attrs(self, index: int) -> dict:
-        return {"config_index": index, "config": str(self.space.from_index(index, check=False))}
-
     def _propose(self, n: int) -> list[int]:
         from optuna.trial import TrialState
 
-        study = self.study
         out: list[int] = []
         for _ in range(n * self.max_retries):
             if len(out) == n:
                 break
-            trial = study.ask(self._dists)
+            trial = self.sampler_study.ask(self._dists)
             index = self.space.choices_to_index([trial.params[name] for name in self._dists])
             if not self.space.is_valid(index):
-                study.tell(trial, state=TrialState.PRUNED)
-            elif index in self._in_study or index in self.costs:
-                self._tell_repeat(trial, index)
+                self.sampler_study.tell(trial, state=TrialState.PRUNED)
+            elif index in self.costs:
+                self._tell(trial, self.costs[index])
             else:
                 self._open.setdefault(index, []).append(trial)
                 if index not in self._visited and index not in out:
@@ -259,46 +257,31 @@ class OptunaTuner(Tuner):
         return out
 
     def _observe(self, indices: list[int], costs: list[float | None]) -> None:
+        study = self.study  # opened first: loading it tells which configs it holds
+        for index, cost in zip(indices, costs):
+            trials = self._open.pop(index, [])
+            for trial in trials:
+                self._tell(trial, cost)
+            if not trials:
+                self.sampler_study.add_trial(self._finished(index, cost))
+            if index not in self._stored:  # once per config: a resumed log repeats none
+                config = str(self.space.from_index(index, check=False))
+                study.add_trial(self._finished(index, cost, {"config_index": index, "config": config}))
+                self._stored.add(index)
+
+    def _finished(self, index: int, cost: float | None, attrs: dict | None = None):
         import optuna
         from optuna.trial import TrialState
 
-        study = self.study
-        for index, cost in zip(indices, costs):
-            trials = self._open.pop(index, [])
-            if index not in self._in_study:
-                state = TrialState.COMPLETE if cost is not None else TrialState.FAIL
-                if trials:
-                    trial = trials.pop(0)
-                    for key, value in self._attrs(index).items():
-                        trial.set_user_attr(key, value)
-                    study.tell(trial, cost, state=state)
-                else:
-                    params = dict(zip(self._dists, self.space.index_to_choices(index)))
-                    study.add_trial(optuna.trial.create_trial(
-                        params=params, distributions=self._dists, value=cost, state=state,
-                        user_attrs=self._attrs(index)))
-                self._in_study.add(index)
-            for trial in trials:  # asked again while in flight, or measured before (a resumed study)
-                self._tell_repeat(trial, index)
+        params = dict(zip(self._dists, self.space.index_to_choices(index)))
+        state = TrialState.COMPLETE if cost is not None else TrialState.FAIL
+        return optuna.trial.create_trial(params=params, distributions=self._dists, value=cost, state=state,
+                                         user_attrs=attrs)
 
-    def _tell_repeat(self, trial, index: int) -> None:
+    def _tell(self, trial, cost: float | None) -> None:
         from optuna.trial import TrialState
 
-        trial.set_user_attr("repeat", True)
-        for key, value in self._attrs(index).items():
-            trial.set_user_attr(key, value)
-        self.study.tell(trial, state=TrialState.PRUNED)
-
-    def close(self) -> None:
-        """Tell the trials still waiting for a result (a run that stopped with configs in
-        flight) as pruned, so that the study holds no trial left running."""
-        from optuna.trial import TrialState
-
-        if self.task is None or self._study is None:
-            return
-        open_trials, self._open = self._open, {}
-        for index, trials in open_trials.items():
-            for trial in trials:
-                trial.set_user_attr("unmeasured", True)
-                trial.set_user_attr("config_index", index)
-                self._study.tell(trial, state=TrialState.PRUNED)
+        if cost is None:
+            self.sampler_study.tell(trial, state=TrialState.FAIL)
+        else:
+            self.sampler_study.tell(trial, cost)
