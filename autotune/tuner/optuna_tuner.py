@@ -194,6 +194,7 @@ class OptunaTuner(Tuner):
         self._bound()
         if self.storage is None and self._study is None:
             self.storage = self.storage_url = study_storage_url(log)
+        self.study  # opened now, so that the run says where it is before it measures  # noqa: B018
 
     @property
     def study(self):
@@ -222,8 +223,8 @@ class OptunaTuner(Tuner):
             if index is not None:
                 self._stored.add(index)
         if self.storage_url is not None:
-            logger.info("optuna study %r of %s (%d trials) is in %s: optuna-dashboard opens it", name,
-                        self.task.workload_name, len(study.trials), where)
+            logger.info("optuna study %r (%d trials) is in %s: optuna-dashboard opens it", name,
+                        len(study.trials), where)
         return study
 
     def _index_of(self, trial) -> int | None:
