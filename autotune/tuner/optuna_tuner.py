@@ -194,7 +194,8 @@ class OptunaTuner(Tuner):
         self._bound()
         if self.storage is None and self._study is None:
             self.storage = self.storage_url = study_storage_url(log)
-        self.study  # opened now, so that the run says where it is before it measures  # noqa: B018
+        if self._study is None:  # opened now, so that the run says where it is before it measures
+            self._study = self._open_study()
 
     @property
     def study(self):
@@ -219,6 +220,11 @@ class OptunaTuner(Tuner):
             raise AutotuneError(f"OptunaTuner: study {name!r} in {where} does not minimize one value")
         self.study_name = name
         for trial in study.get_trials(deepcopy=False):
+            if trial.distributions and trial.distributions != self._dists:
+                raise AutotuneError(
+                    f"OptunaTuner: study {name!r} in {where} holds trials of other knobs than the space of "
+                    f"{self.task.workload_name} has (the template changed, or knob_distribution did): "
+                    f"pass another study_name=, or delete that study (optuna.delete_study)")
             index = self._index_of(trial)
             if index is not None:
                 self._stored.add(index)

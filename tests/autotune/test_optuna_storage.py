@@ -15,6 +15,7 @@ import pytest
 
 import autotune
 import db
+from autotune.errors import AutotuneError
 from autotune.tuner.optuna_tuner import OptunaTuner, study_name
 from measure import Artifact, Builder, BuildReply, ErrorKind, MeasureOptions, MeasureResult, Runner
 
@@ -162,3 +163,17 @@ def test_an_explicit_storage_wins(tmp_path):
                       seed=0, progress=False, remeasure=False)
     assert tuner.storage_url == url and not (tmp_path / "tuning.optuna.db").exists()
     assert sum(t[0] == "COMPLETE" for t in _read_study("mine", url)) >= 3
+
+
+def test_a_study_of_other_knobs_is_refused(tmp_path):
+    task, url = _task(), f"sqlite:///{tmp_path / 'studies.db'}"
+    tuner = OptunaTuner(task, seed=0, storage=url, study_name="s", knob_distribution="int")
+    tuner.update([_Input(c) for c in tuner.next_batch(3)], [1e-3] * 3)
+    with pytest.raises(AutotuneError, match="study 's' in .* holds trials of other knobs"):
+        _ = OptunaTuner(task, seed=0, storage=url, study_name="s").study
+    assert study_name(task, "int") != study_name(task)  # tune()'s own names keep them apart
+
+
+class _Input:
+    def __init__(self, config):
+        self.config = config
