@@ -391,7 +391,8 @@ def tune(task, trials: int | None = 500, tuner="xgb", db="tuning.db", measure_op
     limit on trials.
 
     ``tuner`` is a name of :data:`autotune.tuner.TUNERS` ("random", "grid", "ga", "xgb",
-    "optuna"), a Tuner subclass or a Tuner instance; ``batch_size`` defaults to the tuner's
+    "optuna": it keeps its Optuna study beside the log, see :mod:`autotune.tuner.optuna_tuner`),
+    a Tuner subclass or a Tuner instance; ``batch_size`` defaults to the tuner's
     ``default_batch_size`` (16 for "xgb" and "ga", 8 for the others);
     ``db`` the tuning log (path, URL, open log, or None for an in-memory log);
     ``measure_option`` a :class:`measure.MeasureOptions` (default: local workers);

@@ -34,7 +34,9 @@ search's study is seeded from the log as before) and ``optuna-dashboard`` can op
   its own: Optuna and the log both version their tables in Alembic's ``alembic_version``
   table, which one database cannot hold for both);
 - a PostgreSQL log keeps them in the same database, in the schema ``optuna`` (or
-  ``<schema>_optuna`` where the log's URL sets a ``search_path``), created on first use;
+  ``<schema>_optuna`` where the log's URL sets a ``search_path``), created on first use; the
+  storage URL names it, e.g. ``'postgresql+psycopg://u:pw@host/db?options=-csearch_path%3Doptuna'``
+  (quote it in a shell);
 - an in-memory log (``db=None`` or ``":memory:"``) keeps the study in memory.
 
 The study's name is :func:`study_name` of the task (its readable workload and its workload
@@ -118,8 +120,8 @@ def _create_schema(url, schema: str) -> None:
 
 def _rdb_storage(url: str):
     """Optuna's RDB storage at ``url``; an SQLite file is written as the log is (WAL, waiting
-    for other processes' writes): Optuna commits several times per trial, and a commit that
-    syncs the disk each time made the tuner several times slower."""
+    for other processes' writes): Optuna commits several times per trial, and WAL with
+    ``synchronous=NORMAL`` does not sync the disk at each commit."""
     import optuna
 
     if not url.startswith("sqlite"):
