@@ -277,6 +277,7 @@ class _Session:
                  shared: SharedModels | None = None):
         self.task = task
         self.tuner = get_tuner(tuner, task, seed=seed)
+        self.tuner.use_log(log)  # before the log's history, which a tuner may keep beside it
         self.batch_size = batch_size or self.tuner.default_batch_size
         self.run_id = log.start_run(self.tuner.name, {**options_note, "batch_size": self.batch_size,
                                                       "seed": seed, "workload": task.workload_name})
@@ -428,7 +429,8 @@ def tune(task, trials: int | None = 500, tuner="xgb", db="tuning.db", measure_op
     limit on trials.
 
     ``tuner`` is a name of :data:`autotune.tuner.TUNERS` ("random", "grid", "ga", "xgb",
-    "optuna"), a Tuner subclass or a Tuner instance; ``batch_size`` defaults to the tuner's
+    "optuna": it keeps its Optuna study beside the log, see :mod:`autotune.tuner.optuna_tuner`),
+    a Tuner subclass or a Tuner instance; ``batch_size`` defaults to the tuner's
     ``default_batch_size`` (16 for "xgb" and "ga", 8 for the others);
     ``db`` the tuning log (path, URL, open log, or None for an in-memory log);
     ``measure_option`` a :class:`measure.MeasureOptions` (default: local workers);

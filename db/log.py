@@ -164,6 +164,12 @@ class TuningLog:
         return self._where
 
     @property
+    def url(self) -> URL:
+        """The SQLAlchemy URL the log was opened with, password included: for opening the same
+        database elsewhere (never print it; :attr:`where` is what messages name the log by)."""
+        return self._engine.url
+
+    @property
     def backend(self) -> str:
         """``"sqlite"`` or ``"postgresql"``."""
         return self._backend

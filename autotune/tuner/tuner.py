@@ -146,6 +146,11 @@ class Tuner:
     def close(self) -> None:
         """Stop any worker processes the tuner started (a tuner may be used again after)."""
 
+    def use_log(self, log) -> None:
+        """Called by ``tune()`` with the run's tuning log (a :class:`db.TuningLog`), before it
+        gives the tuner the log's history: a tuner that keeps state of its own beside the log
+        (the Optuna tuner's study) opens it here. The default does nothing."""
+
     def load_history(self, pairs: Iterable) -> None:
         """Seed the tuner with earlier ``(config, result)`` pairs (resuming a run).
 

@@ -202,11 +202,11 @@ def test_optuna_tells_failures_and_constraints(tiny_task):
     tuner = OptunaTuner(tiny_task, seed=0)
     configs = tuner.next_batch(4)
     tuner.update([Input(c) for c in configs], [Result([], "build")] + [Result([1e-3])] * 3)
-    states = [t.state for t in tuner.study.trials]
+    states = [t.state for t in tuner.sampler_study.trials]
     assert states.count(TrialState.FAIL) == 1 and states.count(TrialState.COMPLETE) >= 3
     run(tuner, budget=4, batch=4)  # the rest of the space; invalid asks are pruned, never returned
     assert not tuner.has_next()
-    assert TrialState.PRUNED in {t.state for t in tuner.study.trials}
+    assert TrialState.PRUNED in {t.state for t in tuner.sampler_study.trials}
 
 
 def test_optuna_accepts_other_samplers(task):
