@@ -6,8 +6,10 @@ Run with ``python3 scripts/benchmarks/bench_shared_cores.py [--db tuning.db]``. 
 default config) and numpy's ``a @ b`` are timed call by call, each scenario in fresh
 processes interleaved over rounds:
 
-- ours alone; ours right after 20 numpy calls; ours 0.2 s after them; ours right after numpy
-  calls with ``OPENBLAS_NUM_THREADS=1``;
+- ours alone; ours right after 20 numpy calls; ours 0.2 s after them (and, for comparison,
+  0.2 s after 20 calls of its own, when only our pool has gone idle); ours right after and
+  0.2 s after numpy calls with ``OPENBLAS_NUM_THREADS=1``, and 0.2 s after them with our pool
+  spinning (``OMP_WAIT_POLICY=active``);
 - numpy alone; numpy right after 20 calls of ours, with our runtime's short spin (the
   default), with libgomp's own long spin (``GOMP_SPINCOUNT=300000``) and with no spin at all
   (``OMP_WAIT_POLICY=passive``).
@@ -42,7 +44,10 @@ SCENARIOS = [
     ("ours alone", "ours", None, 0.0, {}),
     ("ours right after numpy", "ours", "numpy", 0.0, {}),
     ("ours 0.2 s after numpy", "ours", "numpy", 0.2, {}),
+    ("ours 0.2 s after ours (idle pool)", "ours", "ours", 0.2, {}),
     ("ours right after numpy, OPENBLAS_NUM_THREADS=1", "ours", "numpy", 0.0, {"OPENBLAS_NUM_THREADS": "1"}),
+    ("ours 0.2 s after numpy, OPENBLAS_NUM_THREADS=1", "ours", "numpy", 0.2, {"OPENBLAS_NUM_THREADS": "1"}),
+    ("ours 0.2 s after numpy, OMP_WAIT_POLICY=active", "ours", "numpy", 0.2, {"OMP_WAIT_POLICY": "active"}),
     ("numpy alone", "numpy", None, 0.0, {}),
     ("numpy right after ours (runtime's short spin)", "numpy", "ours", 0.0, {}),
     ("numpy right after ours, GOMP_SPINCOUNT=300000", "numpy", "ours", 0.0, {"GOMP_SPINCOUNT": "300000"}),
@@ -64,8 +69,8 @@ def _child(spec: dict) -> float:
     c = compiler.nd.empty((N, N), "float32", dev)
     calls = {"ours": lambda: f(a, b, c), "numpy": lambda: np.matmul(a_np, b_np, out=c_np)}
     timed, before = calls[spec["timed"]], calls.get(spec["before"])
-    for call in calls.values():  # both libraries' pools started and their code paged in
-        call()
+    for call in {timed, before} - {None}:  # the pools in play started, their code paged in; a library
+        call()                              # left out stays untouched: its idle threads would count
     samples = []
     for _ in range(SAMPLES):
         if before is not None:
