@@ -159,6 +159,7 @@ class Task:
         self._space: ConfigSpace | None = None
         self._flop: int | None = None
         self._code: str | None = None  # the template by value (base64 cloudpickle), made once
+        self._key: str | None = None
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ identity
@@ -184,7 +185,9 @@ class Task:
     @property
     def workload_key(self) -> str:
         """Stable fingerprint of (template, args, target kind and model); see :func:`workload_key`."""
-        return workload_key(self.template, self.args, self.target)
+        if self._key is None:  # a task's identity never changes; tuners ask for it per config
+            self._key = workload_key(self.template, self.args, self.target)
+        return self._key
 
     @property
     def workload_name(self) -> str:

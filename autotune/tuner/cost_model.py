@@ -67,6 +67,12 @@ class XGBCostModel:
         self.params.update(params or {})
         self._booster = None
         self._width: int | None = None
+        self._settings = (num_threads, seed, num_rounds, params, feature_workers)
+
+    def sibling(self, feature_type: str) -> XGBCostModel:
+        """A new, untrained model of the same loss and settings on ``feature_type`` features."""
+        num_threads, seed, num_rounds, params, workers = self._settings
+        return XGBCostModel(feature_type, self.loss_type, num_threads, seed, num_rounds, params, workers)
 
     @property
     def trained(self) -> bool:

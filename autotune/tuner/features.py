@@ -584,6 +584,11 @@ class FeatureCache:
             self._computed += 1
         return self._rows[key]
 
+    def cached(self, task) -> list[int]:
+        """The indices of ``task``'s configs whose features are cached (those that have some)."""
+        key = task.workload_key
+        return [i for (k, i), row in self._rows.items() if k == key and row is not None]
+
     def fill(self, task, indices) -> None:
         """Compute the features of those of ``indices`` not cached yet (see the class)."""
         key = task.workload_key

@@ -12,8 +12,9 @@ template, target kind, feature type and loss type:
   the group's best and ranking pairs are formed within a group
   (:mod:`autotune.tuner.cost_model`), so a slow workload's records never outrank a fast
   one's configs (per-task normalisation);
-* it is fitted again only when new data arrived since its last fit: tuners that propose in
-  turn without new results between them cost one fit, not one each;
+* it is fitted again only when its data grew since its last fit, by an eighth at least
+  (:data:`REFIT_GROWTH`): tuners that propose in turn without new results between them cost
+  one fit, not one each, and the fits of a long run cost a bounded share of its time;
 * each tuner searches with it on its own task's features.
 
 A tuner that is not attached (used outside ``tune_tasks``, or made with
@@ -24,8 +25,10 @@ measurements and on what :meth:`XGBTuner.pretrain` gave it, by the same code.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+import math
+from collections.abc import Callable, Iterable, Sequence
 
+from autotune.transfer import arg_distance
 from autotune.tuner.cost_model import Group, XGBCostModel
 from autotune.tuner.tuner import result_cost
 from search_spaces import ConfigEntity, SearchSpaceError, create_task
@@ -33,6 +36,11 @@ from search_spaces import ConfigEntity, SearchSpaceError, create_task
 __all__ = ["SharedCostModel", "SharedModels", "log_records"]
 
 logger = logging.getLogger(__name__)
+
+# A fitted model is fitted again once its data grew by this share: every batch while data is
+# scarce, and a bounded share of the tuner's time once thousands of records (a large cluster's
+# trials) make each fit cost more than a batch of them measures in.
+REFIT_GROWTH = 0.125
 
 
 class SharedCostModel:
@@ -42,14 +50,14 @@ class SharedCostModel:
     measurements, extended through :meth:`record`); ``others`` the groups of other
     workloads of ``template`` (pre-training), by workload key. ``fits`` counts the fits
     that succeeded: a tuner that saw another count knows the model changed. ``preload``,
-    if given, is called once, before the first fit, with the members' workload keys, and
+    if given, is called once, before the first fit, with the members' tasks, and
     returns ``(config, task, cost)`` records to add as :meth:`add` does (the log's, read
     only once every tuner of a run has joined, so that none of theirs is taken as another
-    workload's).
+    workload's, and the nearest to theirs are read first).
     """
 
     def __init__(self, model: XGBCostModel, template: str,
-                 preload: Callable[[set[str]], Iterable] | None = None):
+                 preload: Callable[[list], Iterable] | None = None):
         self.model = model
         self.template = template
         self.members: list[Group] = []
@@ -58,6 +66,9 @@ class SharedCostModel:
         self.preload = preload
         self._version = 0     # bumped by every change of the training data
         self._tried_at = -1   # the version the last fit was tried on
+        self._fitted_rows = 0     # the records the last fit trained on
+        self._surrogate: XGBCostModel | None = None
+        self._surrogate_fits = 0  # the model's fits when the surrogate was last fitted
 
     def join(self, group: Group) -> None:
         """Train on ``group`` (a tuner's own measurements) from now on. Pre-training records
@@ -105,13 +116,14 @@ class SharedCostModel:
                 self._version += 1
 
     def refresh(self, min_train: int) -> bool:
-        """Fit the model again if its data changed since the last try; whether it did.
+        """Fit the model again if its data changed since the last try, and grew by at least
+        :data:`REFIT_GROWTH` since the last fit; whether it did.
 
         Until the members hold ``min_train`` measurements together, only pre-training data
         can start a model (one member's results then train every member's first model)."""
         if self.preload is not None:
             preload, self.preload = self.preload, None
-            records = list(preload({g.task.workload_key for g in self.members}))
+            records = list(preload([g.task for g in self.members]))
             if records:
                 self.add(records)
                 logger.info("the shared %s model starts from %d records of other workloads",
@@ -120,24 +132,48 @@ class SharedCostModel:
             return False
         if sum(len(g.indices) for g in self.members) < min_train and not self.others:
             return False
+        rows = sum(len(g.indices) for g in (*self.others.values(), *self.members))
+        if self.fits and rows < self._fitted_rows * (1 + REFIT_GROWTH):
+            return False
         self._tried_at = self._version
         # Other workloads first, members last: the order the model's groups always had.
         if not self.model.fit([*self.others.values(), *self.members]):
             return False
         self.fits += 1
+        self._fitted_rows = rows
         return True
 
+    def surrogate(self) -> XGBCostModel | None:
+        """A model of the same kind on knob features, which cost nothing to compute, fitted on
+        the data of the model's latest fit (again after each new fit; only when asked for); None
+        while the model is untrained, or when the model's own features are knob features."""
+        if self.model.features.feature_type == "knob" or not self.fits:
+            return None
+        if self._surrogate is None:
+            self._surrogate = self.model.sibling("knob")
+        if self._surrogate_fits != self.fits:
+            self._surrogate_fits = self.fits
+            self._surrogate.fit([*self.others.values(), *self.members])
+        return self._surrogate if self._surrogate.trained else None
 
-def log_records(log, template: str, target_kind: str, exclude: set[str], limit: int) -> list:
+
+def log_records(log, template: str, target_kind: str, exclude: set[str], limit: int,
+                near: Iterable[Sequence] = ()) -> list:
     """Up to ``limit`` ``(config, task, cost)`` records of ``log``'s workloads of ``template``
-    and ``target_kind`` (successes only, in the log's order), leaving out the workloads whose
-    keys are in ``exclude`` and those this code can no longer define."""
+    and ``target_kind`` (successes only), leaving out the workloads whose keys are in ``exclude``
+    and those this code can no longer define. The workloads nearest (by
+    :func:`~autotune.transfer.arg_distance`) to any of the argument lists ``near`` come first,
+    those that cannot be compared last, each in the log's order otherwise: where the log holds
+    more than ``limit``, the records kept are those of the nearest shapes."""
+    near = [list(args) for args in near]
+    workloads = [w for w in log.workloads()
+                 if w.template == template and w.key not in exclude and w.target_kind == target_kind]
+    if near:
+        workloads.sort(key=lambda w: _nearest(w.args, near))  # stable: the log's order among equals
     records: list = []
-    for w in log.workloads():
+    for w in workloads:
         if len(records) >= limit:
             break
-        if w.template != template or w.key in exclude or w.target_kind != target_kind:
-            continue
         try:
             task = create_task(w.template, w.args, w.target)
         except Exception as err:  # noqa: BLE001 - a workload this code can no longer build
@@ -148,14 +184,20 @@ def log_records(log, template: str, target_kind: str, exclude: set[str], limit: 
     return records
 
 
+def _nearest(args: Sequence, near: list[list]) -> float:
+    distances = [d for d in (arg_distance(list(args), other) for other in near) if d is not None]
+    return min(distances, default=math.inf)
+
+
 class SharedModels:
     """The shared cost models of one tuning run: one per template, target kind, feature type
     and loss type, for the XGBoost tuners attached to it.
 
     ``log`` (a :class:`db.TuningLog`, or None) warm-starts each model with up to ``limit``
-    records of its template's other workloads (those of no attached tuner), read before the
-    model's first fit. The first tuner of a kind lends the model its settings (rounds,
-    threads, seed, feature workers) and its feature cache.
+    records of its template's other workloads (those of no attached tuner), nearest shapes to
+    the attached tuners' first (:func:`log_records`), read before the model's first fit. The
+    first tuner of a kind lends the model its settings (rounds, threads, seed, feature workers)
+    and its feature cache.
     """
 
     def __init__(self, log=None, limit: int = 2000):
@@ -178,7 +220,9 @@ class SharedModels:
         if shared is None:
             shared = self.models[key] = tuner.shared  # the first tuner's model becomes the shared one
             if self.log is not None:
-                shared.preload = lambda own: log_records(self.log, task.template, kind, own, self.limit)
+                shared.preload = lambda tasks: log_records(self.log, task.template, kind,
+                                                           {t.workload_key for t in tasks}, self.limit,
+                                                           near=[t.args for t in tasks])
             return True
         tuner.join(shared)
         return True

@@ -1,14 +1,21 @@
 """``xgb``: an XGBoost cost model searched by simulated annealing (AutoTVM's XGBTuner).
 
 The model (:class:`~autotune.tuner.cost_model.XGBCostModel`) is trained on every
-measurement so far, failures ranked last, and retrained whenever new results have
-arrived by the next call of :meth:`next_batch`. Parallel simulated annealing over the
+measurement so far, failures ranked last, and retrained at the next call of
+:meth:`next_batch` once its data grew by an eighth
+(:data:`~autotune.tuner.shared.REFIT_GROWTH`). Parallel simulated annealing over the
 model (:func:`~autotune.tuner.sa.anneal`, chains started from random configs and the
 best measured ones) yields a *plan* of the ``plan_size`` best-predicted unvisited
 configs; where the space holds no more unvisited configs than the annealing would score
-(``sa_chains * sa_iters``), every one is scored instead, so the plan is the model's true
-best at no greater cost. Batches are taken from the plan, each pick replaced by a random
-config with probability ``epsilon`` (exploration). While fewer than ``replan_until``
+(``sa_chains * sa_iters``), every one is scored instead. Scoring a config by its
+``itervar`` or ``curve`` features means lowering it (milliseconds each), and the search
+visits hundreds of configs per plan: more than a few cores can lower while a large
+cluster measures the plan. So a *surrogate*, the same kind of model on knob features
+(free to compute), trained on the same data, scores what the search visits, and only its
+best ``sa_shortlist`` times the plan's size are lowered and ranked by the model, together
+with the unvisited configs lowered before (``sa_shortlist=0``: the model scores everything
+itself). Batches are taken from the plan, each pick replaced by a random config with
+probability ``epsilon`` (exploration). While fewer than ``replan_until``
 configs are measured, the search runs again for every batch that follows new results:
 early models change a lot with every batch, and a plan searched with the first model
 would steer the next ``plan_size`` trials. Later, a retrained model only re-ranks the
@@ -53,7 +60,8 @@ class XGBTuner(Tuner):
     threads; fixed, so training is deterministic), ``num_rounds`` (boosting rounds),
     ``sa_chains``, ``sa_iters`` and ``sa_early_stop`` (the annealing search),
     ``replan_until`` (measurements up to which the plan is searched again for every batch),
-    ``feature_workers`` (processes that compute features; default
+    ``sa_shortlist`` (how many times the plan's size the knob-feature surrogate passes on to
+    the model; 0: no surrogate), ``feature_workers`` (processes that compute features; default
     :func:`~autotune.tuner.features.default_feature_workers`), ``share_model`` (whether
     :class:`~autotune.tuner.shared.SharedModels` may attach the tuner to a model shared with
     the other tasks of its template in a run; False: the tuner learns from its own measurements
@@ -70,15 +78,15 @@ class XGBTuner(Tuner):
                  loss_type: str = "rank", plan_size: int = 64, epsilon: float = 0.1, min_train: int = 8,
                  num_threads: int = 1, num_rounds: int = 150, sa_chains: int = 32, sa_iters: int = 60,
                  sa_early_stop: int = 20, replan_until: int = 256, feature_workers: int | None = None,
-                 share_model: bool = True, **options):
+                 share_model: bool = True, sa_shortlist: float = 2.0, **options):
         if feature_type not in FEATURE_TYPES:
             raise AutotuneError(f"XGBTuner: unknown feature_type {feature_type!r}; "
                                 f"use one of {FEATURE_TYPES}")
         if loss_type not in LOSS_TYPES:
             raise AutotuneError(f"XGBTuner: unknown loss_type {loss_type!r}; use one of {LOSS_TYPES}")
-        if not 0.0 <= epsilon <= 1.0 or plan_size < 1 or sa_chains < 1:
-            raise AutotuneError(f"XGBTuner: needs 0 <= epsilon <= 1, plan_size >= 1 and sa_chains >= 1; "
-                                f"got {epsilon}, {plan_size}, {sa_chains}")
+        if not 0.0 <= epsilon <= 1.0 or plan_size < 1 or sa_chains < 1 or sa_shortlist < 0:
+            raise AutotuneError(f"XGBTuner: needs 0 <= epsilon <= 1, plan_size >= 1, sa_chains >= 1 and "
+                                f"sa_shortlist >= 0; got {epsilon}, {plan_size}, {sa_chains}, {sa_shortlist}")
         try:
             check_workers(feature_workers, "feature_workers")
         except ValueError as exc:
@@ -90,6 +98,7 @@ class XGBTuner(Tuner):
         self.replan_until = replan_until
         self.feature_workers = feature_workers
         self.share_model = share_model
+        self.sa_shortlist = sa_shortlist
         super().__init__(task, seed, **options)
 
     def _setup(self) -> None:
@@ -217,19 +226,36 @@ class XGBTuner(Tuner):
         return picked
 
     def _search(self, n: int) -> list[int]:
-        """The ``n`` best-predicted unvisited configs: every one scored where the space holds no
-        more than an annealing search would score, else by annealing from random and top
-        measured starts."""
+        """The ``n`` best-predicted unvisited configs.
+
+        Candidates are every unvisited config where the space holds no more than an annealing
+        search would score, else those an annealing search from random and top measured starts
+        finds. With a trained knob-feature surrogate (``sa_shortlist`` > 0), the surrogate scores
+        the candidates, and the model ranks only its best ``sa_shortlist * n`` with the unvisited
+        configs lowered before (earlier shortlists, at no cost): a couple of configs lowered per
+        trial, not the hundreds the search visits."""
+        surrogate = self.shared.surrogate() if self.sa_shortlist else None
+        if surrogate is None:
+            return self._candidates(self.model, n)
+        shortlist = self._candidates(surrogate, max(n, round(self.sa_shortlist * n)))
+        lowered = [i for i in self.model.features.cached(self.task) if i not in self._visited]
+        return self._best(self.model, list(dict.fromkeys(shortlist + lowered)), n)
+
+    def _candidates(self, model: XGBCostModel, n: int) -> list[int]:
+        """The ``n`` best unvisited configs by ``model``: all scored, or found by annealing."""
         space = self.space
         if space.size_is_exact and space.size - len(self._visited) <= self.sa_chains * self.sa_iters:
-            rest = [i for i in space.valid_indices() if i not in self._visited]
-            scores = self.model.predict(self.task, rest)
-            order = sorted(range(len(rest)), key=lambda k: (-scores[k], rest[k]))
-            return [rest[k] for k in order[:n] if scores[k] > -float("inf")]
+            return self._best(model, [i for i in space.valid_indices() if i not in self._visited], n)
         measured = sorted((c, i) for i, c in zip(self._indices, self._costs) if c is not None)
         tops = [i for _, i in measured[:self.sa_chains // 2]]
         starts = tops + self._random_indices(self.sa_chains - len(tops), exclude=set(tops))
         if not starts:
             return []
-        return anneal(self.space, lambda idx: self.model.predict(self.task, idx), starts, n, self.rng,
+        return anneal(space, lambda idx: model.predict(self.task, idx), starts, n, self.rng,
                       exclude=self._visited, n_iter=self.sa_iters, early_stop=self.sa_early_stop)
+
+    def _best(self, model: XGBCostModel, indices: list[int], n: int) -> list[int]:
+        """The ``n`` of ``indices`` that ``model`` scores highest, best first (none it cannot score)."""
+        scores = model.predict(self.task, indices)
+        order = sorted(range(len(indices)), key=lambda k: (-scores[k], indices[k]))
+        return [indices[k] for k in order[:n] if scores[k] > -float("inf")]

@@ -16,7 +16,7 @@ import search_spaces
 from autotune.selection import record_of
 from autotune.tuner import RandomTuner, XGBTuner
 from autotune.tuner.cost_model import XGBCostModel
-from autotune.tuner.shared import SharedModels
+from autotune.tuner.shared import SharedModels, log_records
 from measure import MeasureOptions, MeasureResult
 
 TARGET = "llvm -mcpu=znver4"  # a pinned CPU: the same spaces on every machine
@@ -144,6 +144,26 @@ def _log_with(task, indices) -> db.TuningLog:
     for config, cost in history(task, indices):
         log.add(record_of(task, config, MeasureResult((cost,), None, "", 0.0, 0.0, time.time(), "test")))
     return log
+
+
+def test_the_logs_nearest_workloads_warm_start_the_model_first():
+    """Where the log holds more records than the model takes, it takes the nearest shapes'."""
+    far, nearer, tuned = matmul(512, 256, 256), matmul(128), matmul(96)
+    log = db.open(":memory:")
+    for task in (far, nearer):
+        for config, cost in history(task, task.config_space.sample_indices(20, np.random.default_rng(1))):
+            log.add(record_of(task, config, MeasureResult((cost,), None, "", 0.0, 0.0, time.time(), "test")))
+    with log:
+        keys = lambda records: {task.workload_key for _, task, _ in records}  # noqa: E731
+        assert keys(log_records(log, "matmul", "llvm", set(), 20, near=[tuned.args])) == {nearer.workload_key}
+        assert keys(log_records(log, "matmul", "llvm", set(), 20, near=[far.args])) == {far.workload_key}
+        both = log_records(log, "matmul", "llvm", {nearer.workload_key}, 100, near=[tuned.args])
+        assert keys(both) == {far.workload_key} and len(both) == 20  # an excluded workload is skipped
+
+        tuner = XGBTuner(tuned, seed=0, **FAST)
+        SharedModels(log, limit=20).attach(tuner)
+        tuner.next_batch(4)
+        assert set(tuner.shared.others) == {nearer.workload_key}
 
 
 def test_the_shared_model_starts_from_the_logs_other_workloads():

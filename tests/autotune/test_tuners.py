@@ -224,6 +224,34 @@ def test_xgb_itervar_search(task):
     assert first == again
 
 
+def test_xgb_search_lowers_only_the_surrogates_shortlist(task):
+    """Scoring a config by itervar features lowers it: the knob-feature surrogate scores what the
+    search visits, and only its best two plans' worth are lowered and ranked by the model."""
+    settings = dict(seed=0, min_train=8, plan_size=8, sa_chains=6, sa_iters=8, epsilon=0.0)
+    tuner = XGBTuner(task, sa_shortlist=2, **settings)
+    run(tuner, budget=16, batch=8)
+    surrogate = tuner.shared.surrogate()
+    assert surrogate is not None and surrogate.features.feature_type == "knob"
+    state, lowered = tuner.rng.bit_generator.state, len(tuner.model.features)
+    plan = tuner._search(8)
+    assert len(plan) == 8 and not set(plan) & tuner._visited
+    assert 0 < len(tuner.model.features) - lowered <= 2 * 8
+    tuner.rng.bit_generator.state = state  # the same walk again: the shortlist the search ranked
+    shortlist = tuner._candidates(surrogate, 2 * 8)
+    # The model ranked the shortlist with the unvisited configs lowered before, for free.
+    ranked = [i for i in tuner.model.features.cached(task) if i not in tuner._visited]
+    assert set(shortlist) <= set(ranked) and set(plan) <= set(ranked)
+    scores = dict(zip(ranked, tuner.model.predict(task, ranked)))
+    assert min(scores[i] for i in plan) >= max(scores[i] for i in ranked if i not in plan)
+
+    plain = XGBTuner(task, sa_shortlist=0, **settings)  # the model scores every config visited
+    run(plain, budget=16, batch=8)
+    assert plain.shared.surrogate() is not None  # (it exists; the tuner does not ask for it)
+    lowered = len(plain.model.features)
+    plain._search(8)
+    assert len(plain.model.features) - lowered > 2 * 8
+
+
 def test_xgb_plans_the_models_best_of_a_small_space(task):
     """Where the space holds no more unvisited configs than an annealing search would score,
     the plan is the model's best of all of them."""
