@@ -12,7 +12,7 @@ template, target kind, feature type and loss type:
   the group's best and ranking pairs are formed within a group
   (:mod:`autotune.tuner.cost_model`), so a slow workload's records never outrank a fast
   one's configs (per-task normalisation);
-* it is fitted again only when its data grew since its last fit, by an eighth at least
+* it is fitted again only when its data grew since its last fit, by a quarter at least
   (:data:`REFIT_GROWTH`): tuners that propose in turn without new results between them cost
   one fit, not one each, and the fits of a long run cost a bounded share of its time;
 * each tuner searches with it on its own task's features.
@@ -38,9 +38,10 @@ __all__ = ["SharedCostModel", "SharedModels", "log_records"]
 logger = logging.getLogger(__name__)
 
 # A fitted model is fitted again once its data grew by this share: every batch while data is
-# scarce, and a bounded share of the tuner's time once thousands of records (a large cluster's
-# trials) make each fit cost more than a batch of them measures in.
-REFIT_GROWTH = 0.125
+# scarce, every 64 trials of one task tuned in batches of 16 at 256 (AutoTVM's cadence), and
+# a bounded share of the tuner's time once thousands of records (a large cluster's trials)
+# make one fit cost more than the cluster takes to measure a batch.
+REFIT_GROWTH = 0.25
 
 
 class SharedCostModel:

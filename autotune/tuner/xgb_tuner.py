@@ -2,7 +2,7 @@
 
 The model (:class:`~autotune.tuner.cost_model.XGBCostModel`) is trained on every
 measurement so far, failures ranked last, and retrained at the next call of
-:meth:`next_batch` once its data grew by an eighth
+:meth:`next_batch` once its data grew by a quarter
 (:data:`~autotune.tuner.shared.REFIT_GROWTH`). Parallel simulated annealing over the
 model (:func:`~autotune.tuner.sa.anneal`, chains started from random configs and the
 best measured ones) yields a *plan* of the ``plan_size`` best-predicted unvisited

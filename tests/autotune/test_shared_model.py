@@ -93,6 +93,19 @@ def test_two_tasks_share_one_model_fitted_once_per_round(count_fits):
     assert rounds(True, 4) == shared  # the same seed, the same batches
 
 
+def test_the_model_is_fitted_again_once_its_data_grew_by_a_quarter(count_fits):
+    task = matmul(64)
+    tuner = XGBTuner(task, seed=0, **FAST)
+    SharedModels().attach(tuner)
+    tuner.load_history(history(task, task.config_space.sample_indices(40, np.random.default_rng(1))))
+    grown = []
+    for _ in range(4):  # 40 records, then 44, 48, 52: REFIT_GROWTH more than 40 is 50
+        count_fits.clear()
+        measure(tuner, tuner.next_batch(4))
+        grown.append(len(count_fits))
+    assert grown == [1, 0, 0, 1]
+
+
 def test_a_task_without_data_searches_with_its_siblings_model():
     a, b = matmul(64), matmul(128)
     shared = SharedModels()
