@@ -153,6 +153,23 @@ def test_load_history_from_an_autotvm_log(task, option, tmp_path):
     assert all(t.workload_key == task.workload_key and c > 0 for _, t, c in seen)
 
 
+def test_index_tuners_pass_over_the_configs_of_a_loaded_history(task, option, tmp_path):
+    path = tmp_path / "grid.log"
+    autotvm.tuner.GridSearchTuner(task).tune(n_trial=3, measure_option=option,
+                                             callbacks=[autotvm.callback.log_to_file(str(path))])
+    calls = []
+    grid = autotvm.tuner.GridSearchTuner(task)
+    grid.load_history(autotvm.record.load_from_file(path))
+    grid.tune(n_trial=3, measure_option=option, callbacks=[lambda t, i, r: calls.append(i[0].config.index)])
+    assert calls == [3, 4, 5]  # indices 0, 1 and 2 are in the history
+    rest = len(task.config_space) - 3
+    rand = autotvm.tuner.RandomTuner(task, seed=0)
+    rand.load_history(autotvm.record.load_from_file(path))
+    calls.clear()
+    rand.tune(n_trial=rest, measure_option=option, callbacks=[lambda t, i, r: calls.append(i[0].config.index)])
+    assert sorted(calls) == list(range(3, len(task.config_space)))
+
+
 def test_template_takes_autotvms_arguments():
     def double(n):
         A = te.placeholder((n,), name="A")

@@ -38,8 +38,9 @@ class IndexBaseTuner(Tuner, base.Tuner):
         return self.counter < self.range_length
 
     def _take(self, index: int):
-        """The config at ``index``, or None where it breaks a constraint; marked proposed."""
-        if not self.space.is_index_valid(index):
+        """The config at ``index``, or None where it breaks a constraint or was proposed or
+        measured before (a loaded history's configs are passed over); marked proposed."""
+        if index in self._visited or not self.space.is_index_valid(index):
             return None
         self._visited.add(index)
         self.proposed.add(index)
