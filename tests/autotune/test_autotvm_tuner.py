@@ -158,15 +158,15 @@ def test_index_tuners_pass_over_the_configs_of_a_loaded_history(task, option, tm
     autotvm.tuner.GridSearchTuner(task).tune(n_trial=3, measure_option=option,
                                              callbacks=[autotvm.callback.log_to_file(str(path))])
     calls = []
+    record = [lambda t, i, r: calls.append(i[0].config.index)]
     grid = autotvm.tuner.GridSearchTuner(task)
     grid.load_history(autotvm.record.load_from_file(path))
-    grid.tune(n_trial=3, measure_option=option, callbacks=[lambda t, i, r: calls.append(i[0].config.index)])
+    grid.tune(n_trial=3, measure_option=option, callbacks=record)
     assert calls == [3, 4, 5]  # indices 0, 1 and 2 are in the history
-    rest = len(task.config_space) - 3
     rand = autotvm.tuner.RandomTuner(task, seed=0)
     rand.load_history(autotvm.record.load_from_file(path))
     calls.clear()
-    rand.tune(n_trial=rest, measure_option=option, callbacks=[lambda t, i, r: calls.append(i[0].config.index)])
+    rand.tune(n_trial=len(task.config_space) - 3, measure_option=option, callbacks=record)
     assert sorted(calls) == list(range(3, len(task.config_space)))
 
 
