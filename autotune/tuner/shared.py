@@ -133,12 +133,12 @@ class SharedCostModel:
             return False
         if sum(len(g.indices) for g in self.members) < min_train and not self.others:
             return False
-        rows = sum(len(g.indices) for g in (*self.others.values(), *self.members))
+        groups = self._groups()
+        rows = sum(len(g.indices) for g in groups)
         if self.fits and rows < self._fitted_rows * (1 + REFIT_GROWTH):
             return False
         self._tried_at = self._version
-        # Other workloads first, members last: the order the model's groups always had.
-        if not self.model.fit([*self.others.values(), *self.members]):
+        if not self.model.fit(groups):
             return False
         self.fits += 1
         self._fitted_rows = rows
@@ -154,8 +154,13 @@ class SharedCostModel:
             self._surrogate = self.model.sibling("knob")
         if self._surrogate_fits != self.fits:
             self._surrogate_fits = self.fits
-            self._surrogate.fit([*self.others.values(), *self.members])
+            self._surrogate.fit(self._groups())
         return self._surrogate if self._surrogate.trained else None
+
+    def _groups(self) -> list[Group]:
+        """The training data: other workloads first, members last (the order the model's groups
+        always had)."""
+        return [*self.others.values(), *self.members]
 
 
 def log_records(log, template: str, target_kind: str, exclude: set[str], limit: int,
@@ -166,7 +171,7 @@ def log_records(log, template: str, target_kind: str, exclude: set[str], limit: 
     :func:`~autotune.transfer.arg_distance`) to any of the argument lists ``near`` come first,
     those that cannot be compared last, each in the log's order otherwise: where the log holds
     more than ``limit``, the records kept are those of the nearest shapes."""
-    near = [list(args) for args in near]
+    near = list(near)
     workloads = [w for w in log.workloads()
                  if w.template == template and w.key not in exclude and w.target_kind == target_kind]
     if near:
@@ -185,8 +190,8 @@ def log_records(log, template: str, target_kind: str, exclude: set[str], limit: 
     return records
 
 
-def _nearest(args: Sequence, near: list[list]) -> float:
-    distances = [d for d in (arg_distance(list(args), other) for other in near) if d is not None]
+def _nearest(args: Sequence, near: list[Sequence]) -> float:
+    distances = [d for d in (arg_distance(args, other) for other in near) if d is not None]
     return min(distances, default=math.inf)
 
 

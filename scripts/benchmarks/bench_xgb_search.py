@@ -53,6 +53,7 @@ def one_run(task, shortlist: float, seed: int, trials: int, options) -> dict:
 
 
 def cell(values: list[float], fmt: str = ".1f") -> str:
+    """``median [min-max]`` of ``values``."""
     return f"{statistics.median(values):{fmt}} [{min(values):{fmt}}-{max(values):{fmt}}]"
 
 
