@@ -304,6 +304,34 @@ def _onnx_conv_gemm_matmul(path):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
 
 
+def test_bench_model_transfer_replays_two_tasks_from_a_cost_table(tmp_path):
+    # two dense layers of one template, a cost table of 4 sampled configs each measured once, then
+    # alone and transfer replayed from it: the script's whole --replay path, in a minute
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array(rng.uniform(-1, 1, shape).astype(np.float32), name)
+               for name, shape in (("a", (64, 48)), ("b", (48, 32)))]
+    nodes = [helper.make_node("MatMul", ["x", "a"], ["h"]), helper.make_node("MatMul", ["h", "b"], ["y"])]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32])
+    graph = helper.make_graph(nodes, "two_dense", [x], [y], weights)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "m.onnx"))
+    here = Path(B.__file__).parent
+    path = os.pathsep.join(p for p in (str(here), os.environ.get("PYTHONPATH")) if p)
+    args = ["--model", str(tmp_path / "m.onnx"), "--replay", "--trials", "3", "--table-max", "4",
+            "--passes", "1", "--db-dir", str(tmp_path / "logs"), "--no-progress"]
+    proc = subprocess.run([sys.executable, str(here / "bench_model_transfer.py"), *args],
+                          env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    assert "measuring the cost table, pass 1 of 1: 8 configs of 2 tasks" in out
+    assert "# trials to 95% of the table's optimum over 1 task runs: alone " in out
+    assert "transfer / alone" in out and ("PASS" in out or "FAIL" in out)  # the replay is judged: no timing
+    assert (tmp_path / "logs" / "cost_table.db").exists()
+
+
 def test_bench_model_counts_the_multiply_adds_of_conv_gemm_and_matmul(tmp_path):
     pytest.importorskip("onnx")
     _onnx_conv_gemm_matmul(tmp_path / "m.onnx")

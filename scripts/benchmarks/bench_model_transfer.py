@@ -23,13 +23,26 @@ tuner, ``--trials`` each, without re-measurement, in two modes:
 borrowed configs, ``XGBTuner(share_model=False)``: no model transfer), to tell which saves what.
 
 For each task after the first, each mode's *trials to 95%* is the number of trials it took
-until one was within 95% of the task's reference throughput, the better of the modes' best
-trials (so neither mode is judged against its own luck); a mode that never got there counts
+until one was within 95% of the task's reference throughput; a mode that never got there counts
 as its whole budget (shown ``>N``). The table gives them per task and seed with their ratio
-(mode / alone) and each mode's best GFLOPS; the figure of the goal is the median ratio
-transfer / alone over tasks and seeds, at most 0.5 (transfer halves the trials). The machine
-is checked for quietness before and after the tuning (``bench_common``): a busy spell makes
-fast configs look slow, and the verdict is withheld then.
+(mode / alone) and each mode's best GFLOPS. The figure of the goal is the trials the later tasks
+need altogether, transfer over alone (summed over tasks and seeds), at most 0.5: transfer
+halves the trials. A median of the per-task ratios would say little: a task whose default
+config is already within 95% takes one trial in every mode, a ratio of 1 whatever transfer
+does, and a task that gets lucky in one mode swings its ratio from 0.03 to 32.
+
+Two ways to time the trials:
+
+* live (the default): every candidate built and timed, the reference being the better of the
+  modes' best trials (so neither mode is judged against its own luck). The machine is checked
+  for quietness before and after the tuning (``bench_common``): a busy spell makes fast
+  configs look slow, and the verdict is withheld then. Timing noise of a few percent decides
+  which config first counts as within 95%, so a live run needs many seeds;
+* ``--replay``: from a cost table of real measurements (``cost_table.py``, as
+  ``bench_scheduler.py`` does): every config of each task's space is measured once into the log
+  ``--table-db`` (resumable; larger spaces than ``--table-max`` are sampled), and the modes tune
+  against the table's costs, so all of them meet the same costs and many seeds take minutes.
+  The reference is the table's optimum: the task's best config.
 
 On CPUs ResNet's ``conv2d_nchwc`` spaces are small (4 to 12 configs: the blocking is part of the
 workload); the script says so when a task's space holds no more configs than ``--trials``,
@@ -51,6 +64,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import bench_common as B
+from cost_table import PASSES, TABLE_MAX, TableBuilder, TableRunner, load_table, measure_table
 
 import autotune
 import compiler
@@ -128,29 +142,30 @@ def trials_to_reach(costs: list[float], target: float) -> int | None:
     return next((n for n, c in enumerate(costs, 1) if c <= target), None)
 
 
-def compare(tasks: list, runs: dict[tuple[str, int], list], seeds: list[int], budget: int, modes: list[str]):
-    """Table rows per (task, seed) after the first task, and each mode's ratios to alone."""
-    rows, ratios = [], defaultdict(list)
+def compare(tasks: list, runs: dict[tuple[str, int], list], seeds: list[int], budget: int, modes: list[str],
+            optimum: dict[str, float] | None = None):
+    """Table rows per (task, seed) after the first task, and each mode's trials to 95% per task
+    run (a run that never got there counts as ``budget``). The reference of a task is its
+    ``optimum`` (seconds, by workload key) where given, else the better of the modes' best."""
+    rows, reached_by_mode = [], defaultdict(list)
     for seed in seeds:
         for i, task in enumerate(tasks[1:], 1):
             per_mode = {m: runs[m, seed][i] for m in modes}
-            reference = min((c for costs in per_mode.values() for c in costs), default=math.inf)
+            reference = (optimum[task.workload_key] if optimum is not None else
+                         min((c for costs in per_mode.values() for c in costs), default=math.inf))
             if not math.isfinite(reference):
                 rows.append((i, seed, task.config_space.size, "no trial succeeded"))
                 continue
-            reached = {m: trials_to_reach(c, reference / REACH) or budget for m, c in per_mode.items()}
-            cells = []
+            first = {m: trials_to_reach(c, reference / REACH) for m, c in per_mode.items()}
+            reached = {m: n or budget for m, n in first.items()}
+            cells = [f"{'>' if first[m] is None else ''}{reached[m]}" for m in modes]
+            cells += [f"{reached[m] / reached[ALONE]:.2f}" for m in modes[1:]]
             for m in modes:
-                never = trials_to_reach(per_mode[m], reference / REACH) is None
-                cells.append(f"{'>' if never else ''}{reached[m]}")
-            for m in modes[1:]:
-                ratios[m].append(reached[m] / reached[ALONE])
-                cells.append(f"{reached[m] / reached[ALONE]:.2f}")
-            for m in modes:
+                reached_by_mode[m].append(reached[m])
                 best = min(per_mode[m], default=math.inf)
                 cells.append(f"{task.flop / best / 1e9:.1f}" if math.isfinite(best) else "-")
             rows.append((i, seed, task.config_space.size, *cells))
-    return rows, ratios
+    return rows, reached_by_mode
 
 
 def main() -> None:
@@ -169,6 +184,14 @@ def main() -> None:
     p.add_argument("--target", default="llvm")
     p.add_argument("--build-timeout", type=float, default=60, help="seconds a candidate's build may take")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=sys.stderr.isatty())
+    p.add_argument("--replay", action="store_true", help="tune against a cost table of real measurements "
+                                                         "instead of timing every trial (see above)")
+    p.add_argument("--table-db", default=None, help="the cost table's tuning log (default: cost_table.db "
+                                                    "in --db-dir; kept and resumed, unlike the modes' logs)")
+    p.add_argument("--table-max", type=int, default=TABLE_MAX,
+                   help="spaces larger than this are sampled in the table (default %(default)s)")
+    p.add_argument("--passes", type=int, default=PASSES,
+                   help="measurements of each config in the table, minutes apart (default %(default)s)")
     opts = p.parse_args()
     if opts.trials < 1 or (opts.tasks is not None and opts.tasks < 2):
         p.error("--trials must be >= 1 and --tasks >= 2 (the first task is tuned with nothing to borrow)")
@@ -186,15 +209,25 @@ def main() -> None:
             raise SystemExit(f"{opts.model} has only {len(tasks)} {template} task: nothing to transfer")
         print(f"# {opts.model}: {len(tasks)} {template} tasks, {opts.trials} trials each, "
               f"seeds {opts.seeds}, warm start {opts.warm_start}; modes: {', '.join(modes)}", flush=True)
-        before = B.measure_quietness(threads)
-        print(f"# before tuning: {before.describe()}", flush=True)
+        table = None
+        if opts.replay:
+            table_db = opts.table_db or str(opts.workdir / "cost_table.db")
+            measure_table([(t, 1) for t in tasks], table_db, opts.table_max, opts.passes)
+            table = load_table([(t, 1) for t in tasks], table_db)
+            measure = MeasureOptions(TableBuilder(), TableRunner(table))
+            checks = []
+        else:
+            checks = [B.measure_quietness(threads)]
+            print(f"# before tuning: {checks[0].describe()}", flush=True)
+            measure = MeasureOptions(LocalBuilder(timeout=opts.build_timeout))
         runs = {}
-        with MeasureOptions(LocalBuilder(timeout=opts.build_timeout)) as opts.measure:
+        with measure as opts.measure:
             for seed in opts.seeds:
                 for mode in modes:
                     runs[mode, seed] = run_mode(mode, tasks, seed, opts)
-        after = B.measure_quietness(threads)
-        print(f"# after tuning: {after.describe()}", flush=True)
+        if not opts.replay:
+            checks.append(B.measure_quietness(threads))
+            print(f"# after tuning: {checks[1].describe()}", flush=True)
 
     print()
     for i, task in enumerate(tasks):
@@ -203,23 +236,31 @@ def main() -> None:
     if small:
         print(f"# tasks {', '.join(map(str, small))} have no more configs than --trials: the tuner can "
               "measure them all, and the trials to 95% say little")
-    rows, ratios = compare(tasks, runs, opts.seeds, opts.trials, modes)
+    optimum = {t.task.workload_key: t.best for t in table.tasks} if table is not None else None
+    rows, reached = compare(tasks, runs, opts.seeds, opts.trials, modes, optimum)
     header = ("task", "seed", "configs", *(f"{m}: trials to {REACH:.0%}" for m in modes),
               *(f"{m} / alone" for m in modes[1:]), *(f"{m} GFLOPS" for m in modes))
     print(B.format_table(header, rows))
     print()
-    for m in modes[1:]:
-        if ratios[m]:
-            median = statistics.median(ratios[m])
-            print(f"# {m}: median trials to {REACH:.0%} = {median:.2f}x alone's over {len(ratios[m])} "
-                  f"task runs ({1 - median:.0%} of the trials saved)")
+    reference = "the table's optimum" if table is not None else "the best of the modes"
+    print(f"# trials to {REACH:.0%} of {reference} over {len(reached[ALONE])} task runs: "
+          + ", ".join(f"{m} {sum(reached[m])} (median {statistics.median(reached[m]):g})"
+                      for m in modes if reached[m]))
     verdicts = []
-    if ratios[TRANSFER]:
-        verdicts.append(B.Verdict(f"median trials to {REACH:.0%} of the best, transfer / alone",
-                                  statistics.median(ratios[TRANSFER]), GOAL, at_most=True))
-    for line in B.verdict_lines(verdicts, [before, after]):
+    for m in modes[1:]:
+        if reached[m]:
+            ratio = sum(reached[m]) / sum(reached[ALONE])
+            print(f"# {m}: {ratio:.2f}x alone's trials ({1 - ratio:.0%} of the trials saved)")
+    if reached[TRANSFER]:
+        verdicts.append(B.Verdict(f"trials the later tasks need to reach {REACH:.0%} of {reference}, "
+                                  "transfer / alone", sum(reached[TRANSFER]) / sum(reached[ALONE]), GOAL,
+                                  at_most=True))
+    if table is not None:  # the replay's costs are the table's: no timing to be disturbed
+        lines = [v.line() for v in verdicts]
+    else:
+        lines = B.verdict_lines(verdicts, checks)
+    for line in lines:
         print(line)
-
 
 if __name__ == "__main__":
     main()
