@@ -353,7 +353,8 @@ def _model_result(name="resnet18", tuned=True, mismatch=False, ours_rounds=(1e-3
     timings = {ours: B.Timing(ours, list(ours_rounds)), "onnxruntime": B.Timing("onnxruntime", [1.2e-3] * 3),
                "torch eager": B.Timing("torch eager", [2e-3] * 3),
                "torch.compile": B.Timing("torch.compile", error="compile failed")}
-    replies = {ours: [{"seconds": 1e-3, "kernel_s": 0.98e-3, "rss_kib": 50 * 1024}] * 3,
+    replies = {ours: [{"seconds": 1e-3, "kernel_s": 0.98e-3, "kernel_in_model_s": 0.995e-3,
+                       "rss_kib": 50 * 1024}] * 3,
                "onnxruntime": [{"seconds": 1.2e-3, "rss_kib": 100 * 1024}] * 3}
     return M.Result(m, timings, replies)
 
@@ -363,7 +364,7 @@ def test_bench_model_row_and_verdicts_for_a_tuned_model():
     row = dict(zip(M.TABLE_HEADER, M.table_row(r, peak=7.2e12), strict=True))
     assert row["tuned ms"] == "1.00" and row["untuned ms"] == "n/a" and row["compile ms"] == "n/a"
     assert (row["vs ORT"], row["vs eager"], row["vs compile"]) == ("1.20x", "2.00x", "n/a")
-    assert row["overhead"] == "+2.0%" and row["% peak"] == "50%"
+    assert row["overhead"] == "+2.0%" and row["executor"] == "+0.5%" and row["% peak"] == "50%"
     assert (row["MiB ours"], row["MiB ORT"], row["MiB eager"]) == ("50", "100", "n/a")
     lines = {v.what: v.line() for v in M.verdicts(r)}
     assert lines["resnet18 ours tuned vs onnxruntime"].endswith("(goal >= 1.05x) PASS")
@@ -400,4 +401,6 @@ def test_bench_model_runs_a_tiny_model_end_to_end(tmp_path):
     assert "ours untuned vs onnxruntime" in out and ": ok" in out and "MISMATCH" not in out
     (row,) = [line for line in out.splitlines() if line.startswith("tiny ")]
     assert "n/a" not in row.split()[2:3]  # ours untuned ran
+    cells = dict(zip(M.TABLE_HEADER, row.split(), strict=True))
+    assert cells["overhead"].endswith("%") and cells["executor"].endswith("%")  # profiled both ways
     assert "onnxruntime: " in out and "torch eager: " in out

@@ -43,9 +43,13 @@ from .layout import plan_layouts
 from .memory import ALIGN, MemoryPlan, plan_memory
 from .passes import optimize
 
-__all__ = ["build_graph", "prepare", "ScheduleKernel", "KernelChoice"]
+__all__ = ["build_graph", "prepare", "ScheduleKernel", "KernelChoice", "PROFILE_SUFFIX"]
 
 log = logging.getLogger(__name__)
+
+#: The profiling entry of a model named ``run`` is ``run_profile``: the model's arguments, then
+#: ``int64 stamps[calls + 1]`` (:mod:`compiler.codegen.llvm_executor`; ``profile(in_model=True)``).
+PROFILE_SUFFIX = "_profile"
 
 
 @dataclass(frozen=True)
@@ -146,12 +150,16 @@ def _link(graph: Graph, plan: MemoryPlan, kernels: IRModule, calls, sources, tar
     tag = digest.hexdigest()[:16]
     symbol = f"__model_constants_{tag}"
     objects = (data_object(symbol, block, ALIGN),) if block else ()
+    profile_name = f"{name}{PROFILE_SUFFIX}"
     ir_text = emit_executor(name, calls, len(graph.inputs), plan.workspace_bytes, symbol if block else None,
-                            len(block), [((p.region, p.index), k, n) for p, k, n in plan.copies], tag)
+                            len(block), [((p.region, p.index), k, n) for p, k, n in plan.copies], tag,
+                            profile_name, len(graph.outputs))
     args = [ArgSpec("buffer", v.name, v.dtype, list(v.shape), align=ALIGN)
             for v in (*graph.inputs, *graph.outputs)]
     written = list(range(len(graph.inputs), len(args)))
     entry = FunctionInfo(Signature(name, args, []), written)
+    stamps = ArgSpec("buffer", "stamps", "int64", [len(calls) + 1])
+    profile_entry = FunctionInfo(Signature(profile_name, [*args, stamps], []), [*written, len(args)])
     counts: dict[str, int] = {}
     for fname, _ in calls:
         counts[fname] = counts.get(fname, 0) + 1
@@ -160,9 +168,12 @@ def _link(graph: Graph, plan: MemoryPlan, kernels: IRModule, calls, sources, tar
         "inputs": [{"name": v.name, "shape": list(v.shape), "dtype": v.dtype} for v in graph.inputs],
         "outputs": [{"name": v.name, "shape": list(v.shape), "dtype": v.dtype} for v in graph.outputs],
         "kernels": [{"name": f, "calls": counts[f], "schedule": sources[f]} for f in counts],
+        "calls": [f for f, _ in calls],
+        "profile_entry": profile_name,
         "workspace_bytes": plan.workspace_bytes,
         "constant_bytes": plan.constant_bytes,
         "unshared_bytes": plan.unshared_bytes,
     }}
     log.info("model %s: %d kernels (%d distinct), %s", graph.name, len(calls), len(counts), plan.report())
-    return llvm_build.build_linked(kernels, target, ir_text, {name: entry}, name, objects, attrs)
+    return llvm_build.build_linked(kernels, target, ir_text, {name: entry, profile_name: profile_entry}, name,
+                                   objects, attrs)

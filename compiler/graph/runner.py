@@ -31,23 +31,64 @@ def run(module: Module, *inputs) -> list[np.ndarray]:
 
 
 def profile(module: Module, repeat: int = 5, min_repeat_ms: float = 20.0,
-            rng: np.random.Generator | None = None,
-            cache_flush: bool = False) -> dict[str, tuple[int, float]]:
-    """Each kernel's calls per model run and its own median seconds per call, timed alone on
-    random arguments of its shapes: ``{kernel: (calls, seconds)}``. Their weighted sum against
-    the model's latency is what the executor adds. Timed again and again, a kernel finds its
-    weights in the caches, as it does not inside a model that streams all of its weights each
-    run; ``cache_flush`` evicts its arguments before every call, for the other bound."""
+            rng: np.random.Generator | None = None, cache_flush: bool = False,
+            in_model: bool = False) -> dict[str, tuple[int, float]]:
+    """Each kernel's calls per model run and its median seconds per call: ``{kernel: (calls,
+    seconds)}``.
+
+    By default each kernel is timed alone, again and again, on random arguments of its shapes:
+    it then finds its weights and inputs in the caches, as it does not inside a model that
+    streams all of its weights each run; ``cache_flush`` evicts its arguments before every call,
+    for the other bound. ``in_model=True`` times the kernels where they run: the model runs on
+    random inputs through its profiling entry, which reads the clock between kernels, at least
+    ``repeat`` times and ``min_repeat_ms`` in all; a kernel's seconds are the median over the
+    runs of its calls' time in one run, per call. Their weighted sum against the model's latency
+    is then what the executor itself adds; against the kernels timed alone, what the model's
+    cache traffic costs them."""
     rng = np.random.default_rng(0) if rng is None else rng
+    if in_model:
+        return _profile_in_model(module, repeat, min_repeat_ms, rng)
     result = {}
     for kernel in model_info(module)["kernels"]:
         name = kernel["name"]
-        args = []
-        for spec in module.function_info(name).signature.args:
-            if spec.kind != "buffer":
-                raise GraphError(f"kernel {name!r} takes a scalar; model kernels take arrays only")
-            args.append(rng.uniform(-1, 1, size=spec.shape).astype(spec.dtype))
         timer = module.time_evaluator(name, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms,
                                       cache_flush=cache_flush)
-        result[name] = (kernel["calls"], timer(*args).median)
+        result[name] = (kernel["calls"], timer(*_random_args(module, name, rng)).median)
+    return result
+
+
+def _random_args(module: Module, name: str, rng: np.random.Generator) -> list[np.ndarray]:
+    args = []
+    for spec in module.function_info(name).signature.args:
+        if spec.kind != "buffer":
+            raise GraphError(f"kernel {name!r} takes a scalar; model kernels take arrays only")
+        if np.issubdtype(np.dtype(spec.dtype), np.integer):
+            args.append(np.zeros(spec.shape, dtype=spec.dtype))
+        else:
+            args.append(rng.uniform(-1, 1, size=spec.shape).astype(spec.dtype))
+    return args
+
+
+def _profile_in_model(module: Module, repeat: int, min_repeat_ms: float,
+                      rng: np.random.Generator) -> dict[str, tuple[int, float]]:
+    info = model_info(module)
+    entry = info.get("profile_entry")
+    if entry is None or entry not in module.function_names:
+        raise GraphError(f"model {info['name']!r} has no profiling entry: it was built by an older version; "
+                         "build it again to profile its kernels in the model")
+    args = _random_args(module, entry, rng)
+    stamps = args[-1]  # int64[calls + 1], written by the entry
+    run = module.get_function(entry)
+    run(*args)  # the first run pages everything in
+    per_run = []
+    spent = 0
+    while len(per_run) < repeat or spent < min_repeat_ms * 1e6:
+        run(*args)
+        per_run.append(np.diff(stamps))
+        spent += int(stamps[-1] - stamps[0])
+    sites = np.array(per_run, dtype=np.float64) * 1e-9  # runs x call sites, seconds
+    result = {}
+    for k in info["kernels"]:
+        mine = [i for i, name in enumerate(info["calls"]) if name == k["name"]]
+        result[k["name"]] = (k["calls"], float(np.median(sites[:, mine].sum(axis=1))) / k["calls"])
     return result

@@ -38,9 +38,13 @@ The figures (each contender timed in :func:`bench_common.time_interleaved`'s fre
   ``time_evaluator`` loop; the peers by ``compiler.runtime.timer.time_calls`` around their call.
 * **speedups**: peer time / our time, against ONNX Runtime, eager and torch.compile, for the
   tuned build where there is one, else the untuned one (the ``ours`` of the other columns).
-* **executor overhead**: our latency over the sum of our kernels' own times
-  (``compiler.graph.profile``: calls x seconds per call of each kernel), profiled in the same
-  child process right after the timing, the median of the rounds' ratios.
+* **executor overhead** ("overhead"): our latency over the sum of our kernels' own times
+  (``compiler.graph.profile``: calls x seconds per call of each kernel, each timed alone and
+  hot), profiled in the same child process right after the timing, the median of the rounds'
+  ratios. **"executor"**: the same against the kernels' times inside the model
+  (``profile(..., in_model=True)``, the clock read between kernels): what the executor itself
+  adds. The difference between the two is what the model's memory traffic costs its kernels
+  (a kernel timed alone finds its weights and inputs in the caches).
 * **peak memory** (MiB): the child's peak RSS (Linux's ``VmHWM``, the ``ru_maxrss`` of this
   process alone) after loading the model, its first run and its timings, less its RSS before
   loading it (the libraries imported, input and output allocated); the peak is restarted there
@@ -431,9 +435,10 @@ class Result:
         values = [r["rss_kib"] / 1024 for r in self.replies.get(label, []) if r.get("rss_kib") is not None]
         return statistics.median(values) if values else None
 
-    def overhead(self, label: str) -> float | None:
-        """Median over the rounds of latency / sum of the kernels' times (``None``: not profiled)."""
-        ratios = [r["seconds"] / r["kernel_s"] for r in self.replies.get(label, []) if r.get("kernel_s")]
+    def overhead(self, label: str, kernels: str = "kernel_s") -> float | None:
+        """Median over the rounds of latency / sum of the kernels' times (``None``: not profiled):
+        timed alone (``kernel_s``) or inside the model (``kernel_in_model_s``)."""
+        ratios = [r["seconds"] / r[kernels] for r in self.replies.get(label, []) if r.get(kernels)]
         return statistics.median(ratios) if ratios else None
 
     def speedup(self, peer: str) -> float | None:
@@ -454,8 +459,8 @@ def _mib(v: float | None) -> str:
 
 
 TABLE_HEADER = ("model", "GFLOP", "untuned ms", "tuned ms", "ORT ms", "eager ms", "compile ms", "vs ORT",
-                "vs eager", "vs compile", "overhead", "% peak", "MiB ours", "MiB ORT", "MiB eager",
-                "MiB compile")
+                "vs eager", "vs compile", "overhead", "executor", "% peak", "MiB ours", "MiB ORT",
+                "MiB eager", "MiB compile")
 
 
 def table_row(r: Result, peak: float) -> tuple:
@@ -463,11 +468,12 @@ def table_row(r: Result, peak: float) -> tuple:
     ours = r.ours()
     latency = r.median(ours) if ours else None
     overhead = r.overhead(ours) if ours else None
+    executor = r.overhead(ours, "kernel_in_model_s") if ours else None
     share = f"{r.model.flop / latency / peak:.0%}" if latency and peak else "n/a"
     name = r.model.name + (" MISMATCH" if r.model.mismatch else "")
     return (name, f"{r.model.flop / 1e9:.3g}", _ms(r.median(UNTUNED)), _ms(r.median(TUNED)),
             *(_ms(r.median(PEERS[k])) for k in PEERS), *(_x(r.speedup(PEERS[k])) for k in PEERS),
-            f"{overhead - 1:+.1%}" if overhead else "n/a", share,
+            *(f"{v - 1:+.1%}" if v else "n/a" for v in (overhead, executor)), share,
             _mib(r.memory_mib(ours)) if ours else "n/a", *(_mib(r.memory_mib(PEERS[k])) for k in PEERS))
 
 
@@ -550,6 +556,8 @@ def _child_ours(spec: dict, x: np.ndarray) -> dict:
         kernels = profile(f)
         reply["kernel_s"] = sum(calls * s for calls, s in kernels.values())
         reply["info"] += f", {len(kernels)} kernels"
+        in_model = profile(f, repeat=spec["repeat"], min_repeat_ms=spec["min_ms"], in_model=True)
+        reply["kernel_in_model_s"] = sum(calls * s for calls, s in in_model.values())
     return reply
 
 

@@ -16,7 +16,7 @@ from helpers import poisoned
 
 import compiler
 from compiler.errors import RuntimeArgumentError
-from compiler.graph import GraphBuilder, build_graph, evaluate, model_info, profile, run
+from compiler.graph import GraphBuilder, GraphError, build_graph, evaluate, model_info, profile, run
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +75,31 @@ def test_the_exported_library_runs_alone(network, tmp_path):
         times = profile(loaded, repeat=1, min_repeat_ms=1, cache_flush=cache_flush)
         assert set(times) == {k["name"] for k in model_info(loaded)["kernels"]}
         assert all(calls >= 1 and seconds > 0 for calls, seconds in times.values())
+
+
+def test_the_profiling_entry_runs_the_model_and_stamps_each_call(network, tmp_path):
+    graph, module = network
+    module.export_library(tmp_path / "net.so")
+    loaded = compiler.runtime.load_module(tmp_path / "net.so")
+    for m in (module, loaded):  # JIT-compiled, and the library with clock_gettime linked from libc
+        info = model_info(m)
+        x = _input(6)
+        out = poisoned((1, 10), "float32")
+        stamps = np.full(len(info["calls"]) + 1, -1, dtype=np.int64)
+        m.get_function(info["profile_entry"])(x, out, stamps)
+        np.testing.assert_allclose(out, evaluate(graph, [x])[0], rtol=1e-4, atol=1e-6)
+        assert stamps[0] > 0 and np.all(np.diff(stamps) >= 0)  # written, in order
+        assert sorted(set(info["calls"])) == sorted(k["name"] for k in info["kernels"])
+        assert all(info["calls"].count(k["name"]) == k["calls"] for k in info["kernels"])
+        times = profile(m, repeat=3, min_repeat_ms=1, in_model=True)
+        calls = {name: calls for name, (calls, _) in times.items()}
+        assert calls == {k["name"]: k["calls"] for k in info["kernels"]}
+        assert all(seconds > 0 for _, seconds in times.values())
+    with pytest.raises(RuntimeArgumentError, match="stamps"):
+        module.get_function(model_info(module)["profile_entry"])(x, out, np.zeros(3, np.int64))
+    del loaded.attrs["model"]["profile_entry"]  # as a library built before the entry existed says
+    with pytest.raises(GraphError, match="no profiling entry"):
+        profile(loaded, in_model=True)
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
