@@ -251,7 +251,7 @@ def build_model(graph: Graph, target="llvm", db=None, *, transfer: bool = True, 
         else:
             source = "tuned"
         schedule, tensors = task.instantiate(config)
-        return KernelChoice(schedule, tensors, f"{task.name}: {source}")
+        return KernelChoice(schedule, tensors, f"{task.name}: {source}", task.workload_key)
 
     try:
         module = build_graph(prepare(graph, target), target, schedule_kernel, name)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -375,6 +376,27 @@ def test_bench_model_row_and_verdicts_for_a_tuned_model():
     assert M.goal_vs_ort("mobilenet_v2") == 1.2 and M.goal_vs_ort("encoder_layer") == 1.0
 
 
+def test_bench_model_compares_each_tuned_kernel_with_its_log_figure(tmp_path):
+    import autotune
+    import db
+    from autotune.selection import record_of
+    from measure import MeasureResult
+
+    task = autotune.create_task("matmul", (16, 16, 16, "float32"), "llvm")
+    space = task.config_space
+    with db.open(tmp_path / "log.db") as log:
+        for index, costs in ((0, (2e-3, 2e-3)), (1, (1e-3, 1.2e-3, 1e-3))):  # the second is the best
+            log.add(record_of(task, space.get(index), MeasureResult(costs, None, "", 0.0, 0.0, 1.0, "w")))
+    r = _model_result()
+    tuned = {"k0_matmul": task.workload_key}
+    r.replies[M.TUNED] = [{"seconds": 1e-3, "kernel_times": {"k0_matmul": t, "k1_relu": 1e-5},
+                           "tuned_workloads": tuned} for t in (1.1e-3, 1.3e-3, 1.2e-3)]
+    ((kernel, key, logged, deployed),) = M.kernels_vs_log(r, str(tmp_path / "log.db"))
+    assert (kernel, key) == ("k0_matmul", task.workload_key)
+    assert logged == pytest.approx(1e-3) and deployed == pytest.approx(1.2e-3)  # medians: log, rounds
+    assert M.kernels_vs_log(_model_result(), str(tmp_path / "log.db")) == []  # no kernel times: no rows
+
+
 def test_bench_model_judges_speed_only_for_the_tuned_build_and_nothing_on_a_mismatch():
     untuned = {v.what: v for v in M.verdicts(_model_result(tuned=False))}
     assert "--tune" in untuned["resnet18 ours untuned vs onnxruntime"].withheld
@@ -399,7 +421,8 @@ def test_bench_model_runs_a_tiny_model_end_to_end(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = proc.stdout
     assert "ours untuned vs onnxruntime" in out and ": ok" in out and "MISMATCH" not in out
-    (row,) = [line for line in out.splitlines() if line.startswith("tiny ")]
+    # the table's row (the verdict lines, printed on a quiet machine, start with the name too)
+    (row,) = [line for line in out.splitlines() if re.match(r"tiny +[0-9]", line)]
     assert "n/a" not in row.split()[2:3]  # ours untuned ran
     cells = dict(zip(M.TABLE_HEADER, row.split(), strict=True))
     assert cells["overhead"].endswith("%") and cells["executor"].endswith("%")  # profiled both ways

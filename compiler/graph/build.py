@@ -55,11 +55,13 @@ PROFILE_SUFFIX = "_profile"
 @dataclass(frozen=True)
 class KernelChoice:
     """How one kernel is compiled: its schedule and tensors (the node's inputs, then its outputs,
-    in order), and where the schedule came from (for reports)."""
+    in order), where the schedule came from (for reports), and the tuning workload it is an
+    instance of (its key in a tuning log), if any."""
 
     schedule: object
     tensors: list
     source: str = "default schedule"
+    workload: str | None = None
 
 
 #: ``schedule_kernel(node) -> KernelChoice | None``: a caller's schedule for a fused node
@@ -119,7 +121,7 @@ def build_graph(graph: Graph, target=None, schedule_kernel: ScheduleKernel | Non
     functions: dict[str, object] = {}
     by_key: dict[tuple, str] = {}
     calls: list[tuple[str, list[tuple[str, int]]]] = []
-    sources: dict[str, str] = {}
+    choices: dict[str, KernelChoice] = {}
     with target:
         for node in fused_kernels(fused):
             if node.output.uid in plan.aliases:
@@ -132,13 +134,13 @@ def build_graph(graph: Graph, target=None, schedule_kernel: ScheduleKernel | Non
                 _check_tensors(node, choice)
                 functions[fname] = lower(choice.schedule, choice.tensors, name=fname)[fname]
                 by_key[key] = fname
-                sources[fname] = choice.source
+                choices[fname] = choice
             places = [plan.place(v) for v in (*node.inputs, *node.outputs)]
             calls.append((fname, [(p.region, p.index) for p in places]))
-    return _link(fused, plan, IRModule(functions), calls, sources, target, name)
+    return _link(fused, plan, IRModule(functions), calls, choices, target, name)
 
 
-def _link(graph: Graph, plan: MemoryPlan, kernels: IRModule, calls, sources, target: Target,
+def _link(graph: Graph, plan: MemoryPlan, kernels: IRModule, calls, choices, target: Target,
           name: str) -> Module:
     # Imported here: the LLVM code generator loads llvmlite, which loading a library never needs.
     from ..codegen import llvm_build
@@ -167,7 +169,8 @@ def _link(graph: Graph, plan: MemoryPlan, kernels: IRModule, calls, sources, tar
         "name": graph.name,
         "inputs": [{"name": v.name, "shape": list(v.shape), "dtype": v.dtype} for v in graph.inputs],
         "outputs": [{"name": v.name, "shape": list(v.shape), "dtype": v.dtype} for v in graph.outputs],
-        "kernels": [{"name": f, "calls": counts[f], "schedule": sources[f]} for f in counts],
+        "kernels": [{"name": f, "calls": counts[f], "schedule": choices[f].source,
+                     **({"workload": choices[f].workload} if choices[f].workload else {})} for f in counts],
         "calls": [f for f, _ in calls],
         "profile_entry": profile_name,
         "workspace_bytes": plan.workspace_bytes,

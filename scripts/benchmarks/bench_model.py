@@ -45,6 +45,10 @@ The figures (each contender timed in :func:`bench_common.time_interleaved`'s fre
   (``profile(..., in_model=True)``, the clock read between kernels): what the executor itself
   adds. The difference between the two is what the model's memory traffic costs its kernels
   (a kernel timed alone finds its weights and inputs in the caches).
+* **tuned kernels against the log**: each tuned kernel of the tuned build, timed alone in the
+  timing children (the median over the rounds), against its best config's median in the log
+  (the figure the build chose it by); the line gives the range of the ratios and the furthest
+  kernel, which must be within 10% of its log figure.
 * **peak memory** (MiB): the child's peak RSS (Linux's ``VmHWM``, the ``ru_maxrss`` of this
   process alone) after loading the model, its first run and its timings, less its RSS before
   loading it (the libraries imported, input and output allocated); the peak is restarted there
@@ -96,6 +100,7 @@ GOALS_VS_ORT = {"resnet18": 1.05, "resnet50": 1.05, "mobilenet_v2": 1.2, "encode
 GOAL_VS_EAGER = 1.5
 GOAL_VS_COMPILE = 1.0
 MAX_OVERHEAD = 1.05  # our latency over the sum of our kernels' times
+KERNEL_VS_LOG = 0.10  # a deployed tuned kernel timed alone within this of its log figure
 UNTUNED, TUNED = "ours untuned", "ours tuned"
 PEERS = {"ort": "onnxruntime", "eager": "torch eager", "compile": "torch.compile"}
 TINY_SHAPE = (1, 3, 32, 32)
@@ -477,6 +482,29 @@ def table_row(r: Result, peak: float) -> tuple:
             _mib(r.memory_mib(ours)) if ours else "n/a", *(_mib(r.memory_mib(PEERS[k])) for k in PEERS))
 
 
+def kernels_vs_log(r: Result, db) -> list[tuple[str, str, float, float]]:
+    """Each tuned kernel of ``r``'s tuned build: ``(kernel, workload, log seconds, deployed
+    seconds)``, the log's figure being its best config's median in ``db`` (the figure the build
+    chose it by) and the deployed one the kernel timed alone in the timing children (the median
+    over the rounds)."""
+    import db as tuning_db
+    from autotune.selection import best
+
+    replies = [reply for reply in r.replies.get(TUNED, []) if reply.get("kernel_times")]
+    if not replies:
+        return []
+    workloads = replies[0].get("tuned_workloads", {})
+    rows = []
+    with tuning_db.open(db) as log:
+        for kernel, key in workloads.items():
+            ranked = best(log, key)
+            if not ranked or ranked[0].median is None:
+                continue
+            deployed = statistics.median(reply["kernel_times"][kernel] for reply in replies)
+            rows.append((kernel, key, ranked[0].median, deployed))
+    return rows
+
+
 def verdicts(r: Result) -> list[B.Verdict]:
     """The goals ``r`` is judged on (none for a MISMATCH); speed goals are for the tuned build,
     withheld without one, and withheld where the rounds compared disagree."""
@@ -549,12 +577,15 @@ def _child_ours(spec: dict, x: np.ndarray) -> dict:
     seconds = timer(x, *outs).median
     reply = {"seconds": seconds, "rss_kib": _peak_kib() - base, "info": Path(spec["path"]).name}
     try:
-        from compiler.graph import profile
+        from compiler.graph import model_info, profile
     except ImportError:
         profile = None
     if profile is not None:
         kernels = profile(f)
         reply["kernel_s"] = sum(calls * s for calls, s in kernels.values())
+        reply["kernel_times"] = {name: s for name, (_, s) in kernels.items()}
+        reply["tuned_workloads"] = {k["name"]: k["workload"] for k in model_info(f)["kernels"]
+                                    if k.get("workload") and k["schedule"].endswith(": tuned")}
         reply["info"] += f", {len(kernels)} kernels"
         in_model = profile(f, repeat=spec["repeat"], min_repeat_ms=spec["min_ms"], in_model=True)
         reply["kernel_in_model_s"] = sum(calls * s for calls, s in in_model.values())
@@ -689,7 +720,21 @@ def main(argv=None) -> None:
         if r.model.mismatch:
             print(f"{r.model.name}: MISMATCH against onnxruntime: no verdict")
         all_verdicts += verdicts(r)
+    kernel_lines = []
+    for r in results:
+        rows = kernels_vs_log(r, opts.db) if TUNED in r.replies else []
+        if rows:
+            worst = max(rows, key=lambda row: abs(row[3] / row[2] - 1))
+            kernel_lines.append(f"# {r.model.name}: {len(rows)} tuned kernels, deployed / log from "
+                                f"{min(row[3] / row[2] for row in rows):.2f}x to "
+                                f"{max(row[3] / row[2] for row in rows):.2f}x; furthest: {worst[0]}, "
+                                f"{worst[2] * 1e3:.3f} ms in the log, {worst[3] * 1e3:.3f} ms deployed")
+            all_verdicts.append(B.Verdict(f"{r.model.name} tuned kernels deployed / log, the furthest",
+                                          worst[3] / worst[2], 1.0, within=KERNEL_VS_LOG,
+                                          withheld=r.timings[TUNED].noise()))
     for line in B.verdict_lines(all_verdicts, [before, after]):
+        print(line)
+    for line in kernel_lines:
         print(line)
     for r in results:
         tuned = r.median(TUNED)

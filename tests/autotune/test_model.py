@@ -81,8 +81,12 @@ def test_a_tuned_kernel_is_built_with_its_logged_config(graph, tmp_path):
                                batch_size=4, seed=1, progress=False)
     assert result.best_config is not None
     module = autotune.build_model(graph, "llvm", db=log, transfer=False)
-    sources = [k["schedule"] for k in model_info(module)["kernels"]]
-    assert sources.count("conv2d_nchw: tuned") == 1
+    kernels = model_info(module)["kernels"]
+    assert [k["schedule"] for k in kernels].count("conv2d_nchw: tuned") == 1
+    (tuned,) = [k for k in kernels if k["schedule"] == "conv2d_nchw: tuned"]
+    assert tuned["workload"] == target.task.workload_key  # the log's key of the kernel's figures
+    assert {k["workload"] for k in kernels if "workload" in k} == {t.task.workload_key for t in tasks}
+    assert all("workload" not in k for k in kernels if k["schedule"] == "default schedule")
     x = np.random.default_rng(1).uniform(-1, 1, (1, 3, 12, 12)).astype("float32")
     np.testing.assert_allclose(compiler.graph.run(module, x)[0], evaluate(graph, [x])[0],
                                rtol=1e-4, atol=1e-6)
