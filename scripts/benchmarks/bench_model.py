@@ -724,13 +724,14 @@ def main(argv=None) -> None:
     for r in results:
         rows = kernels_vs_log(r, opts.db) if TUNED in r.replies else []
         if rows:
-            worst = max(rows, key=lambda row: abs(row[3] / row[2] - 1))
+            ratios = [deployed / logged for _, _, logged, deployed in rows]
+            k = max(range(len(rows)), key=lambda i: abs(ratios[i] - 1))
+            kernel, _, logged, deployed = rows[k]
             kernel_lines.append(f"# {r.model.name}: {len(rows)} tuned kernels, deployed / log from "
-                                f"{min(row[3] / row[2] for row in rows):.2f}x to "
-                                f"{max(row[3] / row[2] for row in rows):.2f}x; furthest: {worst[0]}, "
-                                f"{worst[2] * 1e3:.3f} ms in the log, {worst[3] * 1e3:.3f} ms deployed")
+                                f"{min(ratios):.2f}x to {max(ratios):.2f}x; furthest: {kernel}, "
+                                f"{logged * 1e3:.3f} ms in the log, {deployed * 1e3:.3f} ms deployed")
             all_verdicts.append(B.Verdict(f"{r.model.name} tuned kernels deployed / log, the furthest",
-                                          worst[3] / worst[2], 1.0, within=KERNEL_VS_LOG,
+                                          ratios[k], 1.0, within=KERNEL_VS_LOG,
                                           withheld=r.timings[TUNED].noise()))
     for line in B.verdict_lines(all_verdicts, [before, after]):
         print(line)

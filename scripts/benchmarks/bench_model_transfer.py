@@ -39,8 +39,9 @@ Two ways to time the trials:
   configs look slow, and the verdict is withheld then. Timing noise of a few percent decides
   which config first counts as within 95%, so a live run needs many seeds;
 * ``--replay``: from a cost table of real measurements (``cost_table.py``, as
-  ``bench_scheduler.py`` does): every config of each task's space is measured once into the log
-  ``--table-db`` (resumable; larger spaces than ``--table-max`` are sampled), and the modes tune
+  ``bench_scheduler.py`` does): every config of each task's space is measured ``--passes``
+  times, minutes apart, into the log ``--table-db`` and tabled at its least (resumable; larger
+  spaces than ``--table-max`` are sampled), and the modes tune
   against the table's costs, so all of them meet the same costs and many seeds take minutes.
   The reference is the table's optimum: the task's best config.
 
@@ -246,21 +247,20 @@ def main() -> None:
     print(f"# trials to {REACH:.0%} of {reference} over {len(reached[ALONE])} task runs: "
           + ", ".join(f"{m} {sum(reached[m])} (median {statistics.median(reached[m]):g})"
                       for m in modes if reached[m]))
+    ratios = {m: sum(reached[m]) / sum(reached[ALONE]) for m in modes[1:] if reached[m]}
+    for m, ratio in ratios.items():
+        print(f"# {m}: {ratio:.2f}x alone's trials ({1 - ratio:.0%} of the trials saved)")
     verdicts = []
-    for m in modes[1:]:
-        if reached[m]:
-            ratio = sum(reached[m]) / sum(reached[ALONE])
-            print(f"# {m}: {ratio:.2f}x alone's trials ({1 - ratio:.0%} of the trials saved)")
-    if reached[TRANSFER]:
+    if TRANSFER in ratios:
         verdicts.append(B.Verdict(f"trials the later tasks need to reach {REACH:.0%} of {reference}, "
-                                  "transfer / alone", sum(reached[TRANSFER]) / sum(reached[ALONE]), GOAL,
-                                  at_most=True))
+                                  "transfer / alone", ratios[TRANSFER], GOAL, at_most=True))
     if table is not None:  # the replay's costs are the table's: no timing to be disturbed
         lines = [v.line() for v in verdicts]
     else:
         lines = B.verdict_lines(verdicts, checks)
     for line in lines:
         print(line)
+
 
 if __name__ == "__main__":
     main()

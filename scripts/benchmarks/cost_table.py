@@ -45,8 +45,8 @@ PASSES = 2       # measurements of each config, minutes apart; the table keeps t
 
 @dataclass
 class TaskCosts:
-    """One task of the table: its weight and the median cost of each tabled config (inf: it
-    failed), keyed by the config's knob fingerprint."""
+    """One task of the table: its weight and the cost of each tabled config (the least of its
+    passes' medians; inf: it failed), keyed by the config's knob fingerprint."""
 
     task: object
     weight: float
