@@ -340,6 +340,25 @@ def test_bench_model_counts_the_multiply_adds_of_conv_gemm_and_matmul(tmp_path):
     assert M.output_shapes(tmp_path / "m.onnx") == [[1, 3]]
 
 
+def test_bench_model_counts_a_peers_memory_for_the_weights_it_loads(tmp_path):
+    # a model of 16 MiB of weights: ONNX Runtime, in its own timing child, holds them at least
+    # once; nothing the child read before the peak's restart may lend it their pages
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.random.default_rng(0).uniform(-1, 1, (2048, 2048)).astype(np.float32)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2048])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2048])
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "big", [x], [y],
+                              [numpy_helper.from_array(w, "w")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "m.onnx"))
+    m = M.Model("big", (1, 2048), tmp_path / "m.onnx", 2 * w.size)
+    (spec,) = [c.spec for c in M.contenders(m, ["ort"], repeat=1, min_ms=1)]
+    reply = M.ChildRunner().reply(spec, B.thread_env(1))
+    assert reply["rss_kib"] >= w.nbytes // 1024, reply
+
+
 def test_bench_model_compares_relative_to_the_output_scale():
     ref = np.array([100.0, 1.0, 0.0], np.float32)
     ok, abs_err, rel_err = M.compare(ref + np.float32(0.009), ref)  # within 1e-4 x 100
