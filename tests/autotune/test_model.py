@@ -50,7 +50,7 @@ def test_blocked_convolutions_are_tasks_of_the_blocked_template():
     graph = residual_cnn(np.random.default_rng(11), channels=16, size=12)
     tasks = autotune.extract_tasks(graph, "llvm -mcpu=haswell")  # 8 float lanes: blocks of 16
     names = [t.task.workload_name.split("@")[0] for t in tasks]
-    assert names[:3] == ["conv2d_nchwc(1,3,12,12,16,3,3,1,1,1,3,16,float32,(bias,relu))",
+    assert names[:3] == ["conv2d_nchwc(1,3,12,12,16,3,3,1,1,1,1,16,float32,(bias,relu))",
                          "conv2d_nchwc(1,16,12,12,16,3,3,1,1,1,16,16,float32,(bias,relu))",
                          "conv2d_nchwc(1,16,12,12,16,3,3,1,1,1,16,16,float32,(bias,add,relu))"]
     assert [t.weight for t in tasks][:3] == [1, 2, 2]

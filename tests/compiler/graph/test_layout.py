@@ -10,6 +10,7 @@ from helpers import poisoned
 
 from compiler.graph import GraphBuilder, build_graph, evaluate, fuse, optimize
 from compiler.graph.layout import input_block, output_block, plan_layouts
+from compiler.graph.memory import Place, plan_memory
 
 
 def _ops(graph):
@@ -19,21 +20,24 @@ def _ops(graph):
 def test_block_sizes():
     assert output_block(64, 16) == 32 and output_block(48, 16) == 16 and output_block(24, 16) == 8
     assert output_block(20, 16) is None and output_block(6, 4) is None
-    assert input_block(3, 16) == 3 and input_block(64, 16) == 16 and input_block(24, 16) is None
+    assert input_block(3, 16) == 1 and input_block(64, 16) == 16 and input_block(24, 16) is None
 
 
 def test_a_network_stays_blocked_between_its_layers(rng):
     graph = optimize(residual_cnn(rng, channels=8))
-    planned = plan_layouts(graph, lanes=4)  # blocks of 8 channels; the image's 3 channels are one block
+    planned = plan_layouts(graph, lanes=4)  # blocks of 8 channels; the image's 3 channels in blocks of 1
     ops = _ops(planned)
     assert ops.count("nn.conv2d_nchwc") == 5 and "nn.conv2d" not in ops
     transforms = [(n.attrs["src_layout"], n.attrs["dst_layout"])
                   for n in planned.nodes if n.op == "layout_transform"]
-    assert transforms == [("NCHW", "NCHW3c"), ("NCHW8c", "NCHW")]  # in at the image, out before the reshape
+    assert transforms == [("NCHW8c", "NCHW")]  # out before the reshape only
+    image = planned.nodes[0]  # NCHW1c is NCHW's bytes: the image goes in through a reshape
+    assert image.op == "reshape" and image.inputs[0] is planned.inputs[0]
+    assert image.output.shape == (1, 3, 12, 12, 1)
     assert "nn.max_pool2d" not in ops and "nn.global_avg_pool2d" not in ops
     assert "nn.pool2d_nchwc" in ops and "mean" in ops  # pooled in blocks
     weight = planned.nodes[1].inputs[1]
-    assert weight.is_constant and weight.shape == (1, 1, 3, 3, 3, 8)
+    assert weight.is_constant and weight.shape == (1, 3, 3, 3, 1, 8)
     data = [rng.uniform(-1, 1, (1, 3, 12, 12)).astype("float32")]
     np.testing.assert_allclose(evaluate(planned, data)[0], evaluate(graph, data)[0], rtol=1e-5, atol=1e-7)
 
@@ -76,6 +80,9 @@ def test_a_blocked_network_compiles_and_matches(rng):
     fused = fuse(optimize(plan_layouts(optimize(graph), lanes=4)))
     anchors = [k.attrs["epilogue"] for k in fused.nodes if k.attrs["kind"] == "anchor"]
     assert anchors[:3] == [("bias", "relu"), ("bias", "relu"), ("bias", "add", "relu")]
+    plan = plan_memory(fused)
+    image = fused.nodes[0]  # the image in blocks of one channel: the input's own memory, no copy
+    assert image.inputs[0] is fused.inputs[0] and plan.place(image.output) == Place("input", 0)
     module = build_graph(fused)
     x = rng.uniform(-1, 1, (1, 3, 12, 12)).astype("float32")
     out = poisoned((1, 10), "float32")
