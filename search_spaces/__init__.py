@@ -48,6 +48,7 @@ dense = get_template("dense")
 batch_matmul = get_template("batch_matmul")
 conv2d_nchw = get_template("conv2d_nchw")
 conv2d_nchwc = get_template("conv2d_nchwc")
+conv2d_nchwc_winograd = get_template("conv2d_nchwc_winograd")
 conv2d_nhwc = get_template("conv2d_nhwc")
 depthwise_conv2d_nchw = get_template("depthwise_conv2d_nchw")
 pool2d = get_template("pool2d")
@@ -62,8 +63,8 @@ __all__ = [
     "DispatchContext", "FallbackContext", "ApplyConfig", "current_context",
     "Template", "template", "get_config", "get_template", "list_templates", "unregister_template",
     "Task", "create_task", "workload_key", "count_flops",
-    "matmul", "dense", "batch_matmul", "conv2d_nchw", "conv2d_nchwc", "conv2d_nhwc", "depthwise_conv2d_nchw",
-    "pool2d", "softmax", "layer_norm", "elementwise",
+    "matmul", "dense", "batch_matmul", "conv2d_nchw", "conv2d_nchwc", "conv2d_nchwc_winograd", "conv2d_nhwc",
+    "depthwise_conv2d_nchw", "pool2d", "softmax", "layer_norm", "elementwise",
 ]
 
 

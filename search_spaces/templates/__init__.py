@@ -5,6 +5,7 @@ from search_spaces.templates import (  # noqa: F401
     cpu_batch_matmul,
     cpu_conv2d,
     cpu_conv2d_nchwc,
+    cpu_conv2d_winograd,
     cpu_dense,
     cpu_depthwise,
     cpu_elementwise,

@@ -27,6 +27,7 @@ MAIN_CASES = [
     ("conv2d_nchw", (1, 4, 8, 8, 4, 3, 3, 1, 1, 1, "float32"), 20),
     ("conv2d_nhwc", (1, 8, 8, 4, 8, 3, 3, 1, 1, 1, "float32"), 20),
     ("conv2d_nchwc", (1, 8, 8, 8, 16, 3, 3, 1, 1, 1, 4, 8, "float32"), 20),
+    ("conv2d_nchwc_winograd", (1, 8, 8, 8, 16, 1, 4, 16, 4, 8, "float32"), 8),  # slow to build: fewer
     ("depthwise_conv2d_nchw", (1, 4, 8, 8, 3, 3, 1, 1, 1, "float32"), 20),
     ("depthwise_conv2d_nchwc", (1, 16, 8, 8, 3, 3, 1, 1, 1, 8, "float32"), 20),
     ("pool2d", (1, 4, 8, 8, 3, 3, 1, 1, "max", "float32"), 20),
@@ -44,6 +45,7 @@ EXTRA_CASES = [
     ("conv2d_nhwc", (2, 9, 7, 3, 6, 3, 2, 2, (1, 0, 2, 1), (2, 1), "float32"), 5),
     ("conv2d_nchw", (1, 16, 6, 6, 24, 1, 1, 2, 0, 1, "float32"), 5),
     ("depthwise_conv2d_nchw", (2, 3, 9, 7, 3, 2, 2, (1, 0), (1, 2), "float32"), 5),
+    ("conv2d_nchwc_winograd", (2, 16, 7, 6, 32, (1, 1, 1, 0), 2, 32, 16, 16, "float32"), 5),  # partial tiles
     ("softmax", (4, 19, "float64"), 4),
     ("elementwise", (7, 19, "sub,div,sigmoid,max,tanh,min,exp,neg,abs", "float32"), 5),
     ("elementwise", (5, 12, "add,max,relu,mul,abs", "int32"), 4),

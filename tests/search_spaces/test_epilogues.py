@@ -34,6 +34,7 @@ CASES = [
     ("conv2d_nchwc", (1, 8, 8, 8, 16, 3, 3, 1, 1, 1, 4, 8, "float32"), "blocked output"),
     ("depthwise_conv2d_nchw", (1, 4, 8, 8, 3, 3, 1, 1, 1, "float32"), "both layouts"),
     ("depthwise_conv2d_nchwc", (1, 16, 8, 8, 3, 3, 1, 1, 1, 8, "float32"), "blocked in and out"),
+    ("conv2d_nchwc_winograd", (1, 8, 8, 8, 16, 1, 4, 16, 4, 8, "float32"), "winograd output transform"),
 ]
 
 # Odd sizes (strides, dilations, padded channel blocks and register tiles) with one epilogue.

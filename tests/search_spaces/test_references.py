@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import search_spaces  # noqa: F401 - registers the built-in templates
+from compiler.topi.nn.winograd import winograd_matrices
 from search_spaces.template import get_template, list_templates
 
 # ---------------------------------------------------------------------------- arguments
@@ -175,6 +176,43 @@ def _loop_conv2d_nchwc(args, inputs):
                    for i in range(Ho)] for fc in range(F // oc_bn)] for n in range(N)], dtype)]
 
 
+def _loop_conv2d_nchwc_winograd(args, inputs):
+    """Winograd's algorithm in loops, from the blocked data and the transformed kernel: per tile
+    ``A^T [sum over channels of U * (B^T d B)] A``, the output blocked."""
+    N, C, H, W, F, padding, m, nr, ic_bn, oc_bn, dtype = args
+    x, u = inputs
+    AT, _, BT = winograd_matrices(m)
+    a = m + 2
+    top, left, bottom, right = (padding,) * 4 if isinstance(padding, int) else padding
+    Ho, Wo = H + top + bottom - 2, W + left + right - 2
+    _shape_of(x, (N, C // ic_bn, H, W, ic_bn), dtype)
+    _shape_of(u, (a * a, F // nr, C, nr), dtype)
+
+    def data(n, c, y, i):
+        return _value(x, n, c // ic_bn, y, i, c % ic_bn) if 0 <= y < H and 0 <= i < W else 0.0
+
+    out = [[[[[0.0] * oc_bn for _ in range(Wo)] for _ in range(Ho)] for _ in range(F // oc_bn)]
+           for _ in range(N)]
+    for n in range(N):
+        for ty in range(-(-Ho // m)):
+            for tx in range(-(-Wo // m)):
+                d = [[[data(n, c, ty * m + i - top, tx * m + j - left) for j in range(a)] for i in range(a)]
+                     for c in range(C)]
+                v = [[[sum(BT[e1][i] * BT[e2][j] * d[c][i][j] for i in range(a) for j in range(a))
+                       for e2 in range(a)] for e1 in range(a)] for c in range(C)]
+                for f in range(F):
+                    prod = [[sum(_value(u, e1 * a + e2, f // nr, c, f % nr) * v[c][e1][e2]
+                                 for c in range(C)) for e2 in range(a)] for e1 in range(a)]
+                    for i in range(m):
+                        for j in range(m):
+                            y, col = ty * m + i, tx * m + j
+                            if y < Ho and col < Wo:
+                                out[n][f // oc_bn][y][col][f % oc_bn] = sum(
+                                    AT[i][e1] * AT[j][e2] * prod[e1][e2]
+                                    for e1 in range(a) for e2 in range(a))
+    return [_to(out, dtype)]
+
+
 def _loop_depthwise_conv2d_nchw(args, inputs):
     return _conv(args, inputs, "NCHW", depthwise=True)
 
@@ -314,6 +352,12 @@ ORACLES = {
         (2, 3, 7, 6, 4, 3, 2, 2, 1, 1, 3, 2, "float32"),
         (1, 2, 7, 8, 2, 2, 3, (2, 1), (0, 1, 2, 1), (2, 1), 1, 2, "float64"),
     ]),
+    # (N, C, H, W, F, padding, m, nr, ic_bn, oc_bn, dtype): 3x3 stride 1; partial tiles, uneven padding
+    "conv2d_nchwc_winograd": (_loop_conv2d_nchwc_winograd, [
+        (1, 4, 5, 5, 4, 1, 2, 4, 2, 2, "float32"),
+        (1, 2, 6, 5, 4, (1, 1, 1, 0), 4, 2, 1, 4, "float64"),
+        (2, 2, 4, 4, 2, 0, 2, 2, 2, 1, "float64"),
+    ]),
     # (N, H, W, C, F, KH, KW, stride, padding, dilation, dtype): the same convolutions
     "conv2d_nhwc": (_loop_conv2d_nhwc, [(n, h, w, c, *rest) for n, c, h, w, *rest in _CONV2D_NCHW]),
     # (N, C, H, W, KH, KW, stride, padding, dilation, dtype)
@@ -383,9 +427,15 @@ def test_every_built_in_template_has_a_reference_and_a_loop_version():
 # ---------------------------------------------------------------------------- the check
 
 
-def _tolerance(dtype: str) -> dict:
+def _tolerance(dtype: str, name: str = "") -> dict:
     if _exact(dtype):
         return {"rtol": 0, "atol": 0}
+    if name == "conv2d_nchwc_winograd":
+        # Another algorithm than the direct reference's, from a kernel transformed and rounded to
+        # dtype on its own: the difference is a few units of the transforms' rounding.
+        if np.dtype(dtype).itemsize <= 4:
+            return {"rtol": 1e-5, "atol": 1e-6}
+        return {"rtol": 1e-12, "atol": 1e-13}
     # Both sides compute in float64 (summing in their own orders) and round to dtype: at most
     # a last-bit difference, two units in the last place of float32 or float64.
     if np.dtype(dtype).itemsize <= 4:
@@ -415,4 +465,4 @@ def test_reference_matches_the_loop_version(name, args):
             _shape_of(got, w.shape, dtype)
             if not _exact(dtype):
                 assert np.isfinite(got).all() and np.isfinite(w).all()
-            np.testing.assert_allclose(got, w, **_tolerance(dtype))
+            np.testing.assert_allclose(got, w, **_tolerance(dtype, name))

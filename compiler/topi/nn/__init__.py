@@ -13,6 +13,8 @@ from .pad import pad
 from .pooling import pool2d
 from .softmax import softmax
 from .utils import get_pad_tuple
+from .winograd import conv2d_winograd_nchwc, conv2d_winograd_weight_transform
 
 __all__ = ["pad", "conv2d", "conv2d_nchw", "conv2d_nhwc", "depthwise_conv2d_nchw", "dense", "matmul",
-           "batch_matmul", "pool2d", "softmax", "relu", "get_pad_tuple"]
+           "batch_matmul", "pool2d", "softmax", "relu", "get_pad_tuple", "conv2d_winograd_nchwc",
+           "conv2d_winograd_weight_transform"]

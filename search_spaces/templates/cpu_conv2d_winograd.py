@@ -1,0 +1,137 @@
+"""Winograd convolution of channel-blocked data for CPUs: ``conv2d_nchwc_winograd``.
+
+A 3x3 convolution with stride 1 computes each ``m x m`` tile of its output from an
+``a x a`` tile of its input (``a = m + 2``) with Winograd's minimal filtering algorithm
+``F(m x m, 3 x 3)``: ``Y = A^T [(G g G^T) * (B^T d B)] A``, elementwise in the middle. Summed
+over the input channels, the middle is ``a * a`` independent matrix products, one per
+position of the transformed tile, each ``tiles x C`` by ``C x F``: a batched GEMM doing
+``a^2 / (m^2 * 9)`` of the direct convolution's multiply-adds (``F(4x4, 3x3)``: 36 / 144,
+a quarter; ``F(2x2, 3x3)``: 16 / 36). As in TVM's ``conv2d_nchw_winograd`` templates, three
+stages make the operator:
+
+* **input transform** ``V[e, p, c] = (B^T d_p B)[e]``, for each tile ``p`` of the padded input
+  and channel ``c``, ``e`` the flattened tile position: each output is a sum of the few nonzero
+  terms of its row of ``B^T`` by its column of ``B`` (written out per position, so no zero is
+  multiplied), vectorised along the channels of a block;
+* **batched GEMM** ``M[e] = V[e] @ U[e]`` (the GEMM of ``_gemm``, with its knobs), ``U`` the
+  transformed kernel ``G g G^T`` packed in micro-panels once, when the model is built
+  (``topi.nn.winograd.conv2d_winograd_weight_transform``): ``(a * a, F / nr, C, nr)``;
+* **output transform** ``Y = A^T M_p A`` per tile, written straight into the blocked output
+  ``(N, F / oc_bn, Ho, Wo, oc_bn)``, through the ``epilogue`` (bias, residual, activation).
+
+Where ``m`` does not divide the output's height or width, the last tiles are partial: their
+input reads zeros past the padding and their extra outputs are not written.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compiler import te, topi
+from compiler.simd import vector_lanes
+from compiler.topi.nn.winograd import (
+    conv2d_winograd_weight_transform,
+    winograd_input_transform,
+    winograd_matrices,
+    winograd_output_transform,
+    winograd_tiles,
+)
+from search_spaces.template import get_config, template
+from search_spaces.templates._common import random_data
+from search_spaces.templates._epilogue import Epilogue, reference_epilogue
+from search_spaces.templates._gemm import define_gemm_knobs, gemm_compute, schedule_gemm
+
+__all__ = ["conv2d_nchwc_winograd", "conv2d_nchwc_winograd_reference"]
+
+
+def _check_args(N, C, H, W, F, padding, m, ic_bn, oc_bn) -> tuple[int, int, tuple]:
+    """The output size and the padding (top, left, bottom, right); ValueError on bad arguments."""
+    for name, v in (("N", N), ("C", C), ("H", H), ("W", W), ("F", F)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    winograd_matrices(m)
+    for name, block, total in (("ic_bn", ic_bn, C), ("oc_bn", oc_bn, F)):
+        if not isinstance(block, int) or block < 1 or total % block:
+            raise ValueError(f"{name} must be a positive divisor of {total}, got {block!r}")
+    pads = topi.nn.get_pad_tuple(padding, (3, 3))
+    Ho, Wo = H + pads[0] + pads[2] - 2, W + pads[1] + pads[3] - 2
+    if Ho < 1 or Wo < 1:
+        raise ValueError(f"a 3x3 window does not fit the {H}x{W} input padded by {padding!r}")
+    return Ho, Wo, pads
+
+
+def conv2d_nchwc_winograd_reference(N, C, H, W, F, padding, m, nr, ic_bn, oc_bn, dtype="float32",
+                                    epilogue=(), rng=None):
+    """Random blocked data ``(N, C/ic_bn, H, W, ic_bn)``, the kernel transformed by
+    ``conv2d_winograd_weight_transform``, and the direct convolution (stride 1) through ``epilogue``,
+    blocked ``(N, F/oc_bn, Ho, Wo, oc_bn)``."""
+    Ho, Wo, pads = _check_args(N, C, H, W, F, padding, m, ic_bn, oc_bn)
+    x, w = random_data(rng, (N, C, H, W), dtype), random_data(rng, (F, C, 3, 3), dtype)
+    out = topi.testing.conv2d_nchw_python(x, w, (1, 1), pads)
+    extra, out = reference_epilogue(epilogue, out, 1, dtype, rng)
+
+    def blocked(v, b):
+        n, c, h, w_ = v.shape
+        return np.ascontiguousarray(v.reshape(n, c // b, b, h, w_).transpose(0, 1, 3, 4, 2))
+
+    extra = [e if e.ndim == 1 else blocked(e, oc_bn) for e in extra]
+    return [blocked(x, ic_bn), conv2d_winograd_weight_transform(w, m, nr), *extra], [blocked(out, oc_bn)]
+
+
+@template("conv2d_nchwc_winograd", target="cpu", reference=conv2d_nchwc_winograd_reference)
+def conv2d_nchwc_winograd(N: int, C: int, H: int, W: int, F: int, padding=1, m: int = 4, nr: int = 32,
+                          ic_bn: int = 16, oc_bn: int = 16, dtype: str = "float32", epilogue: tuple = ()):
+    """3x3, stride-1 convolution of blocked data by ``F(m x m, 3 x 3)`` (see the module's
+    docstring). Tensors: X ``(N, C/ic_bn, H, W, ic_bn)``, U ``(a*a, F/nr, C, nr)``
+    (``topi.nn.conv2d_winograd_weight_transform``), the epilogue's inputs, then Y
+    ``(N, F/oc_bn, Ho, Wo, oc_bn)``."""
+    Ho, Wo, pads = _check_args(N, C, H, W, F, padding, m, ic_bn, oc_bn)
+    a = m + 2
+    th, tw = winograd_tiles(Ho, Wo, m)
+    tiles = N * th * tw
+    cfg = get_config()
+    define_gemm_knobs(cfg, tiles, F, C, dtype, batch=a * a, nr=nr)
+    # The direct convolution's work, as TVM's Winograd templates count it: GFLOPS then compare with
+    # the direct template's, and say how much faster than a direct convolution the kernel runs.
+    cfg.add_flop(2 * N * F * Ho * Wo * C * 9)
+    X = te.placeholder((N, C // ic_bn, H, W, ic_bn), name="X", dtype=dtype)
+    U = te.placeholder((a * a, F // nr, C, nr), name="U", dtype=dtype)
+    ep = Epilogue.declare(epilogue, dtype, (N, F // oc_bn, Ho, Wo, oc_bn), F)
+    V = winograd_input_transform(X, m, pads, (Ho, Wo))
+    t = gemm_compute(cfg, lambda e, p, c: V[e, p, c], None, (a * a,), tiles, F, C, dtype,
+                     name="winograd_M", b_rows_are_k=True, b_packed=U)
+    Y = winograd_output_transform(t.out, m, (N, F // oc_bn, Ho, Wo, oc_bn),
+                                  (lambda value, f, idx: ep.apply(value, f, idx)) if ep else None,
+                                  name="conv2d_nchwc_winograd")
+    s = te.create_schedule(Y.op)
+    schedule_gemm(cfg, s, t)
+    _schedule_input_transform(s, V, ic_bn)
+    _schedule_output_transform(s, Y, m)
+    return s, [X, U, *ep.inputs, Y]
+
+
+def _schedule_input_transform(s, V, ic_bn: int) -> None:
+    """Threads on tiles; per tile and channel vector, all ``a * a`` positions unrolled (their
+    coefficients become constants, and the tile's loads are shared)."""
+    lanes = vector_lanes(V.dtype)
+    e, p, c = s[V].op.axis
+    co, ci = s[V].split(c, factor=min(lanes, ic_bn))
+    s[V].reorder(p, co, e, ci)
+    s[V].parallel(p)
+    s[V].unroll(e)
+    s[V].vectorize(ci)
+
+
+def _schedule_output_transform(s, Y, m: int) -> None:
+    """Threads on rows of tiles; per tile and vector of output channels, the ``m x m`` outputs
+    unrolled (their coefficients become constants, and the tile's loads of M are shared)."""
+    lanes = vector_lanes(Y.dtype)
+    n, fc, y, x, fb = s[Y].op.axis
+    yo, yi = s[Y].split(y, factor=m)
+    xo, xi = s[Y].split(x, factor=m)
+    fbo, fbi = s[Y].split(fb, factor=lanes)
+    s[Y].reorder(n, fc, yo, xo, fbo, yi, xi, fbi)
+    s[Y].parallel(s[Y].fuse(n, fc, yo))
+    s[Y].unroll(yi)
+    s[Y].unroll(xi)
+    s[Y].vectorize(fbi)

@@ -1,0 +1,73 @@
+"""Winograd's F(m x m, 3 x 3) (compiler.topi.nn.winograd): its transforms are a convolution's,
+in numpy and as tensor expressions, with partial tiles and uneven padding; bad arguments named."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import assert_written, poisoned
+
+import compiler
+from compiler import te, topi
+from compiler.graph.ops.layout import from_blocks, to_blocks
+from compiler.topi.nn.winograd import (
+    WINOGRAD_TILE_SIZES,
+    conv2d_winograd_nchwc_numpy,
+    conv2d_winograd_weight_transform,
+    winograd_matrices,
+    winograd_tiles,
+)
+
+
+@pytest.mark.parametrize("m", WINOGRAD_TILE_SIZES)
+def test_the_transforms_compute_a_1d_correlation(m):
+    AT, G, BT = winograd_matrices(m)
+    assert AT.shape == (m, m + 2) and G.shape == (m + 2, 3) and BT.shape == (m + 2, m + 2)
+    rng = np.random.default_rng(m)
+    d, g = rng.standard_normal(m + 2), rng.standard_normal(3)
+    np.testing.assert_allclose(AT @ ((G @ g) * (BT @ d)), [d[i:i + 3] @ g for i in range(m)], rtol=1e-12)
+
+
+@pytest.mark.parametrize("m, shape, padding", [(4, (2, 8, 9, 11), (1, 1, 1, 1)),
+                                               (2, (1, 4, 7, 6), (1, 0, 2, 1)),
+                                               (4, (1, 4, 6, 6), (0, 0, 0, 0))])
+def test_numpy_winograd_is_the_direct_convolution(m, shape, padding):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(shape)
+    w = rng.standard_normal((8, shape[1], 3, 3))
+    u = conv2d_winograd_weight_transform(w, m, nr=4)
+    assert u.shape == ((m + 2) ** 2, 2, shape[1], 4) and u.dtype == w.dtype
+    got = conv2d_winograd_nchwc_numpy(to_blocks(x, 2), u, padding, m, oc_bn=8)
+    want = topi.testing.conv2d_nchw_python(x, w, (1, 1), padding)
+    np.testing.assert_allclose(from_blocks(got), want, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("m", WINOGRAD_TILE_SIZES)
+def test_the_tensor_expression_computes_the_convolution(m):
+    rng = np.random.default_rng(m)
+    x = rng.uniform(-1, 1, (1, 8, 10, 7)).astype("float32")
+    w = rng.uniform(-1, 1, (8, 8, 3, 3)).astype("float32")
+    padding = (1, 1, 1, 1)
+    X = te.placeholder((1, 2, 10, 7, 4), name="X")
+    U = te.placeholder(((m + 2) ** 2, 1, 8, 8), name="U")
+    Y = topi.nn.conv2d_winograd_nchwc(X, U, padding, m, 4)
+    assert tuple(int(d.value) for d in Y.shape) == (1, 2, 10, 7, 4)
+    f = compiler.build(te.create_schedule(Y.op), [X, U, Y], target="llvm")
+    out = poisoned((1, 2, 10, 7, 4), "float32")
+    f(to_blocks(x, 4), conv2d_winograd_weight_transform(w, m, nr=8), out)
+    want = to_blocks(topi.testing.conv2d_nchw_python(x, w, (1, 1), padding), 4)
+    assert_written(out, want, rtol=1e-4, atol=1e-5)
+
+
+def test_tiles_cover_the_output():
+    assert winograd_tiles(56, 56, 4) == (14, 14) and winograd_tiles(7, 9, 2) == (4, 5)
+
+
+def test_bad_arguments_are_named():
+    w = np.ones((8, 4, 3, 3), "float32")
+    with pytest.raises(ValueError, match="tile size m"):
+        winograd_matrices(3)
+    with pytest.raises(ValueError, match="3, 3"):
+        conv2d_winograd_weight_transform(np.ones((8, 4, 5, 5), "float32"), 4, 4)
+    with pytest.raises(ValueError, match="nr must divide"):
+        conv2d_winograd_weight_transform(w, 4, 3)
