@@ -70,6 +70,10 @@ def _anchor_workload(anchor: Node, epilogue: list[str], dtype: str) -> tuple[str
         (N, Cc, H, W, ib), (Fc, _, KH, KW, _, ob) = anchor.inputs[0].shape, anchor.inputs[1].shape
         geometry = [_pair(a["strides"]), _pads(a["padding"]), _pair(a["dilation"])]
         return "conv2d_nchwc", [N, Cc * ib, H, W, Fc * ob, KH, KW, *geometry, ib, ob, dtype, epilogue]
+    if anchor.op == "nn.conv2d_winograd_nchwc":
+        (N, Cc, H, W, ib), (_, Fp, _, nr) = anchor.inputs[0].shape, anchor.inputs[1].shape
+        return "conv2d_nchwc_winograd", [N, Cc * ib, H, W, Fp * nr, _pads(a["padding"]), a["tile_size"], nr,
+                                         ib, a["block"], dtype, epilogue]
     if anchor.op == "nn.depthwise_conv2d_nchwc":
         (N, Cc, H, W, b), (_, KH, KW, _) = anchor.inputs[0].shape, anchor.inputs[1].shape
         geometry = [_pair(a["strides"]), _pads(a["padding"]), _pair(a["dilation"])]

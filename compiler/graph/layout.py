@@ -25,11 +25,20 @@ from __future__ import annotations
 import numpy as np
 
 from ..simd import vector_lanes
+from ..topi.nn.winograd import conv2d_winograd_weight_transform, winograd_tiles
 from .ir import Graph, Node, Value
 from .op import get_op
 from .ops.layout import layout_name, pack_dense_weight, pack_depthwise_weight, pack_weight, to_blocks
 
-__all__ = ["plan_layouts", "output_block", "input_block", "panel_width"]
+__all__ = ["plan_layouts", "output_block", "input_block", "panel_width", "winograd_tile_size",
+           "MAX_WINOGRAD_WEIGHT_BYTES"]
+
+#: The largest transformed kernel a convolution runs by Winograd with: ``F(m x m, 3 x 3)`` makes a
+#: kernel ``(m + 2)^2 / 9`` times larger (4x for m = 4), and a model streams its weights from
+#: memory every run, so the deepest layers (few pixels, many channels) stay direct.
+MAX_WINOGRAD_WEIGHT_BYTES = 16 * 1024 * 1024
+#: Fewer tiles than this leave the Winograd GEMM's rows too short to fill a register tile.
+MIN_WINOGRAD_TILES = 16
 
 _UNARY = ("nn.relu", "clip", "sigmoid", "tanh", "exp", "negative", "abs", "nn.gelu", "erf", "sqrt")
 _BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum")
@@ -50,6 +59,20 @@ def panel_width(units: int, lanes: int) -> int:
     return 2 * lanes if units > lanes else lanes
 
 
+def winograd_tile_size(C: int, F: int, Ho: int, Wo: int, itemsize: int, lanes: int) -> int | None:
+    """The ``m`` of ``F(m x m, 3 x 3)`` for a 3x3 stride-1 convolution of ``C`` to ``F`` channels
+    with an ``Ho x Wo`` output (None: leave it direct): the largest tile whose transformed kernel
+    fits :data:`MAX_WINOGRAD_WEIGHT_BYTES` and that leaves :data:`MIN_WINOGRAD_TILES` tiles, for
+    at least a vector of input channels."""
+    if C < lanes:
+        return None
+    for m in (4, 2):
+        th, tw = winograd_tiles(Ho, Wo, m)
+        if th * tw >= MIN_WINOGRAD_TILES and (m + 2) ** 2 * C * F * itemsize <= MAX_WINOGRAD_WEIGHT_BYTES:
+            return m
+    return None
+
+
 def input_block(channels: int, lanes: int) -> int | None:
     """The block plain data of ``channels`` channels is cut into for a blocked convolution."""
     if channels % lanes == 0:
@@ -58,9 +81,10 @@ def input_block(channels: int, lanes: int) -> int | None:
 
 
 class _Planner:
-    def __init__(self, graph: Graph, lanes: int):
+    def __init__(self, graph: Graph, lanes: int, winograd: bool):
         self.graph = graph
         self.lanes = lanes
+        self.winograd = winograd
         self.nodes: list[Node] = []
         self.current: dict[int, tuple[Value, int | None]] = {}  # original uid -> (value now, its block)
         self.plain: dict[int, Value] = {}  # uid of a blocked value -> its NCHW copy
@@ -189,10 +213,28 @@ class _Planner:
         ic_bn = have if have is not None and C % have == 0 else input_block(C, self.lanes)
         if oc_bn is None or ic_bn is None:
             return None
-        weight = Value.constant(f"{w.name}_nchw{ic_bn}i{oc_bn}o", pack_weight(w.data, ic_bn, oc_bn))
         attrs = {k: node.attrs[k] for k in ("strides", "padding", "dilation") if k in node.attrs}
+        m = self._winograd_tile(node, oc_bn)
+        if m is not None:
+            weight = Value.constant(f"{w.name}_winograd{m}_{oc_bn}o",
+                                    conv2d_winograd_weight_transform(w.data, m, oc_bn))
+            attrs = {"padding": tuple(int(p) for p in node.attrs.get("padding", (0, 0, 0, 0))),
+                     "tile_size": m, "block": oc_bn}
+            out = self.emit("nn.conv2d_winograd_nchwc", [self.as_blocked(x, ic_bn), weight], attrs, node.name)
+            return out, oc_bn
+        weight = Value.constant(f"{w.name}_nchw{ic_bn}i{oc_bn}o", pack_weight(w.data, ic_bn, oc_bn))
         out = self.emit("nn.conv2d_nchwc", [self.as_blocked(x, ic_bn), weight], attrs, node.name)
         return out, oc_bn
+
+    def _winograd_tile(self, node: Node, oc_bn: int) -> int | None:
+        """The Winograd tile size of convolution ``node`` (:func:`winograd_tile_size`), or None."""
+        x, w = node.inputs
+        a = node.attrs
+        if (not self.winograd or w.shape[2:] != (3, 3) or oc_bn % self.lanes
+                or tuple(a.get("strides", (1, 1))) != (1, 1) or tuple(a.get("dilation", (1, 1))) != (1, 1)):
+            return None
+        _, _, Ho, Wo = node.output.shape
+        return winograd_tile_size(x.shape[1], w.shape[0], Ho, Wo, w.data.dtype.itemsize, self.lanes)
 
 
     def _dense(self, node: Node) -> tuple[Value, None] | None:
@@ -221,10 +263,11 @@ class _Planner:
                          node.name), block
 
 
-def plan_layouts(graph: Graph, lanes: int | None = None) -> Graph:
+def plan_layouts(graph: Graph, lanes: int | None = None, winograd: bool = True) -> Graph:
     """``graph`` with its convolutions in channel blocks (see the module's docstring); ``lanes``
-    is the float32 vector width (default: the current target's)."""
-    planner = _Planner(graph, lanes or vector_lanes("float32"))
+    is the float32 vector width (default: the current target's). ``winograd=False`` keeps every
+    3x3 convolution direct."""
+    planner = _Planner(graph, lanes or vector_lanes("float32"), winograd)
     for node in graph.nodes:
         planner.visit(node)
     outputs = [planner.as_plain(v) for v in graph.outputs]

@@ -50,9 +50,11 @@ def test_blocked_convolutions_are_tasks_of_the_blocked_template():
     graph = residual_cnn(np.random.default_rng(11), channels=16, size=12)
     tasks = autotune.extract_tasks(graph, "llvm -mcpu=haswell")  # 8 float lanes: blocks of 16
     names = [t.task.workload_name.split("@")[0] for t in tasks]
+    # the image's 3 channels stay direct; the 16-channel 3x3 layers run by Winograd's F(2x2, 3x3)
+    # (F(4x4) would leave 9 tiles of 12x12)
     assert names[:3] == ["conv2d_nchwc(1,3,12,12,16,3,3,1,1,1,1,16,float32,(bias,relu))",
-                         "conv2d_nchwc(1,16,12,12,16,3,3,1,1,1,16,16,float32,(bias,relu))",
-                         "conv2d_nchwc(1,16,12,12,16,3,3,1,1,1,16,16,float32,(bias,add,relu))"]
+                         "conv2d_nchwc_winograd(1,16,12,12,16,1,2,16,16,16,float32,(bias,relu))",
+                         "conv2d_nchwc_winograd(1,16,12,12,16,1,2,16,16,16,float32,(bias,add,relu))"]
     assert [t.weight for t in tasks][:3] == [1, 2, 2]
     untemplated = " ".join(tasks.untemplated)
     assert "layout_transform" in untemplated and "nn.pool2d_nchwc" in untemplated

@@ -24,11 +24,11 @@ def _w(*shape, scale: float = 1.0) -> np.ndarray:
     return (rand(*shape) * scale).astype("float32")
 
 
-def _check(model, feeds, rtol=1e-4, atol=1e-5):
+def _check(model, feeds, rtol=1e-4, atol=1e-5, target="llvm"):
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     expected = session.run(None, feeds)
     graph = from_onnx(model)
-    module = autotune.build_model(graph, "llvm")
+    module = autotune.build_model(graph, target)
     outputs = [poisoned(e.shape, e.dtype) for e in expected]
     module(*[feeds[v.name] for v in graph.inputs], *outputs)
     for got, want in zip(outputs, expected):
@@ -70,6 +70,20 @@ def test_a_residual_block_with_a_strided_downsample():
     module = _check(make_model(nodes, feeds, consts), feeds)
     kernels = model_info(module)["kernels"]
     assert any("add_add_relu" in k["name"] for k in kernels)  # the residual and its ReLU in the conv
+
+
+def test_a_basic_block_runs_its_3x3_layers_by_winograd():
+    # ResNet's basic block on 8 float lanes (pinned): 16 channels are two blocks of a vector, and
+    # both 3x3 stride-1 layers are Winograd kernels, the second with the residual and its ReLU
+    n1, c1, y1 = _conv_bn("a", "x", 16, 16)
+    n2, c2, y2 = _conv_bn("b", y1, 16, 16, act=None)
+    nodes = n1 + n2 + [helper.make_node("Add", [y2, "x"], ["sum"]), helper.make_node("Relu", ["sum"], ["y"])]
+    feeds = {"x": rand(1, 16, 18, 17)}  # 17 columns: partial tiles at the right edge
+    module = _check(make_model(nodes, feeds, {**c1, **c2}), feeds, target="llvm -mcpu=haswell")
+    kernels = model_info(module)["kernels"]
+    winograd = [k for k in kernels if k["schedule"].startswith("conv2d_nchwc_winograd:")]
+    assert len(winograd) == 2, kernels
+    assert any("add_add_relu" in k["name"] for k in winograd)
 
 
 def test_an_inverted_residual_block():

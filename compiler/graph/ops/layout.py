@@ -6,6 +6,9 @@
 * ``nn.conv2d_nchwc``: blocked data ``(N, C/ib, H, W, ib)`` and a blocked weight
   ``(F/ob, C/ib, KH, KW, ib, ob)`` to ``(N, F/ob, Ho, Wo, ob)``; attrs strides, padding,
   dilation as ``nn.conv2d``'s;
+* ``nn.conv2d_winograd_nchwc``: the same 3x3 stride-1 convolution by Winograd's ``F(m x m, 3 x 3)``,
+  its weight transformed and packed at build time ``((m+2)^2, F/nr, C, nr)``; attrs padding,
+  tile_size (``m``) and block (the output's channel block);
 * ``nn.depthwise_conv2d_nchwc``: blocked data ``(N, C/b, H, W, b)`` and a blocked weight
   ``(C/b, KH, KW, b)`` (each channel its own filter) to ``(N, C/b, Ho, Wo, b)``; attrs as
   ``nn.conv2d``'s;
@@ -24,6 +27,7 @@ import re
 import numpy as np
 
 from ... import te, topi
+from ...topi.nn.winograd import WINOGRAD_TILE_SIZES
 from ..ir import TensorType
 from ..op import OpDef, get_op, register_op
 from ._common import arity, fail, floating, int_tuple, pair, positive_int, same_dtype, shape_of, window_output
@@ -197,6 +201,60 @@ def _conv_compute(tensors, attrs):
 
 register_op(OpDef("nn.conv2d_nchwc", "out_elemwise_fusable", _conv_infer, _conv_evaluate, _conv_compute,
                   "2-D convolution of channel-blocked data with a blocked weight; attrs as nn.conv2d's."))
+
+
+# ---------------------------------------------------------------------------- nn.conv2d_winograd_nchwc
+
+
+def _winograd_attrs(attrs) -> tuple[tuple[int, ...], int, int]:
+    op = "nn.conv2d_winograd_nchwc"
+    m = attrs.get("tile_size")
+    if m not in WINOGRAD_TILE_SIZES:
+        raise fail(op, f"tile_size must be one of {WINOGRAD_TILE_SIZES}, got {m!r}")
+    return (int_tuple(op, "padding", attrs.get("padding", (1, 1, 1, 1)), 4, 0), m,
+            positive_int(op, "block", attrs.get("block")))
+
+
+def _winograd_infer(types, attrs):
+    op = "nn.conv2d_winograd_nchwc"
+    arity(op, types, 2)
+    data, weight = types
+    dtype = same_dtype(op, types, "data and weight")
+    floating(op, data, "data")
+    (top, left, bottom, right), m, ob = _winograd_attrs(attrs)
+    if len(data.shape) != 5 or len(weight.shape) != 4:
+        raise fail(op, f"data must be 5-D (N, C/ib, H, W, ib) and the transformed weight 4-D "
+                       f"((m+2)^2, F/nr, C, nr), got {data.shape} and {weight.shape}")
+    N, Cc, H, W, ib = data.shape
+    e, Fp, C, nr = weight.shape
+    if e != (m + 2) ** 2 or C != Cc * ib:
+        raise fail(op, f"the weight {weight.shape} is not a transformed 3x3 kernel of F({m}x{m}, 3x3) "
+                       f"over {Cc * ib} channels")
+    if (Fp * nr) % ob:
+        raise fail(op, f"blocks of {ob} do not divide {Fp * nr} filters")
+    Ho, Wo = H + top + bottom - 2, W + left + right - 2
+    if Ho < 1 or Wo < 1:
+        raise fail(op, "a 3x3 window does not fit the padded input")
+    return [TensorType((N, Fp * nr // ob, Ho, Wo, ob), dtype)]
+
+
+def _winograd_evaluate(arrays, attrs):
+    x, u = arrays
+    padding, m, ob = _winograd_attrs(attrs)
+    return [topi.nn.winograd.conv2d_winograd_nchwc_numpy(x, u, padding, m, ob)]
+
+
+def _winograd_compute(tensors, attrs):
+    x, u = tensors
+    padding, m, ob = _winograd_attrs(attrs)
+    return [topi.nn.conv2d_winograd_nchwc(x, u, padding, m, ob)]
+
+
+register_op(OpDef("nn.conv2d_winograd_nchwc", "out_elemwise_fusable", _winograd_infer, _winograd_evaluate,
+                  _winograd_compute,
+                  "3x3 stride-1 convolution of channel-blocked data by Winograd's F(m x m, 3 x 3), the "
+                  "weight transformed at build time (topi.nn.conv2d_winograd_weight_transform); attrs "
+                  "padding, tile_size (m) and block (the output's channel block)."))
 
 
 # ---------------------------------------------------------------------------- nn.depthwise_conv2d_nchwc

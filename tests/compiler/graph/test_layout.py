@@ -9,7 +9,13 @@ from graph_models import conv, residual_cnn, weights
 from helpers import poisoned
 
 from compiler.graph import GraphBuilder, build_graph, evaluate, fuse, optimize
-from compiler.graph.layout import input_block, output_block, plan_layouts
+from compiler.graph.layout import (
+    MAX_WINOGRAD_WEIGHT_BYTES,
+    input_block,
+    output_block,
+    plan_layouts,
+    winograd_tile_size,
+)
 from compiler.graph.memory import Place, plan_memory
 
 
@@ -25,7 +31,8 @@ def test_block_sizes():
 
 def test_a_network_stays_blocked_between_its_layers(rng):
     graph = optimize(residual_cnn(rng, channels=8))
-    planned = plan_layouts(graph, lanes=4)  # blocks of 8 channels; the image's 3 channels in blocks of 1
+    # blocks of 8 channels; the image's 3 channels in blocks of 1; every convolution direct
+    planned = plan_layouts(graph, lanes=4, winograd=False)
     ops = _ops(planned)
     assert ops.count("nn.conv2d_nchwc") == 5 and "nn.conv2d" not in ops
     transforms = [(n.attrs["src_layout"], n.attrs["dst_layout"])
@@ -40,6 +47,42 @@ def test_a_network_stays_blocked_between_its_layers(rng):
     assert weight.is_constant and weight.shape == (1, 3, 3, 3, 1, 8)
     data = [rng.uniform(-1, 1, (1, 3, 12, 12)).astype("float32")]
     np.testing.assert_allclose(evaluate(planned, data)[0], evaluate(graph, data)[0], rtol=1e-5, atol=1e-7)
+
+
+def test_winograd_tile_sizes():
+    # ResNet's stride-1 3x3 layers on 16 lanes: F(4x4) while tiles are many and the kernel small,
+    # F(2x2) on 14x14 with 512 channels and on 7x7, none once the transformed kernel is too large
+    assert winograd_tile_size(64, 64, 56, 56, 4, 16) == 4
+    assert winograd_tile_size(256, 256, 14, 14, 4, 16) == 4
+    assert winograd_tile_size(512, 512, 14, 14, 4, 16) == 2
+    assert winograd_tile_size(512, 512, 7, 7, 4, 16) == 2  # 2x2 tiles of 4x4 would be 4
+    assert 16 * 1024 * 1024 * 4 > MAX_WINOGRAD_WEIGHT_BYTES
+    assert winograd_tile_size(1024, 1024, 7, 7, 4, 16) is None
+    assert winograd_tile_size(8, 64, 56, 56, 4, 16) is None  # fewer input channels than a vector
+    assert winograd_tile_size(64, 64, 4, 4, 4, 16) is None  # too few tiles
+
+
+def test_stride_one_3x3_layers_run_by_winograd_and_compute_the_same(rng):
+    b = GraphBuilder()
+    x = b.input("x", (1, 8, 16, 18))
+    a = b.op("nn.relu", conv(b, rng, x, 8))  # 3x3 stride 1: Winograd, F(4x4, 3x3) (4x5 tiles)
+    c = conv(b, rng, a, 8, stride=2)  # strided: direct
+    d = conv(b, rng, c, 8, k=1, pad=0)  # 1x1: direct
+    graph = b.finish(b.op("add", conv(b, rng, d, 8), c))  # with a residual: Winograd, F(2x2) on 8x9
+    planned = plan_layouts(graph, lanes=4)
+    ops = _ops(planned)
+    assert ops.count("nn.conv2d_winograd_nchwc") == 2 and ops.count("nn.conv2d_nchwc") == 2
+    first, last = (n for n in planned.nodes if n.op == "nn.conv2d_winograd_nchwc")
+    assert first.attrs == {"padding": (1, 1, 1, 1), "tile_size": 4, "block": 8}
+    assert first.inputs[1].is_constant and first.inputs[1].shape == (36, 1, 8, 8)  # transformed at build time
+    assert last.attrs["tile_size"] == 2 and last.inputs[1].shape == (16, 1, 8, 8)
+    transforms = [(n.attrs["src_layout"], n.attrs["dst_layout"])
+                  for n in planned.nodes if n.op == "layout_transform"]
+    assert transforms == [("NCHW", "NCHW4c"), ("NCHW8c", "NCHW")]  # blocks flow through both kinds
+    data = [rng.uniform(-1, 1, (1, 8, 16, 18)).astype("float32")]
+    np.testing.assert_allclose(evaluate(planned, data)[0], evaluate(graph, data)[0], rtol=1e-4, atol=1e-5)
+    direct = _ops(plan_layouts(graph, lanes=4, winograd=False))
+    assert "nn.conv2d_winograd_nchwc" not in direct and direct.count("nn.conv2d_nchwc") == 4
 
 
 def test_a_block_change_is_one_transform_read_by_both_readers(rng):

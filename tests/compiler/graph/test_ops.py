@@ -29,6 +29,7 @@ class Case:
     attrs: dict = field(default_factory=dict)
     id: str = ""
     positive: bool = False  # random floats in [0.5, 1.5) instead of either sign
+    atol: float = 1e-6  # of compute against evaluate (float64 inside)
 
     def arrays(self, rng: np.random.Generator) -> list[np.ndarray]:
         out = []
@@ -72,6 +73,10 @@ CASES = [
     Case("layout_transform", [_f(1, 2, 3, 2, 4)], dict(src_layout="NCHW4c", dst_layout="NCHW8c"), "reblock"),
     Case("nn.conv2d_nchwc", [_f(1, 2, 6, 5, 3), _f(2, 2, 3, 3, 3, 4)],
          dict(strides=(1, 2), padding=(1, 1, 1, 0), dilation=(1, 1)), "padded-strided"),
+    Case("nn.conv2d_winograd_nchwc", [_f(1, 2, 6, 5, 3), _f(36, 2, 6, 4)],
+         dict(padding=(1, 1, 1, 0), tile_size=4, block=4), "partial-tiles", atol=1e-3),  # outputs ~1e3
+    Case("nn.conv2d_winograd_nchwc", [_f(1, 1, 4, 4, 4), _f(16, 1, 4, 8)],
+         dict(padding=(1, 1, 1, 1), tile_size=2, block=8), "m2", atol=1e-4),
     Case("nn.depthwise_conv2d_nchwc", [_f(1, 2, 7, 6, 4), _f(2, 3, 3, 4)],
          dict(strides=(2, 1), padding=(1, 1, 1, 1), dilation=(1, 1)), "strided"),
     Case("nn.pool2d_nchwc", [_f(1, 2, 7, 7, 4)], dict(POOL, kind="max"), "max"),
@@ -178,7 +183,7 @@ def test_infer_evaluate_compute_agree(case: Case):
     outs = op.compute(placeholders, case.attrs)
     assert [(tuple(int(d) for d in o.shape), o.dtype) for o in outs] == [(t.shape, t.dtype) for t in inferred]
     s = te.create_schedule([o.op for o in outs])
-    build_and_check(s, [*placeholders, *outs], arrays, results, rtol=1e-5, atol=1e-6)
+    build_and_check(s, [*placeholders, *outs], arrays, results, rtol=1e-5, atol=case.atol)
 
 
 BAD = [  # op, input types, attrs, what the message says
@@ -186,6 +191,12 @@ BAD = [  # op, input types, attrs, what the message says
     ("nn.conv2d", [((1, 3, 5, 5), F32), ((4, 3, 3, 3), "float64")], CONV, "dtype"),
     ("nn.conv2d", [((1, 4, 5, 5), F32), ((4, 2, 3, 3), F32)], dict(CONV, groups=3), "groups"),
     ("nn.conv2d", [((1, 3, 2, 2), F32), ((4, 3, 3, 3), F32)], CONV, "does not fit"),
+    ("nn.conv2d_winograd_nchwc", [((1, 2, 6, 5, 3), F32), ((16, 2, 6, 4), F32)],
+     dict(padding=(1, 1, 1, 1), tile_size=4, block=4), "not a transformed 3x3 kernel"),
+    ("nn.conv2d_winograd_nchwc", [((1, 2, 6, 5, 3), F32), ((36, 2, 6, 4), F32)],
+     dict(padding=(1, 1, 1, 1), tile_size=3, block=4), "tile_size must be one of"),
+    ("nn.conv2d_winograd_nchwc", [((1, 2, 6, 5, 3), F32), ((36, 2, 6, 4), F32)],
+     dict(padding=(1, 1, 1, 1), tile_size=4, block=3), "blocks of 3"),
     ("nn.dense", [((3, 5), F32), ((4, 6), F32)], {}, "columns"),
     ("nn.batch_matmul", [((2, 3, 4), F32), ((3, 4, 5), F32)], {}, "batch sizes"),
     ("nn.batch_matmul", [((2, 3, 4), F32), ((2, 5, 4), F32)], {}, "reduction lengths"),
