@@ -11,6 +11,13 @@ blocked with the convolution's input block), where the block size changes, and w
 needs plain NCHW (a reshape, a dense layer, the model's outputs); each tensor is transformed
 once, however many read it.
 
+A 3x3 convolution with stride 1 runs by Winograd's ``F(m x m, 3 x 3)`` instead
+(``nn.conv2d_winograd_nchwc``, its kernel transformed at build time; see
+:mod:`compiler.topi.nn.winograd`) where :func:`winograd_tile_size` finds a tile: a quarter of the
+multiply-adds with ``m = 4``, four ninths with ``m = 2``, for a kernel ``(m + 2)^2 / 9`` times
+larger, which a model streams from memory every run; ``plan_layouts(..., winograd=False)`` keeps
+them direct. Its input and output are blocked as the direct convolution's.
+
 Blocks: ``oc_bn``, the output block of a convolution, is two vectors of the target's float lanes
 where they divide the filters (one vector else): the register tile of the blocked template. The
 input block ``ic_bn`` is whatever block the data comes in; plain data is blocked by one vector,
