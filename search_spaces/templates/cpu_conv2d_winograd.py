@@ -36,6 +36,7 @@ from compiler.topi.nn.winograd import (
     winograd_output_transform,
     winograd_tiles,
 )
+from search_spaces.flops import expr_flops
 from search_spaces.template import get_config, template
 from search_spaces.templates._common import random_data
 from search_spaces.templates._epilogue import Epilogue, reference_epilogue
@@ -91,12 +92,14 @@ def conv2d_nchwc_winograd(N: int, C: int, H: int, W: int, F: int, padding=1, m: 
     tiles = N * th * tw
     cfg = get_config()
     define_gemm_knobs(cfg, tiles, F, C, dtype, batch=a * a, nr=nr)
-    # The direct convolution's work, as TVM's Winograd templates count it: GFLOPS then compare with
-    # the direct template's, and say how much faster than a direct convolution the kernel runs.
-    cfg.add_flop(2 * N * F * Ho * Wo * C * 9)
     X = te.placeholder((N, C // ic_bn, H, W, ic_bn), name="X", dtype=dtype)
     U = te.placeholder((a * a, F // nr, C, nr), name="U", dtype=dtype)
     ep = Epilogue.declare(epilogue, dtype, (N, F // oc_bn, Ho, Wo, oc_bn), F)
+    # The direct convolution's work and the epilogue's, as TVM's Winograd templates count it:
+    # GFLOPS then compare with the direct template's, and say how much faster than a direct
+    # convolution the kernel runs.
+    per_output = expr_flops(ep.apply(X[0, 0, 0, 0, 0], 0, (0,) * 5)) if ep else 0
+    cfg.add_flop(N * F * Ho * Wo * (2 * C * 9 + per_output))
     V = winograd_input_transform(X, m, pads, (Ho, Wo))
     t = gemm_compute(cfg, lambda e, p, c: V[e, p, c], None, (a * a,), tiles, F, C, dtype,
                      name="winograd_M", b_rows_are_k=True, b_packed=U)
