@@ -40,10 +40,13 @@ from .ops.layout import layout_name, pack_dense_weight, pack_depthwise_weight, p
 __all__ = ["plan_layouts", "output_block", "input_block", "panel_width", "winograd_tile_size",
            "MAX_WINOGRAD_WEIGHT_BYTES"]
 
-#: The largest transformed kernel a convolution runs by Winograd with: ``F(m x m, 3 x 3)`` makes a
-#: kernel ``(m + 2)^2 / 9`` times larger (4x for m = 4), and a model streams its weights from
-#: memory every run, so the deepest layers (few pixels, many channels) stay direct.
-MAX_WINOGRAD_WEIGHT_BYTES = 16 * 1024 * 1024
+#: The largest transformed kernel a convolution runs by Winograd with, per tile size ``m``:
+#: ``F(m x m, 3 x 3)`` makes a kernel ``(m + 2)^2 / 9`` times larger (4x for m = 4, 1.8x for
+#: m = 2), and a model streams its weights from memory every run. In ResNet-18 on Zen 5, the
+#: 256-channel 14x14 layers ran faster inside the model with F(2x2) (a 4 MiB kernel) than with
+#: F(4x4) (9 MiB), though F(4x4) was faster timed alone; the 512-channel 7x7 layers ran faster
+#: with F(2x2) (16 MiB) than direct.
+MAX_WINOGRAD_WEIGHT_BYTES = {4: 4 * 1024 * 1024, 2: 16 * 1024 * 1024}
 #: Fewer tiles than this leave the Winograd GEMM's rows too short to fill a register tile.
 MIN_WINOGRAD_TILES = 16
 
@@ -69,13 +72,13 @@ def panel_width(units: int, lanes: int) -> int:
 def winograd_tile_size(C: int, F: int, Ho: int, Wo: int, itemsize: int, lanes: int) -> int | None:
     """The ``m`` of ``F(m x m, 3 x 3)`` for a 3x3 stride-1 convolution of ``C`` to ``F`` channels
     with an ``Ho x Wo`` output (None: leave it direct): the largest tile whose transformed kernel
-    fits :data:`MAX_WINOGRAD_WEIGHT_BYTES` and that leaves :data:`MIN_WINOGRAD_TILES` tiles, for
-    at least a vector of input channels."""
+    fits its limit in :data:`MAX_WINOGRAD_WEIGHT_BYTES` and that leaves :data:`MIN_WINOGRAD_TILES`
+    tiles, for at least a vector of input channels."""
     if C < lanes:
         return None
     for m in (4, 2):
         th, tw = winograd_tiles(Ho, Wo, m)
-        if th * tw >= MIN_WINOGRAD_TILES and (m + 2) ** 2 * C * F * itemsize <= MAX_WINOGRAD_WEIGHT_BYTES:
+        if th * tw >= MIN_WINOGRAD_TILES and (m + 2) ** 2 * C * F * itemsize <= MAX_WINOGRAD_WEIGHT_BYTES[m]:
             return m
     return None
 

@@ -50,13 +50,15 @@ def test_a_network_stays_blocked_between_its_layers(rng):
 
 
 def test_winograd_tile_sizes():
-    # ResNet's stride-1 3x3 layers on 16 lanes: F(4x4) while tiles are many and the kernel small,
-    # F(2x2) on 14x14 with 512 channels and on 7x7, none once the transformed kernel is too large
+    # ResNet's stride-1 3x3 layers on 16 lanes: F(4x4) while tiles are many and its kernel within
+    # 4 MiB, F(2x2) on 14x14 from 256 channels and on 7x7, none once even F(2x2)'s kernel is too large
     assert winograd_tile_size(64, 64, 56, 56, 4, 16) == 4
-    assert winograd_tile_size(256, 256, 14, 14, 4, 16) == 4
+    assert winograd_tile_size(128, 128, 28, 28, 4, 16) == 4
+    assert winograd_tile_size(256, 256, 14, 14, 4, 16) == 2  # F(4x4)'s kernel: 9 MiB
     assert winograd_tile_size(512, 512, 14, 14, 4, 16) == 2
     assert winograd_tile_size(512, 512, 7, 7, 4, 16) == 2  # 2x2 tiles of 4x4 would be 4
-    assert 16 * 1024 * 1024 * 4 > MAX_WINOGRAD_WEIGHT_BYTES
+    assert 36 * 256 * 256 * 4 > MAX_WINOGRAD_WEIGHT_BYTES[4] >= 36 * 128 * 128 * 4
+    assert 16 * 1024 * 1024 * 4 > MAX_WINOGRAD_WEIGHT_BYTES[2]
     assert winograd_tile_size(1024, 1024, 7, 7, 4, 16) is None
     assert winograd_tile_size(8, 64, 56, 56, 4, 16) is None  # fewer input channels than a vector
     assert winograd_tile_size(64, 64, 4, 4, 4, 16) is None  # too few tiles
