@@ -286,6 +286,7 @@ class _Session:
         # every measurement of the workload, earlier runs' too, pooled by config
         pairs, self.earlier_trials = _resume(log, task, self.tuner)
         self.ranking = Ranking()
+        self._default_key: str | None = None  # the default config's fingerprint, once asked
         for config, costs in pairs:
             self.ranking.add(config, costs)
         if shared is not None:  # the run's cost model of this template, warm-started from the log
@@ -386,6 +387,15 @@ class _Session:
         if not todo and ranked and ranked[0].fingerprint != key and self._default_as_fast(ranked[0], key):
             todo = [ranked[0].config, default]
         return [self.task.config_space.from_json(c) for c in todo]
+
+    def final_count(self) -> int:
+        """How many configs the final re-measurement's first pass would measure again now (the
+        best few ranked so far and the default config), without building them."""
+        ranked = self.ranking.ranked()
+        if self._default_key is None:
+            self._default_key = tuning_db.knobs_fingerprint(self.task.config_space.default_config.to_json())
+        default_extra = any(r.fingerprint == self._default_key for r in ranked[FINAL_TOP_K:])
+        return min(len(ranked), FINAL_TOP_K) + default_extra
 
     def _default_as_fast(self, winner, key: str) -> bool:
         """Whether this run's re-measurements of the default config (``key``) are no slower than
@@ -541,6 +551,7 @@ class _Search:
         self.sessions, self.weights, self.scheduler = sessions, weights, scheduler
         self.finals = remeasure  # whether a final re-measurement follows (time is kept for it)
         self.first_result = 0.0
+        self.tuner_at_first_result = 0.0  # the tuner's own seconds when the first result came
         self.measurer, self.callbacks, self.display = measurer, callbacks, display
         self.owner: dict[int, _Session] = {}  # id(MeasureInput) -> its session
         self.started = time.monotonic()
@@ -603,6 +614,7 @@ class _Search:
                     self.results += 1
                     if self.results == 1:
                         self.first_result = time.monotonic()
+                        self.tuner_at_first_result = self.tuner_seconds
                     if session.stopped == "waiting":
                         session.stopped = None
                     if early_stopping is not None and session.since_best >= early_stopping:
@@ -633,14 +645,18 @@ class _Search:
 
     def _late(self, deadline: float | None) -> bool:
         """Whether the search must stop submitting: past the deadline, less the time the final
-        re-measurement (if any) is expected to take at the rate results have come back since
-        the first (the time to the first is the workers starting and the pipeline filling)."""
+        re-measurement (if any) is expected to take: the configs its first pass measures again,
+        at the rate results have come back since the first (the time to the first is the workers
+        starting and the pipeline filling), less the tuner's own work in that time, which the
+        re-measurement does not do (a learning tuner's search on a large template can hold the
+        results back for minutes)."""
         if deadline is None:
             return False
         now = time.monotonic()
         if self.finals and self.results > 1:
-            per_result = (now - self.first_result) / (self.results - 1)
-            finals = FINAL_ROUNDS * (FINAL_TOP_K + 1) * len(self.sessions)
+            measuring = now - self.first_result - (self.tuner_seconds - self.tuner_at_first_result)
+            per_result = max(measuring, 0.0) / (self.results - 1)
+            finals = FINAL_ROUNDS * sum(s.final_count() for s in self.sessions)
             return now + per_result * finals >= deadline
         return now >= deadline
 

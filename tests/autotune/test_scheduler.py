@@ -10,6 +10,7 @@ import pytest
 import autotune
 import db
 from autotune.scheduler import GradientScheduler, RoundRobinScheduler, get_scheduler
+from autotune.tuner import RandomTuner
 from measure import Artifact, Builder, BuildReply, MeasureOptions, MeasureResult, Runner
 
 INF = float("inf")
@@ -153,6 +154,40 @@ def test_a_time_budget_ends_the_search_with_every_result_kept(tmp_path):
         autotune.tune_tasks(_tasks(1), trials=None, db=None)
     with pytest.raises(autotune.AutotuneError, match="time_budget"):
         autotune.tune_tasks(_tasks(1), trials=4, time_budget=0, db=None)
+
+
+class _StallingTuner(RandomTuner):
+    """A random tuner whose twelfth proposal of the run (all tasks together, results coming back
+    by then) takes 1.5 s, as a learning tuner's search on a large template can: no candidate
+    goes out meanwhile."""
+
+    proposals = 0
+    stall_ended = INF
+
+    def _propose(self, n: int) -> list[int]:
+        type(self).proposals += 1
+        if type(self).proposals == 12:
+            time.sleep(1.5)
+            type(self).stall_ended = time.monotonic()
+        return super()._propose(n)
+
+
+def test_a_time_budget_keeps_tuning_after_a_slow_proposal(tmp_path):
+    # The time kept for the final re-measurement is the configs it will measure again at the
+    # measuring's own rate: a stall of the tuner's (the re-measurement proposes nothing) must not
+    # make that reserve look larger than the budget left, which would end the search there.
+    returned: list[float] = []
+
+    def note(inp, res):
+        returned.append(time.monotonic())
+
+    with MeasureOptions(_NoBuild(), _ClusterRunner(slots=2, seconds=0.02)) as options:
+        results = autotune.tune_tasks(_tasks(8), trials=None, time_budget=4.0, tuner=_StallingTuner,
+                                      db=tmp_path / "t.db", measure_option=options, batch_size=2, seed=0,
+                                      progress=False, callbacks=[note])
+    after = sum(t > _StallingTuner.stall_ended for t in returned)
+    assert _StallingTuner.proposals > 12 and after >= 30, (after, len(returned))
+    assert all(r.trials > 0 for r in results)
 
 
 def test_the_final_re_measurement_times_the_default_config_beside_the_best(tmp_path):
