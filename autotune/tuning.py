@@ -286,7 +286,7 @@ class _Session:
         # every measurement of the workload, earlier runs' too, pooled by config
         pairs, self.earlier_trials = _resume(log, task, self.tuner)
         self.ranking = Ranking()
-        self._default_key: str | None = None  # the default config's fingerprint, once asked
+        self._default: tuple[dict, str] | None = None  # the default config's JSON and fingerprint
         for config, costs in pairs:
             self.ranking.add(config, costs)
         if shared is not None:  # the run's cost model of this template, warm-started from the log
@@ -377,25 +377,27 @@ class _Session:
         best few not yet measured again, and the default config (once), so that the winner is
         judged against the baseline timed alike; once they all were, the config ranked first
         and the default again, while the re-measurements find the default as fast."""
+        return [self.task.config_space.from_json(c) for c in self._due(done)]
+
+    def final_count(self) -> int:
+        """How many configs the final re-measurement's first pass would measure again now (the
+        best few ranked so far and the default config), without building them."""
+        return len(self._due(set()))
+
+    def _due(self, done: set[str]) -> list[dict]:
+        """The configs (as JSON) of :meth:`finalists`."""
         ranked = self.ranking.ranked()
         todo = [r.config for r in ranked[:FINAL_TOP_K] if r.fingerprint not in done]
-        default = self.task.config_space.default_config.to_json()
-        key = tuning_db.knobs_fingerprint(default)
+        if self._default is None:
+            config = self.task.config_space.default_config.to_json()
+            self._default = (config, tuning_db.knobs_fingerprint(config))
+        default, key = self._default
         if key not in done and any(r.fingerprint == key for r in ranked) \
                 and all(tuning_db.knobs_fingerprint(c) != key for c in todo):
             todo.append(default)
         if not todo and ranked and ranked[0].fingerprint != key and self._default_as_fast(ranked[0], key):
             todo = [ranked[0].config, default]
-        return [self.task.config_space.from_json(c) for c in todo]
-
-    def final_count(self) -> int:
-        """How many configs the final re-measurement's first pass would measure again now (the
-        best few ranked so far and the default config), without building them."""
-        ranked = self.ranking.ranked()
-        if self._default_key is None:
-            self._default_key = tuning_db.knobs_fingerprint(self.task.config_space.default_config.to_json())
-        default_extra = any(r.fingerprint == self._default_key for r in ranked[FINAL_TOP_K:])
-        return min(len(ranked), FINAL_TOP_K) + default_extra
+        return todo
 
     def _default_as_fast(self, winner, key: str) -> bool:
         """Whether this run's re-measurements of the default config (``key``) are no slower than

@@ -246,7 +246,6 @@ class _Planner:
         _, _, Ho, Wo = node.output.shape
         return winograd_tile_size(x.shape[1], w.shape[0], Ho, Wo, w.data.dtype.itemsize, self.lanes)
 
-
     def _dense(self, node: Node) -> tuple[Value, None] | None:
         """A dense layer's constant weight, packed in micro-panels of :func:`panel_width` columns."""
         x, w = node.inputs

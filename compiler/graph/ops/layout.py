@@ -221,7 +221,7 @@ def _winograd_infer(types, attrs):
     data, weight = types
     dtype = same_dtype(op, types, "data and weight")
     floating(op, data, "data")
-    (top, left, bottom, right), m, ob = _winograd_attrs(attrs)
+    padding, m, ob = _winograd_attrs(attrs)
     if len(data.shape) != 5 or len(weight.shape) != 4:
         raise fail(op, f"data must be 5-D (N, C/ib, H, W, ib) and the transformed weight 4-D "
                        f"((m+2)^2, F/nr, C, nr), got {data.shape} and {weight.shape}")
@@ -232,7 +232,7 @@ def _winograd_infer(types, attrs):
                        f"over {Cc * ib} channels")
     if (Fp * nr) % ob:
         raise fail(op, f"blocks of {ob} do not divide {Fp * nr} filters")
-    Ho, Wo = H + top + bottom - 2, W + left + right - 2
+    Ho, Wo = window_output(H, W, 3, 3, (1, 1), padding, (1, 1))
     if Ho < 1 or Wo < 1:
         raise fail(op, "a 3x3 window does not fit the padded input")
     return [TensorType((N, Fp * nr // ob, Ho, Wo, ob), dtype)]
