@@ -552,8 +552,7 @@ class _Search:
     def __init__(self, sessions, weights, scheduler, measurer, callbacks, display, remeasure: bool):
         self.sessions, self.weights, self.scheduler = sessions, weights, scheduler
         self.finals = remeasure  # whether a final re-measurement follows (time is kept for it)
-        self.first_result = 0.0
-        self.tuner_at_first_result = 0.0  # the tuner's own seconds when the first result came
+        self.build_seconds = self.run_seconds = 0.0  # the workers' own seconds for the results
         self.measurer, self.callbacks, self.display = measurer, callbacks, display
         self.owner: dict[int, _Session] = {}  # id(MeasureInput) -> its session
         self.started = time.monotonic()
@@ -614,9 +613,8 @@ class _Search:
                 for session, (inp, res), record in zip(owners, done, records):
                     session.record(inp, res, record)
                     self.results += 1
-                    if self.results == 1:
-                        self.first_result = time.monotonic()
-                        self.tuner_at_first_result = self.tuner_seconds
+                    self.build_seconds += res.build_time
+                    self.run_seconds += res.run_time
                     if session.stopped == "waiting":
                         session.stopped = None
                     if early_stopping is not None and session.since_best >= early_stopping:
@@ -646,21 +644,24 @@ class _Search:
         return self.measurer.in_flight < capacity and (trials is None or submitted < trials)
 
     def _late(self, deadline: float | None) -> bool:
-        """Whether the search must stop submitting: past the deadline, less the time the final
-        re-measurement (if any) is expected to take: the configs its first pass measures again,
-        at the rate results have come back since the first (the time to the first is the workers
-        starting and the pipeline filling), less the tuner's own work in that time, which the
-        re-measurement does not do (a learning tuner's search on a large template can hold the
-        results back for minutes)."""
+        """Whether the search must stop submitting: past the deadline, less the time that what
+        is still to measure is expected to take: the candidates in flight and, if a final
+        re-measurement follows, the configs its first pass measures again. Each costs what the
+        results so far took the workers to build and run, spread over the measure session's
+        slots: the rate of results itself says little, as a learning tuner's search holds them
+        back for minutes on a large template while the workers go on measuring what is in
+        flight (and the re-measurement searches nothing)."""
         if deadline is None:
             return False
         now = time.monotonic()
-        if self.finals and self.results > 1:
-            measuring = now - self.first_result - (self.tuner_seconds - self.tuner_at_first_result)
-            per_result = max(measuring, 0.0) / (self.results - 1)
-            finals = FINAL_ROUNDS * sum(s.final_count() for s in self.sessions)
-            return now + per_result * finals >= deadline
-        return now >= deadline
+        if not self.results:
+            return now >= deadline
+        per_result = self.measurer.seconds_per_result(self.build_seconds / self.results,
+                                                      self.run_seconds / self.results)
+        pending = self.measurer.in_flight
+        if self.finals:
+            pending += FINAL_ROUNDS * sum(s.final_count() for s in self.sessions)
+        return now + per_result * pending >= deadline
 
     def remeasure(self, remeasured: dict) -> bool:
         """Measure every task's best few and its default config again, all tasks together

@@ -120,6 +120,15 @@ class MeasureSession:
         slot, plus two per run slot (one timing, one built and waiting)."""
         return self.options.builder.slots() + 2 * self.options.runner.slots()
 
+    def seconds_per_result(self, build_seconds: float, run_seconds: float) -> float:
+        """Seconds between results with every worker busy, for candidates that take
+        ``build_seconds`` to build and ``run_seconds`` to run each: builds spread over the build
+        slots and runs over the run slots, one after the other where builds pause while a
+        candidate is timed (:class:`MeasureOptions`), side by side otherwise."""
+        build = build_seconds / self.options.builder.slots()
+        run = run_seconds / self.options.runner.slots()
+        return build + run if self.options._plan() else max(build, run)
+
     def submit(self, inputs: Iterable[MeasureInput]) -> None:
         """Start measuring ``inputs``."""
         inputs = list(inputs)
