@@ -87,7 +87,12 @@ def _affinity_count() -> int:
 
 
 def _bound_places() -> int:
-    """How many places libgomp binds threads to; 0 where it binds none (or cannot say)."""
+    """How many places libgomp binds threads to; 0 where it binds none (or cannot say). Only
+    asked where the environment asks for binding: the question initialises libgomp's runtime,
+    which a process that binds nothing has no reason to do this early."""
+    bind = os.environ.get("OMP_PROC_BIND", "").strip().lower()
+    if (not bind or bind == "false") and not os.environ.get("OMP_PLACES", "").strip():
+        return 0
     try:
         gomp = ctypes.CDLL(load_libgomp())
         if gomp.omp_get_proc_bind() == 0:  # omp_proc_bind_false
