@@ -525,7 +525,8 @@ def test_load_in_process_and_reexport(tmp_path):
         load_module(tmp_path / "missing.so")
 
 
-def test_exported_parallel_module_honours_thread_count(tmp_path):
+def _thread_count_library(tmp_path):
+    """An exported library whose parallel loop writes each element's thread count."""
     n = Var("n")
     C = decl_buffer((n,), "int32", "C")
     i = Var("i")
@@ -533,6 +534,11 @@ def test_exported_parallel_module_honours_thread_count(tmp_path):
     body = For(i, const(0), n, ForKind.PARALLEL, BufferStore(C, Call("int32", "omp_num_threads", ()), (i,)))
     path = tmp_path / "threads.so"
     build(PrimFunc((C,), body, "threads")).export_library(path)
+    return path
+
+
+def test_exported_parallel_module_honours_thread_count(tmp_path):
+    path = _thread_count_library(tmp_path)
     script = textwrap.dedent(f"""
         import os
         import numpy as np
@@ -552,13 +558,7 @@ def test_exported_parallel_module_honours_thread_count(tmp_path):
 def test_openmp_binding_keeps_every_cpu_for_parallel_loops(tmp_path):
     # With OMP_PROC_BIND=true libgomp pins the initial thread to its first place, and the
     # affinity that thread reads shrinks to one CPU: the default thread count must not follow.
-    n = Var("n")
-    C = decl_buffer((n,), "int32", "C")
-    i = Var("i")
-    from compiler.tir import Call
-    body = For(i, const(0), n, ForKind.PARALLEL, BufferStore(C, Call("int32", "omp_num_threads", ()), (i,)))
-    path = tmp_path / "threads.so"
-    build(PrimFunc((C,), body, "threads")).export_library(path)
+    path = _thread_count_library(tmp_path)
     script = textwrap.dedent(f"""
         import os
         import numpy as np
