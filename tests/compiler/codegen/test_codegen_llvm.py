@@ -634,3 +634,33 @@ def test_target_features_add_to_the_cpu():
     plain = build(_int64_to_float(), target=haswell.target).get_source("asm")
     extended = build(_int64_to_float(), target=f"{haswell.target} -mattr=+avx512f,+avx512dq,+avx512vl")
     assert "vcvtqq2ps" not in plain and "vcvtqq2ps" in extended.get_source("asm")
+
+
+def _axpy_split_by(factor: int):
+    """axpy with its loop split by ``factor`` and left scalar: LLVM unrolls the inner loop."""
+    from compiler import te
+
+    n = 4096
+    A = te.placeholder((n,), name="A")
+    B = te.placeholder((n,), name="B")
+    C = te.compute((n,), lambda i: A[i] * 3.0 + B[i], name="C")
+    s = te.create_schedule(C.op)
+    s[C].split(C.op.axis[0], factor=factor)
+    return lower(s, [A, B, C])
+
+
+@pytest.mark.parametrize("cpu", [c for c in CPUS if "avx512f" in c.features], ids=str)
+def test_loops_left_scalar_are_not_vectorized_with_gathers(cpu):
+    """LLVM's loop vectorizer would vectorize the outer loop of an unrolled split of 16 with
+    a gather per load and a scatter per store (4x slower than plain code on Zen 4): x86
+    targets prefer neither, unless the target's -mattr asks for them."""
+    f = _axpy_split_by(16)
+    asm = build(f, target=cpu.target).get_source("asm")
+    assert "vgather" not in asm and "vscatter" not in asm
+    wanted = build(f, target=f"{cpu.target} -mattr=-prefer-no-gather,-prefer-no-scatter").get_source("asm")
+    assert "vscatter" in wanted  # the vectorizer's choice that the default avoids
+    if cpu.runs_here():
+        a, b = RNG.standard_normal(4096).astype("float32"), RNG.standard_normal(4096).astype("float32")
+        out = poisoned(4096, "float32")
+        build(f, target=cpu.target)(a, b, out)
+        assert_written(out, a * np.float32(3.0) + b, rtol=1e-6, atol=1e-6)  # FMA or not
