@@ -33,6 +33,7 @@ import db as tuning_db
 from compiler.runtime.device import device_memory
 from compiler.target import Target
 from measure import LocalRunner, MeasureInput, MeasureOptions, MeasureSession
+from measure.contention import BUSY_SHARE
 from measure.errors import SimulatedDeviceError, refuse_simulated
 from search_spaces import SearchSpaceError
 
@@ -561,6 +562,7 @@ class _Search:
         self.tuner_seconds = 0.0
         self.search_seconds = 0.0
         self.results = 0
+        self.busy_results = 0  # results timed beside other work on their machine (MeasureResult.busy)
 
     def run(self, trials: int | None, deadline: float | None, early_stopping: int | None) -> bool:
         """Measure up to ``trials`` candidates (all tasks together) until ``deadline``;
@@ -587,7 +589,10 @@ class _Search:
                         break  # wait until its whole batch fits
                     n = min(batch, free, trials - submitted if trials is not None else free)
                     t0 = time.monotonic()
-                    configs = session.propose(n)
+                    # A learning tuner's fitting and search take a core for seconds: a kernel timed
+                    # on every core meanwhile would run slow, and be ranked wrongly.
+                    with self.measurer.holding_cores():
+                        configs = session.propose(n)
                     self.tuner_seconds += time.monotonic() - t0
                     if not configs:
                         if not session.in_flight:
@@ -611,6 +616,7 @@ class _Search:
                 records = [s.recorder.of(inp, res) for s, (inp, res) in zip(owners, done)]
                 self.sessions[0].log.add(records)
                 for session, (inp, res), record in zip(owners, done, records):
+                    self._check_quiet(session, res)
                     session.record(inp, res, record)
                     self.results += 1
                     self.build_seconds += res.build_time
@@ -639,6 +645,21 @@ class _Search:
             if self.results:
                 logger.info("%d results in %.1f s; the tuner's own work: %.1f ms per trial", self.results,
                             self.search_seconds, 1e3 * self.tuner_seconds / self.results)
+            if self.busy_results:
+                logger.warning("%d results were timed beside other work on their machine",
+                               self.busy_results)
+
+    def _check_quiet(self, session: _Session, res) -> None:
+        """Count a result timed beside other work on its machine, and warn at the first: its
+        cost is too high, most for configs that use every core, which the log then ranks low."""
+        if res.busy <= BUSY_SHARE:
+            return
+        self.busy_results += 1
+        if self.busy_results == 1:
+            logger.warning("other work on the machine took %.0f%% of a core while a candidate of %s was "
+                           "timed, however often it was timed again: such timings are slow, most for "
+                           "configs that use every core, and rank them too low; keep the machine "
+                           "otherwise idle while tuning", 100 * res.busy, session.task.workload_name)
 
     def _room(self, capacity: int, trials: int | None, submitted: int) -> bool:
         return self.measurer.in_flight < capacity and (trials is None or submitted < trials)
@@ -689,6 +710,7 @@ class _Search:
                 while self.measurer.in_flight:
                     for inp, res in self.measurer.results():
                         s = self.owner.pop(id(inp))
+                        self._check_quiet(s, res)
                         s.remeasured(s.recorder.add(inp, res, kind=tuning_db.REMEASURE))
                         remeasured[id(s)] += 1
                         self.display.remeasured(s)

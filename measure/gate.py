@@ -37,6 +37,13 @@ class CoreGate:
             self._builds -= 1
             self._cv.notify_all()
 
+    def acquire_build(self) -> None:
+        """Hold the cores as a build does, waiting while a timing runs or waits; call
+        :meth:`build_done` after. For work other than builds that must not overlap a timing."""
+        with self._cv:
+            self._cv.wait_for(lambda: not self._timing and not self._requests)
+            self._builds += 1
+
     def request_timing(self) -> None:
         """Stop new builds from starting until :meth:`try_timing` succeeds."""
         with self._cv:
@@ -77,6 +84,9 @@ class OpenGate(CoreGate):
         return True
 
     def build_done(self) -> None:
+        pass
+
+    def acquire_build(self) -> None:
         pass
 
     def request_timing(self) -> None:

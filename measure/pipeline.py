@@ -12,11 +12,12 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 from compiler.runtime import num_threads
 from measure.base import Builder, Feed, Runner, error_result
 from measure.gate import Gates
-from measure.local import LocalBuilder, LocalRunner, usable_cpus
+from measure.local import LOCAL, LocalBuilder, LocalRunner, usable_cpus
 from measure.protocol import BuildReply
 from measure.records import ErrorKind, MeasureInput, MeasureResult
 
@@ -128,6 +129,23 @@ class MeasureSession:
         build = build_seconds / self.options.builder.slots()
         run = run_seconds / self.options.runner.slots()
         return build + run if self.options._plan() else max(build, run)
+
+    @contextmanager
+    def holding_cores(self) -> Iterator[None]:
+        """A block of the caller's own heavy work (a tuner's model fitting and search) that
+        must not overlap a timing: where builds pause while a candidate is timed
+        (:class:`MeasureOptions`), it waits for the timing under way, and no timing starts
+        until it ends; builds go on beside it. Elsewhere it holds nothing."""
+        gates = self._gates
+        if gates is None or not gates.exclusive:
+            yield
+            return
+        gate = gates(LOCAL)
+        gate.acquire_build()
+        try:
+            yield
+        finally:
+            gate.build_done()
 
     def submit(self, inputs: Iterable[MeasureInput]) -> None:
         """Start measuring ``inputs``."""

@@ -180,7 +180,9 @@ class RunReply(_Message):
     ``status`` is "ok" (``costs`` has one entry per repeat) or "error" (``error_kind``
     and ``message`` say why; ``costs`` is empty). ``replace_worker`` asks for a fresh
     worker (a CUDA context spoilt by a faulting kernel). ``run_time`` is the wall
-    seconds of loading, checking and timing; ``worker`` names where it ran.
+    seconds of loading, checking and timing; ``worker`` names where it ran. ``busy`` is the
+    share of a core that other work took from the timing kept (0.0: none; see
+    :mod:`measure.contention`).
     """
 
     costs: tuple
@@ -189,6 +191,7 @@ class RunReply(_Message):
     replace_worker: bool = False
     run_time: float = 0.0
     worker: str = ""
+    busy: float = 0.0
 
     @classmethod
     def failure(cls, kind: ErrorKind, message: str, run_time: float = 0.0, worker: str = "",
@@ -204,13 +207,13 @@ class RunReply(_Message):
     def result(self, build_time: float) -> MeasureResult:
         """The :class:`MeasureResult` of this reply, for a candidate built in ``build_time`` s."""
         return MeasureResult(tuple(self.costs), self.error_kind, self.message, build_time, self.run_time,
-                             time.time(), self.worker)
+                             time.time(), self.worker, self.busy)
 
     def to_json(self) -> dict:
         return {"status": self.status, "costs": list(self.costs),
                 "error_kind": None if self.error_kind is None else self.error_kind.value,
                 "message": self.message, "replace_worker": self.replace_worker, "run_time": self.run_time,
-                "worker": self.worker}
+                "worker": self.worker, "busy": self.busy}
 
     @classmethod
     def from_json(cls, data) -> RunReply:
@@ -220,4 +223,4 @@ class RunReply(_Message):
             raise MeasureError(f"a RunReply with status {data['status']!r} has error kind {kind}")
         return cls(tuple(float(c) for c in data["costs"]), kind, data.get("message", ""),
                    bool(data.get("replace_worker", False)), float(data.get("run_time", 0.0)),
-                   data.get("worker", ""))
+                   data.get("worker", ""), float(data.get("busy", 0.0)))

@@ -61,7 +61,9 @@ class MeasureResult:
 
     ``build_time`` and ``run_time`` are the wall seconds of its build and of its whole
     run (loading, checking, timing); ``timestamp`` is when it finished (epoch
-    seconds); ``worker`` names where it ran ("host:pid", or a Ray node id).
+    seconds); ``worker`` names where it ran ("host:pid", or a Ray node id). ``busy`` is the
+    share of a core that other work on the machine took while the costs were timed (0.0: the
+    machine was otherwise idle; see :mod:`measure.contention`).
     """
 
     costs: tuple
@@ -71,6 +73,7 @@ class MeasureResult:
     run_time: float
     timestamp: float
     worker: str
+    busy: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -85,7 +88,7 @@ class MeasureResult:
         kind = None if self.error_kind is None else self.error_kind.value
         return {"costs": list(self.costs), "error_kind": kind,
                 "error_msg": self.error_msg, "build_time": self.build_time, "run_time": self.run_time,
-                "timestamp": self.timestamp, "worker": self.worker}
+                "timestamp": self.timestamp, "worker": self.worker, "busy": self.busy}
 
     @classmethod
     def from_json(cls, data: dict | str) -> MeasureResult:
@@ -93,4 +96,4 @@ class MeasureResult:
         kind = data.get("error_kind")
         return cls(tuple(float(c) for c in data["costs"]), None if kind is None else ErrorKind(kind),
                    data.get("error_msg", ""), float(data["build_time"]), float(data["run_time"]),
-                   float(data["timestamp"]), data.get("worker", ""))
+                   float(data["timestamp"]), data.get("worker", ""), float(data.get("busy", 0.0)))

@@ -35,8 +35,10 @@ import compiler  # noqa: F401  (workers import everything up front)
 import search_spaces  # noqa: F401  (registers the built-in templates)
 from compiler import backends, te
 from compiler.runtime.device import device_memory
+from compiler.runtime.threads import num_threads
 from compiler.target import default_target
 from measure.artifact import build_artifact, device_type_of, load_artifact
+from measure.contention import BUSY_SHARE, CpuSample
 from measure.errors import SimulatedDeviceError
 from measure.protocol import BuildReply, BuildRequest, RunReply, RunRequest, task_key
 from measure.records import ErrorKind
@@ -49,6 +51,13 @@ SEED = 20240601          # the inputs of every task are drawn from this seed
 _KEEP_TASKS = 4          # task data kept per run worker
 _tasks: collections.OrderedDict = collections.OrderedDict()
 _broken: dict = {}       # task key -> why its data cannot be made here
+
+# A timing beside other work (more than BUSY_SHARE of a core) is taken again: on a machine whose
+# cores the kernel uses, another process collapses the timing, and busy moments often pass.
+TIMINGS = 3              # timings of a candidate at most while they are busy
+RETRY_AFTER_S = 0.05     # the pause before timing again
+BUSY_STREAK = 2          # candidates in a row busy throughout: the load lasts, retrying stops
+_busy = {"streak": 0}    # candidates in a row that stayed busy in this worker
 
 
 def worker_name() -> str:
@@ -287,11 +296,36 @@ def _run_candidate(data: _TaskData, request: RunRequest, device_type: str) -> Ru
             wrong = compare_outputs(got, data.expected, names)
             if wrong is not None:
                 return RunReply.failure(ErrorKind.WRONG_ANSWER, wrong)
-        costs = _time(module, args, request, dev)
+        if on_device:  # the device's own clock, which work on the host does not slow
+            costs, busy = _time(module, args, request, dev), 0.0
+        else:
+            costs, busy = _time_quietly(module, args, request)
     except Exception as exc:
         why = f"{type(exc).__name__}: {exc}"
         return RunReply.failure(ErrorKind.RUNTIME_ERROR, why, replace_worker=on_device)
-    return RunReply(costs)
+    return RunReply(costs, busy=busy)
+
+
+def _time_quietly(module, args: list, request: RunRequest) -> tuple[tuple, float]:
+    """Time on the host, again (up to :data:`TIMINGS` times in all, :data:`RETRY_AFTER_S` apart)
+    while other work took more than :data:`BUSY_SHARE` of a core from the timing; the costs of
+    the quietest timing, and the share of a core taken from it. Once :data:`BUSY_STREAK`
+    candidates in a row stayed busy however often they were timed, the load is lasting, and
+    candidates are timed once each until a timing is quiet again."""
+    threads = num_threads()
+    kept = None
+    for attempt in range(1 if _busy["streak"] >= BUSY_STREAK else TIMINGS):
+        if attempt:
+            time.sleep(RETRY_AFTER_S)
+        before = CpuSample.now()
+        costs = _time(module, args, request)
+        busy = before.others_busy(CpuSample.now(), threads)
+        if kept is None or busy < kept[1]:
+            kept = (costs, busy)
+        if busy <= BUSY_SHARE:
+            break
+    _busy["streak"] = _busy["streak"] + 1 if kept[1] > BUSY_SHARE else 0
+    return kept
 
 
 def _time(module, args: list, request: RunRequest, dev=None) -> tuple:
