@@ -677,12 +677,13 @@ class _Search:
         now = time.monotonic()
         if not self.results:
             return now >= deadline
-        per_result = self.measurer.seconds_per_result(self.build_seconds / self.results,
-                                                      self.run_seconds / self.results)
-        pending = self.measurer.in_flight
-        if self.finals:
-            pending += FINAL_ROUNDS * sum(s.final_count() for s in self.sessions)
-        return now + per_result * pending >= deadline
+        builds = runs = self.measurer.in_flight
+        if self.finals:  # the rounds of one config share its build
+            finals = sum(s.final_count() for s in self.sessions)
+            builds, runs = builds + finals, runs + FINAL_ROUNDS * finals
+        left = self.measurer.seconds_to_measure(builds, runs, self.build_seconds / self.results,
+                                                self.run_seconds / self.results)
+        return now + left >= deadline
 
     def remeasure(self, remeasured: dict) -> bool:
         """Measure every task's best few and its default config again, all tasks together

@@ -9,10 +9,12 @@ becomes a result at once, without a run.
 
 from __future__ import annotations
 
+import json
 import queue
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
 from compiler.runtime import num_threads
 from measure.base import Builder, Feed, Runner, error_result
@@ -109,7 +111,8 @@ class MeasureSession:
     def __init__(self, options: MeasureOptions | None = None):
         self._owned = options is None
         self.options = options if options is not None else MeasureOptions()
-        self._feed = Feed()
+        self._feed = Feed()  # what the builder builds: one input per distinct candidate in flight
+        self._builds = _SharedBuilds(self._feed)
         self._out: queue.Queue = queue.Queue()
         self._threads: list[threading.Thread] = []
         self._gates: Gates | None = None
@@ -121,13 +124,14 @@ class MeasureSession:
         slot, plus two per run slot (one timing, one built and waiting)."""
         return self.options.builder.slots() + 2 * self.options.runner.slots()
 
-    def seconds_per_result(self, build_seconds: float, run_seconds: float) -> float:
-        """Seconds between results with every worker busy, for candidates that take
-        ``build_seconds`` to build and ``run_seconds`` to run each: builds spread over the build
-        slots and runs over the run slots, one after the other where builds pause while a
-        candidate is timed (:class:`MeasureOptions`), side by side otherwise."""
-        build = build_seconds / self.options.builder.slots()
-        run = run_seconds / self.options.runner.slots()
+    def seconds_to_measure(self, builds: int, runs: int, build_seconds: float, run_seconds: float) -> float:
+        """Seconds that ``builds`` builds and ``runs`` timings take with every worker busy, for
+        candidates that take ``build_seconds`` to build and ``run_seconds`` to run each: builds
+        spread over the build slots and runs over the run slots, one after the other where builds
+        pause while a candidate is timed (:class:`MeasureOptions`), side by side otherwise.
+        A candidate submitted again while it is in flight is built once (:meth:`submit`)."""
+        build = builds * build_seconds / self.options.builder.slots()
+        run = runs * run_seconds / self.options.runner.slots()
         return build + run if self.options._plan() else max(build, run)
 
     @contextmanager
@@ -148,20 +152,24 @@ class MeasureSession:
             gate.build_done()
 
     def submit(self, inputs: Iterable[MeasureInput]) -> None:
-        """Start measuring ``inputs``."""
+        """Start measuring ``inputs``. A candidate (task and config) submitted while the same
+        candidate is still being built shares its build (with ``build_time`` 0 in its result),
+        and is timed after every candidate submitted before it has been built, so that
+        measuring the same candidates again in rounds (submitted together) keeps the rounds
+        interleaved."""
         inputs = list(inputs)
         if not inputs:
             return
         if not self._threads:
             self._start()
         self.in_flight += len(inputs)
-        self._feed.put(inputs)
+        self._builds.add(inputs)
 
     def results(self, timeout: float | None = None) -> list[tuple[MeasureInput, MeasureResult]]:
         """The ``(input, result)`` pairs finished since the last call: waits for the first up to
         ``timeout`` seconds (for ever with None) while any is in flight; a worker-side error
         (the builder or runner breaking, not a failed candidate) is raised here."""
-        return [(self._feed[i], result) for i, result in self._finished(timeout)]
+        return [(self._builds.inputs[i], result) for i, result in self._finished(timeout)]
 
     def _finished(self, timeout: float | None = None) -> list[tuple[int, MeasureResult]]:
         """:meth:`results` with each input's index in the order of submission."""
@@ -180,7 +188,7 @@ class MeasureSession:
         return done
 
     def _start(self) -> None:
-        options, feed, out = self.options, self._feed, self._out
+        options, feed, out, shared = self.options, self._feed, self._out, self._builds
         gates = self._gates = Gates(exclusive=options._plan())
         built: queue.Queue = queue.Queue()
 
@@ -190,11 +198,12 @@ class MeasureSession:
 
         def build_side() -> None:
             try:
-                for i, build in _builds(options.builder, feed, gates):
-                    if build.artifact is None:
-                        failed_build(i, build)
-                    else:
-                        built.put((i, feed[i], build))
+                for b, build in _builds(options.builder, feed, gates):
+                    for i, reply in shared.finished(b, build):
+                        if reply.artifact is None:
+                            failed_build(i, reply)
+                        else:
+                            built.put((i, shared.inputs[i], reply))
             except BaseException as exc:
                 out.put((None, exc))
             finally:
@@ -228,6 +237,67 @@ class MeasureSession:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _SharedBuilds:
+    """A session's inputs (indexed in the order submitted), and the builds they share: an input
+    whose candidate (task and config) is already in the builder's feed and not built yet waits
+    for that build instead of adding its own. A waiting input is released once every input
+    submitted before it has its build, so that timings keep the order of submission."""
+
+    def __init__(self, feed: Feed):
+        self.inputs: list[MeasureInput] = []
+        self._feed = feed
+        self._lock = threading.Lock()
+        self._owners: list[int] = []            # feed index -> the input that asked for the build
+        self._waiting: dict[int, list[int]] = {}  # feed index -> the later inputs sharing it
+        self._building: dict[tuple, int] = {}   # candidate -> its feed index, while it is built
+        self._unbuilt: set[int] = set()         # inputs whose build has not finished
+        self._held: list[tuple[int, BuildReply]] = []  # sharing inputs built, not yet released
+
+    @staticmethod
+    def _candidate(inp: MeasureInput) -> tuple:
+        return inp.task.workload_key, json.dumps(inp.config_json, sort_keys=True)
+
+    def add(self, inputs: list[MeasureInput]) -> None:
+        """Take ``inputs``; those whose candidates are not being built go into the feed."""
+        new = []
+        with self._lock:  # the feed's order is the owners' order: put under the same lock
+            for inp in inputs:
+                i = len(self.inputs)
+                self.inputs.append(inp)
+                self._unbuilt.add(i)
+                key = self._candidate(inp)
+                b = self._building.get(key)
+                if b is not None:
+                    self._waiting[b].append(i)
+                    continue
+                b = self._building[key] = len(self._owners)
+                self._waiting[b] = []
+                self._owners.append(i)
+                new.append(inp)
+            if new:
+                self._feed.put(new)
+
+    def finished(self, b: int, build: BuildReply) -> list[tuple[int, BuildReply]]:
+        """The inputs that feed input ``b``'s ``build`` releases, with their replies: its own
+        input, then the sharing inputs whose every predecessor is built (a failed build fails
+        the inputs sharing it at once)."""
+        with self._lock:
+            owner = self._owners[b]
+            self._building.pop(self._candidate(self.inputs[owner]), None)
+            shared = replace(build, build_time=0.0)
+            waiting = self._waiting.pop(b)
+            self._unbuilt.difference_update([owner, *waiting])
+            released = [(owner, build)]
+            if build.artifact is None:
+                released += [(i, shared) for i in waiting]
+            else:
+                self._held += [(i, shared) for i in waiting]
+            first_unbuilt = min(self._unbuilt, default=len(self.inputs))
+            ready = sorted((i, r) for i, r in self._held if i < first_unbuilt)
+            self._held = [(i, r) for i, r in self._held if i >= first_unbuilt]
+        return released + ready
 
 
 def _builds(builder: Builder, feed: Feed, gates: Gates) -> Iterator[tuple[int, BuildReply]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from measure_faults import costs_ok
+from measure_faults import FAULTS, costs_ok
 
 from measure import (
     Builder,
@@ -87,3 +87,29 @@ def test_closing_a_session_abandons_what_is_in_flight(matmul_task, local_options
     (_, result), = again.results()
     again.close()
     assert costs_ok(result)
+
+
+def test_rounds_of_the_same_candidates_share_their_builds_and_stay_interleaved(matmul_task, local_options):
+    configs = matmul_task.config_space.sample(3, rng=6)
+    rounds = [[MeasureInput(matmul_task, c) for c in configs] for _ in range(3)]
+    with MeasureSession(local_options) as session:
+        session.submit([inp for r in rounds for inp in r])
+        got = []
+        while session.in_flight:
+            got += session.results()
+    result = {id(inp): res for inp, res in got}
+    assert len(result) == 9 and all(costs_ok(r) for r in result.values())
+    assert all(result[id(inp)].build_time > 0 for inp in rounds[0])  # each config built once,
+    assert all(result[id(inp)].build_time == 0.0 for r in rounds[1:] for inp in r)  # then shared
+    finished = [[result[id(inp)].timestamp for inp in r] for r in rounds]
+    assert max(finished[0]) <= min(finished[1]) and max(finished[1]) <= min(finished[2])
+
+
+def test_inputs_sharing_a_failed_build_fail_with_it(faulty_task, local_options):
+    broken = faulty_task.config_space.get(FAULTS.index("raise"))
+    with MeasureSession(local_options) as session:
+        session.submit([MeasureInput(faulty_task, broken) for _ in range(2)])
+        got = []
+        while session.in_flight:
+            got += session.results()
+    assert len(got) == 2 and all("cannot be instantiated" in r.error_msg for _, r in got)
