@@ -13,13 +13,13 @@ GPU, one candidate per GPU at a time, several GPUs side by side; the GPUs are
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 
 from compiler import backends
+from compiler.runtime.threads import process_cpus
 from measure.artifact import device_count, device_type_of
 from measure.base import Builder, Feed, Runner, as_feed, error_result
 from measure.errors import refuse_simulated
@@ -35,11 +35,9 @@ _POLL_S = 0.02           # how often a blocked builder looks at the gate again
 
 
 def usable_cpus() -> list[int]:
-    """The CPUs this process may run on (its affinity), sorted."""
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return list(range(os.cpu_count() or 1))
+    """The CPUs this process may run on, sorted (:func:`compiler.runtime.threads.process_cpus`:
+    its affinity, and every CPU OpenMP binds threads to)."""
+    return process_cpus()
 
 
 def build_completion(c: Completion) -> BuildReply:

@@ -45,6 +45,7 @@ import time
 import weakref
 from dataclasses import dataclass
 
+from compiler.runtime.threads import process_cpus
 from measure.errors import MeasureError
 
 __all__ = ["WorkerPool", "Completion", "describe_exit", "encode_frame", "FrameReader"]
@@ -225,7 +226,9 @@ class WorkerPool:
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0, close_fds=True,
                                 env=_worker_env())
         slot.process, slot.reader, slot.ready, slot.job, slot.fatal = proc, FrameReader(), False, None, ""
-        init = {"sys_path": [p for p in sys.path if isinstance(p, str)], "cpus": self.cpus,
+        # Unpinned workers still get the process's CPUs: a thread that OpenMP bound to one CPU
+        # would hand a child started from it only that one.
+        init = {"sys_path": [p for p in sys.path if isinstance(p, str)], "cpus": self.cpus or process_cpus(),
                 "parent": os.getpid()}
         self._send(slot, encode_frame({"init": init}))
 

@@ -42,7 +42,8 @@ import functools
 import logging
 import os
 
-__all__ = ["num_threads", "load_libgomp", "ThreadCountSetter", "ENV_VAR", "SETTER_SYMBOL", "SPIN_COUNT"]
+__all__ = ["num_threads", "process_cpus", "load_libgomp", "ThreadCountSetter", "ENV_VAR", "SETTER_SYMBOL",
+           "SPIN_COUNT"]
 
 logger = logging.getLogger(__name__)
 
@@ -73,33 +74,64 @@ def load_libgomp() -> str:
     return name
 
 
+def _affinity() -> frozenset[int] | None:
+    try:
+        return frozenset(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return None
+
+
+# The affinity when the runtime was imported, before a parallel region could have bound it.
+_IMPORT_AFFINITY = _affinity()
+
+
+def _binding_requested() -> bool:
+    bind = os.environ.get("OMP_PROC_BIND", "").strip().lower()
+    return (bool(bind) and bind != "false") or bool(os.environ.get("OMP_PLACES", "").strip())
+
+
+def process_cpus() -> list[int]:
+    """The CPUs this process may run on, sorted: the calling thread's affinity, and where
+    OpenMP binds threads (``OMP_PROC_BIND``, ``OMP_PLACES``) the CPUs of libgomp's places and
+    the affinity this module was imported with.
+
+    Binding pins the initial thread to the first place at the first parallel region of an
+    OpenMP runtime (libgomp's, or another library's, such as the one XGBoost bundles), which
+    narrows the affinity that thread reads to one CPU: counted from it, every kernel ran on one
+    thread (ResNet-18 1.9x slower on 2 vCPUs), and a worker process started from that thread
+    inherited the one CPU."""
+    cpus = _affinity()
+    if cpus is None:
+        return list(range(os.cpu_count() or 1))
+    if _binding_requested():
+        cpus |= _bound_place_cpus() | (_IMPORT_AFFINITY or frozenset())
+    return sorted(cpus)
+
+
 @functools.lru_cache(maxsize=1)
 def _affinity_count() -> int:
-    """The CPUs this process may run on: its affinity, or libgomp's places where OpenMP binds
-    threads (``OMP_PROC_BIND``). Binding pins the initial thread to the first place, which
-    narrows the affinity that thread reads to one CPU: counted from it, every kernel ran on one
-    thread (ResNet-18 1.9x slower on 2 vCPUs)."""
-    try:
-        count = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not on Linux
-        return os.cpu_count() or 1
-    return max(count, _bound_places())
+    return len(process_cpus())
 
 
-def _bound_places() -> int:
-    """How many places libgomp binds threads to; 0 where it binds none (or cannot say). Only
-    asked where the environment asks for binding: the question initialises libgomp's runtime,
-    which a process that binds nothing has no reason to do this early."""
-    bind = os.environ.get("OMP_PROC_BIND", "").strip().lower()
-    if (not bind or bind == "false") and not os.environ.get("OMP_PLACES", "").strip():
-        return 0
+@functools.lru_cache(maxsize=1)
+def _bound_place_cpus() -> frozenset[int]:
+    """The CPUs of the places libgomp binds threads to; none where it binds none (or cannot
+    say). Only asked where the environment asks for binding: the question initialises
+    libgomp's runtime, which a process that binds nothing has no reason to do this early."""
+    if not _binding_requested():
+        return frozenset()
     try:
         gomp = ctypes.CDLL(load_libgomp())
         if gomp.omp_get_proc_bind() == 0:  # omp_proc_bind_false
-            return 0
-        return int(gomp.omp_get_num_places())
+            return frozenset()
+        cpus: set[int] = set()
+        for place in range(gomp.omp_get_num_places()):
+            ids = (ctypes.c_int * gomp.omp_get_place_num_procs(place))()
+            gomp.omp_get_place_proc_ids(place, ids)
+            cpus.update(ids)
+        return frozenset(cpus)
     except (OSError, AttributeError):  # no libgomp, or one older than OpenMP 4.5
-        return 0
+        return frozenset()
 
 
 _state = {"pool_started": False, "forked": False}

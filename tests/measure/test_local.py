@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
 from measure_faults import costs_ok, inputs_for
 
 from measure import (
@@ -86,3 +92,35 @@ def test_prints_of_a_template_do_not_disturb_the_workers(local_options):
     inputs = [MeasureInput(task, c) for c in task.config_space.sample(2, rng=1)]
     results = measure_batch(inputs, local_options)
     assert all(costs_ok(r) for r in results), [(r.error_kind, r.error_msg) for r in results]
+
+
+def test_workers_keep_every_cpu_after_openmp_bound_the_tuner(tmp_path):
+    # With OMP_PROC_BIND=true an OpenMP runtime pins the initial thread to one CPU at its first
+    # parallel region: here XGBoost's, as a learning tuner's model fitting does. Workers started
+    # afterwards must not inherit that one CPU, nor count the machine's CPUs from it: the run
+    # worker's threads (bound too, one per CPU) cover every CPU.
+    script = textwrap.dedent("""
+        import json, os
+        import numpy as np
+        before = sorted(os.sched_getaffinity(0))
+        from measure import LocalBuilder, LocalRunner, MeasureInput, MeasureOptions, measure_batch
+        from measure.local import usable_cpus
+        from search_spaces import create_task
+        import xgboost as xgb
+        xgb.train({"nthread": 2}, xgb.DMatrix(np.random.rand(500, 4), label=np.random.rand(500)), 2)
+        bound = sorted(os.sched_getaffinity(0))
+        task = create_task("matmul", (32, 32, 32, "float32"), "llvm")
+        with MeasureOptions(LocalBuilder(n_parallel=1), LocalRunner(number=1, repeat=1)) as options:
+            (result,) = measure_batch([MeasureInput(task, task.config_space.get(0))], options)
+            pid = int(result.worker.rsplit(":", 1)[1])  # the run worker, its kernel's threads still up
+            threads = os.listdir(f"/proc/{pid}/task")
+            worker = sorted(set().union(*(os.sched_getaffinity(int(t)) for t in threads)))
+        print(json.dumps([before, bound, usable_cpus(), worker, result.error_msg]))
+    """)
+    env = {k: v for k, v in os.environ.items() if k not in ("AUTOTUNE_NUM_THREADS", "OMP_NUM_THREADS")}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env={**env, "OMP_PROC_BIND": "true"}, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    before, bound, usable, worker, error = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(bound) == 1  # the binding did narrow the tuner's thread: the case this test is about
+    assert error == "" and usable == before and worker == before
