@@ -4,7 +4,8 @@ A kernel timed with as many threads as the machine has cores collapses when one 
 taken: on 2 vCPUs a 2-thread convolution ran 4.5x slower beside one busy process, while a
 config that happens to run on one thread hardly slowed. Timings taken beside other work
 are therefore not only slower but ranked wrongly. The kernel's accounting says it:
-over a timing, the CPUs this process may use (its affinity) were busy for some seconds,
+over a timing, the CPUs this process may use (its affinity, or every CPU OpenMP binds its
+threads to: :func:`compiler.runtime.threads.process_cpus`) were busy for some seconds,
 this process used some of them, and the rest (other processes, and time the hypervisor
 stole from a virtual machine) went to others. :class:`CpuSample` reads both, and
 :meth:`CpuSample.others_busy` is the share of one core that others took beyond the cores
@@ -19,6 +20,8 @@ import os
 import time
 from dataclasses import dataclass
 
+from compiler.runtime.threads import process_cpus
+
 __all__ = ["CpuSample", "BUSY_SHARE"]
 
 #: The share of a core that other work may take from a timing before the timing counts as
@@ -28,13 +31,6 @@ BUSY_SHARE = 0.25
 _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 # /proc/stat's columns after the CPU name: user nice system idle iowait irq softirq steal ...
 _BUSY_COLUMNS = (0, 1, 2, 5, 6, 7)
-
-
-def _affinity() -> set[int]:
-    try:
-        return set(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return set(range(os.cpu_count() or 1))
 
 
 def _busy_seconds(cpus: set[int]) -> float | None:
@@ -65,7 +61,7 @@ class CpuSample:
     @classmethod
     def now(cls) -> CpuSample:
         """Sample now."""
-        cpus = _affinity()
+        cpus = set(process_cpus())
         t = os.times()
         return cls(time.monotonic(), _busy_seconds(cpus), t.user + t.system, len(cpus))
 
