@@ -156,13 +156,15 @@ def test_an_in_memory_log_keeps_the_study_in_memory(tmp_path, monkeypatch):
 
 
 def test_an_explicit_storage_wins(tmp_path):
-    url = f"sqlite:///{tmp_path / 'mine.db'}"
+    url, task = f"sqlite:///{tmp_path / 'mine.db'}", _task()
     tuner = OptunaTuner(storage=url, study_name="mine")
     with MeasureOptions(_NoBuild(), _ScriptedRunner()) as options:
-        autotune.tune(_task(), trials=4, tuner=tuner, db=tmp_path / "tuning.db", measure_option=options,
+        autotune.tune(task, trials=4, tuner=tuner, db=tmp_path / "tuning.db", measure_option=options,
                       seed=0, progress=False, remeasure=False)
     assert tuner.storage_url == url and not (tmp_path / "tuning.optuna.db").exists()
-    assert sum(t[0] == "COMPLETE" for t in _read_study("mine", url)) >= 3
+    trials = _read_study("mine", url)
+    assert len(trials) == 4
+    _check_agrees(trials, tmp_path / "tuning.db", task)
 
 
 def test_a_study_of_other_knobs_is_refused(tmp_path):
