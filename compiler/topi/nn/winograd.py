@@ -174,10 +174,14 @@ def winograd_output_transform(M: te.Tensor, m: int, out_shape: tuple[int, ...], 
     def body(n, fc, y, x, fb):
         f = fc * ob + fb
         p = (n * th + y // m) * tw + x // m
-        value = _by_position((y % m) * m + x % m,
-                             [_tile_sum((AT[i, e1] * AT[j, e2], M[e1 * a + e2, p, f])
-                                        for e1 in range(a) for e2 in range(a) if AT[i, e1] * AT[j, e2])
-                              for i in range(m) for j in range(m)])
+        # Picked by row, then by column within the row: unrolling the columns (the inner loop)
+        # resolves the inner selects in each copy, so the simplifier does not walk every
+        # output's terms once per column.
+        value = _by_position(y % m, [
+            _by_position(x % m, [_tile_sum((AT[i, e1] * AT[j, e2], M[e1 * a + e2, p, f])
+                                           for e1 in range(a) for e2 in range(a) if AT[i, e1] * AT[j, e2])
+                                 for j in range(m)])
+            for i in range(m)])
         return value if epilogue is None else epilogue(value, f, (n, fc, y, x, fb))
 
     return te.compute(tuple(out_shape), body, name=name)
