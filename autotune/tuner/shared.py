@@ -8,7 +8,8 @@ template, target kind, feature type and loss type:
 
 * it trains on every attached tuner's own measurements, live, as they arrive, and on the
   tuning log's records of the template's other workloads (up to ``limit`` of them, read
-  before its first fit), each workload its own group: labels are throughputs relative to
+  before its first fit, and only as many as :data:`PRETRAIN_SECONDS` of computing their
+  features allows), each workload its own group: labels are throughputs relative to
   the group's best and ranking pairs are formed within a group
   (:mod:`autotune.tuner.cost_model`), so a slow workload's records never outrank a fast
   one's configs (per-task normalisation);
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable, Iterable, Sequence
 
 from autotune.transfer import arg_distance
@@ -42,6 +44,14 @@ logger = logging.getLogger(__name__)
 # a bounded share of the tuner's time once thousands of records (a large cluster's trials)
 # make one fit cost more than the cluster takes to measure a batch.
 REFIT_GROWTH = 0.25
+
+# Each of the log's records of another workload costs a lowering for its features before the
+# first fit: about 10 ms for a matmul, 1-3 s for a Winograd convolution, whose hundred records
+# in a model's log would hold a model's tuning for minutes. Pre-training takes at most this
+# many seconds of the feature workers' time (the nearest workloads' records first), and never
+# fewer records than PRETRAIN_MIN.
+PRETRAIN_SECONDS = 20.0
+PRETRAIN_MIN = 8
 
 
 class SharedCostModel:
@@ -124,7 +134,7 @@ class SharedCostModel:
         can start a model (one member's results then train every member's first model)."""
         if self.preload is not None:
             preload, self.preload = self.preload, None
-            records = list(preload([g.task for g in self.members]))
+            records = self._affordable(list(preload([g.task for g in self.members])))
             if records:
                 self.add(records)
                 logger.info("the shared %s model starts from %d records of other workloads",
@@ -143,6 +153,31 @@ class SharedCostModel:
         self.fits += 1
         self._fitted_rows = rows
         return True
+
+    def _affordable(self, records: list) -> list:
+        """The first of ``records`` whose features take at most :data:`PRETRAIN_SECONDS` to
+        compute (judged by the first record's, computed here and kept in the cache), at least
+        :data:`PRETRAIN_MIN`; knob features cost nothing, and all are kept."""
+        features = self.model.features
+        if features.feature_type == "knob" or len(records) <= PRETRAIN_MIN:
+            return records
+        config, task, _ = records[0]
+        try:
+            data = config.to_json() if isinstance(config, ConfigEntity) else config
+            index = task.config_space.from_json(data).index
+        except SearchSpaceError:
+            return records
+        start = time.perf_counter()
+        features.row(task, index)
+        seconds = time.perf_counter() - start
+        affordable = PRETRAIN_SECONDS * max(1, features.workers) / max(seconds, 1e-6)
+        if affordable < len(records):
+            keep = max(PRETRAIN_MIN, int(affordable))
+            logger.info("the shared %s model pre-trains on %d of the log's %d records of other workloads "
+                        "(their features take %.2f s each to compute)", self.template, keep, len(records),
+                        seconds)
+            return records[:keep]
+        return records
 
     def surrogate(self) -> XGBCostModel | None:
         """A model of the same kind on knob features, which cost nothing to compute, fitted on

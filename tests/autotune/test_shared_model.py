@@ -252,3 +252,27 @@ def test_tune_tasks_shares_one_model_with_real_workers(tmp_path):
     late = _FastXGB.made[-1]
     assert late.task == new and len(late.measured) == 4
     assert late.model.trained and late.model is not first.model
+
+
+def test_pre_training_takes_only_the_records_whose_features_it_can_afford(monkeypatch):
+    """Each record of another workload costs a lowering before the first fit: the model takes the
+    first records (the nearest shapes') that fit PRETRAIN_SECONDS, never fewer than PRETRAIN_MIN,
+    and all of them where features are cheap."""
+    import autotune.tuner.shared as shared_module
+
+    tuned, new = matmul(64), matmul(128)
+    options = {**FAST, "feature_type": "itervar", "feature_workers": 0}
+    with _log_with(tuned, tuned.config_space.sample_indices(40, np.random.default_rng(3))) as log:
+        everything = XGBTuner(new, seed=0, **options)
+        SharedModels(log).attach(everything)
+        everything.next_batch(4)
+        assert [len(g.indices) for g in everything.shared.others.values()] == [40]
+
+        monkeypatch.setattr(shared_module, "PRETRAIN_SECONDS", 1e-9)  # a lowering costs more than that
+        afforded = XGBTuner(new, seed=0, **options)
+        SharedModels(log).attach(afforded)
+        afforded.next_batch(4)
+        (group,) = afforded.shared.others.values()
+        assert len(group.indices) == shared_module.PRETRAIN_MIN
+        assert group.indices == list(everything.shared.others.values())[0].indices[:shared_module.PRETRAIN_MIN]
+        assert afforded.model.trained
