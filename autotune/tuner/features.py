@@ -570,6 +570,7 @@ class FeatureCache:
         self._rows: dict[tuple[str, int], np.ndarray | None] = {}
         self._pool = None  # the shared workers, while this cache holds them
         self._seconds, self._computed = 0.0, 0  # time spent on the rows computed here
+        self._fill_seconds, self._filled = 0.0, 0  # wall time of fill() and the rows it computed
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -593,6 +594,19 @@ class FeatureCache:
         """Compute the features of those of ``indices`` not cached yet (see the class)."""
         key = task.workload_key
         missing = list(dict.fromkeys(int(i) for i in indices if (key, int(i)) not in self._rows))
+        if missing:
+            start = time.perf_counter()
+            self._fill(task, missing)
+            self._fill_seconds += time.perf_counter() - start
+            self._filled += len(missing)
+
+    @property
+    def seconds_per_row(self) -> float | None:
+        """Wall seconds a row of features has cost so far (the workers' rows included, in
+        parallel as they ran); None before any was computed."""
+        return self._fill_seconds / self._filled if self._filled else None
+
+    def _fill(self, task, missing: list[int]) -> None:
         if self.feature_type != "knob" and self.workers > 1 and len(missing) > 1:  # lowering: slow
             if not self._computed:
                 self.row(task, missing.pop(0))  # its time is the estimate for the rest

@@ -46,6 +46,11 @@ from autotune.tuner.sa import anneal
 from autotune.tuner.shared import SharedCostModel
 from autotune.tuner.tuner import Tuner
 
+# Wall seconds of computing features that a search may spend on its shortlist: the model
+# ranks as many new configs as that allows (never fewer than a batch, never more than
+# sa_shortlist times the plan).
+SEARCH_FEATURE_SECONDS = 10.0
+
 __all__ = ["XGBTuner"]
 
 logger = logging.getLogger(__name__)
@@ -61,7 +66,8 @@ class XGBTuner(Tuner):
     ``sa_chains``, ``sa_iters`` and ``sa_early_stop`` (the annealing search),
     ``replan_until`` (measurements up to which the plan is searched again for every batch),
     ``sa_shortlist`` (how many times the plan's size the knob-feature surrogate passes on to
-    the model; 0: no surrogate), ``feature_workers`` (processes that compute features; default
+    the model, fewer where features are slow: :data:`SEARCH_FEATURE_SECONDS`; 0: no
+    surrogate), ``feature_workers`` (processes that compute features; default
     :func:`~autotune.tuner.features.default_feature_workers`), ``share_model`` (whether
     :class:`~autotune.tuner.shared.SharedModels` may attach the tuner to a model shared with
     the other tasks of its template in a run; False: the tuner learns from its own measurements
@@ -231,15 +237,27 @@ class XGBTuner(Tuner):
         Candidates are every unvisited config where the space holds no more than an annealing
         search would score, else those an annealing search from random and top measured starts
         finds. With a trained knob-feature surrogate (``sa_shortlist`` > 0), the surrogate scores
-        the candidates, and the model ranks only its best ``sa_shortlist * n`` with the unvisited
+        the candidates, and the model ranks only its best ``sa_shortlist * n`` (fewer where
+        features are slow: :meth:`_shortlist_size`) with the unvisited
         configs lowered before (earlier shortlists, at no cost): a couple of configs lowered per
         trial, not the hundreds the search visits."""
         surrogate = self.shared.surrogate() if self.sa_shortlist else None
         if surrogate is None:
             return self._candidates(self.model, n)
-        shortlist = self._candidates(surrogate, max(n, round(self.sa_shortlist * n)))
+        shortlist = self._candidates(surrogate, self._shortlist_size(n))
         lowered = [i for i in self.model.features.cached(self.task) if i not in self._visited]
         return self._best(self.model, list(dict.fromkeys(shortlist + lowered)), n)
+
+    def _shortlist_size(self, n: int) -> int:
+        """``sa_shortlist * n`` configs (at least ``n``), or as many new ones as
+        :data:`SEARCH_FEATURE_SECONDS` of computing features allows where that is fewer (at
+        least a batch): lowering a Winograd convolution takes seconds, and a full shortlist of
+        them cost more than building the batch it chose."""
+        want = max(n, round(self.sa_shortlist * n))
+        per_row = self.model.features.seconds_per_row
+        if per_row:
+            want = min(want, max(self.default_batch_size, int(SEARCH_FEATURE_SECONDS / per_row)))
+        return want
 
     def _candidates(self, model: XGBCostModel, n: int) -> list[int]:
         """The ``n`` best unvisited configs by ``model``: all scored, or found by annealing."""

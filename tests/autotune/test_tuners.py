@@ -252,6 +252,27 @@ def test_xgb_search_lowers_only_the_surrogates_shortlist(task):
     assert len(plain.model.features) - lowered > 2 * 8
 
 
+def test_xgb_shortlist_shrinks_to_what_features_cost(task, monkeypatch):
+    """Where lowering a config for its features is slow, the model ranks only as many of the
+    surrogate's best as SEARCH_FEATURE_SECONDS allows, and never fewer than a batch."""
+    import autotune.tuner.xgb_tuner as xgb_module
+
+    settings = dict(seed=0, min_train=8, plan_size=32, sa_chains=6, sa_iters=8, epsilon=0.0, sa_shortlist=2)
+    tuner = XGBTuner(task, **settings)
+    run(tuner, budget=16, batch=8)
+    per_row = tuner.model.features.seconds_per_row
+    assert per_row is not None and per_row > 0
+    assert tuner._shortlist_size(32) == 64  # cheap features: the whole shortlist
+    monkeypatch.setattr(xgb_module, "SEARCH_FEATURE_SECONDS", per_row * 20)
+    assert tuner._shortlist_size(32) in (19, 20, 21)  # (the estimate moves as rows are computed)
+    monkeypatch.setattr(xgb_module, "SEARCH_FEATURE_SECONDS", 1e-9)
+    assert tuner._shortlist_size(32) == tuner.default_batch_size
+    lowered = len(tuner.model.features)
+    plan = tuner._search(32)
+    assert 0 < len(tuner.model.features) - lowered <= tuner.default_batch_size
+    assert len(plan) >= tuner.default_batch_size and not set(plan) & tuner._visited
+
+
 def test_xgb_plans_the_models_best_of_a_small_space(task):
     """Where the space holds no more unvisited configs than an annealing search would score,
     the plan is the model's best of all of them."""
