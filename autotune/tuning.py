@@ -52,6 +52,12 @@ logger = logging.getLogger(__name__)
 # once at a lucky moment would outrank those whose re-measurements met a slow one, so the
 # re-measurement goes on (at most FINAL_PASSES passes) until the FINAL_TOP_K best have all
 # been measured again.
+# Under a time budget a task's first batch is at most this many candidates (its default config
+# first): a model's every task is measured before any task's second batch, where whole first
+# batches of slow builds (a Winograd convolution's: 7 s each on a 2-vCPU guest) would spend a
+# short budget on the first few tasks and leave the rest untried.
+FIRST_BATCH_UNDER_DEADLINE = 4
+
 FINAL_TOP_K = 3
 FINAL_ROUNDS = 2
 FINAL_PASSES = 3
@@ -584,6 +590,8 @@ class _Search:
                         break
                     session = self.sessions[k]
                     batch = max(session.batch_size, floor)
+                    if deadline is not None and not session.best_curve and not session.in_flight:
+                        batch = min(batch, max(FIRST_BATCH_UNDER_DEADLINE, floor))
                     free = capacity - self.measurer.in_flight
                     if self.measurer.in_flight and free < batch:
                         break  # wait until its whole batch fits

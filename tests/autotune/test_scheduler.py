@@ -157,6 +157,29 @@ def test_a_time_budget_ends_the_search_with_every_result_kept(tmp_path):
         autotune.tune_tasks(_tasks(1), trials=4, time_budget=0, db=None)
 
 
+def test_a_time_budget_measures_every_task_before_any_tasks_second_batch(tmp_path):
+    """Under a time budget a task's first batch is small (its default config first), so a short
+    budget reaches every task rather than spending itself on the first tasks' whole batches."""
+    from autotune.tuning import FIRST_BATCH_UNDER_DEADLINE
+
+    tasks, runner = _tasks(6), _ClusterRunner(slots=1, seconds=0.04)
+    with MeasureOptions(_NoBuild(slots=1), runner) as options:
+        results = autotune.tune_tasks(tasks, trials=None, time_budget=3.0, tuner="random", db=tmp_path / "t.db",
+                                      measure_option=options, batch_size=16, seed=0, progress=False,
+                                      remeasure=False)
+    assert all(r.trials > 0 for r in results)
+    first = runner.measured[:len(tasks) * FIRST_BATCH_UNDER_DEADLINE]
+    assert {key for key, _ in first} == {t.workload_key for t in tasks}
+    defaults = {(t.workload_key, t.config_space.default_config.index) for t in tasks}
+    assert defaults <= set(first)
+    # With trials for a budget, batches stay whole: the first task's first 16 go out together.
+    runner = _ClusterRunner(slots=1, seconds=0.0)
+    with MeasureOptions(_NoBuild(slots=1), runner) as options:
+        autotune.tune_tasks(tasks, trials=32, tuner="random", db=None, measure_option=options, batch_size=16,
+                            seed=0, progress=False, remeasure=False)
+    assert len({key for key, _ in runner.measured[:16]}) == 1
+
+
 class _StallingTuner(RandomTuner):
     """A random tuner whose twelfth proposal of the run (all tasks together, results coming back
     by then) takes 1.5 s, as a learning tuner's search on a large template can: no candidate
