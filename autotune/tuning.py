@@ -48,16 +48,16 @@ __all__ = ["Trial", "TuneResult", "tune", "tune_tasks", "check_measurable", "est
 
 logger = logging.getLogger(__name__)
 
-# How many of the best configs are measured again at the end, and how often. A config timed
-# once at a lucky moment would outrank those whose re-measurements met a slow one, so the
-# re-measurement goes on (at most FINAL_PASSES passes) until the FINAL_TOP_K best have all
-# been measured again.
 # Under a time budget a task's first batch is at most this many candidates (its default config
 # first): a model's every task is measured before any task's second batch, where whole first
 # batches of slow builds (a Winograd convolution's: 7 s each on a 2-vCPU guest) would spend a
 # short budget on the first few tasks and leave the rest untried.
 FIRST_BATCH_UNDER_DEADLINE = 4
 
+# How many of the best configs are measured again at the end, and how often. A config timed
+# once at a lucky moment would outrank those whose re-measurements met a slow one, so the
+# re-measurement goes on (at most FINAL_PASSES passes) until the FINAL_TOP_K best have all
+# been measured again.
 FINAL_TOP_K = 3
 FINAL_ROUNDS = 2
 FINAL_PASSES = 3

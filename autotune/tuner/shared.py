@@ -106,10 +106,8 @@ class SharedCostModel:
             if task.template != self.template or task.workload_key in own:
                 skipped += 1
                 continue
-            try:
-                data = config.to_json() if isinstance(config, ConfigEntity) else config
-                index = task.config_space.from_json(data).index
-            except SearchSpaceError:
+            index = _config_index(config, task)
+            if index is None:
                 skipped += 1
                 continue
             group = self.others.setdefault(task.workload_key, Group(task, [], []))
@@ -162,10 +160,8 @@ class SharedCostModel:
         if features.feature_type == "knob" or len(records) <= PRETRAIN_MIN:
             return records
         config, task, _ = records[0]
-        try:
-            data = config.to_json() if isinstance(config, ConfigEntity) else config
-            index = task.config_space.from_json(data).index
-        except SearchSpaceError:
+        index = _config_index(config, task)
+        if index is None:
             return records
         start = time.perf_counter()
         features.row(task, index)
@@ -196,6 +192,16 @@ class SharedCostModel:
         """The training data: other workloads first, members last (the order the model's groups
         always had)."""
         return [*self.others.values(), *self.members]
+
+
+def _config_index(config, task) -> int | None:
+    """The index in ``task``'s space of ``config`` (a ConfigEntity or its JSON dict); None where
+    the space does not hold it."""
+    try:
+        data = config.to_json() if isinstance(config, ConfigEntity) else config
+        return task.config_space.from_json(data).index
+    except SearchSpaceError:
+        return None
 
 
 def log_records(log, template: str, target_kind: str, exclude: set[str], limit: int,
