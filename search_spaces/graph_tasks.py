@@ -2,7 +2,9 @@
 
 A kernel whose anchor is a convolution, dense layer or batched matmul maps to its template with
 the kernel's output stage as the template's ``epilogue`` (so the tuned kernel is the deployed
-one); a kernel that is one softmax, layer norm or max pool (after reshapes, which move no data)
+one). A 1 x 1 convolution of stride 1 without padding is the workload of one output row of
+``H * W`` columns (the same memory as ``H`` rows of ``W``), whose register tiles need no short
+tile at the end of every row. A kernel that is one softmax, layer norm or max pool (after reshapes, which move no data)
 maps to that template. Every other kernel (chains of injective operators, other reductions) has
 no template: it is compiled with the default schedule (:func:`compiler.graph.default_schedule`).
 """
@@ -69,6 +71,11 @@ def _anchor_workload(anchor: Node, epilogue: list[str], dtype: str) -> tuple[str
     if anchor.op == "nn.conv2d_nchwc":
         (N, Cc, H, W, ib), (Fc, _, KH, KW, _, ob) = anchor.inputs[0].shape, anchor.inputs[1].shape
         geometry = [_pair(a["strides"]), _pads(a["padding"]), _pair(a["dilation"])]
+        if _pointwise(KH, KW, geometry):
+            # Each output pixel reads only its own input pixel, and both planes are contiguous:
+            # the H x W plane is one row of H * W columns in the same memory. The register tiles
+            # then run along the whole plane, with no short tile at the end of every row.
+            H, W = 1, H * W
         return "conv2d_nchwc", [N, Cc * ib, H, W, Fc * ob, KH, KW, *geometry, ib, ob, dtype, epilogue]
     if anchor.op == "nn.conv2d_winograd_nchwc":
         (N, Cc, H, W, ib), (_, Fp, _, nr) = anchor.inputs[0].shape, anchor.inputs[1].shape
@@ -90,6 +97,13 @@ def _anchor_workload(anchor: Node, epilogue: list[str], dtype: str) -> tuple[str
         (B, M, K), (B2, _, N) = anchor.inputs[0].shape, anchor.inputs[1].shape
         return ("batch_matmul", [B, M, K, N, dtype, epilogue]) if B == B2 else None
     return None
+
+
+def _pointwise(KH: int, KW: int, geometry: list) -> bool:
+    """Whether a convolution of this geometry (``[strides, pads, dilation]`` as in the workload)
+    maps each output pixel to the input pixel at the same place: 1 x 1, stride 1, no padding."""
+    strides, pads, _ = geometry
+    return (KH, KW) == (1, 1) and strides == 1 and pads == 0
 
 
 def _rows(shape) -> tuple[int, int]:

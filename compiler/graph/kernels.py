@@ -118,6 +118,17 @@ def _fuse_vectorize(s: Schedule, t: te.Tensor) -> None:
         return
     lanes = vector_lanes(t.dtype)
     size = _size(t)
+    last = int(t.shape[-1].value)
+    if len(axes) > 1 and last % lanes == 0 and size >= 4 * lanes:
+        # Whole vectors along the last axis (a channel block): split it first, so that each
+        # vector's elements are consecutive in every tensor it reads with that axis last, as a
+        # split of the fused axes would not show to the code generator.
+        vo, vi = s[t].split(axes[-1], factor=lanes)
+        outer = s[t].fuse(*axes[:-1], vo)
+        s[t].vectorize(vi)
+        if size >= PARALLEL_MIN_ELEMENTS:
+            s[t].parallel(outer)
+        return
     fused = s[t].fuse(*axes) if len(axes) > 1 else axes[0]
     if size >= 4 * lanes:
         outer, inner = s[t].split(fused, factor=lanes)

@@ -6,7 +6,7 @@ import logging
 
 import numpy as np
 import pytest
-from graph_models import residual_cnn, weights
+from graph_models import conv, residual_cnn, weights
 from helpers import poisoned
 
 import autotune
@@ -58,6 +58,27 @@ def test_blocked_convolutions_are_tasks_of_the_blocked_template():
     assert [t.weight for t in tasks][:3] == [1, 2, 2]
     untemplated = " ".join(tasks.untemplated)
     assert "layout_transform" in untemplated and "nn.pool2d_nchwc" in untemplated
+
+
+def test_a_pointwise_convolution_is_tuned_and_built_as_one_row_of_its_plane():
+    rng = np.random.default_rng(5)
+    b = GraphBuilder("bottleneck")
+    x = b.input("x", (1, 16, 6, 8))
+    h = b.op("nn.relu", conv(b, rng, x, 16))
+    y = b.op("nn.relu", b.op("add", conv(b, rng, h, 32, k=1, pad=0), conv(b, rng, x, 32, k=1, pad=0)))
+    graph = b.finish(conv(b, rng, y, 16, k=1, stride=2, pad=0))  # strided: a pointwise one after a subsample
+    target = "llvm -mcpu=haswell"  # 8 float lanes: blocks of 16
+    names = [t.task.workload_name.split("@")[0] for t in autotune.extract_tasks(graph, target)]
+    # the 6x8 plane is one row of 48 columns (the same memory); the strided one reads its 3x4 pixels
+    assert names == ["conv2d_nchwc(1,16,6,8,16,3,3,1,1,1,8,16,float32,(relu))",  # a 3x3 one keeps its rows
+                     "conv2d_nchwc(1,16,1,48,32,1,1,1,0,1,8,16,float32)",
+                     "conv2d_nchwc(1,16,1,48,32,1,1,1,0,1,16,16,float32,(add,relu))",
+                     "conv2d_nchwc(1,32,1,12,16,1,1,1,0,1,16,16,float32)"]
+    module = autotune.build_model(graph, target)
+    data = rng.uniform(-1, 1, (1, 16, 6, 8)).astype("float32")
+    out = poisoned((1, 16, 3, 4), "float32")
+    module(data, out)
+    np.testing.assert_allclose(out, evaluate(graph, [data])[0], rtol=1e-4, atol=1e-5)
 
 
 def test_an_untuned_build_uses_default_configs_and_says_so(graph, caplog):

@@ -193,3 +193,22 @@ def test_the_library_loads_without_the_tuner_the_log_onnx_or_llvm(network, tmp_p
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert p.stdout.strip() == ""
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), evaluate(graph, [x])[0], rtol=1e-4, atol=1e-6)
+
+
+def test_an_injective_kernel_on_channel_blocks_loads_whole_vectors(rng):
+    from compiler import te
+    from compiler.graph import default_schedule
+    from compiler.target import Target
+
+    with Target("llvm -mcpu=haswell"):  # 8 float lanes: a block of 16 channels is two vectors
+        x = te.placeholder((1, 2, 6, 6, 16), name="x")
+        y = te.compute((1, 2, 3, 3, 16), lambda n, c, h, w, b: x[n, c, 2 * h, 2 * w, b], name="y")
+        s = default_schedule([y])
+        text = str(compiler.lower(s, [x, y]))
+        f = compiler.build(s, [x, y])
+    # every other pixel, each pixel's block in two contiguous vector loads, not a gather of 16
+    assert "x<x8>[ramp(" in text and ", 1, 8)]" in text
+    data = rng.uniform(-1, 1, (1, 2, 6, 6, 16)).astype("float32")
+    out = poisoned((1, 2, 3, 3, 16), "float32")
+    f(data, out)
+    np.testing.assert_array_equal(out, data[:, :, ::2, ::2, :])

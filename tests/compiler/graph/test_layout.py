@@ -87,6 +87,30 @@ def test_stride_one_3x3_layers_run_by_winograd_and_compute_the_same(rng):
     assert "nn.conv2d_winograd_nchwc" not in direct and direct.count("nn.conv2d_nchwc") == 4
 
 
+def test_a_strided_1x1_convolution_reads_its_pixels_first_then_runs_with_stride_one(rng):
+    b = GraphBuilder()
+    x = b.input("x", (1, 8, 9, 10))
+    h = b.op("nn.relu", conv(b, rng, x, 8))
+    down = conv(b, rng, h, 16, k=1, stride=2, pad=0)  # a ResNet downsample: every other pixel
+    graph = b.finish(b.op("add", down, conv(b, rng, h, 16, stride=2)))
+    planned = plan_layouts(graph, lanes=4, winograd=False)
+    convs = [n for n in planned.nodes if n.op == "nn.conv2d_nchwc"]
+    pointwise = next(n for n in convs if n.inputs[1].shape[2:4] == (1, 1))
+    picked = pointwise.inputs[0]
+    assert pointwise.attrs["strides"] == (1, 1) and picked.shape == (1, 1, 5, 5, 8)
+    subsample = next(n for n in planned.nodes if picked in n.outputs)
+    assert subsample.op == "strided_slice" and subsample.attrs["strides"] == (1, 1, 2, 2, 1)
+    strided = next(n for n in convs if n.inputs[1].shape[2:4] == (3, 3) and n is not convs[0])
+    assert strided.attrs["strides"] == (2, 2)  # a 3x3 one keeps its stride
+    assert subsample.inputs[0] is strided.inputs[0]  # both read the blocked relu, as it is
+    data = [rng.uniform(-1, 1, (1, 8, 9, 10)).astype("float32")]
+    np.testing.assert_allclose(evaluate(planned, data)[0], evaluate(graph, data)[0], rtol=1e-5, atol=1e-6)
+    module = build_graph(graph, "llvm -mcpu=haswell")
+    out = poisoned((1, 16, 5, 5), "float32")
+    module(data[0], out)
+    np.testing.assert_allclose(out, evaluate(graph, data)[0], rtol=1e-4, atol=1e-5)
+
+
 def test_a_block_change_is_one_transform_read_by_both_readers(rng):
     b = GraphBuilder()
     x = b.input("x", (1, 8, 6, 6))
