@@ -21,7 +21,7 @@ them direct. Its input and output are blocked as the direct convolution's.
 A 1x1 convolution with a stride reads every stride-th pixel: a ``strided_slice`` of the blocked
 input picks them, and the convolution runs with stride 1 on them (a pointwise convolution, whose
 kernel tiles run along the whole plane, see :mod:`search_spaces.graph_tasks`). ResNet-50's
-downsampling layers ran 1.2-1.3x faster so on Zen 3, the copy included.
+downsampling layers ran 1.1-1.2x faster so on Zen 3, the copy included.
 
 Blocks: ``oc_bn``, the output block of a convolution, is two vectors of the target's float lanes
 where they divide the filters (one vector else): the register tile of the blocked template. The
