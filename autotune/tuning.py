@@ -50,7 +50,7 @@ logger = logging.getLogger(__name__)
 
 # Under a time budget a task's first batch is at most this many candidates (its default config
 # first): a model's every task is measured before any task's second batch, where whole first
-# batches of slow builds (a Winograd convolution's: 7 s each on a 2-vCPU guest) would spend a
+# batches of slow builds (a Winograd convolution's: 3-4 s each on a 2-vCPU guest) would spend a
 # short budget on the first few tasks and leave the rest untried.
 FIRST_BATCH_UNDER_DEADLINE = 4
 

@@ -46,7 +46,7 @@ logger = logging.getLogger(__name__)
 REFIT_GROWTH = 0.25
 
 # Each of the log's records of another workload costs a lowering for its features before the
-# first fit: about 10 ms for a matmul, 1-3 s for a Winograd convolution, whose hundred records
+# first fit: about 10 ms for a matmul, 0.4 s for a Winograd convolution, whose hundred records
 # in a model's log would hold a model's tuning for minutes. Pre-training takes at most this
 # many seconds of the feature workers' time (the nearest workloads' records first), and never
 # fewer records than PRETRAIN_MIN.

@@ -137,8 +137,15 @@ def winograd_input_transform(data: te.Tensor, m: int, padding, out_size: tuple[i
                              name: str = "winograd_V") -> te.Tensor:
     """``V[e, p, c] = (B^T d B)[e]`` of blocked ``data`` (N, C/ib, H, W, ib): ``p`` runs over the
     ``N x th x tw`` tiles of the padded input (:func:`winograd_tiles` of ``out_size``), ``e`` over
-    the flattened ``a x a`` positions; each position is written out as the sum of its nonzero
-    terms, picked by ``e`` (unroll ``e`` to make them constants). ``padding``: (top, left, ...)."""
+    the flattened ``a x a`` positions. ``padding``: (top, left, ...).
+
+    Three stages, each read by the next: the tiles of the padded input (``{name}_tile``, ``d``,
+    ``(P, a, a, C)``: the only stage that tests the borders), each tile's rows transformed
+    (``{name}_rows``, ``d B``: ``[p, i, e2, c]``) and then its columns (``V``: ``B^T (d B)``).
+    Each position of the two transforms is the sum of its nonzero terms, picked by its index
+    (unroll it to make the coefficients constants): a transform of ``a`` terms per position,
+    twice, where ``B^T d B`` written out at once sums up to ``a * a`` terms per position, each
+    testing the borders, for the simplifier and the code generator to walk."""
     _, _, BT = winograd_matrices(m)
     a = m + 2
     N, Cc, H, W, ib = get_const_tuple(data.shape)
@@ -146,18 +153,20 @@ def winograd_input_transform(data: te.Tensor, m: int, padding, out_size: tuple[i
     top, left = padding[0], padding[1]
     dtype = data.dtype
 
-    def read(p, c, i, j):  # element (i, j) of tile p of the padded input, channel c
+    def read(p, i, j, c):  # element (i, j) of tile p of the padded input, channel c
         n, t = p // (th * tw), p % (th * tw)
         y, x = (t // tw) * m + i - top, (t % tw) * m + j - left
         inside = te.all(y >= 0, y < H, x >= 0, x < W)
         return te.if_then_else(inside, data[n, c // ib, y, x, c % ib], te.const(0, dtype))
 
-    def body(e, p, c):
-        return _by_position(e, [_tile_sum((BT[e1, i] * BT[e2, j], read(p, c, i, j))
-                                          for i in range(a) for j in range(a) if BT[e1, i] * BT[e2, j])
-                                for e1 in range(a) for e2 in range(a)])
-
-    return te.compute((a * a, N * th * tw, Cc * ib), body, name=name)
+    tiles = (N * th * tw, a, a, Cc * ib)
+    d = te.compute(tiles, read, name=f"{name}_tile")
+    rows = te.compute(tiles, lambda p, i, e2, c: _by_position(
+        e2, [_tile_sum((BT[k, j], d[p, i, j, c]) for j in range(a) if BT[k, j]) for k in range(a)]),
+        name=f"{name}_rows")
+    return te.compute((a * a, N * th * tw, Cc * ib), lambda e, p, c: _by_position(
+        e, [_tile_sum((BT[e1, i], rows[p, i, e2, c]) for i in range(a) if BT[e1, i])
+            for e1 in range(a) for e2 in range(a)]), name=name)
 
 
 def winograd_output_transform(M: te.Tensor, m: int, out_shape: tuple[int, ...], epilogue=None,

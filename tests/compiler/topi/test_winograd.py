@@ -14,6 +14,7 @@ from compiler.topi.nn.winograd import (
     WINOGRAD_TILE_SIZES,
     conv2d_winograd_nchwc_numpy,
     conv2d_winograd_weight_transform,
+    winograd_input_transform,
     winograd_matrices,
     winograd_tiles,
 )
@@ -57,6 +58,32 @@ def test_the_tensor_expression_computes_the_convolution(m):
     f(to_blocks(x, 4), conv2d_winograd_weight_transform(w, m, nr=8), out)
     want = to_blocks(topi.testing.conv2d_nchw_python(x, w, (1, 1), padding), 4)
     assert_written(out, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("m, padding", [(4, (1, 1, 1, 1)), (2, (1, 0, 2, 1))])
+def test_the_input_transform_loads_each_tile_once_then_transforms_rows_then_columns(m, padding):
+    rng = np.random.default_rng(m)
+    X = te.placeholder((1, 2, 7, 6, 4), name="X")
+    Ho, Wo = 7 + padding[0] + padding[2] - 2, 6 + padding[1] + padding[3] - 2
+    V = winograd_input_transform(X, m, padding, (Ho, Wo))
+    (rows,) = V.op.input_tensors
+    (tile,) = rows.op.input_tensors
+    assert (rows.op.name, tile.op.name) == ("winograd_V_rows", "winograd_V_tile")
+    assert tile.op.input_tensors == [X]  # the one stage that reads the input, borders tested
+    a = m + 2
+    th, tw = winograd_tiles(Ho, Wo, m)
+    assert tuple(int(d.value) for d in tile.shape) == (th * tw, a, a, 8)
+    f = compiler.build(te.create_schedule(V.op), [X, V], target="llvm")
+    x = rng.uniform(-1, 1, (1, 8, 7, 6)).astype("float32")
+    out = poisoned((a * a, th * tw, 8), "float32")
+    f(to_blocks(x, 4), out)
+    _, _, BT = winograd_matrices(m)
+    top, left = padding[:2]
+    padded = np.zeros((8, th * m + 2, tw * m + 2), "float32")
+    padded[:, top:top + 7, left:left + 6] = x[0, :, :th * m + 2 - top, :tw * m + 2 - left]
+    d = np.stack([padded[:, i * m:i * m + a, j * m:j * m + a] for i in range(th) for j in range(tw)])
+    want = np.einsum("ai,pcij,bj->abpc", BT, d, BT).reshape(a * a, th * tw, 8)
+    assert_written(out, want, rtol=1e-5, atol=1e-5)
 
 
 def test_tiles_cover_the_output():
