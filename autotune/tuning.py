@@ -308,6 +308,7 @@ class _Session:
         self.ended = False  # whether the log records the end of the run
         self.alike: dict[str, list[float]] = {}  # this run's re-measured costs, by config
         self.in_flight = 0
+        self.worker_seconds = [0.0, 0.0, 0]  # this run's results: seconds building, timing; count
         self.sent: set[int] = set(self.tuner.measured)  # config indices measured or in flight
         self._unreported: tuple[list, list] = ([], [])  # results the tuner has not been told yet
 
@@ -326,6 +327,9 @@ class _Session:
         self._unreported[0].append(inp)
         self._unreported[1].append(res)
         self.in_flight -= 1
+        self.worker_seconds[0] += res.build_time
+        self.worker_seconds[1] += res.run_time
+        self.worker_seconds[2] += 1
         if res.error_kind is not None:
             self.errors[res.error_kind.value] += 1
         if res.mean_cost < self.best_cost:
@@ -373,6 +377,12 @@ class _Session:
             self.ended = True
         except tuning_db.TuningLogError as err:  # the error being raised says more
             logger.warning("could not record the end of run %s: %s", self.run_id, err)
+
+    def seconds_per_result(self) -> tuple[float, float] | None:
+        """The mean seconds the workers took to build and to time one of this run's candidates
+        (None before any result)."""
+        build, run, n = self.worker_seconds
+        return (build / n, run / n) if n else None
 
     def ranked_median(self) -> float:
         """The median cost of the config ranked first so far (inf before any success)."""
@@ -675,22 +685,29 @@ class _Search:
     def _late(self, deadline: float | None) -> bool:
         """Whether the search must stop submitting: past the deadline, less the time that what
         is still to measure is expected to take: the candidates in flight and, if a final
-        re-measurement follows, the configs its first pass measures again. Each costs what the
-        results so far took the workers to build and run, spread over the measure session's
-        slots: the rate of results itself says little, as a learning tuner's search holds them
-        back for minutes on a large template while the workers go on measuring what is in
-        flight (and the re-measurement searches nothing)."""
+        re-measurement follows, the configs its first pass measures again. Each costs what its
+        own task's results so far took the workers to build and run (a Winograd convolution's
+        builds take seconds where a dense layer's take a fraction of one; a task with no result
+        yet, the mean of all), spread over the measure session's slots: the rate of results
+        itself says little, as a learning tuner's search holds them back for minutes on a large
+        template while the workers go on measuring what is in flight (and the re-measurement
+        searches nothing)."""
         if deadline is None:
             return False
         now = time.monotonic()
         if not self.results:
             return now >= deadline
-        builds = runs = self.measurer.in_flight
-        if self.finals:  # the rounds of one config share its build
-            finals = sum(s.final_count() for s in self.sessions)
-            builds, runs = builds + finals, runs + FINAL_ROUNDS * finals
-        left = self.measurer.seconds_to_measure(builds, runs, self.build_seconds / self.results,
-                                                self.run_seconds / self.results)
+        overall = (self.build_seconds / self.results, self.run_seconds / self.results)
+        build_work = run_work = 0.0  # worker seconds
+        for s in self.sessions:
+            build, run = s.seconds_per_result() or overall
+            builds = runs = s.in_flight
+            if self.finals:  # the rounds of one config share its build
+                finals = s.final_count()
+                builds, runs = builds + finals, runs + FINAL_ROUNDS * finals
+            build_work += builds * build
+            run_work += runs * run
+        left = self.measurer.seconds_to_measure(1, 1, build_work, run_work)
         return now + left >= deadline
 
     def remeasure(self, remeasured: dict) -> bool:

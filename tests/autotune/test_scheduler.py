@@ -87,6 +87,10 @@ class _ClusterRunner(Runner):
     def slots(self) -> int:
         return self._slots
 
+    def seconds_of(self, inp) -> float:
+        """How long timing candidate ``inp`` takes."""
+        return self.seconds
+
     def run(self, jobs, gates):
         closed = False
         running: list = []
@@ -99,7 +103,7 @@ class _ClusterRunner(Runner):
                 if job is None:
                     closed = True
                     break
-                running.append((time.monotonic() + self.seconds, job))
+                running.append((time.monotonic() + self.seconds_of(job[1]), job))
             self.together.add(frozenset(j[1].task.workload_key for _, j in running))
             time.sleep(0.002)
             now = time.monotonic()
@@ -108,7 +112,7 @@ class _ClusterRunner(Runner):
             for ends, (i, inp, _) in done:
                 self.measured.append((inp.task.workload_key, inp.config.index))
                 cost = 1e-3 * (1 + (inp.config.index * 7919) % 97 / 97)
-                run_time = now - (ends - self.seconds)  # as a real runner reports it: the wall time
+                run_time = now - (ends - self.seconds_of(inp))  # as a real runner reports it: the wall time
                 yield i, MeasureResult((cost,), None, "", 0.0, run_time, time.time(), "sim")
 
 
@@ -241,6 +245,36 @@ def test_a_time_budget_covers_the_final_re_measurement_behind_a_slow_search(tmp_
         again = sum(log.count(r.task, kind=db.REMEASURE) for r in results)
     assert again >= 4 * len(results)  # at least the best and the default of each task, twice
     assert took < budget + 1.0, (took, again)
+
+
+class _OneSlowTask(_ClusterRunner):
+    """Times the first task's candidates in 0.15 s (a large layer's), every other task's in 5 ms."""
+
+    def __init__(self, slow_key: str):
+        super().__init__(slots=1, seconds=0.005)
+        self.slow_key = slow_key
+
+    def seconds_of(self, inp) -> float:
+        return 0.15 if inp.task.workload_key == self.slow_key else self.seconds
+
+
+def test_a_time_budget_prices_each_task_s_re_measurement_at_its_own_cost(tmp_path):
+    # The fast tasks, weighted a hundred times the slow one's, measure most candidates: their
+    # results would price the slow task's final re-measurement (its best few and its default,
+    # twice each, at 0.15 s a timing) at the mean of all, a few milliseconds, and the search ran
+    # on until there was no time left for it (5 s for a budget of 4).
+    tasks, budget = _tasks(4), 4.0
+    start = time.monotonic()
+    with MeasureOptions(_NoBuild(slots=1), _OneSlowTask(tasks[0].workload_key)) as options:
+        results = autotune.tune_tasks(tasks, trials=None, time_budget=budget, tuner="random", db=tmp_path / "t.db",
+                                      measure_option=options, batch_size=4, seed=0, progress=False,
+                                      weights=[1, 100, 100, 100])  # the fast tasks get most trials
+    took = time.monotonic() - start
+    assert all(r.trials > 0 for r in results)
+    with db.open(tmp_path / "t.db") as log:
+        slow_again = log.count(results[0].task, kind=db.REMEASURE)
+    assert slow_again >= 4  # its best and its default, twice
+    assert took < budget + 0.5, (took, slow_again)
 
 
 def test_the_final_re_measurement_times_the_default_config_beside_the_best(tmp_path):
