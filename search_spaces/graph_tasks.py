@@ -4,9 +4,10 @@ A kernel whose anchor is a convolution, dense layer or batched matmul maps to it
 the kernel's output stage as the template's ``epilogue`` (so the tuned kernel is the deployed
 one). A 1 x 1 convolution of stride 1 without padding is the workload of one output row of
 ``H * W`` columns (the same memory as ``H`` rows of ``W``), whose register tiles need no short
-tile at the end of every row. A kernel that is one softmax, layer norm or max pool (after reshapes, which move no data)
-maps to that template. Every other kernel (chains of injective operators, other reductions) has
-no template: it is compiled with the default schedule (:func:`compiler.graph.default_schedule`).
+tile at the end of every row. A kernel that is one softmax, layer norm or max pool (after
+reshapes, which move no data) maps to that template. Every other kernel (chains of injective
+operators, other reductions) has no template: it is compiled with the default schedule
+(:func:`compiler.graph.default_schedule`).
 """
 
 from __future__ import annotations

@@ -168,9 +168,9 @@ def test_a_time_budget_measures_every_task_before_any_tasks_second_batch(tmp_pat
 
     tasks, runner = _tasks(6), _ClusterRunner(slots=1, seconds=0.04)
     with MeasureOptions(_NoBuild(slots=1), runner) as options:
-        results = autotune.tune_tasks(tasks, trials=None, time_budget=3.0, tuner="random", db=tmp_path / "t.db",
-                                      measure_option=options, batch_size=16, seed=0, progress=False,
-                                      remeasure=False)
+        results = autotune.tune_tasks(tasks, trials=None, time_budget=3.0, tuner="random",
+                                      db=tmp_path / "t.db", measure_option=options, batch_size=16, seed=0,
+                                      progress=False, remeasure=False)
     assert all(r.trials > 0 for r in results)
     first = runner.measured[:len(tasks) * FIRST_BATCH_UNDER_DEADLINE]
     assert {key for key, _ in first} == {t.workload_key for t in tasks}
@@ -266,9 +266,9 @@ def test_a_time_budget_prices_each_task_s_re_measurement_at_its_own_cost(tmp_pat
     tasks, budget = _tasks(4), 4.0
     start = time.monotonic()
     with MeasureOptions(_NoBuild(slots=1), _OneSlowTask(tasks[0].workload_key)) as options:
-        results = autotune.tune_tasks(tasks, trials=None, time_budget=budget, tuner="random", db=tmp_path / "t.db",
-                                      measure_option=options, batch_size=4, seed=0, progress=False,
-                                      weights=[1, 100, 100, 100])  # the fast tasks get most trials
+        results = autotune.tune_tasks(tasks, trials=None, time_budget=budget, tuner="random",
+                                      db=tmp_path / "t.db", measure_option=options, batch_size=4, seed=0,
+                                      progress=False, weights=[1, 100, 100, 100])
     took = time.monotonic() - start
     assert all(r.trials > 0 for r in results)
     with db.open(tmp_path / "t.db") as log:

@@ -274,5 +274,6 @@ def test_pre_training_takes_only_the_records_whose_features_it_can_afford(monkey
         afforded.next_batch(4)
         (group,) = afforded.shared.others.values()
         assert len(group.indices) == shared_module.PRETRAIN_MIN
-        assert group.indices == list(everything.shared.others.values())[0].indices[:shared_module.PRETRAIN_MIN]
+        first = list(everything.shared.others.values())[0]
+        assert group.indices == first.indices[:shared_module.PRETRAIN_MIN]
         assert afforded.model.trained
