@@ -308,7 +308,7 @@ class _Session:
         self.ended = False  # whether the log records the end of the run
         self.alike: dict[str, list[float]] = {}  # this run's re-measured costs, by config
         self.in_flight = 0
-        self.worker_seconds = [0.0, 0.0, 0]  # this run's results: seconds building, timing; count
+        self.build_seconds = self.run_seconds = 0.0  # the workers' seconds for this run's results
         self.sent: set[int] = set(self.tuner.measured)  # config indices measured or in flight
         self._unreported: tuple[list, list] = ([], [])  # results the tuner has not been told yet
 
@@ -327,9 +327,8 @@ class _Session:
         self._unreported[0].append(inp)
         self._unreported[1].append(res)
         self.in_flight -= 1
-        self.worker_seconds[0] += res.build_time
-        self.worker_seconds[1] += res.run_time
-        self.worker_seconds[2] += 1
+        self.build_seconds += res.build_time
+        self.run_seconds += res.run_time
         if res.error_kind is not None:
             self.errors[res.error_kind.value] += 1
         if res.mean_cost < self.best_cost:
@@ -381,8 +380,8 @@ class _Session:
     def seconds_per_result(self) -> tuple[float, float] | None:
         """The mean seconds the workers took to build and to time one of this run's candidates
         (None before any result)."""
-        build, run, n = self.worker_seconds
-        return (build / n, run / n) if n else None
+        n = len(self.history)
+        return (self.build_seconds / n, self.run_seconds / n) if n else None
 
     def ranked_median(self) -> float:
         """The median cost of the config ranked first so far (inf before any success)."""
@@ -569,7 +568,6 @@ class _Search:
     def __init__(self, sessions, weights, scheduler, measurer, callbacks, display, remeasure: bool):
         self.sessions, self.weights, self.scheduler = sessions, weights, scheduler
         self.finals = remeasure  # whether a final re-measurement follows (time is kept for it)
-        self.build_seconds = self.run_seconds = 0.0  # the workers' own seconds for the results
         self.measurer, self.callbacks, self.display = measurer, callbacks, display
         self.owner: dict[int, _Session] = {}  # id(MeasureInput) -> its session
         self.started = time.monotonic()
@@ -637,8 +635,6 @@ class _Search:
                     self._check_quiet(session, res)
                     session.record(inp, res, record)
                     self.results += 1
-                    self.build_seconds += res.build_time
-                    self.run_seconds += res.run_time
                     if session.stopped == "waiting":
                         session.stopped = None
                     if early_stopping is not None and session.since_best >= early_stopping:
@@ -697,7 +693,8 @@ class _Search:
         now = time.monotonic()
         if not self.results:
             return now >= deadline
-        overall = (self.build_seconds / self.results, self.run_seconds / self.results)
+        overall = (sum(s.build_seconds for s in self.sessions) / self.results,
+                   sum(s.run_seconds for s in self.sessions) / self.results)
         build_work = run_work = 0.0  # worker seconds
         for s in self.sessions:
             build, run = s.seconds_per_result() or overall
@@ -707,7 +704,7 @@ class _Search:
                 builds, runs = builds + finals, runs + FINAL_ROUNDS * finals
             build_work += builds * build
             run_work += runs * run
-        left = self.measurer.seconds_to_measure(1, 1, build_work, run_work)
+        left = self.measurer.seconds_to_measure(build_work, run_work)
         return now + left >= deadline
 
     def remeasure(self, remeasured: dict) -> bool:

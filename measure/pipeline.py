@@ -124,14 +124,14 @@ class MeasureSession:
         slot, plus two per run slot (one timing, one built and waiting)."""
         return self.options.builder.slots() + 2 * self.options.runner.slots()
 
-    def seconds_to_measure(self, builds: int, runs: int, build_seconds: float, run_seconds: float) -> float:
-        """Seconds that ``builds`` builds and ``runs`` timings take with every worker busy, for
-        candidates that take ``build_seconds`` to build and ``run_seconds`` to run each: builds
-        spread over the build slots and runs over the run slots, one after the other where builds
-        pause while a candidate is timed (:class:`MeasureOptions`), side by side otherwise.
-        A candidate submitted again while it is in flight is built once (:meth:`submit`)."""
-        build = builds * build_seconds / self.options.builder.slots()
-        run = runs * run_seconds / self.options.runner.slots()
+    def seconds_to_measure(self, build_seconds: float, run_seconds: float) -> float:
+        """Seconds that builds taking ``build_seconds`` of a worker's time in all and timings taking
+        ``run_seconds`` take with every worker busy: builds spread over the build slots and runs
+        over the run slots, one after the other where builds pause while a candidate is timed
+        (:class:`MeasureOptions`), side by side otherwise. A candidate submitted again while it
+        is in flight is built once (:meth:`submit`)."""
+        build = build_seconds / self.options.builder.slots()
+        run = run_seconds / self.options.runner.slots()
         return build + run if self.options._plan() else max(build, run)
 
     @contextmanager

@@ -118,25 +118,21 @@ def _fuse_vectorize(s: Schedule, t: te.Tensor) -> None:
         return
     lanes = vector_lanes(t.dtype)
     size = _size(t)
-    last = int(t.shape[-1].value)
-    if len(axes) > 1 and last % lanes == 0 and size >= 4 * lanes:
+    if size < 4 * lanes:  # too small to vectorize (or to split over threads)
+        if len(axes) > 1:
+            s[t].fuse(*axes)
+        return
+    if len(axes) > 1 and int(t.shape[-1].value) % lanes == 0:
         # Whole vectors along the last axis (a channel block): split it first, so that each
         # vector's elements are consecutive in every tensor it reads with that axis last, as a
         # split of the fused axes would not show to the code generator.
-        vo, vi = s[t].split(axes[-1], factor=lanes)
-        outer = s[t].fuse(*axes[:-1], vo)
-        s[t].vectorize(vi)
-        if size >= PARALLEL_MIN_ELEMENTS:
-            s[t].parallel(outer)
-        return
-    fused = s[t].fuse(*axes) if len(axes) > 1 else axes[0]
-    if size >= 4 * lanes:
-        outer, inner = s[t].split(fused, factor=lanes)
-        s[t].vectorize(inner)
-        if size >= PARALLEL_MIN_ELEMENTS:
-            s[t].parallel(outer)
-    elif size >= PARALLEL_MIN_ELEMENTS:
-        s[t].parallel(fused)
+        last_outer, inner = s[t].split(axes[-1], factor=lanes)
+        outer = s[t].fuse(*axes[:-1], last_outer)
+    else:
+        outer, inner = s[t].split(s[t].fuse(*axes) if len(axes) > 1 else axes[0], factor=lanes)
+    s[t].vectorize(inner)
+    if size >= PARALLEL_MIN_ELEMENTS:
+        s[t].parallel(outer)
 
 
 def kernel_key(node: Node) -> tuple:
