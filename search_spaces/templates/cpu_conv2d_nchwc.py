@@ -17,8 +17,10 @@ vector registers:
 * ``unroll_kw`` unrolls the kernel-width taps inside the input-channel block (TVM's
   ``unroll_kw``), else they run outside it.
 * ``parallel_axis``: threads take rows of the output (``"rows"``: batch, channel block and
-  output row fused) or whole output-channel blocks (``"oc"``; each thread then reads only
-  its own blocks' part of the kernel, which it packed itself in ``conv2d_nchw``).
+  output row fused; where that makes few rows, as a pointwise layer run as one row of its
+  plane does, also pieces of each row, see :func:`_row_pieces`) or whole output-channel
+  blocks (``"oc"``; each thread then reads only its own blocks' part of the kernel, which it
+  packed itself in ``conv2d_nchw``).
 
 ``conv2d_nchw`` (see ``cpu_conv2d``) transforms its NCHW data into blocks and packs its
 kernel, then runs this schedule and writes NCHW rows from each blocked output row: all of it
@@ -60,6 +62,7 @@ __all__ = ["conv2d_nchwc", "conv2d_nchwc_reference", "ConvGeometry", "register_t
 MAX_IC_BN = 64  # input-channel blocks beyond this gain nothing (the inner loop is long enough)
 MAX_VECTORS = 4  # oc_bn is at most 4 vector registers wide
 FMA_IN_FLIGHT = 10  # FMA latency x FMA ports (as in _gemm)
+MIN_PARALLEL_ROWS = 32  # fewer output rows than this are split into pieces for the threads
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -434,11 +437,33 @@ def schedule_blocked_conv(cfg, s, Y, out_is_y: bool):
     else:
         s[Y].reorder(n, fc, y, xo, xi, fbo, fbi)
         if out_is_y:
-            s[Y].parallel(s[Y].fuse(n, fc, y))
+            rows = [n, fc, y]
+            N, Fc, Ho, Wo, _ = (int(d.value) for d in Y.shape)
+            pieces = _row_pieces(N * Fc * Ho, _cdiv(Wo, cfg["reg_n"].val))
+            if pieces > 1:  # too few rows to share: threads take pieces of rows too
+                xoo, xo = s[Y].split(xo, nparts=pieces)
+                rows.append(xoo)
+            s[Y].parallel(s[Y].fuse(*rows))
     s[Y].unroll(xi)
     s[Y].unroll(fbo)
     s[Y].vectorize(fbi)
     _schedule_tile(cfg, s, Y, acc, xo)
+
+
+def _row_pieces(rows: int, tiles: int) -> int:
+    """Into how many pieces threads on rows split each output row of ``tiles`` register tiles.
+
+    One where there are :data:`MIN_PARALLEL_ROWS` rows or more; else the fewest pieces that
+    make at least that many in all, or else as many as can be, where the pieces divide the
+    tiles evenly and hold two tiles or more each: an uneven split, or pieces of one tile, would
+    leave a bounds test around every tile where the row ends in a partial tile. A pointwise
+    convolution runs as one row of its plane: a few channel blocks of that row would leave
+    threads idle."""
+    if rows >= MIN_PARALLEL_ROWS:
+        return 1
+    fits = [d for d in range(2, tiles // 2 + 1) if tiles % d == 0]
+    want = _cdiv(MIN_PARALLEL_ROWS, rows)
+    return next((d for d in fits if d >= want), max(fits, default=1))
 
 
 def _parallel_rows(s, T, rows: int) -> None:

@@ -151,6 +151,24 @@ def test_with_threads_on_channel_blocks_each_packs_its_kernel_blocks_where_it_us
     assert f"for {loops[0]} in range(4) parallel:" in text
 
 
+def test_threads_on_rows_share_a_pointwise_row_in_pieces_of_whole_register_tiles():
+    # A pointwise layer runs as one row of its plane: with three output blocks, threads on rows
+    # alone would have three rows to share. The row's 12 tiles of 10 columns go in 6 pieces of 2
+    # tiles, 18 in all, with no bounds test on a tile.
+    cpu = AVX2
+    task = create_task("conv2d_nchwc", (1, 32, 1, 120, 24, 1, 1, 1, 0, 1, 16, 8, "float32"), cpu.target)
+    cfg = _config(task, parallel_axis="rows", reg_n=10)
+    s, tensors = task.instantiate(cfg)
+    text = str(compiler.lower(s, tensors))
+    assert "in range(18) parallel:" in text and " if " not in text, text
+    f = compiler.build(*task.instantiate(cfg), target=task.target)
+    if cpu.runs_here():
+        inputs, (expected,) = task.reference_data(np.random.default_rng(4))
+        out = poisoned(expected.shape, expected.dtype)
+        f(*inputs, out)
+        assert_written(out, expected, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("args, message", [
     ((12, 3, 3, 8, 16), "ic_bn 8 does not divide C 12"),
     ((16, 3, 3, 8, 10), "blocks of 10 filters by 9 taps"),
