@@ -4,7 +4,10 @@
 (each one's ``compute``), with one placeholder per input of the node, in order. A kernel that
 no template schedules gets :func:`default_schedule`: the injective stages inlined into their
 readers; each reduction computed at the root, its outer loops on threads; the output's loops
-fused, vectorized along the innermost elements and split over the threads.
+fused, vectorized along the innermost elements and split over the threads. A reduction along
+rows of whole vectors (a row's mean, variance or maximum) accumulates a vector of partial results
+per row (``rfactor``), then reduces those: one element at a time, a row of 768 would wait on 768
+dependent additions.
 """
 
 from __future__ import annotations
@@ -63,15 +66,36 @@ def default_schedule(outputs: list[te.Tensor], vector_last: bool = False) -> Sch
         if not isinstance(op, ComputeOp) or op in out_ops:
             continue
         if op.reduce_axis:
-            _parallel_outer(s, op.output(0), vector_last)
+            _schedule_reduction(s, op.output(0), vector_last)
         else:
             s[op].compute_inline()
     for t in outputs:
         if t.op.reduce_axis:
-            _parallel_outer(s, t, vector_last)
+            _schedule_reduction(s, t, vector_last)
         else:
             _fuse_vectorize(s, t)
     return s
+
+
+def _schedule_reduction(s: Schedule, t: te.Tensor, vector_last: bool) -> None:
+    """A reduction at the root, its outer loops on threads; one along rows of whole vectors
+    accumulates each row in vector lanes first (see the module's docstring)."""
+    lanes = vector_lanes(t.dtype)
+    axes = s[t].op.reduce_axis
+    extent = int(axes[0].dom.extent.value) if len(axes) == 1 else 0
+    if vector_last or len(t.op.bodies) > 1 or extent < 2 * lanes or extent % lanes:
+        _parallel_outer(s, t, vector_last)
+        return
+    _, lane = s[t].split(axes[0], factor=lanes)
+    partial = s.rfactor(t, lane, factor_axis=len(s[t].op.axis))
+    *rows, lane = s[partial].op.axis
+    s[partial].reorder(*rows, *s[partial].op.reduce_axis, lane)
+    s[partial].vectorize(lane)
+    if rows:
+        outer = s[partial].fuse(*rows) if len(rows) > 1 else rows[0]
+        if _size(t) * extent >= PARALLEL_MIN_ELEMENTS:
+            s[partial].parallel(outer)
+    _parallel_outer(s, t)
 
 
 def _parallel_outer(s: Schedule, t: te.Tensor, vector_last: bool = False) -> None:

@@ -4,6 +4,11 @@ Both reduce over the last axis. Rows are blocked (``tile_m``) and the blocks run
 parallel; the per-row statistics are computed inside the row loop (or, as a knob,
 in loops of their own), and the final elementwise pass is split into vector-width
 pieces (``tile_n``) and vectorized.
+
+``vec_stats`` (where whole vectors tile a row) accumulates each statistic in vector lanes
+(``rfactor``): ``stat_width`` partial results a row, each over every ``stat_width``-th
+element, then their own reduction. Reduced one element at a time, a row of 128 waits on 128
+dependent additions; in two vectors of partial sums, 8.
 """
 
 from __future__ import annotations
@@ -32,6 +37,26 @@ def _row_knobs(cfg, M: int, N: int, dtype: str) -> None:
     cfg.define_knob("stats_at", ["row", "root"])
     cfg.define_knob("vec", [True, False])
     cfg.define_knob("parallel", [True, False])
+    cfg.define_knob("vec_stats", [True, False] if _stat_width(N, dtype) else [False])
+
+
+def _stat_width(N: int, dtype: str) -> int | None:
+    """How many partial results a vectorized row statistic keeps: two vectors' lanes where
+    they tile the row, else one vector's, else none (``vec_stats`` is then off)."""
+    lanes = vector_lanes(dtype)
+    return next((w for w in (2 * lanes, lanes) if N % w == 0), None)
+
+
+def _vectorize_stat(s, red, width: int):
+    """Split the row reduction ``red`` into ``width`` partial results, accumulated as vectors
+    (a stage of its own, returned), and their reduction in ``red``."""
+    ko, ki = s[red].split(s[red].op.reduce_axis[0], factor=width)
+    partial = s.rfactor(red, ki, factor_axis=1)
+    row, lane = s[partial].op.axis
+    (kr,) = s[partial].op.reduce_axis
+    s[partial].reorder(row, kr, lane)
+    s[partial].vectorize(lane)
+    return partial
 
 
 def _schedule_rows(cfg, s, out, row_stages, elem_stages) -> None:
@@ -43,6 +68,10 @@ def _schedule_rows(cfg, s, out, row_stages, elem_stages) -> None:
     s[out].reorder(io, ii, jo, ji)
     parallel_and_vectorize(s, cfg, out, io, ji)
     at_row = cfg["stats_at"].val == "row"
+    if cfg["vec_stats"].val:
+        width = _stat_width(int(out.shape[1].value), out.dtype)
+        partials = [_vectorize_stat(s, red, width) for red in row_stages]
+        row_stages = [st for pair in zip(partials, row_stages) for st in pair]
     for st in row_stages + elem_stages:
         if at_row:
             s[st].compute_at(s[out], ii)

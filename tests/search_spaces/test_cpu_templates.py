@@ -152,3 +152,39 @@ def test_hypothesis_conv2d_space(data):
     space = _CONV.config_space
     position = data.draw(st.integers(0, len(space) - 1), label="position")
     _check(_CONV, space.get(position))
+
+
+@pytest.mark.parametrize("name, args", [("softmax", (6, 64, "float32")), ("layer_norm", (5, 48, "float32"))])
+def test_row_statistics_accumulate_in_vector_lanes_by_default(name, args):
+    # Rows of whole vectors: each statistic (a row's max and sum, its mean and variance) is first
+    # accumulated as partial results in vector lanes (two vectors of 8 where they tile the row,
+    # else one), then reduced; both ways compute the reference.
+    from helpers import CPUS
+
+    haswell = next(c for c in CPUS if c.name == "haswell")
+    task = create_task(name, args, haswell.target)
+    space = task.config_space
+    default = space.default_config
+    assert default["vec_stats"].val is True
+    text = str(compiler.lower(*task.instantiate(default)))
+    width = 16 if args[1] % 16 == 0 else 8
+    assert f".rf<x{width}>[ramp(" in text and f".rf[float32 * {width}]" in text, text
+    inputs, expected = task.reference_data(np.random.default_rng(7))
+    plain = next(space.get(i) for i in range(len(space))
+                 if {**space.get(i).knob_values(), "vec_stats": True} == default.knob_values()
+                 and not space.get(i)["vec_stats"].val)
+    for config in (default, plain):
+        f = compiler.build(*task.instantiate(config), target=task.target)
+        if haswell.runs_here():
+            (out,) = [poisoned(e.shape, e.dtype) for e in expected]
+            f(*inputs, out)
+            np.testing.assert_allclose(out, expected[0], rtol=1e-5, atol=1e-6, err_msg=str(config))
+
+
+def test_rows_of_no_whole_vectors_keep_their_statistics_scalar():
+    from helpers import CPUS
+
+    haswell = next(c for c in CPUS if c.name == "haswell")
+    space = create_task("softmax", (6, 20, "float32"), haswell.target).config_space
+    (knob,) = [k for k in space.knobs if k.name == "vec_stats"]
+    assert [e.val for e in knob.entities] == [False]

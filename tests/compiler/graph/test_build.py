@@ -195,6 +195,29 @@ def test_the_library_loads_without_the_tuner_the_log_onnx_or_llvm(network, tmp_p
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), evaluate(graph, [x])[0], rtol=1e-4, atol=1e-6)
 
 
+def test_a_default_scheduled_row_reduction_accumulates_in_vector_lanes(rng):
+    from compiler import te
+    from compiler.graph import default_schedule
+    from compiler.target import Target
+
+    # A row's mean (a layer norm's first statistic, after the add that a fused kernel holds):
+    # 8 partial sums a row, each over every 8th element, then those 8 added; not 48 dependent
+    # additions one element at a time.
+    with Target("llvm -mcpu=haswell"):
+        a = te.placeholder((5, 48), name="a")
+        b = te.placeholder((5, 48), name="b")
+        k = te.reduce_axis((0, 48), name="k")
+        total = te.compute((5,), lambda i: te.sum(a[i, k] + b[i, k], axis=k), name="total")
+        s = default_schedule([total])
+        text = str(compiler.lower(s, [a, b, total]))
+        f = compiler.build(s, [a, b, total])
+    assert ".rf<x8>[ramp(" in text and "a<x8>[ramp(" in text, text
+    x, y = (rng.uniform(-1, 1, (5, 48)).astype("float32") for _ in range(2))
+    out = poisoned((5,), "float32")
+    f(x, y, out)
+    np.testing.assert_allclose(out, (x + y).sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
 def test_an_injective_kernel_on_channel_blocks_loads_whole_vectors(rng):
     from compiler import te
     from compiler.graph import default_schedule
