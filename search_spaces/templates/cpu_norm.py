@@ -6,9 +6,9 @@ in loops of their own), and the final elementwise pass is split into vector-widt
 pieces (``tile_n``) and vectorized.
 
 ``vec_stats`` (where whole vectors tile a row) accumulates each statistic in vector lanes
-(``rfactor``): ``stat_width`` partial results a row, each over every ``stat_width``-th
-element, then their own reduction. Reduced one element at a time, a row of 128 waits on 128
-dependent additions; in two vectors of partial sums, 8.
+(``rfactor``): two vectors' lanes of partial results a row (one vector's where two do not tile
+it), each over every 16th element (with 8 lanes), then their own reduction. Reduced one element
+at a time, a row of 128 waits on 128 dependent additions; in two vectors of 8 lanes, on 8.
 """
 
 from __future__ import annotations
