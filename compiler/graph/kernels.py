@@ -18,7 +18,7 @@ from .. import te
 from ..schedule.schedule import Schedule
 from ..simd import vector_lanes
 from ..te.tensor import ComputeOp
-from ..topi.utils import get_const_tuple
+from ..topi.utils import get_const_tuple, vectorize_reduction
 from .errors import GraphError
 from .fuse import FUSED
 from .ir import Node
@@ -86,11 +86,8 @@ def _schedule_reduction(s: Schedule, t: te.Tensor, vector_last: bool) -> None:
     if vector_last or len(t.op.bodies) > 1 or extent < 2 * lanes or extent % lanes:
         _parallel_outer(s, t, vector_last)
         return
-    _, lane = s[t].split(axes[0], factor=lanes)
-    partial = s.rfactor(t, lane, factor_axis=len(s[t].op.axis))
-    *rows, lane = s[partial].op.axis
-    s[partial].reorder(*rows, *s[partial].op.reduce_axis, lane)
-    s[partial].vectorize(lane)
+    partial = vectorize_reduction(s, t, lanes)
+    rows = s[partial].op.axis[:-1]
     if rows:
         outer = s[partial].fuse(*rows) if len(rows) > 1 else rows[0]
         if _size(t) * extent >= PARALLEL_MIN_ELEMENTS:

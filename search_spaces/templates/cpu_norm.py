@@ -17,6 +17,7 @@ import numpy as np
 
 from compiler import te, topi
 from compiler.simd import vector_lanes
+from compiler.topi.utils import vectorize_reduction
 from search_spaces.template import get_config, template
 from search_spaces.templates._common import (
     float_dtype_check,
@@ -47,18 +48,6 @@ def _stat_width(N: int, dtype: str) -> int | None:
     return next((w for w in (2 * lanes, lanes) if N % w == 0), None)
 
 
-def _vectorize_stat(s, red, width: int):
-    """Split the row reduction ``red`` into ``width`` partial results, accumulated as vectors
-    (a stage of its own, returned), and their reduction in ``red``."""
-    ko, ki = s[red].split(s[red].op.reduce_axis[0], factor=width)
-    partial = s.rfactor(red, ki, factor_axis=1)
-    row, lane = s[partial].op.axis
-    (kr,) = s[partial].op.reduce_axis
-    s[partial].reorder(row, kr, lane)
-    s[partial].vectorize(lane)
-    return partial
-
-
 def _schedule_rows(cfg, s, out, row_stages, elem_stages) -> None:
     """Tile ``out``'s rows and columns; compute the per-row reductions ``row_stages`` and
     the elementwise ``elem_stages`` inside its row loop (or at the root)."""
@@ -70,7 +59,7 @@ def _schedule_rows(cfg, s, out, row_stages, elem_stages) -> None:
     at_row = cfg["stats_at"].val == "row"
     if cfg["vec_stats"].val:
         width = _stat_width(int(out.shape[1].value), out.dtype)
-        partials = [_vectorize_stat(s, red, width) for red in row_stages]
+        partials = [vectorize_reduction(s, red, width) for red in row_stages]
         row_stages = [st for pair in zip(partials, row_stages) for st in pair]
     for st in row_stages + elem_stages:
         if at_row:

@@ -12,7 +12,7 @@ import functools
 
 import numpy as np
 import pytest
-from helpers import poisoned
+from helpers import CPUS, poisoned
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -159,8 +159,6 @@ def test_row_statistics_accumulate_in_vector_lanes_by_default(name, args):
     # Rows of whole vectors: each statistic (a row's max and sum, its mean and variance) is first
     # accumulated as partial results in vector lanes (two vectors of 8 where they tile the row,
     # else one), then reduced; both ways compute the reference.
-    from helpers import CPUS
-
     haswell = next(c for c in CPUS if c.name == "haswell")
     task = create_task(name, args, haswell.target)
     space = task.config_space
@@ -182,8 +180,6 @@ def test_row_statistics_accumulate_in_vector_lanes_by_default(name, args):
 
 
 def test_rows_of_no_whole_vectors_keep_their_statistics_scalar():
-    from helpers import CPUS
-
     haswell = next(c for c in CPUS if c.name == "haswell")
     space = create_task("softmax", (6, 20, "float32"), haswell.target).config_space
     (knob,) = [k for k in space.knobs if k.name == "vec_stats"]
