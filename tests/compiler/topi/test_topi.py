@@ -373,3 +373,16 @@ def test_the_example_in_docs_runs():
     text = (Path(__file__).resolve().parents[3] / "docs" / "topi.md").read_text()
     (code,) = re.findall(r"```python\n(.*?)```", text, re.S)
     exec(compile(code, "docs/topi.md", "exec"), {})
+
+
+def test_vectorize_reduction_refuses_what_it_cannot_split():
+    from compiler.topi.utils import vectorize_reduction
+
+    x = te.placeholder((4, 6, 10), name="x")
+    k, j = te.reduce_axis((0, 10), name="k"), te.reduce_axis((0, 6), name="j")
+    two = te.compute((4,), lambda i: te.sum(x[i, j, k], axis=[j, k]), name="two")
+    one = te.compute((4, 6), lambda i, r: te.sum(x[i, r, k], axis=k), name="one")
+    with pytest.raises(ValueError, match="'two' reduces over 2 axes, not one"):
+        vectorize_reduction(te.create_schedule(two.op), two, 5)
+    with pytest.raises(ValueError, match="width 4 does not divide 'one''s reduction of 10"):
+        vectorize_reduction(te.create_schedule(one.op), one, 4)
