@@ -24,6 +24,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 # measure workers it starts inherit this.
 os.environ.setdefault("COMPILER_VERIFY_IR", "1")
 
+# The suite starts hundreds of Python processes that import the project (the command line,
+# measure and Ray workers, scripts): with PYTHONDONTWRITEBYTECODE set, as some images do, each
+# compiled every module from source again (0.7 s apiece here). Bytecode caches are written, as
+# Python does by default (``__pycache__`` is ignored by git), by this process, the xdist workers
+# and every process they start.
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+    sys.dont_write_bytecode = False
+
 POSTGRES_ENV = "AUTOTUNE_TEST_POSTGRES_URL"
 
 
