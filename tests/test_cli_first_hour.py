@@ -163,6 +163,7 @@ def test_report_creates_the_out_directory(tuned):
     assert "cannot create the directory" in line and "afile" in line and "Errno" not in line
 
 
+@pytest.mark.xdist_group("ray")  # after the Ray tests have stopped their clusters, not beside them
 def test_cluster_auto_without_ray_names_what_to_do(tmp_path):
     env = {k: v for k, v in ENV.items() if k != "RAY_ADDRESS"}
     p = _run("tune", "matmul", "--args", ARGS, "--trials", "1", "--tuner", "random", "--cluster", "auto",

@@ -33,9 +33,11 @@ def local_options():
         yield options
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_cluster():
-    """A local Ray instance with two CPUs, started once per test session."""
+    """A local Ray instance with two CPUs, started once per module and shut down after it: a
+    Ray instance left running would be the cluster that a later test's ``--cluster auto`` finds.
+    Modules that use it are in the ``ray`` xdist group, so only one runs at a time."""
     import ray
 
     from measure.ray import connect

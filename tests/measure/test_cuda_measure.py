@@ -99,6 +99,7 @@ def test_local_runner_reports_the_missing_gpu_for_every_candidate(cuda_matmul):
 
 
 @pytest.mark.skipif("not _no_gpu()", reason="checks the behaviour without a GPU")
+@pytest.mark.xdist_group("ray")
 def test_ray_gpu_runner_on_a_cluster_without_gpus_reports_instead_of_waiting(cuda_matmul, ray_cluster):
     from measure.ray import RayRunner
 
@@ -223,6 +224,7 @@ def test_cuda_template_without_a_reference_is_measured_though_its_default_does_n
 
 @pytest.mark.cuda
 @pytest.mark.cuda_hardware(reason=_TIMES)
+@pytest.mark.xdist_group("ray")
 def test_ray_runner_with_gpu_actors(ray_cluster):
     import measure.ray as ray_measure
 

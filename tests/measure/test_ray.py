@@ -1,4 +1,4 @@
-"""RayBuilder + RayRunner on a real local Ray instance (two CPUs, started once per session)."""
+"""RayBuilder + RayRunner on a real local Ray instance (two CPUs, started once for the module)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ import db
 import measure.ray as ray_measure
 from measure import ErrorKind, MeasureError, MeasureInput, MeasureOptions, measure_batch, measure_stream
 from search_spaces import create_task
+
+# One module of Ray tests at a time (``--dist loadgroup``): each starts Ray of its own.
+pytestmark = pytest.mark.xdist_group("ray")
 
 
 @pytest.fixture(scope="module")

@@ -34,6 +34,7 @@ import db
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds Ray's processes in /proc"),
+    pytest.mark.xdist_group("ray"),  # one module of Ray tests at a time (``--dist loadgroup``)
 ]
 
 ROOT = Path(__file__).resolve().parents[2]

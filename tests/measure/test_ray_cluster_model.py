@@ -31,6 +31,7 @@ from tests.measure.test_ray_cluster import _WAIT_S, _kill, _processes, cluster  
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds Ray's processes in /proc"),
+    pytest.mark.xdist_group("ray"),  # one module of Ray tests at a time (``--dist loadgroup``)
 ]
 
 onnx = pytest.importorskip("onnx")
