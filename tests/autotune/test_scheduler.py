@@ -214,7 +214,10 @@ def test_a_time_budget_keeps_tuning_after_a_slow_proposal(tmp_path):
                                       db=tmp_path / "t.db", measure_option=options, batch_size=2, seed=0,
                                       progress=False, callbacks=[note])
     after = sum(t > _StallingTuner.stall_ended for t in returned)
-    assert _StallingTuner.proposals > 12 and after >= 30, (after, len(returned))
+    # The search goes on proposing after the stall. Results after it: 120-140 on a quiet machine,
+    # 14 with the full suite's Ray clusters beside this test; had it ended there, only those then
+    # in flight.
+    assert _StallingTuner.proposals > 12 and after >= 10, (after, len(returned))
     assert all(r.trials > 0 for r in results)
 
 
