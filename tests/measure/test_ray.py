@@ -182,7 +182,8 @@ def test_cli_cluster_local_tunes_and_leaves_no_ray_process(tmp_path):
            "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)}
     try:
         p = subprocess.run([sys.executable, "-m", "autotune", "tune", "matmul", "--args", "32,32,32,float32",
-                            "--trials", "4", "--tuner", "random", "--cluster", "local", "--db", "r.db"],
+                            "--trials", "4", "--tuner", "random", "--cluster", "local", "--timeout", "60",
+                            "--db", "r.db"],  # a fresh Ray worker's first build on a busy machine: slow
                            capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
         assert p.returncode == 0, p.stderr[-3000:]
         assert "ray.init twice" not in p.stderr
