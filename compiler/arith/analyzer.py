@@ -74,6 +74,20 @@ class Analyzer:
                 self._bounds[var] = old
 
     @contextlib.contextmanager
+    def substituting(self, mapping: dict) -> Iterator[None]:
+        """Inside a ``with`` block, simplify as if each variable of ``mapping`` had been
+        replaced by its value (:func:`~compiler.tir.analysis.substitute`, then simplify)
+        without rebuilding the expression first: a select whose condition the values decide
+        is simplified along the branch taken only."""
+        saved = self._simplifier.substitutions
+        values = {var: self.simplify(value) for var, value in mapping.items()}
+        self._simplifier.substitutions = {**saved, **values}
+        try:
+            yield
+        finally:
+            self._simplifier.substitutions = saved
+
+    @contextlib.contextmanager
     def constraint(self, cond: E.PrimExpr) -> Iterator[None]:
         """Assume ``cond`` inside a ``with`` block (e.g. in the then-branch of an if).
 

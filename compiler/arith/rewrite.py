@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from .. import dtypes
 from ..tir import expr as E
-from ..tir.analysis import substitute
 from ..tir.evaluate import binary_value, cast_value, evaluate, wrap_int
 from ..tir.functor import Functor, IRMutator
 from ..tir.op import INT_OPS
@@ -40,6 +39,11 @@ class Simplifier(IRMutator):
     def __init__(self, analyzer: Analyzer):
         self.an = analyzer
         self._sums = _ToSum(self)
+        # Variables replaced as they are met (Analyzer.substituting): values already simple.
+        self.substitutions: dict[E.Var, E.PrimExpr] = {}
+
+    def visit_Var(self, e: E.Var) -> E.PrimExpr:
+        return self.substitutions.get(e, e)
 
     # -- canonical integer arithmetic --------------------------------------------------
 
@@ -345,7 +349,8 @@ class Simplifier(IRMutator):
     def visit_Let(self, e: E.Let) -> E.PrimExpr:
         value = self.visit(e.value)
         if isinstance(value, (E.IntImm, E.FloatImm, E.Var)):
-            return self.visit(substitute(e.body, {e.var: value}))
+            with self.an.substituting({e.var: value}):
+                return self.visit(e.body)
         with self.an.bound(e.var, (value, value)):
             body = self.visit(e.body)
         return E.Let(e.var, value, body, e.dtype)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from ..arith import Analyzer
 from ..tir import expr as E
 from ..tir import stmt as S
-from ..tir.analysis import substitute
 from ..tir.function import PrimFunc
 from ..tir.functor import IRMutator
 from ._common import apply_to_body
@@ -33,7 +32,8 @@ class StmtSimplifier(IRMutator):
         if isinstance(ext, E.IntImm) and ext.value <= 0:
             return S.NOP
         if E.is_const_int(ext, 1) and s.kind is not S.ForKind.THREAD_BINDING:
-            return self.visit(substitute(s.body, {s.loop_var: lo}))
+            with self.an.substituting({s.loop_var: lo}):
+                return self.visit(s.body)
         with self.an.bound(s.loop_var, E.Range(lo, ext)):
             body = self.visit(s.body)
         if lo is s.min and ext is s.extent and body is s.body:
@@ -43,7 +43,8 @@ class StmtSimplifier(IRMutator):
     def visit_LetStmt(self, s: S.LetStmt) -> S.Stmt:
         value = self.an.simplify(s.value)
         if isinstance(value, (E.IntImm, E.FloatImm, E.Var)):
-            return self.visit(substitute(s.body, {s.var: value}))
+            with self.an.substituting({s.var: value}):
+                return self.visit(s.body)
         with self.an.bound(s.var, (value, value)):
             body = self.visit(s.body)
         return S.LetStmt(s.var, value, body)

@@ -20,7 +20,6 @@ import logging
 
 from ..tir import expr as E
 from ..tir import stmt as S
-from ..tir.analysis import substitute
 from ..tir.builtin import PRAGMA_PREFIX
 from ..tir.function import PrimFunc
 from ..tir.functor import IRMutator
@@ -133,5 +132,7 @@ class _Unroller(IRMutator):
         copies = []
         for k in range(extent):
             value = E.Add(s.min, E.IntImm(k, dt), dt) if k else s.min
-            copies.append(simplifier.visit(substitute(body, {s.loop_var: value})))
+            # Substituted as the copy is simplified: only the branches its value selects are walked.
+            with simplifier.an.substituting({s.loop_var: value}):
+                copies.append(simplifier.visit(body))
         return S.seq(*copies)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from compiler import tir
 from compiler.arith import Analyzer, evaluate, simplify
+from compiler.tir.analysis import substitute
 
 
 def s(e) -> str:
@@ -335,6 +336,40 @@ def test_simplify_preserves_value_without_bounds(e, points):
     for pt in points:
         env = dict(zip(_VARS, pt, strict=True))
         assert evaluate(simple, env) == evaluate(e, env), (e, simple, pt)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_exprs(), st.integers(-30, 30))
+def test_substituting_simplifies_as_substitute_then_simplify(e, value):
+    an = Analyzer()
+    an.bind(_VARS[1], _BOUNDS[1])
+    p, q = _VARS[0], _VARS[2]
+    mapping = {p: value, q: p * 3 + 1}
+    with an.substituting(mapping):
+        got = an.simplify(e)
+    assert str(got) == str(an.simplify(substitute(e, mapping)))
+    assert str(an.simplify(e)) == str(simplify(e, an))  # nothing substituted past the block
+
+
+def test_substituting_walks_only_the_branch_a_value_selects(monkeypatch):
+    from compiler.arith.rewrite import Simplifier
+    from compiler.tir.analysis import _Substitute
+
+    class Leaf(tir.Var):  # a variable that notes when the simplifier reads it
+        pass
+
+    walked = []
+    for walker in (Simplifier, _Substitute):  # the simplifier, or a substitution before it
+        monkeypatch.setattr(walker, "visit_Leaf", lambda self, v: walked.append(v.name) or v, raising=False)
+    leaves = [Leaf(f"leaf{k}") for k in range(4)]
+    e = tir.Select(i < 2, tir.Select(i < 1, leaves[0], leaves[1], "int32"),
+                   tir.Select(i < 3, leaves[2], leaves[3], "int32"), "int32")
+    an = Analyzer()
+    with an.substituting({i: 2}):
+        assert an.simplify(e) is leaves[2]
+    assert walked == ["leaf2"]
+    assert an.simplify(substitute(e, {i: 2})) is leaves[2]
+    assert sorted(walked[1:]) == ["leaf0", "leaf1", "leaf2", "leaf2", "leaf3"]  # substitute walks them all
 
 
 @settings(max_examples=200, deadline=None)
