@@ -67,7 +67,8 @@ def test_local_and_ray_agree(faulty_task, local_options, ray_options):
     local = measure_batch(inputs, local_options)
     remote = measure_batch(inputs, ray_options)
     assert [r.error_kind for r in local] == [r.error_kind for r in remote] == [
-        None, ErrorKind.WRONG_ANSWER, ErrorKind.RUNTIME_ERROR, None, None, None]
+        None, ErrorKind.WRONG_ANSWER, ErrorKind.RUNTIME_ERROR, None, None, None], \
+        [(r.error_kind, r.error_msg) for r in local + remote]
     # Both time every good candidate (how fast depends on the load of the machine: not checked).
     assert all(costs_ok(r) for r in local[3:] + remote[3:])
 
