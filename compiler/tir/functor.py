@@ -67,8 +67,11 @@ def child_fields(cls: type) -> tuple[str, ...]:
     return names
 
 
+_NODE_TYPES = (E.PrimExpr, S.Stmt)
+
+
 def _is_node(x) -> bool:
-    return isinstance(x, (E.PrimExpr, S.Stmt))
+    return isinstance(x, _NODE_TYPES)
 
 
 def children(node) -> list:
@@ -132,13 +135,15 @@ class IRVisitor(Functor):
     to continue into children."""
 
     def generic_visit(self, node) -> None:
-        for name in child_fields(type(node)):
+        # The walk of every pass: child_fields and the node test inlined (millions of calls).
+        names = _FIELDS_CACHE.get(type(node))
+        for name in child_fields(type(node)) if names is None else names:
             value = getattr(node, name)
             if isinstance(value, tuple):
                 for item in value:
-                    if _is_node(item):
+                    if isinstance(item, _NODE_TYPES):
                         self.visit(item)
-            elif value is not None and _is_node(value):
+            elif isinstance(value, _NODE_TYPES):
                 self.visit(value)
 
 
@@ -150,19 +155,27 @@ class IRMutator(Functor):
     """
 
     def generic_visit(self, node):
-        changes = {}
-        for name in child_fields(type(node)):
+        changes = None
+        names = _FIELDS_CACHE.get(type(node))
+        for name in child_fields(type(node)) if names is None else names:
             value = getattr(node, name)
             if isinstance(value, tuple):
-                if not any(_is_node(v) for v in value):
-                    continue
-                new_items = tuple(self.visit(v) if _is_node(v) else v for v in value)
-                if any(a is not b for a, b in zip(new_items, value, strict=True)):
-                    changes[name] = new_items
-            elif _is_node(value):
+                new_items = None
+                for k, item in enumerate(value):
+                    if isinstance(item, _NODE_TYPES):
+                        new = self.visit(item)
+                        if new is not item:
+                            if new_items is None:
+                                new_items = list(value)
+                            new_items[k] = new
+                if new_items is not None:
+                    changes = changes or {}
+                    changes[name] = tuple(new_items)
+            elif isinstance(value, _NODE_TYPES):
                 new = self.visit(value)
                 if new is not value:
+                    changes = changes or {}
                     changes[name] = new
-        if not changes:
+        if changes is None:
             return node
         return dataclasses.replace(node, **changes)
