@@ -345,10 +345,11 @@ def test_substituting_simplifies_as_substitute_then_simplify(e, value):
     an.bind(_VARS[1], _BOUNDS[1])
     p, q = _VARS[0], _VARS[2]
     mapping = {p: value, q: p * 3 + 1}
+    before = str(an.simplify(e))
     with an.substituting(mapping):
         got = an.simplify(e)
     assert str(got) == str(an.simplify(substitute(e, mapping)))
-    assert str(an.simplify(e)) == str(simplify(e, an))  # nothing substituted past the block
+    assert str(an.simplify(e)) == before  # nothing substituted past the block
 
 
 def test_substituting_walks_only_the_branch_a_value_selects(monkeypatch):
