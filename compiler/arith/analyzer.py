@@ -79,6 +79,9 @@ class Analyzer:
         replaced by its value (:func:`~compiler.tir.analysis.substitute`, then simplify)
         without rebuilding the expression first: a select whose condition the values decide
         is simplified along the branch taken only."""
+        for var in mapping:
+            if not isinstance(var, E.Var):  # as substitute: anything else would match nothing
+                raise TypeError(f"substituting maps variables, got the key {var!r}")
         saved = self._simplifier.substitutions
         values = {var: self.simplify(value) for var, value in mapping.items()}
         self._simplifier.substitutions = {**saved, **values}

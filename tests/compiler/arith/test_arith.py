@@ -352,6 +352,13 @@ def test_substituting_simplifies_as_substitute_then_simplify(e, value):
     assert str(an.simplify(e)) == before  # nothing substituted past the block
 
 
+@pytest.mark.parametrize("key", [0, "p", tir.const(1)])
+def test_substituting_refuses_keys_that_are_not_variables(key):
+    with pytest.raises(TypeError, match="substituting maps variables"):
+        with Analyzer().substituting({key: 3}):
+            pass
+
+
 def test_substituting_walks_only_the_branch_a_value_selects(monkeypatch):
     from compiler.arith.rewrite import Simplifier
     from compiler.tir.analysis import _Substitute
