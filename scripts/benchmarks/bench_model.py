@@ -48,9 +48,7 @@ The figures (each contender timed in :func:`bench_common.time_interleaved`'s fre
 * **tuned kernels against the log**: each tuned kernel of the tuned build, timed alone in the
   timing children (the median over the rounds), against its best config's median in the log
   (the figure the build chose it by); the line gives the range of the ratios and the furthest
-  kernel, which must be within 10% of its log figure. The log pools every run's timings of a
-  config, from other days too; the line also gives the ratios against each config's newest
-  tuning run alone, which tell a kernel slower in the model from a host slower than that day.
+  kernel, which must be within 10% of its log figure.
 * **peak memory** (MiB): the child's peak RSS (Linux's ``VmHWM``, the ``ru_maxrss`` of this
   process alone) after loading the model, its first run and its timings, less its RSS before
   loading it (the libraries imported, input and output allocated); the peak is restarted there
@@ -489,13 +487,11 @@ def table_row(r: Result, peak: float) -> tuple:
             _mib(r.memory_mib(ours)) if ours else "n/a", *(_mib(r.memory_mib(PEERS[k])) for k in PEERS))
 
 
-def kernels_vs_log(r: Result, db) -> list[tuple[str, str, float, float, float]]:
+def kernels_vs_log(r: Result, db) -> list[tuple[str, str, float, float]]:
     """Each tuned kernel of ``r``'s tuned build: ``(kernel, workload, log seconds, deployed
-    seconds, latest seconds)``, the log's figure being its best config's median in ``db`` (the
-    figure the build chose it by), the deployed one the kernel timed alone in the timing children
-    (the median over the rounds), and the latest the median of that config's timings in the newest
-    tuning run that measured it: the log pools runs of other days, and this host's speed drifts
-    between them."""
+    seconds)``, the log's figure being its best config's median in ``db`` (the figure the build
+    chose it by) and the deployed one the kernel timed alone in the timing children (the median
+    over the rounds)."""
     import db as tuning_db
     from autotune.selection import best
 
@@ -510,16 +506,8 @@ def kernels_vs_log(r: Result, db) -> list[tuple[str, str, float, float, float]]:
             if not ranked or ranked[0].median is None:
                 continue
             deployed = statistics.median(reply["kernel_times"][kernel] for reply in replies)
-            rows.append((kernel, key, ranked[0].median, deployed, _latest_median(ranked[0].records)))
+            rows.append((kernel, key, ranked[0].median, deployed))
     return rows
-
-
-def _latest_median(records) -> float:
-    """The median of the costs of the newest run among ``records`` (records without a run are
-    a run of their own each)."""
-    newest = max(records, key=lambda rec: rec.timestamp)
-    same_run = [rec for rec in records if rec.run_id is not None and rec.run_id == newest.run_id] or [newest]
-    return statistics.median(cost for rec in same_run for cost in rec.costs)
 
 
 def verdicts(r: Result) -> list[B.Verdict]:
@@ -741,15 +729,12 @@ def main(argv=None) -> None:
     for r in results:
         rows = kernels_vs_log(r, opts.db) if TUNED in r.replies else []
         if rows:
-            ratios = [deployed / logged for _, _, logged, deployed, _ in rows]
-            latest = [deployed / newest for *_, deployed, newest in rows]
+            ratios = [deployed / logged for _, _, logged, deployed in rows]
             k = max(range(len(rows)), key=lambda i: abs(ratios[i] - 1))
-            kernel, _, logged, deployed, newest = rows[k]
+            kernel, _, logged, deployed = rows[k]
             kernel_lines.append(f"# {r.model.name}: {len(rows)} tuned kernels, deployed / log from "
-                                f"{min(ratios):.2f}x to {max(ratios):.2f}x (against each config's latest "
-                                f"tuning run, {min(latest):.2f}x to {max(latest):.2f}x); furthest: {kernel}, "
-                                f"{logged * 1e3:.3f} ms in the log ({newest * 1e3:.3f} ms in its latest "
-                                f"run), {deployed * 1e3:.3f} ms deployed")
+                                f"{min(ratios):.2f}x to {max(ratios):.2f}x; furthest: {kernel}, "
+                                f"{logged * 1e3:.3f} ms in the log, {deployed * 1e3:.3f} ms deployed")
             all_verdicts.append(B.Verdict(f"{r.model.name} tuned kernels deployed / log, the furthest",
                                           ratios[k], 1.0, within=KERNEL_VS_LOG,
                                           withheld=r.timings[TUNED].noise()))
