@@ -170,7 +170,31 @@ def expr_key(e) -> str:
 
 
 class _ExprKey(Functor):
-    """The functor behind :func:`expr_key`."""
+    """The functor behind :func:`expr_key`.
+
+    The keys of compound nodes are remembered: a select tree or a product that is one atom of
+    many sums would otherwise be keyed again, subtree by subtree, at every sum that holds it.
+    Nodes are immutable, so a node's key never changes. An entry holds its node, so that the
+    node's ``id`` cannot pass to another object while the entry lives.
+    """
+
+    _LEAVES = (E.Var, E.IntImm, E.FloatImm, E.StringImm)
+    _MAX_REMEMBERED = 1 << 14  # entries; all are dropped at once when full
+
+    def __init__(self):
+        self._remembered: dict[int, tuple[object, str]] = {}
+
+    def visit(self, e):
+        if isinstance(e, self._LEAVES):
+            return super().visit(e)
+        hit = self._remembered.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        key = super().visit(e)
+        if len(self._remembered) >= self._MAX_REMEMBERED:
+            self._remembered.clear()
+        self._remembered[id(e)] = (e, key)
+        return key
 
     def visit_Var(self, e):
         return f"${id(e)}"

@@ -380,6 +380,36 @@ def test_substituting_walks_only_the_branch_a_value_selects(monkeypatch):
     assert sorted(walked[1:]) == ["leaf0", "leaf1", "leaf2", "leaf2", "leaf3"]  # substitute walks them all
 
 
+def test_expr_key_keys_a_tree_once(monkeypatch):
+    from compiler.arith.canonical import _ExprKey, expr_key
+
+    class Leaf(tir.Var):  # a variable that notes when it is keyed
+        pass
+
+    keyed = []
+    monkeypatch.setattr(_ExprKey, "visit_Leaf", lambda self, v: keyed.append(v.name) or v.name, raising=False)
+    leaves = [Leaf(f"leaf{k}") for k in range(4)]
+    tree = tir.Select(i < 2, tir.Select(i < 1, leaves[0], leaves[1], "int32"),
+                      tir.Select(i < 3, leaves[2], leaves[3], "int32"), "int32")
+    first = expr_key(tree)
+    assert sorted(keyed) == ["leaf0", "leaf1", "leaf2", "leaf3"]
+    assert expr_key(tree) == first and expr_key(tree * j + tree) == expr_key(tree + tree * j)
+    assert len(keyed) == 4  # the tree, alone or an atom of sums, was keyed once
+    twin = tir.Select(i < 2, tir.Select(i < 1, leaves[0], leaves[1], "int32"),
+                      tir.Select(i < 3, leaves[2], leaves[3], "int32"), "int32")
+    assert expr_key(twin) == first and len(keyed) == 8  # an equal tree: the same key, keyed anew
+
+
+def test_expr_key_stays_exact_when_its_table_fills(monkeypatch):
+    from compiler.arith.canonical import _EXPR_KEY, expr_key
+
+    monkeypatch.setattr(_EXPR_KEY, "_MAX_REMEMBERED", 2)
+    trees = [tir.Select(i < k, i + k, j * k, "int32") for k in range(6)]
+    keys = [expr_key(t) for t in trees]
+    assert len(set(keys)) == 6 and len(_EXPR_KEY._remembered) <= 2
+    assert [expr_key(tir.Select(i < k, i + k, j * k, "int32")) for k in range(6)] == keys
+
+
 @settings(max_examples=200, deadline=None)
 @given(_exprs(), st.sets(st.integers(0, 2), min_size=1), st.lists(_assignments(), min_size=1,
                                                                    max_size=8))
