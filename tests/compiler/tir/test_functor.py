@@ -6,8 +6,10 @@ import dataclasses
 
 import pytest
 
+from compiler import tir
 from compiler.tir import expr as E
 from compiler.tir import stmt as S
+from compiler.tir.analysis import post_order_visit
 from compiler.tir.functor import CHILDREN, Functor, IRMutator, IRVisitor, child_fields, children
 
 
@@ -90,6 +92,29 @@ def test_visitor_walks_every_child_in_order():
     body = S.IfThenElse(x < y, S.Evaluate(E.Select(x < 1, y, x)), S.Evaluate(y))
     Vars().visit(body)
     assert seen == ["x", "y", "x", "y", "x", "y"]
+
+
+def test_post_order_visit_sees_children_first_in_the_visitor_s_order():
+    x, y = E.Var("x"), E.Var("y")
+    load = E.BufferLoad(tir.decl_buffer((8,), name="A"), (x + 1,), "float32")
+    body = S.SeqStmt((S.IfThenElse(x < y, S.Evaluate(E.Select(x < 1, y, x)), S.Evaluate(load)),
+                      S.Evaluate(E.Call("float32", "exp", (load,)))))
+    pre: list = []
+
+    class PreOrder(IRVisitor):
+        def visit(self, node):
+            pre.append(node)
+            super().visit(node)
+
+    PreOrder().visit(body)
+    post: list = []
+    post_order_visit(body, post.append)
+    assert sorted(map(id, post)) == sorted(map(id, pre))  # every node, once per occurrence
+    for k, node in enumerate(post):  # each node after all of its children
+        assert all(any(p is c for p in post[:k]) for c in children(node)), node
+    # the leaves come in the visitor's order
+    assert [n.name for n in post if isinstance(n, E.Var)] == [n.name for n in pre if isinstance(n, E.Var)]
+    assert post[-1] is body
 
 
 def test_mutator_shares_untouched_subtrees():
