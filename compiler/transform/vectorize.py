@@ -154,6 +154,16 @@ class _Vectorizer(IRMutator):
         self.inner: set[E.Var] = set()  # variables bound inside the body
         self._let: dict[E.Var, E.Var] = {}  # scalar let variable -> its vector replacement
         self._width: dict[E.PrimExpr, int] = {}  # new vector node -> its lanes
+        # An index such as ((i*4 + v)*16 + c) is affine at every level, and simplifying each
+        # level's base re-reads the levels below it: a ramp that its parent reads as affine
+        # keeps its base as built, and the outermost level simplifies once for all of them.
+        self._operand_of_affine = False  # set by an affine parent for the visit of an operand
+        self._affine_parent = False  # whether the node being visited is such an operand
+        self._unsimplified: set[E.PrimExpr] = set()  # ramps and broadcasts built that way
+
+    def visit(self, node):
+        self._affine_parent, self._operand_of_affine = self._operand_of_affine, False
+        return super().visit(node)
 
     def generic_visit(self, node):
         raise _NotVectorizable(f"{type(node).__name__} has no vector form here")
@@ -214,11 +224,35 @@ class _Vectorizer(IRMutator):
 
     # -------------------------------------------------------------- arithmetic
 
-    def _ramp(self, base: E.PrimExpr, stride: E.PrimExpr, dtype: str) -> E.PrimExpr:
-        base, stride = self.an.simplify(base), self.an.simplify(stride)
-        if E.is_const_int(stride, 0):
-            return E.Broadcast(base, self.lanes, dtype)
-        return E.Ramp(base, stride, self.lanes, dtype)
+    def _ramp(self, base: E.PrimExpr, stride: E.PrimExpr, dtype: str, nested: bool = False) -> E.PrimExpr:
+        """``Ramp(base, stride)``, or a Broadcast for a zero stride; ``nested``: an operand of
+        an affine parent, whose base that parent simplifies (see :meth:`_affine_operands`)."""
+        stride = self.an.simplify(stride)
+        if not nested:
+            base = self.an.simplify(base)
+        out = (E.Broadcast(base, self.lanes, dtype) if E.is_const_int(stride, 0)
+               else E.Ramp(base, stride, self.lanes, dtype))
+        if nested:
+            self._unsimplified.add(out)
+        return out
+
+    def _affine_operands(self, e: E.BinaryOp) -> tuple[bool, E.PrimExpr, E.PrimExpr]:
+        """Whether ``e`` is itself an operand of an affine parent, and its operands visited
+        as such."""
+        nested = self._affine_parent
+        self._operand_of_affine = True
+        a = self.visit(e.a)
+        self._operand_of_affine = True
+        b = self.visit(e.b)
+        return nested, a, b
+
+    def _simplified(self, v: E.PrimExpr) -> E.PrimExpr:
+        """``v`` with its base simplified, when it is a ramp or broadcast built nested."""
+        if v not in self._unsimplified:
+            return v
+        base = v.base if isinstance(v, E.Ramp) else v.value
+        stride = v.stride if isinstance(v, E.Ramp) else E.IntImm(0, v.dtype)
+        return self._ramp(base, stride, v.dtype)
 
     def _as_affine(self, e: E.PrimExpr) -> tuple | None:
         """``(base, stride)`` of an integer scalar, Broadcast or Ramp; None for other vectors."""
@@ -231,23 +265,25 @@ class _Vectorizer(IRMutator):
         return None
 
     def _add_sub(self, e: E.BinaryOp) -> E.PrimExpr:
-        a, b = self.visit(e.a), self.visit(e.b)
+        nested, a, b = self._affine_operands(e)
         cls = type(e)
         if (self.width(a) > 1 or self.width(b) > 1) and _is_int(e.dtype):
             fa, fb = self._as_affine(a), self._as_affine(b)
             if fa is not None and fb is not None:
-                return self._ramp(cls(fa[0], fb[0], e.dtype), cls(fa[1], fb[1], e.dtype), e.dtype)
+                return self._ramp(cls(fa[0], fb[0], e.dtype), cls(fa[1], fb[1], e.dtype), e.dtype, nested)
+        a, b = self._simplified(a), self._simplified(b)
         return self._elementwise(e, [a, b], lambda x, y: cls(x, y, e.dtype))
 
     visit_Add = visit_Sub = _add_sub
 
     def visit_Mul(self, e: E.Mul) -> E.PrimExpr:
-        a, b = self.visit(e.a), self.visit(e.b)
+        nested, a, b = self._affine_operands(e)
         if _is_int(e.dtype) and (self.width(a) == 1) != (self.width(b) == 1):
             ramp, scale = (a, b) if self.width(b) == 1 else (b, a)
             f = self._as_affine(ramp)
             if f is not None:
-                return self._ramp(E.Mul(f[0], scale, e.dtype), E.Mul(f[1], scale, e.dtype), e.dtype)
+                return self._ramp(E.Mul(f[0], scale, e.dtype), E.Mul(f[1], scale, e.dtype), e.dtype, nested)
+        a, b = self._simplified(a), self._simplified(b)
         return self._elementwise(e, [a, b], lambda x, y: E.Mul(x, y, e.dtype))
 
     def _division(self, e: E.BinaryOp) -> E.PrimExpr:

@@ -127,6 +127,33 @@ def test_vectorize_pass_on_a_bare_statement():
     assert isinstance(out, BufferStore) and out.indices[0].lanes == 8
 
 
+def test_nested_affine_indices_come_out_simplified(rng):
+    # The index is affine at every level, and one level is not (a vector load of an index
+    # buffer added to a ramp): every ramp's base must come out simplified all the same.
+    n = 64
+    A = decl_buffer((4 * n,), "float32", "A")
+    B = decl_buffer((n,), "float32", "B")
+    idx = decl_buffer((8,), "int32", "idx")
+    i, j = Var("i"), Var("j")
+    flat = (((j + 0) * 2 + i) * 1 + 3) * 2 - 6  # 4j + 2i, the terms spread over the levels
+    body = BufferStore(B, _ld(A, flat) + tir.Cast("float32", _ld(idx, i) + (i * 3 + j * 0)), (j * 8 + i,))
+    func = PrimFunc((A, B, idx), For(j, const(0), const(8), ForKind.SERIAL,
+                                     For(i, const(0), const(8), ForKind.VECTORIZED, body)))
+    out = vectorize_loops(func)
+    ramps = _nodes(out, Ramp)
+    assert len(ramps) == 4  # the store's index, the load of A, the load of idx, and i * 3
+    an = compiler.arith.Analyzer()
+    for ramp in ramps:
+        assert str(an.simplify(ramp.base)) == str(ramp.base), ramp
+    (load_a,) = [ld for ld in _nodes(out, BufferLoad) if ld.buffer is A]
+    assert str(load_a.indices[0].base) == str(an.simplify(j * 4)) and load_a.indices[0].stride.value == 2
+    a, ix = random_array(rng, 4 * n, "float32"), rng.integers(-5, 5, 8).astype("int32")
+    b, want = poisoned(n, "float32"), np.full(n, np.nan, "float32")
+    interpreter.run(func, {"A": a, "B": want, "idx": ix})
+    compiler.build(out)(a, b, ix)
+    np.testing.assert_array_equal(b, want)
+
+
 # ----------------------------------------------------------------------------- emitted LLVM IR
 
 
