@@ -146,8 +146,12 @@ def collect(node, predicate: Callable) -> list:
 def stored_buffers(node) -> set[Var]:
     """The data variable of every buffer that ``node`` stores into, or passes to a function
     it calls (which may write it: ``call_packed``, ``call_extern``)."""
-    stored = {s.buffer.data for s in collect(node, lambda n: isinstance(n, BufferStore))}
-    for call in collect(node, lambda n: isinstance(n, Call)):
+    stored = set()
+    for n in collect(node, lambda n: isinstance(n, (BufferStore, Call))):  # one walk for both
+        if isinstance(n, BufferStore):
+            stored.add(n.buffer.data)
+            continue
+        call = n
         if call.op == ARRAY_HANDLE:  # (data, dtype, access, ...): "r" is only read
             if call.args[2].value != "r":
                 stored.add(call.args[0])

@@ -22,16 +22,20 @@ def remove_no_op(func: PrimFunc | S.Stmt) -> PrimFunc | S.Stmt:
     return apply_to_body(func, lambda body, an: _RemoveNoOp().visit(body))
 
 
+class _Found(Exception):
+    pass
+
+
 def _uses_buffer(node, data: E.Var) -> bool:
-    found = False
-
     def check(n):
-        nonlocal found
         if n is data or (isinstance(n, (E.BufferLoad, S.BufferStore)) and n.buffer.data is data):
-            found = True
+            raise _Found  # the first use settles it: the rest of the body is not walked
 
-    post_order_visit(node, check)
-    return found
+    try:
+        post_order_visit(node, check)
+    except _Found:
+        return True
+    return False
 
 
 class _RemoveNoOp(IRMutator):

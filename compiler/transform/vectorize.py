@@ -515,10 +515,12 @@ def _check_lanes_independent(stmt: S.Stmt, inner: set[E.Var], an: Analyzer) -> N
     The index must not depend on inner loops or lets, whose order the vector form changes.
     """
     accesses: dict[E.Var, tuple[list, list]] = {}  # by the buffer's data
-    for st in collect(stmt, lambda n: isinstance(n, S.BufferStore)):
-        accesses.setdefault(st.buffer.data, ([], []))[0].append(st.indices[0])
-    for ld in collect(stmt, lambda n: isinstance(n, E.BufferLoad)):
-        entry = accesses.get(ld.buffer.data)
+    found = collect(stmt, lambda n: isinstance(n, (S.BufferStore, E.BufferLoad)))  # one walk for both
+    for st in found:
+        if isinstance(st, S.BufferStore):
+            accesses.setdefault(st.buffer.data, ([], []))[0].append(st.indices[0])
+    for ld in found:
+        entry = accesses.get(ld.buffer.data) if isinstance(ld, E.BufferLoad) else None
         if entry is not None:
             entry[1].append(ld.indices[0])
     for stores, loads in accesses.values():
