@@ -10,7 +10,7 @@ from .functor import IRMutator, IRVisitor, child_fields
 from .packed import ARRAY_HANDLE
 from .stmt import Allocate, BufferStore, For, LetStmt, Stmt
 
-__all__ = ["free_vars", "substitute", "post_order_visit", "uses_var", "collect", "stored_buffers"]
+__all__ = ["free_vars", "substitute", "post_order_visit", "uses_var", "contains", "collect", "stored_buffers"]
 
 
 class _FreeVars(IRVisitor):
@@ -75,15 +75,7 @@ def free_vars(node) -> list[Var]:
 def uses_var(node, variables: set[Var] | dict) -> bool:
     """Whether ``node`` mentions any of ``variables`` (a set of :class:`Var`, or a dict keyed
     by them)."""
-    found = False
-
-    def check(n):
-        nonlocal found
-        if isinstance(n, Var) and n in variables:
-            found = True
-
-    post_order_visit(node, check)
-    return found
+    return contains(node, lambda n: isinstance(n, Var) and n in variables)
 
 
 class _Substitute(IRMutator):
@@ -134,6 +126,25 @@ def post_order_visit(node, fn: Callable) -> None:
 
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 _NODE_TYPES = (PrimExpr, Stmt)
+
+
+class _Found(Exception):
+    pass
+
+
+def contains(node, predicate: Callable) -> bool:
+    """Whether ``predicate`` holds for some node below or at ``node``; the walk stops at the
+    first one."""
+
+    def check(n) -> None:
+        if predicate(n):
+            raise _Found
+
+    try:
+        post_order_visit(node, check)
+    except _Found:
+        return True
+    return False
 
 
 def collect(node, predicate: Callable) -> list:

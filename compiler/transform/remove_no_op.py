@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..arith import expr_key
 from ..tir import expr as E
 from ..tir import stmt as S
-from ..tir.analysis import post_order_visit
+from ..tir.analysis import contains
 from ..tir.function import PrimFunc
 from ..tir.functor import IRMutator
 from ._common import apply_to_body, is_no_op
@@ -22,20 +22,9 @@ def remove_no_op(func: PrimFunc | S.Stmt) -> PrimFunc | S.Stmt:
     return apply_to_body(func, lambda body, an: _RemoveNoOp().visit(body))
 
 
-class _Found(Exception):
-    pass
-
-
 def _uses_buffer(node, data: E.Var) -> bool:
-    def check(n):
-        if n is data or (isinstance(n, (E.BufferLoad, S.BufferStore)) and n.buffer.data is data):
-            raise _Found  # the first use settles it: the rest of the body is not walked
-
-    try:
-        post_order_visit(node, check)
-    except _Found:
-        return True
-    return False
+    return contains(node, lambda n: n is data or (isinstance(n, (E.BufferLoad, S.BufferStore))
+                                                 and n.buffer.data is data))
 
 
 class _RemoveNoOp(IRMutator):

@@ -9,7 +9,7 @@ import pytest
 from compiler import tir
 from compiler.tir import expr as E
 from compiler.tir import stmt as S
-from compiler.tir.analysis import post_order_visit
+from compiler.tir.analysis import contains, post_order_visit, uses_var
 from compiler.tir.functor import CHILDREN, Functor, IRMutator, IRVisitor, child_fields, children
 
 
@@ -115,6 +115,21 @@ def test_post_order_visit_sees_children_first_in_the_visitor_s_order():
     # the leaves come in the visitor's order
     assert [n.name for n in post if isinstance(n, E.Var)] == [n.name for n in pre if isinstance(n, E.Var)]
     assert post[-1] is body
+
+
+def test_contains_stops_at_the_first_match():
+    x, y = E.Var("x"), E.Var("y")
+    body = S.SeqStmt((S.Evaluate(x + 1), S.Evaluate(y * 2), S.Evaluate(y - 3)))
+    seen: list = []
+
+    def is_y(n):
+        seen.append(n)
+        return n is y
+
+    assert contains(body, is_y)
+    assert seen[-1] is y and len(seen) == 5  # x, 1, x + 1, the first Evaluate, then y
+    assert not contains(body, lambda n: isinstance(n, E.FloatImm))
+    assert uses_var(body, {y}) and not uses_var(S.Evaluate(x + 1), {y})
 
 
 def test_mutator_shares_untouched_subtrees():
