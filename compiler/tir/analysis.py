@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 from .buffer import ACCESS_PTR
 from .expr import Call, Let, PrimExpr, Reduce, Var, convert
-from .functor import IRMutator, IRVisitor, child_fields
+from .functor import IRMutator, IRVisitor, post_order_visit
 from .packed import ARRAY_HANDLE
-from .stmt import Allocate, BufferStore, For, LetStmt, Stmt
+from .stmt import Allocate, BufferStore, For, LetStmt
 
 __all__ = ["free_vars", "substitute", "post_order_visit", "uses_var", "contains", "collect", "stored_buffers"]
 
@@ -97,35 +97,6 @@ def substitute(node, mapping: dict) -> object:
             raise TypeError(f"substitute maps variables, not their ids (got the key {k!r})")
         exprs[k] = convert(v)
     return _Substitute(exprs).visit(node)
-
-
-def post_order_visit(node, fn: Callable) -> None:
-    """Call ``fn`` on every node below and including ``node``, children first (in the order
-    :class:`IRVisitor` walks them)."""
-    # A plain recursive function, not an IRVisitor: analyses walk whole functions many times
-    # over, and the method dispatch per node was most of the cost of a walk.
-    fields = _CHILD_FIELDS
-
-    def walk(n) -> None:
-        cls = type(n)
-        names = fields.get(cls)
-        if names is None:
-            names = fields[cls] = child_fields(cls)
-        for name in names:
-            value = getattr(n, name)
-            if isinstance(value, tuple):
-                for item in value:
-                    if isinstance(item, _NODE_TYPES):
-                        walk(item)
-            elif isinstance(value, _NODE_TYPES):
-                walk(value)
-        fn(n)
-
-    walk(node)
-
-
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
-_NODE_TYPES = (PrimExpr, Stmt)
 
 
 class _Found(Exception):

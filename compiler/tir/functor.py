@@ -7,6 +7,9 @@ a node kind without a method goes to ``generic_visit``. Code generators, printer
 analyses subclass it directly and return values (LLVM values, text, intervals);
 :class:`IRVisitor` walks every child and :class:`IRMutator` rebuilds the tree.
 
+:func:`post_order_visit` walks the same children in the same order with no dispatch, for
+the analyses that only look at every node.
+
 The children of every node class are declared once, in :data:`CHILDREN`: the fields
 that hold sub-expressions or sub-statements (a node, a tuple of nodes, or None).
 Fields such as a loop's ``loop_var``, a ``Let``'s ``var``, a ``Reduce``'s ``axis`` or
@@ -20,7 +23,7 @@ import dataclasses
 from . import expr as E
 from . import stmt as S
 
-__all__ = ["CHILDREN", "Functor", "IRVisitor", "IRMutator", "child_fields", "children"]
+__all__ = ["CHILDREN", "Functor", "IRVisitor", "IRMutator", "child_fields", "children", "post_order_visit"]
 
 #: The child fields of every IR node class, in the order they are walked.
 CHILDREN: dict[type, tuple[str, ...]] = {
@@ -84,6 +87,28 @@ def children(node) -> list:
         elif _is_node(value):
             out.append(value)
     return out
+
+
+def post_order_visit(node, fn) -> None:
+    """Call ``fn`` on every node below and including ``node``, children first (in the order
+    :class:`IRVisitor` walks them)."""
+    # A plain recursive function, not an IRVisitor: analyses walk whole functions many times
+    # over, and the method dispatch per node was most of the cost of a walk.
+
+    def walk(n) -> None:
+        cls = type(n)
+        names = _FIELDS_CACHE.get(cls)
+        for name in child_fields(cls) if names is None else names:
+            value = getattr(n, name)
+            if isinstance(value, tuple):
+                for item in value:
+                    if isinstance(item, _NODE_TYPES):
+                        walk(item)
+            elif isinstance(value, _NODE_TYPES):
+                walk(value)
+        fn(n)
+
+    walk(node)
 
 
 class Functor:
