@@ -39,6 +39,8 @@ _OWN = {
     "build_model": "autotune.model",
     "tune_model": "autotune.model",
     "measure_latency": "autotune.model",
+    "measure_deployed": "autotune.model",
+    "DeployedLatency": "autotune.model",
     "ModelTask": "autotune.model",
     "ModelTasks": "autotune.model",
     "ModelTuneResult": "autotune.model",

@@ -35,7 +35,7 @@ from .tuner import TUNERS, tuner_class
 from .tuning import TuneResult, estimated_latency, tune_tasks
 
 __all__ = ["ModelTask", "ModelTasks", "ModelTuneResult", "extract_tasks", "tune_model", "build_model",
-           "measure_latency"]
+           "measure_latency", "DeployedLatency", "measure_deployed"]
 
 logger = logging.getLogger(__name__)
 
@@ -223,6 +223,51 @@ def measure_latency(module: compiler.runtime.Module, repeat: int = 10, min_repea
     outputs = [np.empty(o["shape"], dtype=o["dtype"]) for o in info["outputs"]]
     timer = module.time_evaluator(module.entry_name, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
     return timer(*inputs, *outputs).median
+
+
+@dataclass(frozen=True)
+class DeployedLatency:
+    """A built model's latency (seconds) in the parts that the tuning log's estimate does and does
+    not cover: its kernels that have a template and those on the default schedule, each timed
+    inside the model (:func:`compiler.graph.profile` with ``in_model=True``), and what is left
+    of the latency, the executor (its calls and the gaps between kernels)."""
+
+    measured: float  # the model timed as a whole
+    templated: float  # its kernels that have a template (the tuning log's), inside the model
+    untemplated: float  # its kernels on the default schedule, inside the model
+    untemplated_kernels: int
+
+    @property
+    def executor(self) -> float:
+        """The latency beyond the kernels' time inside the model."""
+        return self.measured - self.templated - self.untemplated
+
+    def against(self, estimate: float) -> str:
+        """The measured latency against ``estimate`` (:attr:`ModelTuneResult.estimated_latency`),
+        part by part: where the tuned kernels run slower in the model than their log figures,
+        they stream from memory what they found in the caches when tuned alone."""
+        parts = [f"the kernels with a template {duration_text(self.templated)} "
+                 f"({self.templated / estimate:.2f}x their log figures)"]
+        if self.untemplated_kernels:
+            parts.append(f"the {self.untemplated_kernels} without one {duration_text(self.untemplated)}")
+        parts.append(f"the executor {duration_text(self.executor)} ({self.executor / self.measured:+.1%} of "
+                     "the latency)")
+        return (f"deployed model: {duration_text(self.measured)} measured against {duration_text(estimate)} "
+                f"estimated from the tuning log ({self.measured / estimate:.2f}x). Inside the model: "
+                + ", ".join(parts))
+
+
+def measure_deployed(module: compiler.runtime.Module, repeat: int = 10, min_repeat_ms: float = 200.0,
+                     seed: int = 0) -> DeployedLatency:
+    """A compiled model's latency (:func:`measure_latency`) and its parts, timed inside the model
+    (:class:`DeployedLatency`)."""
+    from compiler.graph import profile, split_by_template
+
+    measured = measure_latency(module, repeat, min_repeat_ms, seed)
+    in_model = profile(module, repeat=repeat, min_repeat_ms=min_repeat_ms, rng=np.random.default_rng(seed),
+                       in_model=True)
+    templated, untemplated, others = split_by_template(module, in_model)
+    return DeployedLatency(measured, templated, untemplated, len(others))
 
 
 def build_model(graph: Graph, target="llvm", db=None, *, transfer: bool = True, any_model: bool = False,

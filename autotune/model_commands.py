@@ -50,7 +50,7 @@ def cmd_tune_model(ns) -> int:
     """``autotune tune-model``: the model's tasks tuned with one budget, then the model built and
     timed beside its estimated latency; the exit status."""
     from autotune.commands import measure_options  # the one place --cluster and --timeout mean workers
-    from autotune.model import DEFAULT_TRIALS_PER_TASK, DEFAULT_WARM_START, duration_text
+    from autotune.model import DEFAULT_TRIALS_PER_TASK, DEFAULT_WARM_START
 
     graph = _load(ns)
     tasks = autotune.extract_tasks(graph, ns.target)
@@ -83,11 +83,7 @@ def cmd_tune_model(ns) -> int:
     _out(result.report())
     if ns.deployed and not result.interrupted and not result.missing:
         module = autotune.build_model(graph, ns.target, db=ns.db)
-        deployed = autotune.measure_latency(module)
-        estimate = result.estimated_latency
-        _out(f"deployed model: {duration_text(deployed)} measured against {duration_text(estimate)} "
-             f"estimated from the tuning log ({deployed / estimate:.2f}x; the difference is the "
-             f"{len(tasks.untemplated)} kernels without a template and the executor)")
+        _out(autotune.measure_deployed(module).against(result.estimated_latency))
     shapes = "".join(f" --shape {shlex.quote(s)}" for s in ns.shape)
     _out(f"next: autotune build-model {shlex.quote(ns.model)}{shapes} --db {shlex.quote(ns.db)} -o model.so")
     if result.interrupted:

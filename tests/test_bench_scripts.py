@@ -416,6 +416,23 @@ def test_bench_model_compares_each_tuned_kernel_with_its_log_figure(tmp_path):
     assert M.kernels_vs_log(_model_result(), str(tmp_path / "log.db")) == []  # no kernel times: no rows
 
 
+def test_bench_model_splits_the_tuned_build_s_latency_against_the_estimate():
+    r = _model_result(ours_rounds=(1.0e-3, 1.1e-3, 1.05e-3))
+    assert r.deployed() is None  # no kernels timed inside the model: nothing to split
+    # each round's child: the seconds of the kernels with a template inside the model, of the others,
+    # and how many others there are
+    splits = ([0.9e-3, 0.05e-3, 2], [0.8e-3, 0.07e-3, 2], [0.85e-3, 0.06e-3, 2])
+    r.replies[M.TUNED] = [{**reply, "in_model_split": s} for reply, s in zip(r.replies[M.TUNED], splits)]
+    deployed = r.deployed()
+    assert deployed.measured == pytest.approx(1.05e-3)  # the median of the rounds, and of the parts
+    assert (deployed.templated, deployed.untemplated) == (pytest.approx(0.85e-3), pytest.approx(0.06e-3))
+    assert deployed.executor == pytest.approx(0.14e-3) and deployed.untemplated_kernels == 2
+    line = deployed.against(0.8e-3)
+    assert "1.050 ms measured against 0.800 ms estimated from the tuning log (1.31x)" in line
+    assert "kernels with a template 0.850 ms (1.06x their log figures)" in line
+    assert "the 2 without one 60.00 us, the executor 0.140 ms (+13.3% of the latency)" in line
+
+
 def test_bench_model_judges_speed_only_for_the_tuned_build_and_nothing_on_a_mismatch():
     untuned = {v.what: v for v in M.verdicts(_model_result(tuned=False))}
     assert "--tune" in untuned["resnet18 ours untuned vs onnxruntime"].withheld

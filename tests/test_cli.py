@@ -580,6 +580,9 @@ def test_tune_model_then_build_model(onnx_model):
     assert "4 trials in all" in p.stdout and p.stdout.count("     2 trials  budget") == 2
     assert "estimated latency" in p.stdout
     assert "deployed model: " in p.stdout and "estimated from the tuning log" in p.stdout
+    # the flatten is a view of the convolution's output: every kernel of the model has a template
+    assert "Inside the model: the kernels with a template " in p.stdout and "without one" not in p.stdout
+    assert "the executor " in p.stdout
     assert "next: autotune build-model tiny.onnx --shape x=1,3,6,6 --db m.db -o model.so" in p.stdout
     p = _run("build-model", "tiny.onnx", "--shape", "x=1,3,6,6", "--db", "m.db", "-o", "tiny.so", cwd=d)
     assert p.returncode == 0, p.stderr

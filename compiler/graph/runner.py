@@ -8,7 +8,7 @@ import numpy as np
 from ..runtime.module import Module
 from .errors import GraphError
 
-__all__ = ["run", "profile", "model_info"]
+__all__ = ["run", "profile", "model_info", "split_by_template"]
 
 
 def model_info(module: Module) -> dict:
@@ -95,3 +95,23 @@ def _profile_in_model(module: Module, repeat: int, min_repeat_ms: float,
         mine = [i for i, name in enumerate(info["calls"]) if name == k["name"]]
         result[k["name"]] = (k["calls"], float(np.median(sites[:, mine].sum(axis=1))) / k["calls"])
     return result
+
+
+def split_by_template(module: Module, times: dict[str, tuple[int, float]]) -> tuple[float, float, list[str]]:
+    """``times`` (what :func:`profile` returns) summed per model run over the kernels that have a
+    tuning template (a ``workload`` in the model description: the tuning log holds their figures)
+    and over the others (the default schedule): ``(templated seconds, untemplated seconds, the
+    untemplated kernels' names)``."""
+    templated = untemplated = 0.0
+    others = []
+    for kernel in model_info(module)["kernels"]:
+        name = kernel["name"]
+        if name not in times:
+            raise GraphError(f"no time for kernel {name!r} of model {model_info(module)['name']!r}")
+        calls, seconds = times[name]
+        if kernel.get("workload"):
+            templated += calls * seconds
+        else:
+            untemplated += calls * seconds
+            others.append(name)
+    return templated, untemplated, others

@@ -451,6 +451,18 @@ class Result:
         ratios = [r["seconds"] / r[kernels] for r in self.replies.get(label, []) if r.get(kernels)]
         return statistics.median(ratios) if ratios else None
 
+    def deployed(self):
+        """The tuned build's latency in parts (``autotune.DeployedLatency``, the medians over the
+        rounds), or ``None`` without a profiled tuned build."""
+        from autotune.model import DeployedLatency
+
+        splits = [r["in_model_split"] for r in self.replies.get(TUNED, []) if r.get("in_model_split")]
+        measured = self.median(TUNED)
+        if not splits or not measured:
+            return None
+        return DeployedLatency(measured, statistics.median(s[0] for s in splits),
+                               statistics.median(s[1] for s in splits), splits[0][2])
+
     def speedup(self, peer: str) -> float | None:
         ours, theirs = self.median(self.ours() or ""), self.median(peer)
         return theirs / ours if ours and theirs else None
@@ -582,7 +594,7 @@ def _child_ours(spec: dict, x: np.ndarray) -> dict:
     seconds = timer(x, *outs).median
     reply = {"seconds": seconds, "rss_kib": _peak_kib() - base, "info": Path(spec["path"]).name}
     try:
-        from compiler.graph import model_info, profile
+        from compiler.graph import model_info, profile, split_by_template
     except ImportError:
         profile = None
     if profile is not None:
@@ -594,6 +606,8 @@ def _child_ours(spec: dict, x: np.ndarray) -> dict:
         reply["info"] += f", {len(kernels)} kernels"
         in_model = profile(f, repeat=spec["repeat"], min_repeat_ms=spec["min_ms"], in_model=True)
         reply["kernel_in_model_s"] = sum(calls * s for calls, s in in_model.values())
+        templated, untemplated, others = split_by_template(f, in_model)
+        reply["in_model_split"] = [templated, untemplated, len(others)]
     return reply
 
 
@@ -743,12 +757,9 @@ def main(argv=None) -> None:
     for line in kernel_lines:
         print(line)
     for r in results:
-        tuned = r.median(TUNED)
-        if r.model.estimate_s and tuned:
-            estimate = r.model.estimate_s
-            print(f"# {r.model.name}: tuned build {tuned * 1e3:.3f} ms measured, {estimate * 1e3:.3f} ms "
-                  f"estimated by the tuning from the log ({tuned / estimate:.2f}x: the kernels without a "
-                  "template and the executor)")
+        deployed = r.deployed()
+        if r.model.estimate_s and deployed:
+            print(f"# {r.model.name}: {deployed.against(r.model.estimate_s)}")
     tune_s = sum(r.model.tune_s or 0 for r in results)
     print(f"# whole run: {(time.perf_counter() - run_start) / 60:.1f} min wall time"
           + (f" (tuning {tune_s / 60:.1f} min)" if opts.tune else ""))

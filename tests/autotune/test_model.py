@@ -144,6 +144,26 @@ def test_tune_model_spends_one_budget_over_every_task_and_a_rerun_finishes_it(gr
         autotune.tune_model(b.finish(b.op("nn.relu", b.input("x", (4,)))), "llvm", trials=2, db=None)
 
 
+def test_a_deployed_model_s_latency_splits_into_templated_kernels_the_others_and_the_executor(graph):
+    module = autotune.build_model(graph, "llvm")  # no log: default configs; kernels still name their tasks
+    kernels = model_info(module)["kernels"]
+    times = {k["name"]: (k["calls"], 1e-6 * (i + 1)) for i, k in enumerate(kernels)}
+    templated, untemplated, others = compiler.graph.split_by_template(module, times)
+    # the reshape is a view of its input in the built model: the average pool is the one kernel left
+    assert others == [k["name"] for k in kernels if k["schedule"] == "default schedule"] and len(others) == 1
+    assert templated == pytest.approx(sum(c * s for name, (c, s) in times.items() if name not in others))
+    assert untemplated == pytest.approx(sum(c * s for name, (c, s) in times.items() if name in others))
+    with pytest.raises(compiler.graph.GraphError, match=f"no time for kernel '{others[0]}'"):
+        compiler.graph.split_by_template(module, {k: v for k, v in times.items() if k != others[0]})
+
+    deployed = autotune.measure_deployed(module, repeat=3, min_repeat_ms=1)
+    assert deployed.untemplated_kernels == 1 and deployed.templated > 0 and deployed.untemplated > 0
+    assert deployed.measured > 0
+    assert deployed.executor == pytest.approx(deployed.measured - deployed.templated - deployed.untemplated)
+    line = deployed.against(deployed.templated)
+    assert "(1.00x their log figures), the 1 without one " in line and "the executor " in line
+
+
 def test_a_transformer_block_s_dense_layers_take_their_gelu():
     rng = np.random.default_rng(5)
     b = GraphBuilder("ffn")
