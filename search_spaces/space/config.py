@@ -82,7 +82,7 @@ class ConfigEntity:
         self._defined(name)
         return knob_outputs(None, len(axes))
 
-    def define_knob(self, name: str, candidate: Sequence = (), default=None) -> list[Axis]:
+    def define_knob(self, name: str, candidate: Sequence = (), default=None, absent=None) -> list[Axis]:
         """Checks that this config has knob ``name``; ``[]``."""
         self._defined(name)
         return []
@@ -148,7 +148,8 @@ class ConfigEntity:
         The knob values name the config. A stored ``index`` is only a shorthand for them in
         the space that wrote it; when a template's space has since gained or lost knob values
         the index shifts, so it is recomputed here rather than trusted or checked (a log
-        written before the change still applies and resumes)."""
+        written before the change still applies and resumes). A knob the template has since
+        gained takes its ``absent`` choice (``define_knob``) where it has one."""
         if isinstance(data, str):
             try:
                 data = json.loads(data)
@@ -162,8 +163,11 @@ class ConfigEntity:
             raise SearchSpaceError(f"unknown knob {unknown[0]!r} in config; the space has "
                                    f"{', '.join(space.space_map) or 'no knobs'}")
         missing = [k for k in space.space_map if k not in knobs]
-        if missing:
-            raise SearchSpaceError(f"config lacks knob {missing[0]!r}")
+        added = {k: space.space_map[k] for k in missing if space.space_map[k].absent is not None}
+        if len(added) < len(missing):
+            raise SearchSpaceError(f"config lacks knob {next(k for k in missing if k not in added)!r}")
+        if added:  # recorded before these knobs existed: the choices that do what it did
+            knobs = {**knobs, **{k: knob[knob.absent].value() for k, knob in added.items()}}
         choices = [knob.index_of(knobs[name]) for name, knob in space.space_map.items()]
         index = space.choices_to_index(choices)
         entities = space.entities(choices)

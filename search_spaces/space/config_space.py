@@ -95,10 +95,15 @@ class ConfigSpace:
         :class:`AnnotateSpace`). Returns one output axis per axis, as AutoTVM."""
         return self._add(AnnotateSpace(name, axes, policy, default, num_anchor), len(axes))
 
-    def define_knob(self, name: str, candidate: Sequence, default=None) -> list[Axis]:
+    def define_knob(self, name: str, candidate: Sequence, default=None, absent=None) -> list[Axis]:
         """A knob choosing one of ``candidate`` (the first by default). Returns ``[]`` (it has no
-        output axes), as AutoTVM."""
-        return self._add(OtherOptionSpace(name, candidate, default), 0)
+        output axes), as AutoTVM.
+
+        ``absent``, for a knob added to a template that tuning logs already hold configs of: the
+        choice that does what the template did before, which a config recorded without the knob
+        stands for (:meth:`ConfigEntity.from_json`), so that those logs still apply and resume.
+        """
+        return self._add(OtherOptionSpace(name, candidate, default, absent), 0)
 
     def add_flop(self, flop) -> None:
         """Declare ``flop`` arithmetic operations of one run of the template (AutoTVM's

@@ -80,7 +80,7 @@ class FallbackConfigEntity(ConfigEntity):
         """Define annotate knob ``name`` (see :meth:`ConfigSpace.define_annotate`) if it is new."""
         return self._define(name, lambda sp: sp.define_annotate(name, axes, policy, **kwargs), len(axes))
 
-    def define_knob(self, name: str, candidate: Sequence = (), default=None) -> list[Axis]:
+    def define_knob(self, name: str, candidate: Sequence = (), default=None, absent=None) -> list[Axis]:
         """Define knob ``name`` (see :meth:`ConfigSpace.define_knob`) if it is new."""
         return self._define(name, lambda sp: sp.define_knob(name, candidate, default), 0)
 

@@ -34,6 +34,9 @@ class KnobSpace:
         self.name = name
         self.entities = entities
         self.default = default
+        # The choice a config recorded before the knob existed stands for (None: such a config
+        # does not fit the space).
+        self.absent: int | None = None
         self._index = {json.dumps(e.value()): k for k, e in enumerate(entities)}
         if len(self._index) != len(entities):
             raise SearchSpaceError(f"knob {name!r} lists the same choice twice")
@@ -303,7 +306,7 @@ class OtherOptionSpace(KnobSpace):
 
     kind = "knob"
 
-    def __init__(self, name: str, candidates: Sequence, default=None):
+    def __init__(self, name: str, candidates: Sequence, default=None, absent=None):
         candidates = list(candidates)
         for c in candidates:
             try:
@@ -313,6 +316,8 @@ class OtherOptionSpace(KnobSpace):
         super().__init__(name, [OtherOptionEntity(c) for c in candidates])
         if default is not None:
             self.default = self.index_of(default)
+        if absent is not None:
+            self.absent = self.index_of(absent)
 
     def features(self, entity: Entity) -> list[float]:
         v = entity.val

@@ -16,6 +16,12 @@ vector registers:
   ``reg_n`` divides the output width, or is the largest such tile (:func:`register_tiles`).
 * ``unroll_kw`` unrolls the kernel-width taps inside the input-channel block (TVM's
   ``unroll_kw``), else they run outside it.
+* ``plane`` (``conv2d_nchwc``, where the best register tile leaves a part at the end of each
+  row): the register tiles run along the whole output plane, its rows one after the other, so
+  that only the plane's last tile is partial: a 7-wide row of 6 + 1 columns spends a seventh of
+  its work at a fifth of the FMA rate, the 49 pixels of a 7x7 plane in 8 tiles of 6 and one
+  pixel. A tile's pixels may span two rows: each reads the input where its own row and column
+  say (:func:`blocked_conv`), and the output is written back as rows (:func:`blocked_epilogue`).
 * ``parallel_axis``: threads take rows of the output (``"rows"``: batch, channel block and
   output row fused; where that makes few rows, as a pointwise layer run as one row of its
   plane does, also pieces of each row, see :func:`_row_pieces`) or whole output-channel
@@ -188,9 +194,11 @@ def define_blocked_knobs(cfg, g: ConvGeometry, dtype: str, ic_bn: int | None = N
                            name="register tile fits the register file")
 
 
-def blocked_conv(P, Wb, g: ConvGeometry, name: str = "conv2d_nchwc"):
+def blocked_conv(P, Wb, g: ConvGeometry, name: str = "conv2d_nchwc", plane: bool = False):
     """``Y[n, fc, y, x, fb]``: the convolution of padded blocked data ``P`` (N, C/ic_bn,
-    Hp, Wp, ic_bn) with the blocked kernel ``Wb`` (F/oc_bn, C/ic_bn, KH, KW, ic_bn, oc_bn)."""
+    Hp, Wp, ic_bn) with the blocked kernel ``Wb`` (F/oc_bn, C/ic_bn, KH, KW, ic_bn, oc_bn).
+    With ``plane`` its pixels are one row of the plane, ``Y[n, fc, 0, y * Wo + x, fb]``
+    (:func:`blocked_epilogue` writes them back as rows)."""
     _, Cc, _, _, ic_bn = (int(d.value) for d in P.shape)
     Fc, oc_bn = int(Wb.shape[0].value), int(Wb.shape[-1].value)
     (sh, sw), (dh, dw) = g.stride, g.dilation
@@ -198,26 +206,37 @@ def blocked_conv(P, Wb, g: ConvGeometry, name: str = "conv2d_nchwc"):
     cb = te.reduce_axis((0, ic_bn), name="cb")
     ry = te.reduce_axis((0, g.KH), name="ry")
     rx = te.reduce_axis((0, g.KW), name="rx")
-    return te.compute(
-        (g.N, Fc, g.Ho, g.Wo, oc_bn),
-        lambda n, fc, y, x, fb: te.sum(P[n, cc, y * sh + ry * dh, x * sw + rx * dw, cb]
-                                       * Wb[fc, cc, ry, rx, cb, fb], axis=[cc, ry, rx, cb]),
-        name=name)
+
+    def conv(n, fc, y, x, fb):
+        return te.sum(P[n, cc, y * sh + ry * dh, x * sw + rx * dw, cb] * Wb[fc, cc, ry, rx, cb, fb],
+                      axis=[cc, ry, rx, cb])
+
+    if plane:
+        return te.compute((g.N, Fc, 1, g.Ho * g.Wo, oc_bn),
+                          lambda n, fc, _, p, fb: conv(n, fc, p // g.Wo, p % g.Wo, fb), name=name)
+    return te.compute((g.N, Fc, g.Ho, g.Wo, oc_bn), conv, name=name)
 
 
-def blocked_epilogue(Y, ep: Epilogue, nchw_residual: bool = False, name: str = "conv2d_nchwc"):
+def blocked_epilogue(Y, ep: Epilogue, nchw_residual: bool = False, name: str = "conv2d_nchwc",
+                     plane: ConvGeometry | None = None):
     """The blocked convolution ``Y`` (N, F/oc_bn, Ho, Wo, oc_bn) through epilogue ``ep``
     (``Y`` itself without one): its bias is indexed by the output channel ``fc * oc_bn + fb``,
-    its residual by the blocked index, or with ``nchw_residual`` by the NCHW one."""
-    if not ep:
+    its residual by the blocked index, or with ``nchw_residual`` by the NCHW one. Where ``Y``
+    is the plane of convolution ``plane`` (``blocked_conv(..., plane=True)``), the stage writes
+    it back as rows, with or without an epilogue."""
+    if not ep and plane is None:
         return Y
     oc_bn = int(Y.shape[-1].value)
 
     def body(n, fc, y, x, fb):
         f = fc * oc_bn + fb
-        return ep.apply(Y[n, fc, y, x, fb], f, (n, f, y, x) if nchw_residual else (n, fc, y, x, fb))
+        value = Y[n, fc, y, x, fb] if plane is None else Y[n, fc, 0, y * plane.Wo + x, fb]
+        if not ep:
+            return value
+        return ep.apply(value, f, (n, f, y, x) if nchw_residual else (n, fc, y, x, fb))
 
-    return te.compute(Y.shape, body, name=name)
+    shape = Y.shape if plane is None else (plane.N, Y.shape[1], plane.Ho, plane.Wo, oc_bn)
+    return te.compute(shape, body, name=name)
 
 
 def pad_blocks(X, pads, dtype: str, name: str = "data_pad"):
@@ -429,16 +448,19 @@ def schedule_blocked_conv(cfg, s, Y, out_is_y: bool):
     acc = _accumulators(s, Y)
     lanes = vector_lanes(Y.dtype)
     n, fc, y, x, fb = s[Y].op.axis
+    N, Fc, Ho, Wo, _ = (int(d.value) for d in Y.shape)
+    row = [y]
+    if int(acc.shape[2].value) != Ho:  # the accumulators are a plane: so are the tiles
+        row, x, Ho, Wo = [], s[Y].fuse(y, x), 1, Ho * Wo
     xo, xi = s[Y].split(x, factor=cfg["reg_n"].val)
     fbo, fbi = s[Y].split(fb, factor=lanes)
     if out_is_y and cfg["parallel_axis"].val == "oc":
-        s[Y].reorder(fc, n, y, xo, xi, fbo, fbi)
+        s[Y].reorder(fc, n, *row, xo, xi, fbo, fbi)
         s[Y].parallel(s[Y].fuse(fc, n))
     else:
-        s[Y].reorder(n, fc, y, xo, xi, fbo, fbi)
+        s[Y].reorder(n, fc, *row, xo, xi, fbo, fbi)
         if out_is_y:
-            rows = [n, fc, y]
-            N, Fc, Ho, Wo, _ = (int(d.value) for d in Y.shape)
+            rows = [n, fc, *row]
             pieces = _row_pieces(N * Fc * Ho, _cdiv(Wo, cfg["reg_n"].val))
             if pieces > 1:  # too few rows to share: threads take pieces of rows too
                 xoo, xo = s[Y].split(xo, nparts=pieces)
@@ -448,6 +470,13 @@ def schedule_blocked_conv(cfg, s, Y, out_is_y: bool):
     s[Y].unroll(fbo)
     s[Y].vectorize(fbi)
     _schedule_tile(cfg, s, Y, acc, xo)
+
+
+def _rows_end_in_partial_tiles(g: ConvGeometry, oc_bn: int, dtype: str) -> bool:
+    """Whether the output has several rows and the widest register tile leaves a part at the end
+    of each: then the tiles may run along the whole plane (the ``plane`` knob)."""
+    widest = max(register_tiles(g.Wo, oc_bn, vector_lanes(dtype), vector_registers()))
+    return g.Ho > 1 and g.Wo % widest != 0
 
 
 def _row_pieces(rows: int, tiles: int) -> int:
@@ -507,11 +536,25 @@ def conv2d_nchwc(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, strid
             raise ValueError(f"{name} must be a positive divisor of {total}, got {blocks!r}")
     cfg = get_config()
     define_blocked_knobs(cfg, g, dtype, ic_bn=ic_bn, oc_bn=oc_bn)
+    plane = False
+    if _rows_end_in_partial_tiles(g, oc_bn, dtype):
+        # Threads on rows of few channel blocks take pieces of the plane (_row_pieces), through an
+        # index that bound inference cannot follow back to a tile: each tile's accumulators
+        # would span whole rows. There the plane is for threads on channel blocks only.
+        pieces = N * (F // oc_bn) < MIN_PARALLEL_ROWS
+        default = not pieces or _default_parallel_axis(g, oc_bn) == "oc"
+        cfg.define_knob("plane", [False, True], default=default, absent=False)  # logged before it: rows
+        if pieces:
+            cfg.add_constraint(lambda c: not c["plane"].val or c["parallel_axis"].val == "oc",
+                               knobs=["plane", "parallel_axis"],
+                               name="threads share a plane by channel blocks")
+        plane = cfg["plane"].val
     X = te.placeholder((N, C // ic_bn, H, W, ic_bn), name="X", dtype=dtype)
     Wb = te.placeholder((F // oc_bn, C // ic_bn, KH, KW, ic_bn, oc_bn), name="W", dtype=dtype)
     ep = Epilogue.declare(epilogue, dtype, (N, F // oc_bn, g.Ho, g.Wo, oc_bn), F)
     P = pad_blocks(X, g.pads, dtype)
-    Y = blocked_epilogue(blocked_conv(P, Wb, g, name="conv2d_nchwc_acc" if ep else "conv2d_nchwc"), ep)
+    acc = blocked_conv(P, Wb, g, name="conv2d_nchwc_acc" if ep or plane else "conv2d_nchwc", plane=plane)
+    Y = blocked_epilogue(acc, ep, plane=g if plane else None)
     s = te.create_schedule(Y.op)
     schedule_blocked_conv(cfg, s, Y, out_is_y=True)
     if P is not X:

@@ -63,6 +63,21 @@ def test_a_record_from_an_older_space_applies_by_its_knob_values(log, task):
         assert _query(task) == a
 
 
+def test_a_record_from_before_a_knob_was_added_applies_with_the_knob_s_absent_choice(log):
+    """conv2d_nchwc gained ``plane`` (tiles along the whole output plane); its configs logged
+    before ran by rows, which ``plane=False`` does: they still apply, as that."""
+    task = autotune.create_task("conv2d_nchwc", (1, 16, 14, 14, 64, 3, 3, 2, 1, 1, 8, 16, "float32"),
+                                "llvm -mcpu=haswell")
+    space = task.config_space
+    assert space.default_config["plane"].val
+    rows = next(space.get(i) for i in range(len(space)) if not space.get(i)["plane"].val)
+    logged = _record(task, rows, 1e-3)
+    logged.config = {"index": 0, "knobs": {k: v for k, v in rows.knob_values().items() if k != "plane"}}
+    log.add([logged])
+    with autotune.apply_history_best(log, transfer=False):
+        assert _query(task) == rows
+
+
 def test_invalid_config_rows_are_reported_not_applied(log, task, caplog):
     a, b = task.config_space.sample(2, rng=2)
     bad = _record(task, a, 1e-6)

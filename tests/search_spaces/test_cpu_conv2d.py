@@ -5,11 +5,14 @@ CPUs, at odd channel counts, strides, paddings and dilations."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from helpers import CPUS, assert_written, for_each_cpu, poisoned
 
 import compiler
+from compiler.tir import stmt as S
 from search_spaces import InstantiationError, create_task
 from search_spaces.templates.cpu_conv2d_nchwc import kernel_block_intrin
 
@@ -169,6 +172,67 @@ def test_threads_on_rows_share_a_pointwise_row_in_pieces_of_whole_register_tiles
         assert_written(out, expected, rtol=1e-4, atol=1e-4)
 
 
+def _accumulator_tiles(mod) -> tuple[int, set[int]]:
+    """How many register tiles ``mod`` computes (the runs of its local allocations, the products of
+    the loops around each; a partial last tile is an allocation of its own), and their sizes."""
+    runs, sizes = 0, set()
+
+    def walk(node, times):
+        nonlocal runs
+        if isinstance(node, S.For):
+            walk(node.body, times * int(node.extent.value))
+        elif isinstance(node, S.Allocate) and node.buffer.scope == "local":
+            runs += times
+            sizes.add(math.prod(int(d.value) for d in node.buffer.shape))
+        elif isinstance(node, S.SeqStmt):
+            for child in node.seq:
+                walk(child, times)
+        elif hasattr(node, "body"):
+            walk(node.body, times)
+
+    for _, func in mod.items():
+        walk(func.body, 1)
+    return runs, sizes
+
+
+@pytest.mark.parametrize("epilogue", [(), ("bias", "add", "relu")], ids=["plain", "epilogue"])
+def test_register_tiles_run_along_the_whole_plane_where_rows_end_in_partial_tiles(epilogue):
+    # A 7x7 output in tiles of 6 columns and 16 channels: by rows, 6 + 1 columns each, so 14 tiles
+    # per channel block, 7 of them one column wide; along the plane, 8 tiles of 6 pixels and one
+    # of 1, so 9. A tile holds 6 pixels' accumulators either way, also where they span two rows.
+    cpu = AVX2
+    args = (2, 16, 14, 14, 64, 3, 3, 2, 1, 1, 8, 16, "float32", epilogue)
+    task = create_task("conv2d_nchwc", args, cpu.target)
+    assert task.config_space.default_config["plane"].val  # where rows end in partial tiles
+    inputs, (expected,) = task.reference_data(np.random.default_rng(6))
+    blocks = 2 * 64 // 16
+    for plane, tiles in ((False, blocks * 7 * 2), (True, blocks * 9)):
+        cfg = _config(task, parallel_axis="oc", reg_n=6, plane=plane)
+        s, tensors = task.instantiate(cfg)
+        assert _accumulator_tiles(compiler.lower(s, tensors)) == (tiles, {6 * 16}), cfg
+        f = compiler.build(s, tensors, target=task.target)
+        if cpu.runs_here():
+            out = poisoned(expected.shape, expected.dtype)
+            f(*inputs, out)
+            assert_written(out, expected, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
+
+
+def test_the_plane_is_a_knob_only_where_rows_end_in_partial_tiles():
+    def knobs(args):
+        return set(create_task("conv2d_nchwc", (*args, "float32"), AVX2.target).config_space.space_map)
+
+    assert "plane" in knobs((1, 16, 14, 14, 64, 3, 3, 2, 1, 1, 8, 16))  # 7 columns: tiles of 6 + 1
+    assert "plane" not in knobs((1, 16, 12, 12, 64, 3, 3, 1, 1, 1, 8, 16))  # 12 columns: tiles of 6
+    assert "plane" not in knobs((1, 16, 1, 49, 64, 1, 1, 1, 0, 1, 8, 16))  # one row already
+    # Threads on rows of one channel block would share the plane in pieces: there only threads on
+    # channel blocks run along it, and the default keeps the rows.
+    args = (1, 8, 14, 14, 16, 3, 3, 2, 1, 1, 8, 16, "float32")
+    space = create_task("conv2d_nchwc", args, AVX2.target).config_space
+    assert space.default_config["parallel_axis"].val == "rows" and not space.default_config["plane"].val
+    planes = [space.get(i) for i in range(len(space)) if space.get(i)["plane"].val]
+    assert planes and all(c["parallel_axis"].val == "oc" for c in planes)
+
+
 @pytest.mark.parametrize("args, message", [
     ((12, 3, 3, 8, 16), "ic_bn 8 does not divide C 12"),
     ((16, 3, 3, 8, 10), "blocks of 10 filters by 9 taps"),
@@ -222,6 +286,8 @@ CASES = [
     ("conv2d_nchw", _conv(16, 18, 16, 3)),  # transposed in tiles: 18 columns by 9, padded to 32
     ("conv2d_nchwc", (1, 8, 9, 5, 16, 3, 3, 1, 1, 1, 4, 8, "float32")),
     ("conv2d_nchwc", (2, 6, 8, 9, 32, 3, 2, 2, (0, 1), (1, 2), 3, 32, "float32")),
+    # rows of 15 columns end in partial tiles on both CPUs: the tiles may run along the plane
+    ("conv2d_nchwc", (2, 8, 30, 29, 64, 3, 3, 2, 1, 1, 8, 32, "float32", ("bias", "add", "relu"))),
 ]
 
 

@@ -313,6 +313,22 @@ def test_config_json_round_trip():
         assert cfg.from_json(json.dumps(data)) == c
 
 
+def test_a_config_recorded_before_a_knob_existed_takes_the_knob_s_absent_choice():
+    old = _space()
+    grown = _space()
+    grown.define_knob("plane", [False, True], default=True, absent=False)  # False: what was done before
+    grown.define_knob("order", ["ab", "ba"])  # no absent choice: configs without it do not fit
+    logged = old.get(7).to_json()
+    with pytest.raises(SearchSpaceError, match="lacks knob 'order'"):
+        ConfigEntity.from_json(grown, logged)
+    logged["knobs"]["order"] = "ba"
+    cfg = ConfigEntity.from_json(grown, logged)
+    assert cfg.knob_values() == {**old.get(7).knob_values(), "plane": False, "order": "ba"}
+    assert grown.default_config["plane"].val  # the default is the knob's own
+    with pytest.raises(SearchSpaceError, match="knob 'plane': value 2 is not in its space"):
+        ConfigSpace().define_knob("plane", [False, True], absent=2)
+
+
 @pytest.mark.parametrize("edit, message", [
     (lambda d: d["knobs"].update(zz=1), "unknown knob 'zz'"),
     (lambda d: d["knobs"].pop("u"), "lacks knob 'u'"),
