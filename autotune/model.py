@@ -250,8 +250,13 @@ class DeployedLatency:
                  f"({self.templated / estimate:.2f}x their log figures)"]
         if self.untemplated_kernels:
             parts.append(f"the {self.untemplated_kernels} without one {duration_text(self.untemplated)}")
-        parts.append(f"the executor {duration_text(self.executor)} ({self.executor / self.measured:+.1%} of "
-                     "the latency)")
+        executor = self.executor
+        if executor >= 0:
+            share = executor / self.measured
+            parts.append(f"the executor {duration_text(executor)} ({share:.1%} of the latency)")
+        else:  # two timings of the same runs, and the noise between them is larger than the executor
+            parts.append(f"the executor too little to see (the model timed whole came out "
+                         f"{duration_text(-executor)} below its kernels timed inside it)")
         return (f"deployed model: {duration_text(self.measured)} measured against {duration_text(estimate)} "
                 f"estimated from the tuning log ({self.measured / estimate:.2f}x). Inside the model: "
                 + ", ".join(parts))
