@@ -590,10 +590,14 @@ class FeatureCache:
         key = task.workload_key
         return [i for (k, i), row in self._rows.items() if k == key and row is not None]
 
+    def missing(self, task, indices) -> list[int]:
+        """Those of ``indices`` whose features are not cached yet, each once, in their order."""
+        key = task.workload_key
+        return list(dict.fromkeys(int(i) for i in indices if (key, int(i)) not in self._rows))
+
     def fill(self, task, indices) -> None:
         """Compute the features of those of ``indices`` not cached yet (see the class)."""
-        key = task.workload_key
-        missing = list(dict.fromkeys(int(i) for i in indices if (key, int(i)) not in self._rows))
+        missing = self.missing(task, indices)
         if missing:
             start = time.perf_counter()
             self._fill(task, missing)

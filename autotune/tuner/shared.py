@@ -12,7 +12,9 @@ template, target kind, feature type and loss type:
   features allows), each workload its own group: labels are throughputs relative to
   the group's best and ranking pairs are formed within a group
   (:mod:`autotune.tuner.cost_model`), so a slow workload's records never outrank a fast
-  one's configs (per-task normalisation);
+  one's configs (per-task normalisation); a fit computes the features of the records new to
+  it for at most :data:`FIT_FEATURE_SECONDS` (a run resumed from a large log starts searching
+  at once, on part of its records, and the rest join the fits that follow);
 * it is fitted again only when its data grew since its last fit, by a quarter at least
   (:data:`REFIT_GROWTH`): tuners that propose in turn without new results between them cost
   one fit, not one each, and the fits of a long run cost a bounded share of its time;
@@ -25,6 +27,7 @@ measurements and on what :meth:`XGBTuner.pretrain` gave it, by the same code.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import time
@@ -52,6 +55,14 @@ REFIT_GROWTH = 0.25
 # fewer records than PRETRAIN_MIN.
 PRETRAIN_SECONDS = 20.0
 PRETRAIN_MIN = 8
+
+# The tasks' own records cost a lowering each too: a run resumed from a log that holds hundreds
+# of a template's records (ResNet-18's Winograd layers: 560) would compute their features, a
+# minute and more, before its first fit, with the tuning stopped meanwhile. A fit computes at most
+# this many seconds of missing features (the tasks' newest records first, then the other
+# workloads', never fewer than FIT_MIN_NEW_ROWS); the rest join at the fits that follow.
+FIT_FEATURE_SECONDS = 10.0
+FIT_MIN_NEW_ROWS = 16
 
 
 class SharedCostModel:
@@ -141,7 +152,7 @@ class SharedCostModel:
             return False
         if sum(len(g.indices) for g in self.members) < min_train and not self.others:
             return False
-        groups = self._groups()
+        groups = self._computable(self._groups())
         rows = sum(len(g.indices) for g in groups)
         if self.fits and rows < self._fitted_rows * (1 + REFIT_GROWTH):
             return False
@@ -175,6 +186,47 @@ class SharedCostModel:
             return records[:keep]
         return records
 
+    def _computable(self, groups: list[Group]) -> list[Group]:
+        """``groups`` less the records whose features are not cached and do not fit this fit's
+        :data:`FIT_FEATURE_SECONDS` (at the features' cost per row so far, else that of one row
+        computed here): the members' newest first, a record of each in turn, then the other
+        workloads'. Records left out stay in the groups, and join a later fit."""
+        features = self.model.features
+        if features.feature_type == "knob":
+            return groups
+        missing = [features.missing(g.task, g.indices) for g in groups]
+        if not any(missing):
+            return groups
+        members = {id(g) for g in self.members}
+        pairs = list(zip(groups, missing))
+        queue = (_in_turns([[(g, i) for i in reversed(m)] for g, m in pairs if id(g) in members])
+                 + _in_turns([[(g, i) for i in m] for g, m in pairs if id(g) not in members]))
+        per_row = features.seconds_per_row
+        if per_row is None:  # nothing computed yet: time the first row due (it stays cached)
+            g, i = queue.pop(0)
+            start = time.perf_counter()
+            features.row(g.task, i)
+            per_row = (time.perf_counter() - start) / max(1, features.workers)
+        afford = max(FIT_MIN_NEW_ROWS, int(FIT_FEATURE_SECONDS / max(per_row, 1e-9)))
+        if len(queue) <= afford:
+            return groups
+        later: dict[int, set[int]] = {}
+        for g, i in queue[afford:]:
+            later.setdefault(id(g), set()).add(i)
+        out = []
+        for g in groups:
+            skip = later.get(id(g))
+            if not skip:
+                out.append(g)
+                continue
+            kept = [(i, c) for i, c in zip(g.indices, g.costs) if i not in skip]
+            out.append(Group(g.task, [i for i, _ in kept], [c for _, c in kept]))
+        logger.info("the shared %s model trains on %d of its %d records now; the features of the other %d "
+                    "(%.2f s a record) join the fits that follow", self.template,
+                    sum(len(g.indices) for g in out), sum(len(g.indices) for g in groups),
+                    len(queue) - afford, per_row)
+        return out
+
     def surrogate(self) -> XGBCostModel | None:
         """A model of the same kind on knob features, which cost nothing to compute, fitted on
         the data of the model's latest fit (again after each new fit; only when asked for); None
@@ -192,6 +244,11 @@ class SharedCostModel:
         """The training data: other workloads first, members last (the order the model's groups
         always had)."""
         return [*self.others.values(), *self.members]
+
+
+def _in_turns(lists: list[list]) -> list:
+    """The items of ``lists``, one of each in turn: the first of each, then the second, ..."""
+    return [x for row in itertools.zip_longest(*lists) for x in row if x is not None]
 
 
 def _config_index(config, task) -> int | None:

@@ -277,3 +277,41 @@ def test_pre_training_takes_only_the_records_whose_features_it_can_afford(monkey
         first = list(everything.shared.others.values())[0]
         assert group.indices == first.indices[:shared_module.PRETRAIN_MIN]
         assert afforded.model.trained
+
+
+def test_a_fit_computes_only_the_features_it_can_afford_and_the_rest_join_later(monkeypatch):
+    """A run resumed from a large log: the first fit computes the features of the newest records
+    that fit FIT_FEATURE_SECONDS (never fewer than FIT_MIN_NEW_ROWS) instead of all of them, and
+    the fits that follow add more, until every record is trained on."""
+    import autotune.tuner.shared as shared_module
+    from autotune.tuner.cost_model import Group
+    from autotune.tuner.shared import SharedCostModel
+
+    monkeypatch.setattr(shared_module, "FIT_FEATURE_SECONDS", 1e-9)  # a lowering costs more than that
+    monkeypatch.setattr(shared_module, "FIT_MIN_NEW_ROWS", 6)
+    task = matmul(64)
+    indices = task.config_space.sample_indices(40, np.random.default_rng(5))
+    costs = [cost for _, cost in history(task, indices)]
+    model = XGBCostModel("itervar", feature_workers=0, num_rounds=10)
+    shared = SharedCostModel(model, task.template)
+    group = Group(task, list(indices[:30]), costs[:30])  # the 30 records the log held
+    shared.join(group)
+
+    assert shared.refresh(min_train=1)
+    # one row timed to price the rest, then 6: the newest 7 records
+    assert sorted(model.features.cached(task)) == sorted(indices[23:30])
+    assert len(group.indices) == 30  # the records left out stay for later fits
+
+    trained = []
+    for k in range(30, 40, 2):  # new results, two at a time: a fit adds the 6 newest it lacks
+        shared.record(group, list(indices[k:k + 2]), costs[k:k + 2])
+        if shared.refresh(min_train=1):
+            cached = set(model.features.cached(task))
+            assert set(indices[k:k + 2]) <= cached  # the new results first
+            trained.append(len(cached))
+    assert len(trained) >= 2 and trained == sorted(set(trained)) and trained[-1] < 40
+
+    monkeypatch.setattr(shared_module, "FIT_FEATURE_SECONDS", 1e9)  # features cheap: all at the next fit
+    shared.record(group, [], [])  # a change: the data it can train on now grew by a quarter at least
+    assert shared.refresh(min_train=1)
+    assert sorted(model.features.cached(task)) == sorted(set(indices))
