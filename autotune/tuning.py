@@ -388,22 +388,24 @@ class _Session:
         best = self.ranking.best()
         return best.median if best else float("inf")
 
-    def finalists(self, done: set[str]) -> list:
+    def finalists(self, done: set[str], winner_only: bool = False) -> list:
         """The configs to measure again in the next pass of the final re-measurement: the
-        best few not yet measured again, and the default config (once), so that the winner is
-        judged against the baseline timed alike; once they all were, the config ranked first
-        and the default again, while the re-measurements find the default as fast."""
-        return [self.task.config_space.from_json(c) for c in self._due(done)]
+        best few not yet measured again (with ``winner_only``, once the time budget is spent:
+        the config ranked first, if it was not), and the default config (once), so that the
+        winner is judged against the baseline timed alike; once they all were, the config
+        ranked first and the default again, while the re-measurements find the default as
+        fast."""
+        return [self.task.config_space.from_json(c) for c in self._due(done, winner_only)]
 
     def final_count(self) -> int:
         """How many configs the final re-measurement's first pass would measure again now (the
         best few ranked so far and the default config), without building them."""
         return len(self._due(set()))
 
-    def _due(self, done: set[str]) -> list[dict]:
+    def _due(self, done: set[str], winner_only: bool = False) -> list[dict]:
         """The configs (as JSON) of :meth:`finalists`."""
         ranked = self.ranking.ranked()
-        todo = [r.config for r in ranked[:FINAL_TOP_K] if r.fingerprint not in done]
+        todo = [r.config for r in ranked[:1 if winner_only else FINAL_TOP_K] if r.fingerprint not in done]
         if self._default is None:
             config = self.task.config_space.default_config.to_json()
             self._default = (config, tuning_db.knobs_fingerprint(config))
@@ -545,7 +547,7 @@ def tune_tasks(tasks: Sequence, trials: int | None, tuner="xgb", db="tuning.db",
             interrupted = search.run(trials, deadline, early_stopping)
             remeasured = {id(s): 0 for s in sessions}
             if remeasure and not (interrupted or spent):
-                interrupted = search.remeasure(remeasured)
+                interrupted = search.remeasure(remeasured, deadline)
         results = [s.finish(remeasured[id(s)], search) for s in sessions]
     except Exception:
         for s in sessions:
@@ -707,19 +709,23 @@ class _Search:
         left = self.measurer.seconds_to_measure(build_work, run_work)
         return now + left >= deadline
 
-    def remeasure(self, remeasured: dict) -> bool:
+    def remeasure(self, remeasured: dict, deadline: float | None = None) -> bool:
         """Measure every task's best few and its default config again, all tasks together
         (``FINAL_ROUNDS`` times each, in interleaved rounds), until the best few of each have
         all been measured again (at most ``FINAL_PASSES`` passes, and ``FINAL_DUELS`` more
         of the winner against the default); these are records of kind ``"remeasure"``.
+        Past ``deadline``, after the first pass, a task's config ranked first is measured again
+        only if it was not yet (and the duel with the default goes on): the others that rose
+        into the best few are not, so that the run keeps close to its time budget.
         Returns whether it was interrupted (Ctrl-C, SIGTERM): then the runs are recorded as
         interrupted, with every measurement that finished."""
         done = {id(s): set() for s in self.sessions}
         try:
-            for _ in range(FINAL_PASSES + FINAL_DUELS):
+            for k in range(FINAL_PASSES + FINAL_DUELS):
+                late = k > 0 and deadline is not None and time.monotonic() >= deadline
                 inputs = []
                 for s in self.sessions:
-                    finalists = s.finalists(done[id(s)])
+                    finalists = s.finalists(done[id(s)], winner_only=late)
                     done[id(s)].update(tuning_db.knobs_fingerprint(c.to_json()) for c in finalists)
                     for _ in range(FINAL_ROUNDS):
                         for c in finalists:

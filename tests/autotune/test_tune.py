@@ -162,7 +162,12 @@ def test_early_stopping_after_n_trials_without_improvement(task, patience, trial
 class _SlowAfterFirstRunner(_ScriptedRunner):
     """The k-th config measured takes ``script[k]`` the first time and ten times as long at
     every later measurement: its trial met a fast moment of the machine, its re-measurements
-    a slow one."""
+    a slow one. With ``slow``, only the first ``slow`` configs' re-measurements meet it (the
+    others keep their cost), each ``pause`` seconds of wall time too."""
+
+    def __init__(self, script, slow: int | None = None, pause: float = 0.0):
+        super().__init__(script)
+        self.slow, self.pause = slow, pause
 
     def run(self, jobs, gates):
         while (job := jobs.get()) is not None:
@@ -170,7 +175,10 @@ class _SlowAfterFirstRunner(_ScriptedRunner):
             first = inp.config.index not in self.cost_of
             if first:
                 self.cost_of[inp.config.index] = self.script[len(self.cost_of)]
-            cost = self.cost_of[inp.config.index] * (1 if first else 10)
+            cost = self.cost_of[inp.config.index]
+            if not first and (self.slow is None or list(self.cost_of).index(inp.config.index) < self.slow):
+                time.sleep(self.pause)
+                cost *= 10
             yield i, MeasureResult((cost,), None, "", 0.0, 0.0, time.time(), "script")
 
 
@@ -230,6 +238,25 @@ def test_the_chosen_config_has_been_measured_again(tmp_path, task):
     # 4, 5 and 6 ms ones that rose past them, pass 3 the 7 ms one: two rounds each.
     assert result.remeasured == 2 * (3 + 3 + 1)
     assert result.best_cost == pytest.approx(10e-3)
+
+
+@pytest.mark.parametrize("budget", [None, 2.0])
+def test_past_the_time_budget_only_the_winner_is_measured_again(tmp_path, task, budget):
+    """The first pass re-measures the best three (1, 2 and 3 ms) at a slow moment, which ranks
+    the 4, 5 and 6 ms configs above them. Without a time budget the second pass measures those
+    three again; with the budget spent during the first pass (it includes the re-measurement),
+    only the one ranked first: the chosen config was still measured again."""
+    script = [1e-3, 2e-3, 3e-3, 4e-3, 5e-3, 6e-3, 7e-3]
+    with MeasureOptions(_NoBuild(), _SlowAfterFirstRunner(script, slow=3, pause=0.5)) as options:
+        result = autotune.tune(task, trials=len(script), tuner="grid", db=tmp_path / "t.db",
+                               measure_option=options, batch_size=len(script), time_budget=budget,
+                               progress=False)
+    assert len(result.history) == len(script)
+    assert result.remeasured == 2 * 3 + 2 * (3 if budget is None else 1)
+    assert result.best_cost == pytest.approx(4e-3)
+    with db.open(tmp_path / "t.db") as log:
+        (chosen,) = autotune.selection.best(log, task)
+    assert db.REMEASURE in [r.kind for r in chosen.records]
 
 
 def _interrupt_after(n: int):
