@@ -82,7 +82,7 @@ class FallbackConfigEntity(ConfigEntity):
 
     def define_knob(self, name: str, candidate: Sequence = (), default=None, absent=None) -> list[Axis]:
         """Define knob ``name`` (see :meth:`ConfigSpace.define_knob`) if it is new."""
-        return self._define(name, lambda sp: sp.define_knob(name, candidate, default), 0)
+        return self._define(name, lambda sp: sp.define_knob(name, candidate, default, absent), 0)
 
     def add_flop(self, flop) -> None:
         """Adds to the space's FLOPs (a config built on its own defines its space)."""

@@ -130,6 +130,16 @@ def test_setting_a_knob_checks_its_kind_and_sizes():
         cfg["tile"] = SplitEntity([-1, 4, 4])
 
 
+def test_a_fallback_knob_keeps_its_absent_choice():
+    """A knob a fallback config defines with ``absent=`` reads a config recorded without it as
+    that choice, as the template's own space does."""
+    cfg = FallbackConfigEntity()
+    cfg.define_knob("unroll", [0, 1])
+    cfg.define_knob("plane", [False, True], default=True, absent=False)
+    config = cfg.space.from_json({"knobs": {"unroll": 1}})
+    assert config["plane"].val is False and config["unroll"].val == 1
+
+
 def test_fallback_with_reference_log_mimics_the_closest_config():
     def measured(size_n, tile, unroll):
         ref = FallbackConfigEntity()
