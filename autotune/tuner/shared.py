@@ -174,9 +174,7 @@ class SharedCostModel:
         index = _config_index(config, task)
         if index is None:
             return records
-        start = time.perf_counter()
-        features.row(task, index)
-        seconds = time.perf_counter() - start
+        seconds = _time_row(features, task, index)
         affordable = PRETRAIN_SECONDS * max(1, features.workers) / max(seconds, 1e-6)
         if affordable < len(records):
             keep = max(PRETRAIN_MIN, int(affordable))
@@ -204,9 +202,7 @@ class SharedCostModel:
         per_row = features.seconds_per_row
         if per_row is None:  # nothing computed yet: time the first row due (it stays cached)
             g, i = queue.pop(0)
-            start = time.perf_counter()
-            features.row(g.task, i)
-            per_row = (time.perf_counter() - start) / max(1, features.workers)
+            per_row = _time_row(features, g.task, i) / max(1, features.workers)
         afford = max(FIT_MIN_NEW_ROWS, int(FIT_FEATURE_SECONDS / max(per_row, 1e-9)))
         if len(queue) <= afford:
             return groups
@@ -244,6 +240,14 @@ class SharedCostModel:
         """The training data: other workloads first, members last (the order the model's groups
         always had)."""
         return [*self.others.values(), *self.members]
+
+
+def _time_row(features, task, index: int) -> float:
+    """Seconds the features of ``task``'s config ``index`` take to compute here (they stay in
+    the cache): the price of the rows still to compute."""
+    start = time.perf_counter()
+    features.row(task, index)
+    return time.perf_counter() - start
 
 
 def _in_turns(lists: list[list]) -> list:
