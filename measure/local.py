@@ -150,8 +150,9 @@ class LocalRunner(Runner):
     Each candidate is called once on the task's inputs and its outputs compared with
     the expected ones (``check_correctness``), then timed with the runtime's native
     timer: ``repeat`` measurements of ``number`` calls each (more calls until one
-    measurement takes ``min_repeat_ms``), ``cooldown_ms`` apart, evicting the caches
-    before each call with ``cache_flush``. A run past ``timeout`` seconds is killed.
+    measurement takes ``min_repeat_ms``), ``cooldown_ms`` apart, evicting its arguments but
+    the first (its input) from the caches before each call with ``cache_flush``, as TVM's
+    ``enable_cpu_cache_flush`` does. A run past ``timeout`` seconds is killed.
 
     CUDA candidates are timed with CUDA events (``cache_flush`` does not apply), in one
     worker per GPU of ``devices`` (CUDA device ordinals; by default every GPU that this

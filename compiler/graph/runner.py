@@ -38,8 +38,9 @@ def profile(module: Module, repeat: int = 5, min_repeat_ms: float = 20.0,
 
     By default each kernel is timed alone, again and again, on random arguments of its shapes:
     it then finds its weights and inputs in the caches, as it does not inside a model that
-    streams all of its weights each run; ``cache_flush`` evicts its arguments before every call,
-    for the other bound. ``in_model=True`` times the kernels where they run: the model runs on
+    streams all of its weights each run; ``cache_flush`` evicts its arguments but the first
+    (its input, which the kernel before has just written) before every call, as TVM's
+    ``enable_cpu_cache_flush`` does. ``in_model=True`` times the kernels where they run: the model runs on
     random inputs through its profiling entry, which reads the clock between kernels, in pairs
     of back-to-back runs (the second one's clock counts), at least ``repeat`` times and
     ``min_repeat_ms`` in all; a kernel's seconds are the median over the

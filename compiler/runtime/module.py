@@ -175,8 +175,9 @@ class Module:
 
         ``results`` holds ``repeat`` entries, each the mean seconds per call of one
         measurement: ``number`` calls, and more in batches until the measurement took
-        ``min_repeat_ms`` by the clock; ``cache_flush`` evicts the arguments from the caches
-        before every call (untimed). The loop runs in native code; see
+        ``min_repeat_ms`` by the clock; ``cache_flush`` evicts the arguments but the first (the
+        input, which a model's previous operator has just written) from the caches before every
+        call, untimed, as TVM's ``enable_cpu_cache_flush`` does. The loop runs in native code; see
         :mod:`compiler.runtime.timer`.
         """
         if dev is not None and dev.device_type != "cpu":

@@ -9,9 +9,12 @@ are checked and packed once, in Python, before the loop starts. :func:`time_call
 same loop in Python, for callables and for libraries exported before the native timer
 existed.
 
-``cache_flush=True`` evicts the kernel's arguments from every cache level before
-*each* call (``clflush`` line by line on x86, outside the timed interval; elsewhere a
-64 MiB scratch buffer is overwritten), so every call starts from memory.
+``cache_flush=True`` evicts the kernel's arguments but the first from every cache level
+before *each* call (``clflush`` line by line on x86, outside the timed interval), as TVM's
+``enable_cpu_cache_flush`` does (its ``cache_flush_cpu_non_first_arg``): the first argument
+is an operator's input, which inside a model the operator before has just written, while its
+weights come from memory. Elsewhere a 64 MiB scratch buffer is overwritten, which evicts
+every argument.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["BenchmarkResult", "time_calls", "NativeTimer", "TIMER_SYMBOL", "BATCH_NS"]
+__all__ = ["BenchmarkResult", "time_calls", "NativeTimer", "TIMER_SYMBOL", "BATCH_NS", "flushed_ranges"]
 
 TIMER_SYMBOL = "__autotune_time_evaluator"
 BATCH_NS = 10_000  # a batch of calls doubles until it lasts this long (a clock read is ~25 ns)
@@ -80,6 +83,12 @@ def flush_cache() -> None:
     _scratch().fill(1)
 
 
+def flushed_ranges(arrays: list) -> list[tuple[int, int]]:
+    """``(address, bytes)`` of the buffers that ``cache_flush`` evicts on x86: every one of
+    ``arrays`` (a kernel's buffer arguments, in order) but the first, and none empty."""
+    return [(a.ctypes.data, a.nbytes) for a in arrays[1:] if a.nbytes]
+
+
 def _check_counts(number: int, repeat: int, min_repeat_ms: float) -> None:
     if number < 1 or repeat < 1:
         raise ValueError(f"number and repeat must be positive, got number={number}, repeat={repeat}")
@@ -99,12 +108,13 @@ class NativeTimer:
 
     def time(self, kernel: int, buffers, scalars, arrays: list, number: int = 10, repeat: int = 1,
              min_repeat_ms: float = 0, cache_flush: bool = False) -> BenchmarkResult:
-        """Time the kernel at address ``kernel``; ``arrays`` are the buffers (flushed with cache_flush)."""
+        """Time the kernel at address ``kernel``; ``arrays`` are its buffers, in order (with
+        ``cache_flush``, those of :func:`flushed_ranges` are evicted before each call)."""
         _check_counts(number, repeat, min_repeat_ms)
         if not cache_flush:
             mode, ranges = 0, []
         elif _X86:
-            mode, ranges = 1, [(a.ctypes.data, a.nbytes) for a in arrays if a.nbytes]
+            mode, ranges = 1, flushed_ranges(arrays)
         else:
             scratch = _scratch()
             mode, ranges = 2, [(scratch.ctypes.data, scratch.nbytes)]

@@ -99,7 +99,8 @@ class LocalRunner(measure.LocalRunner, Runner):
     enable_cpu_cache_flush)``: times each candidate ``repeat`` times, each the mean of
     ``number`` runs (more, until one measurement takes ``min_repeat_ms``), sleeping
     ``cooldown_interval`` seconds between measurements and, with
-    ``enable_cpu_cache_flush``, evicting the CPU caches before every run.
+    ``enable_cpu_cache_flush``, evicting every argument but the first (the input) from the
+    CPU caches before every run, as AutoTVM does.
 
     Unlike AutoTVM's, the runner also checks each candidate's outputs against the
     template's reference (or, without one, its default config) before timing it, so that

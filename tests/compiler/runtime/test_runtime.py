@@ -396,6 +396,17 @@ def test_native_timer_results_and_growth(vadd):
         vadd.time_evaluator("vadd", cpu(0), number=0)(a, a, c)
 
 
+def test_cache_flush_evicts_every_argument_but_the_first_as_tvm_does():
+    # TVM's enable_cpu_cache_flush (cache_flush_cpu_non_first_arg) keeps the first argument, an
+    # operator's input, in the caches: inside a model the operator before has just written it.
+    from compiler.runtime.timer import flushed_ranges
+
+    data, weight, bias, out = (np.empty(n, np.float32) for n in (300, 1000, 0, 200))
+    assert flushed_ranges([data, weight, bias, out]) == [(weight.ctypes.data, weight.nbytes),
+                                                         (out.ctypes.data, out.nbytes)]
+    assert flushed_ranges([data]) == [] and flushed_ranges([]) == []
+
+
 def _slowing(fast_calls: int, slow_steps: int) -> PrimFunc:
     """Counts its calls in ``N[0]``; after ``fast_calls`` calls each call also runs a chain of
     ``slow_steps`` dependent multiply-adds on ``X[0]``."""
