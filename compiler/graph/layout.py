@@ -50,7 +50,9 @@ __all__ = ["plan_layouts", "output_block", "input_block", "panel_width", "winogr
 #: m = 2), and a model streams its weights from memory every run. In ResNet-18 on Zen 5, the
 #: 256-channel 14x14 layers ran faster inside the model with F(2x2) (a 4 MiB kernel) than with
 #: F(4x4) (9 MiB), though F(4x4) was faster timed alone; the 512-channel 7x7 layers ran faster
-#: with F(2x2) (16 MiB) than direct.
+#: with F(2x2) (16 MiB) than direct. On a 2-vCPU Intel Xeon guest (AVX-512) those layers ran
+#: faster direct: untuned ResNet-18 took 9.65 ms with them direct, 10.38 ms with F(2x2). One
+#: limit cannot fit both hosts (see docs/performance.md, "Models").
 MAX_WINOGRAD_WEIGHT_BYTES = {4: 4 * 1024 * 1024, 2: 16 * 1024 * 1024}
 #: Fewer tiles than this leave the Winograd GEMM's rows too short to fill a register tile.
 MIN_WINOGRAD_TILES = 16
