@@ -38,6 +38,8 @@ _OWN = {
     "extract_tasks": "autotune.model",
     "build_model": "autotune.model",
     "tune_model": "autotune.model",
+    "choose_algorithms": "autotune.algorithms",
+    "AlgorithmChoices": "autotune.algorithms",
     "measure_latency": "autotune.model",
     "measure_deployed": "autotune.model",
     "DeployedLatency": "autotune.model",

@@ -286,6 +286,10 @@ def _build_parser() -> _Parser:
                    help="tuning log (or pin file) to take the best configs from (default: none)")
     p.add_argument("-o", "--out", required=True, metavar="MODEL.so", help="the shared library to write")
     p.add_argument("--name", default="run", help="name of the entry function (default: run)")
+    p.add_argument("--measure-algorithms", action="store_true",
+                   help="time each 3x3 layer direct and by Winograd inside the model on this machine "
+                        "and build each the faster way (kept only if the whole model runs faster; "
+                        "default: by the size of the Winograd kernel)")
     return parser
 
 

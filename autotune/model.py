@@ -276,39 +276,77 @@ def measure_deployed(module: compiler.runtime.Module, repeat: int = 10, min_repe
 
 
 def build_model(graph: Graph, target="llvm", db=None, *, transfer: bool = True, any_model: bool = False,
-                name: str = "run") -> compiler.runtime.Module:
+                name: str = "run", algorithms=None) -> compiler.runtime.Module:
     """Compile ``graph`` for ``target`` with each kernel's best config in ``db`` (a tuning log or
     a pin file): one Module holding every kernel and an ahead-of-time executor that calls them in
     order (:func:`compiler.graph.build_graph`). A workload the log does not hold borrows its
     nearest tuned neighbour's config (``transfer``), else uses its template's default config;
-    one warning lists those. ``module.export_library(path)`` writes one shared library."""
+    one warning lists those. ``module.export_library(path)`` writes one shared library.
+
+    ``algorithms`` says how the 3x3 layers that can run by Winograd run: None for the planner's
+    rule (by the size of the transformed kernel), a map ``{layer: tile size}`` (0: direct; what
+    :attr:`AlgorithmChoices.algorithms` holds), or ``"measure"``: each layer's algorithm timed
+    inside the model on this machine first (:func:`~autotune.choose_algorithms`, which logs its
+    report)."""
     _check_graph(graph)
     target = compiler.Target.from_any(target)
-    history = apply_history_best(db, transfer=transfer, any_model=any_model) if db is not None else None
-    untuned: list[str] = []
+    if isinstance(algorithms, str):
+        if algorithms != "measure":
+            raise AutotuneError(f"algorithms must be None, a map of layer names to tile sizes or "
+                                f"'measure', got {algorithms!r}")
+        from .algorithms import choose_algorithms
 
-    def schedule_kernel(node: Node) -> KernelChoice | None:
-        task = kernel_task(node, target)
+        choices = choose_algorithms(graph, target, db, transfer=transfer, any_model=any_model)
+        logger.info("%s", choices.report())
+        algorithms = choices.algorithms
+    with ModelBuilder(target, db, transfer=transfer, any_model=any_model) as builder:
+        module = builder.build(prepare(graph, target, algorithms=algorithms), name)
+        builder.warn_untuned(graph.name)
+    return module
+
+
+class ModelBuilder:
+    """Compiles prepared graphs for ``target`` with the best configs of one tuning log (or pin
+    file) ``db``, opened once (see :func:`build_model`); a context manager that closes a log it
+    opened. :meth:`warn_untuned` logs the workloads that had no tuned config."""
+
+    def __init__(self, target, db, *, transfer: bool = True, any_model: bool = False):
+        self.target = compiler.Target.from_any(target)
+        self.db = db
+        self.history = None if db is None else apply_history_best(db, transfer=transfer, any_model=any_model)
+        self.untuned: dict[str, None] = {}
+
+    def __enter__(self) -> ModelBuilder:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        history = self.history
+        if history is not None and history.log is not None and history.log is not self.db:
+            history.log.close()  # opened here, from a path or URL
+
+    def schedule_kernel(self, node: Node) -> KernelChoice | None:
+        """The kernel of fused ``node`` with the log's best config (``build_graph``'s hook)."""
+        task = kernel_task(node, self.target)
         if task is None:
             return None
-        config = history.lookup(task.target, task) if history is not None else None
+        config = self.history.lookup(task.target, task) if self.history is not None else None
         if config is None:
-            untuned.append(task.workload_name)
+            self.untuned[task.workload_name] = None
             config, source = task.config_space.default_config, "default config"
         elif isinstance(config, BorrowedConfig):
-            untuned.append(f"{task.workload_name} (borrowed from {config.borrowed_from})")
+            self.untuned[f"{task.workload_name} (borrowed from {config.borrowed_from})"] = None
             source = f"borrowed from {config.borrowed_from}"
         else:
             source = "tuned"
         schedule, tensors = task.instantiate(config)
         return KernelChoice(schedule, tensors, f"{task.name}: {source}", task.workload_key)
 
-    try:
-        module = build_graph(prepare(graph, target), target, schedule_kernel, name)
-    finally:
-        if history is not None and history.log is not None and history.log is not db:
-            history.log.close()  # opened here, from a path or URL
-    if untuned:
-        logger.warning("%d kernel(s) of %s have no tuned config in %s: %s", len(untuned), graph.name,
-                       db if db is not None else "(no log)", "; ".join(dict.fromkeys(untuned)))
-    return module
+    def build(self, prepared: Graph, name: str = "run") -> compiler.runtime.Module:
+        """``prepared`` (:func:`compiler.graph.prepare`'s result) compiled into one Module."""
+        return build_graph(prepared, self.target, self.schedule_kernel, name)
+
+    def warn_untuned(self, model: str) -> None:
+        """One warning that lists the workloads built without a tuned config, if any."""
+        if self.untuned:
+            logger.warning("%d kernel(s) of %s have no tuned config in %s: %s", len(self.untuned), model,
+                           self.db if self.db is not None else "(no log)", "; ".join(self.untuned))

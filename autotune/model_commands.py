@@ -109,7 +109,13 @@ def cmd_build_model(ns) -> int:
         raise db.TuningLogError(f"no tuning log at {ns.db}")
     graph = _load(ns)
     start = time.perf_counter()
-    module = autotune.build_model(graph, ns.target, db=ns.db, name=ns.name)
+    algorithms = None
+    if ns.measure_algorithms:
+        _out("timing each 3x3 layer direct and by Winograd inside the model...")
+        choices = autotune.choose_algorithms(graph, ns.target, ns.db)
+        _out(choices.report())
+        algorithms = choices.algorithms
+    module = autotune.build_model(graph, ns.target, db=ns.db, name=ns.name, algorithms=algorithms)
     module.export_library(ns.out)
     info = module.attrs["model"]
     kernels = info["kernels"]

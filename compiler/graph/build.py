@@ -24,7 +24,7 @@ import hashlib
 import logging
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .. import lower
@@ -69,16 +69,18 @@ class KernelChoice:
 ScheduleKernel = Callable[[Node], "KernelChoice | None"]
 
 
-def prepare(graph: Graph, target=None, layouts: bool = True) -> Graph:
+def prepare(graph: Graph, target=None, layouts: bool = True,
+            algorithms: Mapping[str, int] | None = None) -> Graph:
     """``graph`` optimised, its layouts planned for ``target`` (the current target by default;
-    ``layouts=False`` leaves every tensor in its model layout) and fused: ready to compile. A
-    fused graph comes back as it is."""
+    ``layouts=False`` leaves every tensor in its model layout) and fused: ready to compile.
+    ``algorithms`` chooses how 3x3 convolutions run (:func:`~.layout.plan_layouts`). A fused
+    graph comes back as it is."""
     if graph.nodes and all(n.op == FUSED for n in graph.nodes):
         return graph
     graph = optimize(graph)
     if layouts:
         with Target.from_any(target) if target is not None else contextlib.nullcontext():
-            graph = plan_layouts(graph)
+            graph = plan_layouts(graph, algorithms=algorithms)
     return fuse(graph)
 
 
@@ -122,6 +124,7 @@ def build_graph(graph: Graph, target=None, schedule_kernel: ScheduleKernel | Non
     by_key: dict[tuple, str] = {}
     calls: list[tuple[str, list[tuple[str, int]]]] = []
     choices: dict[str, KernelChoice] = {}
+    nodes: dict[str, list[str]] = {}  # kernel -> the fused nodes it runs
     with target:
         for node in fused_kernels(fused):
             if node.output.uid in plan.aliases:
@@ -137,10 +140,11 @@ def build_graph(graph: Graph, target=None, schedule_kernel: ScheduleKernel | Non
                 choices[fname] = choice
             places = [plan.place(v) for v in (*node.inputs, *node.outputs)]
             calls.append((fname, [(p.region, p.index) for p in places]))
-    return _link(fused, plan, IRModule(functions), calls, choices, target, name)
+            nodes.setdefault(fname, []).append(node.name)
+    return _link(fused, plan, IRModule(functions), calls, choices, nodes, target, name)
 
 
-def _link(graph: Graph, plan: MemoryPlan, kernels: IRModule, calls, choices, target: Target,
+def _link(graph: Graph, plan: MemoryPlan, kernels: IRModule, calls, choices, nodes, target: Target,
           name: str) -> Module:
     # Imported here: the LLVM code generator loads llvmlite, which loading a library never needs.
     from ..codegen import llvm_build
@@ -169,7 +173,7 @@ def _link(graph: Graph, plan: MemoryPlan, kernels: IRModule, calls, choices, tar
         "name": graph.name,
         "inputs": [{"name": v.name, "shape": list(v.shape), "dtype": v.dtype} for v in graph.inputs],
         "outputs": [{"name": v.name, "shape": list(v.shape), "dtype": v.dtype} for v in graph.outputs],
-        "kernels": [{"name": f, "calls": counts[f], "schedule": choices[f].source,
+        "kernels": [{"name": f, "calls": counts[f], "schedule": choices[f].source, "nodes": nodes[f],
                      **({"workload": choices[f].workload} if choices[f].workload else {})} for f in counts],
         "calls": [f for f, _ in calls],
         "profile_entry": profile_name,

@@ -16,7 +16,10 @@ A 3x3 convolution with stride 1 runs by Winograd's ``F(m x m, 3 x 3)`` instead
 :mod:`compiler.topi.nn.winograd`) where :func:`winograd_tile_size` finds a tile: a quarter of the
 multiply-adds with ``m = 4``, four ninths with ``m = 2``, for a kernel ``(m + 2)^2 / 9`` times
 larger, which a model streams from memory every run; ``plan_layouts(..., winograd=False)`` keeps
-them direct. Its input and output are blocked as the direct convolution's.
+them direct. Its input and output are blocked as the direct convolution's, so each such layer can
+run either way with the rest of the plan unchanged: :func:`algorithm_options` lists the layers and
+their choices, and ``plan_layouts(..., algorithms={layer: m})`` overrides the rule for some of them
+(``m`` the tile size, 0 for direct: ``autotune.choose_algorithms`` measures them in the model).
 
 A 1x1 convolution with a stride reads every stride-th pixel: a ``strided_slice`` of the blocked
 input picks them, and the convolution runs with stride 1 on them (a pointwise convolution, whose
@@ -34,15 +37,20 @@ into three-channel blocks cost MobileNetV2 2% of its latency).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+
 import numpy as np
 
 from ..simd import vector_lanes
 from ..topi.nn.winograd import conv2d_winograd_weight_transform, winograd_tiles
+from .errors import GraphError
 from .ir import Graph, Node, Value
 from .op import get_op
 from .ops.layout import layout_name, pack_dense_weight, pack_depthwise_weight, pack_weight, to_blocks
 
 __all__ = ["plan_layouts", "output_block", "input_block", "panel_width", "winograd_tile_size",
+           "winograd_tile_sizes", "algorithm_options", "algorithm_name", "DIRECT",
            "MAX_WINOGRAD_WEIGHT_BYTES"]
 
 #: The largest transformed kernel a convolution runs by Winograd with, per tile size ``m``:
@@ -54,6 +62,8 @@ __all__ = ["plan_layouts", "output_block", "input_block", "panel_width", "winogr
 #: faster direct: untuned ResNet-18 took 9.65 ms with them direct, 10.38 ms with F(2x2). One
 #: limit cannot fit both hosts (see docs/performance.md, "Models").
 MAX_WINOGRAD_WEIGHT_BYTES = {4: 4 * 1024 * 1024, 2: 16 * 1024 * 1024}
+#: The "tile size" that stands for running a 3x3 convolution direct, in ``algorithms`` maps.
+DIRECT = 0
 #: Fewer tiles than this leave the Winograd GEMM's rows too short to fill a register tile.
 MIN_WINOGRAD_TILES = 16
 
@@ -76,18 +86,28 @@ def panel_width(units: int, lanes: int) -> int:
     return 2 * lanes if units > lanes else lanes
 
 
+def winograd_tile_sizes(C: int, F: int, Ho: int, Wo: int, lanes: int) -> list[int]:
+    """The ``m`` of each ``F(m x m, 3 x 3)`` a 3x3 stride-1 convolution of ``C`` to ``F`` channels
+    with an ``Ho x Wo`` output can run by, largest first: those that leave :data:`MIN_WINOGRAD_TILES`
+    tiles, for at least a vector of input channels (whatever the size of their kernels)."""
+    if C < lanes:
+        return []
+    return [m for m in (4, 2) if math.prod(winograd_tiles(Ho, Wo, m)) >= MIN_WINOGRAD_TILES]
+
+
 def winograd_tile_size(C: int, F: int, Ho: int, Wo: int, itemsize: int, lanes: int) -> int | None:
     """The ``m`` of ``F(m x m, 3 x 3)`` for a 3x3 stride-1 convolution of ``C`` to ``F`` channels
-    with an ``Ho x Wo`` output (None: leave it direct): the largest tile whose transformed kernel
-    fits its limit in :data:`MAX_WINOGRAD_WEIGHT_BYTES` and that leaves :data:`MIN_WINOGRAD_TILES`
-    tiles, for at least a vector of input channels."""
-    if C < lanes:
-        return None
-    for m in (4, 2):
-        th, tw = winograd_tiles(Ho, Wo, m)
-        if th * tw >= MIN_WINOGRAD_TILES and (m + 2) ** 2 * C * F * itemsize <= MAX_WINOGRAD_WEIGHT_BYTES[m]:
+    with an ``Ho x Wo`` output (None: leave it direct): the largest of :func:`winograd_tile_sizes`
+    whose transformed kernel fits its limit in :data:`MAX_WINOGRAD_WEIGHT_BYTES`."""
+    for m in winograd_tile_sizes(C, F, Ho, Wo, lanes):
+        if (m + 2) ** 2 * C * F * itemsize <= MAX_WINOGRAD_WEIGHT_BYTES[m]:
             return m
     return None
+
+
+def algorithm_name(m: int) -> str:
+    """How reports name tile size ``m``: ``"direct"`` for :data:`DIRECT`, else ``"F(2x2,3x3)"``..."""
+    return "direct" if m == DIRECT else f"F({m}x{m},3x3)"
 
 
 def input_block(channels: int, lanes: int) -> int | None:
@@ -98,10 +118,12 @@ def input_block(channels: int, lanes: int) -> int | None:
 
 
 class _Planner:
-    def __init__(self, graph: Graph, lanes: int, winograd: bool):
+    def __init__(self, graph: Graph, lanes: int, winograd: bool, algorithms: Mapping[str, int] | None = None):
         self.graph = graph
         self.lanes = lanes
         self.winograd = winograd
+        self.algorithms = dict(algorithms or {})
+        self.options: dict[str, tuple[int, list[int]]] = {}  # a 3x3 layer -> (the rule's m, its choices)
         self.nodes: list[Node] = []
         self.current: dict[int, tuple[Value, int | None]] = {}  # original uid -> (value now, its block)
         self.plain: dict[int, Value] = {}  # uid of a blocked value -> its NCHW copy
@@ -253,14 +275,27 @@ class _Planner:
         return out, oc_bn
 
     def _winograd_tile(self, node: Node, oc_bn: int) -> int | None:
-        """The Winograd tile size of convolution ``node`` (:func:`winograd_tile_size`), or None."""
+        """The Winograd tile size of convolution ``node`` (None: direct): the caller's choice in
+        ``algorithms``, else :func:`winograd_tile_size`'s."""
         x, w = node.inputs
         a = node.attrs
-        if (not self.winograd or w.shape[2:] != (3, 3) or oc_bn % self.lanes
-                or tuple(a.get("strides", (1, 1))) != (1, 1) or tuple(a.get("dilation", (1, 1))) != (1, 1)):
-            return None
-        _, _, Ho, Wo = node.output.shape
-        return winograd_tile_size(x.shape[1], w.shape[0], Ho, Wo, w.data.dtype.itemsize, self.lanes)
+        sizes = []
+        if (w.shape[2:] == (3, 3) and not oc_bn % self.lanes and tuple(a.get("strides", (1, 1))) == (1, 1)
+                and tuple(a.get("dilation", (1, 1))) == (1, 1)):
+            _, _, Ho, Wo = node.output.shape
+            sizes = winograd_tile_sizes(x.shape[1], w.shape[0], Ho, Wo, self.lanes)
+        rule = winograd_tile_size(x.shape[1], w.shape[0], *node.output.shape[2:], w.data.dtype.itemsize,
+                                  self.lanes) if sizes and self.winograd else None
+        if sizes:
+            self.options[node.name] = (rule or DIRECT, [*sizes, DIRECT])
+        chosen = self.algorithms.pop(node.name, None)
+        if chosen is None:
+            return rule
+        if chosen not in (*sizes, DIRECT):
+            choices = ", ".join(algorithm_name(m) for m in (*sizes, DIRECT))
+            raise GraphError(f"convolution {node.name!r} cannot run by {algorithm_name(chosen)}: it runs "
+                             f"by {choices or 'its blocked direct kernel only'}")
+        return chosen or None
 
     def _dense(self, node: Node) -> tuple[Value, None] | None:
         """A dense layer's constant weight, packed in micro-panels of :func:`panel_width` columns."""
@@ -288,12 +323,29 @@ class _Planner:
                          node.name), block
 
 
-def plan_layouts(graph: Graph, lanes: int | None = None, winograd: bool = True) -> Graph:
+def plan_layouts(graph: Graph, lanes: int | None = None, winograd: bool = True,
+                 algorithms: Mapping[str, int] | None = None) -> Graph:
     """``graph`` with its convolutions in channel blocks (see the module's docstring); ``lanes``
     is the float32 vector width (default: the current target's). ``winograd=False`` keeps every
-    3x3 convolution direct."""
+    3x3 convolution direct. ``algorithms`` maps a 3x3 convolution's name to the Winograd tile
+    size it runs by, :data:`DIRECT` (0) for direct, in place of the rule's choice (the names
+    and choices :func:`algorithm_options` lists; a name of no such layer raises GraphError)."""
+    planner = _Planner(graph, lanes or vector_lanes("float32"), winograd, algorithms)
+    for node in graph.nodes:
+        planner.visit(node)
+    if planner.algorithms:
+        raise GraphError(f"no 3x3 convolution that can run by Winograd is named "
+                         f"{', '.join(map(repr, planner.algorithms))} in graph {graph.name!r}")
+    outputs = [planner.as_plain(v) for v in graph.outputs]
+    return graph.rebuilt(planner.nodes, outputs)
+
+
+def algorithm_options(graph: Graph, lanes: int | None = None,
+                      winograd: bool = True) -> dict[str, tuple[int, list[int]]]:
+    """The convolutions of ``graph`` (optimised, as :func:`plan_layouts` takes it) that can run by
+    Winograd or direct: ``{name: (the rule's tile size, every tile size it can run by)}``, a tile
+    size of :data:`DIRECT` (0) standing for direct."""
     planner = _Planner(graph, lanes or vector_lanes("float32"), winograd)
     for node in graph.nodes:
         planner.visit(node)
-    outputs = [planner.as_plain(v) for v in graph.outputs]
-    return graph.rebuilt(planner.nodes, outputs)
+    return planner.options

@@ -17,8 +17,10 @@ seed: the same weights. The contenders:
 * **ours tuned** (``--tune``): the model's tasks tuned with ``autotune.tune_model`` into
   ``--db`` (``--trials`` per task, the log's earlier trials of these tasks counted: a second
   run resumes, or only re-measures; and/or ``--time-budget`` minutes), then built with the
-  log; the line after the table gives the tuning's estimate (each task's best times its
-  weight, summed) beside the tuned build's measured latency;
+  log, each 3x3 layer direct or by Winograd as it ran faster inside the model
+  (``algorithms="measure"``, :func:`autotune.choose_algorithms`; ``--algorithms rule`` builds
+  by the planner's rule); the line after the table gives the tuning's estimate (each task's
+  best times its weight, summed) beside the tuned build's measured latency;
 * **onnxruntime**: its CPU provider, ``ORT_ENABLE_ALL``, ``intra_op_num_threads`` =
   :data:`THREADS`, ``inter_op_num_threads`` = 1, input and output bound once (io binding);
 * **torch eager**: ``torch.set_num_threads``, ``torch.inference_mode``;
@@ -263,7 +265,7 @@ def compare(ours: np.ndarray, ref: np.ndarray) -> tuple[bool, float, float]:
     return ok, float(err.max()), float(err.max()) / scale
 
 
-def _build(name: str, graph_path: Path, so_path: Path, log) -> Path:
+def _build(name: str, graph_path: Path, so_path: Path, log, algorithms: str | None = None) -> Path:
     if so_path.exists():
         return so_path
     import autotune
@@ -276,7 +278,11 @@ def _build(name: str, graph_path: Path, so_path: Path, log) -> Path:
     if log is None:  # its warning that no kernel has a tuned config is the point of this build
         quiet.setLevel(logging.ERROR)
     try:
-        module = autotune.build_model(graph, TARGET, db=log)
+        if algorithms == "measure":
+            choices = autotune.choose_algorithms(graph, TARGET, log)
+            print("\n".join("  " + line for line in choices.report().splitlines()), flush=True)
+            algorithms = choices.algorithms
+        module = autotune.build_model(graph, TARGET, db=log, algorithms=algorithms or None)
     finally:
         quiet.setLevel(level)
     staged = so_path.with_suffix(f".tmp{os.getpid()}.so")
@@ -326,17 +332,19 @@ def prepare(name: str, opts, workdir: Path) -> Model:
     m.notes.append(_eager_check(m, x, ref))
     code = _code_hash()
     stem = f"{name}-opset{opts.opset}-{code}"
-    todo = [(UNTUNED, workdir / f"{stem}-untuned.so", None)]
+    todo = [(UNTUNED, workdir / f"{stem}-untuned.so", None, None)]
     if opts.tune:
         try:
             m.tune_s = tune(m, opts)
         except Exception as e:  # noqa: BLE001 (one line, then on to the peers)
             m.notes.append(f"{TUNED}: not tuned: {type(e).__name__}: {_first_line(e)}")
         else:
-            todo.append((TUNED, workdir / f"{stem}-tuned-{_log_key(opts.db)}.so", opts.db))
-    for label, so_path, log in todo:
+            algorithms = None if opts.algorithms == "rule" else opts.algorithms
+            todo.append((TUNED, workdir / f"{stem}-tuned-{_log_key(opts.db)}-{opts.algorithms}.so", opts.db,
+                         algorithms))
+    for label, so_path, log, algorithms in todo:
         try:
-            _build(name, onnx_path, so_path, log)
+            _build(name, onnx_path, so_path, log, algorithms)
             out = _run_ours(so_path, x, output_shapes(onnx_path))
         except Exception as e:  # noqa: BLE001
             m.notes.append(f"{label}: not built: {type(e).__name__}: {_first_line(e)}")
@@ -680,6 +688,9 @@ def _parse(argv=None):
     p.add_argument("--time-budget", type=float, default=None, metavar="MIN",
                    help="with --tune: minutes of tuning per model (with --trials, whichever ends first)")
     p.add_argument("--db", default=None, help="the tuning log (default: bench_model.db in --workdir)")
+    p.add_argument("--algorithms", choices=("measure", "rule"), default="measure",
+                   help="how the tuned build's 3x3 layers run: as they ran faster inside the model "
+                        "(measure, the default) or by the planner's rule")
     p.add_argument("--rounds", type=int, default=B.ROUNDS,
                    help=f"processes per contender (default {B.ROUNDS})")
     p.add_argument("--repeat", type=int, default=B.REPEAT, help=f"timings per process (default {B.REPEAT})")

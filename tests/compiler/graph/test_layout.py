@@ -5,16 +5,21 @@ given vector width, so these tests do not depend on the host's."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from graph_models import conv, residual_cnn, weights
 from helpers import poisoned
 
-from compiler.graph import GraphBuilder, build_graph, evaluate, fuse, optimize
+from compiler.graph import GraphBuilder, GraphError, build_graph, evaluate, fuse, optimize
 from compiler.graph.layout import (
+    DIRECT,
     MAX_WINOGRAD_WEIGHT_BYTES,
+    algorithm_name,
+    algorithm_options,
     input_block,
     output_block,
     plan_layouts,
     winograd_tile_size,
+    winograd_tile_sizes,
 )
 from compiler.graph.memory import Place, plan_memory
 
@@ -85,6 +90,43 @@ def test_stride_one_3x3_layers_run_by_winograd_and_compute_the_same(rng):
     np.testing.assert_allclose(evaluate(planned, data)[0], evaluate(graph, data)[0], rtol=1e-4, atol=1e-5)
     direct = _ops(plan_layouts(graph, lanes=4, winograd=False))
     assert "nn.conv2d_winograd_nchwc" not in direct and direct.count("nn.conv2d_nchwc") == 4
+
+
+def test_each_3x3_layer_can_be_told_how_to_run_and_computes_the_same(rng):
+    b = GraphBuilder()
+    x = b.input("x", (1, 8, 16, 16))
+    a = b.op("nn.relu", conv(b, rng, x, 8, name="a"))  # the rule: F(4x4) (16 tiles)
+    c = conv(b, rng, a, 8, stride=2, name="strided")  # direct only
+    graph = optimize(b.finish(b.op("add", conv(b, rng, c, 8, name="b"), c)))  # 8x8: F(2x2) only
+    assert winograd_tile_sizes(8, 8, 16, 16, 4) == [4, 2] and winograd_tile_sizes(8, 8, 8, 8, 4) == [2]
+    assert algorithm_options(graph, lanes=4) == {"a": (4, [4, 2, DIRECT]), "b": (2, [2, DIRECT])}
+    assert algorithm_options(graph, lanes=4, winograd=False) == {"a": (DIRECT, [4, 2, DIRECT]),
+                                                                 "b": (DIRECT, [2, DIRECT])}
+    data = [rng.uniform(-1, 1, (1, 8, 16, 16)).astype("float32")]
+    want = evaluate(graph, data)[0]
+    plans = (({"a": 2}, 2, 2), ({"a": DIRECT, "b": DIRECT}, None, None), ({"b": DIRECT}, 4, None))
+    for plan, a_runs, b_runs in plans:
+        planned = plan_layouts(graph, lanes=4, algorithms=plan)
+        by_name = {n.name: n for n in planned.nodes}
+        for name, m in (("a", a_runs), ("b", b_runs)):
+            node = by_name[name]
+            assert node.op == ("nn.conv2d_nchwc" if m is None else "nn.conv2d_winograd_nchwc")
+            assert m is None or node.attrs["tile_size"] == m
+        assert by_name["strided"].op == "nn.conv2d_nchwc"
+        np.testing.assert_allclose(evaluate(planned, data)[0], want, rtol=1e-4, atol=1e-5)
+    assert algorithm_name(DIRECT) == "direct" and algorithm_name(2) == "F(2x2,3x3)"
+
+
+def test_a_layer_told_to_run_a_way_it_cannot_is_an_error_naming_it(rng):
+    b = GraphBuilder()
+    x = b.input("x", (1, 8, 8, 8))
+    graph = optimize(b.finish(conv(b, rng, conv(b, rng, x, 8, name="a"), 8, stride=2, name="strided")))
+    with pytest.raises(GraphError, match=r"'a' cannot run by F\(4x4,3x3\): it runs by F\(2x2,3x3\), direct"):
+        plan_layouts(graph, lanes=4, algorithms={"a": 4})
+    with pytest.raises(GraphError, match="'strided' cannot run by F\\(2x2"):
+        plan_layouts(graph, lanes=4, algorithms={"strided": 2})
+    with pytest.raises(GraphError, match="no 3x3 convolution that can run by Winograd is named 'nope'"):
+        plan_layouts(graph, lanes=4, algorithms={"nope": DIRECT})
 
 
 def test_a_strided_1x1_convolution_reads_its_pixels_first_then_runs_with_stride_one(rng):
