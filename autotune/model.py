@@ -89,14 +89,16 @@ def _check_graph(graph) -> None:
                             f"ONNX file), got {type(graph).__name__} {graph!r:.60}")
 
 
-def extract_tasks(graph: Graph, target="llvm") -> ModelTasks:
+def extract_tasks(graph: Graph, target="llvm", algorithms=None) -> ModelTasks:
     """The distinct tuning tasks of ``graph``'s kernels on ``target``, with their weights.
 
     The graph is optimised and fused first (:func:`compiler.graph.prepare`), so each task is a
-    kernel as it is deployed."""
+    kernel as it is deployed: built with ``algorithms`` (a map ``{layer: tile size}``, as
+    :func:`build_model` takes it; :attr:`~autotune.AlgorithmChoices.algorithms` holds measured ones),
+    its 3x3 layers run as that map says."""
     _check_graph(graph)
     target = compiler.Target.from_any(target)
-    fused = prepare(graph, target)
+    fused = prepare(graph, target, algorithms=algorithms)
     tasks: dict[str, ModelTask] = {}
     untemplated = []
     for node in fused.nodes:
@@ -285,7 +287,7 @@ def build_model(graph: Graph, target="llvm", db=None, *, transfer: bool = True, 
 
     ``algorithms`` says how the 3x3 layers that can run by Winograd run: None for the planner's
     rule (by the size of the transformed kernel), a map ``{layer: tile size}`` (0: direct; what
-    :attr:`AlgorithmChoices.algorithms` holds), or ``"measure"``: each layer's algorithm timed
+    :attr:`~autotune.AlgorithmChoices.algorithms` holds), or ``"measure"``: each layer's algorithm timed
     inside the model on this machine first (:func:`~autotune.choose_algorithms`, which logs its
     report)."""
     _check_graph(graph)
