@@ -6,7 +6,8 @@ transformed kernel, ``(m + 2)^2 / 9`` times the direct one, stays under a size l
 memory every run. Which side of that limit is faster depends on the machine's memory, and the
 kernels timed alone do not tell: on a 2-vCPU Intel Xeon guest, ResNet-18's 512-channel layers
 ran by F(2x2) in 0.60 ms per call with their weights in the caches and 1.31 ms with them evicted,
-direct in 0.96 and 1.45 ms, yet inside the model direct took 1.22 ms and F(2x2) 1.54.
+direct in 0.96 and 1.45 ms, yet inside the model direct was the faster in three runs of three
+(1.14-1.38 ms against 1.27-1.54 ms).
 
 So :func:`choose_algorithms` builds the model once per algorithm (each layer that can run by it
 does), times every kernel where it runs (:func:`compiler.graph.profile` with ``in_model=True``),
@@ -18,22 +19,17 @@ and the choices travel inside the library it exports.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 
 import numpy as np
 
 import compiler
-from compiler.graph import Graph, profile
-from compiler.graph.build import prepare
+from compiler.graph import Graph, optimize, prepare, profile
 from compiler.graph.layout import algorithm_name, algorithm_options
-from compiler.graph.passes import optimize
 
 from .model import ModelBuilder, _check_graph, duration_text, measure_latency
 
 __all__ = ["LayerChoice", "AlgorithmChoices", "choose_algorithms"]
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass
