@@ -73,7 +73,8 @@ def test_a_layer_told_how_to_run_is_built_so_and_computes_the_same(graph, option
     assert templates[_fused_node_of(graph, first, plan)] == "conv2d_nchwc"
     assert templates[_fused_node_of(graph, second, plan)] == "conv2d_nchwc_winograd"
     _check_output(module, graph, 1)
-    names = [t.task.workload_name.split("@")[0] for t in autotune.extract_tasks(graph, TARGET, algorithms=plan)]
+    tasks = autotune.extract_tasks(graph, TARGET, algorithms=plan)
+    names = [t.task.workload_name.split("@")[0] for t in tasks]
     assert "conv2d_nchwc(1,16,16,16,16,3,3,1,1,1,16,16,float32,(bias,relu))" in names  # the tasks built
     assert "conv2d_nchwc_winograd(1,16,16,16,16,1,2,16,16,16,float32,(bias,add,relu))" in names
     with pytest.raises(GraphError, match="no 3x3 convolution that can run by Winograd is named 'nope'"):
