@@ -86,9 +86,9 @@ def panel_width(units: int, lanes: int) -> int:
     return 2 * lanes if units > lanes else lanes
 
 
-def winograd_tile_sizes(C: int, F: int, Ho: int, Wo: int, lanes: int) -> list[int]:
-    """The ``m`` of each ``F(m x m, 3 x 3)`` a 3x3 stride-1 convolution of ``C`` to ``F`` channels
-    with an ``Ho x Wo`` output can run by, largest first: those that leave :data:`MIN_WINOGRAD_TILES`
+def winograd_tile_sizes(C: int, Ho: int, Wo: int, lanes: int) -> list[int]:
+    """The ``m`` of each ``F(m x m, 3 x 3)`` a 3x3 stride-1 convolution from ``C`` channels to an
+    ``Ho x Wo`` output can run by, largest first: those that leave :data:`MIN_WINOGRAD_TILES`
     tiles, for at least a vector of input channels (whatever the size of their kernels)."""
     if C < lanes:
         return []
@@ -99,7 +99,7 @@ def winograd_tile_size(C: int, F: int, Ho: int, Wo: int, itemsize: int, lanes: i
     """The ``m`` of ``F(m x m, 3 x 3)`` for a 3x3 stride-1 convolution of ``C`` to ``F`` channels
     with an ``Ho x Wo`` output (None: leave it direct): the largest of :func:`winograd_tile_sizes`
     whose transformed kernel fits its limit in :data:`MAX_WINOGRAD_WEIGHT_BYTES`."""
-    for m in winograd_tile_sizes(C, F, Ho, Wo, lanes):
+    for m in winograd_tile_sizes(C, Ho, Wo, lanes):
         if (m + 2) ** 2 * C * F * itemsize <= MAX_WINOGRAD_WEIGHT_BYTES[m]:
             return m
     return None
@@ -118,7 +118,7 @@ def input_block(channels: int, lanes: int) -> int | None:
 
 
 class _Planner:
-    def __init__(self, graph: Graph, lanes: int, winograd: bool, algorithms: Mapping[str, int] | None = None):
+    def __init__(self, graph: Graph, lanes: int, winograd: bool, algorithms: Mapping[str, int] | None):
         self.graph = graph
         self.lanes = lanes
         self.winograd = winograd
@@ -276,16 +276,19 @@ class _Planner:
 
     def _winograd_tile(self, node: Node, oc_bn: int) -> int | None:
         """The Winograd tile size of convolution ``node`` (None: direct): the caller's choice in
-        ``algorithms``, else :func:`winograd_tile_size`'s."""
+        ``algorithms``, else :func:`winograd_tile_size`'s. Records the layer's choices in
+        ``options``."""
         x, w = node.inputs
         a = node.attrs
+        _, C, _, _ = x.shape
+        _, _, Ho, Wo = node.output.shape
         sizes = []
         if (w.shape[2:] == (3, 3) and not oc_bn % self.lanes and tuple(a.get("strides", (1, 1))) == (1, 1)
                 and tuple(a.get("dilation", (1, 1))) == (1, 1)):
-            _, _, Ho, Wo = node.output.shape
-            sizes = winograd_tile_sizes(x.shape[1], w.shape[0], Ho, Wo, self.lanes)
-        rule = winograd_tile_size(x.shape[1], w.shape[0], *node.output.shape[2:], w.data.dtype.itemsize,
-                                  self.lanes) if sizes and self.winograd else None
+            sizes = winograd_tile_sizes(C, Ho, Wo, self.lanes)
+        rule = None
+        if sizes and self.winograd:
+            rule = winograd_tile_size(C, w.shape[0], Ho, Wo, w.data.dtype.itemsize, self.lanes)
         if sizes:
             self.options[node.name] = (rule or DIRECT, [*sizes, DIRECT])
         chosen = self.algorithms.pop(node.name, None)
@@ -293,8 +296,8 @@ class _Planner:
             return rule
         if chosen not in (*sizes, DIRECT):
             choices = ", ".join(algorithm_name(m) for m in (*sizes, DIRECT))
-            raise GraphError(f"convolution {node.name!r} cannot run by {algorithm_name(chosen)}: it runs "
-                             f"by {choices or 'its blocked direct kernel only'}")
+            raise GraphError(f"convolution {node.name!r} cannot run by {algorithm_name(chosen)}; "
+                             f"its choices: {choices}")
         return chosen or None
 
     def _dense(self, node: Node) -> tuple[Value, None] | None:
@@ -323,6 +326,14 @@ class _Planner:
                          node.name), block
 
 
+def _plan(graph: Graph, lanes: int | None, winograd: bool,
+          algorithms: Mapping[str, int] | None = None) -> _Planner:
+    planner = _Planner(graph, lanes or vector_lanes("float32"), winograd, algorithms)
+    for node in graph.nodes:
+        planner.visit(node)
+    return planner
+
+
 def plan_layouts(graph: Graph, lanes: int | None = None, winograd: bool = True,
                  algorithms: Mapping[str, int] | None = None) -> Graph:
     """``graph`` with its convolutions in channel blocks (see the module's docstring); ``lanes``
@@ -330,9 +341,7 @@ def plan_layouts(graph: Graph, lanes: int | None = None, winograd: bool = True,
     3x3 convolution direct. ``algorithms`` maps a 3x3 convolution's name to the Winograd tile
     size it runs by, :data:`DIRECT` (0) for direct, in place of the rule's choice (the names
     and choices :func:`algorithm_options` lists; a name of no such layer raises GraphError)."""
-    planner = _Planner(graph, lanes or vector_lanes("float32"), winograd, algorithms)
-    for node in graph.nodes:
-        planner.visit(node)
+    planner = _plan(graph, lanes, winograd, algorithms)
     if planner.algorithms:
         raise GraphError(f"no 3x3 convolution that can run by Winograd is named "
                          f"{', '.join(map(repr, planner.algorithms))} in graph {graph.name!r}")
@@ -345,7 +354,4 @@ def algorithm_options(graph: Graph, lanes: int | None = None,
     """The convolutions of ``graph`` (optimised, as :func:`plan_layouts` takes it) that can run by
     Winograd or direct: ``{name: (the rule's tile size, every tile size it can run by)}``, a tile
     size of :data:`DIRECT` (0) standing for direct."""
-    planner = _Planner(graph, lanes or vector_lanes("float32"), winograd)
-    for node in graph.nodes:
-        planner.visit(node)
-    return planner.options
+    return _plan(graph, lanes, winograd).options
