@@ -113,11 +113,11 @@ def choose_algorithms(graph: Graph, target="llvm", db=None, *, rounds: int = 3, 
         return AlgorithmChoices([], float("nan"), float("nan"))
     layers = {name: LayerChoice(name, rule, rule) for name, (rule, _) in options.items()}
     sizes = sorted({m for _, choices in options.values() for m in choices})
-    plans = [{}, *({n: m for n, (rule, choices) in options.items() if m in choices and m != rule}
-                   for m in sizes)]  # the rule, then every layer that can by each algorithm
+    moved = ({n: m for n, (rule, choices) in options.items() if m in choices and m != rule} for m in sizes)
+    plans = [{}, *(plan for plan in moved if plan)]  # the rule, then every layer that can by each algorithm
     with ModelBuilder(target, db, transfer=transfer, any_model=any_model) as builder:
         variants = []
-        for plan in plans[:1] + [p for p in plans[1:] if p]:
+        for plan in plans:
             prepared = prepare(graph, target, algorithms=plan)
             variants.append((plan, prepared, builder.build(prepared)))
         samples: dict[tuple[str, int], list[float]] = {}

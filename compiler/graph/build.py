@@ -166,21 +166,19 @@ def _link(graph: Graph, plan: MemoryPlan, kernels: IRModule, calls, choices, nod
     entry = FunctionInfo(Signature(name, args, []), written)
     stamps = ArgSpec("buffer", "stamps", "int64", [len(calls) + 1])
     profile_entry = FunctionInfo(Signature(profile_name, [*args, stamps], []), [*written, len(args)])
-    counts: dict[str, int] = {}
-    for fname, _ in calls:
-        counts[fname] = counts.get(fname, 0) + 1
     attrs = {"model": {
         "name": graph.name,
         "inputs": [{"name": v.name, "shape": list(v.shape), "dtype": v.dtype} for v in graph.inputs],
         "outputs": [{"name": v.name, "shape": list(v.shape), "dtype": v.dtype} for v in graph.outputs],
-        "kernels": [{"name": f, "calls": counts[f], "schedule": choices[f].source, "nodes": nodes[f],
-                     **({"workload": choices[f].workload} if choices[f].workload else {})} for f in counts],
+        "kernels": [{"name": f, "calls": len(runs), "schedule": choices[f].source, "nodes": runs,
+                     **({"workload": choices[f].workload} if choices[f].workload else {})}
+                    for f, runs in nodes.items()],
         "calls": [f for f, _ in calls],
         "profile_entry": profile_name,
         "workspace_bytes": plan.workspace_bytes,
         "constant_bytes": plan.constant_bytes,
         "unshared_bytes": plan.unshared_bytes,
     }}
-    log.info("model %s: %d kernels (%d distinct), %s", graph.name, len(calls), len(counts), plan.report())
+    log.info("model %s: %d kernels (%d distinct), %s", graph.name, len(calls), len(nodes), plan.report())
     return llvm_build.build_linked(kernels, target, ir_text, {name: entry, profile_name: profile_entry}, name,
                                    objects, attrs)
