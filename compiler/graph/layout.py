@@ -122,7 +122,14 @@ class _Planner:
         self.graph = graph
         self.lanes = lanes
         self.winograd = winograd
+        if algorithms is not None and not isinstance(algorithms, Mapping):
+            raise GraphError(f"algorithms must map 3x3 convolutions' names to tile sizes, got "
+                             f"{type(algorithms).__name__} {algorithms!r:.60}")
         self.algorithms = dict(algorithms or {})
+        for name, m in self.algorithms.items():
+            if isinstance(m, bool) or not isinstance(m, int | np.integer):
+                raise GraphError(f"algorithms[{name!r}] is {m!r}: give a Winograd tile size (4 or 2) or "
+                                 f"{DIRECT} for direct")
         self.options: dict[str, tuple[int, list[int]]] = {}  # a 3x3 layer -> (the rule's m, its choices)
         self.nodes: list[Node] = []
         self.current: dict[int, tuple[Value, int | None]] = {}  # original uid -> (value now, its block)

@@ -128,6 +128,11 @@ def test_a_layer_told_to_run_a_way_it_cannot_is_an_error_naming_it(rng):
         plan_layouts(graph, lanes=4, algorithms={"strided": 2})
     with pytest.raises(GraphError, match="no 3x3 convolution that can run by Winograd is named 'nope'"):
         plan_layouts(graph, lanes=4, algorithms={"nope": DIRECT})
+    with pytest.raises(GraphError, match=r"algorithms\['a'\] is 'direct': give a Winograd tile size"):
+        plan_layouts(graph, lanes=4, algorithms={"a": "direct"})
+    not_a_map = "algorithms must map 3x3 convolutions' names to tile sizes, got list"
+    with pytest.raises(GraphError, match=not_a_map):
+        plan_layouts(graph, lanes=4, algorithms=[("a", 2)])
 
 
 def test_a_strided_1x1_convolution_reads_its_pixels_first_then_runs_with_stride_one(rng):
