@@ -270,6 +270,10 @@ def _build_parser() -> _Parser:
     p.add_argument("--seed", type=_seed, help="random seed of the tuners (0 to 2**32-1)")
     p.add_argument("--timeout", type=_positive_seconds, default=10.0, metavar="S",
                    help="seconds a build or a run may take before it counts as an error (default: 10)")
+    p.add_argument("--cache-flush", action=argparse.BooleanOptionalAction, default=True,
+                   help="time each CPU candidate with its weights evicted from the caches, as it runs "
+                        "inside the model (default); --no-cache-flush times it hot, as 'tune' does, to "
+                        "resume a log tuned so")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="show a progress bar (default: when stderr is a terminal)")
     p.add_argument("--deployed", action=argparse.BooleanOptionalAction, default=True,

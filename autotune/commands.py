@@ -258,11 +258,14 @@ def _cmd_space(ns) -> int:
     return EXIT_OK
 
 
-def measure_options(ns) -> MeasureOptions:
+def measure_options(ns, timing: dict | None = None) -> MeasureOptions:
     """The builder and runner that ``ns`` asks for (``--cluster``, ``--timeout``, ``--target``):
-    local workers, or Ray workers (with a GPU each for a target whose code runs on one)."""
+    local workers, or Ray workers (with a GPU each for a target whose code runs on one); the
+    runner times with ``timing`` (its keyword arguments: ``number``, ``repeat``, ``min_repeat_ms``,
+    ``cache_flush``) where given."""
+    timing = dict(timing or {})
     if not ns.cluster:
-        return MeasureOptions(LocalBuilder(timeout=ns.timeout), LocalRunner(timeout=ns.timeout))
+        return MeasureOptions(LocalBuilder(timeout=ns.timeout), LocalRunner(timeout=ns.timeout, **timing))
     try:
         from measure.ray import RayBuilder, RayRunner  # Ray is optional, and heavy: only for --cluster
     except ImportError as err:
@@ -270,7 +273,7 @@ def measure_options(ns) -> MeasureOptions:
     address = None if ns.cluster == "local" else ns.cluster
     gpu = Target(ns.target).device_type != "cpu"
     return MeasureOptions(RayBuilder(address=address, timeout=ns.timeout),
-                          RayRunner(address=address, timeout=ns.timeout, gpu=gpu))
+                          RayRunner(address=address, timeout=ns.timeout, gpu=gpu, **timing))
 
 
 def cluster_error(ns, err: Exception) -> AutotuneError:

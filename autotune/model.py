@@ -25,6 +25,8 @@ import numpy as np
 import compiler
 from compiler.graph import Graph, Node, build_graph, prepare
 from compiler.graph.build import KernelChoice
+from compiler.target import Target
+from measure import LocalRunner, MeasureOptions
 from search_spaces import Task
 from search_spaces.graph_tasks import kernel_task
 
@@ -34,7 +36,8 @@ from .transfer import BorrowedConfig
 from .tuner import TUNERS, tuner_class
 from .tuning import TuneResult, estimated_latency, tune_tasks
 
-__all__ = ["ModelTask", "ModelTasks", "ModelTuneResult", "extract_tasks", "tune_model", "build_model",
+__all__ = ["ModelTask", "ModelTasks", "ModelTuneResult", "MODEL_TIMING", "model_timing", "extract_tasks",
+           "tune_model", "build_model",
            "measure_latency", "DeployedLatency", "measure_deployed"]
 
 logger = logging.getLogger(__name__)
@@ -180,6 +183,26 @@ def _ok(result: TuneResult) -> bool:
     return result.best_config is not None and result.best_cost < float("inf")
 
 
+#: How :func:`tune_model` times a CPU candidate by default, as TVM's model-tuning tutorials for
+#: x86 do (``LocalRunner(number=1, repeat=10, min_repeat_ms=0, enable_cpu_cache_flush=True)``):
+#: ten calls, each timed alone after its arguments but the input are evicted from the caches.
+#: Inside a model a kernel reads its weights from memory (the model's weights do not fit the
+#: caches, and each is read once per run) and its input from the caches (the kernel before has
+#: just written it); timed hot, a 512-channel layer of ResNet-18 ran twice as fast as it runs
+#: inside the model, and the log's figures summed to 0.6x the model's latency.
+MODEL_TIMING = {"number": 1, "repeat": 10, "min_repeat_ms": 0, "cache_flush": True}
+
+
+def model_timing(target, cache_flush: bool = True) -> dict:
+    """The runner settings that :func:`tune_model` times ``target``'s candidates with (keyword
+    arguments of :class:`measure.LocalRunner` and :class:`measure.ray.RayRunner`): on a CPU,
+    :data:`MODEL_TIMING` (without the eviction where ``cache_flush`` is false, the runner's
+    defaults then); on a GPU, the runner's defaults (kernels there are timed alike either way)."""
+    if not cache_flush or Target(target).device_type != "cpu":
+        return {}
+    return dict(MODEL_TIMING)
+
+
 def tune_model(model, target="llvm", *, trials: int | None = None, time_budget: float | None = None,
                db="tuning.db", tuner="xgb", measure_option=None, scheduler="gradient",
                warm_start: int = DEFAULT_WARM_START, early_stopping: int | None = None,
@@ -195,6 +218,11 @@ def tune_model(model, target="llvm", *, trials: int | None = None, time_budget: 
     the progress display shows each task's best and the model's estimated latency. Each task
     first measures up to ``warm_start`` configs borrowed from the nearest tuned workloads
     (:mod:`autotune.transfer`), and the tasks of one template share one cost model.
+
+    Without ``measure_option``, CPU candidates are timed as they run inside the model, their
+    weights read from memory (:data:`MODEL_TIMING`), so that the log's figures add up to the
+    deployed model's latency; a log tuned otherwise (a runner without ``cache_flush``, as
+    :func:`~autotune.tune` uses by default) cannot be resumed so: the error says how.
     """
     tasks = model if isinstance(model, ModelTasks) else extract_tasks(model, target)
     if not tasks:
@@ -207,10 +235,16 @@ def tune_model(model, target="llvm", *, trials: int | None = None, time_budget: 
         kind = tuner_class(tuner) if isinstance(tuner, str) and tuner in TUNERS else tuner
         batch_size = min(getattr(kind, "default_batch_size", 8), max(1, trials // len(tasks)))
     start = time.perf_counter()
-    results = tune_tasks(tasks.tasks, trials, tuner=tuner, db=db, measure_option=measure_option,
-                         early_stopping=early_stopping, seed=seed, progress=progress, batch_size=batch_size,
-                         weights=tasks.weights, total=trials is not None, warm_start=warm_start,
-                         time_budget=time_budget, scheduler=scheduler)
+    options = measure_option if measure_option is not None else \
+        MeasureOptions(runner=LocalRunner(**model_timing(tasks.tasks[0].target)))
+    try:
+        results = tune_tasks(tasks.tasks, trials, tuner=tuner, db=db, measure_option=options,
+                             early_stopping=early_stopping, seed=seed, progress=progress,
+                             batch_size=batch_size, weights=tasks.weights, total=trials is not None,
+                             warm_start=warm_start, time_budget=time_budget, scheduler=scheduler)
+    finally:
+        if measure_option is None:
+            options.close()
     return ModelTuneResult(tasks, results, time.perf_counter() - start)
 
 
@@ -247,7 +281,8 @@ class DeployedLatency:
     def against(self, estimate: float) -> str:
         """The measured latency against ``estimate`` (:attr:`ModelTuneResult.estimated_latency`),
         part by part: where the tuned kernels run slower in the model than their log figures,
-        they stream from memory what they found in the caches when tuned alone."""
+        they were tuned hot (a runner without ``cache_flush``) and stream from memory inside the
+        model what they found in the caches when tuned."""
         parts = [f"the kernels with a template {duration_text(self.templated)} "
                  f"({self.templated / estimate:.2f}x their log figures)"]
         if self.untemplated_kernels:

@@ -50,7 +50,7 @@ def cmd_tune_model(ns) -> int:
     """``autotune tune-model``: the model's tasks tuned with one budget, then the model built and
     timed beside its estimated latency; the exit status."""
     from autotune.commands import measure_options  # the one place --cluster and --timeout mean workers
-    from autotune.model import DEFAULT_TRIALS_PER_TASK, DEFAULT_WARM_START
+    from autotune.model import DEFAULT_TRIALS_PER_TASK, DEFAULT_WARM_START, model_timing
 
     graph = _load(ns)
     tasks = autotune.extract_tasks(graph, ns.target)
@@ -62,9 +62,11 @@ def cmd_tune_model(ns) -> int:
     trials = None if per_task is None else per_task * len(tasks)
     budget = [f"{trials} trials in all (the log's earlier ones included)"] if trials is not None else []
     budget += [f"{_duration_text(ns.time_budget)}"] if ns.time_budget else []
+    timing = model_timing(ns.target, ns.cache_flush)
+    timed = "weights evicted from the caches before each call" if timing.get("cache_flush") else "caches warm"
     _out(f"Tuning {len(tasks)} tasks: {' or '.join(budget)}, scheduler {ns.scheduler}; "
-         f"log {db.hide_passwords(ns.db)}")
-    options = measure_options(ns)
+         f"log {db.hide_passwords(ns.db)}; candidates timed with {timed}")
+    options = measure_options(ns, timing)
     progress = sys.stderr.isatty() if ns.progress is None else ns.progress
     warm = DEFAULT_WARM_START if ns.warm_start is None else ns.warm_start
     try:

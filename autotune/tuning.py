@@ -527,11 +527,14 @@ def tune_tasks(tasks: Sequence, trials: int | None, tuner="xgb", db="tuning.db",
     deadline = None if time_budget is None else time.monotonic() + time_budget
     log, own_log = _open_log(db)
     options = measure_option if measure_option is not None else MeasureOptions()
+    cache_flush = bool(options.runner.cache_flush)
     note = {"trials": trials, "total": total, "early_stopping": early_stopping, "tasks": len(tasks),
-            "warm_start": warm_start, "time_budget": time_budget, "scheduler": scheduler.name}
+            "warm_start": warm_start, "time_budget": time_budget, "scheduler": scheduler.name,
+            "cache_flush": cache_flush}
     shared = SharedModels(log)  # one cost model per template for the learning tuners of the run
     sessions = []
     try:
+        check_timing(log, tasks, cache_flush)
         for t in tasks:
             sessions.append(_Session(t, tuner, log, seed, batch_size, note, warm_start, shared))
         if total and trials is not None:
@@ -770,6 +773,38 @@ def _sigterm_interrupts() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def timed_with_cache_flush(run: tuning_db.RunInfo) -> bool:
+    """Whether a run of the log timed its CPU candidates with their arguments but the first
+    evicted (:attr:`measure.Runner.cache_flush`); runs that do not say timed them hot, as every
+    runner did by default before tuning logs recorded it."""
+    return bool(run.options.get("cache_flush", False))
+
+
+#: How a run timed its CPU candidates, and how to time them so again, by ``cache_flush``.
+_TIMED = {True: "with the caches flushed before each call (weights cold, as in a model; the default of "
+                "tune_model)",
+          False: "with warm caches (the default of tune)"}
+_TIME_SO = {True: "a runner with cache_flush=True; autotune tune-model without --no-cache-flush",
+            False: "a runner with cache_flush=False; autotune tune-model --no-cache-flush, or autotune tune"}
+
+
+def check_timing(log, tasks: Sequence, cache_flush: bool) -> None:
+    """Raise :class:`AutotuneError` when a CPU task's records in ``log`` were timed otherwise than
+    ``cache_flush`` says: a kernel timed with its weights in the caches runs up to twice as fast
+    as one that reads them from memory, so pooling the two would rank configs by how they were
+    timed. (GPU candidates are timed alike either way.)"""
+    for task in tasks:
+        if Target(task.target).device_type != "cpu":
+            continue
+        other = [r for r in log.runs_of(task.workload_key) if timed_with_cache_flush(r) != cache_flush]
+        if other:
+            raise AutotuneError(
+                f"cannot tune {workload_label(task.name, task.args)}: its {len(other)} earlier run(s) in the "
+                f"log timed it {_TIMED[not cache_flush]}, this run would time it {_TIMED[cache_flush]}; the "
+                f"two do not compare. Time it as before ({_TIME_SO[not cache_flush]}), or tune into another "
+                "log")
 
 
 def check_measurable(tasks: Sequence, measure_option=None) -> None:

@@ -423,9 +423,18 @@ class TuningLog:
         with self._guard("reading runs"), self._reading() as conn:
             rows = conn.execute(query).all()
         now = time.time() if now is None else now
-        return [RunInfo(run_id=r.id, tuner=r.tuner, options=json.loads(r.options), started=r.started,
-                        ended=r.ended, status=_observed_status(r, now), heartbeat=r.heartbeat,
-                        heartbeat_interval=r.heartbeat_interval) for r in rows]
+        return [_run_info(r, now) for r in rows]
+
+    def runs_of(self, task_or_key: TaskOrKey) -> list[RunInfo]:
+        """The runs that wrote records of one workload, oldest first (records whose run was
+        deleted have none: they are not represented)."""
+        wrote = (select(_R.run_id).join(_W, _W.id == _R.workload_id)
+                 .where(_W.key == _key_of(task_or_key), _R.run_id.is_not(None)).distinct())
+        query = select(RunRow).where(RunRow.id.in_(wrote)).order_by(RunRow.started, RunRow.id)
+        with self._guard("reading runs"), self._reading() as conn:
+            rows = conn.execute(query).all()
+        now = time.time()
+        return [_run_info(r, now) for r in rows]
 
     def count(self, task_or_key: TaskOrKey | None = None, *, errors: bool | None = None,
               kind: str | None = None) -> int:
@@ -731,6 +740,12 @@ def default_heartbeat_interval() -> float:
     if not (math.isfinite(value) and value > 0):
         raise TuningLogError(f"{HEARTBEAT_ENV}={text!r}: expected a positive number of seconds")
     return value
+
+
+def _run_info(row: Any, now: float) -> RunInfo:
+    return RunInfo(run_id=row.id, tuner=row.tuner, options=json.loads(row.options), started=row.started,
+                   ended=row.ended, status=_observed_status(row, now), heartbeat=row.heartbeat,
+                   heartbeat_interval=row.heartbeat_interval)
 
 
 def _observed_status(run: Any, now: float) -> str:

@@ -113,6 +113,11 @@ class Builder:
 class Runner:
     """Checks and times built candidates; subclasses implement :meth:`run`."""
 
+    #: Whether a CPU candidate's arguments but the first are evicted from the caches before each
+    #: timed call (its weights then come from memory, as inside a model). Costs timed with and
+    #: without it do not compare: the tuning log keeps them apart by run.
+    cache_flush: bool = False
+
     def run(self, jobs: queue.Queue, gates: Gates) -> Iterator[tuple[int, MeasureResult]]:
         """Take ``(index, MeasureInput, BuildReply)`` from ``jobs`` until ``None`` arrives;
         yield ``(index, result)`` as runs finish."""

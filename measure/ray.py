@@ -514,6 +514,11 @@ class RayRunner(Runner):
         self._connection = _Connection()
 
     @property
+    def cache_flush(self) -> bool:
+        """Whether each node's runner evicts a CPU candidate's arguments but the first before each call."""
+        return self._settings.cache_flush
+
+    @property
     def _deadline(self) -> float:
         """Seconds after which a call that is still running means a stuck actor (it is killed)."""
         t = self.runner_kwargs["timeout"]

@@ -408,7 +408,7 @@ def test_bench_model_compares_each_tuned_kernel_with_its_log_figure(tmp_path):
             log.add(record_of(task, space.get(index), MeasureResult(costs, None, "", 0.0, 0.0, 1.0, "w")))
     r = _model_result()
     tuned = {"k0_matmul": task.workload_key}
-    r.replies[M.TUNED] = [{"seconds": 1e-3, "kernel_times": {"k0_matmul": t, "k1_relu": 1e-5},
+    r.replies[M.TUNED] = [{"seconds": 1e-3, "kernel_in_model_times": {"k0_matmul": t, "k1_relu": 1e-5},
                            "tuned_workloads": tuned} for t in (1.1e-3, 1.3e-3, 1.2e-3)]
     ((kernel, key, logged, deployed),) = M.kernels_vs_log(r, str(tmp_path / "log.db"))
     assert (kernel, key) == ("k0_matmul", task.workload_key)

@@ -47,10 +47,11 @@ The figures (each contender timed in :func:`bench_common.time_interleaved`'s fre
   (``profile(..., in_model=True)``, the clock read between kernels): what the executor itself
   adds. The difference between the two is what the model's memory traffic costs its kernels
   (a kernel timed alone finds its weights and inputs in the caches).
-* **tuned kernels against the log**: each tuned kernel of the tuned build, timed alone in the
-  timing children (the median over the rounds), against its best config's median in the log
-  (the figure the build chose it by); the line gives the range of the ratios and the furthest
-  kernel, which must be within 10% of its log figure.
+* **tuned kernels against the log**: each tuned kernel of the tuned build, timed inside the
+  model in the timing children (the median over the rounds), against its best config's median
+  in the log (the figure the build chose it by; ``tune_model`` times candidates with their
+  weights evicted from the caches, as they run in the model); the line gives the range of the
+  ratios and the furthest kernel, which must be within 10% of its log figure.
 * **peak memory** (MiB): the child's peak RSS (Linux's ``VmHWM``, the ``ru_maxrss`` of this
   process alone) after loading the model, its first run and its timings, less its RSS before
   loading it (the libraries imported, input and output allocated); the peak is restarted there
@@ -510,12 +511,12 @@ def table_row(r: Result, peak: float) -> tuple:
 def kernels_vs_log(r: Result, db) -> list[tuple[str, str, float, float]]:
     """Each tuned kernel of ``r``'s tuned build: ``(kernel, workload, log seconds, deployed
     seconds)``, the log's figure being its best config's median in ``db`` (the figure the build
-    chose it by) and the deployed one the kernel timed alone in the timing children (the median
-    over the rounds)."""
+    chose it by) and the deployed one the kernel timed inside the model in the timing children
+    (``profile(..., in_model=True)``, the median over the rounds)."""
     import db as tuning_db
     from autotune.selection import best
 
-    replies = [reply for reply in r.replies.get(TUNED, []) if reply.get("kernel_times")]
+    replies = [reply for reply in r.replies.get(TUNED, []) if reply.get("kernel_in_model_times")]
     if not replies:
         return []
     workloads = replies[0].get("tuned_workloads", {})
@@ -525,7 +526,7 @@ def kernels_vs_log(r: Result, db) -> list[tuple[str, str, float, float]]:
             ranked = best(log, key)
             if not ranked or ranked[0].median is None:
                 continue
-            deployed = statistics.median(reply["kernel_times"][kernel] for reply in replies)
+            deployed = statistics.median(reply["kernel_in_model_times"][kernel] for reply in replies)
             rows.append((kernel, key, ranked[0].median, deployed))
     return rows
 
@@ -608,12 +609,12 @@ def _child_ours(spec: dict, x: np.ndarray) -> dict:
     if profile is not None:
         kernels = profile(f)
         reply["kernel_s"] = sum(calls * s for calls, s in kernels.values())
-        reply["kernel_times"] = {name: s for name, (_, s) in kernels.items()}
         reply["tuned_workloads"] = {k["name"]: k["workload"] for k in model_info(f)["kernels"]
                                     if k.get("workload") and k["schedule"].endswith(": tuned")}
         reply["info"] += f", {len(kernels)} kernels"
         in_model = profile(f, repeat=spec["repeat"], min_repeat_ms=spec["min_ms"], in_model=True)
         reply["kernel_in_model_s"] = sum(calls * s for calls, s in in_model.values())
+        reply["kernel_in_model_times"] = {name: s for name, (_, s) in in_model.items()}
         templated, untemplated, others = split_by_template(f, in_model)
         reply["in_model_split"] = [templated, untemplated, len(others)]
     return reply

@@ -11,7 +11,8 @@ from helpers import poisoned
 
 import autotune
 import compiler
-from autotune.model import duration_text
+from autotune.model import MODEL_TIMING, duration_text, model_timing
+from autotune.selection import workload_label
 from compiler.graph import GraphBuilder, evaluate, model_info
 from compiler.graph.layout import panel_width
 from compiler.simd import vector_lanes
@@ -142,6 +143,33 @@ def test_tune_model_spends_one_budget_over_every_task_and_a_rerun_finishes_it(gr
     with pytest.raises(autotune.AutotuneError, match="no kernel with a template"):
         b = GraphBuilder("relu only")
         autotune.tune_model(b.finish(b.op("nn.relu", b.input("x", (4,)))), "llvm", trials=2, db=None)
+
+
+def test_tune_model_times_weights_cold_and_a_log_is_never_resumed_timed_the_other_way(graph, tmp_path):
+    import db
+
+    tasks = autotune.extract_tasks(graph, "llvm")
+    cold, hot = tmp_path / "cold.db", tmp_path / "hot.db"
+    autotune.tune_model(tasks, trials=len(tasks), tuner="random", db=cold, seed=1, progress=False,
+                        warm_start=0)
+    with db.open(cold) as log:
+        runs = {t.task.workload_key: log.runs_of(t.task.workload_key) for t in tasks}
+        before = (log.count(), len(log.runs()))
+    assert all(len(r) == 1 and r[0].options["cache_flush"] is True for r in runs.values())
+    first = tasks.tasks[0]
+    # A hot run (tune's default runner) on a workload the log timed cold: refused before any record or run
+    with MeasureOptions() as options, pytest.raises(autotune.AutotuneError, match="do not compare") as err:
+        autotune.tune(first, trials=1, tuner="random", db=cold, measure_option=options, progress=False)
+    assert workload_label(first.name, first.args) in str(err.value) and "cache_flush=True" in str(err.value)
+    with db.open(cold) as log:
+        assert (log.count(), len(log.runs())) == before
+    with MeasureOptions() as options:  # a log tuned hot resumes hot, and refuses the model's default
+        autotune.tune_model(tasks, trials=len(tasks), tuner="random", db=hot, measure_option=options,
+                            seed=1, progress=False, warm_start=0)
+    with pytest.raises(autotune.AutotuneError, match="--no-cache-flush"):
+        autotune.tune_model(tasks, trials=2 * len(tasks), tuner="random", db=hot, progress=False)
+    assert model_timing("llvm") == MODEL_TIMING and MODEL_TIMING["cache_flush"] is True
+    assert model_timing("llvm", cache_flush=False) == {} and model_timing("cuda") == {}
 
 
 def test_a_deployed_model_s_latency_splits_into_templated_kernels_the_others_and_the_executor(graph):

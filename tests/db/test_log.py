@@ -77,6 +77,20 @@ def test_unknown_run_ids_get_a_placeholder_run(tlog: db.TuningLog) -> None:
         tlog.end_run("nope")
 
 
+def test_runs_of_a_workload_are_the_runs_that_wrote_its_records(tlog: db.TuningLog) -> None:
+    hot = tlog.start_run("xgb", {"cache_flush": False})
+    cold = tlog.start_run("xgb", {"cache_flush": True})
+    elsewhere = tlog.start_run("xgb", {})
+    tlog.add([rec(run_id=hot, t=1), rec(run_id=cold, config={"t": 1}, t=2),
+              rec(run_id=cold, config={"t": 2}, t=3), rec(key="other", run_id=elsewhere, t=4),
+              rec(key="no-run", t=5)])
+    runs = tlog.runs_of("mm-zen4")
+    assert [(r.run_id, r.options) for r in runs] == [(hot, {"cache_flush": False}),
+                                                     (cold, {"cache_flush": True})]
+    assert [r.run_id for r in tlog.runs_of("other")] == [elsewhere]
+    assert tlog.runs_of("no-run") == [] and tlog.runs_of("never-seen") == []
+
+
 def test_a_run_without_heartbeats_reads_as_dead(tlog: db.TuningLog) -> None:
     run = tlog.start_run("xgb", heartbeat_interval=2.0)
     (info,) = tlog.runs()
