@@ -29,7 +29,7 @@ from compiler.graph.layout import algorithm_name, algorithm_options
 
 from .model import ModelBuilder, _check_graph, duration_text, measure_latency
 
-__all__ = ["LayerChoice", "AlgorithmChoices", "choose_algorithms"]
+__all__ = ["LayerChoice", "AlgorithmChoices", "choose_algorithms", "layers_to_choose"]
 
 
 @dataclass
@@ -96,6 +96,18 @@ def _layer_seconds(module: compiler.runtime.Module, prepared: Graph, layers, rep
     return seconds
 
 
+def _options(graph: Graph, target: compiler.Target) -> dict:
+    with target:
+        return algorithm_options(optimize(graph))
+
+
+def layers_to_choose(graph: Graph, target="llvm") -> list[str]:
+    """The 3x3 layers of ``graph`` that can run on ``target`` both direct and by Winograd: those
+    :func:`choose_algorithms` times (none: it has nothing to choose)."""
+    _check_graph(graph)
+    return list(_options(graph, compiler.Target.from_any(target)))
+
+
 def choose_algorithms(graph: Graph, target="llvm", db=None, *, rounds: int = 3, repeat: int = 10,
                       min_repeat_ms: float = 200.0, transfer: bool = True,
                       any_model: bool = False) -> AlgorithmChoices:
@@ -107,8 +119,7 @@ def choose_algorithms(graph: Graph, target="llvm", db=None, *, rounds: int = 3, 
     Measures on this machine; a model with no such layer is not built at all."""
     _check_graph(graph)
     target = compiler.Target.from_any(target)
-    with target:
-        options = algorithm_options(optimize(graph))
+    options = _options(graph, target)
     if not options:
         return AlgorithmChoices([], float("nan"), float("nan"))
     layers = {name: LayerChoice(name, rule, rule) for name, (rule, _) in options.items()}

@@ -49,6 +49,7 @@ def _load(ns):
 def cmd_tune_model(ns) -> int:
     """``autotune tune-model``: the model's tasks tuned with one budget, then the model built and
     timed beside its estimated latency; the exit status."""
+    from autotune.algorithms import layers_to_choose
     from autotune.commands import measure_options  # the one place --cluster and --timeout mean workers
     from autotune.model import DEFAULT_TRIALS_PER_TASK, DEFAULT_WARM_START, model_timing
 
@@ -87,7 +88,12 @@ def cmd_tune_model(ns) -> int:
         module = autotune.build_model(graph, ns.target, db=ns.db)
         _out(autotune.measure_deployed(module).against(result.estimated_latency))
     shapes = "".join(f" --shape {shlex.quote(s)}" for s in ns.shape)
-    _out(f"next: autotune build-model {shlex.quote(ns.model)}{shapes} --db {shlex.quote(ns.db)} -o model.so")
+    layers = layers_to_choose(graph, ns.target)
+    measure = " --measure-algorithms" if layers else ""
+    _out(f"next: autotune build-model {shlex.quote(ns.model)}{shapes} --db {shlex.quote(ns.db)}{measure} "
+         "-o model.so" + (f"  ({len(layers)} 3x3 layers can run direct or by Winograd: "
+                          "--measure-algorithms times both inside the model and builds each the faster way)"
+                          if layers else ""))
     if result.interrupted:
         _out("interrupted: every finished trial is in the log; the same command run again finishes "
              "the budget of trials (a time budget starts again)")

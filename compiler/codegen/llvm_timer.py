@@ -6,7 +6,7 @@
         void (*kernel)(void **buffers, int64_t *scalars), void **buffers, int64_t *scalars,
         int64_t number, int64_t repeat, double min_repeat_ms,
         int32_t flush_mode, void **flush_ptrs, int64_t *flush_bytes, int64_t n_flush,
-        double *out);
+        double *out, int32_t wake_threads);
 
 calls ``kernel`` once to warm up, then fills ``out[0..repeat)`` with the mean seconds
 per call of one measurement each, timed with ``clock_gettime(CLOCK_MONOTONIC)``. A
@@ -27,6 +27,11 @@ measurement overshoots ``min_repeat_ms`` by one batch at most.
 timed interval (each call is then timed on its own): 1 writes back and evicts each
 range ``flush_ptrs[k]``, ``flush_bytes[k]`` line by line (``clflush``, x86 only),
 2 overwrites them (a scratch buffer larger than the last-level cache), 0 does nothing.
+After the eviction, where ``wake_threads`` > 1, an empty parallel region on that many
+threads wakes libgomp's pool, untimed: the eviction takes the caller milliseconds, long
+enough for the pool's threads to fall asleep, and the kernel's first parallel region would
+pay 25-60 us to wake them, which no kernel pays inside a model, where calls follow each
+other (MobileNetV2's smallest depthwise kernels, 7 us inside the model, timed 64 us so).
 
 In this process the function is JIT-compiled once (:func:`address`); exported
 libraries link their own copy (:func:`object_code`), so modules loaded without
@@ -78,12 +83,19 @@ def timer_ir(triple: str, data_layout: str = "") -> str:
     clock_gettime = ir.Function(m, ir.FunctionType(I32, [I32, timespec.as_pointer()]), "clock_gettime")
     kernel_t = ir.FunctionType(VOID, [I8PTR.as_pointer(), I64.as_pointer()]).as_pointer()
     fn_t = ir.FunctionType(I64, [kernel_t, I8PTR.as_pointer(), I64.as_pointer(), I64, I64, _F64,
-                                 I32, I8PTR.as_pointer(), I64.as_pointer(), I64, _F64.as_pointer()])
+                                 I32, I8PTR.as_pointer(), I64.as_pointer(), I64, _F64.as_pointer(), I32])
     fn = ir.Function(m, fn_t, TIMER_SYMBOL)
-    (kernel, buffers, scalars, number, repeat, min_ms, mode, fptrs, fbytes, nflush, out) = fn.args
-    for arg, name in zip(fn.args, ("kernel", "buffers", "scalars", "number", "repeat", "min_repeat_ms",
-                                   "flush_mode", "flush_ptrs", "flush_bytes", "n_flush", "out"), strict=True):
+    (kernel, buffers, scalars, number, repeat, min_ms, mode, fptrs, fbytes, nflush, out, wake) = fn.args
+    names = ("kernel", "buffers", "scalars", "number", "repeat", "min_repeat_ms", "flush_mode", "flush_ptrs",
+             "flush_bytes", "n_flush", "out", "wake_threads")
+    for arg, name in zip(fn.args, names, strict=True):
         arg.name = name
+    region_t = ir.FunctionType(VOID, [I8PTR])
+    gomp_parallel = ir.Function(m, ir.FunctionType(VOID, [region_t.as_pointer(), I8PTR, I32, I32]),
+                                "GOMP_parallel")
+    nothing = ir.Function(m, region_t, "__autotune_timer_wake")
+    nothing.linkage = "internal"
+    ir.IRBuilder(nothing.append_basic_block("entry")).ret_void()
     x86 = triple.startswith(("x86_64", "i386", "i686"))
     clflush = ir.Function(m, ir.FunctionType(VOID, [I8PTR]), "llvm.x86.sse2.clflush") if x86 else None
     mfence = ir.Function(m, ir.FunctionType(VOID, []), "llvm.x86.sse2.mfence") if x86 else None
@@ -124,6 +136,8 @@ def timer_ir(triple: str, data_layout: str = "") -> str:
         _counted_loop(b, fn, nflush, "range", one_range)
         if x86:
             b.call(mfence, [])
+        with b.if_then(b.icmp_signed(">", wake, ir.Constant(I32, 1))):
+            b.call(gomp_parallel, [nothing, ir.Constant(I8PTR, None), wake, ir.Constant(I32, 0)])
 
     def run_batch() -> None:
         """``batch`` calls; spent_slot grows by the time they took (flushing is not timed)."""

@@ -28,9 +28,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .threads import num_threads
+
 __all__ = ["BenchmarkResult", "time_calls", "NativeTimer", "TIMER_SYMBOL", "BATCH_NS", "flushed_ranges"]
 
-TIMER_SYMBOL = "__autotune_time_evaluator"
+# The name changes with the function's arguments: a library exported with another version has
+# none of this name, and is timed by time_calls.
+TIMER_SYMBOL = "__autotune_time_evaluator_v2"
 BATCH_NS = 10_000  # a batch of calls doubles until it lasts this long (a clock read is ~25 ns)
 _FLUSH_BYTES = 64 << 20  # larger than the last-level cache of the CPUs we tune for
 _flush_buffer: np.ndarray | None = None
@@ -101,7 +105,8 @@ class NativeTimer:
 
     _PROTO = ctypes.CFUNCTYPE(
         ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
-        ctypes.c_double, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)
+        ctypes.c_double, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
+        ctypes.c_int32)
 
     def __init__(self, address: int):
         self._fn = self._PROTO(address)
@@ -121,8 +126,9 @@ class NativeTimer:
         ptrs = (ctypes.c_void_p * max(1, len(ranges)))(*(p for p, _ in ranges))
         sizes = (ctypes.c_int64 * max(1, len(ranges)))(*(n for _, n in ranges))
         out = (ctypes.c_double * repeat)()
+        wake = num_threads() if cache_flush else 0  # the pool falls asleep while the caches are evicted
         self._fn(kernel, buffers, scalars, number, repeat, float(min_repeat_ms), mode, ptrs, sizes,
-                 len(ranges), out)
+                 len(ranges), out, wake)
         return BenchmarkResult(tuple(out))
 
 

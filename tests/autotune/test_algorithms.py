@@ -10,6 +10,7 @@ from graph_models import residual_cnn
 from helpers import poisoned
 
 import autotune
+from autotune.algorithms import layers_to_choose
 from compiler.graph import GraphError, evaluate, model_info, optimize, prepare
 from compiler.graph.layout import DIRECT, algorithm_options
 
@@ -52,6 +53,9 @@ def _fused_node_of(graph, layer, algorithms=None):
 
 def test_the_model_description_names_the_nodes_each_kernel_runs(graph, options):
     assert len(options) == 4
+    assert layers_to_choose(graph, TARGET) == list(options)  # what tune-model's last line points to
+    # 3 channels (the stem's input): no whole vector, so no layer of this model has a choice
+    assert layers_to_choose(residual_cnn(np.random.default_rng(3), channels=3, size=16), TARGET) == []
     assert all(rule == 4 and sizes == [4, 2, DIRECT] for rule, sizes in options.values())
     module = autotune.build_model(graph, TARGET)
     info = model_info(module)
