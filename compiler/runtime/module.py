@@ -80,7 +80,7 @@ class Function:
         timer = self._owner._native_timer()
         if timer is not None:
             result = timer.time(self._address, buffers, scalars, packed.keep_alive, **options)
-        else:  # a library exported before the native timer existed
+        else:  # a library exported before this version of the native timer
             result = time_calls(lambda: cfunc(buffers, scalars), **options)
         packed.finish()
         self._raise_errors()

@@ -14,7 +14,8 @@ before *each* call (``clflush`` line by line on x86, outside the timed interval)
 ``enable_cpu_cache_flush`` does (its ``cache_flush_cpu_non_first_arg``): the first argument
 is an operator's input, which inside a model the operator before has just written, while its
 weights come from memory. Elsewhere a 64 MiB scratch buffer is overwritten, which evicts
-every argument.
+every argument. After the eviction an empty parallel region wakes the thread pool, untimed,
+so that the kernel does not pay for waking threads that slept through the eviction.
 """
 
 from __future__ import annotations
