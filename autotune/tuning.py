@@ -527,7 +527,7 @@ def tune_tasks(tasks: Sequence, trials: int | None, tuner="xgb", db="tuning.db",
     deadline = None if time_budget is None else time.monotonic() + time_budget
     log, own_log = _open_log(db)
     options = measure_option if measure_option is not None else MeasureOptions()
-    cache_flush = bool(options.runner.cache_flush)
+    cache_flush = options.runner.cache_flush
     note = {"trials": trials, "total": total, "early_stopping": early_stopping, "tasks": len(tasks),
             "warm_start": warm_start, "time_budget": time_budget, "scheduler": scheduler.name,
             "cache_flush": cache_flush}
@@ -775,22 +775,25 @@ def _sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def timed_with_cache_flush(run: tuning_db.RunInfo) -> bool:
-    """Whether a run of the log timed its CPU candidates with their arguments but the first
-    evicted (:attr:`measure.Runner.cache_flush`); runs that do not say timed them hot, as every
-    runner did by default before tuning logs recorded it."""
-    return bool(run.options.get("cache_flush", False))
+def run_cache_flush(run: tuning_db.RunInfo) -> bool | str:
+    """What a run of the log evicted before timing each CPU call (:attr:`measure.Runner.cache_flush`:
+    False, True or "weights"); runs that do not say timed hot, as every runner did by default
+    before tuning logs recorded it."""
+    return run.options.get("cache_flush", False)
 
 
 #: How a run timed its CPU candidates, and how to time them so again, by ``cache_flush``.
-_TIMED = {True: "with the caches flushed before each call (weights cold, as in a model; the default of "
-                "tune_model)",
-          False: "with warm caches (the default of tune)"}
-_TIME_SO = {True: "a runner with cache_flush=True; autotune tune-model without --no-cache-flush",
-            False: "a runner with cache_flush=False; autotune tune-model --no-cache-flush, or autotune tune"}
+_TIMED = {False: "with warm caches (the default of tune)",
+          True: "with every argument but the input evicted before each call (cache_flush=True, TVM's "
+                "enable_cpu_cache_flush)",
+          "weights": "with its weights evicted before each call, as inside a model (cache_flush='weights', "
+                     "the default of tune_model)"}
+_TIME_SO = {False: "a runner with cache_flush=False: autotune tune, or autotune tune-model --no-cache-flush",
+            True: "a runner with cache_flush=True",
+            "weights": "a runner with cache_flush='weights': autotune tune-model without --no-cache-flush"}
 
 
-def check_timing(log, tasks: Sequence, cache_flush: bool) -> None:
+def check_timing(log, tasks: Sequence, cache_flush: bool | str) -> None:
     """Raise :class:`AutotuneError` when a CPU task's records in ``log`` were timed otherwise than
     ``cache_flush`` says: a kernel timed with its weights in the caches runs up to twice as fast
     as one that reads them from memory, so pooling the two would rank configs by how they were
@@ -798,13 +801,18 @@ def check_timing(log, tasks: Sequence, cache_flush: bool) -> None:
     for task in tasks:
         if Target(task.target).device_type != "cpu":
             continue
-        other = [r for r in log.runs_of(task.workload_key) if timed_with_cache_flush(r) != cache_flush]
+        other = {}
+        for run in log.runs_of(task.workload_key):
+            if run_cache_flush(run) != cache_flush:
+                other.setdefault(run_cache_flush(run), []).append(run)
         if other:
+            before, runs = next(iter(other.items()))
             raise AutotuneError(
-                f"cannot tune {workload_label(task.name, task.args)}: its {len(other)} earlier run(s) in the "
-                f"log timed it {_TIMED[not cache_flush]}, this run would time it {_TIMED[cache_flush]}; the "
-                f"two do not compare. Time it as before ({_TIME_SO[not cache_flush]}), or tune into another "
-                "log")
+                f"cannot tune {workload_label(task.name, task.args)}: {len(runs)} earlier run(s) in the log "
+                f"timed it {_TIMED.get(before, repr(before))}, this run would time it "
+                f"{_TIMED.get(cache_flush, repr(cache_flush))}; "
+                f"the two do not compare. Time it as before ({_TIME_SO.get(before, repr(before))}), or tune "
+                "into another log")
 
 
 def check_measurable(tasks: Sequence, measure_option=None) -> None:

@@ -113,10 +113,11 @@ class Builder:
 class Runner:
     """Checks and times built candidates; subclasses implement :meth:`run`."""
 
-    #: Whether a CPU candidate's arguments but the first are evicted from the caches before each
-    #: timed call (its weights then come from memory, as inside a model). Costs timed with and
-    #: without it do not compare: the tuning log keeps them apart by run.
-    cache_flush: bool = False
+    #: What of a CPU candidate's arguments is evicted from the caches before each timed call: nothing
+    #: (False), all but the first (True), or all but the first and the last ("weights"; see
+    #: :data:`compiler.runtime.timer.CACHE_FLUSH_CHOICES`). Costs timed differently do not
+    #: compare: the tuning log keeps them apart by run.
+    cache_flush: bool | str = False
 
     def run(self, jobs: queue.Queue, gates: Gates) -> Iterator[tuple[int, MeasureResult]]:
         """Take ``(index, MeasureInput, BuildReply)`` from ``jobs`` until ``None`` arrives;

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 
 from compiler import backends
 from compiler.runtime.threads import process_cpus
+from compiler.runtime.timer import check_cache_flush
 from measure.artifact import device_count, device_type_of
 from measure.base import Builder, Feed, Runner, as_feed, error_result
 from measure.errors import refuse_simulated
@@ -151,8 +152,10 @@ class LocalRunner(Runner):
     the expected ones (``check_correctness``), then timed with the runtime's native
     timer: ``repeat`` measurements of ``number`` calls each (more calls until one
     measurement takes ``min_repeat_ms``), ``cooldown_ms`` apart, evicting its arguments but
-    the first (its input) from the caches before each call with ``cache_flush``, as TVM's
-    ``enable_cpu_cache_flush`` does. A run past ``timeout`` seconds is killed.
+    the first (its input) from the caches before each call with ``cache_flush=True``, as TVM's
+    ``enable_cpu_cache_flush`` does, or all but the first and the last (its output) with
+    ``cache_flush="weights"``, as its weights are inside a model (:func:`autotune.tune_model`'s
+    default). A run past ``timeout`` seconds is killed.
 
     CUDA candidates are timed with CUDA events (``cache_flush`` does not apply), in one
     worker per GPU of ``devices`` (CUDA device ordinals; by default every GPU that this
@@ -160,7 +163,7 @@ class LocalRunner(Runner):
     """
 
     def __init__(self, number: int = 4, repeat: int = 3, min_repeat_ms: float = 50, timeout: float = 10,
-                 cooldown_ms: float = 0, cache_flush: bool = False, check_correctness: bool = True,
+                 cooldown_ms: float = 0, cache_flush: bool | str = False, check_correctness: bool = True,
                  devices: Sequence[int] | None = None):
         if number < 1 or repeat < 1:
             raise ValueError(f"number and repeat must be positive, got number={number}, repeat={repeat}")
@@ -175,7 +178,7 @@ class LocalRunner(Runner):
         self.min_repeat_ms = min_repeat_ms
         self.timeout = timeout
         self.cooldown_ms = cooldown_ms
-        self.cache_flush = cache_flush
+        self.cache_flush = check_cache_flush(cache_flush)
         self.check_correctness = check_correctness
         self.devices = devices
         self.cpus: list[int] | None = None  # set by MeasureOptions when timing gets its own cores

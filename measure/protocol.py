@@ -22,6 +22,7 @@ import json
 import time
 from dataclasses import dataclass
 
+from compiler.runtime.timer import check_cache_flush
 from measure.errors import MeasureError
 from measure.records import Artifact, ErrorKind, MeasureInput, MeasureResult
 
@@ -134,7 +135,8 @@ class RunRequest(_Message):
     The candidate is called once on the task's inputs and its outputs compared with
     the expected ones (``check_correctness``), then timed: ``repeat`` measurements of
     ``number`` calls each (more calls until one lasts ``min_repeat_ms``),
-    ``cooldown_ms`` apart, caches evicted before each call with ``cache_flush``.
+    ``cooldown_ms`` apart, caches evicted before each call with ``cache_flush`` (one of
+    :data:`compiler.runtime.timer.CACHE_FLUSH_CHOICES`: JSON ``false``, ``true`` or ``"weights"``).
     Making the task's data may take ``prepare_timeout`` seconds, the candidate
     ``timeout``. ``device_id`` is the CUDA ordinal for ``"ptx"`` artifacts.
     """
@@ -145,7 +147,7 @@ class RunRequest(_Message):
     repeat: int = 3
     min_repeat_ms: float = 50
     cooldown_ms: float = 0
-    cache_flush: bool = False
+    cache_flush: bool | str = False
     check_correctness: bool = True
     timeout: float = 10
     prepare_timeout: float = 60
@@ -167,9 +169,13 @@ class RunRequest(_Message):
         data = _require(data, cls, ("task", "artifact", "number", "repeat", "min_repeat_ms", "cooldown_ms",
                                     "cache_flush", "check_correctness", "timeout", "prepare_timeout"))
         device = data.get("device_id")
+        try:
+            cache_flush = check_cache_flush(data["cache_flush"])
+        except ValueError as err:
+            raise MeasureError(f"a {cls.__name__}'s {err}") from None
         return cls(dict(data["task"]), Artifact.from_json(data["artifact"]), int(data["number"]),
                    int(data["repeat"]), float(data["min_repeat_ms"]), float(data["cooldown_ms"]),
-                   bool(data["cache_flush"]), bool(data["check_correctness"]), float(data["timeout"]),
+                   cache_flush, bool(data["check_correctness"]), float(data["timeout"]),
                    float(data["prepare_timeout"]), None if device is None else int(device))
 
 

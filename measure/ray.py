@@ -498,7 +498,7 @@ class RayRunner(Runner):
 
     def __init__(self, address: str | None = None, number: int = 4, repeat: int = 3,
                  min_repeat_ms: float = 50, timeout: float = 10, cooldown_ms: float = 0,
-                 cache_flush: bool = False, check_correctness: bool = True, gpu: bool = False,
+                 cache_flush: bool | str = False, check_correctness: bool = True, gpu: bool = False,
                  init_kwargs: dict | None = None):
         # The settings, checked as LocalRunner checks them; it also writes the requests.
         self._settings = LocalRunner(number, repeat, min_repeat_ms, timeout, cooldown_ms, cache_flush,
@@ -506,7 +506,8 @@ class RayRunner(Runner):
         check_address(address)
         self.address = address
         self.runner_kwargs = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms,
-                              "timeout": timeout, "cooldown_ms": cooldown_ms, "cache_flush": cache_flush,
+                              "timeout": timeout, "cooldown_ms": cooldown_ms,
+                              "cache_flush": self._settings.cache_flush,
                               "check_correctness": check_correctness}
         self.gpu = gpu
         self.init_kwargs = dict(init_kwargs or {})
@@ -514,8 +515,8 @@ class RayRunner(Runner):
         self._connection = _Connection()
 
     @property
-    def cache_flush(self) -> bool:
-        """Whether each node's runner evicts a CPU candidate's arguments but the first before each call."""
+    def cache_flush(self) -> bool | str:
+        """What each node's runner evicts of a CPU candidate's arguments before each call."""
         return self._settings.cache_flush
 
     @property

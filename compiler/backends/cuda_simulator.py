@@ -52,7 +52,7 @@ class SimulatedCUDAModule(CUDAModule):
         return SimulatedFunction(info, plan, device_module)
 
     def time_evaluator(self, func_name: str, dev: Device | None = None, number: int = 10, repeat: int = 1,
-                       min_repeat_ms: float = 0, cache_flush: bool = False):
+                       min_repeat_ms: float = 0, cache_flush: bool | str = False):
         """A callable timing ``func_name`` on the simulator: ``repeat`` wall-clock means of
         ``number`` simulated calls, marked ``simulated`` (``min_repeat_ms`` and ``cache_flush``
         do not apply). Every evaluation warns with :class:`SimulatedTimingWarning`."""

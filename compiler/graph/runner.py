@@ -31,17 +31,19 @@ def run(module: Module, *inputs) -> list[np.ndarray]:
 
 
 def profile(module: Module, repeat: int = 5, min_repeat_ms: float = 20.0,
-            rng: np.random.Generator | None = None, cache_flush: bool = False,
+            rng: np.random.Generator | None = None, cache_flush: bool | str = False,
             in_model: bool = False) -> dict[str, tuple[int, float]]:
     """Each kernel's calls per model run and its median seconds per call: ``{kernel: (calls,
     seconds)}``.
 
     By default each kernel is timed alone, again and again, on random arguments of its shapes:
     it then finds its weights and inputs in the caches, as it does not inside a model that
-    streams all of its weights each run; ``cache_flush`` evicts its arguments but the first
+    streams all of its weights each run; ``cache_flush=True`` evicts its arguments but the first
     (its input, which the kernel before has just written) before every call, as TVM's
-    ``enable_cpu_cache_flush`` does. ``in_model=True`` times the kernels where they run: the model runs on
-    random inputs through its profiling entry, which reads the clock between kernels, in pairs
+    ``enable_cpu_cache_flush`` does, and ``cache_flush="weights"`` all but the first and the last
+    (its output, a workspace buffer that other kernels have just used): its weights.
+    ``in_model=True`` times the kernels where they run: the model runs on random inputs through
+    its profiling entry, which reads the clock between kernels, in pairs
     of back-to-back runs (the second one's clock counts), at least ``repeat`` times and
     ``min_repeat_ms`` in all; a kernel's seconds are the median over the
     runs of its calls' time in one run, per call. Their weighted sum against the model's latency

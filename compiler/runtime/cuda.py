@@ -412,7 +412,7 @@ class CUDAModule:
         return self._dev.get_source(fmt)
 
     def time_evaluator(self, func_name: str, dev: Device | None = None, number: int = 10, repeat: int = 1,
-                       min_repeat_ms: float = 0, cache_flush: bool = False):
+                       min_repeat_ms: float = 0, cache_flush: bool | str = False):
         """A callable timing ``func_name`` with CUDA events; returns a BenchmarkResult (seconds per call).
 
         ``cache_flush`` is accepted for symmetry with CPU modules and ignored.

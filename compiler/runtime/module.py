@@ -170,15 +170,15 @@ class Module:
         return self._backend.source(fmt)
 
     def time_evaluator(self, func_name: str, dev: Device | None = None, number: int = 10, repeat: int = 1,
-                       min_repeat_ms: float = 0, cache_flush: bool = False):
+                       min_repeat_ms: float = 0, cache_flush: bool | str = False):
         """A callable that times ``func_name`` on its arguments and returns a BenchmarkResult.
 
         ``results`` holds ``repeat`` entries, each the mean seconds per call of one
         measurement: ``number`` calls, and more in batches until the measurement took
-        ``min_repeat_ms`` by the clock; ``cache_flush`` evicts the arguments but the first (the
+        ``min_repeat_ms`` by the clock; ``cache_flush=True`` evicts the arguments but the first (the
         input, which a model's previous operator has just written) from the caches before every
-        call, untimed, as TVM's ``enable_cpu_cache_flush`` does. The loop runs in native code; see
-        :mod:`compiler.runtime.timer`.
+        call, untimed, as TVM's ``enable_cpu_cache_flush`` does; ``cache_flush="weights"`` keeps
+        the last (the output) too. The loop runs in native code; see :mod:`compiler.runtime.timer`.
         """
         if dev is not None and dev.device_type != "cpu":
             raise ValueError(f"a {self.type_key} module runs on the CPU, not on {dev}")

@@ -13,9 +13,11 @@ existed.
 before *each* call (``clflush`` line by line on x86, outside the timed interval), as TVM's
 ``enable_cpu_cache_flush`` does (its ``cache_flush_cpu_non_first_arg``): the first argument
 is an operator's input, which inside a model the operator before has just written, while its
-weights come from memory. Elsewhere a 64 MiB scratch buffer is overwritten, which evicts
-every argument. After the eviction an empty parallel region wakes the thread pool, untimed,
-so that the kernel does not pay for waking threads that slept through the eviction.
+weights come from memory. ``cache_flush="weights"`` (:data:`FLUSH_WEIGHTS`) keeps the last
+argument too, the output, which inside a model is a workspace buffer other operators have just
+used. Elsewhere a 64 MiB scratch buffer is overwritten, which evicts every argument. After the
+eviction an empty parallel region wakes the thread pool, untimed, so that the kernel does not
+pay for waking threads that slept through the eviction.
 """
 
 from __future__ import annotations
@@ -31,11 +33,19 @@ import numpy as np
 
 from .threads import num_threads
 
-__all__ = ["BenchmarkResult", "time_calls", "NativeTimer", "TIMER_SYMBOL", "BATCH_NS", "flushed_ranges"]
+__all__ = ["BenchmarkResult", "time_calls", "NativeTimer", "TIMER_SYMBOL", "BATCH_NS", "flushed_ranges",
+           "check_cache_flush", "FLUSH_WEIGHTS", "CACHE_FLUSH_CHOICES"]
 
 # The name changes with the function's arguments: a library exported with another version has
 # none of this name, and is timed by time_calls.
 TIMER_SYMBOL = "__autotune_time_evaluator_v2"
+#: ``cache_flush="weights"``: evict the arguments between the first and the last, which for an
+#: operator of a model are its weights (the input, first, the operator before has just written;
+#: the output, last, is a workspace buffer that other operators have just used).
+FLUSH_WEIGHTS = "weights"
+#: What ``cache_flush`` may be: False (nothing evicted), True (every argument but the first, as
+#: TVM's ``enable_cpu_cache_flush``), or :data:`FLUSH_WEIGHTS`.
+CACHE_FLUSH_CHOICES = (False, True, FLUSH_WEIGHTS)
 BATCH_NS = 10_000  # a batch of calls doubles until it lasts this long (a clock read is ~25 ns)
 _FLUSH_BYTES = 64 << 20  # larger than the last-level cache of the CPUs we tune for
 _flush_buffer: np.ndarray | None = None
@@ -88,10 +98,20 @@ def flush_cache() -> None:
     _scratch().fill(1)
 
 
-def flushed_ranges(arrays: list) -> list[tuple[int, int]]:
-    """``(address, bytes)`` of the buffers that ``cache_flush`` evicts on x86: every one of
-    ``arrays`` (a kernel's buffer arguments, in order) but the first, and none empty."""
-    return [(a.ctypes.data, a.nbytes) for a in arrays[1:] if a.nbytes]
+def check_cache_flush(cache_flush) -> bool | str:
+    """``cache_flush`` as one of :data:`CACHE_FLUSH_CHOICES` (a truth value as a bool); ValueError
+    for anything else, naming the choices."""
+    if cache_flush == FLUSH_WEIGHTS or (not isinstance(cache_flush, str) and cache_flush in (0, 1)):
+        return cache_flush if isinstance(cache_flush, str) else bool(cache_flush)
+    raise ValueError(f"cache_flush must be one of {CACHE_FLUSH_CHOICES}, got {cache_flush!r}")
+
+
+def flushed_ranges(arrays: list, cache_flush: bool | str = True) -> list[tuple[int, int]]:
+    """``(address, bytes)`` of the buffers that ``cache_flush`` evicts on x86, none empty: every
+    one of ``arrays`` (a kernel's buffer arguments, in order) but the first with ``True``, and
+    with ``"weights"`` but the last too."""
+    kept_last = check_cache_flush(cache_flush) == FLUSH_WEIGHTS
+    return [(a.ctypes.data, a.nbytes) for a in arrays[1:len(arrays) - kept_last] if a.nbytes]
 
 
 def _check_counts(number: int, repeat: int, min_repeat_ms: float) -> None:
@@ -113,14 +133,14 @@ class NativeTimer:
         self._fn = self._PROTO(address)
 
     def time(self, kernel: int, buffers, scalars, arrays: list, number: int = 10, repeat: int = 1,
-             min_repeat_ms: float = 0, cache_flush: bool = False) -> BenchmarkResult:
+             min_repeat_ms: float = 0, cache_flush: bool | str = False) -> BenchmarkResult:
         """Time the kernel at address ``kernel``; ``arrays`` are its buffers, in order (with
         ``cache_flush``, those of :func:`flushed_ranges` are evicted before each call)."""
         _check_counts(number, repeat, min_repeat_ms)
-        if not cache_flush:
+        if not check_cache_flush(cache_flush):
             mode, ranges = 0, []
         elif _X86:
-            mode, ranges = 1, flushed_ranges(arrays)
+            mode, ranges = 1, flushed_ranges(arrays, cache_flush)
         else:
             scratch = _scratch()
             mode, ranges = 2, [(scratch.ctypes.data, scratch.nbytes)]
@@ -134,15 +154,16 @@ class NativeTimer:
 
 
 def time_calls(run: Callable[[], None], number: int = 10, repeat: int = 1, min_repeat_ms: float = 0,
-               cache_flush: bool = False, sync: Callable[[], None] | None = None) -> BenchmarkResult:
+               cache_flush: bool | str = False, sync: Callable[[], None] | None = None) -> BenchmarkResult:
     """Time ``run`` from Python: ``repeat`` measurements, each the mean of its calls.
 
     The same protocol as the native timer: a measurement makes batches, the first of
     ``number`` calls, until ``min_repeat_ms`` have passed, a batch doubling while it lasts
-    less than ``BATCH_NS``; except that ``cache_flush`` overwrites a 64 MiB buffer once before each
-    measurement. One untimed call warms up first.
+    less than ``BATCH_NS``; except that ``cache_flush`` (any choice) overwrites a 64 MiB buffer once
+    before each measurement. One untimed call warms up first.
     """
     _check_counts(number, repeat, min_repeat_ms)
+    check_cache_flush(cache_flush)
     sync = sync or (lambda: None)
     run()
     sync()

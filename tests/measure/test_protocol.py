@@ -14,6 +14,7 @@ from measure import (
     BuildReply,
     BuildRequest,
     ErrorKind,
+    LocalRunner,
     MeasureError,
     MeasureInput,
     RunReply,
@@ -51,11 +52,22 @@ def test_build_reply_round_trips(reply):
     _round_trips(reply)
 
 
-@pytest.mark.parametrize("device", [None, 1])
-def test_run_request_round_trips(matmul_task, device):
-    request = RunRequest(matmul_task.to_json(by_value=True), ART, 2, 5, 12.5, 3.0, True, False, 4.0, 30.0,
-                         device)
+@pytest.mark.parametrize("device, cache_flush", [(None, True), (1, "weights"), (None, False)])
+def test_run_request_round_trips(matmul_task, device, cache_flush):
+    request = RunRequest(matmul_task.to_json(by_value=True), ART, 2, 5, 12.5, 3.0, cache_flush, False, 4.0,
+                         30.0, device)
     _round_trips(request)
+    assert RunRequest.from_json(request.to_json()).cache_flush == cache_flush
+
+
+def test_a_run_request_names_the_cache_flush_choices_it_was_not_given(matmul_task):
+    data = RunRequest(matmul_task.to_json(by_value=True), ART).to_json()
+    with pytest.raises(MeasureError, match="cache_flush must be one of .*'weights'.*got 'inputs'"):
+        RunRequest.from_json({**data, "cache_flush": "inputs"})
+    with pytest.raises(ValueError, match="cache_flush must be one of"):
+        LocalRunner(cache_flush="all")
+    assert LocalRunner(cache_flush="weights").cache_flush == "weights"
+    assert LocalRunner(cache_flush=1).cache_flush is True
 
 
 @pytest.mark.parametrize("reply", [

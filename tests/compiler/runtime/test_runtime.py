@@ -405,6 +405,11 @@ def test_cache_flush_evicts_every_argument_but_the_first_as_tvm_does():
     assert flushed_ranges([data, weight, bias, out]) == [(weight.ctypes.data, weight.nbytes),
                                                          (out.ctypes.data, out.nbytes)]
     assert flushed_ranges([data]) == [] and flushed_ranges([]) == []
+    # "weights": the output (last) stays too, a workspace buffer that other operators have just used
+    assert flushed_ranges([data, weight, bias, out], "weights") == [(weight.ctypes.data, weight.nbytes)]
+    assert flushed_ranges([data, out], "weights") == [] and flushed_ranges([data], "weights") == []
+    with pytest.raises(ValueError, match="cache_flush must be one of"):
+        flushed_ranges([data, out], "output")
 
 
 def _slowing(fast_calls: int, slow_steps: int) -> PrimFunc:
