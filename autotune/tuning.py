@@ -801,15 +801,12 @@ def check_timing(log, tasks: Sequence, cache_flush: bool | str) -> None:
     for task in tasks:
         if Target(task.target).device_type != "cpu":
             continue
-        other = {}
-        for run in log.runs_of(task.workload_key):
-            if run_cache_flush(run) != cache_flush:
-                other.setdefault(run_cache_flush(run), []).append(run)
+        other = [t for t in map(run_cache_flush, log.runs_of(task.workload_key)) if t != cache_flush]
         if other:
-            before, runs = next(iter(other.items()))
+            before = other[0]
             raise AutotuneError(
-                f"cannot tune {workload_label(task.name, task.args)}: {len(runs)} earlier run(s) in the log "
-                f"timed it {_TIMED.get(before, repr(before))}, this run would time it "
+                f"cannot tune {workload_label(task.name, task.args)}: {other.count(before)} earlier "
+                f"run(s) in the log timed it {_TIMED.get(before, repr(before))}, this run would time it "
                 f"{_TIMED.get(cache_flush, repr(cache_flush))}; "
                 f"the two do not compare. Time it as before ({_TIME_SO.get(before, repr(before))}), or tune "
                 "into another log")

@@ -137,7 +137,8 @@ class NativeTimer:
         """Time the kernel at address ``kernel``; ``arrays`` are its buffers, in order (with
         ``cache_flush``, those of :func:`flushed_ranges` are evicted before each call)."""
         _check_counts(number, repeat, min_repeat_ms)
-        if not check_cache_flush(cache_flush):
+        cache_flush = check_cache_flush(cache_flush)
+        if not cache_flush:
             mode, ranges = 0, []
         elif _X86:
             mode, ranges = 1, flushed_ranges(arrays, cache_flush)
