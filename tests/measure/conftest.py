@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 from measure_faults import register_faulty
 
@@ -46,4 +48,9 @@ def ray_cluster():
     connect(None, num_cpus=2)
     yield ray
     if started:
-        ray.shutdown()
+        # ray.shutdown kills the processes without waiting for them by default: a GCS still
+        # dying would be the cluster that the next test's ``--cluster auto`` connects to.
+        if "wait_for_processes" in inspect.signature(ray.shutdown).parameters:  # newer Ray
+            ray.shutdown(wait_for_processes=True)
+        else:
+            ray.shutdown()
