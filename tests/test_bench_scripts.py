@@ -416,6 +416,21 @@ def test_bench_model_compares_each_tuned_kernel_with_its_log_figure(tmp_path):
     assert M.kernels_vs_log(_model_result(), str(tmp_path / "log.db")) == []  # no kernel times: no rows
 
 
+def test_bench_model_names_the_kernels_that_lose_the_most_time_in_the_model():
+    r = _model_result()
+    r.replies[M.TUNED] = [{"seconds": 1e-3, "kernel_calls": {"k0_conv": 3, "k1_conv": 1, "k2_dense": 1}}]
+    rows = [("k0_conv", "w0", 1.0e-4, 1.5e-4),  # 3 calls of +0.05 ms: the most lost
+            ("k1_conv", "w1", 2.0e-4, 3.0e-4),  # one call of +0.1 ms
+            ("k2_dense", "w2", 2.0e-4, 1.0e-4),  # faster in the model: not named
+            ("k3_pool", "w3", 1.0e-5, 3.0e-5)]  # no call count: once
+    line = M.time_lost_in_model(r, rows)
+    assert line.split(", ")[0] == "k0_conv +0.150 ms (3 x 0.100 -> 0.150 ms)"
+    assert line.index("k1_conv +0.100 ms") < line.index("k3_pool +0.020 ms")
+    assert "k2_dense" not in line
+    assert M.time_lost_in_model(r, rows, top=1) == "k0_conv +0.150 ms (3 x 0.100 -> 0.150 ms)"
+    assert M.time_lost_in_model(r, [rows[2]]) == ""
+
+
 def test_bench_model_splits_the_tuned_build_s_latency_against_the_estimate():
     r = _model_result(ours_rounds=(1.0e-3, 1.1e-3, 1.05e-3))
     assert r.deployed() is None  # no kernels timed inside the model: nothing to split

@@ -51,7 +51,9 @@ The figures (each contender timed in :func:`bench_common.time_interleaved`'s fre
   model in the timing children (the median over the rounds), against its best config's median
   in the log (the figure the build chose it by; ``tune_model`` times candidates with their
   weights evicted from the caches, as they run in the model); the line gives the range of the
-  ratios and the furthest kernel, which must be within 10% of its log figure.
+  ratios and the furthest kernel, which must be within 10% of its log figure; a second line names
+  the three kernels that lose the most time in the model against their log figures, over all
+  their calls: where the model's latency goes beyond the log's estimate.
 * **peak memory** (MiB): the child's peak RSS (Linux's ``VmHWM``, the ``ru_maxrss`` of this
   process alone) after loading the model, its first run and its timings, less its RSS before
   loading it (the libraries imported, input and output allocated); the peak is restarted there
@@ -531,6 +533,17 @@ def kernels_vs_log(r: Result, db) -> list[tuple[str, str, float, float]]:
     return rows
 
 
+def time_lost_in_model(r: Result, rows: list[tuple[str, str, float, float]], top: int = 3) -> str:
+    """The ``top`` tuned kernels whose time inside the model exceeds their log figures the most,
+    over all their calls (``rows`` from :func:`kernels_vs_log`), as one line; "" where none does."""
+    replies = [reply for reply in r.replies.get(TUNED, []) if reply.get("kernel_calls")]
+    calls = replies[0]["kernel_calls"] if replies else {}
+    lost = sorted(((calls.get(k, 1) * (deployed - logged), k, calls.get(k, 1), logged, deployed)
+                   for k, _, logged, deployed in rows if deployed > logged), reverse=True)[:top]
+    return ", ".join(f"{kernel} +{total * 1e3:.3f} ms ({n} x {logged * 1e3:.3f} -> {deployed * 1e3:.3f} ms)"
+                     for total, kernel, n, logged, deployed in lost)
+
+
 def verdicts(r: Result) -> list[B.Verdict]:
     """The goals ``r`` is judged on (none for a MISMATCH); speed goals are for the tuned build,
     withheld without one, and withheld where the rounds compared disagree."""
@@ -615,6 +628,7 @@ def _child_ours(spec: dict, x: np.ndarray) -> dict:
         in_model = profile(f, repeat=spec["repeat"], min_repeat_ms=spec["min_ms"], in_model=True)
         reply["kernel_in_model_s"] = sum(calls * s for calls, s in in_model.values())
         reply["kernel_in_model_times"] = {name: s for name, (_, s) in in_model.items()}
+        reply["kernel_calls"] = {name: calls for name, (calls, _) in in_model.items()}
         templated, untemplated, others = split_by_template(f, in_model)
         reply["in_model_split"] = [templated, untemplated, len(others)]
     return reply
@@ -761,6 +775,9 @@ def main(argv=None) -> None:
             kernel_lines.append(f"# {r.model.name}: {len(rows)} tuned kernels, deployed / log from "
                                 f"{min(ratios):.2f}x to {max(ratios):.2f}x; furthest: {kernel}, "
                                 f"{logged * 1e3:.3f} ms in the log, {deployed * 1e3:.3f} ms deployed")
+            if lost := time_lost_in_model(r, rows):
+                kernel_lines.append(f"# {r.model.name}: the most time lost in the model against the log: "
+                                    f"{lost}")
             all_verdicts.append(B.Verdict(f"{r.model.name} tuned kernels deployed / log, the furthest",
                                           ratios[k], 1.0, within=KERNEL_VS_LOG,
                                           withheld=r.timings[TUNED].noise()))
