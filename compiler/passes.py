@@ -9,7 +9,7 @@ generator: ``print(compiler.backends.get("cuda").pipeline)`` shows every pass of
 
 from __future__ import annotations
 
-from .transform import loop_partition, remove_no_op, simplify, unroll_loops, vectorize_loops
+from .transform import inject_prefetch, loop_partition, remove_no_op, simplify, unroll_loops, vectorize_loops
 from .transform.pipeline import (
     ADD_LOWER_PASS,
     DumpIR,
@@ -29,6 +29,7 @@ __all__ = ["LOWER", "Pass", "Phase", "Pipeline", "PassContext", "PassInfo", "Pas
 
 LOWER = Pipeline("lower", (
     Phase(0),                   # on the multi-dimensional buffers the schedule wrote
+    Pass("inject_prefetch", inject_prefetch),
     Pass("storage_flatten", storage_flatten),
     Pass("simplify", simplify),
     Phase(1),

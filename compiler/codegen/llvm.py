@@ -41,6 +41,7 @@ from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.analysis import collect, free_vars
 from ..tir.buffer import ACCESS_PTR, Buffer
+from ..tir.builtin import PREFETCH
 from ..tir.function import IRModule, PrimFunc
 from ..tir.functor import Functor
 from ..tir.op import EXTERN_OPS, INT_OPS
@@ -653,6 +654,11 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
             if name == TRANSPOSE:  # ours, emitted inline
                 return emit_transpose(self, e)
             return emit_call_extern(self, e, name if name in self.imported_symbols else None)
+        if op == PREFETCH:  # (address,): read, keep in every cache level, a data line
+            fn = self.math.declare("llvm.prefetch.p0", VOID, [I8PTR, I32, I32, I32])
+            flags = [ir.Constant(I32, v) for v in (0, 3, 1)]
+            self.b.call(fn, [self.b.bitcast(self.expr(e.args[0]), I8PTR), *flags])
+            return ir.Constant(I32, 0)
         if op == ACCESS_PTR:  # (dtype, data, offset, extent, mask): &data[offset] as a dtype*
             ptr, want = self._lookup(e.args[1]), memory_type(e.args[0].value).as_pointer()
             ptr = ptr if ptr.type == want else self.b.bitcast(ptr, want)

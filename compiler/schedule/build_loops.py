@@ -6,9 +6,9 @@ from .. import dtypes
 from ..arith import Analyzer
 from ..errors import LoweringError, ScheduleError
 from ..te.tensor import ComputeOp, ExternOp, ScanOp, Tensor
-from ..tir.analysis import free_vars, substitute
+from ..tir.analysis import contains, free_vars, substitute
 from ..tir.buffer import Buffer, decl_buffer
-from ..tir.builtin import DOUBLE_BUFFER_SCOPE, PRAGMA_PREFIX, SCAN_LOOP, sync_stmt
+from ..tir.builtin import DOUBLE_BUFFER_SCOPE, PRAGMA_PREFIX, PREFETCH_SCOPE, SCAN_LOOP, sync_stmt
 from ..tir.expr import (
     EQ,
     LT,
@@ -416,12 +416,14 @@ class _LoopBuilder:
         stmt = init
         for iv in reversed(inner_leaves):
             if iv.iter_type is not IterType.COMM_REDUCE:
-                stmt = self._loop(st, iv, stmt)
+                stmt = self._loop(st, iv, stmt, prefetch=False)
         return stmt
 
-    def _loop(self, st: Stage, iv, body: Stmt) -> Stmt:
+    def _loop(self, st: Stage, iv, body: Stmt, prefetch: bool = True) -> Stmt:
         info = self.infos[st]
         attr = st.iter_attrs.get(iv)
+        if prefetch and attr is not None and attr.prefetches:
+            body = self._prefetch_scopes(st, iv, attr.prefetches, body)
         kind = attr.kind if attr is not None else ForKind.SERIAL
         tag = attr.bind.thread_tag if attr is not None and attr.bind is not None else ""
         loop: Stmt = For(iv.var, info.loop_min[iv], info.extent[iv], kind, body, tag)
@@ -430,6 +432,20 @@ class _LoopBuilder:
             loop = AttrStmt(iv.var, PRAGMA_PREFIX + key, StringImm(value) if isinstance(value, str)
                             else const(value), loop)
         return loop
+
+
+    def _prefetch_scopes(self, st: Stage, iv, prefetches: list, body: Stmt) -> Stmt:
+        """``body`` inside one ``PREFETCH_SCOPE`` per prefetched tensor (see
+        :mod:`compiler.transform.inject_prefetch`)."""
+        for tensor, offset in reversed(prefetches):
+            buf = self.buffers.get(buffer_key(self.sch, tensor))
+            reads = buf is not None and contains(
+                body, lambda n, data=buf.data: isinstance(n, BufferLoad) and n.buffer.data is data)
+            if not reads:
+                raise LoweringError(f"stage {st.op.name!r}, axis {iv.var.name!r}: prefetch of tensor "
+                                    f"{tensor.name!r}, which the stage does not read inside that axis")
+            body = AttrStmt(buf.data, PREFETCH_SCOPE, const(offset), body)
+        return body
 
 
 def _tensorized_leaf(st: Stage) -> int | None:

@@ -34,6 +34,7 @@ class IterAttr:
     bind: IterVar | None = None
     pragmas: dict = field(default_factory=dict)  # pragma name -> int value (a string for import_llvm)
     tensor_intrin: object = None  # the TensorIntrin that replaces the loop nest from this axis inward
+    prefetches: list = field(default_factory=list)  # (tensor, offset) of Stage.prefetch, in call order
 
 
 #: The pragmas ``Stage.pragma`` knows, with TVM's meaning: the loop nest under the axis
@@ -84,6 +85,16 @@ class IterVarAttr:
     def tensor_intrin(self):
         """The tensor intrinsic that replaces the loop nest from this axis (``Stage.tensorize``)."""
         return self._attr.tensor_intrin
+
+    @property
+    def prefetch_data(self) -> tuple:
+        """The tensors prefetched at this axis (``Stage.prefetch``)."""
+        return tuple(t for t, _ in self._attr.prefetches)
+
+    @property
+    def prefetch_offset(self) -> tuple:
+        """How many iterations ahead each of :attr:`prefetch_data` is prefetched."""
+        return tuple(convert(k) for _, k in self._attr.prefetches)
 
     @property
     def pragma_keys(self) -> tuple:
@@ -547,11 +558,25 @@ class Stage:
         self.store_predicate = convert(predicate)
 
     def prefetch(self, tensor, var, offset) -> None:
-        """Refused: the loop IR has no prefetch instruction; the CPU's hardware prefetcher
-        handles the streams a schedule reads, and a GPU stage is prefetched with
-        ``cache_read(..., "shared", ...)`` and ``double_buffer``."""
-        raise self._fail("prefetch is not supported (no prefetch instruction is generated); leave it out, "
-                         "or stage the data with cache_read and double_buffer on CUDA", var)
+        """Prefetch ``tensor`` ``offset`` iterations of axis ``var`` ahead, as TVM's
+        ``Stage.prefetch``: at the start of each iteration of ``var``, the part of ``tensor``
+        that the loop's body (this stage and the stages computed inside it) reads in iteration
+        ``var + offset``, every loop inside ``var`` taken whole, is asked into the caches, one
+        prefetch instruction per 64-byte line.
+
+        Each iteration asks for its whole region at once: a prefetch at an inner axis asks for
+        less at a time. A prefetch never faults, so the last iterations ask for memory past
+        the tensor harmlessly. CPU targets (LLVM's ``llvm.prefetch``, into every cache level);
+        inside a GPU kernel it is left out.
+        """
+        self._leaf_index(var, "prefetch")
+        if not isinstance(tensor, Tensor):
+            raise self._fail(f"prefetch needs a tensor this stage reads, got {tensor!r}", var)
+        if not isinstance(offset, (int, PrimExpr)) or isinstance(offset, bool) \
+                or not is_const_int(convert(offset)) or convert(offset).value < 1:
+            raise self._fail(f"prefetch offset must be a positive int (iterations ahead), got {offset!r}",
+                             var)
+        self._attr(var).prefetches.append((tensor, convert(offset).value))
 
     def env_threads(self, threads) -> None:
         """Refused: TVM launches GPU threads around a scan's whole time loop with it; here a

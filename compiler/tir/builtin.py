@@ -11,7 +11,7 @@ from . import expr as E
 from . import stmt as S
 
 __all__ = ["PRAGMA_PREFIX", "DOUBLE_BUFFER_SCOPE", "DOUBLE_BUFFER_WRITE", "SCAN_LOOP", "SYNC_OP",
-           "sync_stmt", "is_sync"]
+           "PREFETCH_SCOPE", "PREFETCH", "sync_stmt", "is_sync", "is_prefetch"]
 
 #: ``AttrStmt`` keys of ``Stage.pragma(axis, name)`` are ``PRAGMA_PREFIX + name``.
 PRAGMA_PREFIX = "pragma_"
@@ -21,6 +21,11 @@ DOUBLE_BUFFER_SCOPE = "double_buffer_scope"
 DOUBLE_BUFFER_WRITE = "double_buffer_write"
 #: ``AttrStmt`` key marking the time loop of a scan, which runs on the host around its kernels.
 SCAN_LOOP = "scan_loop"
+#: ``AttrStmt(buffer data, PREFETCH_SCOPE, offset)`` as the body of a loop: prefetch what the
+#: body reads of that buffer ``offset`` iterations ahead (``Stage.prefetch``).
+PREFETCH_SCOPE = "prefetch_scope"
+#: ``Evaluate(Call("int32", PREFETCH, (access_ptr,)))``: ask the cache line at that address in.
+PREFETCH = "prefetch"
 #: The barrier of a thread block: ``tvm_storage_sync("shared")``.
 SYNC_OP = "tvm_storage_sync"
 
@@ -33,3 +38,8 @@ def sync_stmt() -> S.Stmt:
 def is_sync(s) -> bool:
     """Whether ``s`` is a barrier statement."""
     return isinstance(s, S.Evaluate) and isinstance(s.value, E.Call) and s.value.op == SYNC_OP
+
+
+def is_prefetch(s) -> bool:
+    """Whether ``s`` is a prefetch statement (a hint that code without caches may drop)."""
+    return isinstance(s, S.Evaluate) and isinstance(s.value, E.Call) and s.value.op == PREFETCH

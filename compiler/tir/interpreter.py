@@ -17,6 +17,7 @@ from .. import dtypes
 from . import expr as E
 from . import stmt as S
 from .buffer import Buffer
+from .builtin import is_prefetch
 from .evaluate import Evaluator
 from .function import PrimFunc
 from .functor import IRVisitor
@@ -193,6 +194,8 @@ class Interpreter(IRVisitor):
         v = s.value
         # Synchronisation has no meaning when threads run one after another.
         if isinstance(v, E.Call) and ("sync" in v.op or "barrier" in v.op):
+            return
+        if is_prefetch(s):  # a hint about caches, which the interpreter has none of
             return
         self.ev.eval(v)
 

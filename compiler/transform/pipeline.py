@@ -274,7 +274,7 @@ _dump_counter = itertools.count(1)
 
 class DumpIR(PassInstrument):
     """Writes the module into ``directory`` before a pipeline's first pass and after every pass:
-    ``0001-lower-00-input.tir``, ``0002-lower-00-storage_flatten.tir``, ... (numbered in the order
+    ``0001-lower-00-input.tir``, ``0002-lower-00-inject_prefetch.tir``, ... (numbered in the order
     written, across every pipeline of the process)."""
 
     def __init__(self, directory: str | os.PathLike):

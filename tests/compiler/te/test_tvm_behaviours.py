@@ -83,8 +83,6 @@ def test_unsupported_primitives_refuse_by_name():
     B = te.compute((64,), lambda i: A[i] * 2, name="B")
     s = te.create_schedule(B.op)
     xo, _ = s[B].split(B.op.axis[0], factor=8)
-    with pytest.raises(tvm.error.TVMError, match="prefetch is not supported"):
-        s[B].prefetch(A, xo, 1)
     with pytest.raises(tvm.error.TVMError, match="env_threads is not supported"):
         s[B].env_threads([te.thread_axis("threadIdx.x")])
     with pytest.raises(tvm.error.TVMError, match="normalize is not supported"):
