@@ -233,6 +233,58 @@ def test_the_plane_is_a_knob_only_where_rows_end_in_partial_tiles():
     assert planes and all(c["parallel_axis"].val == "oc" for c in planes)
 
 
+@for_each_cpu
+def test_a_register_tile_may_span_output_blocks_within_the_register_file(cpu, monkeypatch):
+    # 64 -> 128 channels in blocks of 16: tiles of 1, 2 or 4 blocks (at most 4 vectors of
+    # channels), each with its accumulators, the kernel vectors of its blocks and a broadcast
+    # in the vector registers.
+    monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "2")
+    lanes, registers = _file(cpu)
+    task = create_task("conv2d_nchwc", (1, 64, 1, 3136, 128, 1, 1, 1, 0, 1, 16, 16, "float32"), cpu.target)
+    nv = 16 // lanes
+    spans = set()
+    for cfg in task.config_space:
+        v = cfg.knob_values()
+        k = v["oc_tile"]
+        spans.add(k)
+        assert k * nv <= 4 and v["reg_n"] * k * nv + k * nv + 1 <= registers, v
+    assert spans == ({1, 2, 4} if nv == 1 else {1, 2})
+
+
+def test_a_tile_of_blocks_holds_their_accumulators_and_computes_the_convolution():
+    cpu = AVX512
+    args = (1, 32, 9, 10, 64, 3, 3, 1, 1, 1, 16, 16, "float32", ("bias", "add", "relu"))
+    task = create_task("conv2d_nchwc", args, cpu.target)
+    inputs, (expected,) = task.reference_data(np.random.default_rng(8))
+    for axis, k, reg_n in (("rows", 4, 5), ("oc", 2, 10), ("rows", 1, 10)):
+        cfg = _config(task, parallel_axis=axis, oc_tile=k, reg_n=reg_n)
+        s, tensors = task.instantiate(cfg)
+        tiles = 64 // 16 // k * 9 * (10 // reg_n)
+        assert _accumulator_tiles(compiler.lower(s, tensors)) == (tiles, {k * reg_n * 16}), cfg
+        f = compiler.build(s, tensors, target=task.target)
+        if cpu.runs_here():
+            out = poisoned(expected.shape, expected.dtype)
+            f(*inputs, out)
+            assert_written(out, expected, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
+
+
+def test_by_default_a_pointwise_layer_reads_its_data_once_per_four_vectors_of_channels(monkeypatch):
+    # A 1x1 layer that reduces 256 channels to 64 at 56x56 (as ResNet-50's do), in blocks of 32:
+    # a tile of both blocks, so that each thread reads the data once, not once per block; with
+    # one tile of blocks in all, the threads take pieces of the row. A config logged before the
+    # knob existed reads as one block a tile.
+    monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "2")
+    args = (1, 256, 1, 3136, 64, 1, 1, 1, 0, 1, 32, 32, "float32", ("bias", "relu"))
+    space = create_task("conv2d_nchwc", args, AVX512.target).config_space
+    default = space.default_config.knob_values()
+    assert default["oc_tile"] == 2 and default["parallel_axis"] == "rows", default
+    assert 10 <= default["reg_n"] * 2 * 2 <= 32 - 4 - 1, default
+    old = space.from_json({"knobs": {"reg_n": 14, "unroll_kw": False, "parallel_axis": "oc"}})
+    assert old.knob_values()["oc_tile"] == 1
+    # Threads on channel blocks need a tile of blocks each: with 2 blocks, tiles of 1.
+    assert all(c["oc_tile"].val == 1 for c in space if c["parallel_axis"].val == "oc")
+
+
 @pytest.mark.parametrize("args, message", [
     ((12, 3, 3, 8, 16), "ic_bn 8 does not divide C 12"),
     ((16, 3, 3, 8, 10), "blocks of 10 filters by 9 taps"),
