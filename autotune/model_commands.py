@@ -64,7 +64,8 @@ def cmd_tune_model(ns) -> int:
     budget = [f"{trials} trials in all (the log's earlier ones included)"] if trials is not None else []
     budget += [f"{_duration_text(ns.time_budget)}"] if ns.time_budget else []
     timing = model_timing(ns.target, ns.cache_flush)
-    timed = "weights evicted from the caches before each call" if timing.get("cache_flush") else "caches warm"
+    timed = ("weights evicted from the caches and the input written by the threads before each call"
+             if timing.get("cache_flush") else "caches warm")
     _out(f"Tuning {len(tasks)} tasks: {' or '.join(budget)}, scheduler {ns.scheduler}; "
          f"log {db.hide_passwords(ns.db)}; candidates timed with {timed}")
     options = measure_options(ns, timing)

@@ -777,7 +777,7 @@ def _sigterm_interrupts() -> Iterator[None]:
 
 def run_cache_flush(run: tuning_db.RunInfo) -> bool | str:
     """What a run of the log evicted before timing each CPU call (:attr:`measure.Runner.cache_flush`:
-    False, True or "weights"); runs that do not say timed hot, as every runner did by default
+    False, True, "weights" or "model"); runs that do not say timed hot, as every runner did by default
     before tuning logs recorded it."""
     return run.options.get("cache_flush", False)
 
@@ -786,11 +786,16 @@ def run_cache_flush(run: tuning_db.RunInfo) -> bool | str:
 _TIMED = {False: "with warm caches (the default of tune)",
           True: "with every argument but the input evicted before each call (cache_flush=True, TVM's "
                 "enable_cpu_cache_flush)",
-          "weights": "with its weights evicted before each call, as inside a model (cache_flush='weights', "
-                     "the default of tune_model)"}
+          "weights": "with its weights evicted before each call (cache_flush='weights', the default of "
+                     "tune_model before 'model')",
+          "model": "with its weights evicted and its input written by the thread pool before each call, as "
+                   "inside a model (cache_flush='model', the default of tune_model)"}
 _TIME_SO = {False: "a runner with cache_flush=False: autotune tune, or autotune tune-model --no-cache-flush",
             True: "a runner with cache_flush=True",
-            "weights": "a runner with cache_flush='weights': autotune tune-model without --no-cache-flush"}
+            "weights": "a runner with cache_flush='weights': tune_model(..., "
+                       "measure_option=measure.MeasureOptions(runner=measure.LocalRunner(number=1, "
+                       "repeat=10, cache_flush='weights')))",
+            "model": "a runner with cache_flush='model': autotune tune-model without --no-cache-flush"}
 
 
 def check_timing(log, tasks: Sequence, cache_flush: bool | str) -> None:

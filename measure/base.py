@@ -114,9 +114,9 @@ class Runner:
     """Checks and times built candidates; subclasses implement :meth:`run`."""
 
     #: What of a CPU candidate's arguments is evicted from the caches before each timed call: nothing
-    #: (False), all but the first (True), or all but the first and the last ("weights"; see
-    #: :data:`compiler.runtime.timer.CACHE_FLUSH_CHOICES`). Costs timed differently do not
-    #: compare: the tuning log keeps them apart by run.
+    #: (False), all but the first (True), or all but the first and the last ("weights"; "model"
+    #: then has the thread pool write the first; see :data:`compiler.runtime.timer.CACHE_FLUSH_CHOICES`).
+    #: Costs timed differently do not compare: the tuning log keeps them apart by run.
     cache_flush: bool | str = False
 
     def run(self, jobs: queue.Queue, gates: Gates) -> Iterator[tuple[int, MeasureResult]]:

@@ -154,8 +154,10 @@ class LocalRunner(Runner):
     measurement takes ``min_repeat_ms``), ``cooldown_ms`` apart, evicting its arguments but
     the first (its input) from the caches before each call with ``cache_flush=True``, as TVM's
     ``enable_cpu_cache_flush`` does, or all but the first and the last (its output) with
-    ``cache_flush="weights"``, as its weights are inside a model (:func:`autotune.tune_model`'s
-    default). A run past ``timeout`` seconds is killed.
+    ``cache_flush="weights"``, as its weights are inside a model, or, with ``cache_flush="model"``
+    (:func:`autotune.tune_model`'s default), those evicted and the input then written by the
+    thread pool, as the kernel before leaves it inside a model. A run past ``timeout`` seconds
+    is killed.
 
     CUDA candidates are timed with CUDA events (``cache_flush`` does not apply), in one
     worker per GPU of ``devices`` (CUDA device ordinals; by default every GPU that this

@@ -136,7 +136,8 @@ class RunRequest(_Message):
     the expected ones (``check_correctness``), then timed: ``repeat`` measurements of
     ``number`` calls each (more calls until one lasts ``min_repeat_ms``),
     ``cooldown_ms`` apart, caches evicted before each call with ``cache_flush`` (one of
-    :data:`compiler.runtime.timer.CACHE_FLUSH_CHOICES`: JSON ``false``, ``true`` or ``"weights"``).
+    :data:`compiler.runtime.timer.CACHE_FLUSH_CHOICES`: JSON ``false``, ``true``, ``"weights"`` or
+    ``"model"``).
     Making the task's data may take ``prepare_timeout`` seconds, the candidate
     ``timeout``. ``device_id`` is the CUDA ordinal for ``"ptx"`` artifacts.
     """

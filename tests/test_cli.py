@@ -605,7 +605,8 @@ def test_tune_model_stops_at_its_time_budget(onnx_model):
              "--db", "budget.db", "--no-progress", "--no-deployed", cwd=d, timeout=600)
     assert p.returncode == 0, p.stderr
     assert "Tuning 2 tasks: 6 s, scheduler gradient" in p.stdout
-    assert "candidates timed with weights evicted from the caches before each call" in p.stdout
+    assert ("candidates timed with weights evicted from the caches and the input written by the threads "
+            "before each call") in p.stdout
     assert "deployed model" not in p.stdout
     # the log was timed as in the model: timing it hot now would pool figures that do not compare
     hot = _run("tune-model", "tiny.onnx", "--shape", "x=1,3,6,6", "--trials", "1", "--db", "budget.db",

@@ -6,7 +6,7 @@
         void (*kernel)(void **buffers, int64_t *scalars), void **buffers, int64_t *scalars,
         int64_t number, int64_t repeat, double min_repeat_ms,
         int32_t flush_mode, void **flush_ptrs, int64_t *flush_bytes, int64_t n_flush,
-        double *out, int32_t wake_threads);
+        double *out, int32_t wake_threads, void *touch_ptr, int64_t touch_bytes);
 
 calls ``kernel`` once to warm up, then fills ``out[0..repeat)`` with the mean seconds
 per call of one measurement each, timed with ``clock_gettime(CLOCK_MONOTONIC)``. A
@@ -32,6 +32,12 @@ threads wakes libgomp's pool, untimed: the eviction takes the caller millisecond
 enough for the pool's threads to fall asleep, and the kernel's first parallel region would
 pay 25-60 us to wake them, which no kernel pays inside a model, where calls follow each
 other (MobileNetV2's smallest depthwise kernels, 7 us inside the model, timed 64 us so).
+In that region each thread also writes one byte of every 64-byte line of its share of
+``touch_ptr`` (``touch_bytes`` long, in equal contiguous shares, as a parallel loop's static
+schedule gives them), where ``touch_bytes`` > 0: the input of a kernel inside a model was just
+written so by the kernel before it, and its lines sit modified in the caches of the cores that
+wrote them, which a kernel reading all of it pays for (a 1x1 layer whose threads each read the
+whole input: twice as slow as with the input in its own caches).
 
 In this process the function is JIT-compiled once (:func:`address`); exported
 libraries link their own copy (:func:`object_code`), so modules loaded without
@@ -83,19 +89,20 @@ def timer_ir(triple: str, data_layout: str = "") -> str:
     clock_gettime = ir.Function(m, ir.FunctionType(I32, [I32, timespec.as_pointer()]), "clock_gettime")
     kernel_t = ir.FunctionType(VOID, [I8PTR.as_pointer(), I64.as_pointer()]).as_pointer()
     fn_t = ir.FunctionType(I64, [kernel_t, I8PTR.as_pointer(), I64.as_pointer(), I64, I64, _F64,
-                                 I32, I8PTR.as_pointer(), I64.as_pointer(), I64, _F64.as_pointer(), I32])
+                                 I32, I8PTR.as_pointer(), I64.as_pointer(), I64, _F64.as_pointer(), I32,
+                                 I8PTR, I64])
     fn = ir.Function(m, fn_t, TIMER_SYMBOL)
-    (kernel, buffers, scalars, number, repeat, min_ms, mode, fptrs, fbytes, nflush, out, wake) = fn.args
+    (kernel, buffers, scalars, number, repeat, min_ms, mode, fptrs, fbytes, nflush, out, wake,
+     touch_ptr, touch_bytes) = fn.args
     names = ("kernel", "buffers", "scalars", "number", "repeat", "min_repeat_ms", "flush_mode", "flush_ptrs",
-             "flush_bytes", "n_flush", "out", "wake_threads")
+             "flush_bytes", "n_flush", "out", "wake_threads", "touch_ptr", "touch_bytes")
     for arg, name in zip(fn.args, names, strict=True):
         arg.name = name
     region_t = ir.FunctionType(VOID, [I8PTR])
     gomp_parallel = ir.Function(m, ir.FunctionType(VOID, [region_t.as_pointer(), I8PTR, I32, I32]),
                                 "GOMP_parallel")
-    nothing = ir.Function(m, region_t, "__autotune_timer_wake")
-    nothing.linkage = "internal"
-    ir.IRBuilder(nothing.append_basic_block("entry")).ret_void()
+    touch_t = ir.LiteralStructType([I8PTR, I64])
+    wake_region = _wake_region(m, region_t, touch_t)
     x86 = triple.startswith(("x86_64", "i386", "i686"))
     clflush = ir.Function(m, ir.FunctionType(VOID, [I8PTR]), "llvm.x86.sse2.clflush") if x86 else None
     mfence = ir.Function(m, ir.FunctionType(VOID, []), "llvm.x86.sse2.mfence") if x86 else None
@@ -103,6 +110,9 @@ def timer_ir(triple: str, data_layout: str = "") -> str:
 
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     ts = b.alloca(timespec, name="ts")
+    touch = b.alloca(touch_t, name="touch")  # what the wake region writes: (pointer, bytes)
+    b.store(touch_ptr, b.gep(touch, [ir.Constant(I32, 0), ir.Constant(I32, 0)]))
+    b.store(touch_bytes, b.gep(touch, [ir.Constant(I32, 0), ir.Constant(I32, 1)]))
     calls_slot = b.alloca(I64, name="calls.slot")    # calls made in this measurement
     batch_slot = b.alloca(I64, name="batch.slot")    # calls in the next batch
     spent_slot = b.alloca(I64, name="spent_ns.slot")  # nanoseconds timed in this measurement
@@ -137,7 +147,7 @@ def timer_ir(triple: str, data_layout: str = "") -> str:
         if x86:
             b.call(mfence, [])
         with b.if_then(b.icmp_signed(">", wake, ir.Constant(I32, 1))):
-            b.call(gomp_parallel, [nothing, ir.Constant(I8PTR, None), wake, ir.Constant(I32, 0)])
+            b.call(gomp_parallel, [wake_region, b.bitcast(touch, I8PTR), wake, ir.Constant(I32, 0)])
 
     def run_batch() -> None:
         """``batch`` calls; spent_slot grows by the time they took (flushing is not timed)."""
@@ -188,6 +198,35 @@ def timer_ir(triple: str, data_layout: str = "") -> str:
     _counted_loop(b, fn, repeat, "repeat", one_repeat)
     b.ret(b.load(calls_slot))
     return str(m)
+
+
+def _wake_region(m: ir.Module, region_t: ir.FunctionType, touch_t: ir.LiteralStructType) -> ir.Function:
+    """The parallel region run after an eviction: each thread writes one byte of every line of
+    its share of the ``(pointer, bytes)`` its argument points to (nothing with 0 bytes)."""
+    fn = ir.Function(m, region_t, "__autotune_timer_wake")
+    fn.linkage = "internal"
+    thread = ir.Function(m, ir.FunctionType(I32, []), "omp_get_thread_num")
+    threads = ir.Function(m, ir.FunctionType(I32, []), "omp_get_num_threads")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    arg = b.bitcast(fn.args[0], touch_t.as_pointer())
+    ptr = b.load(b.gep(arg, [ir.Constant(I32, 0), ir.Constant(I32, 0)]))
+    nbytes = b.load(b.gep(arg, [ir.Constant(I32, 0), ir.Constant(I32, 1)]))
+    lines = b.sdiv(b.add(nbytes, ir.Constant(I64, _LINE - 1)), ir.Constant(I64, _LINE))
+    tid = b.sext(b.call(thread, []), I64)
+    nth = b.sext(b.call(threads, []), I64)
+    share = b.sdiv(b.add(lines, b.sub(nth, ir.Constant(I64, 1))), nth)
+    first = b.mul(tid, share)
+    count = b.sub(b.select(b.icmp_signed("<", b.add(first, share), lines), b.add(first, share), lines), first)
+
+    def write_line(k: ir.Value) -> None:
+        # The line's first byte, written back as it is: atomic (relaxed), so that the compiler
+        # keeps a store that changes nothing; on x86 and Arm it is a plain byte load and store.
+        byte = b.gep(ptr, [b.mul(b.add(first, k), ir.Constant(I64, _LINE))])
+        b.store_atomic(b.load_atomic(byte, "monotonic", 1), byte, "monotonic", 1)
+
+    _counted_loop(b, fn, count, "touch", write_line)
+    b.ret_void()
+    return fn
 
 
 def _compiled(tm):

@@ -40,8 +40,10 @@ def profile(module: Module, repeat: int = 5, min_repeat_ms: float = 20.0,
     it then finds its weights and inputs in the caches, as it does not inside a model that
     streams all of its weights each run; ``cache_flush=True`` evicts its arguments but the first
     (its input, which the kernel before has just written) before every call, as TVM's
-    ``enable_cpu_cache_flush`` does, and ``cache_flush="weights"`` all but the first and the last
-    (its output, a workspace buffer that other kernels have just used): its weights.
+    ``enable_cpu_cache_flush`` does, ``cache_flush="weights"`` all but the first and the last
+    (its output, a workspace buffer that other kernels have just used): its weights; and
+    ``cache_flush="model"`` those, then has the thread pool write its input, as the kernel
+    before leaves it inside a model.
     ``in_model=True`` times the kernels where they run: the model runs on random inputs through
     its profiling entry, which reads the clock between kernels, in pairs
     of back-to-back runs (the second one's clock counts), at least ``repeat`` times and

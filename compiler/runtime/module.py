@@ -178,7 +178,9 @@ class Module:
         ``min_repeat_ms`` by the clock; ``cache_flush=True`` evicts the arguments but the first (the
         input, which a model's previous operator has just written) from the caches before every
         call, untimed, as TVM's ``enable_cpu_cache_flush`` does; ``cache_flush="weights"`` keeps
-        the last (the output) too. The loop runs in native code; see :mod:`compiler.runtime.timer`.
+        the last (the output) too, and ``cache_flush="model"`` then has the thread pool write the
+        first, as the operator before it leaves its input inside a model. The loop runs in
+        native code; see :mod:`compiler.runtime.timer`.
         """
         if dev is not None and dev.device_type != "cpu":
             raise ValueError(f"a {self.type_key} module runs on the CPU, not on {dev}")

@@ -15,9 +15,11 @@ before *each* call (``clflush`` line by line on x86, outside the timed interval)
 is an operator's input, which inside a model the operator before has just written, while its
 weights come from memory. ``cache_flush="weights"`` (:data:`FLUSH_WEIGHTS`) keeps the last
 argument too, the output, which inside a model is a workspace buffer other operators have just
-used. Elsewhere a 64 MiB scratch buffer is overwritten, which evicts every argument. After the
-eviction an empty parallel region wakes the thread pool, untimed, so that the kernel does not
-pay for waking threads that slept through the eviction.
+used. ``cache_flush="model"`` (:data:`FLUSH_MODEL`) evicts as ``"weights"`` does, then has the
+thread pool write the input, as the operator before leaves it inside a model. Elsewhere than on
+x86 a 64 MiB scratch buffer is overwritten, which evicts every argument. After the eviction a
+parallel region wakes the thread pool, untimed, so that the kernel does not pay for waking
+threads that slept through the eviction.
 """
 
 from __future__ import annotations
@@ -34,18 +36,22 @@ import numpy as np
 from .threads import num_threads
 
 __all__ = ["BenchmarkResult", "time_calls", "NativeTimer", "TIMER_SYMBOL", "BATCH_NS", "flushed_ranges",
-           "check_cache_flush", "FLUSH_WEIGHTS", "CACHE_FLUSH_CHOICES"]
+           "check_cache_flush", "FLUSH_WEIGHTS", "FLUSH_MODEL", "CACHE_FLUSH_CHOICES"]
 
 # The name changes with the function's arguments: a library exported with another version has
 # none of this name, and is timed by time_calls.
-TIMER_SYMBOL = "__autotune_time_evaluator_v2"
+TIMER_SYMBOL = "__autotune_time_evaluator_v3"
 #: ``cache_flush="weights"``: evict the arguments between the first and the last, which for an
 #: operator of a model are its weights (the input, first, the operator before has just written;
 #: the output, last, is a workspace buffer that other operators have just used).
 FLUSH_WEIGHTS = "weights"
+#: ``cache_flush="model"``: as :data:`FLUSH_WEIGHTS`, then the thread pool writes the input, each
+#: thread its equal share, as the operator before leaves it inside a model: in the caches of the
+#: cores that wrote it, not of the one that last read it.
+FLUSH_MODEL = "model"
 #: What ``cache_flush`` may be: False (nothing evicted), True (every argument but the first, as
-#: TVM's ``enable_cpu_cache_flush``), or :data:`FLUSH_WEIGHTS`.
-CACHE_FLUSH_CHOICES = (False, True, FLUSH_WEIGHTS)
+#: TVM's ``enable_cpu_cache_flush``), :data:`FLUSH_WEIGHTS` or :data:`FLUSH_MODEL`.
+CACHE_FLUSH_CHOICES = (False, True, FLUSH_WEIGHTS, FLUSH_MODEL)
 BATCH_NS = 10_000  # a batch of calls doubles until it lasts this long (a clock read is ~25 ns)
 _FLUSH_BYTES = 64 << 20  # larger than the last-level cache of the CPUs we tune for
 _flush_buffer: np.ndarray | None = None
@@ -101,7 +107,8 @@ def flush_cache() -> None:
 def check_cache_flush(cache_flush) -> bool | str:
     """``cache_flush`` as one of :data:`CACHE_FLUSH_CHOICES` (a truth value as a bool); ValueError
     for anything else, naming the choices."""
-    if cache_flush == FLUSH_WEIGHTS or (not isinstance(cache_flush, str) and cache_flush in (0, 1)):
+    if cache_flush in (FLUSH_WEIGHTS, FLUSH_MODEL) or (not isinstance(cache_flush, str)
+                                                       and cache_flush in (0, 1)):
         return cache_flush if isinstance(cache_flush, str) else bool(cache_flush)
     raise ValueError(f"cache_flush must be one of {CACHE_FLUSH_CHOICES}, got {cache_flush!r}")
 
@@ -109,8 +116,8 @@ def check_cache_flush(cache_flush) -> bool | str:
 def flushed_ranges(arrays: list, cache_flush: bool | str = True) -> list[tuple[int, int]]:
     """``(address, bytes)`` of the buffers that ``cache_flush`` evicts on x86, none empty: every
     one of ``arrays`` (a kernel's buffer arguments, in order) but the first with ``True``, and
-    with ``"weights"`` but the last too."""
-    kept_last = check_cache_flush(cache_flush) == FLUSH_WEIGHTS
+    with ``"weights"`` or ``"model"`` but the last too."""
+    kept_last = check_cache_flush(cache_flush) in (FLUSH_WEIGHTS, FLUSH_MODEL)
     return [(a.ctypes.data, a.nbytes) for a in arrays[1:len(arrays) - kept_last] if a.nbytes]
 
 
@@ -127,7 +134,7 @@ class NativeTimer:
     _PROTO = ctypes.CFUNCTYPE(
         ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
         ctypes.c_double, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
-        ctypes.c_int32)
+        ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64)
 
     def __init__(self, address: int):
         self._fn = self._PROTO(address)
@@ -135,7 +142,8 @@ class NativeTimer:
     def time(self, kernel: int, buffers, scalars, arrays: list, number: int = 10, repeat: int = 1,
              min_repeat_ms: float = 0, cache_flush: bool | str = False) -> BenchmarkResult:
         """Time the kernel at address ``kernel``; ``arrays`` are its buffers, in order (with
-        ``cache_flush``, those of :func:`flushed_ranges` are evicted before each call)."""
+        ``cache_flush``, those of :func:`flushed_ranges` are evicted before each call; with
+        ``"model"`` the thread pool then writes the first, see :data:`FLUSH_MODEL`)."""
         _check_counts(number, repeat, min_repeat_ms)
         cache_flush = check_cache_flush(cache_flush)
         if not cache_flush:
@@ -149,8 +157,13 @@ class NativeTimer:
         sizes = (ctypes.c_int64 * max(1, len(ranges)))(*(n for _, n in ranges))
         out = (ctypes.c_double * repeat)()
         wake = num_threads() if cache_flush else 0  # the pool falls asleep while the caches are evicted
+        touched = arrays[0] if cache_flush == FLUSH_MODEL and arrays else None
+        if touched is not None and not touched.flags.writeable:
+            raise ValueError("cache_flush='model' has the threads write the first argument (the input) back "
+                             "as it is before each call: it must be a writeable array, not a read-only one")
+        touch = (touched.ctypes.data, touched.nbytes) if touched is not None else (None, 0)
         self._fn(kernel, buffers, scalars, number, repeat, float(min_repeat_ms), mode, ptrs, sizes,
-                 len(ranges), out, wake)
+                 len(ranges), out, wake, *touch)
         return BenchmarkResult(tuple(out))
 
 

@@ -16,7 +16,7 @@ from autotune.selection import workload_label
 from compiler.graph import GraphBuilder, evaluate, model_info
 from compiler.graph.layout import panel_width
 from compiler.simd import vector_lanes
-from measure import MeasureOptions
+from measure import LocalRunner, MeasureOptions
 
 
 def _panel(units: int) -> int:
@@ -155,21 +155,31 @@ def test_tune_model_times_weights_cold_and_a_log_is_never_resumed_timed_the_othe
     with db.open(cold) as log:
         runs = {t.task.workload_key: log.runs_of(t.task.workload_key) for t in tasks}
         before = (log.count(), len(log.runs()))
-    assert all(len(r) == 1 and r[0].options["cache_flush"] == "weights" for r in runs.values())
+    assert all(len(r) == 1 and r[0].options["cache_flush"] == "model" for r in runs.values())
     first = tasks.tasks[0]
     # A hot run (tune's default runner) on a workload the log timed cold: refused before any record or run
     with MeasureOptions() as options, pytest.raises(autotune.AutotuneError, match="do not compare") as err:
         autotune.tune(first, trials=1, tuner="random", db=cold, measure_option=options, progress=False)
     assert workload_label(first.name, first.args) in str(err.value)
-    assert "cache_flush='weights'" in str(err.value)
+    assert "cache_flush='model'" in str(err.value)
     with db.open(cold) as log:
         assert (log.count(), len(log.runs())) == before
+    # A log timed with only the weights evicted (the default before "model") is not resumed by
+    # the default either, and the error says how to go on as it was timed.
+    weights = tmp_path / "weights.db"
+    runner = LocalRunner(number=1, repeat=10, cache_flush="weights")
+    with MeasureOptions(runner=runner) as options:
+        autotune.tune_model(tasks, trials=len(tasks), tuner="random", db=weights, measure_option=options,
+                            seed=1, progress=False, warm_start=0)
+    with pytest.raises(autotune.AutotuneError, match="cache_flush='weights'") as err:
+        autotune.tune_model(tasks, trials=2 * len(tasks), tuner="random", db=weights, progress=False)
+    assert "measure.LocalRunner(number=1, repeat=10, cache_flush='weights')" in str(err.value)
     with MeasureOptions() as options:  # a log tuned hot resumes hot, and refuses the model's default
         autotune.tune_model(tasks, trials=len(tasks), tuner="random", db=hot, measure_option=options,
                             seed=1, progress=False, warm_start=0)
     with pytest.raises(autotune.AutotuneError, match="--no-cache-flush"):
         autotune.tune_model(tasks, trials=2 * len(tasks), tuner="random", db=hot, progress=False)
-    assert model_timing("llvm") == MODEL_TIMING and MODEL_TIMING["cache_flush"] == "weights"
+    assert model_timing("llvm") == MODEL_TIMING and MODEL_TIMING["cache_flush"] == "model"
     assert model_timing("llvm", cache_flush=False) == {} and model_timing("cuda") == {}
 
 

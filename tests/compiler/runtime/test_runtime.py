@@ -410,6 +410,39 @@ def test_cache_flush_evicts_every_argument_but_the_first_as_tvm_does():
     assert flushed_ranges([data, out], "weights") == [] and flushed_ranges([data], "weights") == []
     with pytest.raises(ValueError, match="cache_flush must be one of"):
         flushed_ranges([data, out], "output")
+    # "model" evicts as "weights" does; the input is then written, not evicted
+    assert flushed_ranges([data, weight, bias, out], "model") == [(weight.ctypes.data, weight.nbytes)]
+
+
+def test_the_model_timing_has_the_threads_write_the_input_back_as_it_was(monkeypatch):
+    # Each thread of the pool writes one byte of every line of its share of the input after the
+    # eviction, as the kernel before leaves it inside a model; the values do not change, to the
+    # last partial line (301 floats: 18 lines and 52 bytes), and the kernel computes on them.
+    from compiler.codegen.llvm_timer import timer_ir
+
+    text = timer_ir("x86_64-unknown-linux-gnu")
+    wake = text[text.index("define internal void @\"__autotune_timer_wake\""):]
+    wake = wake[:wake.index("\n}")]
+    assert "omp_get_thread_num" in wake and "omp_get_num_threads" in wake
+    assert "load atomic i8" in wake and "store atomic i8" in wake
+    monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "2")
+    n = Var("n")
+    A, B, C = (decl_buffer((n,), "float32", name) for name in "ABC")
+    i = Var("i")
+    total = BufferLoad(A, (i,), "float32") + BufferLoad(B, (i,), "float32")
+    loop = For(i, const(0), n, ForKind.PARALLEL, BufferStore(C, total, (i,)))
+    add = build(PrimFunc((A, B, C), loop, "vadd"))
+    a, b = RNG.random(301, dtype=np.float32), RNG.random(301, dtype=np.float32)
+    kept = a.copy()
+    c = np.full(301, np.nan, np.float32)
+    res = add.time_evaluator("vadd", cpu(0), number=1, repeat=5, cache_flush="model")(a, b, c)
+    assert len(res.results) == 5 and all(t > 0 for t in res.results)
+    np.testing.assert_array_equal(a, kept)
+    np.testing.assert_array_equal(c, kept + b)
+    frozen = a.copy()
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="must be a writeable array"):
+        add.time_evaluator("vadd", cpu(0), number=1, cache_flush="model")(frozen, b, c)
 
 
 def _slowing(fast_calls: int, slow_steps: int) -> PrimFunc:
