@@ -585,7 +585,9 @@ def conv2d_nchwc(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, strid
         # index that bound inference cannot follow back to a tile: each tile's accumulators
         # would span whole rows. There the plane is for threads on channel blocks only.
         pieces = N * (F // oc_bn) < MIN_PARALLEL_ROWS
-        default = not pieces or _default_parallel_axis(g, oc_bn) == "oc"
+        lanes = vector_lanes(dtype)
+        span = _default_tile(g.Wo, oc_bn, lanes, vector_registers(), _tile_blocks(g, oc_bn, lanes))[0]
+        default = not pieces or _default_parallel_axis(g, oc_bn, span) == "oc"
         cfg.define_knob("plane", [False, True], default=default, absent=False)  # logged before it: rows
         if pieces:
             cfg.add_constraint(lambda c: not c["plane"].val or c["parallel_axis"].val == "oc",
