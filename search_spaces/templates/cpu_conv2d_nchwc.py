@@ -452,7 +452,8 @@ def schedule_unpack(s, out, fi, x) -> None:
 
 def _schedule_tile(cfg, s, Y, acc, xo_parent) -> None:
     """The register tile: ``acc`` (Y's local accumulators) computed at ``xo_parent`` of Y, the
-    reduction outside the ``reg_n x oc_bn`` tile, columns unrolled, channels vectorized."""
+    reduction outside the tile of ``reg_n`` columns by its output blocks, columns and blocks
+    unrolled, channels vectorized."""
     lanes = vector_lanes(Y.dtype)
     s[acc].compute_at(s[Y], xo_parent)
     _, afc, _, ax, af = s[acc].op.axis
