@@ -433,7 +433,6 @@ class _LoopBuilder:
                             else const(value), loop)
         return loop
 
-
     def _prefetch_scopes(self, st: Stage, iv, prefetches: list, body: Stmt) -> Stmt:
         """``body`` inside one ``PREFETCH_SCOPE`` per prefetched tensor (see
         :mod:`compiler.transform.inject_prefetch`)."""

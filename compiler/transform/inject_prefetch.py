@@ -74,7 +74,7 @@ class _Injector(IRMutator):
             last = inner.min + inner.extent - 1
             relax[inner.loop_var] = (substitute(inner.min, ahead), substitute(last, ahead))
         region = self._region(loads, ahead, relax)
-        return S.seq(_line_prefetches(loads[0].buffer, region, self.an), body)
+        return S.seq(_line_prefetches(loads[0].buffer, region), body)
 
     def _region(self, loads: list, ahead: dict, relax: dict) -> list[tuple[E.PrimExpr, int]]:
         """``(first index, constant extent)`` per dimension: the union of the loads' ranges,
@@ -101,10 +101,10 @@ class _Injector(IRMutator):
         return region
 
 
-def _line_prefetches(buf: Buffer, region: list, an: Analyzer) -> S.Stmt:
+def _line_prefetches(buf: Buffer, region: list) -> S.Stmt:
     """Prefetches of every line of ``region`` in ``buf``: trailing dimensions the region
     covers whole, with the first one it does not, make one contiguous run."""
-    shape = [an.const_int_bound(d)[1] if not isinstance(d, E.IntImm) else d.value for d in buf.shape]
+    shape = [d.value if isinstance(d, E.IntImm) else None for d in buf.shape]  # symbolic: never whole
     split = len(region) - 1
     run = region[split][1]
     while (split > 0 and not buf.strides and shape[split] is not None
