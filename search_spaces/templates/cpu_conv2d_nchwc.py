@@ -34,7 +34,14 @@ vector registers:
   output row fused; where that makes few rows, as a pointwise layer run as one row of its
   plane does, also pieces of each row, see :func:`_row_pieces`) or whole output-channel
   blocks (``"oc"``; each thread then reads only its own blocks' part of the kernel, which it
-  packed itself in ``conv2d_nchw``).
+  packed itself in ``conv2d_nchw``), or, in ``conv2d_nchwc`` where the tiles run along rows,
+  a range of the output's height, every channel block of each of its rows (``"height"``): each
+  thread then reads only the input rows its output rows need, and pads them itself (the
+  padding stage is split by input rows alike), but reads the whole kernel. Where the kernel is
+  small and the plane large (ResNet's stride-2 3x3 layers at 56x56, the 7x7 stem), threads on
+  channel blocks or on ``"rows"`` (channel block outer) each read all of the padded input, half
+  of it padded by the other core: ResNet-50's 128-channel stride-2 layer at 56x56 took 0.91 ms
+  so and 0.80 by height; with a kernel of megabytes (512 channels) by height took twice as long.
 
 ``conv2d_nchw`` (see ``cpu_conv2d``) transforms its NCHW data into blocks and packs its
 kernel, then runs this schedule and writes NCHW rows from each blocked output row: all of it
@@ -67,6 +74,7 @@ from compiler.topi.nn.utils import as_pair, conv_output_size
 from search_spaces.template import get_config, template
 from search_spaces.templates._common import random_data
 from search_spaces.templates._epilogue import Epilogue, reference_epilogue
+from search_spaces.templates._gemm import L2_BYTES
 
 __all__ = ["conv2d_nchwc", "conv2d_nchwc_reference", "ConvGeometry", "register_tiles",
            "define_blocked_knobs", "blocked_conv", "blocked_epilogue", "schedule_blocked_conv", "pad_blocks",
@@ -77,6 +85,7 @@ MAX_IC_BN = 64  # input-channel blocks beyond this gain nothing (the inner loop 
 MAX_VECTORS = 4  # oc_bn is at most 4 vector registers wide
 FMA_IN_FLIGHT = 10  # FMA latency x FMA ports (as in _gemm)
 MIN_PARALLEL_ROWS = 32  # fewer output rows than this are split into pieces for the threads
+HEIGHT_ROWS_PER_THREAD = 4  # threads take the output's height by default only with this many rows each
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -169,20 +178,27 @@ def _default_tile(Wo: int, oc_bn: int, lanes: int, registers: int, spans=(1,)) -
     return max(((k, r) for k in spans for r in register_tiles(Wo, oc_bn, lanes, registers, k)), key=key)
 
 
-def _default_parallel_axis(g: ConvGeometry, oc_bn: int, span: int = 1) -> str:
-    """Threads on whole output-channel blocks (tiles of ``span`` of them) when they split evenly
-    over the threads (each thread then reads only its part of the kernel), else on output rows."""
+def _default_parallel_axis(g: ConvGeometry, oc_bn: int, span: int = 1, by_height: bool = False) -> str:
+    """With ``by_height``, threads on the output's height where the kernel fits a core's L2 and
+    each thread gets several rows; else threads on whole output-channel blocks (tiles of
+    ``span`` of them) when they split evenly over the threads (each thread then reads only its
+    part of the kernel), else on output rows."""
     threads = num_threads()
+    kernel_bytes = g.F * g.C * g.KH * g.KW * 4
+    if by_height and g.N * g.Ho >= HEIGHT_ROWS_PER_THREAD * threads and kernel_bytes <= L2_BYTES:
+        return "height"
     groups = g.N * _cdiv(g.F, oc_bn) // span
     return "oc" if groups % threads == 0 or groups >= 8 * threads else "rows"
 
 
 def define_blocked_knobs(cfg, g: ConvGeometry, dtype: str, ic_bn: int | None = None,
-                         oc_bn: int | None = None, tile_blocks: bool = False) -> int:
+                         oc_bn: int | None = None, tile_blocks: bool = False, by_height: bool = False) -> int:
     """Declare the knobs of the blocked schedule (see the module's docstring). ``ic_bn`` and
     ``oc_bn`` given fix the layout; else they are knobs too. With ``tile_blocks`` (and
     ``oc_bn`` given) the ``oc_tile`` knob says how many output-channel blocks a register tile
-    spans (:func:`_tile_blocks`); returns the config's choice (1 without it)."""
+    spans (:func:`_tile_blocks`); returns the config's choice (1 without it). With
+    ``by_height`` (and an output of several rows) threads may take the output's height
+    (``parallel_axis="height"``)."""
     lanes, registers = vector_lanes(dtype), vector_registers()
     ocs = [oc_bn] if oc_bn is not None else _oc_blocks(g.F, lanes)
     spans = _tile_blocks(g, oc_bn, lanes) if tile_blocks and oc_bn is not None else [1]
@@ -200,15 +216,16 @@ def define_blocked_knobs(cfg, g: ConvGeometry, dtype: str, ic_bn: int | None = N
     # Unrolled taps let LLVM keep the broadcasts that neighbouring taps share (stride 1) live
     # together, which spills the tile's accumulators: not the default.
     cfg.define_knob("unroll_kw", [False, True], default=False)
-    cfg.define_knob("parallel_axis", ["rows", "oc"],
-                    default=_default_parallel_axis(g, default_oc, default_span))
+    by_height = by_height and g.N * g.Ho > 1
+    cfg.define_knob("parallel_axis", ["rows", "oc", "height"] if by_height else ["rows", "oc"],
+                    default=_default_parallel_axis(g, default_oc, default_span, by_height))
     if spanned:
         # Logged before the knob existed: one block a tile.
         cfg.define_knob("oc_tile", spans, default=default_span, absent=1)
         cfg.add_constraint(lambda c: (c["oc_tile"].val, c["reg_n"].val) in spanned,
                            knobs=["oc_tile", "reg_n"], name="register tile fits the register file")
         groups = g.N * (g.F // oc_bn)
-        cfg.add_constraint(lambda c: c["parallel_axis"].val == "rows" or c["oc_tile"].val == 1
+        cfg.add_constraint(lambda c: c["parallel_axis"].val != "oc" or c["oc_tile"].val == 1
                            or groups // c["oc_tile"].val >= num_threads(), knobs=["oc_tile", "parallel_axis"],
                            name="threads on channel blocks have a tile of blocks each")
         return cfg["oc_tile"].val
@@ -485,8 +502,8 @@ def _accumulators(s, Y):
 def schedule_blocked_conv(cfg, s, Y, out_is_y: bool, oc_tile: int = 1):
     """Schedule the blocked output ``Y`` (the convolution, or :func:`blocked_epilogue`'s stage
     over it): register tiles of ``reg_n`` columns along each output row by ``oc_tile`` output
-    channel blocks. When ``Y`` is the output its loops get the threads; else the caller
-    computes it at an output row and places the threads."""
+    channel blocks. When ``Y`` is the output its loops get the threads (``parallel_axis``);
+    else the caller computes it at an output row and places the threads."""
     acc = _accumulators(s, Y)
     lanes = vector_lanes(Y.dtype)
     n, fc, y, x, fb = s[Y].op.axis
@@ -501,9 +518,10 @@ def schedule_blocked_conv(cfg, s, Y, out_is_y: bool, oc_tile: int = 1):
         s[Y].reorder(fc, n, *row, xo, fci, xi, fbo, fbi)
         s[Y].parallel(s[Y].fuse(fc, n))
     else:
-        s[Y].reorder(n, fc, *row, xo, fci, xi, fbo, fbi)
+        # By height, each output row's channel blocks one after the other.
+        rows = [n, *row, fc] if cfg["parallel_axis"].val == "height" else [n, fc, *row]
+        s[Y].reorder(*rows, xo, fci, xi, fbo, fbi)
         if out_is_y:
-            rows = [n, fc, *row]
             pieces = _row_pieces(N * (Fc // oc_tile) * Ho, _cdiv(Wo, cfg["reg_n"].val))
             if pieces > 1:  # too few rows to share: threads take pieces of rows too
                 xoo, xo = s[Y].split(xo, nparts=pieces)
@@ -545,6 +563,16 @@ def _parallel_rows(s, T, rows: int) -> None:
     s[T].parallel(s[T].fuse(*axes[:rows]) if rows > 1 else axes[0])
 
 
+def _pad_by_height(s, P) -> None:
+    """Threads on the rows of the padded data ``P`` (N, C/ic_bn, Hp, Wp, ic_bn), each row's
+    channel blocks one after the other, vectorized along a block: split so, a thread pads the
+    input rows that its share of the output's height reads (``parallel_axis="height"``)."""
+    n, c, h, w, b = s[P].op.axis
+    s[P].reorder(n, h, c, w, b)
+    s[P].parallel(s[P].fuse(n, h, c))
+    s[P].vectorize(b)
+
+
 # ---------------------------------------------------------------------------- conv2d_nchwc
 
 
@@ -579,9 +607,12 @@ def conv2d_nchwc(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, strid
         if not isinstance(blocks, int) or blocks < 1 or total % blocks:
             raise ValueError(f"{name} must be a positive divisor of {total}, got {blocks!r}")
     cfg = get_config()
-    oc_tile = define_blocked_knobs(cfg, g, dtype, ic_bn=ic_bn, oc_bn=oc_bn, tile_blocks=True)
+    rows_end_in_partial_tiles = _rows_end_in_partial_tiles(g, oc_bn, dtype)
+    # By height only where the tiles run along rows (not along the plane).
+    oc_tile = define_blocked_knobs(cfg, g, dtype, ic_bn=ic_bn, oc_bn=oc_bn, tile_blocks=True,
+                                   by_height=not rows_end_in_partial_tiles)
     plane = False
-    if _rows_end_in_partial_tiles(g, oc_bn, dtype):
+    if rows_end_in_partial_tiles:
         # Threads on rows of few channel blocks take pieces of the plane (_row_pieces), through an
         # index that bound inference cannot follow back to a tile: each tile's accumulators
         # would span whole rows. There the plane is for threads on channel blocks only.
@@ -603,6 +634,8 @@ def conv2d_nchwc(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, strid
     Y = blocked_epilogue(acc, ep, plane=g if plane else None)
     s = te.create_schedule(Y.op)
     schedule_blocked_conv(cfg, s, Y, out_is_y=True, oc_tile=oc_tile)
-    if P is not X:
+    if P is not X and cfg["parallel_axis"].val == "height":
+        _pad_by_height(s, P)
+    elif P is not X:
         _parallel_rows(s, P, 3)
     return s, [X, Wb, *ep.inputs, Y]

@@ -154,6 +154,46 @@ def test_with_threads_on_channel_blocks_each_packs_its_kernel_blocks_where_it_us
     assert f"for {loops[0]} in range(4) parallel:" in text
 
 
+def test_threads_on_the_height_pad_the_input_rows_they_read(monkeypatch):
+    # A stride-2 3x3 layer at 56x56 whose kernel fits a core's L2 (ResNet's 64 to 128 channels):
+    # by default threads take the output's height, each output row's channel blocks in turn, and
+    # the padding stage is split by input rows (each row's channel blocks in turn) alike.
+    monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "2")
+    args = (1, 64, 56, 56, 128, 3, 3, 2, 1, 1, 32, 32, "float32", ("bias", "relu"))
+    task = create_task("conv2d_nchwc", args, AVX512.target)
+    default = task.config_space.default_config
+    assert default["parallel_axis"].val == "height"
+    text = str(compiler.lower(*task.instantiate(default)))
+    tile_blocks = default["oc_tile"].val
+    assert "for i0.i2.fused.i1.fused in range(116) parallel:" in text  # 58 padded rows x 2 blocks
+    assert f"for n.y.fused.fc.outer.fused in range({28 * 4 // tile_blocks}) parallel:" in text
+    # With a kernel of megabytes each thread would read all of it: not by default.
+    wide = create_task("conv2d_nchwc", (1, 512, 14, 14, 512, 3, 3, 2, 1, 1, 32, 32, "float32"), AVX512.target)
+    assert wide.config_space.default_config["parallel_axis"].val != "height"
+    # A pointwise layer runs as one row of its plane, and rows that end in partial tiles may run
+    # along the plane: neither has a height to share.
+    for args in [(1, 64, 1, 3136, 64, 1, 1, 1, 0, 1, 32, 32, "float32"),
+                 (1, 64, 15, 15, 64, 3, 3, 1, 1, 1, 32, 32, "float32")]:  # 15 = 14 + 1
+        knob = create_task("conv2d_nchwc", args, AVX512.target).config_space.space_map["parallel_axis"]
+        assert [e.value() for e in knob.entities] == ["rows", "oc"], args
+
+
+@for_each_cpu
+def test_threads_on_the_height_compute_the_convolution(cpu):
+    # Strided and padded, two images, an odd height (rows split unevenly over the threads).
+    args = (2, 16, 15, 12, 32, 3, 3, 2, 1, 1, 8, 16, "float32", ("bias", "add", "relu"))
+    task = create_task("conv2d_nchwc", args, cpu.target)
+    inputs, (expected,) = task.reference_data(np.random.default_rng(4))
+    configs = [c for c in task.config_space if c["parallel_axis"].val == "height"]
+    assert configs
+    for cfg in configs:
+        f = compiler.build(*task.instantiate(cfg), target=task.target)
+        if cpu.runs_here():
+            out = poisoned(expected.shape, expected.dtype)
+            f(*inputs, out)
+            assert_written(out, expected, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
+
+
 def test_threads_on_rows_share_a_pointwise_row_in_pieces_of_whole_register_tiles():
     # A pointwise layer runs as one row of its plane: with three output blocks, threads on rows
     # alone would have three rows to share. The row's 12 tiles of 10 columns go in 6 pieces of 2
