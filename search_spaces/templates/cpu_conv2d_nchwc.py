@@ -35,13 +35,16 @@ vector registers:
   plane does, also pieces of each row, see :func:`_row_pieces`) or whole output-channel
   blocks (``"oc"``; each thread then reads only its own blocks' part of the kernel, which it
   packed itself in ``conv2d_nchw``), or, in ``conv2d_nchwc`` where the tiles run along rows,
-  a range of the output's height, every channel block of each of its rows (``"height"``): each
-  thread then reads only the input rows its output rows need, and pads them itself (the
-  padding stage is split by input rows alike), but reads the whole kernel. Where the kernel is
-  small and the plane large (ResNet's stride-2 3x3 layers at 56x56, the 7x7 stem), threads on
-  channel blocks or on ``"rows"`` (channel block outer) each read all of the padded input, half
-  of it padded by the other core: ResNet-50's 128-channel stride-2 layer at 56x56 took 0.91 ms
-  so and 0.80 by height; with a kernel of megabytes (512 channels) by height took twice as long.
+  a range of the output's height, every channel block of each of its rows (``"height"``; a
+  pointwise layer run as one row of its plane: pieces of the row, which are ranges of the
+  height, each piece's channel blocks in turn): each thread then reads only the input rows its
+  output rows need, and pads them itself (the padding stage is split by input rows alike), but
+  reads the whole kernel. Where the kernel is small and the plane large (ResNet's stride-2 3x3
+  layers at 56x56, the 7x7 stem, MobileNetV2's expansions at 112x112), threads on channel
+  blocks or on ``"rows"`` (channel block outer) each read all of the input, half of it written
+  (or padded) by the other core: ResNet-50's 128-channel stride-2 layer at 56x56 took
+  0.91-1.03 ms so and 0.76-0.89 by height, its 256 to 128 channels at 56x56 0.77 and 0.67; with
+  a kernel of megabytes (512 channels) by height took twice as long.
 
 ``conv2d_nchw`` (see ``cpu_conv2d``) transforms its NCHW data into blocks and packs its
 kernel, then runs this schedule and writes NCHW rows from each blocked output row: all of it
@@ -197,8 +200,7 @@ def define_blocked_knobs(cfg, g: ConvGeometry, dtype: str, ic_bn: int | None = N
     ``oc_bn`` given fix the layout; else they are knobs too. With ``tile_blocks`` (and
     ``oc_bn`` given) the ``oc_tile`` knob says how many output-channel blocks a register tile
     spans (:func:`_tile_blocks`); returns the config's choice (1 without it). With
-    ``by_height`` (and an output of several rows) threads may take the output's height
-    (``parallel_axis="height"``)."""
+    ``by_height`` threads may take the output's height (``parallel_axis="height"``)."""
     lanes, registers = vector_lanes(dtype), vector_registers()
     ocs = [oc_bn] if oc_bn is not None else _oc_blocks(g.F, lanes)
     spans = _tile_blocks(g, oc_bn, lanes) if tile_blocks and oc_bn is not None else [1]
@@ -216,7 +218,6 @@ def define_blocked_knobs(cfg, g: ConvGeometry, dtype: str, ic_bn: int | None = N
     # Unrolled taps let LLVM keep the broadcasts that neighbouring taps share (stride 1) live
     # together, which spills the tile's accumulators: not the default.
     cfg.define_knob("unroll_kw", [False, True], default=False)
-    by_height = by_height and g.N * g.Ho > 1
     cfg.define_knob("parallel_axis", ["rows", "oc", "height"] if by_height else ["rows", "oc"],
                     default=_default_parallel_axis(g, default_oc, default_span, by_height))
     if spanned:
@@ -525,7 +526,11 @@ def schedule_blocked_conv(cfg, s, Y, out_is_y: bool, oc_tile: int = 1):
             pieces = _row_pieces(N * (Fc // oc_tile) * Ho, _cdiv(Wo, cfg["reg_n"].val))
             if pieces > 1:  # too few rows to share: threads take pieces of rows too
                 xoo, xo = s[Y].split(xo, nparts=pieces)
-                rows.append(xoo)
+                if cfg["parallel_axis"].val == "height":  # a piece's channel blocks in turn
+                    s[Y].reorder(*rows[:-1], xoo, fc, xo)
+                    rows = [*rows[:-1], xoo, fc]
+                else:
+                    rows.append(xoo)
             s[Y].parallel(s[Y].fuse(*rows))
     s[Y].unroll(fci)
     s[Y].unroll(xi)

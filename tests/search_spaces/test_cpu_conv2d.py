@@ -170,12 +170,22 @@ def test_threads_on_the_height_pad_the_input_rows_they_read(monkeypatch):
     # With a kernel of megabytes each thread would read all of it: not by default.
     wide = create_task("conv2d_nchwc", (1, 512, 14, 14, 512, 3, 3, 2, 1, 1, 32, 32, "float32"), AVX512.target)
     assert wide.config_space.default_config["parallel_axis"].val != "height"
-    # A pointwise layer runs as one row of its plane, and rows that end in partial tiles may run
-    # along the plane: neither has a height to share.
-    for args in [(1, 64, 1, 3136, 64, 1, 1, 1, 0, 1, 32, 32, "float32"),
-                 (1, 64, 15, 15, 64, 3, 3, 1, 1, 1, 32, 32, "float32")]:  # 15 = 14 + 1
-        knob = create_task("conv2d_nchwc", args, AVX512.target).config_space.space_map["parallel_axis"]
-        assert [e.value() for e in knob.entities] == ["rows", "oc"], args
+    # Rows that end in partial tiles may run along the plane: no height to share there.
+    plane = create_task("conv2d_nchwc", (1, 64, 15, 15, 64, 3, 3, 1, 1, 1, 32, 32, "float32"), AVX512.target)
+    assert [e.value() for e in plane.config_space.space_map["parallel_axis"].entities] == ["rows", "oc"]
+
+
+def test_threads_on_the_height_of_a_pointwise_layer_take_pieces_of_its_row(monkeypatch):
+    # A pointwise layer runs as one row of its plane: by height, the row's pieces (ranges of the
+    # height) are outside the channel blocks, so each thread reads only its piece of the input.
+    monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "2")
+    args = (1, 16, 1, 12544, 96, 1, 1, 1, 0, 1, 16, 32, "float32", ("bias", "relu6"))
+    task = create_task("conv2d_nchwc", args, AVX512.target)
+    by_rows, by_height = (_config(task, parallel_axis=a, reg_n=14) for a in ("rows", "height"))
+    rows, height = (str(compiler.lower(*task.instantiate(c))) for c in (by_rows, by_height))
+    # 3 channel blocks, 896 tiles of 14 pixels in 14 pieces: 42 pieces to share either way
+    assert "for n.fc.outer.fused.y.fused.x.outer.outer.fused in range(42) parallel:" in rows
+    assert "for n.y.fused.x.outer.outer.fused.fc.outer.fused in range(42) parallel:" in height
 
 
 @for_each_cpu
