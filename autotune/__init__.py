@@ -40,6 +40,8 @@ _OWN = {
     "tune_model": "autotune.model",
     "choose_algorithms": "autotune.algorithms",
     "AlgorithmChoices": "autotune.algorithms",
+    "choose_thread_splits": "autotune.thread_splits",
+    "ThreadSplits": "autotune.thread_splits",
     "measure_latency": "autotune.model",
     "measure_deployed": "autotune.model",
     "DeployedLatency": "autotune.model",

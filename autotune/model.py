@@ -332,7 +332,9 @@ def build_model(graph: Graph, target="llvm", db=None, *, transfer: bool = True, 
     rule (by the size of the transformed kernel), a map ``{layer: tile size}`` (0: direct; what
     :attr:`~autotune.AlgorithmChoices.algorithms` holds), or ``"measure"``: each layer's algorithm timed
     inside the model on this machine first (:func:`~autotune.choose_algorithms`, which logs its
-    report)."""
+    report), and then each kernel whose best config has its threads on the output's height timed
+    there against its best config with threads split otherwise
+    (:func:`~autotune.thread_splits.choose_thread_splits`, which logs its report too)."""
     _check_graph(graph)
     target = compiler.Target.from_any(target)
     if isinstance(algorithms, str):
@@ -340,11 +342,18 @@ def build_model(graph: Graph, target="llvm", db=None, *, transfer: bool = True, 
             raise AutotuneError(f"algorithms must be None, a map of layer names to tile sizes or "
                                 f"'measure', got {algorithms!r}")
         from .algorithms import choose_algorithms
+        from .thread_splits import choose_thread_splits
 
         choices = choose_algorithms(graph, target, db, transfer=transfer, any_model=any_model)
         logger.info("%s", choices.report())
         algorithms = choices.algorithms
-    with ModelBuilder(target, db, transfer=transfer, any_model=any_model) as builder:
+        splits = choose_thread_splits(graph, target, db, algorithms=algorithms, transfer=transfer,
+                                      any_model=any_model)
+        logger.info("%s", splits.report())
+        configs = splits.configs
+    else:
+        configs = {}
+    with ModelBuilder(target, db, transfer=transfer, any_model=any_model, configs=configs) as builder:
         module = builder.build(prepare(graph, target, algorithms=algorithms), name)
         builder.warn_untuned(graph.name)
     return module
@@ -352,13 +361,15 @@ def build_model(graph: Graph, target="llvm", db=None, *, transfer: bool = True, 
 
 class ModelBuilder:
     """Compiles prepared graphs for ``target`` with the best configs of one tuning log (or pin
-    file) ``db``, opened once (see :func:`build_model`); a context manager that closes a log it
-    opened. :meth:`warn_untuned` logs the workloads that had no tuned config."""
+    file) ``db``, opened once (see :func:`build_model`), or, for the workloads (keys) of
+    ``configs``, with the config given there; a context manager that closes a log it opened.
+    :meth:`warn_untuned` logs the workloads that had no tuned config."""
 
-    def __init__(self, target, db, *, transfer: bool = True, any_model: bool = False):
+    def __init__(self, target, db, *, transfer: bool = True, any_model: bool = False, configs=None):
         self.target = compiler.Target.from_any(target)
         self.db = db
         self.history = None if db is None else apply_history_best(db, transfer=transfer, any_model=any_model)
+        self.configs: dict = dict(configs or {})
         self.untuned: dict[str, None] = {}
 
     def __enter__(self) -> ModelBuilder:
@@ -374,7 +385,12 @@ class ModelBuilder:
         task = kernel_task(node, self.target)
         if task is None:
             return None
-        config = self.history.lookup(task.target, task) if self.history is not None else None
+        if task.workload_key in self.configs:
+            config = self.configs[task.workload_key]
+            schedule, tensors = task.instantiate(config)
+            source = "tuned, chosen inside the model"
+            return KernelChoice(schedule, tensors, f"{task.name}: {source}", task.workload_key)
+        config = self.best_config(task)
         if config is None:
             self.untuned[task.workload_name] = None
             config, source = task.config_space.default_config, "default config"
@@ -385,6 +401,10 @@ class ModelBuilder:
             source = "tuned"
         schedule, tensors = task.instantiate(config)
         return KernelChoice(schedule, tensors, f"{task.name}: {source}", task.workload_key)
+
+    def best_config(self, task: Task):
+        """The log's best config of ``task`` (own or borrowed), or None."""
+        return self.history.lookup(task.target, task) if self.history is not None else None
 
     def build(self, prepared: Graph, name: str = "run") -> compiler.runtime.Module:
         """``prepared`` (:func:`compiler.graph.prepare`'s result) compiled into one Module."""
