@@ -292,8 +292,9 @@ def _build_parser() -> _Parser:
     p.add_argument("--name", default="run", help="name of the entry function (default: run)")
     p.add_argument("--measure-algorithms", action="store_true",
                    help="time each 3x3 layer direct and by Winograd inside the model on this machine "
-                        "and build each the faster way (kept only if the whole model runs faster; "
-                        "default: by the size of the Winograd kernel)")
+                        "and build each the faster way, then each kernel whose threads split by the "
+                        "output's height against its best other split (each kept only if the whole "
+                        "model runs faster; default: by the size of the Winograd kernel, the log's best)")
     return parser
 
 

@@ -321,7 +321,7 @@ def measure_deployed(module: compiler.runtime.Module, repeat: int = 10, min_repe
 
 
 def build_model(graph: Graph, target="llvm", db=None, *, transfer: bool = True, any_model: bool = False,
-                name: str = "run", algorithms=None) -> compiler.runtime.Module:
+                name: str = "run", algorithms=None, configs=None) -> compiler.runtime.Module:
     """Compile ``graph`` for ``target`` with each kernel's best config in ``db`` (a tuning log or
     a pin file): one Module holding every kernel and an ahead-of-time executor that calls them in
     order (:func:`compiler.graph.build_graph`). A workload the log does not hold borrows its
@@ -334,7 +334,9 @@ def build_model(graph: Graph, target="llvm", db=None, *, transfer: bool = True, 
     inside the model on this machine first (:func:`~autotune.choose_algorithms`, which logs its
     report), and then each kernel whose best config has its threads on the output's height timed
     there against its best config with threads split otherwise
-    (:func:`~autotune.thread_splits.choose_thread_splits`, which logs its report too)."""
+    (:func:`~autotune.thread_splits.choose_thread_splits`, which logs its report too). ``configs``
+    (``{workload key: config}``, what :attr:`~autotune.ThreadSplits.configs` holds) replaces the
+    log's best config of those workloads; with ``"measure"`` the measured choices add to it."""
     _check_graph(graph)
     target = compiler.Target.from_any(target)
     if isinstance(algorithms, str):
@@ -350,9 +352,7 @@ def build_model(graph: Graph, target="llvm", db=None, *, transfer: bool = True, 
         splits = choose_thread_splits(graph, target, db, algorithms=algorithms, transfer=transfer,
                                       any_model=any_model)
         logger.info("%s", splits.report())
-        configs = splits.configs
-    else:
-        configs = {}
+        configs = {**splits.configs, **(configs or {})}
     with ModelBuilder(target, db, transfer=transfer, any_model=any_model, configs=configs) as builder:
         module = builder.build(prepare(graph, target, algorithms=algorithms), name)
         builder.warn_untuned(graph.name)

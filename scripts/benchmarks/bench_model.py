@@ -19,7 +19,9 @@ seed: the same weights. The contenders:
   run resumes, or only re-measures; and/or ``--time-budget`` minutes), then built with the
   log, each 3x3 layer direct or by Winograd as it ran faster inside the model
   (``algorithms="measure"``, :func:`autotune.choose_algorithms`; ``--algorithms rule`` builds
-  by the planner's rule); the line after the table gives the tuning's estimate (each task's
+  by the planner's rule), and each kernel whose threads split by height so or split otherwise
+  as it ran faster there (:func:`autotune.choose_thread_splits`, with ``measure`` only); the
+  line after the table gives the tuning's estimate (each task's
   best times its weight, summed) beside the tuned build's measured latency;
 * **onnxruntime**: its CPU provider, ``ORT_ENABLE_ALL``, ``intra_op_num_threads`` =
   :data:`THREADS`, ``inter_op_num_threads`` = 1, input and output bound once (io binding);
@@ -281,11 +283,15 @@ def _build(name: str, graph_path: Path, so_path: Path, log, algorithms: str | No
     if log is None:  # its warning that no kernel has a tuned config is the point of this build
         quiet.setLevel(logging.ERROR)
     try:
+        configs = {}
         if algorithms == "measure":
             choices = autotune.choose_algorithms(graph, TARGET, log)
             print("\n".join("  " + line for line in choices.report().splitlines()), flush=True)
             algorithms = choices.algorithms
-        module = autotune.build_model(graph, TARGET, db=log, algorithms=algorithms or None)
+            splits = autotune.choose_thread_splits(graph, TARGET, log, algorithms=algorithms)
+            print("\n".join("  " + line for line in splits.report().splitlines()), flush=True)
+            configs = splits.configs
+        module = autotune.build_model(graph, TARGET, db=log, algorithms=algorithms or None, configs=configs)
     finally:
         quiet.setLevel(level)
     staged = so_path.with_suffix(f".tmp{os.getpid()}.so")

@@ -86,10 +86,10 @@ def test_the_other_split_is_the_best_config_whose_threads_are_not_on_the_height(
         assert all(_other_split(builder, task) is None for task in tasks)
 
 
-def test_a_builder_given_a_workloads_config_builds_it_with_that_one(graph, plan, log_path):
+def test_a_model_given_a_workloads_config_is_built_with_that_one(graph, plan, log_path):
     task = _tasks(graph, plan)[0]
-    with ModelBuilder(TARGET, str(log_path), configs={task.workload_key: _split(task, "rows")}) as builder:
-        module = builder.build(prepare(graph, TARGET, algorithms=plan))
+    module = autotune.build_model(graph, TARGET, str(log_path), algorithms=plan,
+                                  configs={task.workload_key: _split(task, "rows")})
     schedules = {k["workload"]: k["schedule"] for k in model_info(module)["kernels"] if "workload" in k}
     assert schedules[task.workload_key] == "conv2d_nchwc: tuned, chosen inside the model"
     others = [s for key, s in schedules.items() if key != task.workload_key and s.startswith("conv2d_nchwc")]
