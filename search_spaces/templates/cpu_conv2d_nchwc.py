@@ -181,13 +181,14 @@ def _default_tile(Wo: int, oc_bn: int, lanes: int, registers: int, spans=(1,)) -
     return max(((k, r) for k in spans for r in register_tiles(Wo, oc_bn, lanes, registers, k)), key=key)
 
 
-def _default_parallel_axis(g: ConvGeometry, oc_bn: int, span: int = 1, by_height: bool = False) -> str:
+def _default_parallel_axis(g: ConvGeometry, oc_bn: int, span: int = 1, by_height: bool = False,
+                           itemsize: int = 4) -> str:
     """With ``by_height``, threads on the output's height where the kernel fits a core's L2 and
     each thread gets several rows; else threads on whole output-channel blocks (tiles of
     ``span`` of them) when they split evenly over the threads (each thread then reads only its
-    part of the kernel), else on output rows."""
+    part of the kernel), else on output rows. ``itemsize``: bytes per kernel element."""
     threads = num_threads()
-    kernel_bytes = g.F * g.C * g.KH * g.KW * 4
+    kernel_bytes = g.F * g.C * g.KH * g.KW * itemsize
     if by_height and g.N * g.Ho >= HEIGHT_ROWS_PER_THREAD * threads and kernel_bytes <= L2_BYTES:
         return "height"
     groups = g.N * _cdiv(g.F, oc_bn) // span
@@ -219,7 +220,8 @@ def define_blocked_knobs(cfg, g: ConvGeometry, dtype: str, ic_bn: int | None = N
     # together, which spills the tile's accumulators: not the default.
     cfg.define_knob("unroll_kw", [False, True], default=False)
     cfg.define_knob("parallel_axis", ["rows", "oc", "height"] if by_height else ["rows", "oc"],
-                    default=_default_parallel_axis(g, default_oc, default_span, by_height))
+                    default=_default_parallel_axis(g, default_oc, default_span, by_height,
+                                                   np.dtype(dtype).itemsize))
     if spanned:
         # Logged before the knob existed: one block a tile.
         cfg.define_knob("oc_tile", spans, default=default_span, absent=1)
