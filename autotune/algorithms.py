@@ -27,7 +27,7 @@ import compiler
 from compiler.graph import Graph, optimize, prepare, profile
 from compiler.graph.layout import algorithm_name, algorithm_options
 
-from .model import ModelBuilder, _check_graph, duration_text, measure_latency
+from .model import ModelBuilder, _check_graph, duration_text, latencies_in_turn
 
 __all__ = ["LayerChoice", "AlgorithmChoices", "choose_algorithms", "layers_to_choose"]
 
@@ -144,10 +144,5 @@ def choose_algorithms(graph: Graph, target="llvm", db=None, *, rounds: int = 3, 
         if not changed:
             return AlgorithmChoices(list(layers.values()), float("nan"), float("nan"))
         chosen = builder.build(prepare(graph, target, algorithms=changed))
-    by_rule = variants[0][2]
-    rule_times, chosen_times = [], []
-    for _ in range(rounds):
-        rule_times.append(measure_latency(by_rule, repeat, min_repeat_ms))
-        chosen_times.append(measure_latency(chosen, repeat, min_repeat_ms))
-    return AlgorithmChoices(list(layers.values()), float(np.median(rule_times)),
-                            float(np.median(chosen_times)))
+    rule_latency, chosen_latency = latencies_in_turn([variants[0][2], chosen], rounds, repeat, min_repeat_ms)
+    return AlgorithmChoices(list(layers.values()), rule_latency, chosen_latency)

@@ -28,7 +28,7 @@ from compiler.graph.build import KernelChoice
 from compiler.runtime.timer import FLUSH_MODEL
 from compiler.target import Target
 from measure import LocalRunner, MeasureOptions
-from search_spaces import Task
+from search_spaces import ConfigEntity, Task
 from search_spaces.graph_tasks import kernel_task
 
 from .errors import AutotuneError
@@ -39,7 +39,7 @@ from .tuning import TuneResult, estimated_latency, tune_tasks
 
 __all__ = ["ModelTask", "ModelTasks", "ModelTuneResult", "MODEL_TIMING", "model_timing", "extract_tasks",
            "tune_model", "build_model",
-           "measure_latency", "DeployedLatency", "measure_deployed"]
+           "measure_latency", "latencies_in_turn", "DeployedLatency", "measure_deployed"]
 
 logger = logging.getLogger(__name__)
 
@@ -269,6 +269,16 @@ def measure_latency(module: compiler.runtime.Module, repeat: int = 10, min_repea
     return timer(*inputs, *outputs).median
 
 
+def latencies_in_turn(modules, rounds: int, repeat: int = 10, min_repeat_ms: float = 200.0) -> list[float]:
+    """Each of ``modules``' median latency (seconds, :func:`measure_latency`) over ``rounds``, the
+    modules timed in turn in each round, so that a slower spell of the machine hits each."""
+    times: list[list[float]] = [[] for _ in modules]
+    for _ in range(rounds):
+        for samples, module in zip(times, modules):
+            samples.append(measure_latency(module, repeat, min_repeat_ms))
+    return [float(np.median(samples)) for samples in times]
+
+
 @dataclass(frozen=True)
 class DeployedLatency:
     """A built model's latency (seconds) in the parts that the tuning log's estimate does and does
@@ -370,6 +380,10 @@ class ModelBuilder:
         self.db = db
         self.history = None if db is None else apply_history_best(db, transfer=transfer, any_model=any_model)
         self.configs: dict = dict(configs or {})
+        bad = next((key for key, c in self.configs.items() if not isinstance(c, ConfigEntity)), None)
+        if bad is not None:
+            raise AutotuneError(f"configs maps workload keys to configs of their spaces (ConfigEntity, as "
+                                f"ThreadSplits.configs holds them); {bad!r} maps to {self.configs[bad]!r}")
         self.untuned: dict[str, None] = {}
 
     def __enter__(self) -> ModelBuilder:
@@ -381,17 +395,15 @@ class ModelBuilder:
             history.log.close()  # opened here, from a path or URL
 
     def schedule_kernel(self, node: Node) -> KernelChoice | None:
-        """The kernel of fused ``node`` with the log's best config (``build_graph``'s hook)."""
+        """The kernel of fused ``node`` with its config in ``configs``, else the log's best
+        (``build_graph``'s hook)."""
         task = kernel_task(node, self.target)
         if task is None:
             return None
-        if task.workload_key in self.configs:
-            config = self.configs[task.workload_key]
-            schedule, tensors = task.instantiate(config)
+        config = self.configs.get(task.workload_key)
+        if config is not None:
             source = "tuned, chosen inside the model"
-            return KernelChoice(schedule, tensors, f"{task.name}: {source}", task.workload_key)
-        config = self.best_config(task)
-        if config is None:
+        elif (config := self.best_config(task)) is None:
             self.untuned[task.workload_name] = None
             config, source = task.config_space.default_config, "default config"
         elif isinstance(config, BorrowedConfig):

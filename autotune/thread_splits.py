@@ -30,7 +30,7 @@ from search_spaces import SearchSpaceError, Task
 from search_spaces.graph_tasks import kernel_task
 
 from . import selection
-from .model import ModelBuilder, _check_graph, duration_text, measure_latency
+from .model import ModelBuilder, _check_graph, duration_text, latencies_in_turn
 
 __all__ = ["SplitChoice", "ThreadSplits", "choose_thread_splits", "HEIGHT"]
 
@@ -52,6 +52,7 @@ class SplitChoice:
 
     @property
     def other_chosen(self) -> bool:
+        """Whether the other split's calls took less time in the model."""
         return self.other < self.height
 
 
@@ -161,8 +162,4 @@ def choose_thread_splits(graph: Graph, target="llvm", db=None, *, algorithms=Non
             return ThreadSplits(workloads, float("nan"), float("nan"))
         builder.configs = changed
         chosen = builder.build(prepared)
-    best_times, chosen_times = [], []
-    for _ in range(rounds):
-        best_times.append(measure_latency(best, repeat, min_repeat_ms))
-        chosen_times.append(measure_latency(chosen, repeat, min_repeat_ms))
-    return ThreadSplits(workloads, float(np.median(best_times)), float(np.median(chosen_times)))
+    return ThreadSplits(workloads, *latencies_in_turn([best, chosen], rounds, repeat, min_repeat_ms))

@@ -95,6 +95,9 @@ def test_a_model_given_a_workloads_config_is_built_with_that_one(graph, plan, lo
     others = [s for key, s in schedules.items() if key != task.workload_key and s.startswith("conv2d_nchwc")]
     assert others and all(s == "conv2d_nchwc: tuned" for s in others)
     _check_output(module, graph, 1)
+    with pytest.raises(autotune.AutotuneError, match="configs maps workload keys to configs"):
+        autotune.build_model(graph, TARGET, str(log_path),
+                             configs={task.workload_key: {"parallel_axis": "oc"}})
 
 
 @pytest.mark.slow
