@@ -335,6 +335,59 @@ def test_by_default_a_pointwise_layer_reads_its_data_once_per_four_vectors_of_ch
     assert all(c["oc_tile"].val == 1 for c in space if c["parallel_axis"].val == "oc")
 
 
+def test_a_kernel_of_megabytes_is_reduced_in_passes_over_the_output(monkeypatch):
+    # ResNet-50's 1024 to 512 channels at 7x7 (a 2 MiB kernel; a pointwise layer, one row of its
+    # plane): by default threads take tiles of channel blocks, and each runs the reduction in
+    # passes of one 32-channel block over its tile's whole output, the accumulators of all its
+    # register tiles in one allocation between passes. The last choice is the reduction whole
+    # in each register tile, as configs logged before the knob read.
+    monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "2")
+    args = (1, 1024, 1, 49, 512, 1, 1, 1, 0, 1, 32, 32, "float32", ("bias", "relu"))
+    task = create_task("conv2d_nchwc", args, AVX512.target)
+    space = task.config_space
+    default = space.default_config
+    assert default["ic_chunk"].val == 1 and default["parallel_axis"].val == "oc"
+    assert [e.value() for e in space.space_map["ic_chunk"].entities] == [1, 2, 4, 8, 32]
+    k, reg_n = default["oc_tile"].val, default["reg_n"].val
+    tiles = math.ceil(49 / reg_n)
+    text = str(compiler.lower(*task.instantiate(default)))
+    assert "for cc.outer in range(32):" in text
+    assert _accumulator_tiles(compiler.lower(*task.instantiate(default))) == (16 // k, {tiles * reg_n * k * 32})
+    whole = _config(task, parallel_axis="oc", oc_tile=k, reg_n=reg_n, ic_chunk=32)
+    assert _accumulator_tiles(compiler.lower(*task.instantiate(whole))) == (16 // k * tiles, {reg_n * k * 32})
+    old = space.from_json({"knobs": {"reg_n": reg_n, "unroll_kw": False, "parallel_axis": "oc", "oc_tile": k}})
+    assert old["ic_chunk"].val == 32
+    assert all(c["parallel_axis"].val == "oc" for c in space if c["ic_chunk"].val != 32)
+
+
+def test_passes_over_the_output_are_a_knob_only_for_kernels_streamed_from_memory():
+    def chunks(args):
+        space = create_task("conv2d_nchwc", (*args, "float32"), AVX512.target).config_space
+        knob = space.space_map.get("ic_chunk")
+        return knob and ([e.value() for e in knob.entities], space.default_config["ic_chunk"].val)
+
+    assert chunks((1, 512, 1, 49, 512, 1, 1, 1, 0, 1, 32, 32)) == ([1, 2, 4, 8, 16], 16)  # 1 MiB: fits L2
+    assert not chunks((1, 256, 1, 49, 512, 1, 1, 1, 0, 1, 32, 32))  # 512 KiB: a core's L2 keeps it
+    assert not chunks((1, 512, 1, 3136, 512, 1, 1, 1, 0, 1, 32, 32))  # 784 KiB of output a pass
+    assert chunks((1, 512, 7, 7, 512, 3, 3, 1, 1, 1, 32, 32)) == ([1, 2, 4, 8, 16], 1)  # 9 MiB
+
+
+@for_each_cpu
+def test_passes_over_the_output_compute_the_convolution(cpu):
+    # Strided and padded 3x3, two images, a residual: every config that runs in passes.
+    args = (2, 256, 9, 9, 64, 3, 3, 2, 1, 1, 32, 16, "float32", ("bias", "add", "relu"))
+    task = create_task("conv2d_nchwc", args, cpu.target)
+    inputs, (expected,) = task.reference_data(np.random.default_rng(5))
+    configs = [c for c in task.config_space if c["ic_chunk"].val != 8]
+    assert {c["ic_chunk"].val for c in configs} == {1, 2, 4}
+    for cfg in configs:
+        f = compiler.build(*task.instantiate(cfg), target=task.target)
+        if cpu.runs_here():
+            out = poisoned(expected.shape, expected.dtype)
+            f(*inputs, out)
+            assert_written(out, expected, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
+
+
 @pytest.mark.parametrize("args, message", [
     ((12, 3, 3, 8, 16), "ic_bn 8 does not divide C 12"),
     ((16, 3, 3, 8, 10), "blocks of 10 filters by 9 taps"),
