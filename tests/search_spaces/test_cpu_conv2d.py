@@ -188,20 +188,26 @@ def test_threads_on_the_height_of_a_pointwise_layer_take_pieces_of_its_row(monke
     assert "for n.y.fused.x.outer.outer.fused.fc.outer.fused in range(42) parallel:" in height
 
 
-@for_each_cpu
-def test_threads_on_the_height_compute_the_convolution(cpu):
-    # Strided and padded, two images, an odd height (rows split unevenly over the threads).
-    args = (2, 16, 15, 12, 32, 3, 3, 2, 1, 1, 8, 16, "float32", ("bias", "add", "relu"))
-    task = create_task("conv2d_nchwc", args, cpu.target)
-    inputs, (expected,) = task.reference_data(np.random.default_rng(4))
-    configs = [c for c in task.config_space if c["parallel_axis"].val == "height"]
-    assert configs
+def _each_computes_the_reference(cpu, task, configs, seed: int) -> None:
+    """Build each of ``configs`` of ``task`` for ``cpu``; where it runs here, each writes the
+    reference's output on random data."""
+    inputs, (expected,) = task.reference_data(np.random.default_rng(seed))
     for cfg in configs:
         f = compiler.build(*task.instantiate(cfg), target=task.target)
         if cpu.runs_here():
             out = poisoned(expected.shape, expected.dtype)
             f(*inputs, out)
             assert_written(out, expected, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
+
+
+@for_each_cpu
+def test_threads_on_the_height_compute_the_convolution(cpu):
+    # Strided and padded, two images, an odd height (rows split unevenly over the threads).
+    args = (2, 16, 15, 12, 32, 3, 3, 2, 1, 1, 8, 16, "float32", ("bias", "add", "relu"))
+    task = create_task("conv2d_nchwc", args, cpu.target)
+    configs = [c for c in task.config_space if c["parallel_axis"].val == "height"]
+    assert configs
+    _each_computes_the_reference(cpu, task, configs, seed=4)
 
 
 def test_threads_on_rows_share_a_pointwise_row_in_pieces_of_whole_register_tiles():
@@ -350,12 +356,13 @@ def test_a_kernel_of_megabytes_is_reduced_in_passes_over_the_output(monkeypatch)
     assert [e.value() for e in space.space_map["ic_chunk"].entities] == [1, 2, 4, 8, 32]
     k, reg_n = default["oc_tile"].val, default["reg_n"].val
     tiles = math.ceil(49 / reg_n)
-    text = str(compiler.lower(*task.instantiate(default)))
-    assert "for cc.outer in range(32):" in text
-    assert _accumulator_tiles(compiler.lower(*task.instantiate(default))) == (16 // k, {tiles * reg_n * k * 32})
+    lowered = compiler.lower(*task.instantiate(default))
+    assert "for cc.outer in range(32):" in str(lowered)
+    assert _accumulator_tiles(lowered) == (16 // k, {tiles * reg_n * k * 32})
     whole = _config(task, parallel_axis="oc", oc_tile=k, reg_n=reg_n, ic_chunk=32)
     assert _accumulator_tiles(compiler.lower(*task.instantiate(whole))) == (16 // k * tiles, {reg_n * k * 32})
-    old = space.from_json({"knobs": {"reg_n": reg_n, "unroll_kw": False, "parallel_axis": "oc", "oc_tile": k}})
+    old = space.from_json({"knobs": {"reg_n": reg_n, "unroll_kw": False, "parallel_axis": "oc",
+                                     "oc_tile": k}})
     assert old["ic_chunk"].val == 32
     assert all(c["parallel_axis"].val == "oc" for c in space if c["ic_chunk"].val != 32)
 
@@ -377,15 +384,9 @@ def test_passes_over_the_output_compute_the_convolution(cpu):
     # Strided and padded 3x3, two images, a residual: every config that runs in passes.
     args = (2, 256, 9, 9, 64, 3, 3, 2, 1, 1, 32, 16, "float32", ("bias", "add", "relu"))
     task = create_task("conv2d_nchwc", args, cpu.target)
-    inputs, (expected,) = task.reference_data(np.random.default_rng(5))
     configs = [c for c in task.config_space if c["ic_chunk"].val != 8]
     assert {c["ic_chunk"].val for c in configs} == {1, 2, 4}
-    for cfg in configs:
-        f = compiler.build(*task.instantiate(cfg), target=task.target)
-        if cpu.runs_here():
-            out = poisoned(expected.shape, expected.dtype)
-            f(*inputs, out)
-            assert_written(out, expected, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
+    _each_computes_the_reference(cpu, task, configs, seed=5)
 
 
 @pytest.mark.parametrize("args, message", [
