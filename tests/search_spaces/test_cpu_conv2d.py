@@ -379,14 +379,29 @@ def test_passes_over_the_output_are_a_knob_only_for_kernels_streamed_from_memory
     assert chunks((1, 512, 7, 7, 512, 3, 3, 1, 1, 1, 32, 32)) == ([1, 2, 4, 8, 16], 1)  # 9 MiB
 
 
+def _configs_in_passes(task, whole: int) -> list:
+    """The configs of ``task`` that run the reduction in passes (``ic_chunk`` below ``whole``)."""
+    configs = [c for c in task.config_space if c["ic_chunk"].val != whole]
+    assert {c["ic_chunk"].val for c in configs} == {d for d in (1, 2, 4, 8) if d < whole}
+    return configs
+
+
 @for_each_cpu
 def test_passes_over_the_output_compute_the_convolution(cpu):
     # Strided and padded 3x3, two images, a residual: every config that runs in passes.
     args = (2, 256, 9, 9, 64, 3, 3, 2, 1, 1, 32, 16, "float32", ("bias", "add", "relu"))
     task = create_task("conv2d_nchwc", args, cpu.target)
-    configs = [c for c in task.config_space if c["ic_chunk"].val != 8]
-    assert {c["ic_chunk"].val for c in configs} == {1, 2, 4}
-    _each_computes_the_reference(cpu, task, configs, seed=5)
+    _each_computes_the_reference(cpu, task, _configs_in_passes(task, 8), seed=5)
+
+
+@for_each_cpu
+def test_passes_over_a_row_that_ends_in_a_partial_tile_compute_the_convolution(cpu):
+    # A pointwise layer, one row of 13 pixels: tiles of 6 (or 2) leave a partial one at its end.
+    args = (1, 512, 1, 13, 512, 1, 1, 1, 0, 1, 32, 32, "float32", ("bias",))
+    task = create_task("conv2d_nchwc", args, cpu.target)
+    configs = _configs_in_passes(task, 16)
+    assert any(13 % c["reg_n"].val for c in configs)
+    _each_computes_the_reference(cpu, task, configs, seed=6)
 
 
 @pytest.mark.parametrize("args, message", [
