@@ -4,8 +4,19 @@ the tests of this directory)."""
 from __future__ import annotations
 
 import numpy as np
+from helpers import poisoned
 
-from compiler.graph import GraphBuilder
+from compiler.graph import GraphBuilder, evaluate
+
+
+def assert_computes_graph(module, graph, seed: int) -> None:
+    """``module`` (``graph`` built) on random input writes what the graph's reference evaluates to,
+    into a poisoned output: one input, one output."""
+    (x_value,), (y_value,) = graph.inputs, graph.outputs
+    x = np.random.default_rng(seed).uniform(-1, 1, x_value.shape).astype(x_value.dtype)
+    out = poisoned(y_value.shape, y_value.dtype)
+    module(x, out)
+    np.testing.assert_allclose(out, evaluate(graph, [x])[0], rtol=1e-4, atol=1e-6)
 
 
 def weights(rng, *shape):

@@ -7,15 +7,14 @@ import math
 
 import numpy as np
 import pytest
-from graph_models import residual_cnn
-from helpers import poisoned
+from graph_models import assert_computes_graph, residual_cnn
 
 import autotune
 import db
 from autotune.model import ModelBuilder
 from autotune.selection import record_of
 from autotune.thread_splits import HEIGHT, _other_split
-from compiler.graph import evaluate, model_info, optimize, prepare
+from compiler.graph import model_info, optimize, prepare
 from compiler.graph.layout import DIRECT, algorithm_options
 from compiler.target import Target
 from measure.records import MeasureResult
@@ -64,13 +63,6 @@ def log_path(tmp_path, graph, plan):
     return path
 
 
-def _check_output(module, graph, seed):
-    x = np.random.default_rng(seed).uniform(-1, 1, (1, 3, 12, 12)).astype("float32")
-    out = poisoned((1, 10), "float32")
-    module(x, out)
-    np.testing.assert_allclose(out, evaluate(graph, [x])[0], rtol=1e-4, atol=1e-6)
-
-
 def test_the_other_split_is_the_best_config_whose_threads_are_not_on_the_height(graph, plan, log_path):
     tasks = _tasks(graph, plan)
     assert len(tasks) >= 2
@@ -94,7 +86,7 @@ def test_a_model_given_a_workloads_config_is_built_with_that_one(graph, plan, lo
     assert schedules[task.workload_key] == "conv2d_nchwc: tuned, chosen inside the model"
     others = [s for key, s in schedules.items() if key != task.workload_key and s.startswith("conv2d_nchwc")]
     assert others and all(s == "conv2d_nchwc: tuned" for s in others)
-    _check_output(module, graph, 1)
+    assert_computes_graph(module, graph, 1)
     with pytest.raises(autotune.AutotuneError, match="configs maps workload keys to configs"):
         autotune.build_model(graph, TARGET, str(log_path),
                              configs={task.workload_key: {"parallel_axis": "oc"}})
@@ -118,7 +110,7 @@ def test_each_height_split_kernel_keeps_the_split_that_ran_faster_inside_the_mod
     else:
         assert math.isnan(splits.best_latency) and splits.configs == {}
         assert "ran fastest in the model so" in splits.report()
-    _check_output(autotune.build_model(graph, TARGET, str(log_path), algorithms="measure"), graph, 2)
+    assert_computes_graph(autotune.build_model(graph, TARGET, str(log_path), algorithms="measure"), graph, 2)
 
 
 def test_a_log_with_no_height_split_best_builds_nothing_to_compare(graph, plan, tmp_path):
