@@ -141,6 +141,10 @@ class ConvGeometry:
     def Ho(self) -> int:
         return conv_output_size(self.H, self.KH, self.stride[0], self.pads[0], self.pads[2], self.dilation[0])
 
+    def kernel_bytes(self, itemsize: int) -> int:
+        """The kernel's size in bytes, ``itemsize`` bytes an element."""
+        return self.F * self.C * self.KH * self.KW * itemsize
+
     @property
     def Wo(self) -> int:
         return conv_output_size(self.W, self.KW, self.stride[1], self.pads[1], self.pads[3], self.dilation[1])
@@ -200,7 +204,7 @@ def _default_parallel_axis(g: ConvGeometry, oc_bn: int, span: int = 1, by_height
     ``span`` of them) when they split evenly over the threads (each thread then reads only its
     part of the kernel), else on output rows. ``itemsize``: bytes per kernel element."""
     threads = num_threads()
-    kernel_bytes = g.F * g.C * g.KH * g.KW * itemsize
+    kernel_bytes = g.kernel_bytes(itemsize)
     if by_height and g.N * g.Ho >= HEIGHT_ROWS_PER_THREAD * threads and kernel_bytes <= L2_BYTES:
         return "height"
     groups = g.N * _cdiv(g.F, oc_bn) // span
@@ -573,7 +577,7 @@ def _ic_chunk_knob(cfg, g: ConvGeometry, ic_bn: int, oc_bn: int, dtype: str) -> 
     that output takes, with threads on channel blocks (the knob's last choice, all of them, is
     the reduction whole in each register tile). Returns the config's passes (None: whole)."""
     Cc, itemsize = g.C // ic_bn, np.dtype(dtype).itemsize
-    kernel_bytes = g.F * g.C * g.KH * g.KW * itemsize
+    kernel_bytes = g.kernel_bytes(itemsize)
     widest = max(_tile_blocks(g, oc_bn, vector_lanes(dtype))) * oc_bn
     chunks = [d for d in IC_CHUNKS if d < Cc and Cc % d == 0]
     if not chunks or 2 * kernel_bytes <= L2_BYTES or g.Ho * g.Wo * widest * itemsize > MAX_PASS_OUTPUT_BYTES:
