@@ -252,7 +252,8 @@ def _accumulator_tiles(mod) -> tuple[int, set[int]]:
 
 
 @pytest.mark.parametrize("epilogue", [(), ("bias", "add", "relu")], ids=["plain", "epilogue"])
-def test_register_tiles_run_along_the_whole_plane_where_rows_end_in_partial_tiles(epilogue):
+def test_register_tiles_run_along_the_whole_plane_where_rows_end_in_partial_tiles(epilogue, monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "2")  # threads on channel blocks: a tile of blocks each
     # A 7x7 output in tiles of 6 columns and 16 channels: by rows, 6 + 1 columns each, so 14 tiles
     # per channel block, 7 of them one column wide; along the plane, 8 tiles of 6 pixels and one
     # of 1, so 9. A tile holds 6 pixels' accumulators either way, also where they span two rows.
@@ -273,7 +274,8 @@ def test_register_tiles_run_along_the_whole_plane_where_rows_end_in_partial_tile
             assert_written(out, expected, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
 
 
-def test_the_plane_is_a_knob_only_where_rows_end_in_partial_tiles():
+def test_the_plane_is_a_knob_only_where_rows_end_in_partial_tiles(monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "2")  # the default split follows the threads
     def knobs(args):
         return set(create_task("conv2d_nchwc", (*args, "float32"), AVX2.target).config_space.space_map)
 
@@ -307,7 +309,8 @@ def test_a_register_tile_may_span_output_blocks_within_the_register_file(cpu, mo
     assert spans == ({1, 2, 4} if nv == 1 else {1, 2})
 
 
-def test_a_tile_of_blocks_holds_their_accumulators_and_computes_the_convolution():
+def test_a_tile_of_blocks_holds_their_accumulators_and_computes_the_convolution(monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "2")  # threads on channel blocks: a tile of blocks each
     cpu = AVX512
     args = (1, 32, 9, 10, 64, 3, 3, 1, 1, 1, 16, 16, "float32", ("bias", "add", "relu"))
     task = create_task("conv2d_nchwc", args, cpu.target)
@@ -367,7 +370,8 @@ def test_a_kernel_of_megabytes_is_reduced_in_passes_over_the_output(monkeypatch)
     assert all(c["parallel_axis"].val == "oc" for c in space if c["ic_chunk"].val != 32)
 
 
-def test_passes_over_the_output_are_a_knob_only_for_kernels_streamed_from_memory():
+def test_passes_over_the_output_are_a_knob_only_for_kernels_streamed_from_memory(monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "2")  # the default follows the default thread split
     def chunks(args):
         space = create_task("conv2d_nchwc", (*args, "float32"), AVX512.target).config_space
         knob = space.space_map.get("ic_chunk")
@@ -387,7 +391,8 @@ def _configs_in_passes(task, whole: int) -> list:
 
 
 @for_each_cpu
-def test_passes_over_the_output_compute_the_convolution(cpu):
+def test_passes_over_the_output_compute_the_convolution(cpu, monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "2")  # threads on channel blocks: a tile of blocks each
     # Strided and padded 3x3, two images, a residual: every config that runs in passes.
     args = (2, 256, 9, 9, 64, 3, 3, 2, 1, 1, 32, 16, "float32", ("bias", "add", "relu"))
     task = create_task("conv2d_nchwc", args, cpu.target)
@@ -395,7 +400,8 @@ def test_passes_over_the_output_compute_the_convolution(cpu):
 
 
 @for_each_cpu
-def test_passes_over_a_row_that_ends_in_a_partial_tile_compute_the_convolution(cpu):
+def test_passes_over_a_row_that_ends_in_a_partial_tile_compute_the_convolution(cpu, monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "2")  # threads on channel blocks: a tile of blocks each
     # A pointwise layer, one row of 13 pixels: tiles of 6 (or 2) leave a partial one at its end.
     args = (1, 512, 1, 13, 512, 1, 1, 1, 0, 1, 32, 32, "float32", ("bias",))
     task = create_task("conv2d_nchwc", args, cpu.target)
