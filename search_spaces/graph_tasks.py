@@ -86,6 +86,12 @@ def _anchor_workload(anchor: Node, epilogue: list[str], dtype: str) -> tuple[str
         (N, Cc, H, W, b), (_, KH, KW, _) = anchor.inputs[0].shape, anchor.inputs[1].shape
         geometry = [_pair(a["strides"]), _pads(a["padding"]), _pair(a["dilation"])]
         return "depthwise_conv2d_nchwc", [N, Cc * b, H, W, KH, KW, *geometry, b, dtype, epilogue]
+    if anchor.op == "nn.conv2d_depthwise_nchwc":
+        (N, Cc, H, W, ib), (_, KH, KW, b) = anchor.inputs[0].shape, anchor.inputs[-1].shape
+        geometry = [_pair(a["strides"]), _pads(a["padding"]), _pair(a["dilation"])]
+        F = anchor.inputs[1].shape[0] * b
+        return "conv2d_depthwise_nchwc", [N, Cc * ib, H, W, F, KH, KW, *geometry, ib, b, dtype,
+                                          list(a["mid_epilogue"]), epilogue]
     if anchor.op == "nn.dense_pack":
         (M, K), (_, _, nr) = anchor.inputs[0].shape, anchor.inputs[1].shape
         return "dense_pack", [M, K, a["units"], nr, dtype, epilogue]

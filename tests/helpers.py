@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 __all__ = ["SENTINEL", "BOOL_POISON", "SUPPORTED_DTYPES", "poisoned", "random_array", "assert_written",
-           "build_and_check", "Cpu", "CPUS", "for_each_cpu", "host_features"]
+           "build_and_check", "each_config_computes_the_reference", "Cpu", "CPUS", "for_each_cpu",
+           "host_features"]
 
 SUPPORTED_DTYPES = ("float16", "float32", "float64", "int8", "int32", "int64", "uint8", "bool")
 
@@ -78,6 +79,20 @@ def random_array(rng: np.random.Generator, shape: tuple[int, ...] | int, dtype: 
     if dt.kind == "b":
         return rng.integers(0, 2, size=shape).astype(dt)
     raise TypeError(f"random_array: unsupported dtype {dt}")
+
+
+def each_config_computes_the_reference(cpu, task, configs, seed: int) -> None:
+    """Build each of ``configs`` of ``task`` for ``cpu``; where it runs here, each writes the
+    reference's output on random data (drawn with ``seed``) into a poisoned array."""
+    import compiler
+
+    inputs, (expected,) = task.reference_data(np.random.default_rng(seed))
+    for cfg in configs:
+        f = compiler.build(*task.instantiate(cfg), target=task.target)
+        if cpu.runs_here():
+            out = poisoned(expected.shape, expected.dtype)
+            f(*inputs, out)
+            assert_written(out, expected, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
 
 
 def build_and_check(schedule, args, inputs, expected, *, rtol=1e-5, atol=1e-5, name="kernel",

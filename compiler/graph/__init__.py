@@ -4,7 +4,8 @@
   (:func:`compiler.frontend.from_onnx`) or by hand;
 * :mod:`.op`, :mod:`.ops`: the operator catalog, each operator with its shape rule, its numpy
   reference (:func:`evaluate` interprets a graph with them) and its tensor expression;
-* :mod:`.passes`: constant and BatchNorm folding (:data:`OPTIMIZE`); :mod:`.fuse`: kernels;
+* :mod:`.passes`: constant and BatchNorm folding (:data:`OPTIMIZE`); :mod:`.fuse_expansions`: expansions
+  fused into their depthwise layers; :mod:`.fuse`: kernels;
   :mod:`.memory`: the memory plan;
 * :func:`build_graph`: one Module of kernels and an executor function; :func:`run` and
   :func:`profile` on it.
@@ -17,6 +18,7 @@ from .build import KernelChoice, build_graph, prepare
 from .builder import GraphBuilder
 from .errors import GraphError, UnsupportedOperatorError
 from .fuse import fuse
+from .fuse_expansions import fuse_expansions
 from .interpreter import evaluate
 from .ir import Graph, Node, TensorType, Value
 from .kernels import default_schedule, kernel_tensors
@@ -27,6 +29,7 @@ from .runner import model_info, profile, run, split_by_template
 
 __all__ = ["Graph", "GraphBuilder", "Node", "Value", "TensorType", "OpDef", "register_op", "get_op",
            "registered_ops", "GraphError", "UnsupportedOperatorError", "evaluate", "optimize", "OPTIMIZE",
-           "GraphPass", "GraphPipeline", "fuse", "plan_memory", "MemoryPlan", "build_graph", "prepare",
+           "GraphPass", "GraphPipeline", "fuse", "fuse_expansions", "plan_memory", "MemoryPlan",
+           "build_graph", "prepare",
            "KernelChoice", "default_schedule", "kernel_tensors", "run", "profile", "model_info",
            "split_by_template"]

@@ -42,7 +42,8 @@ _INJECTIVE = ("elemwise", "broadcast", "injective")
 
 def channel_axis(anchor: Node) -> int:
     """The output axis an anchor's per-channel bias runs along: NCHW's C, else the last."""
-    blocked = ("nn.conv2d", "nn.conv2d_nchwc", "nn.conv2d_winograd_nchwc", "nn.depthwise_conv2d_nchwc")
+    blocked = ("nn.conv2d", "nn.conv2d_nchwc", "nn.conv2d_winograd_nchwc", "nn.depthwise_conv2d_nchwc",
+               "nn.conv2d_depthwise_nchwc")
     return 1 if anchor.op in blocked else len(anchor.output.shape) - 1
 
 

@@ -4,6 +4,7 @@ package registers them."""
 from search_spaces.templates import (  # noqa: F401
     cpu_batch_matmul,
     cpu_conv2d,
+    cpu_conv2d_depthwise,
     cpu_conv2d_nchwc,
     cpu_conv2d_winograd,
     cpu_dense,

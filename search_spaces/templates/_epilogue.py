@@ -56,15 +56,16 @@ class Epilogue:
     inputs: tuple[te.Tensor, ...]
 
     @classmethod
-    def declare(cls, epilogue, dtype: str, out_shape: Sequence[int], channels: int) -> Epilogue:
+    def declare(cls, epilogue, dtype: str, out_shape: Sequence[int], channels: int,
+                prefix: str = "") -> Epilogue:
         """Check ``epilogue`` (:func:`check_epilogue`) and declare its inputs: a bias of
-        ``(channels,)``, a residual of ``out_shape``."""
+        ``(channels,)``, a residual of ``out_shape``, named with ``prefix`` first."""
         ops = check_epilogue(epilogue, dtype)
         inputs, seen = [], {}
         for op in ops:
             if op in _INPUTS:
                 n = seen[op] = seen.get(op, 0) + 1
-                name = _INPUTS[op] if n == 1 else f"{_INPUTS[op]}{n}"
+                name = prefix + (_INPUTS[op] if n == 1 else f"{_INPUTS[op]}{n}")
                 shape = (channels,) if op == "bias" else tuple(out_shape)
                 inputs.append(te.placeholder(shape, name=name, dtype=dtype))
         return cls(ops, tuple(inputs))

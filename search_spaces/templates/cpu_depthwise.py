@@ -68,7 +68,7 @@ from search_spaces.templates._common import random_data
 from search_spaces.templates._epilogue import Epilogue, reference_epilogue
 
 __all__ = ["depthwise_conv2d_nchw", "depthwise_conv2d_nchw_reference", "depthwise_conv2d_nchwc",
-           "depthwise_conv2d_nchwc_reference", "channel_blocks", "register_tiles"]
+           "depthwise_conv2d_nchwc_reference", "channel_blocks", "register_tiles", "schedule_taps"]
 
 MAX_REG_W = 16  # output columns per register tile
 MIN_SUB_BLOCK = 4  # the smallest channel block below a vector (for layers with few channels)
@@ -297,7 +297,7 @@ def _schedule_blocked(s, cfg, Yb, acc, reg_h: int, reg_w: int, cb: int, lanes: i
         b.compute_at(out, outer)
     else:
         b.parallel(b.fuse(n, co))
-    _schedule_taps(s, acc, b, xo, cb, lanes)
+    schedule_taps(s, acc, b, xo, cb, lanes)
 
 
 def _window_edges(h, w, H: int, W: int, top: int, left: int, Hp: int, Wp: int) -> tuple:
@@ -332,7 +332,7 @@ def _channel_vector(cb: int, lanes: int) -> int:
     return next(w for w in (lanes >> k for k in range(lanes.bit_length())) if cb % w == 0)
 
 
-def _schedule_taps(s, acc, stage, loop, cb: int, lanes: int) -> None:
+def schedule_taps(s, acc, stage, loop, cb: int, lanes: int) -> None:
     """The microkernel: ``acc`` (local) computed at ``loop`` of ``stage``, one register tile
     per iteration; the taps outermost (the kernel columns unrolled), the tile unrolled, the
     ``cb`` channels as vectors."""
@@ -474,7 +474,7 @@ def depthwise_conv2d_nchwc(N: int, C: int, H: int, W: int, KH: int, KW: int, str
     s[Y].unroll(yi)
     s[Y].unroll(xi)
     _vectorize_channels(s[Y], ci, block, lanes)
-    _schedule_taps(s, acc, s[Y], xo, block, lanes)
+    schedule_taps(s, acc, s[Y], xo, block, lanes)
     if pad_at == "inline":
         s[P].compute_inline()
     else:

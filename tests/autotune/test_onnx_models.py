@@ -96,6 +96,23 @@ def test_an_inverted_residual_block():
     _check(make_model(nodes, feeds, consts), feeds)
 
 
+@pytest.mark.parametrize("stride", [2, 1])
+def test_a_large_expansion_runs_in_one_kernel_with_its_depthwise_layer(stride):
+    # MobileNetV2's second block: 96 channels at 112 x 112 (4.8 MB) are fused; the projection is not.
+    n1, c1, y1 = _conv_bn("expand", "x", 8, 96, k=1, act="Relu6")
+    n2, c2, y2 = _conv_bn("dw", y1, 96, 96, stride=stride, groups=96, act="Relu6")
+    n3, c3, _ = _conv_bn("project", y2, 96, 16, k=1, act=None)
+    nodes = n1 + n2 + n3
+    nodes[-1].output[0] = "y"
+    consts = {**c1, **c2, **c3, "zero": np.array(0, "float32"), "six": np.array(6, "float32")}
+    feeds = {"x": rand(1, 8, 112, 112)}
+    module = _check(make_model(nodes, feeds, consts), feeds)
+    kernels = [k["name"].split("_", 1)[1] for k in model_info(module)["kernels"]]
+    assert kernels[0].startswith("conv2d_depthwise_nchwc_bias_add_clip")
+    assert kernels[1].startswith("conv2d_nchwc_")  # the projection
+    assert not any("conv2d" in k for k in kernels[2:])
+
+
 def test_a_transformer_feed_forward_with_erf_gelu_and_layer_norm():
     s2 = np.array(np.sqrt(2), "float32")
     nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pytest
-from helpers import CPUS, assert_written, for_each_cpu, poisoned
+from helpers import CPUS, assert_written, each_config_computes_the_reference, for_each_cpu, poisoned
 
 import compiler
 from compiler.tir import stmt as S
@@ -188,18 +188,6 @@ def test_threads_on_the_height_of_a_pointwise_layer_take_pieces_of_its_row(monke
     assert "for n.y.fused.x.outer.outer.fused.fc.outer.fused in range(42) parallel:" in height
 
 
-def _each_computes_the_reference(cpu, task, configs, seed: int) -> None:
-    """Build each of ``configs`` of ``task`` for ``cpu``; where it runs here, each writes the
-    reference's output on random data."""
-    inputs, (expected,) = task.reference_data(np.random.default_rng(seed))
-    for cfg in configs:
-        f = compiler.build(*task.instantiate(cfg), target=task.target)
-        if cpu.runs_here():
-            out = poisoned(expected.shape, expected.dtype)
-            f(*inputs, out)
-            assert_written(out, expected, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
-
-
 @for_each_cpu
 def test_threads_on_the_height_compute_the_convolution(cpu):
     # Strided and padded, two images, an odd height (rows split unevenly over the threads).
@@ -207,7 +195,7 @@ def test_threads_on_the_height_compute_the_convolution(cpu):
     task = create_task("conv2d_nchwc", args, cpu.target)
     configs = [c for c in task.config_space if c["parallel_axis"].val == "height"]
     assert configs
-    _each_computes_the_reference(cpu, task, configs, seed=4)
+    each_config_computes_the_reference(cpu, task, configs, seed=4)
 
 
 def test_threads_on_rows_share_a_pointwise_row_in_pieces_of_whole_register_tiles():
@@ -396,7 +384,7 @@ def test_passes_over_the_output_compute_the_convolution(cpu, monkeypatch):
     # Strided and padded 3x3, two images, a residual: every config that runs in passes.
     args = (2, 256, 9, 9, 64, 3, 3, 2, 1, 1, 32, 16, "float32", ("bias", "add", "relu"))
     task = create_task("conv2d_nchwc", args, cpu.target)
-    _each_computes_the_reference(cpu, task, _configs_in_passes(task, 8), seed=5)
+    each_config_computes_the_reference(cpu, task, _configs_in_passes(task, 8), seed=5)
 
 
 @for_each_cpu
@@ -407,7 +395,7 @@ def test_passes_over_a_row_that_ends_in_a_partial_tile_compute_the_convolution(c
     task = create_task("conv2d_nchwc", args, cpu.target)
     configs = _configs_in_passes(task, 16)
     assert any(13 % c["reg_n"].val for c in configs)
-    _each_computes_the_reference(cpu, task, configs, seed=6)
+    each_config_computes_the_reference(cpu, task, configs, seed=6)
 
 
 @pytest.mark.parametrize("args, message", [

@@ -213,6 +213,19 @@ def _loop_conv2d_nchwc_winograd(args, inputs):
     return [_to(out, dtype)]
 
 
+def _loop_conv2d_depthwise_nchwc(args, inputs):
+    """The loop pointwise convolution, its activation (``"relu"``, ``"relu6"`` or none), then the
+    loop depthwise convolution of its output, all blocked."""
+    N, C, H, W, F, KH, KW, stride, padding, dilation, ic_bn, block, dtype, mid_epilogue, epilogue = args
+    assert not epilogue and set(mid_epilogue) <= {"relu", "relu6"}, "loops for activations only"
+    x, w1, w2 = inputs
+    (mid,) = _loop_conv2d_nchwc((N, C, H, W, F, 1, 1, 1, 0, 1, ic_bn, block, dtype), [x, w1])
+    for op in mid_epilogue:
+        mid = np.clip(mid, 0, 6 if op == "relu6" else None).astype(dtype)
+    depthwise = (N, F, H, W, KH, KW, stride, padding, dilation, block, dtype)
+    return _loop_depthwise_conv2d_nchwc(depthwise, [mid, w2])
+
+
 def _loop_depthwise_conv2d_nchw(args, inputs):
     return _conv(args, inputs, "NCHW", depthwise=True)
 
@@ -375,6 +388,12 @@ ORACLES = {
         (1, 4, 7, 8, 2, 3, (2, 1), (0, 1, 2, 1), (2, 1), 4, "float64"),
         (1, 2, 4, 4, 3, 3, 3, 2, 2, 1, "int32"),
     ]),
+    # (N, C, H, W, F, KH, KW, stride, padding, dilation, ic_bn, block, dtype, mid_epilogue, epilogue)
+    "conv2d_depthwise_nchwc": (_loop_conv2d_depthwise_nchwc, [
+        (1, 4, 5, 5, 6, 3, 3, 1, 1, 1, 2, 3, "float32", (), ()),
+        (2, 2, 6, 7, 4, 3, 2, 2, (0, 1, 1, 0), 1, 1, 2, "float64", ("relu",), ()),
+        (1, 3, 7, 6, 4, 3, 3, 1, 2, 2, 3, 4, "float32", ("relu6",), ()),
+    ]),
     # (N, C, H, W, KH, KW, stride, padding, pool_type, dtype)
     "pool2d": (_loop_pool2d, [
         (1, 2, 5, 5, 2, 2, 2, 0, "max", "float32"),
@@ -453,7 +472,7 @@ def _case_id(value) -> str:
 @pytest.mark.parametrize("name, args", _CASES, ids=_case_id)
 def test_reference_matches_the_loop_version(name, args):
     loop, _ = ORACLES[name]
-    dtype = args[3] if name == "dense" else args[-1]
+    dtype = args[3] if name == "dense" else [a for a in args if isinstance(a, str)][-1]  # the last string
     for ref in _references(name):
         inputs, expected = ref(*args, rng=np.random.default_rng(7))
         values = np.concatenate([x.ravel() for x in inputs])

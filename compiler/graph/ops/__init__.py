@@ -7,9 +7,10 @@
 * :mod:`.tensor`: ``reshape``, ``transpose``, ``concatenate``, ``take``, ``strided_slice``,
   ``expand``, ``nn.pad``;
 * :mod:`.layout`: channel-blocked data (``NCHW{b}c``): ``layout_transform``, ``nn.conv2d_nchwc``,
-  ``nn.pool2d_nchwc``.
+  ``nn.pool2d_nchwc``;
+* :mod:`.expansion`: ``nn.conv2d_depthwise_nchwc``, a pointwise and a depthwise convolution as one.
 """
 
-from . import layout, math, nn, reduce, tensor
+from . import expansion, layout, math, nn, reduce, tensor
 
-__all__ = ["layout", "math", "nn", "reduce", "tensor"]
+__all__ = ["expansion", "layout", "math", "nn", "reduce", "tensor"]

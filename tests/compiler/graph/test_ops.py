@@ -79,6 +79,8 @@ CASES = [
          dict(padding=(1, 1, 1, 1), tile_size=2, block=8), "m2", atol=1e-4),
     Case("nn.depthwise_conv2d_nchwc", [_f(1, 2, 7, 6, 4), _f(2, 3, 3, 4)],
          dict(strides=(2, 1), padding=(1, 1, 1, 1), dilation=(1, 1)), "strided"),
+    Case("nn.conv2d_depthwise_nchwc", [_f(1, 2, 7, 6, 4), _f(3, 2, 1, 1, 4, 2), _f(6), _f(3, 3, 3, 2)],
+         dict(strides=(2, 1), padding=(1, 1, 1, 1), dilation=(1, 1), mid_epilogue=("bias", "relu6")), "strided"),
     Case("nn.pool2d_nchwc", [_f(1, 2, 7, 7, 4)], dict(POOL, kind="max"), "max"),
     Case("nn.dense_pack", [_f(3, 5), _f(2, 5, 4)], dict(units=7), "tail"),
     Case("nn.pool2d_nchwc", [_f(1, 2, 6, 6, 4)], dict(POOL, kind="avg", count_include_pad=False), "avg"),
