@@ -19,6 +19,7 @@ from .ops.expansion import MID_EPILOGUE_NODES, OP
 
 __all__ = ["fuse_expansions", "MIN_FUSED_BYTES"]
 
+#: The least bytes of a pointwise output that fuses with its depthwise layer.
 MIN_FUSED_BYTES = 4 * 1024 * 1024
 
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 from ..op import OpDef, get_op, register_op
 from ._common import fail
 
-__all__ = ["MID_EPILOGUE_NODES"]
+__all__ = ["OP", "MID_EPILOGUE_NODES"]
 
+#: The operator's name.
 OP = "nn.conv2d_depthwise_nchwc"
 #: Each ``mid_epilogue`` entry as the node it stands for: ``(op, attrs)`` (a bias's block added).
 MID_EPILOGUE_NODES = {
