@@ -111,16 +111,17 @@ def _define_knobs(cfg, Cb: int, Ho: int, Wo: int, Wp: int, block: int, window, K
     bands = sorted({b for b in BANDS if b < Ho} | divisors)
     threads = num_threads()
 
-    def buffer_bytes(band: int, tile: int) -> int:
-        return _band_rows(band, sh, dh, KH) * Wp * tile * block * itemsize
+    def buffer_bytes(band: int) -> int:  # of one channel block
+        return _band_rows(band, sh, dh, KH) * Wp * block * itemsize
 
-    fits = [b for b in bands if buffer_bytes(b, 1) <= L2_BYTES // 2
-            and Cb * _cdiv(Ho, b) >= 2 * threads] or bands[:1]
+    fits = [b for b in bands
+            if buffer_bytes(b) <= L2_BYTES // 2 and Cb * _cdiv(Ho, b) >= 2 * threads] or bands[:1]
     # Bands that cover the rows exactly first (no rows computed to be dropped), then the tallest.
     cfg.define_knob("band", bands, default=max(fits, key=lambda b: (Ho % b == 0, b)))
     cfg.define_knob("oc_tile", tiles, default=1)
     cfg.define_knob("reg_n", reg_ns, default=max(r for r in reg_ns if r <= 14))
     cfg.define_knob("reg_w", widths, default=max(w for w in widths if w <= 4))
+
     def tile_fits(c) -> bool:
         vectors = c["oc_tile"].val * nv  # a tile's weight vectors, and its accumulators per pixel
         return c["reg_n"].val * vectors + vectors + 1 <= registers
