@@ -204,7 +204,7 @@ class LocalRunner(Runner):
                 pool = self._gpu_pools[device] = WorkerPool(1, self.cpus, name=f"run-gpu{device}")
             return pool
         if self._pool is None:
-            self._pool = WorkerPool(1, self.cpus, name="run")
+            self._pool = WorkerPool(1, self.cpus, name="run", bind_threads=True)
         return self._pool
 
     def gpu_ids(self) -> list[int]:

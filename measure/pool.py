@@ -28,6 +28,15 @@ when its stdin closes or its parent dies, even in the middle of a call.
 
 The pool is driven by its caller (:meth:`WorkerPool.submit`, then
 :meth:`WorkerPool.wait`); it has no threads of its own.
+
+A pool that times CPU kernels (``bind_threads=True``) binds OpenMP's threads one to each CPU
+(:data:`TIMING_BINDING`), unless the user's environment sets a binding. A worker idles between
+candidates while the next one builds, and libgomp's threads fall asleep; Linux then often wakes
+the pool's thread onto the CPU of the thread that woke it, where both spin at the region's
+barriers, and a 2-thread kernel ran 3.5-4.5x slower for a whole measurement (on 2 vCPUs: the
+same config of MobileNetV2's stem timed 0.09 and 0.33 ms in one run; a third of the configs
+measured twice in a model's log differed by more than 2x). Each thread on its own CPU, they
+agree within 10%.
 """
 
 from __future__ import annotations
@@ -48,7 +57,10 @@ from dataclasses import dataclass
 from compiler.runtime.threads import process_cpus
 from measure.errors import MeasureError
 
-__all__ = ["WorkerPool", "Completion", "describe_exit", "encode_frame", "FrameReader"]
+__all__ = ["WorkerPool", "Completion", "describe_exit", "encode_frame", "FrameReader", "TIMING_BINDING"]
+
+#: The environment that binds OpenMP's threads one to each CPU, for workers that time CPU kernels.
+TIMING_BINDING = {"OMP_PROC_BIND": "close", "OMP_PLACES": "threads"}
 
 _START_FAILURES = 3  # a slot whose worker fails to start this many times in a row: give up
 _HEADER = struct.Struct(">I")
@@ -142,24 +154,28 @@ def describe_exit(exitcode: int | None) -> str:
     return f"exited with status {exitcode}"
 
 
-def _worker_env() -> dict:
+def _worker_env(bind_threads: bool = False) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
+    if bind_threads and not any(env.get(k, "").strip() for k in TIMING_BINDING):
+        env.update(TIMING_BINDING)
     return env
 
 
 class WorkerPool:
     """``size`` workers (pinned to ``cpus`` when given), started on first use; each runs
-    ``python -P -m ENTRY``, by default a measurement worker (:mod:`measure.worker_main`)."""
+    ``python -P -m ENTRY``, by default a measurement worker (:mod:`measure.worker_main`).
+    ``bind_threads``: bind OpenMP's threads one to each CPU (see the module), for timing."""
 
-    def __init__(self, size: int, cpus=None, name: str = "measure", entry: str = "measure.worker_main"):
+    def __init__(self, size: int, cpus=None, name: str = "measure", entry: str = "measure.worker_main",
+                 bind_threads: bool = False):
         if size < 1:
             raise ValueError(f"a worker pool needs at least one worker, got {size}")
         if not sys.executable:
             raise MeasureError("cannot start measurement workers: sys.executable is empty")
         self.size = size
         self.cpus = sorted(cpus) if cpus else None
-        self.name, self.entry = name, entry
+        self.name, self.entry, self.bind_threads = name, entry, bind_threads
         self._slots = [_Slot() for _ in range(size)]
         self._queue: collections.deque[_Job] = collections.deque()
         self._started = False
@@ -224,7 +240,7 @@ class WorkerPool:
         # -P: no current directory in front of sys.path, where a user's measure.py would shadow ours.
         proc = subprocess.Popen([sys.executable, "-P", "-m", self.entry, self.name],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0, close_fds=True,
-                                env=_worker_env())
+                                env=_worker_env(self.bind_threads))
         slot.process, slot.reader, slot.ready, slot.job, slot.fatal = proc, FrameReader(), False, None, ""
         # Unpinned workers still get the process's CPUs: a thread that OpenMP bound to one CPU
         # would hand a child started from it only that one.

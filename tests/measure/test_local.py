@@ -19,6 +19,7 @@ from measure import (
     measure_batch,
     measure_stream,
 )
+from measure.pool import TIMING_BINDING
 
 
 def test_matmul_candidates_get_positive_costs(matmul_task, local_options):
@@ -92,6 +93,47 @@ def test_prints_of_a_template_do_not_disturb_the_workers(local_options):
     inputs = [MeasureInput(task, c) for c in task.config_space.sample(2, rng=1)]
     results = measure_batch(inputs, local_options)
     assert all(costs_ok(r) for r in results), [(r.error_kind, r.error_msg) for r in results]
+
+
+_RUN_WORKER_THREADS = textwrap.dedent("""
+    import json, os
+    from measure import LocalBuilder, LocalRunner, MeasureInput, MeasureOptions, measure_batch
+    from measure.local import usable_cpus
+    from search_spaces import create_task
+    task = create_task("matmul", (32, 32, 32, "float32"), "llvm")
+    with MeasureOptions(LocalBuilder(n_parallel=1), LocalRunner(number=1, repeat=1)) as options:
+        (result,) = measure_batch([MeasureInput(task, task.config_space.get(0))], options)
+        pid = int(result.worker.rsplit(":", 1)[1])  # the run worker, its kernel's threads still up
+        pairs = open(f"/proc/{pid}/environ").read().split("\\0")
+        env = dict(kv.split("=", 1) for kv in pairs if "=" in kv)
+        pinned = [sorted(os.sched_getaffinity(int(t))) for t in os.listdir(f"/proc/{pid}/task")]
+    binding = [env.get("OMP_PROC_BIND"), env.get("OMP_PLACES")]
+    print(json.dumps([usable_cpus(), *binding, pinned, result.error_msg]))
+""")
+
+
+def _run_worker_threads(tmp_path, **env_vars):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("AUTOTUNE_NUM_THREADS", "OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES")}
+    proc = subprocess.run([sys.executable, "-c", _RUN_WORKER_THREADS], capture_output=True, text=True,
+                          timeout=300, env={**env, **env_vars}, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_the_run_worker_binds_its_threads_one_to_each_cpu(tmp_path):
+    # A pool thread woken after the worker idled between candidates would otherwise often share
+    # the waking thread's CPU, and a kernel on every core then timed 3-4x slower.
+    usable, bind, places, pinned, error = _run_worker_threads(tmp_path)
+    assert error == ""
+    assert (bind, places) == (TIMING_BINDING["OMP_PROC_BIND"], TIMING_BINDING["OMP_PLACES"])
+    one_cpu = [cpus[0] for cpus in pinned if len(cpus) == 1]  # the kernel's threads, bound
+    assert sorted(set(one_cpu)) == usable and len(one_cpu) == len(usable)
+
+
+def test_a_binding_of_the_user_s_own_is_left_to_the_run_worker(tmp_path):
+    _, bind, places, _, error = _run_worker_threads(tmp_path, OMP_PROC_BIND="spread")
+    assert error == "" and bind == "spread" and places is None
 
 
 def test_workers_keep_every_cpu_after_openmp_bound_the_tuner(tmp_path):
