@@ -35,8 +35,8 @@ candidates while the next one builds, and libgomp's threads fall asleep; Linux t
 the pool's thread onto the CPU of the thread that woke it, where both spin at the region's
 barriers, and a 2-thread kernel ran 3.5-4.5x slower for a whole measurement (on 2 vCPUs: the
 same config of MobileNetV2's stem timed 0.09 and 0.33 ms in one run; a third of the configs
-measured twice in a model's log differed by more than 2x). Each thread on its own CPU, they
-agree within 10%.
+measured twice in a model's log differed by more than 2x). Each thread on its own CPU, none of
+a model's configs measured twice differed by more than 1.5x.
 """
 
 from __future__ import annotations
