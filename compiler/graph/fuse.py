@@ -32,7 +32,7 @@ from .errors import GraphError
 from .ir import Graph, Node, TensorType, Value
 from .op import OpDef, get_op, register_op
 
-__all__ = ["fuse", "FUSED", "EPILOGUE_ENTRIES", "fused_kernels", "channel_axis"]
+__all__ = ["fuse", "FUSED", "EPILOGUE_ENTRIES", "fused_kernels", "channel_axis", "epilogue_entry"]
 
 FUSED = "fused"
 #: The output-stage entries an anchor's kernel can apply (the templates' ``epilogue``).
@@ -73,9 +73,10 @@ def _bias_vector(v: Value, out: TensorType, axis: int) -> np.ndarray | None:
     return v.data.reshape(channels)
 
 
-def _epilogue_entry(group: _Group, node: Node, v: Value) -> tuple[str, Node, Value | None] | None:
-    """How ``node`` (reading ``v``, the anchor group's output) applies as an output-stage entry:
-    the entry, the node as the body keeps it, and the entry's extra input."""
+def epilogue_entry(node: Node, v: Value, axis: int) -> tuple[str, Node, Value | None] | None:
+    """How ``node``, reading ``v`` (an anchor's output, whose channels run along ``axis``),
+    applies as an output-stage entry: the entry, the node as the body keeps it, and the entry's
+    extra input; None where it does not."""
     out = v.type
     if node.outputs[0].type != out or not out.dtype.startswith("float"):
         return None
@@ -93,7 +94,6 @@ def _epilogue_entry(group: _Group, node: Node, v: Value) -> tuple[str, Node, Val
         if lo == 0.0 and hi == math.inf:
             return "relu", node, None
         return None
-    axis = channel_axis(group.nodes[0])
     if (node.op == "nn.bias_add" and node.inputs[0] is v
             and node.attrs.get("axis", 1) % len(out.shape) == axis):
         bias, block = node.inputs[1], node.attrs.get("block")
@@ -155,7 +155,7 @@ def fuse(graph: Graph) -> Graph:
                 if g is None:
                     continue
                 if g.kind == "anchor" and pattern in ("elemwise", "broadcast"):
-                    entry = _epilogue_entry(g, node, v)
+                    entry = epilogue_entry(node, v, channel_axis(g.nodes[0]))
                     if entry is not None:
                         name, node, extra = entry
                         g.epilogue.append(name)

