@@ -530,7 +530,7 @@ def tune_tasks(tasks: Sequence, trials: int | None, tuner="xgb", db="tuning.db",
     cache_flush = options.runner.cache_flush
     note = {"trials": trials, "total": total, "early_stopping": early_stopping, "tasks": len(tasks),
             "warm_start": warm_start, "time_budget": time_budget, "scheduler": scheduler.name,
-            "cache_flush": cache_flush}
+            "cache_flush": cache_flush, **({"model_input": MODEL_INPUT} if cache_flush == "model" else {})}
     shared = SharedModels(log)  # one cost model per template for the learning tuners of the run
     sessions = []
     try:
@@ -775,11 +775,24 @@ def _sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+#: How ``cache_flush="model"`` has the threads write the input, recorded with each run that
+#: times so (``model_input`` in its options): 1, in equal shares of the whole buffer (runs that do
+#: not say); 2, a channel-blocked image by the rows of each channel block, as a convolution whose
+#: threads split the height writes it (:func:`compiler.runtime.timer.touched_planes`).
+MODEL_INPUT = 2
+#: The timing of runs that wrote the input as ``MODEL_INPUT`` 1 did (see :func:`run_cache_flush`).
+_MODEL_BY_SHARES = "model, the input in shares of the whole"
+
+
 def run_cache_flush(run: tuning_db.RunInfo) -> bool | str:
     """What a run of the log evicted before timing each CPU call (:attr:`measure.Runner.cache_flush`:
     False, True, "weights" or "model"); runs that do not say timed hot, as every runner did by default
-    before tuning logs recorded it."""
-    return run.options.get("cache_flush", False)
+    before tuning logs recorded it. A "model" run that wrote its input otherwise than
+    :data:`MODEL_INPUT` says is told apart: its figures do not compare with this timer's."""
+    flush = run.options.get("cache_flush", False)
+    if flush == "model" and run.options.get("model_input", 1) != MODEL_INPUT:
+        return _MODEL_BY_SHARES
+    return flush
 
 
 #: How a run timed its CPU candidates, and how to time them so again, by ``cache_flush``.
@@ -789,13 +802,17 @@ _TIMED = {False: "with warm caches (the default of tune)",
           "weights": "with its weights evicted before each call (cache_flush='weights', the default of "
                      "tune_model before 'model')",
           "model": "with its weights evicted and its input written by the thread pool before each call, as "
-                   "inside a model (cache_flush='model', the default of tune_model)"}
+                   "inside a model (cache_flush='model', the default of tune_model)",
+          _MODEL_BY_SHARES: "with its weights evicted and its input written by the thread pool in equal "
+                            "shares of the whole buffer before each call (cache_flush='model' before "
+                            "channel-blocked inputs were written by the rows of each block)"}
 _TIME_SO = {False: "a runner with cache_flush=False: autotune tune, or autotune tune-model --no-cache-flush",
             True: "a runner with cache_flush=True",
             "weights": "a runner with cache_flush='weights': tune_model(..., "
                        "measure_option=measure.MeasureOptions(runner=measure.LocalRunner(number=1, "
                        "repeat=10, cache_flush='weights')))",
-            "model": "a runner with cache_flush='model': autotune tune-model without --no-cache-flush"}
+            "model": "a runner with cache_flush='model': autotune tune-model without --no-cache-flush",
+            _MODEL_BY_SHARES: "no runner of this version times so any more"}
 
 
 def check_timing(log, tasks: Sequence, cache_flush: bool | str) -> None:

@@ -6,7 +6,8 @@
         void (*kernel)(void **buffers, int64_t *scalars), void **buffers, int64_t *scalars,
         int64_t number, int64_t repeat, double min_repeat_ms,
         int32_t flush_mode, void **flush_ptrs, int64_t *flush_bytes, int64_t n_flush,
-        double *out, int32_t wake_threads, void *touch_ptr, int64_t touch_bytes);
+        double *out, int32_t wake_threads, void *touch_ptr, int64_t touch_bytes,
+        int64_t touch_planes);
 
 calls ``kernel`` once to warm up, then fills ``out[0..repeat)`` with the mean seconds
 per call of one measurement each, timed with ``clock_gettime(CLOCK_MONOTONIC)``. A
@@ -33,11 +34,14 @@ enough for the pool's threads to fall asleep, and the kernel's first parallel re
 pay 25-60 us to wake them, which no kernel pays inside a model, where calls follow each
 other (MobileNetV2's smallest depthwise kernels, 7 us inside the model, timed 64 us so).
 In that region each thread also writes one byte of every 64-byte line of its share of
-``touch_ptr`` (``touch_bytes`` long, in equal contiguous shares, as a parallel loop's static
-schedule gives them), where ``touch_bytes`` > 0: the input of a kernel inside a model was just
-written so by the kernel before it, and its lines sit modified in the caches of the cores that
-wrote them, which a kernel reading all of it pays for (a 1x1 layer whose threads each read the
-whole input: twice as slow as with the input in its own caches).
+``touch_ptr`` (``touch_bytes`` long), where ``touch_bytes`` > 0: the buffer is ``touch_planes``
+equal planes one after the other, and each thread writes its equal contiguous share of every
+plane (with one plane, of the whole buffer, as a parallel loop's static schedule gives it; with
+a channel-blocked image's planes, the rows of each channel block that a convolution whose
+threads split the height writes). The input of a kernel inside a model was just written so by
+the kernel before it, and its lines sit modified in the caches of the cores that wrote them,
+which a kernel reading all of it pays for (a 1x1 layer whose threads each read the whole input:
+twice as slow as with the input in its own caches).
 
 In this process the function is JIT-compiled once (:func:`address`); exported
 libraries link their own copy (:func:`object_code`), so modules loaded without
@@ -90,18 +94,18 @@ def timer_ir(triple: str, data_layout: str = "") -> str:
     kernel_t = ir.FunctionType(VOID, [I8PTR.as_pointer(), I64.as_pointer()]).as_pointer()
     fn_t = ir.FunctionType(I64, [kernel_t, I8PTR.as_pointer(), I64.as_pointer(), I64, I64, _F64,
                                  I32, I8PTR.as_pointer(), I64.as_pointer(), I64, _F64.as_pointer(), I32,
-                                 I8PTR, I64])
+                                 I8PTR, I64, I64])
     fn = ir.Function(m, fn_t, TIMER_SYMBOL)
     (kernel, buffers, scalars, number, repeat, min_ms, mode, fptrs, fbytes, nflush, out, wake,
-     touch_ptr, touch_bytes) = fn.args
+     touch_ptr, touch_bytes, touch_planes) = fn.args
     names = ("kernel", "buffers", "scalars", "number", "repeat", "min_repeat_ms", "flush_mode", "flush_ptrs",
-             "flush_bytes", "n_flush", "out", "wake_threads", "touch_ptr", "touch_bytes")
+             "flush_bytes", "n_flush", "out", "wake_threads", "touch_ptr", "touch_bytes", "touch_planes")
     for arg, name in zip(fn.args, names, strict=True):
         arg.name = name
     region_t = ir.FunctionType(VOID, [I8PTR])
     gomp_parallel = ir.Function(m, ir.FunctionType(VOID, [region_t.as_pointer(), I8PTR, I32, I32]),
                                 "GOMP_parallel")
-    touch_t = ir.LiteralStructType([I8PTR, I64])
+    touch_t = ir.LiteralStructType([I8PTR, I64, I64])
     wake_region = _wake_region(m, region_t, touch_t)
     x86 = triple.startswith(("x86_64", "i386", "i686"))
     clflush = ir.Function(m, ir.FunctionType(VOID, [I8PTR]), "llvm.x86.sse2.clflush") if x86 else None
@@ -110,9 +114,9 @@ def timer_ir(triple: str, data_layout: str = "") -> str:
 
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     ts = b.alloca(timespec, name="ts")
-    touch = b.alloca(touch_t, name="touch")  # what the wake region writes: (pointer, bytes)
-    b.store(touch_ptr, b.gep(touch, [ir.Constant(I32, 0), ir.Constant(I32, 0)]))
-    b.store(touch_bytes, b.gep(touch, [ir.Constant(I32, 0), ir.Constant(I32, 1)]))
+    touch = b.alloca(touch_t, name="touch")  # what the wake region writes: (pointer, bytes, planes)
+    for k, value in enumerate((touch_ptr, touch_bytes, touch_planes)):
+        b.store(value, b.gep(touch, [ir.Constant(I32, 0), ir.Constant(I32, k)]))
     calls_slot = b.alloca(I64, name="calls.slot")    # calls made in this measurement
     batch_slot = b.alloca(I64, name="batch.slot")    # calls in the next batch
     spent_slot = b.alloca(I64, name="spent_ns.slot")  # nanoseconds timed in this measurement
@@ -202,29 +206,38 @@ def timer_ir(triple: str, data_layout: str = "") -> str:
 
 def _wake_region(m: ir.Module, region_t: ir.FunctionType, touch_t: ir.LiteralStructType) -> ir.Function:
     """The parallel region run after an eviction: each thread writes one byte of every line of
-    its share of the ``(pointer, bytes)`` its argument points to (nothing with 0 bytes)."""
+    its share of each plane of the ``(pointer, bytes, planes)`` its argument points to (nothing
+    with 0 bytes)."""
     fn = ir.Function(m, region_t, "__autotune_timer_wake")
     fn.linkage = "internal"
     thread = ir.Function(m, ir.FunctionType(I32, []), "omp_get_thread_num")
     threads = ir.Function(m, ir.FunctionType(I32, []), "omp_get_num_threads")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     arg = b.bitcast(fn.args[0], touch_t.as_pointer())
-    ptr = b.load(b.gep(arg, [ir.Constant(I32, 0), ir.Constant(I32, 0)]))
-    nbytes = b.load(b.gep(arg, [ir.Constant(I32, 0), ir.Constant(I32, 1)]))
-    lines = b.sdiv(b.add(nbytes, ir.Constant(I64, _LINE - 1)), ir.Constant(I64, _LINE))
+    ptr, nbytes, planes = (b.load(b.gep(arg, [ir.Constant(I32, 0), ir.Constant(I32, k)])) for k in range(3))
+    plane_bytes = b.sdiv(nbytes, b.select(b.icmp_signed(">", planes, ir.Constant(I64, 0)), planes,
+                                          ir.Constant(I64, 1)))
+    lines = b.sdiv(b.add(plane_bytes, ir.Constant(I64, _LINE - 1)), ir.Constant(I64, _LINE))
     tid = b.sext(b.call(thread, []), I64)
     nth = b.sext(b.call(threads, []), I64)
     share = b.sdiv(b.add(lines, b.sub(nth, ir.Constant(I64, 1))), nth)
     first = b.mul(tid, share)
-    count = b.sub(b.select(b.icmp_signed("<", b.add(first, share), lines), b.add(first, share), lines), first)
+    last = b.select(b.icmp_signed("<", b.add(first, share), lines), b.add(first, share), lines)
+    count = b.select(b.icmp_signed(">", last, first), b.sub(last, first), ir.Constant(I64, 0))
 
-    def write_line(k: ir.Value) -> None:
-        # The line's first byte, written back as it is: atomic (relaxed), so that the compiler
-        # keeps a store that changes nothing; on x86 and Arm it is a plain byte load and store.
-        byte = b.gep(ptr, [b.mul(b.add(first, k), ir.Constant(I64, _LINE))])
-        b.store_atomic(b.load_atomic(byte, "monotonic", 1), byte, "monotonic", 1)
+    def one_plane(p: ir.Value) -> None:
+        base = b.gep(ptr, [b.add(b.mul(p, plane_bytes), b.mul(first, ir.Constant(I64, _LINE)))])
 
-    _counted_loop(b, fn, count, "touch", write_line)
+        def write_line(k: ir.Value) -> None:
+            # The line's first byte, written back as it is: atomic (relaxed), so that the compiler
+            # keeps a store that changes nothing; on x86 and Arm it is a plain byte load and store.
+            byte = b.gep(base, [b.mul(k, ir.Constant(I64, _LINE))])
+            b.store_atomic(b.load_atomic(byte, "monotonic", 1), byte, "monotonic", 1)
+
+        _counted_loop(b, fn, count, "touch", write_line)
+
+    any_bytes = b.icmp_signed(">", nbytes, ir.Constant(I64, 0))
+    _counted_loop(b, fn, b.select(any_bytes, planes, ir.Constant(I64, 0)), "plane", one_plane)
     b.ret_void()
     return fn
 

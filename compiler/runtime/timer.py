@@ -36,18 +36,20 @@ import numpy as np
 from .threads import num_threads
 
 __all__ = ["BenchmarkResult", "time_calls", "NativeTimer", "TIMER_SYMBOL", "BATCH_NS", "flushed_ranges",
-           "check_cache_flush", "FLUSH_WEIGHTS", "FLUSH_MODEL", "CACHE_FLUSH_CHOICES"]
+           "check_cache_flush", "touched_planes", "FLUSH_WEIGHTS", "FLUSH_MODEL", "CACHE_FLUSH_CHOICES"]
 
 # The name changes with the function's arguments: a library exported with another version has
 # none of this name, and is timed by time_calls.
-TIMER_SYMBOL = "__autotune_time_evaluator_v3"
+TIMER_SYMBOL = "__autotune_time_evaluator_v4"
 #: ``cache_flush="weights"``: evict the arguments between the first and the last, which for an
 #: operator of a model are its weights (the input, first, the operator before has just written;
 #: the output, last, is a workspace buffer that other operators have just used).
 FLUSH_WEIGHTS = "weights"
 #: ``cache_flush="model"``: as :data:`FLUSH_WEIGHTS`, then the thread pool writes the input, each
 #: thread its equal share, as the operator before leaves it inside a model: in the caches of the
-#: cores that wrote it, not of the one that last read it.
+#: cores that wrote it, not of the one that last read it. A channel-blocked image
+#: ``(N, C/b, H, W, b)`` is written as a convolution whose threads split the height writes it:
+#: each thread its share of the rows of every channel block (:func:`touched_planes`).
 FLUSH_MODEL = "model"
 #: What ``cache_flush`` may be: False (nothing evicted), True (every argument but the first, as
 #: TVM's ``enable_cpu_cache_flush``), :data:`FLUSH_WEIGHTS` or :data:`FLUSH_MODEL`.
@@ -134,7 +136,7 @@ class NativeTimer:
     _PROTO = ctypes.CFUNCTYPE(
         ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
         ctypes.c_double, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
-        ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64)
+        ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
     def __init__(self, address: int):
         self._fn = self._PROTO(address)
@@ -161,10 +163,21 @@ class NativeTimer:
         if touched is not None and not touched.flags.writeable:
             raise ValueError("cache_flush='model' has the threads write the first argument (the input) back "
                              "as it is before each call: it must be a writeable array, not a read-only one")
-        touch = (touched.ctypes.data, touched.nbytes) if touched is not None else (None, 0)
+        touch = ((touched.ctypes.data, touched.nbytes, touched_planes(touched)) if touched is not None
+                 else (None, 0, 0))
         self._fn(kernel, buffers, scalars, number, repeat, float(min_repeat_ms), mode, ptrs, sizes,
                  len(ranges), out, wake, *touch)
         return BenchmarkResult(tuple(out))
+
+
+def touched_planes(array: np.ndarray) -> int:
+    """Into how many planes ``cache_flush="model"`` splits its input, each thread then writing its
+    equal share of every plane: a channel-blocked image's ``N * C/b`` (the rows of each channel
+    block, as a convolution whose threads split the height writes them), else 1 (equal shares
+    of the whole, as a parallel loop over the outermost axis writes it)."""
+    if array.ndim == 5 and array.flags.c_contiguous and array.shape[0] * array.shape[1] > 0:
+        return array.shape[0] * array.shape[1]
+    return 1
 
 
 def time_calls(run: Callable[[], None], number: int = 10, repeat: int = 1, min_repeat_ms: float = 0,

@@ -45,13 +45,16 @@ blocked kernel alone, for models whose activations stay channel-blocked (``NCHW{
 from layer to layer: input ``(N, C/block, H, W, block)``, weights pre-packed as
 ``(C/block, KH, KW, block)``, output ``(N, C/block, Ho, Wo, block)``, so no layout changes.
 The channel block is the caller's; the knobs are the register tile (``reg_h``, ``reg_w``),
-the threads (``parallel_axis``, as above) and where the zero padding comes from
-(``pad_at``): ``"inline"`` reads the input in place, each load guarded by a branch on its
-row and column (the same for the loads of one tap row of a tile, and taken the same way
-away from the edges; no copy: the fastest on MobileNetV2's layers where measured),
-``"block"`` reads a padded copy of the channel block (or of its part of the rows, under
-``parallel_axis="rows"``) made in the parallel loop, ``"row"`` one of the input rows of
-each row of register tiles. The epilogue is applied as the register tile is stored.
+the threads (``parallel_axis``: as above, or ``"height"``, a part of the rows of every channel
+block, as a convolution by height, ``conv2d_nchwc``'s ``"height"``, writes its output and reads
+its input: a depthwise layer between two such layers then reads the rows its own core wrote,
+where threads on channel blocks read half their input from the other core's caches) and where
+the zero padding comes from (``pad_at``): ``"inline"`` reads the input in place, each load
+guarded by a branch on its row and column (the same for the loads of one tap row of a tile,
+and taken the same way away from the edges; no copy: the fastest on MobileNetV2's layers where
+measured), ``"block"`` reads a padded copy of the channel block (or of its part of the rows,
+under ``parallel_axis="rows"`` or ``"height"``) made in the parallel loop, ``"row"`` one of the
+input rows of each row of register tiles. The epilogue is applied as the register tile is stored.
 """
 
 from __future__ import annotations
@@ -72,7 +75,7 @@ __all__ = ["depthwise_conv2d_nchw", "depthwise_conv2d_nchw_reference", "depthwis
 
 MAX_REG_W = 16  # output columns per register tile
 MIN_SUB_BLOCK = 4  # the smallest channel block below a vector (for layers with few channels)
-ROW_PARTS = 4  # row blocks per channel block under parallel_axis="rows"
+ROW_PARTS = 4  # row blocks per channel block under parallel_axis="rows" or "height"
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -368,17 +371,17 @@ def _check_block(C: int, block) -> None:
 
 def _loop_rows(Ho: int, reg_h: int, parallel_axis: str) -> int:
     """The output rows the loops of the blocked kernel run over: ``Ho`` rounded up to whole
-    register tiles and, under ``parallel_axis="rows"``, to whole row parts of
+    register tiles and, under ``parallel_axis="rows"`` or ``"height"``, to whole row parts of
     :func:`_row_part` tiles (the extra rows are computed and never stored)."""
     tiles = _cdiv(Ho, reg_h)
-    if parallel_axis == "rows":
+    if parallel_axis in ("rows", "height"):
         part = _row_part(tiles)
         tiles = _cdiv(tiles, part) * part
     return tiles * reg_h
 
 
 def _row_part(tiles: int) -> int:
-    """Register tiles of rows per thread's part under ``parallel_axis="rows"``: a
+    """Register tiles of rows per thread's part under ``parallel_axis="rows"`` or ``"height"``: a
     :data:`ROW_PARTS` th of them."""
     return _cdiv(tiles, ROW_PARTS)
 
@@ -398,7 +401,7 @@ def _define_nchwc_knobs(cfg, N: int, Cb: int, Ho: int, Wo: int, padded: bool, bl
     cfg.define_knob("reg_h", sorted({h for h, _ in tiles}), default=1)
     cfg.define_knob("reg_w", sorted({w for _, w in tiles}), default=default_w)
     threads = num_threads()
-    axes = ["blocks", "rows"] if Ho >= 2 * ROW_PARTS else ["blocks"]
+    axes = ["blocks", "rows", "height"] if Ho >= 2 * ROW_PARTS else ["blocks"]
     few_blocks = (N * Cb) % threads != 0 and N * Cb < 8 * threads
     cfg.define_knob("parallel_axis", axes, default=axes[-1] if few_blocks else "blocks")
     cfg.define_knob("pad_at", ["inline", "block", "row"])
@@ -461,9 +464,9 @@ def depthwise_conv2d_nchwc(N: int, C: int, H: int, W: int, KH: int, KW: int, str
 
     s = te.create_schedule(Y.op)
     n, co, y, x, ci = s[Y].op.axis
-    if cfg["parallel_axis"].val == "rows":
+    if cfg["parallel_axis"].val in ("rows", "height"):
         yp, y = s[Y].split(y, factor=_row_part(_cdiv(Ho, reg_h)) * reg_h)
-        blocks = (n, co, yp)
+        blocks = (n, co, yp) if cfg["parallel_axis"].val == "rows" else (n, yp, co)
     else:
         blocks = (n, co)
     yo, yi = s[Y].split(y, factor=reg_h)

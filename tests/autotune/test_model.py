@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ import autotune
 import compiler
 from autotune.model import MODEL_TIMING, duration_text, model_timing
 from autotune.selection import workload_label
+from autotune.tuning import MODEL_INPUT
 from compiler.graph import GraphBuilder, evaluate, model_info
 from compiler.graph.layout import panel_width
 from compiler.simd import vector_lanes
@@ -153,6 +155,7 @@ def test_tune_model_times_weights_cold_and_a_log_is_never_resumed_timed_the_othe
         runs = {t.task.workload_key: log.runs_of(t.task.workload_key) for t in tasks}
         before = (log.count(), len(log.runs()))
     assert all(len(r) == 1 and r[0].options["cache_flush"] == "model" for r in runs.values())
+    assert all(r[0].options["model_input"] == MODEL_INPUT for r in runs.values())
     first = tasks.tasks[0]
     # A hot run (tune's default runner) on a workload the log timed cold: refused before any record or run
     with MeasureOptions() as options, pytest.raises(autotune.AutotuneError, match="do not compare") as err:
@@ -176,6 +179,17 @@ def test_tune_model_times_weights_cold_and_a_log_is_never_resumed_timed_the_othe
                             seed=1, progress=False, warm_start=0)
     with pytest.raises(autotune.AutotuneError, match="--no-cache-flush"):
         autotune.tune_model(tasks, trials=2 * len(tasks), tuner="random", db=hot, progress=False)
+    # A log timed "model" before its input was written by the rows of each channel block (its
+    # runs do not say how) is not resumed: its figures do not compare with this timer's.
+    old_model = tmp_path / "old_model.db"
+    old_model.write_bytes(cold.read_bytes())
+    conn = sqlite3.connect(old_model)
+    with conn:
+        conn.execute("UPDATE tuning_runs SET options = json_remove(options, '$.model_input')")
+    conn.close()
+    with pytest.raises(autotune.AutotuneError, match="equal shares of the whole buffer") as err:
+        autotune.tune_model(tasks, trials=2 * len(tasks), tuner="random", db=old_model, progress=False)
+    assert "tune into another log" in str(err.value)
     assert model_timing("llvm") == MODEL_TIMING and MODEL_TIMING["cache_flush"] == "model"
     assert model_timing("llvm", cache_flush=False) == {} and model_timing("cuda") == {}
 

@@ -17,7 +17,7 @@ import compiler
 from compiler.tir import stmt as S
 from compiler.tir.analysis import collect
 from search_spaces import InstantiationError, create_task
-from search_spaces.templates.cpu_depthwise import depthwise_conv2d_nchwc_reference
+from search_spaces.templates.cpu_depthwise import ROW_PARTS, depthwise_conv2d_nchwc_reference
 
 AVX512 = next(c for c in CPUS if "avx512f" in c.features)
 AVX2 = next(c for c in CPUS if "avx512f" not in c.features)
@@ -107,6 +107,34 @@ def test_default_and_random_configs_compute_the_reference(cpu, args):
 def test_epilogues_compute_the_reference(args, epilogue):
     task = create_task(NAME, args, "llvm", kwargs={"epilogue": epilogue})
     _run(task, _configs(task.config_space, 4, seed=11))
+
+
+def _is_parallel(node) -> bool:
+    return isinstance(node, S.For) and node.kind == S.ForKind.PARALLEL
+
+
+@pytest.mark.parametrize("axis", ["blocks", "rows", "height"])
+def test_each_thread_split_computes_the_reference(axis):
+    # By height, the parallel loop runs the row parts outermost and the channel blocks within
+    # them, so each thread takes a part of every block's rows, as a convolution by height
+    # writes them; by rows, a part of the blocks, each with all its rows.
+    task = create_task(NAME, (1, 48, 12, 10, 3, 3, 1, 1, 1, 16, "float32"), "llvm")
+    configs = [c for c in task.config_space if c.knob_values()["parallel_axis"] == axis]
+    assert {c.knob_values()["pad_at"] for c in configs} == {"inline", "block", "row"}
+    by_pad = {c.knob_values()["pad_at"]: c for c in configs}
+    _run(task, list(by_pad.values()))
+    if axis == "blocks":
+        return
+    mod = compiler.lower(*task.instantiate(configs[0]))
+    (loop,) = [node for _, func in mod.items() for node in collect(func.body, _is_parallel)]
+    order = loop.loop_var.name
+    assert (order.index("y.outer") < order.index("co")) == (axis == "height"), order
+    assert int(loop.extent.value) == 3 * ROW_PARTS
+
+
+def test_few_rows_are_split_only_by_channel_blocks():
+    space = create_task(NAME, (1, 48, 7, 7, 3, 3, 1, 1, 1, 16, "float32"), "llvm").config_space
+    assert {c.knob_values()["parallel_axis"] for c in space} == {"blocks"}
 
 
 def test_tensors_are_blocked_and_the_epilogue_inputs_come_between():

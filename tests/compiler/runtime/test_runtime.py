@@ -418,11 +418,7 @@ def test_the_model_timing_has_the_threads_write_the_input_back_as_it_was(monkeyp
     # Each thread of the pool writes one byte of every line of its share of the input after the
     # eviction, as the kernel before leaves it inside a model; the values do not change, to the
     # last partial line (301 floats: 18 lines and 52 bytes), and the kernel computes on them.
-    from compiler.codegen.llvm_timer import timer_ir
-
-    text = timer_ir("x86_64-unknown-linux-gnu")
-    wake = text[text.index("define internal void @\"__autotune_timer_wake\""):]
-    wake = wake[:wake.index("\n}")]
+    wake = _timer_wake_ir()
     assert "omp_get_thread_num" in wake and "omp_get_num_threads" in wake
     assert "load atomic i8" in wake and "store atomic i8" in wake
     monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "2")
@@ -443,6 +439,46 @@ def test_the_model_timing_has_the_threads_write_the_input_back_as_it_was(monkeyp
     frozen.flags.writeable = False
     with pytest.raises(ValueError, match="must be a writeable array"):
         add.time_evaluator("vadd", cpu(0), number=1, cache_flush="model")(frozen, b, c)
+
+
+def test_the_model_timing_writes_a_blocked_image_by_the_rows_of_each_channel_block(monkeypatch):
+    # A channel-blocked image (N, C/b, H, W, b) is written as a convolution whose threads split
+    # the height writes it: each thread its share of every channel block's rows, so its planes
+    # are N * C/b; anything else is written in equal shares of the whole.
+    from compiler import te
+    from compiler.runtime.timer import touched_planes
+
+    assert touched_planes(np.empty((2, 3, 5, 7, 4), np.float32)) == 6
+    assert touched_planes(np.empty((1, 3, 5, 7), np.float32)) == 1
+    assert touched_planes(np.empty((30,), np.float32)) == 1
+    assert touched_planes(np.empty((2, 3, 5, 7, 4), np.float32)[:, :, ::2]) == 1  # not contiguous
+    text = _timer_wake_ir()
+    assert text.count("plane") > 0 and text.count("touch") > 0  # a loop over planes around the lines
+    # Each plane 5 * 7 * 4 floats (560 bytes: 8 lines and 48 bytes), on three threads: the values
+    # do not change, to the last partial line of every plane, and the kernel computes on them.
+    monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "3")
+    shape = (2, 3, 5, 7, 4)
+    X = te.placeholder(shape, name="X")
+    Y = te.compute(shape, lambda *i: X[i] * 2.0 + 1.0, name="Y")
+    s = te.create_schedule(Y.op)
+    s[Y].parallel(s[Y].fuse(*s[Y].op.axis[:3]))
+    double = build(s, [X, Y], name="double")
+    x = RNG.standard_normal(shape).astype(np.float32)
+    kept = x.copy()
+    y = np.full(shape, np.nan, np.float32)
+    res = double.time_evaluator("double", cpu(0), number=1, repeat=3, cache_flush="model")(x, y)
+    assert len(res.results) == 3 and all(t > 0 for t in res.results)
+    np.testing.assert_array_equal(x, kept)
+    np.testing.assert_array_equal(y, kept * 2.0 + 1.0)
+
+
+def _timer_wake_ir() -> str:
+    """The IR text of the timer's wake region (the threads' writes of the input)."""
+    from compiler.codegen.llvm_timer import timer_ir
+
+    text = timer_ir("x86_64-unknown-linux-gnu")
+    wake = text[text.index("define internal void @\"__autotune_timer_wake\""):]
+    return wake[:wake.index("\n}")]
 
 
 def _slowing(fast_calls: int, slow_steps: int) -> PrimFunc:
