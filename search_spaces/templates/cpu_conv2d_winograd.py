@@ -140,15 +140,17 @@ def _schedule_input_transform(s, V, ic_bn: int) -> None:
 
 
 def _schedule_output_transform(s, Y, m: int) -> None:
-    """Threads on rows of tiles; per tile and vector of output channels, the ``m x m`` outputs
-    unrolled (their coefficients become constants, and the tile's loads of M are shared)."""
+    """Threads on rows of tiles, each row's channel blocks in turn, so that each thread writes a
+    range of the output's height, as a convolution by height does and the next layer's threads
+    by height read it; per tile and vector of output channels, the ``m x m`` outputs unrolled
+    (their coefficients become constants, and the tile's loads of M are shared)."""
     lanes = vector_lanes(Y.dtype)
     n, fc, y, x, fb = s[Y].op.axis
     yo, yi = s[Y].split(y, factor=m)
     xo, xi = s[Y].split(x, factor=m)
     fbo, fbi = s[Y].split(fb, factor=lanes)
-    s[Y].reorder(n, fc, yo, xo, fbo, yi, xi, fbi)
-    s[Y].parallel(s[Y].fuse(n, fc, yo))
+    s[Y].reorder(n, yo, fc, xo, fbo, yi, xi, fbi)
+    s[Y].parallel(s[Y].fuse(n, yo, fc))
     s[Y].unroll(yi)
     s[Y].unroll(xi)
     s[Y].vectorize(fbi)

@@ -184,3 +184,18 @@ def test_rows_of_no_whole_vectors_keep_their_statistics_scalar():
     space = create_task("softmax", (6, 20, "float32"), haswell.target).config_space
     (knob,) = [k for k in space.knobs if k.name == "vec_stats"]
     assert [e.val for e in knob.entities] == [False]
+
+
+def test_winograd_threads_take_rows_of_tiles_of_every_channel_block():
+    # The input transform's threads take tiles (in row order) and the output transform's rows
+    # of tiles, each row's channel blocks in turn: each thread reads and writes a range of the
+    # image's height, as a convolution by height does, so that inside a model a layer reads the
+    # rows its own core wrote.
+    from compiler.tir import stmt as S
+    from compiler.tir.analysis import collect
+
+    task = create_task("conv2d_nchwc_winograd", (1, 8, 8, 8, 16, 1, 4, 16, 4, 8, "float32"), "llvm")
+    mod = compiler.lower(*task.instantiate(None))
+    loops = [node.loop_var.name for _, func in mod.items()
+             for node in collect(func.body, lambda n: isinstance(n, S.For) and n.kind == S.ForKind.PARALLEL)]
+    assert loops[0] == "p" and loops[-1] == "n.y.outer.fused.fc.fused", loops
