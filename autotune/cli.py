@@ -254,7 +254,8 @@ def _build_parser() -> _Parser:
     _add_model(p)
     p.add_argument("--trials", type=_positive_int, default=None,
                    help="trials per task on average; the budget is this times the tasks, the log's "
-                        "earlier trials of them included (default: 64 unless --time-budget is given)")
+                        "earlier trials of them included (another model's, up to each task's share; "
+                        "default: 64 unless --time-budget is given)")
     p.add_argument("--time-budget", type=_duration, default=None, metavar="DURATION",
                    help="wall time to tune for, the final re-measurement included: 90s, 30m, 2h or "
                         "seconds (default: none)")

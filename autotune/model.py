@@ -219,7 +219,8 @@ def tune_model(model, target="llvm", *, trials: int | None = None, time_budget: 
 
     ``model`` is a graph (its tasks on ``target`` are extracted with :func:`extract_tasks`) or
     the :class:`ModelTasks` of one. The trials count the log's earlier trials of these tasks
-    too, so the same call run again after a kill or Ctrl-C finishes the budget (a time budget
+    too (those that other runs made, such as another model's tuning, up to each task's equal
+    share), so the same call run again after a kill or Ctrl-C finishes the budget (a time budget
     starts again). Tasks run on every worker at once (:func:`~autotune.tune_tasks`), and
     ``scheduler`` gives each batch to the task whose weighted cost is expected to fall most;
     the progress display shows each task's best and the model's estimated latency. Each task

@@ -16,6 +16,7 @@ their config but never as trials) and the winner is chosen by a confident median
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import signal
 import socket
@@ -150,16 +151,38 @@ class _Recorder:
         return record
 
 
-def _resume(log, task, tuner) -> tuple[list, int]:
+def _resume(log, task, tuner) -> tuple[list, Counter]:
     """Earlier records of this workload, fed to the tuner: their (config, costs) pairs, every
-    measurement, and how many of them were trials."""
+    measurement, and how many of them were trials, by the run that made them."""
     records = log.records(task)
     pairs = [(r.config, r.costs if r.error_kind is None else []) for r in records]
-    trials = sum(r.kind == tuning_db.TRIAL for r in records)
+    trials = Counter(r.run_id for r in records if r.kind == tuning_db.TRIAL)
     if pairs:
         tuner.load_history((cfg, (sum(c) / len(c)) if c else None) for cfg, c in pairs)
-        logger.info("resuming %s: %d earlier trials", task.workload_name, trials)
+        logger.info("resuming %s: %d earlier trials", task.workload_name, trials.total())
     return pairs, trials
+
+
+def _task_set(tasks: Sequence) -> str:
+    """A digest of the workloads of ``tasks`` (in any order), recorded with each run of
+    :func:`tune_tasks`: the runs of one model's tuning share it."""
+    return hashlib.sha1("\n".join(sorted(t.workload_key for t in tasks)).encode()).hexdigest()
+
+
+def _trials_done(log, sessions: Sequence, trials: int, tasks_digest: str) -> int:
+    """The log's earlier trials of ``sessions``' tasks that count against a budget of ``trials``
+    in all: every trial of a run of this set of tasks (the same call cut short), and of other
+    runs (another model's tuning, a ``tune`` of one task) up to the task's equal share, so that
+    tasks tuned for another model do not use up this one's budget. The other runs' part stays
+    the same from one call to the next, so a call cut short and run again ends on the budget."""
+    same = {r.run_id for r in log.runs() if r.options.get("task_set") == tasks_digest}
+    share = trials // len(sessions)
+    done = 0
+    for s in sessions:
+        own = sum(n for run, n in s.earlier_by_run.items() if run in same)
+        other = s.earlier_trials - own
+        done += own + min(other, share)
+    return done
 
 
 def _warm_start(log, task, tuner, k: int) -> list:
@@ -291,7 +314,8 @@ class _Session:
         self.log = log
         self.recorder = _Recorder(log, task, self.run_id)
         # every measurement of the workload, earlier runs' too, pooled by config
-        pairs, self.earlier_trials = _resume(log, task, self.tuner)
+        pairs, self.earlier_by_run = _resume(log, task, self.tuner)
+        self.earlier_trials = self.earlier_by_run.total()
         self.ranking = Ranking()
         self._default: tuple[dict, str] | None = None  # the default config's JSON and fingerprint
         for config, costs in pairs:
@@ -493,7 +517,8 @@ def tune_tasks(tasks: Sequence, trials: int | None, tuner="xgb", db="tuning.db",
                scheduler="gradient") -> list[TuneResult]:
     """Tune several tasks with one budget of ``trials`` (or ``time_budget`` seconds, or
     both), shared where it gains most (with ``total=True``, the log's earlier trials of
-    these tasks count against ``trials``).
+    these tasks count against ``trials``: those of runs of this same set of tasks all, those of
+    other runs up to each task's equal share of ``trials``).
 
     Candidates of every task are measured at once: the run keeps as many in flight as the
     measure options' builders and runners can work on (:attr:`measure.MeasureSession.capacity`:
@@ -529,6 +554,7 @@ def tune_tasks(tasks: Sequence, trials: int | None, tuner="xgb", db="tuning.db",
     options = measure_option if measure_option is not None else MeasureOptions()
     cache_flush = options.runner.cache_flush
     note = {"trials": trials, "total": total, "early_stopping": early_stopping, "tasks": len(tasks),
+            "task_set": _task_set(tasks),
             "warm_start": warm_start, "time_budget": time_budget, "scheduler": scheduler.name,
             "cache_flush": cache_flush, **({"model_input": MODEL_INPUT} if cache_flush == "model" else {})}
     shared = SharedModels(log)  # one cost model per template for the learning tuners of the run
@@ -538,7 +564,7 @@ def tune_tasks(tasks: Sequence, trials: int | None, tuner="xgb", db="tuning.db",
         for t in tasks:
             sessions.append(_Session(t, tuner, log, seed, batch_size, note, warm_start, shared))
         if total and trials is not None:
-            done = sum(s.earlier_trials for s in sessions)
+            done = _trials_done(log, sessions, trials, note["task_set"])
             trials = max(0, trials - done)
             logger.info("%d trials in the log already; %d to go", done, trials)
         spent = trials == 0  # nothing to measure, nothing to re-measure

@@ -144,6 +144,26 @@ def test_tune_model_spends_one_budget_over_every_task_and_a_rerun_finishes_it(gr
         autotune.tune_model(b.finish(b.op("nn.relu", b.input("x", (4,)))), "llvm", trials=2, db=None)
 
 
+def test_trials_another_run_made_count_up_to_each_tasks_share_of_the_budget(graph, tmp_path):
+    log = tmp_path / "model.db"
+    tasks = autotune.extract_tasks(graph, "llvm")
+    share = 1
+    with MeasureOptions() as options:
+        # One task tuned on its own first (as for another model): 3 shares of trials
+        alone = autotune.tune(tasks.tasks[0], trials=3 * share, tuner="random", db=log,
+                              measure_option=options, seed=1, progress=False)
+        assert alone.trials == 3 * share
+        result = autotune.tune_model(tasks, trials=share * len(tasks), tuner="random", db=log,
+                                     measure_option=options, seed=1, progress=False, warm_start=0)
+        # Its trials count as its share, not more: the other tasks still get theirs
+        assert sum(r.trials for r in result.results) == share * (len(tasks) - 1)
+        assert result.results[0].resumed == 3 * share
+        # The same call again: the runs of this model's tasks count whole, the budget is spent
+        again = autotune.tune_model(tasks, trials=share * len(tasks), tuner="random", db=log,
+                                    measure_option=options, seed=1, progress=False, warm_start=0)
+    assert sum(r.trials for r in again.results) == 0
+
+
 def test_tune_model_times_weights_cold_and_a_log_is_never_resumed_timed_the_other_way(graph, tmp_path):
     import db
 
