@@ -171,17 +171,17 @@ def _task_set(tasks: Sequence) -> str:
 
 def _trials_done(log, sessions: Sequence, trials: int, tasks_digest: str) -> int:
     """The log's earlier trials of ``sessions``' tasks that count against a budget of ``trials``
-    in all: every trial of a run of this set of tasks (the same call cut short), and of other
-    runs (another model's tuning, a ``tune`` of one task) up to the task's equal share, so that
-    tasks tuned for another model do not use up this one's budget. The other runs' part stays
-    the same from one call to the next, so a call cut short and run again ends on the budget."""
-    same = {r.run_id for r in log.runs() if r.options.get("task_set") == tasks_digest}
+    in all: those of runs that recorded another set of tasks (another model's tuning, a ``tune``
+    of one task) up to the task's equal share, so that tasks tuned for another model do not use
+    up this one's budget; every other trial whole (runs of this set of tasks: the same call cut
+    short; runs logged before runs recorded their set). The capped part stays the same from one
+    call to the next, so a call cut short and run again ends on the budget."""
+    other_sets = {r.run_id for r in log.runs() if r.options.get("task_set", tasks_digest) != tasks_digest}
     share = trials // len(sessions)
     done = 0
     for s in sessions:
-        own = sum(n for run, n in s.earlier_by_run.items() if run in same)
-        other = s.earlier_trials - own
-        done += own + min(other, share)
+        other = sum(n for run, n in s.earlier_by_run.items() if run in other_sets)
+        done += s.earlier_trials - other + min(other, share)
     return done
 
 
@@ -517,8 +517,8 @@ def tune_tasks(tasks: Sequence, trials: int | None, tuner="xgb", db="tuning.db",
                scheduler="gradient") -> list[TuneResult]:
     """Tune several tasks with one budget of ``trials`` (or ``time_budget`` seconds, or
     both), shared where it gains most (with ``total=True``, the log's earlier trials of
-    these tasks count against ``trials``: those of runs of this same set of tasks all, those of
-    other runs up to each task's equal share of ``trials``).
+    these tasks count against ``trials``: those of runs of another set of tasks up to each
+    task's equal share of ``trials``, the others whole).
 
     Candidates of every task are measured at once: the run keeps as many in flight as the
     measure options' builders and runners can work on (:attr:`measure.MeasureSession.capacity`:

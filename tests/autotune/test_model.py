@@ -164,6 +164,21 @@ def test_trials_another_run_made_count_up_to_each_tasks_share_of_the_budget(grap
     assert sum(r.trials for r in again.results) == 0
 
 
+def test_trials_of_a_run_logged_without_its_task_set_count_whole(graph, tmp_path):
+    import sqlite3
+
+    log = tmp_path / "model.db"
+    tasks = autotune.extract_tasks(graph, "llvm")
+    with MeasureOptions() as options:
+        autotune.tune(tasks.tasks[0], trials=3, tuner="random", db=log, measure_option=options, seed=1,
+                      progress=False)
+        with sqlite3.connect(log) as conn:  # as a run logged before runs recorded their set of tasks
+            conn.execute("UPDATE tuning_runs SET options = json_remove(options, '$.task_set')")
+        result = autotune.tune_model(tasks, trials=len(tasks), tuner="random", db=log,
+                                     measure_option=options, seed=1, progress=False, warm_start=0)
+    assert sum(r.trials for r in result.results) == len(tasks) - 3
+
+
 def test_tune_model_times_weights_cold_and_a_log_is_never_resumed_timed_the_other_way(graph, tmp_path):
     import db
 
