@@ -174,7 +174,6 @@ def define_gemm_knobs(cfg, M: int, N: int, K: int, dtype: str, batch: int = 1, n
     if batch * M * N * K <= SMALL_WORK:
         axes.append("none")
     default = _default(shape, kernels, axes, batch)
-    default["prefetch_b"] = default["kc"] == K
     cfg.define_knob("mr", sorted({mr for mr, _ in kernels}), default=default["mr"])
     cfg.define_knob("nr", sorted({nr for _, nr in kernels}), default=default["nr"])
     cfg.define_knob("mc_panels", sorted({p for _, p in rows}), default=default["mc_panels"])
@@ -182,8 +181,11 @@ def define_gemm_knobs(cfg, M: int, N: int, K: int, dtype: str, batch: int = 1, n
     cfg.define_knob("kc", shape.k_blocks(), default=default["kc"])
     cfg.define_knob("parallel_axis", axes, default=default["parallel_axis"])
     cfg.define_knob("pack_a", [True, False], default=default["pack_a"])
-    if nr is not None:  # logs from before the knob hold configs that did not prefetch
-        cfg.define_knob("prefetch_b", [False, True], default=default["prefetch_b"], absent=False)
+    if nr is not None:
+        # Prefetching by default wherever it may: timed as a model's weights arrive, from memory,
+        # 128 x 768 by 768-3072 ran 6-12% faster so (hot, 0-4% either way). Logs from before the
+        # knob hold configs that did not prefetch.
+        cfg.define_knob("prefetch_b", [False, True], default=default["kc"] == K, absent=False)
         cfg.add_constraint(lambda c: c["kc"].val == K or not c["prefetch_b"].val, knobs=["kc", "prefetch_b"],
                            name="prefetch with whole-K panels")
     feasible = set(kernels)
@@ -221,10 +223,7 @@ def _default(shape: _Shape, kernels, axes, batch: int) -> dict:
       the prefetchers follow, and single-thread timings at 1024 and 2048 showed packing
       them cost about what it saved;
     * threads on the batch, else on rows, when that gives each thread a fair share of the
-      work, else on columns (and ``kc = K``);
-    * (B packed before the call) the next micro-panel prefetched wherever ``kc = K``: timed as
-      a model's weights arrive, from memory, 128 x 768 by 768-3072 ran 6-12% faster so (hot,
-      0-4% either way).
+      work, else on columns (and ``kc = K``).
     """
     threads = num_threads()
     M, N, K, isz = shape.M, shape.N, shape.K, shape.itemsize
