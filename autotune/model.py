@@ -25,6 +25,7 @@ import numpy as np
 import compiler
 from compiler.graph import Graph, Node, build_graph, prepare
 from compiler.graph.build import KernelChoice
+from compiler.graph.memory import aliases
 from compiler.runtime.timer import FLUSH_MODEL
 from compiler.target import Target
 from measure import LocalRunner, MeasureOptions
@@ -58,13 +59,15 @@ class ModelTask:
 
 
 class ModelTasks(list):
-    """The distinct tasks of a model (a list of :class:`ModelTask`), and the kernels that have
-    no template (``untemplated``: they get the default schedule)."""
+    """The distinct tasks of a model (a list of :class:`ModelTask`), the kernels that have
+    no template (``untemplated``: they get the default schedule), and the reshapes that are
+    views of their input (``views``: the build gives them no kernel and no memory of their own)."""
 
-    def __init__(self, tasks, untemplated, kernels: int):
+    def __init__(self, tasks, untemplated, kernels: int, views=()):
         super().__init__(tasks)
         self.untemplated: list[str] = list(untemplated)
         self.kernels = kernels
+        self.views: list[str] = list(views)
 
     @property
     def tasks(self) -> list[Task]:
@@ -78,8 +81,13 @@ class ModelTasks(list):
 
     def report(self) -> str:
         """The tasks with their weights, and the kernels left to the default schedule."""
-        lines = [f"{self.kernels} kernels: {sum(self.weights)} run {len(self)} tuning tasks, "
-                 f"{len(self.untemplated)} have no template (default schedule)"]
+        no_template, views = len(self.untemplated), len(self.views)
+        head = (f"{self.kernels} kernels: {sum(self.weights)} run {len(self)} tuning tasks, "
+                f"{no_template} {'has' if no_template == 1 else 'have'} no template (default schedule)")
+        if views:
+            head += (f"; {views} reshapes are views of their input (no kernel)" if views > 1
+                     else "; 1 reshape is a view of its input (no kernel)")
+        lines = [head]
         lines += [f"  x{t.weight:<3d} {t.task.workload_name}" for t in self]
         if self.untemplated:
             lines.append("  default schedule: " + ", ".join(self.untemplated))
@@ -104,14 +112,18 @@ def extract_tasks(graph: Graph, target="llvm", algorithms=None) -> ModelTasks:
     target = compiler.Target.from_any(target)
     fused = prepare(graph, target, algorithms=algorithms)
     tasks: dict[str, ModelTask] = {}
-    untemplated = []
+    untemplated, views = [], []
+    in_place = aliases(fused)
     for node in fused.nodes:
+        if node.output.uid in in_place:
+            views.append(node.name)
+            continue
         task = kernel_task(node, target)
         if task is None:
             untemplated.append(f"{node.name} ({', '.join(n.op for n in node.attrs['body'].nodes)})")
             continue
         tasks.setdefault(task.workload_key, ModelTask(task)).kernels.append(node.name)
-    return ModelTasks(tasks.values(), untemplated, len(fused.nodes))
+    return ModelTasks(tasks.values(), untemplated, len(fused.nodes) - len(views), views)
 
 
 #: Trials per task of a model when neither ``trials`` nor ``time_budget`` is given.
