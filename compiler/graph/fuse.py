@@ -12,7 +12,9 @@ reader and is not a graph output, and the patterns (:mod:`.op`) fit:
   kernel (``attrs["epilogue"]`` lists them, in order);
 * an injective operator (elementwise, broadcast, reshape, transpose, ...) joins an injective
   group, so chains of them become one kernel; an elementwise or broadcast one also joins a
-  reduction's group, after it;
+  reduction's group, after it. One that joins an injective group takes with it every other
+  injective group whose output only it reads: the branches of a diamond (``where(x < 0, a * x,
+  x)``, ONNX's activations as the importer writes them out) become one kernel;
 * a reduction (pooling, mean, softmax, layer norm) joins an injective group as its consumer;
 * anything else starts a group of its own.
 
@@ -138,6 +140,7 @@ def fuse(graph: Graph) -> Graph:
     outputs = {v.uid for v in graph.outputs}
     group_of: dict[int, _Group] = {}  # value uid -> the group whose output it is
     groups: list[_Group] = []
+    position = {id(n): k for k, n in enumerate(graph.nodes)}  # injective groups hold the graph's own nodes
 
     def joinable(v: Value) -> _Group | None:
         g = group_of.get(v.uid)
@@ -168,6 +171,17 @@ def fuse(graph: Graph) -> Graph:
                     if pattern == "reduce":
                         g.kind = "reduce"
                     break
+        if target is not None and target.kind == "injective" and pattern in _INJECTIVE:
+            # Every other injective group whose output only this node reads joins too: the
+            # branches of a diamond (``where(x < 0, a * x, x)``) become one kernel with it.
+            for v in node.inputs:
+                g = joinable(v)
+                if g is not None and g is not target and g.kind == "injective":
+                    target.nodes = sorted(target.nodes + g.nodes, key=lambda n: position[id(n)])
+                    groups.remove(g)
+                    for n in g.nodes:
+                        for out in n.outputs:
+                            group_of[out.uid] = target
         if target is None:
             kind = {"out_elemwise_fusable": "anchor", "reduce": "reduce",
                     "opaque": "opaque"}.get(pattern, "injective")
@@ -178,10 +192,10 @@ def fuse(graph: Graph) -> Graph:
         for v in node.outputs:
             group_of[v.uid] = target
 
-    position = {id(g.last): g for g in groups}
+    ends = {id(g.last): g for g in groups}
     fused: list[Node] = []
     for node in graph.nodes:
-        g = position.get(id(node))
+        g = ends.get(id(node))
         if g is None:
             continue
         fused.append(_fused_node(g, len(fused)))

@@ -12,7 +12,14 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from compiler.frontend import from_onnx  # noqa: E402
-from compiler.graph import GraphError, UnsupportedOperatorError, build_graph, evaluate  # noqa: E402
+from compiler.graph import (  # noqa: E402
+    GraphError,
+    UnsupportedOperatorError,
+    build_graph,
+    evaluate,
+    prepare,  # noqa: E402
+)
+from compiler.graph.fuse import fused_kernels  # noqa: E402
 from tests.helpers import assert_written, poisoned  # noqa: E402
 
 F32, I64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
@@ -128,6 +135,35 @@ def test_unary(op, low):
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_gelu_opset_20(approximate):
     check_single("Gelu", ["x"], {"x": rand(3, 8)}, opset=20, approximate=approximate)
+
+
+@pytest.mark.parametrize("op, opset, attrs", [
+    ("LeakyRelu", 17, {}), ("LeakyRelu", 17, {"alpha": 0.2}), ("Elu", 17, {}), ("Elu", 17, {"alpha": 0.5}),
+    ("Selu", 17, {}), ("Selu", 17, {"alpha": 1.5, "gamma": 2.0}), ("Celu", 17, {"alpha": 2.0}),
+    ("ThresholdedRelu", 17, {"alpha": 0.3}), ("HardSigmoid", 17, {}),
+    ("HardSigmoid", 17, {"alpha": 0.3, "beta": 0.4}),
+    ("HardSwish", 14, {}), ("Softplus", 17, {}), ("Softsign", 17, {}), ("Mish", 18, {}),
+])
+def test_activations(op, opset, attrs):
+    # both sides of zero, the clipped ranges of the hard ones and Softplus's large arguments
+    x = np.concatenate([rand(2, 3, 40) * 4, np.full((2, 3, 1), 95.0, "float32")], axis=-1)
+    graph = check_single(op, ["x"], {"x": x}, opset=opset, **attrs)
+    # written out in elementwise operators, which compile to one kernel
+    assert len(fused_kernels(prepare(graph, "llvm"))) == 1
+
+
+def test_prelu_slope_broadcasts_over_channels():
+    graph = check_single("PRelu", ["x", "slope"], {"x": rand(2, 4, 5, 5) * 3}, {"slope": rand(4, 1, 1)})
+    assert graph.op_counts() == {"less": 1, "multiply": 1, "where": 1}
+    check_single("PRelu", ["x", "slope"], {"x": rand(3, 6), "slope": rand(6)})
+
+
+def test_a_convolution_then_an_activation_builds():
+    consts = {"w": rand(4, 3, 3, 3), "b": rand(4)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("LeakyRelu", ["c"], ["h"], alpha=0.1),
+             helper.make_node("HardSwish", ["h"], ["y"])]
+    run_both(make_model(nodes, {"x": rand(1, 3, 8, 8)}, consts), {"x": rand(1, 3, 8, 8)})
 
 
 @pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div"])

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 from graph_models import conv, residual_cnn, weights
 
-from compiler.graph import GraphBuilder, evaluate, fuse, optimize
+from compiler.graph import GraphBuilder, build_graph, evaluate, fuse, optimize
+from tests.helpers import assert_written, poisoned
 
 
 def _kernels(graph):
@@ -38,7 +39,38 @@ def test_a_value_with_two_readers_ends_its_kernel(rng):
     x = b.input("x", (1, 4, 8, 8))
     c = conv(b, rng, x, 4)
     graph = b.finish(b.op("add", b.op("nn.relu", c), b.op("sigmoid", c)))
-    assert [k[0] for k in _kernels(fuse(graph))] == [["nn.conv2d"], ["sigmoid"], ["nn.relu", "add"]]
+    # the convolution's output is read twice: its kernel ends there, and the two branches and
+    # the add that joins them are one kernel
+    assert [k[0] for k in _kernels(fuse(graph))] == [["nn.conv2d"], ["nn.relu", "sigmoid", "add"]]
+
+
+def test_the_branches_of_an_elementwise_diamond_are_one_kernel(rng):
+    b = GraphBuilder()
+    x = b.input("x", (3, 8))
+    scale = b.const("scale", np.float32(0.1))
+    negative = b.op("multiply", b.op("exp", x), scale)
+    below = b.op("less", b.op("tanh", x), b.const("zero", np.float32(0.0)))
+    out = b.op("multiply", b.op("where", below, negative, x), b.op("sigmoid", b.op("sqrt", b.op("abs", x))))
+    graph = b.finish(out)
+    fused = fuse(graph)
+    body = ["exp", "multiply", "tanh", "less", "where", "abs", "sqrt", "sigmoid", "multiply"]
+    assert _kernels(fused) == [(body, "injective", None)]
+    assert [v for v in fused.nodes[0].inputs if not v.is_constant] == [x]  # read from outside: x alone
+    data = [rng.uniform(-2, 2, (3, 8)).astype("float32")]
+    expected = evaluate(graph, data)[0]
+    np.testing.assert_allclose(evaluate(fused, data)[0], expected, rtol=1e-6)
+    module = build_graph(graph)
+    out = poisoned((3, 8), "float32")
+    module(data[0], out)
+    assert_written(out, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_branch_read_twice_stays_a_kernel_of_its_own(rng):
+    b = GraphBuilder()
+    x = b.input("x", (3, 8))
+    shared = b.op("exp", x)  # read by both branches: computed once, in a kernel of its own
+    out = b.op("add", b.op("tanh", shared), b.op("sigmoid", shared))
+    assert [k[0] for k in _kernels(fuse(b.finish(out)))] == [["exp"], ["tanh", "sigmoid", "add"]]
 
 
 def test_an_operation_outside_the_output_stage_starts_a_kernel(rng):
