@@ -399,6 +399,8 @@ def _gelu(ctx: _NodeContext, ins, attrs):
 
 # ONNX's parametrised activations, written out in the catalog's elementwise operators: each
 # chain then fuses into one kernel with its neighbours, as any chain of injective operators does.
+# Where the parameters allow, they are written with maximum and minimum rather than a select, which
+# channel-blocked layouts carry through (a select would take the tensor back to NCHW and out again).
 _SELU_ALPHA, _SELU_GAMMA = 1.67326319217681884765625, 1.05070102214813232421875
 
 
@@ -407,15 +409,25 @@ def _number(ctx: _NodeContext, x: Value, value: float) -> Value:
     return ctx.const(np.array(value, x.dtype))
 
 
-def _below_zero(ctx: _NodeContext, x: Value, negative: Value) -> Value:
-    """``negative`` where ``x < 0``, else ``x``."""
+def _scaled_below_zero(ctx: _NodeContext, x: Value, slope: Value) -> Value:
+    """``x`` where ``x >= 0``, else ``slope * x``: ``max(x, slope * x)`` for a constant slope in
+    [0, 1], a select otherwise."""
+    scaled = ctx.emit("multiply", [x, slope])
+    if slope.is_constant and np.all((slope.data >= 0) & (slope.data <= 1)):
+        return ctx.emit("maximum", [x, scaled])
+    return ctx.emit("where", [ctx.emit("less", [x, _number(ctx, x, 0)]), scaled, x])
+
+
+def _exponential_below_zero(ctx: _NodeContext, x: Value, alpha: float, scale: float = 1.0) -> Value:
+    """``x`` where ``x >= 0``, else ``alpha * (exp(x / scale) - 1)`` (ELU; CELU with ``scale =
+    alpha``): ``max(x, 0) + min(alpha * (exp(x / scale) - 1), 0)`` where ``alpha >= 0``."""
+    inner = x if scale == 1.0 else ctx.emit("divide", [x, _number(ctx, x, scale)])
+    em1 = ctx.emit("subtract", [ctx.emit("exp", [inner]), _number(ctx, x, 1)])
+    negative = ctx.emit("multiply", [em1, _number(ctx, x, alpha)])
+    if alpha >= 0:
+        return ctx.emit("add", [ctx.emit("maximum", [x, _number(ctx, x, 0)]),
+                                ctx.emit("minimum", [negative, _number(ctx, x, 0)])])
     return ctx.emit("where", [ctx.emit("less", [x, _number(ctx, x, 0)]), negative, x])
-
-
-def _exp_minus_one(ctx: _NodeContext, x: Value, alpha: float) -> Value:
-    """``alpha * (exp(x) - 1)``."""
-    em1 = ctx.emit("subtract", [ctx.emit("exp", [x]), _number(ctx, x, 1)])
-    return ctx.emit("multiply", [em1, _number(ctx, x, alpha)])
 
 
 def _softplus_of(ctx: _NodeContext, x: Value) -> Value:
@@ -423,12 +435,6 @@ def _softplus_of(ctx: _NodeContext, x: Value) -> Value:
     tail = ctx.emit("exp", [ctx.emit("negative", [ctx.emit("abs", [x])])])
     return ctx.emit("add", [ctx.emit("maximum", [x, _number(ctx, x, 0)]),
                             ctx.emit("log", [ctx.emit("add", [tail, _number(ctx, x, 1)])])])
-
-
-def _hard_sigmoid_of(ctx: _NodeContext, x: Value, alpha: float, beta: float) -> Value:
-    """``clip(alpha * x + beta, 0, 1)``."""
-    line = ctx.emit("add", [ctx.emit("multiply", [x, _number(ctx, x, alpha)]), _number(ctx, x, beta)])
-    return ctx.emit("clip", [line], a_min=0.0, a_max=1.0)
 
 
 @_converter("LeakyRelu", "PRelu", "Elu", "Selu", "Celu", "ThresholdedRelu", "HardSigmoid", "HardSwish",
@@ -439,29 +445,28 @@ def _activation(ctx: _NodeContext, ins, attrs):
         raise ctx.unsupported(f"input of dtype {x.dtype} (a float type is needed)")
     alpha = attrs.get("alpha")
     if op == "LeakyRelu":
-        slope = _number(ctx, x, 0.01 if alpha is None else alpha)
-        return _below_zero(ctx, x, ctx.emit("multiply", [x, slope]))
+        return _scaled_below_zero(ctx, x, _number(ctx, x, 0.01 if alpha is None else alpha))
     if op == "PRelu":  # the slope broadcasts to x (unidirectionally)
-        return _below_zero(ctx, x, ctx.emit("multiply", [x, ctx.cast(ins[1], x.dtype)]))
+        return _scaled_below_zero(ctx, x, ctx.cast(ins[1], x.dtype))
     if op == "Elu":
-        return _below_zero(ctx, x, _exp_minus_one(ctx, x, 1.0 if alpha is None else alpha))
+        return _exponential_below_zero(ctx, x, 1.0 if alpha is None else alpha)
     if op == "Selu":
-        scaled = _below_zero(ctx, x, _exp_minus_one(ctx, x, _SELU_ALPHA if alpha is None else alpha))
-        return ctx.emit("multiply", [scaled, _number(ctx, x, attrs.get("gamma", _SELU_GAMMA))])
-    if op == "Celu":  # max(0, x) + min(0, alpha * (exp(x / alpha) - 1))
+        elu = _exponential_below_zero(ctx, x, _SELU_ALPHA if alpha is None else alpha)
+        return ctx.emit("multiply", [elu, _number(ctx, x, attrs.get("gamma", _SELU_GAMMA))])
+    if op == "Celu":
         alpha = 1.0 if alpha is None else alpha
         if alpha == 0:
             raise ctx.unsupported("alpha=0 (Celu divides by alpha)")
-        inner = _exp_minus_one(ctx, ctx.emit("divide", [x, _number(ctx, x, alpha)]), alpha)
-        return ctx.emit("add", [ctx.emit("maximum", [x, _number(ctx, x, 0)]),
-                                ctx.emit("minimum", [inner, _number(ctx, x, 0)])])
+        return _exponential_below_zero(ctx, x, alpha, scale=alpha)
     if op == "ThresholdedRelu":
         above = ctx.emit("greater", [x, _number(ctx, x, 1.0 if alpha is None else alpha)])
         return ctx.emit("where", [above, x, _number(ctx, x, 0)])
     if op == "HardSigmoid":
-        return _hard_sigmoid_of(ctx, x, 0.2 if alpha is None else alpha, attrs.get("beta", 0.5))
-    if op == "HardSwish":
-        return ctx.emit("multiply", [x, _hard_sigmoid_of(ctx, x, 1 / 6, 0.5)])
+        line = ctx.emit("add", [ctx.emit("multiply", [x, _number(ctx, x, 0.2 if alpha is None else alpha)]),
+                                _number(ctx, x, attrs.get("beta", 0.5))])
+        return ctx.emit("clip", [line], a_min=0.0, a_max=1.0)
+    if op == "HardSwish":  # one operator: it fuses into the layer before as its output stage
+        return ctx.emit("nn.hardswish", [x])
     if op == "Softplus":
         return _softplus_of(ctx, x)
     if op == "Softsign":

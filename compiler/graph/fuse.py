@@ -7,7 +7,8 @@ reader and is not a graph output, and the patterns (:mod:`.op`) fit:
 * a convolution, dense layer or batched matmul (``out_elemwise_fusable``) starts a group, its
   *anchor*. Its successors join only as its **output stage** (an *epilogue*): ``bias`` (a
   per-channel constant, from ``nn.bias_add`` or an ``add`` of one), ``add`` (a residual of the
-  output's shape), ``relu``, ``relu6`` (a clip to [0, 6]), ``sigmoid`` and ``gelu``. These are
+  output's shape), ``relu``, ``relu6`` (a clip to [0, 6]), ``sigmoid``, ``gelu``, ``silu`` and
+  ``hardswish``. These are
   what the templates write as they store their output tile, so the fused kernel is the tuned
   kernel (``attrs["epilogue"]`` lists them, in order);
 * an injective operator (elementwise, broadcast, reshape, transpose, ...) joins an injective
@@ -38,8 +39,9 @@ __all__ = ["fuse", "FUSED", "EPILOGUE_ENTRIES", "fused_kernels", "channel_axis",
 
 FUSED = "fused"
 #: The output-stage entries an anchor's kernel can apply (the templates' ``epilogue``).
-EPILOGUE_ENTRIES = ("bias", "add", "relu", "relu6", "sigmoid", "gelu")
+EPILOGUE_ENTRIES = ("bias", "add", "relu", "relu6", "sigmoid", "gelu", "silu", "hardswish")
 _INJECTIVE = ("elemwise", "broadcast", "injective")
+_UNARY_ENTRIES = {"sigmoid": "sigmoid", "nn.silu": "silu", "nn.hardswish": "hardswish"}  # op -> its entry
 
 
 def channel_axis(anchor: Node) -> int:
@@ -84,8 +86,8 @@ def epilogue_entry(node: Node, v: Value, axis: int) -> tuple[str, Node, Value | 
         return None
     if node.op == "nn.relu":
         return "relu", node, None
-    if node.op == "sigmoid":
-        return "sigmoid", node, None
+    if node.op in _UNARY_ENTRIES:
+        return _UNARY_ENTRIES[node.op], node, None
     if node.op == "nn.gelu" and node.attrs.get("approximate", "none") == "none":
         return "gelu", node, None
     if node.op == "clip":

@@ -74,7 +74,8 @@ DIRECT = 0
 #: Fewer tiles than this leave the Winograd GEMM's rows too short to fill a register tile.
 MIN_WINOGRAD_TILES = 16
 
-_UNARY = ("nn.relu", "clip", "sigmoid", "tanh", "exp", "negative", "abs", "nn.gelu", "erf", "sqrt")
+_UNARY = ("nn.relu", "clip", "sigmoid", "tanh", "exp", "log", "negative", "abs", "reciprocal", "nn.gelu",
+          "nn.silu", "nn.hardswish", "erf", "sqrt")
 _BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum")
 
 

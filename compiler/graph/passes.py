@@ -14,6 +14,7 @@ model is compiled.
 * :func:`recognize_gelu`: the erf form of GELU, ``x * 0.5 * (1 + erf(x / sqrt(2)))`` in any
   of the orders exporters write it, becomes one ``nn.gelu`` node (which fuses into a dense
   layer's output stage);
+* :func:`recognize_silu`: ``x * sigmoid(x)`` becomes one ``nn.silu`` node, likewise;
 * :func:`sink_reshapes`: reshapes that keep the last axis move below the elementwise operators
   after them, so a dense layer's bias, activation and residual meet its output; reshapes that
   meet fold into one.
@@ -33,7 +34,8 @@ from .op import get_op
 from .rewrite import Rewriter, rewrite
 
 __all__ = ["GraphPass", "GraphPipeline", "OPTIMIZE", "fold_constants", "fold_batch_norm",
-           "decompose_batch_norm", "recognize_gelu", "sink_reshapes", "fold_reshapes", "optimize"]
+           "decompose_batch_norm", "recognize_gelu", "recognize_silu", "sink_reshapes", "fold_reshapes",
+           "optimize"]
 
 log = logging.getLogger(__name__)
 
@@ -243,6 +245,37 @@ def _is_half_x(node: Node | None, x: Value) -> bool:
         and _scalar(_other(node, x)) == 0.5
 
 
+def recognize_silu(graph: Graph) -> Graph:
+    """Replace ``x * sigmoid(x)`` (either order; the sigmoid read by the product alone, not a
+    graph output) with ``nn.silu(x)``: one operator, which a convolution or dense layer before it
+    takes as its output stage (``x`` has two readers in the written-out form, which ends the
+    layer's kernel there)."""
+    producers = graph.producers()
+    readers = graph.consumers()
+    outputs = {v.uid for v in graph.outputs}
+    found: dict[int, Value] = {}  # the multiply's id -> x
+    for node in graph.nodes:
+        if node.op != "multiply":
+            continue
+        for gate, x in (node.inputs, node.inputs[::-1]):
+            sigmoid = producers.get(gate.uid)
+            if (sigmoid is not None and sigmoid.op == "sigmoid" and sigmoid.inputs[0] is x
+                    and len(readers.get(gate.uid, [])) == 1 and gate.uid not in outputs
+                    and node.output.type == x.type):
+                found[id(node)] = x
+                break
+    if not found:
+        return graph
+
+    def visit(rw: Rewriter, node: Node) -> None:
+        if id(node) in found:
+            rw.emit(Node("nn.silu", [rw.value(found[id(node)])], node.outputs, {}, node.name + "_silu"))
+        else:
+            rw.emit(node)
+
+    return rewrite(graph, visit)
+
+
 # ----------------------------------------------------------------------------- reshapes
 
 _ELEMENTWISE = ("elemwise", "broadcast")
@@ -357,6 +390,7 @@ OPTIMIZE = GraphPipeline("optimize", (
     GraphPass("fold_batch_norm", fold_batch_norm),
     GraphPass("decompose_batch_norm", decompose_batch_norm),
     GraphPass("recognize_gelu", recognize_gelu),
+    GraphPass("recognize_silu", recognize_silu),
     GraphPass("sink_reshapes", sink_reshapes),
 ))
 

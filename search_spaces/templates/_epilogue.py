@@ -7,7 +7,8 @@ unpacked into its layout): never as a separate pass over memory.
 * ``"bias"``: ``+ b[channel]``, with a new input ``b`` of shape ``(channels,)``;
 * ``"add"``: ``+ r[index]``, with a new input ``r`` of the output's shape (a residual);
 * ``"relu"``: ``max(v, 0)``; ``"relu6"``: ``min(max(v, 0), 6)``;
-* ``"sigmoid"``: ``1 / (1 + exp(-v))``; ``"gelu"``: ``0.5 * v * (1 + erf(v / sqrt(2)))``.
+* ``"sigmoid"``: ``1 / (1 + exp(-v))``; ``"gelu"``: ``0.5 * v * (1 + erf(v / sqrt(2)))``;
+* ``"silu"``: ``v * sigmoid(v)``; ``"hardswish"``: ``v * min(max(v / 6 + 1/2, 0), 1)``.
 
 Each ``"bias"`` and ``"add"`` adds one placeholder; a template's tensors are its own
 inputs, then these in epilogue order, then its output. :class:`Epilogue` declares the
@@ -28,7 +29,7 @@ from search_spaces.templates._common import random_data
 
 __all__ = ["EPILOGUE_OPS", "Epilogue", "check_epilogue", "reference_epilogue"]
 
-EPILOGUE_OPS = ("bias", "add", "relu", "relu6", "sigmoid", "gelu")
+EPILOGUE_OPS = ("bias", "add", "relu", "relu6", "sigmoid", "gelu", "silu", "hardswish")
 _INPUTS = {"bias": "bias", "add": "residual"}  # operations that read an input: its name
 
 
@@ -89,6 +90,11 @@ class Epilogue:
                 value = te.min(te.max(value, zero), te.const(6, dtype))
             elif op == "sigmoid":
                 value = te.sigmoid(value)
+            elif op == "silu":
+                value = value * te.sigmoid(value)
+            elif op == "hardswish":
+                gate = value * te.const(1 / 6, dtype) + te.const(0.5, dtype)
+                value = value * te.min(te.max(gate, zero), te.const(1, dtype))
             else:  # gelu
                 half = te.const(0.5, dtype)
                 value = half * value * (te.const(1, dtype) + te.erf(value * te.const(math.sqrt(0.5), dtype)))
@@ -130,6 +136,10 @@ def reference_epilogue(epilogue, out: np.ndarray, channel_axis: int, dtype: str,
             v = np.clip(v, 0, 6)
         elif op == "sigmoid":
             v = 1 / (1 + np.exp(-v))
+        elif op == "silu":
+            v = v / (1 + np.exp(-v))
+        elif op == "hardswish":
+            v = v * np.clip(v / 6 + 0.5, 0, 1)
         else:  # gelu
             v = 0.5 * v * (1 + np.vectorize(math.erf, otypes=[np.float64])(v / math.sqrt(2)))
     return inputs, v.astype(dtype)

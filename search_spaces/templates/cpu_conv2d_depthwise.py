@@ -50,7 +50,7 @@ from search_spaces.templates.cpu_depthwise import schedule_taps
 __all__ = ["conv2d_depthwise_nchwc", "conv2d_depthwise_nchwc_reference", "MID_EPILOGUE_OPS"]
 
 #: What the pointwise layer's own epilogue may hold (its output is only the depthwise layer's input).
-MID_EPILOGUE_OPS = ("bias", "relu", "relu6", "sigmoid", "gelu")
+MID_EPILOGUE_OPS = ("bias", "relu", "relu6", "sigmoid", "gelu", "silu", "hardswish")
 BANDS = (1, 2, 4, 7, 8, 14, 16, 28, 32, 56)  # candidate output rows per iteration
 MAX_REG_N = 16
 MAX_REG_W = 8

@@ -14,7 +14,7 @@ from onnx import helper  # noqa: E402
 import autotune  # noqa: E402
 import compiler  # noqa: E402
 from compiler.frontend import from_onnx  # noqa: E402
-from compiler.graph import model_info  # noqa: E402
+from compiler.graph import model_info, prepare  # noqa: E402
 from tests.compiler.frontend.test_onnx import make_model, rand  # noqa: E402
 from tests.helpers import assert_written, poisoned  # noqa: E402
 
@@ -52,6 +52,13 @@ def _conv_bn(name, x, cin, cout, k=3, stride=1, groups=1, act="Relu"):
         out = f"{name}_act"
     elif act == "Relu6":
         nodes.append(helper.make_node("Clip", [out, "zero", "six"], [f"{name}_act"]))
+        out = f"{name}_act"
+    elif act == "SiLU":  # as torch exports nn.SiLU: the sigmoid and the product
+        nodes += [helper.make_node("Sigmoid", [out], [f"{name}_gate"]),
+                  helper.make_node("Mul", [out, f"{name}_gate"], [f"{name}_act"])]
+        out = f"{name}_act"
+    elif act is not None:  # an ONNX activation of its own (HardSwish, LeakyRelu, ...)
+        nodes.append(helper.make_node(act, [out], [f"{name}_act"]))
         out = f"{name}_act"
     return nodes, consts, out
 
@@ -113,6 +120,27 @@ def test_a_large_expansion_runs_in_one_kernel_with_its_depthwise_layer(stride):
     assert [k.rsplit("_", 1)[0] for k in kernels] == [
         "layout_transform", "conv2d_depthwise_nchwc_bias_add_clip", "conv2d_nchwc_bias_add",
         "layout_transform"]
+
+
+def test_silu_and_hardswish_are_a_layer_output_stage_and_leaky_relu_stays_blocked():
+    n1, c1, y1 = _conv_bn("a", "x", 16, 16, act="SiLU")
+    n2, c2, y2 = _conv_bn("b", y1, 16, 16, act="HardSwish")
+    n3, c3, y3 = _conv_bn("c", y2, 16, 16, act="LeakyRelu")
+    n4, c4, _ = _conv_bn("d", y3, 16, 16, act=None)
+    nodes = n1 + n2 + n3 + n4
+    nodes[-1].output[0] = "y"
+    feeds = {"x": rand(1, 16, 10, 10) * 3}
+    # AVX2 on any host: blocks of 16 channels
+    model = make_model(nodes, feeds, {**c1, **c2, **c3, **c4})
+    _check(model, feeds, target="llvm -mcpu=haswell")
+    kernels = prepare(from_onnx(model), "llvm -mcpu=haswell").nodes
+    # SiLU and HardSwish in the convolutions' own output stage; LeakyRelu (max(x, 0.01 x)) a kernel
+    # of its own in the blocked layout, no layout transform around it
+    assert [(k.attrs["kind"], k.attrs.get("epilogue")) for k in kernels] == [
+        ("injective", None), ("anchor", ("bias", "silu")), ("anchor", ("bias", "hardswish")),
+        ("anchor", ("bias",)), ("injective", None), ("anchor", ("bias",)), ("injective", None)]
+    assert [n.op for n in kernels[4].attrs["body"].nodes] == ["multiply", "maximum"]
+    assert [kernels[k].attrs["body"].nodes[0].op for k in (0, 6)] == ["layout_transform"] * 2
 
 
 def test_a_transformer_feed_forward_with_erf_gelu_and_layer_norm():

@@ -22,7 +22,7 @@ from compiler.tir.analysis import collect
 from search_spaces import InstantiationError, Task, create_task, registry, workload_key
 from search_spaces.templates._epilogue import Epilogue, check_epilogue, reference_epilogue
 
-EPILOGUES = [("bias", "relu"), ("bias", "add", "relu"), ("relu6",), ("bias", "gelu")]
+EPILOGUES = [("bias", "relu"), ("bias", "add", "relu"), ("relu6",), ("bias", "gelu"), ("silu", "hardswish")]
 
 # (template, args without the epilogue, what the shape exercises)
 CASES = [

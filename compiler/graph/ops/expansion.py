@@ -7,7 +7,8 @@ Inputs: data ``(N, C/ib, H, W, ib)``, the pointwise weight ``(F/b, C/ib, 1, 1, i
 ``(F,)`` bias per ``"bias"`` of attr ``mid_epilogue``, the depthwise weight ``(F/b, KH, KW, b)``.
 Attrs: ``strides``, ``padding`` and ``dilation`` of the depthwise convolution (the pointwise one
 is 1 x 1, stride 1, unpadded), and ``mid_epilogue``: what is applied to the pointwise output, in
-order, of ``"bias"``, ``"relu"``, ``"relu6"``, ``"sigmoid"`` and ``"gelu"``. Output
+order, of ``"bias"``, ``"relu"``, ``"relu6"``, ``"sigmoid"``, ``"gelu"``, ``"silu"`` and
+``"hardswish"``. Output
 ``(N, F/b, Ho, Wo, b)``.
 """
 
@@ -28,6 +29,8 @@ MID_EPILOGUE_NODES = {
     "relu6": ("clip", {"a_min": 0.0, "a_max": 6.0}),
     "sigmoid": ("sigmoid", {}),
     "gelu": ("nn.gelu", {"approximate": "none"}),
+    "silu": ("nn.silu", {}),
+    "hardswish": ("nn.hardswish", {}),
 }
 _POINTWISE = {"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1)}
 

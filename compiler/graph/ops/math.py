@@ -178,6 +178,12 @@ def _gelu_expr(v, attrs):
     return half * v * (one + te.erf(v * _const(_SQRT1_2, v)))
 
 
+def _hard_sigmoid(v):
+    """``clip(v / 6 + 1/2, 0, 1)``, HardSwish's gate."""
+    gate = v * _const(1.0 / 6.0, v) + _const(0.5, v)
+    return te.min(te.max(gate, _const(0.0, v)), _const(1.0, v))
+
+
 def _relu_infer(types, attrs):
     arity("nn.relu", types, 1)
     numeric("nn.relu", types[0])
@@ -204,6 +210,10 @@ for _name, (_ref, _expr, _float_only) in UNARY_OPS.items():
     _unary(_name, _ref, _expr, float_only=_float_only, doc=f"Elementwise {_name}.")
 _unary("nn.gelu", _gelu_ref, _gelu_expr, float_only=True, check=_gelu_mode,
        doc="x * Phi(x); attribute approximate 'none' (erf, the default) or 'tanh'.")
+_unary("nn.silu", lambda x, a: x / (1.0 + np.exp(-x)), lambda v, a: v * te.sigmoid(v), float_only=True,
+       doc="x * sigmoid(x) (SiLU, Swish).")
+_unary("nn.hardswish", lambda x, a: x * np.clip(x / 6.0 + 0.5, 0.0, 1.0), lambda v, a: v * _hard_sigmoid(v),
+       float_only=True, doc="x * clip(x / 6 + 1/2, 0, 1) (ONNX's HardSwish).")
 
 
 # ---------------------------------------------------------------------------- binary

@@ -155,6 +155,10 @@ def test_activations(op, opset, attrs):
 def test_prelu_slope_broadcasts_over_channels():
     graph = check_single("PRelu", ["x", "slope"], {"x": rand(2, 4, 5, 5) * 3}, {"slope": rand(4, 1, 1)})
     assert graph.op_counts() == {"less": 1, "multiply": 1, "where": 1}
+    # slopes in [0, 1]: the larger of x and its scaled self, which blocked layouts carry through
+    slope = _RNG.uniform(0, 1, (4, 1, 1)).astype("float32")
+    graph = check_single("PRelu", ["x", "slope"], {"x": rand(2, 4, 5, 5) * 3}, {"slope": slope})
+    assert graph.op_counts() == {"multiply": 1, "maximum": 1}
     check_single("PRelu", ["x", "slope"], {"x": rand(3, 6), "slope": rand(6)})
 
 
@@ -634,6 +638,21 @@ def test_small_cnn_from_torch(torch, tmp_path, opset):
     graph = run_both(onnx.load(path), {"input": rand(2, 3, 32, 32)}, rtol=1e-4, atol=1e-5)
     assert graph.op_counts()["nn.batch_norm"] == 2
     assert {"nn.conv2d", "nn.max_pool2d", "nn.global_avg_pool2d", "nn.dense", "add"} <= set(graph.op_counts())
+
+
+@pytest.mark.parametrize("opset", [14, 18])
+def test_torch_activations(torch, tmp_path, opset):
+    import model_zoo
+    nn = torch.nn
+    layers = [nn.Conv2d(3, 8, 3, 1, 1), nn.BatchNorm2d(8), nn.SiLU(), nn.Conv2d(8, 8, 3, 1, 1),
+              nn.Hardswish(), nn.Conv2d(8, 8, 1), nn.LeakyReLU(0.1), nn.Hardsigmoid(), nn.PReLU(8), nn.ELU(),
+              nn.SELU(), nn.CELU(0.5), nn.Softplus(), nn.Softsign(), nn.Mish(), nn.Conv2d(8, 4, 1)]
+    torch.manual_seed(0)
+    net = model_zoo._randomise_norms(nn.Sequential(*layers), torch.Generator().manual_seed(0))
+    path = model_zoo.export_onnx(net, tmp_path / "act.onnx", (1, 3, 12, 12), opset=opset)
+    graph = run_both(onnx.load(path), {"input": rand(1, 3, 12, 12) * 2}, rtol=1e-4, atol=1e-5)
+    epilogues = [k.attrs.get("epilogue") for k in prepare(graph, "llvm").nodes if k.attrs["kind"] == "anchor"]
+    assert epilogues[:2] == [("bias", "silu"), ("bias", "hardswish")]
 
 
 @pytest.mark.parametrize("opset, activation", [(13, "relu"), (17, "gelu"), (18, "relu")])

@@ -108,6 +108,8 @@ CASES = [
     Case("cast", [np.array([[0, 3, -2], [1, 0, 5]], "int32")], dict(dtype="bool"), "to-bool"),
     Case("nn.gelu", [_f(3, 4)], dict(approximate="none"), "erf"),
     Case("nn.gelu", [_f(3, 4)], dict(approximate="tanh"), "tanh"),
+    Case("nn.silu", [_f(2, 5)]),
+    Case("nn.hardswish", [np.linspace(-5, 5, 24, dtype="float32").reshape(3, 8)]),  # both clipped ends
     # broadcast
     Case("add", [_f(2, 3, 4), _f(3, 1)]),
     Case("add", [_f(2, 3), ((), F32)], id="scalar"),

@@ -8,7 +8,13 @@ import numpy as np
 from graph_models import batch_norm, conv, residual_cnn, weights
 
 from compiler.graph import GraphBuilder, evaluate, fuse, optimize
-from compiler.graph.passes import decompose_batch_norm, fold_batch_norm, fold_constants, recognize_gelu
+from compiler.graph.passes import (
+    decompose_batch_norm,
+    fold_batch_norm,
+    fold_constants,
+    recognize_gelu,
+    recognize_silu,
+)
 
 
 def _same(graph_a, graph_b, inputs, rtol=1e-5, atol=1e-6):
@@ -83,6 +89,31 @@ def test_a_near_gelu_is_left_alone(rng):
     one_plus = b.op("add", b.op("erf", scaled), b.const("one", np.float32(1.0)))
     graph = b.finish(b.op("multiply", b.op("multiply", x, one_plus), b.const("half", np.float32(0.5))))
     assert "nn.gelu" not in recognize_gelu(graph).op_counts()
+
+
+def test_x_times_its_sigmoid_becomes_one_silu_node(rng):
+    for gate_first in (False, True):
+        b = GraphBuilder()
+        x = b.input("x", (3, 16))
+        h = b.op("tanh", x)
+        gate = b.op("sigmoid", h)
+        graph = b.finish(b.op("multiply", *((gate, h) if gate_first else (h, gate))))
+        silu = recognize_silu(graph)
+        assert [n.op for n in silu.nodes] == ["tanh", "nn.silu"], gate_first
+        assert silu.nodes[1].inputs[0] is silu.nodes[0].output
+        _same(graph, silu, [rng.uniform(-6, 6, (3, 16)).astype("float32")])
+
+
+def test_a_sigmoid_read_elsewhere_or_of_another_value_is_left_alone(rng):
+    b = GraphBuilder()
+    x, y = b.input("x", (3, 16)), b.input("y", (3, 16))
+    gate = b.op("sigmoid", x)
+    read_twice = b.finish(b.op("multiply", x, gate), gate)  # the sigmoid is an output too
+    assert "nn.silu" not in recognize_silu(read_twice).op_counts()
+    b = GraphBuilder()
+    x, y = b.input("x", (3, 16)), b.input("y", (3, 16))
+    gated = b.finish(b.op("multiply", y, b.op("sigmoid", x)))  # a gate of another value (a GLU)
+    assert "nn.silu" not in recognize_silu(gated).op_counts()
 
 
 def test_optimize_keeps_a_network_s_numbers(rng):
