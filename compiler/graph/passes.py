@@ -14,7 +14,7 @@ model is compiled.
 * :func:`recognize_gelu`: the erf form of GELU, ``x * 0.5 * (1 + erf(x / sqrt(2)))`` in any
   of the orders exporters write it, becomes one ``nn.gelu`` node (which fuses into a dense
   layer's output stage);
-* :func:`recognize_silu`: ``x * sigmoid(x)`` becomes one ``nn.silu`` node, likewise;
+* :func:`recognize_silu`: ``x * sigmoid(x)`` becomes one ``nn.silu`` node;
 * :func:`sink_reshapes`: reshapes that keep the last axis move below the elementwise operators
   after them, so a dense layer's bias, activation and residual meet its output; reshapes that
   meet fold into one.
@@ -247,9 +247,8 @@ def _is_half_x(node: Node | None, x: Value) -> bool:
 
 def recognize_silu(graph: Graph) -> Graph:
     """Replace ``x * sigmoid(x)`` (either order; the sigmoid read by the product alone, not a
-    graph output) with ``nn.silu(x)``: one operator, which a convolution or dense layer before it
-    takes as its output stage (``x`` has two readers in the written-out form, which ends the
-    layer's kernel there)."""
+    graph output) with ``nn.silu(x)``: one operator, computed once per element where the
+    written-out form reads ``x`` twice."""
     producers = graph.producers()
     readers = graph.consumers()
     outputs = {v.uid for v in graph.outputs}
