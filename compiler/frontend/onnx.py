@@ -443,26 +443,25 @@ def _activation(ctx: _NodeContext, ins, attrs):
     x, op = ins[0], ctx.op_type
     if np.dtype(x.dtype).kind != "f":
         raise ctx.unsupported(f"input of dtype {x.dtype} (a float type is needed)")
-    alpha = attrs.get("alpha")
     if op == "LeakyRelu":
-        return _scaled_below_zero(ctx, x, _number(ctx, x, 0.01 if alpha is None else alpha))
+        return _scaled_below_zero(ctx, x, _number(ctx, x, attrs.get("alpha", 0.01)))
     if op == "PRelu":  # the slope broadcasts to x (unidirectionally)
         return _scaled_below_zero(ctx, x, ctx.cast(ins[1], x.dtype))
     if op == "Elu":
-        return _exponential_below_zero(ctx, x, 1.0 if alpha is None else alpha)
+        return _exponential_below_zero(ctx, x, attrs.get("alpha", 1.0))
     if op == "Selu":
-        elu = _exponential_below_zero(ctx, x, _SELU_ALPHA if alpha is None else alpha)
+        elu = _exponential_below_zero(ctx, x, attrs.get("alpha", _SELU_ALPHA))
         return ctx.emit("multiply", [elu, _number(ctx, x, attrs.get("gamma", _SELU_GAMMA))])
     if op == "Celu":
-        alpha = 1.0 if alpha is None else alpha
+        alpha = attrs.get("alpha", 1.0)
         if alpha == 0:
             raise ctx.unsupported("alpha=0 (Celu divides by alpha)")
         return _exponential_below_zero(ctx, x, alpha, scale=alpha)
     if op == "ThresholdedRelu":
-        above = ctx.emit("greater", [x, _number(ctx, x, 1.0 if alpha is None else alpha)])
+        above = ctx.emit("greater", [x, _number(ctx, x, attrs.get("alpha", 1.0))])
         return ctx.emit("where", [above, x, _number(ctx, x, 0)])
     if op == "HardSigmoid":
-        line = ctx.emit("add", [ctx.emit("multiply", [x, _number(ctx, x, 0.2 if alpha is None else alpha)]),
+        line = ctx.emit("add", [ctx.emit("multiply", [x, _number(ctx, x, attrs.get("alpha", 0.2))]),
                                 _number(ctx, x, attrs.get("beta", 0.5))])
         return ctx.emit("clip", [line], a_min=0.0, a_max=1.0)
     if op == "HardSwish":  # one operator: it fuses into the layer before as its output stage
