@@ -6,9 +6,8 @@ unpacked into its layout): never as a separate pass over memory.
 
 * ``"bias"``: ``+ b[channel]``, with a new input ``b`` of shape ``(channels,)``;
 * ``"add"``: ``+ r[index]``, with a new input ``r`` of the output's shape (a residual);
-* ``"relu"``: ``max(v, 0)``; ``"relu6"``: ``min(max(v, 0), 6)``;
-* ``"sigmoid"``: ``1 / (1 + exp(-v))``; ``"gelu"``: ``0.5 * v * (1 + erf(v / sqrt(2)))``;
-* ``"silu"``: ``v * sigmoid(v)``; ``"hardswish"``: ``v * min(max(v / 6 + 1/2, 0), 1)``.
+* ``"relu"``, ``"relu6"``, ``"sigmoid"``, ``"gelu"`` (erf's), ``"silu"``, ``"hardswish"``: the
+  activations of ``compiler.topi.nn.ACTIVATIONS`` (their formulas are there).
 
 Each ``"bias"`` and ``"add"`` adds one placeholder; a template's tensors are its own
 inputs, then these in epilogue order, then its output. :class:`Epilogue` declares the
@@ -18,13 +17,13 @@ the numpy version for the templates' references. Epilogues take float dtypes onl
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from compiler import te
+from compiler.topi.nn import ACTIVATIONS
 from search_spaces.templates._common import random_data
 
 __all__ = ["EPILOGUE_OPS", "Epilogue", "check_epilogue", "reference_epilogue"]
@@ -77,27 +76,14 @@ class Epilogue:
     def apply(self, value, channel, index: Sequence) -> te.PrimExpr:
         """``value`` (an output element) through the operations; ``channel`` indexes the bias,
         ``index`` (the output element's indices) the residual."""
-        dtype = value.dtype
-        zero, inputs = te.const(0, dtype), iter(self.inputs)
+        inputs = iter(self.inputs)
         for op in self.ops:
             if op == "bias":
                 value = value + next(inputs)[channel]
             elif op == "add":
                 value = value + next(inputs)[tuple(index)]
-            elif op == "relu":
-                value = te.max(value, zero)
-            elif op == "relu6":
-                value = te.min(te.max(value, zero), te.const(6, dtype))
-            elif op == "sigmoid":
-                value = te.sigmoid(value)
-            elif op == "silu":
-                value = value * te.sigmoid(value)
-            elif op == "hardswish":
-                gate = value * te.const(1 / 6, dtype) + te.const(0.5, dtype)
-                value = value * te.min(te.max(gate, zero), te.const(1, dtype))
-            else:  # gelu
-                half = te.const(0.5, dtype)
-                value = half * value * (te.const(1, dtype) + te.erf(value * te.const(math.sqrt(0.5), dtype)))
+            else:
+                value = ACTIVATIONS[op].expr(value)
         return value
 
     def output(self, T: te.Tensor, channel: Callable, name: str | None = None) -> te.Tensor:
@@ -130,16 +116,6 @@ def reference_epilogue(epilogue, out: np.ndarray, channel_axis: int, dtype: str,
             r = random_data(rng, v.shape, dtype)
             inputs.append(r)
             v = v + r
-        elif op == "relu":
-            v = np.maximum(v, 0)
-        elif op == "relu6":
-            v = np.clip(v, 0, 6)
-        elif op == "sigmoid":
-            v = 1 / (1 + np.exp(-v))
-        elif op == "silu":
-            v = v / (1 + np.exp(-v))
-        elif op == "hardswish":
-            v = v * np.clip(v / 6 + 0.5, 0, 1)
-        else:  # gelu
-            v = 0.5 * v * (1 + np.vectorize(math.erf, otypes=[np.float64])(v / math.sqrt(2)))
+        else:
+            v = ACTIVATIONS[op].numpy(v)
     return inputs, v.astype(dtype)

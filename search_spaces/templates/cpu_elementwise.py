@@ -14,8 +14,6 @@ parallel.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from compiler import te, topi
@@ -28,7 +26,8 @@ __all__ = ["elementwise", "elementwise_reference", "chain_compute", "parse_chain
 BINARY_OPS = ("add", "sub", "mul", "div", "max", "min")
 UNARY_OPS = ("relu", "gelu", "sigmoid", "tanh", "exp", "neg", "abs")
 _FLOAT_ONLY = ("div", "gelu", "sigmoid", "tanh", "exp")
-_GELU_C = math.sqrt(2.0 / math.pi)
+# the chain's activations, as topi's table names them (this template's gelu is the tanh one)
+_ACTIVATIONS = {"relu": "relu", "gelu": "gelu_tanh", "sigmoid": "sigmoid"}
 
 
 def parse_chain(ops: str, dtype: str) -> list[str]:
@@ -65,12 +64,8 @@ def elementwise_reference(M: int, N: int, ops: str, dtype: str = "float32", rng=
                  "max": np.maximum, "min": np.minimum}[o](v, b)
             if np.dtype(dtype).kind != "f" and o == "div":
                 v = np.trunc(v)
-        elif o == "relu":
-            v = np.maximum(v, 0)
-        elif o == "gelu":
-            v = 0.5 * v * (1 + np.tanh(_GELU_C * (v + 0.044715 * v ** 3)))
-        elif o == "sigmoid":
-            v = 1 / (1 + np.exp(-v))
+        elif o in _ACTIVATIONS:
+            v = topi.nn.ACTIVATIONS[_ACTIVATIONS[o]].numpy(v)
         elif o == "tanh":
             v = np.tanh(v)
         elif o == "exp":
@@ -97,10 +92,8 @@ def _apply(o: str, v, b, dtype: str):
         return te.max(v, b)
     if o == "min":
         return te.min(v, b)
-    if o == "gelu":
-        return v * 0.5 * (1.0 + te.tanh((v + v * v * v * 0.044715) * _GELU_C))
-    if o == "sigmoid":
-        return te.sigmoid(v)
+    if o in _ACTIVATIONS:
+        return topi.nn.ACTIVATIONS[_ACTIVATIONS[o]].expr(v)
     if o == "tanh":
         return te.tanh(v)
     if o == "exp":

@@ -7,13 +7,13 @@ the references compute transcendental functions in float64 and round once to the
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 
 import numpy as np
 
 from ... import dtypes, te, topi
+from ...topi.nn import ACTIVATIONS, Activation, erf_numpy
 from ..ir import TensorType
 from ..op import OpDef, register_op
 from ._common import (
@@ -29,25 +29,6 @@ from ._common import (
 )
 
 __all__ = ["UNARY_OPS", "BINARY_OPS", "COMPARISON_OPS"]
-
-_SQRT1_2 = 1.0 / math.sqrt(2.0)
-_SQRT2_PI = math.sqrt(2.0 / math.pi)
-
-
-@functools.cache
-def _erf_ufunc() -> Callable:
-    """scipy's erf, imported on first use (importing scipy.special takes about 0.4 s beyond
-    numpy, which every process importing this module paid); without scipy, math.erf per element."""
-    try:
-        from scipy.special import erf
-    except ImportError:  # pragma: no cover - depends on the environment
-        return np.vectorize(math.erf, otypes=[np.float64])
-    return erf
-
-
-def _np_erf(x):
-    return _erf_ufunc()(x)
-
 
 # ---------------------------------------------------------------------------- unary
 
@@ -165,23 +146,15 @@ def _gelu_mode(attrs) -> str:
     return mode
 
 
-def _gelu_ref(x, attrs):
-    if _gelu_mode(attrs) == "tanh":
-        return 0.5 * x * (1.0 + np.tanh(_SQRT2_PI * (x + 0.044715 * x**3)))
-    return 0.5 * x * (1.0 + _np_erf(x * _SQRT1_2))
+def _gelu_activation(attrs) -> Activation:
+    return ACTIVATIONS["gelu_tanh" if _gelu_mode(attrs) == "tanh" else "gelu"]
 
 
-def _gelu_expr(v, attrs):
-    half, one = _const(0.5, v), _const(1.0, v)
-    if _gelu_mode(attrs) == "tanh":
-        return half * v * (one + te.tanh(_const(_SQRT2_PI, v) * (v + _const(0.044715, v) * v * v * v)))
-    return half * v * (one + te.erf(v * _const(_SQRT1_2, v)))
-
-
-def _hard_sigmoid(v):
-    """``clip(v / 6 + 1/2, 0, 1)``, HardSwish's gate."""
-    gate = v * _const(1.0 / 6.0, v) + _const(0.5, v)
-    return te.min(te.max(gate, _const(0.0, v)), _const(1.0, v))
+def _activation_op(name: str, activation: str, doc: str) -> OpDef:
+    """A float operator computing ``ACTIVATIONS[activation]``."""
+    act = ACTIVATIONS[activation]
+    return _unary(name, lambda x, a: act.numpy(x), lambda v, a: act.expr(v), float_only=True,
+                  doc=f"{act.formula} ({doc}).")
 
 
 def _relu_infer(types, attrs):
@@ -195,12 +168,11 @@ register_op(OpDef("nn.relu", "elemwise", _relu_infer,
                   lambda tensors, attrs: [topi.nn.relu(tensors[0])], "max(x, 0)."))
 
 UNARY_OPS = {
-    "sigmoid": (lambda x, a: 1.0 / (1.0 + np.exp(-x)), lambda v, a: te.sigmoid(v), True),
     "tanh": (lambda x, a: np.tanh(x), lambda v, a: te.tanh(v), True),
     "exp": (lambda x, a: np.exp(x), lambda v, a: te.exp(v), True),
     "log": (lambda x, a: np.log(x), lambda v, a: te.log(v), True),
     "sqrt": (lambda x, a: np.sqrt(x), lambda v, a: te.sqrt(v), True),
-    "erf": (lambda x, a: _np_erf(x), lambda v, a: te.erf(v), True),
+    "erf": (lambda x, a: erf_numpy(x), lambda v, a: te.erf(v), True),
     "reciprocal": (lambda x, a: 1.0 / x, lambda v, a: _const(1.0, v) / v, True),
     "negative": (lambda x, a: np.negative(x), lambda v, a: -v, False),
     "abs": (lambda x, a: np.abs(x), lambda v, a: te.abs(v), False),
@@ -208,12 +180,12 @@ UNARY_OPS = {
 
 for _name, (_ref, _expr, _float_only) in UNARY_OPS.items():
     _unary(_name, _ref, _expr, float_only=_float_only, doc=f"Elementwise {_name}.")
-_unary("nn.gelu", _gelu_ref, _gelu_expr, float_only=True, check=_gelu_mode,
+_activation_op("sigmoid", "sigmoid", "elementwise sigmoid")
+_unary("nn.gelu", lambda x, a: _gelu_activation(a).numpy(x), lambda v, a: _gelu_activation(a).expr(v),
+       float_only=True, check=_gelu_mode,
        doc="x * Phi(x); attribute approximate 'none' (erf, the default) or 'tanh'.")
-_unary("nn.silu", lambda x, a: x / (1.0 + np.exp(-x)), lambda v, a: v * te.sigmoid(v), float_only=True,
-       doc="x * sigmoid(x) (SiLU, Swish).")
-_unary("nn.hardswish", lambda x, a: x * np.clip(x / 6.0 + 0.5, 0.0, 1.0), lambda v, a: v * _hard_sigmoid(v),
-       float_only=True, doc="x * clip(x / 6 + 1/2, 0, 1) (ONNX's HardSwish).")
+_activation_op("nn.silu", "silu", "SiLU, Swish")
+_activation_op("nn.hardswish", "hardswish", "ONNX's HardSwish")
 
 
 # ---------------------------------------------------------------------------- binary

@@ -1,15 +1,92 @@
-"""Elementwise activations (TVM's ``topi.nn.relu``)."""
+"""Elementwise activations (TVM's ``topi.nn.relu``), and the one table of their formulas.
+
+:data:`ACTIVATIONS` writes each activation twice: as a TE expression of one element, which the
+graph's operators and the templates' epilogues both build their kernels from, and in numpy, which
+their references and constant folding compute with. One table means a kernel and its reference
+cannot drift apart.
+"""
 
 from __future__ import annotations
 
+import functools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
 from ... import te
 
-__all__ = ["relu"]
+__all__ = ["relu", "Activation", "ACTIVATIONS", "erf_numpy"]
+
+_SQRT1_2 = math.sqrt(0.5)
+_SQRT2_PI = math.sqrt(2.0 / math.pi)
+
+
+@functools.cache
+def _erf_ufunc() -> Callable:
+    """scipy's erf, imported on first use (importing scipy.special takes about 0.4 s beyond numpy,
+    which every process importing this module would pay); without scipy, math.erf per element."""
+    try:
+        from scipy.special import erf
+    except ImportError:  # pragma: no cover - depends on the environment
+        return np.vectorize(math.erf, otypes=[np.float64])
+    return erf
+
+
+def erf_numpy(x):
+    """The error function of ``x`` elementwise, in numpy."""
+    return _erf_ufunc()(x)
+
+
+@dataclass(frozen=True)
+class Activation:
+    """One activation: ``expr(v)`` on one TE element (its result has ``v``'s dtype) and
+    ``numpy(x)`` on an array (computed in ``x``'s dtype: pass float64 for a reference)."""
+
+    expr: Callable[[te.PrimExpr], te.PrimExpr]
+    numpy: Callable[[np.ndarray], np.ndarray]
+    formula: str
+
+
+def _c(value: float, like: te.PrimExpr) -> te.PrimExpr:
+    return te.const(value, like.dtype)
+
+
+def _hard_sigmoid(v: te.PrimExpr) -> te.PrimExpr:
+    """``min(max(v / 6 + 1/2, 0), 1)``, HardSwish's gate."""
+    gate = v * _c(1.0 / 6.0, v) + _c(0.5, v)
+    return te.min(te.max(gate, _c(0.0, v)), _c(1.0, v))
+
+
+def _gelu(v: te.PrimExpr) -> te.PrimExpr:
+    return _c(0.5, v) * v * (_c(1.0, v) + te.erf(v * _c(_SQRT1_2, v)))
+
+
+def _gelu_tanh(v: te.PrimExpr) -> te.PrimExpr:
+    inner = _c(_SQRT2_PI, v) * (v + _c(0.044715, v) * v * v * v)
+    return _c(0.5, v) * v * (_c(1.0, v) + te.tanh(inner))
+
+
+ACTIVATIONS: dict[str, Activation] = {
+    "relu": Activation(lambda v: te.max(v, _c(0, v)), lambda x: np.maximum(x, 0), "max(v, 0)"),
+    "relu6": Activation(lambda v: te.min(te.max(v, _c(0, v)), _c(6, v)), lambda x: np.clip(x, 0, 6),
+                        "min(max(v, 0), 6)"),
+    "sigmoid": Activation(te.sigmoid, lambda x: 1 / (1 + np.exp(-x)), "1 / (1 + exp(-v))"),
+    "silu": Activation(lambda v: v * te.sigmoid(v), lambda x: x / (1 + np.exp(-x)), "v * sigmoid(v)"),
+    "hardswish": Activation(lambda v: v * _hard_sigmoid(v), lambda x: x * np.clip(x / 6 + 0.5, 0, 1),
+                            "v * min(max(v / 6 + 1/2, 0), 1)"),
+    "gelu": Activation(_gelu, lambda x: 0.5 * x * (1 + erf_numpy(x * _SQRT1_2)),
+                       "0.5 * v * (1 + erf(v / sqrt(2)))"),
+    "gelu_tanh": Activation(_gelu_tanh,
+                            lambda x: 0.5 * x * (1 + np.tanh(_SQRT2_PI * (x + 0.044715 * x**3))),
+                            "0.5 * v * (1 + tanh(sqrt(2 / pi) * (v + 0.044715 * v^3)))"),
+}
 
 
 def relu(x):
     """``max(x, 0)`` elementwise."""
     if not isinstance(x, te.Tensor):
         raise TypeError(f"relu: x must be a te.Tensor, got {type(x).__name__}")
-    zero = te.const(0, x.dtype)
-    return te.compute(x.shape, lambda *i: te.max(x[i], zero), name="T_relu", tag="elemwise")
+    expr = ACTIVATIONS["relu"].expr
+    return te.compute(x.shape, lambda *i: expr(x[i]), name="T_relu", tag="elemwise")

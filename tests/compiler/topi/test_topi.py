@@ -178,6 +178,37 @@ def test_relu(rng, dtype):
     _run(topi.nn.relu(X), [X], [x], np.maximum(x, 0))
 
 
+# each activation in plain Python, one element at a time: the table's numpy forms are checked
+# against these, its TE forms against its numpy forms
+_SCALAR_ACTIVATIONS = {
+    "relu": lambda v: max(v, 0.0),
+    "relu6": lambda v: min(max(v, 0.0), 6.0),
+    "sigmoid": lambda v: 1.0 / (1.0 + math.exp(-v)),
+    "silu": lambda v: v / (1.0 + math.exp(-v)),
+    "hardswish": lambda v: v * min(max(v + 3.0, 0.0), 6.0) / 6.0,
+    "gelu": lambda v: v * 0.5 * (1.0 + math.erf(v / math.sqrt(2.0))),
+    "gelu_tanh": lambda v: v * 0.5 * (1.0 + math.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v**3))),
+}
+
+
+def test_the_activation_table_is_complete():
+    assert set(topi.nn.ACTIVATIONS) == set(_SCALAR_ACTIVATIONS)
+
+
+@pytest.mark.parametrize("name", sorted(_SCALAR_ACTIVATIONS))
+def test_activation_forms_agree(rng, name):
+    """Each activation's kernel matches its numpy form on random values over both clipped ends
+    (relu6 at 6, hardswish at -3 and 3), and the numpy form matches plain Python."""
+    activation = topi.nn.ACTIVATIONS[name]
+    x = rng.uniform(-8.0, 8.0, size=(4, 33)).astype("float32")
+    expected = activation.numpy(x.astype("float64"))
+    scalar = np.vectorize(_SCALAR_ACTIVATIONS[name], otypes=[np.float64])(x.astype("float64"))
+    np.testing.assert_allclose(expected, scalar, rtol=1e-12, atol=1e-12)
+    X = te.placeholder(x.shape, name="X", dtype="float32")
+    out = te.compute(x.shape, lambda i, j: activation.expr(X[i, j]), name="Y")
+    _run(out, [X], [x], expected.astype("float32"))
+
+
 # ---------------------------------------------------------------------------- bad arguments
 
 
