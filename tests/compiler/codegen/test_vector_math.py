@@ -1,15 +1,18 @@
-"""Our own exp/log/tanh/sigmoid (compiler/codegen/vector_math.py): accuracy in ulps, special values, IR."""
+"""Our own exp/log/tanh/sigmoid/erf (compiler/codegen/vector_math.py): accuracy in ulps, special values, IR."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from helpers import assert_written, for_each_cpu, poisoned
+from scipy.special import erf
 
 import compiler
 from compiler import te
 
-OPS = ("exp", "log", "tanh", "sigmoid")
+OPS = ("exp", "log", "tanh", "sigmoid", "erf")
+# (op, dtype) of every op we implement: float64 erf is libm's, not ours
+CASES = [(op, dtype) for op in OPS for dtype in ("float32", "float64") if (op, dtype) != ("erf", "float64")]
 LANES = 16
 N = 100_000
 # Worst error allowed, in units in the last place of the correctly rounded result.
@@ -25,8 +28,8 @@ def _sigmoid(x):
     return np.where(x < 0, t, 1) / (1 + t)
 
 
-_REFERENCE = {"exp": np.exp, "log": np.log, "tanh": np.tanh, "sigmoid": _sigmoid}
-_TE = {"exp": te.exp, "log": te.log, "tanh": te.tanh, "sigmoid": te.sigmoid}
+_REFERENCE = {"exp": np.exp, "log": np.log, "tanh": np.tanh, "sigmoid": _sigmoid, "erf": erf}
+_TE = {"exp": te.exp, "log": te.log, "tanh": te.tanh, "sigmoid": te.sigmoid, "erf": te.erf}
 _MODULES: dict = {}
 
 
@@ -82,9 +85,10 @@ def ulp_error(got: np.ndarray, exact: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def sample(op: str, dtype: str, rng: np.random.Generator) -> np.ndarray:
-    """``N`` points: uniform on [-100, 100] (log: (0, 100]), plus logarithmically spread ones."""
+    """``N`` points: uniform on [-100, 100] (log: (0, 100]; erf: [-5, 5], where it is not yet
+    1), plus logarithmically spread ones."""
     half = N // 2
-    uniform = rng.uniform(-100, 100, half)
+    uniform = rng.uniform(-5, 5, half) if op == "erf" else rng.uniform(-100, 100, half)
     spread = np.sign(rng.uniform(-1, 1, N - half)) * 10.0 ** rng.uniform(-40, 3, N - half)
     if op == "log":
         uniform, spread = np.abs(uniform), 10.0 ** rng.uniform(-45, 38.5, N - half)
@@ -92,8 +96,7 @@ def sample(op: str, dtype: str, rng: np.random.Generator) -> np.ndarray:
 
 
 @pytest.mark.parametrize("vector", [True, False], ids=["vector", "scalar"])
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize(("op", "dtype"), CASES)
 def test_ulp_error_on_random_points(op, dtype, vector):
     x = sample(op, dtype, np.random.default_rng([OPS.index(op), dtype == "float64"]))
     err = ulp_error(run(op, dtype, vector, x), reference(op, dtype, x), dtype)
@@ -105,14 +108,14 @@ def _special(dtype: str) -> np.ndarray:
     info = np.finfo(dtype)
     tiny, big = float(info.smallest_subnormal), float(info.max)
     values = [0.0, -0.0, np.inf, -np.inf, np.nan, tiny, -tiny, float(info.tiny), 1.0, -1.0, big, -big,
-              0.625, -0.625, 0.6249999, 1e-30, -1e-30, 20.0, -20.0, 30.0, -30.0,
+              0.625, -0.625, 0.6249999, 0.875, -0.875, 0.8749999, 3.9, -3.95, 4.0, 4.5, 1e-30, -1e-30,
+              20.0, -20.0, 30.0, -30.0,
               88.72, 88.73, -87.33, -103.0, -103.98, -104.0, -120.0, 709.78, 709.8, -745.1, -746.0]
     return np.array(values, dtype)
 
 
 @pytest.mark.parametrize("vector", [True, False], ids=["vector", "scalar"])
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize(("op", "dtype"), CASES)
 def test_special_values(op, dtype, vector):
     x = _special(dtype)
     got = run(op, dtype, vector, x)
@@ -120,14 +123,13 @@ def test_special_values(op, dtype, vector):
     err = ulp_error(got, exact, dtype)
     bad = err > MAX_ULP[dtype]
     assert not bad.any(), f"{op} at {x[bad]}: got {got[bad]}, expected {exact[bad].astype(dtype)}"
-    # Signs of zeros: tanh keeps it, exp/sigmoid of -0 are 1 and 1/2.
+    # Signs of zeros: tanh and erf keep it, exp/sigmoid of -0 are 1 and 1/2.
     zeros = np.array([0.0, -0.0], dtype)
-    if op == "tanh":
+    if op in ("tanh", "erf"):
         np.testing.assert_array_equal(np.signbit(run(op, dtype, vector, zeros)), [False, True])
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize(("op", "dtype"), CASES)
 def test_vector_and_scalar_paths_agree_bitwise(op, dtype):
     x = sample(op, dtype, np.random.default_rng(7))
     np.testing.assert_array_equal(run(op, dtype, True, x), run(op, dtype, False, x))
@@ -171,7 +173,7 @@ def test_float16_goes_through_float32(op):
 def test_vectorized_loop_has_no_libm_calls(op, cpu):
     f = kernel(op, "float32", True, cpu.target)
     ir_text = f.get_source("ll")
-    for libm in ("@expf", "@logf", "@tanhf", "@llvm.exp.", "@llvm.log."):
+    for libm in ("@expf", "@logf", "@tanhf", "@erff", "@llvm.exp.", "@llvm.log."):
         assert libm not in ir_text, f"{op}: {libm} in the optimized IR"
     # the loop body works on whole vectors: a 16-lane fma of the polynomial is there
     assert "<16 x float>" in ir_text and "llvm.fma.v16f32" in ir_text
