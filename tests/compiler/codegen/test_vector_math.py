@@ -1,4 +1,4 @@
-"""Our own exp/log/tanh/sigmoid/erf (compiler/codegen/vector_math.py): accuracy in ulps, special values, IR."""
+"""Our own exp, log, tanh, sigmoid and erf (compiler/codegen/vector_math.py): ulps, special values, IR."""
 
 from __future__ import annotations
 
