@@ -2,7 +2,7 @@
 
 Run with ``python3 scripts/benchmarks/bench_model.py`` (every model of ``model_zoo.MODELS``:
 ResNet-18, MobileNetV2 and ResNet-50 on a 1x3x224x224 image, the transformer encoder layer
-on 1x128x768; ``--models tiny`` is a small CNN of this file, for smoke tests, with
+on 1x128x768, with ReLU and with GELU; ``--models tiny`` is a small CNN of this file, for smoke tests, with
 ``--peers ort,eager --rounds 1 --repeat 1 --min-ms 1``). All float32, batch 1, random weights
 (seed 0), :data:`THREADS` threads for every contender.
 

@@ -3,8 +3,9 @@ export to ONNX.
 
 ``MODELS`` maps a name to ``(factory, input shape)``: ResNet-18 and -50, MobileNetV2 (NCHW
 images of 224x224) and one BERT-base-sized ``torch.nn.TransformerEncoderLayer`` (batch first,
-128 tokens of 768). BatchNorm and LayerNorm layers get random affine parameters and running
-statistics, so a compiler's normalisation folding has something to fold.
+128 tokens of 768), with torch's default activation (ReLU) and with BERT's (GELU). BatchNorm
+and LayerNorm layers get random affine parameters and running statistics, so a compiler's
+normalisation folding has something to fold.
 
     python scripts/benchmarks/model_zoo.py resnet18 resnet18.onnx --opset 13
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import inspect
 import math
 import os
@@ -200,6 +202,8 @@ MODELS: dict[str, tuple[Callable[..., nn.Module], tuple[int, ...]]] = {
     "resnet50": (resnet50, (1, 3, 224, 224)),
     "mobilenet_v2": (mobilenet_v2, (1, 3, 224, 224)),
     "encoder_layer": (encoder_layer, (1, 128, 768)),
+    # BERT's own activation: its erf form is one more elementwise cost in the 3072-wide layer
+    "encoder_layer_gelu": (functools.partial(encoder_layer, activation="gelu"), (1, 128, 768)),
 }
 
 
