@@ -3,6 +3,7 @@
 * ``topi.nn``: operators as tensor expressions (``pad``, ``conv2d_nchw``,
   ``conv2d_nhwc``, ``depthwise_conv2d_nchw``, ``dense``, ``matmul``, ``batch_matmul``,
   ``pool2d``, ``softmax``, ``relu``), with TVM's argument order and meaning;
+* ``topi.image``: ``resize2d`` (nearest neighbour and bilinear, ONNX Resize's coordinate modes);
 * ``topi.testing``: their numpy references (``conv2d_nchw_python``,
   ``conv2d_nhwc_python``, ``depthwise_conv2d_python_nchw``, ``poolnd_python``,
   ``softmax_python``, ``batch_matmul``, ``dilate_python``);
@@ -15,7 +16,7 @@ user writes against ``topi.nn`` and a tuned template compute the same thing.
 See ``docs/topi.md``.
 """
 
-from . import nn, tag, testing, utils
+from . import image, nn, tag, testing, utils
 from .broadcast import add, divide, multiply, subtract
 
-__all__ = ["nn", "tag", "testing", "utils", "add", "subtract", "multiply", "divide"]
+__all__ = ["image", "nn", "tag", "testing", "utils", "add", "subtract", "multiply", "divide"]

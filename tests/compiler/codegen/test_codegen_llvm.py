@@ -664,3 +664,22 @@ def test_loops_left_scalar_are_not_vectorized_with_gathers(cpu):
         out = poisoned(4096, "float32")
         build(f, target=cpu.target)(a, b, out)
         assert_written(out, a * np.float32(3.0) + b, rtol=1e-6, atol=1e-6)  # FMA or not
+
+
+@pytest.mark.parametrize("cpu", [c for c in CPUS if c.name == "znver3"], ids=str)
+def test_a_function_the_slp_vectorizer_breaks_still_builds(cpu):
+    """LLVM 22's SLP vectorizer turns the fully unrolled float index arithmetic of this bilinear
+    resize (align corners, 6x9 to 3x4) into instructions that do not dominate their uses, and the
+    code generator then aborts the whole process. The optimised module is verified, and optimised
+    again without the SLP vectorizer where it is broken."""
+    from compiler import te, topi
+
+    X = te.placeholder((1, 2, 6, 9), name="X")
+    out = topi.image.resize2d(X, None, (3, 4), method="linear", coordinate_transformation_mode="align_corners")
+    f = build(te.create_schedule(out.op), [X, out], target=cpu.target)
+    if cpu.runs_here():
+        x = RNG.uniform(-1, 1, (1, 2, 6, 9)).astype("float32")
+        y = poisoned((1, 2, 3, 4), "float32")
+        f(x, y)
+        want = topi.testing.resize2d_python(x, (3, 4), "linear", "align_corners")
+        assert_written(y, want, rtol=1e-6, atol=1e-6)

@@ -1,0 +1,143 @@
+"""``resize2d``: an NCHW image resized by nearest neighbour or bilinear interpolation (TVM's
+``topi.image.resize2d``, with ONNX Resize's coordinate modes).
+
+Each output pixel ``y`` (and likewise ``x``) maps to a source coordinate in float32, by the
+same formula and in the same order of operations as ONNX Runtime, so that ties in the
+nearest-neighbour rounding fall the same way:
+
+* ``half_pixel``: ``(y + 0.5) / scale - 0.5``;
+* ``pytorch_half_pixel``: the same, but 0 where the output axis has one pixel;
+* ``align_corners``: ``y * (in - 1) / (out - 1)`` (0 where the output axis has one pixel);
+* ``asymmetric``: ``y / scale``;
+* ``tf_half_pixel_for_nn``: ``(y + 0.5) / scale``.
+
+``scale`` is the output size over the input size unless given (ONNX's ``scales``, which may
+not be that ratio exactly). Nearest neighbour rounds the coordinate (``round``: half away from
+zero; ``round_prefer_floor``, ``round_prefer_ceil``, ``floor``, ``ceil``) and clamps it into
+the image; bilinear clamps the coordinate into the image and mixes the two pixels around it on
+each axis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ... import te
+from ..utils import get_const_tuple
+
+__all__ = ["resize2d", "METHODS", "COORDINATE_MODES", "ROUNDING_METHODS"]
+
+METHODS = ("nearest_neighbor", "linear")
+COORDINATE_MODES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_half_pixel_for_nn")
+ROUNDING_METHODS = ("round", "round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+
+def _check(data, roi, size, layout, method, mode, rounding_method, scale) -> tuple:
+    if not isinstance(data, te.Tensor) or len(data.shape) != 4:
+        raise ValueError(f"resize2d: data must be a 4-D te.Tensor, got {data!r}")
+    if roi is not None:
+        raise ValueError("resize2d: roi (tf_crop_and_resize) is not supported; pass roi=None")
+    if layout != "NCHW":
+        raise ValueError(f"resize2d: layout must be 'NCHW', got {layout!r}")
+    if method not in METHODS:
+        raise ValueError(f"resize2d: method must be one of {', '.join(METHODS)}, got {method!r}")
+    if mode not in COORDINATE_MODES:
+        raise ValueError(f"resize2d: coordinate_transformation_mode must be one of "
+                         f"{', '.join(COORDINATE_MODES)}, got {mode!r}")
+    if rounding_method not in ("", *ROUNDING_METHODS):
+        raise ValueError(f"resize2d: rounding_method must be one of {', '.join(ROUNDING_METHODS)}, "
+                         f"got {rounding_method!r}")
+    if not isinstance(size, Sequence) or len(size) != 2 or any(int(s) < 1 for s in size):
+        raise ValueError(f"resize2d: size must be (height, width) of positive ints, got {size!r}")
+    in_hw = tuple(int(d) for d in get_const_tuple(data.shape)[2:])
+    out_hw = tuple(int(s) for s in size)
+    if scale is None:
+        scale = tuple(o / i for o, i in zip(out_hw, in_hw))
+    elif len(scale) != 2 or any(not float(s) > 0 for s in scale):
+        raise ValueError(f"resize2d: scale must be (height, width) of positive numbers, got {scale!r}")
+    return in_hw, out_hw, tuple(float(s) for s in scale)
+
+
+def _source(i, n_in: int, n_out: int, scale: float, mode: str):
+    """Output index ``i`` on one axis as a float32 source coordinate."""
+    f32 = "float32"
+    y = i.astype(f32)
+    half, s = te.const(0.5, f32), te.const(scale, f32)
+    if mode in ("half_pixel", "pytorch_half_pixel"):
+        coord = (y + half) / s - half
+        return te.const(0.0, f32) if mode == "pytorch_half_pixel" and n_out == 1 else coord
+    if mode == "align_corners":
+        return te.const(0.0, f32) if n_out == 1 else y * te.const(n_in - 1, f32) / te.const(n_out - 1, f32)
+    if mode == "asymmetric":
+        return y / s
+    return (y + half) / s  # tf_half_pixel_for_nn
+
+
+def _nearest(coord, n_in: int, rounding_method: str):
+    f32 = "float32"
+    half = te.const(0.5, f32)
+    if rounding_method == "round_prefer_floor":  # ties down: the coordinate minus a half, up
+        rounded = te.ceil(coord - half)
+    elif rounding_method == "round_prefer_ceil":
+        rounded = te.floor(coord + half)
+    elif rounding_method == "floor":
+        rounded = te.floor(coord)
+    elif rounding_method == "ceil":
+        rounded = te.ceil(coord)
+    else:  # round: halves away from zero
+        rounded = te.round(coord)
+    # clamped as a float first: a coordinate far outside the image must not overflow the cast
+    clamped = te.min(te.max(rounded, te.const(0.0, f32)), te.const(n_in - 1, f32))
+    return clamped.astype("int32")
+
+
+def _linear(coord, n_in: int):
+    """The two source pixels around ``coord`` and the weight of the second."""
+    f32 = "float32"
+    c = te.min(te.max(coord, te.const(0.0, f32)), te.const(n_in - 1, f32))
+    low = te.floor(c).astype("int32")
+    high = te.min(low + 1, n_in - 1)
+    return low, high, c - low.astype(f32)
+
+
+def resize2d(data, roi, size, layout: str = "NCHW", method: str = "linear",
+             coordinate_transformation_mode: str = "half_pixel", rounding_method: str = "",
+             out_dtype=None, scale=None):
+    """``data`` (NCHW) resized to ``size`` = ``(height, width)``.
+
+    ``method`` is ``"nearest_neighbor"`` or ``"linear"``; ``rounding_method`` applies to the
+    first (``""``: ``"round"``). ``scale`` = ``(height, width)`` is what the coordinate modes
+    divide by (default: the output size over the input size). ``roi`` must be None. Integer
+    data takes nearest neighbour only."""
+    in_hw, out_hw, scale = _check(data, roi, size, layout, method, coordinate_transformation_mode,
+                                  rounding_method, scale)
+    dtype = out_dtype or data.dtype
+    batch, channels = get_const_tuple(data.shape)[:2]
+    mode = coordinate_transformation_mode
+    axes = list(zip(in_hw, out_hw, scale))
+    if method == "nearest_neighbor":
+        rounding = rounding_method or "round"
+
+        def body(n, c, y, x):
+            iy, ix = (_nearest(_source(i, *axis, mode), axis[0], rounding) for i, axis in zip((y, x), axes))
+            return data[n, c, iy, ix].astype(dtype)
+
+        return te.compute((batch, channels, *out_hw), body, name="T_resize2d", tag="injective")
+    if not data.dtype.startswith("float"):
+        raise ValueError(f"resize2d: linear interpolation takes float data, got {data.dtype}")
+
+    acc = "float64" if data.dtype == "float64" else "float32"  # float16 mixes in float32
+
+    def body(n, c, y, x):
+        (y0, y1, wy), (x0, x1, wx) = (_linear(_source(i, *axis, mode), axis[0]) for i, axis in zip((y, x), axes))
+        wy, wx = wy.astype(acc), wx.astype(acc)
+        one = te.const(1.0, acc)
+
+        def at(iy, ix):
+            return data[n, c, iy, ix].astype(acc)
+
+        top = at(y0, x0) * (one - wx) + at(y0, x1) * wx
+        bottom = at(y1, x0) * (one - wx) + at(y1, x1) * wx
+        return (top * (one - wy) + bottom * wy).astype(dtype)
+
+    return te.compute((batch, channels, *out_hw), body, name="T_resize2d", tag="injective")

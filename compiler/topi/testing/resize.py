@@ -1,0 +1,66 @@
+"""Numpy reference of ``topi.image.resize2d``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["resize2d_python"]
+
+
+def _source(n_in: int, n_out: int, scale: float, mode: str) -> np.ndarray:
+    """Every output index of one axis as its float32 source coordinate (the operator's order of
+    operations, so that ties round alike)."""
+    y = np.arange(n_out, dtype=np.float32)
+    half, s = np.float32(0.5), np.float32(scale)
+    if mode in ("half_pixel", "pytorch_half_pixel"):
+        if mode == "pytorch_half_pixel" and n_out == 1:
+            return np.zeros(1, np.float32)
+        return (y + half) / s - half
+    if mode == "align_corners":
+        return np.zeros(1, np.float32) if n_out == 1 else y * np.float32(n_in - 1) / np.float32(n_out - 1)
+    if mode == "asymmetric":
+        return y / s
+    if mode == "tf_half_pixel_for_nn":
+        return (y + half) / s
+    raise ValueError(f"resize2d_python: unknown coordinate_transformation_mode {mode!r}")
+
+
+def _nearest(coord: np.ndarray, n_in: int, rounding: str) -> np.ndarray:
+    frac = coord - np.floor(coord)
+    if rounding == "round_prefer_floor":
+        index = np.where(frac == 0.5, np.floor(coord), np.floor(coord + 0.5))
+    elif rounding == "round_prefer_ceil":
+        index = np.where(frac == 0.5, np.ceil(coord), np.floor(coord + 0.5))
+    elif rounding == "floor":
+        index = np.floor(coord)
+    elif rounding == "ceil":
+        index = np.ceil(coord)
+    else:  # round: halves away from zero
+        index = np.sign(coord) * np.floor(np.abs(coord) + 0.5)
+    return np.clip(index, 0, n_in - 1).astype(np.int64)
+
+
+def resize2d_python(data, size, method: str = "linear", coordinate_transformation_mode: str = "half_pixel",
+                    rounding_method: str = "", scale=None):
+    """``data`` (NCHW) resized to ``size`` as ``topi.image.resize2d`` does, computed in float64
+    (the coordinates in float32) and returned in ``data``'s dtype."""
+    x = np.asarray(data)
+    in_hw, out_hw = x.shape[2:], tuple(int(s) for s in size)
+    scale = tuple(o / i for o, i in zip(out_hw, in_hw)) if scale is None else tuple(scale)
+    coords = [_source(i, o, s, coordinate_transformation_mode) for i, o, s in zip(in_hw, out_hw, scale)]
+    if method == "nearest_neighbor":
+        iy, ix = (_nearest(c, n, rounding_method or "round") for c, n in zip(coords, in_hw))
+        return np.ascontiguousarray(x[:, :, iy[:, None], ix[None, :]])
+    if method != "linear":
+        raise ValueError(f"resize2d_python: unknown method {method!r}")
+    wide = x.astype(np.float64)
+    picks = []
+    for c, n in zip(coords, in_hw):
+        c = np.clip(c.astype(np.float64), 0, n - 1)
+        low = np.floor(c).astype(np.int64)
+        picks.append((low, np.minimum(low + 1, n - 1), c - low))
+    (y0, y1, wy), (x0, x1, wx) = picks
+    wy, wx = wy[:, None], wx[None, :]
+    top = wide[:, :, y0[:, None], x0[None, :]] * (1 - wx) + wide[:, :, y0[:, None], x1[None, :]] * wx
+    bottom = wide[:, :, y1[:, None], x0[None, :]] * (1 - wx) + wide[:, :, y1[:, None], x1[None, :]] * wx
+    return (top * (1 - wy) + bottom * wy).astype(x.dtype)

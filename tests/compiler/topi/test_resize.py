@@ -1,0 +1,88 @@
+"""topi.image.resize2d against topi.testing.resize2d_python and against values worked out by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import build_and_check
+
+from compiler import te, topi
+
+MODES = topi.image.COORDINATE_MODES
+ROUNDING = topi.image.ROUNDING_METHODS
+
+
+def _check(x: np.ndarray, size, expected=None, **kwargs):
+    X = te.placeholder(x.shape, name="X", dtype=str(x.dtype))
+    out = topi.image.resize2d(X, None, size, **kwargs)
+    if expected is None:
+        expected = topi.testing.resize2d_python(x, size, **kwargs)
+    s = te.create_schedule(out.op)
+    build_and_check(s, [X, out], [x], [expected], rtol=1e-5, atol=1e-5)
+
+
+# (input height and width, output size, scale): up and down, by whole and odd factors, to one pixel
+SHAPES = [((4, 5), (8, 10), None), ((6, 9), (3, 4), None), ((5, 4), (7, 11), (1.5, 2.75)),
+          ((3, 3), (1, 1), None), ((1, 6), (3, 3), None)]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("rounding", ROUNDING)
+def test_nearest(rng, mode, rounding):
+    for (h, w), size, scale in SHAPES:
+        x = rng.uniform(-1, 1, (2, 3, h, w)).astype("float32")
+        _check(x, size, method="nearest_neighbor", coordinate_transformation_mode=mode, rounding_method=rounding,
+               scale=scale)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_linear(rng, mode, dtype):
+    for (h, w), size, scale in SHAPES:
+        x = rng.uniform(-1, 1, (1, 2, h, w)).astype(dtype)
+        _check(x, size, method="linear", coordinate_transformation_mode=mode, scale=scale)
+
+
+def test_values_worked_out_by_hand():
+    x = np.array([[[[1.0, 2.0], [3.0, 4.0]]]], np.float32)
+    # 2x nearest, asymmetric floor: each pixel repeated
+    _check(x, (4, 4), np.repeat(np.repeat(x, 2, axis=2), 2, axis=3), method="nearest_neighbor",
+           coordinate_transformation_mode="asymmetric", rounding_method="floor")
+    # bilinear, align corners, 1 -> 2 -> 3 along a row: the midpoints between the corners
+    want = np.array([[[[1.0, 1.5, 2.0], [2.0, 2.5, 3.0], [3.0, 3.5, 4.0]]]], np.float32)
+    _check(x, (3, 3), want, method="linear", coordinate_transformation_mode="align_corners")
+    # half pixel, 2x: a quarter of the way between neighbours, edges held
+    row = np.array([[[[1.0, 3.0]]]], np.float32)
+    _check(row, (1, 4), np.array([[[[1.0, 1.5, 2.5, 3.0]]]], np.float32), method="linear")
+    # ties: half-pixel 3 -> 2 puts output 0 at source 0.25 and output 1 at 1.75; asymmetric 4 -> 8 at
+    # k / 2, where round_prefer_floor and round_prefer_ceil differ
+    line = np.arange(4, dtype=np.float32).reshape(1, 1, 1, 4)
+    for rounding, picks in (("round_prefer_floor", [0, 0, 1, 1, 2, 2, 3, 3]),
+                            ("round_prefer_ceil", [0, 1, 1, 2, 2, 3, 3, 3])):
+        _check(line, (1, 8), line[..., picks], method="nearest_neighbor",
+               coordinate_transformation_mode="asymmetric", rounding_method=rounding)
+
+
+def test_integers_take_nearest_neighbour(rng):
+    x = rng.integers(-100, 100, (1, 2, 3, 4)).astype("int32")
+    _check(x, (5, 7), method="nearest_neighbor", coordinate_transformation_mode="half_pixel",
+           rounding_method="round_prefer_floor")
+    with pytest.raises(ValueError, match="linear interpolation takes float data"):
+        topi.image.resize2d(te.placeholder(x.shape, dtype="int32"), None, (5, 7), method="linear")
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"method": "cubic"}, "method must be one of"),
+    ({"coordinate_transformation_mode": "tf_crop_and_resize"}, "coordinate_transformation_mode must be"),
+    ({"rounding_method": "nearest"}, "rounding_method must be"),
+    ({"layout": "NHWC"}, "layout must be 'NCHW'"),
+    ({"scale": (0.0, 1.0)}, "scale must be"),
+])
+def test_bad_arguments_are_clear(kwargs, match):
+    X = te.placeholder((1, 1, 4, 4), name="X")
+    with pytest.raises(ValueError, match=match):
+        topi.image.resize2d(X, None, (8, 8), **kwargs)
+    with pytest.raises(ValueError, match="roi"):
+        topi.image.resize2d(X, [0, 0, 1, 1], (8, 8))
+    with pytest.raises(ValueError, match="size must be"):
+        topi.image.resize2d(X, None, (0, 8))
