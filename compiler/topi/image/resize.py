@@ -129,7 +129,8 @@ def resize2d(data, roi, size, layout: str = "NCHW", method: str = "linear",
     acc = "float64" if data.dtype == "float64" else "float32"  # float16 mixes in float32
 
     def body(n, c, y, x):
-        (y0, y1, wy), (x0, x1, wx) = (_linear(_source(i, *axis, mode), axis[0]) for i, axis in zip((y, x), axes))
+        (y0, y1, wy), (x0, x1, wx) = (_linear(_source(i, *axis, mode), axis[0])
+                                      for i, axis in zip((y, x), axes))
         wy, wx = wy.astype(acc), wx.astype(acc)
         one = te.const(1.0, acc)
 

@@ -675,7 +675,8 @@ def test_a_function_the_slp_vectorizer_breaks_still_builds(cpu):
     from compiler import te, topi
 
     X = te.placeholder((1, 2, 6, 9), name="X")
-    out = topi.image.resize2d(X, None, (3, 4), method="linear", coordinate_transformation_mode="align_corners")
+    out = topi.image.resize2d(X, None, (3, 4), method="linear",
+                              coordinate_transformation_mode="align_corners")
     f = build(te.create_schedule(out.op), [X, out], target=cpu.target)
     if cpu.runs_here():
         x = RNG.uniform(-1, 1, (1, 2, 6, 9)).astype("float32")

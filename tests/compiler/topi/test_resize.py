@@ -31,8 +31,8 @@ SHAPES = [((4, 5), (8, 10), None), ((6, 9), (3, 4), None), ((5, 4), (7, 11), (1.
 def test_nearest(rng, mode, rounding):
     for (h, w), size, scale in SHAPES:
         x = rng.uniform(-1, 1, (2, 3, h, w)).astype("float32")
-        _check(x, size, method="nearest_neighbor", coordinate_transformation_mode=mode, rounding_method=rounding,
-               scale=scale)
+        _check(x, size, method="nearest_neighbor", coordinate_transformation_mode=mode,
+               rounding_method=rounding, scale=scale)
 
 
 @pytest.mark.parametrize("mode", MODES)
