@@ -25,6 +25,7 @@ from onnx import helper, numpy_helper
 
 from .. import dtypes
 from ..graph import Graph, GraphError, Node, TensorType, UnsupportedOperatorError, Value, get_op
+from ..topi.image import COORDINATE_MODES
 
 __all__ = ["from_onnx", "CONVERTERS", "supported_ops"]
 
@@ -798,6 +799,71 @@ def _pad(ctx: _NodeContext, ins, attrs):
         return x
     value = float(value) if dtypes.is_float(x.dtype) else int(value)
     return ctx.emit("nn.pad", [x], pad_width=tuple(tuple(p) for p in width), pad_value=value)
+
+
+_RESIZE_METHODS = {"nearest": "nearest_neighbor", "linear": "linear"}
+_NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+
+def _resize_input(ctx: _NodeContext, v: Value | None, what: str) -> np.ndarray | None:
+    """A constant ``scales`` or ``sizes`` input (None where absent or empty, as opset 11 writes
+    the one not given)."""
+    if v is None:
+        return None
+    data = ctx.array(v, what).reshape(-1)
+    return data if data.size else None
+
+
+@_converter("Resize")
+def _resize(ctx: _NodeContext, ins, attrs):
+    x = ins[0]
+    if ctx.opset < 11:
+        raise ctx.unsupported("Resize before opset 11 (its coordinates were not yet defined)")
+    mode = attrs.get("mode", "nearest")
+    if mode not in _RESIZE_METHODS:
+        raise ctx.unsupported(f"mode={mode!r}")
+    coordinates = attrs.get("coordinate_transformation_mode", "half_pixel")
+    if coordinates not in COORDINATE_MODES:
+        raise ctx.unsupported(f"coordinate_transformation_mode={coordinates!r}")
+    if attrs.get("antialias", 0):
+        raise ctx.unsupported("antialias=1")
+    if attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
+        raise ctx.unsupported(f"keep_aspect_ratio_policy={attrs['keep_aspect_ratio_policy']!r}")
+    if len(x.shape) != 4:
+        raise ctx.unsupported(f"a {len(x.shape)}-D input (an NCHW image is resized)")
+    axes = [ctx.axis(a, 4) for a in attrs.get("axes", range(4))]
+    scales, sizes = _resize_input(ctx, _opt(ins, 2), "scales"), _resize_input(ctx, _opt(ins, 3), "sizes")
+    if (scales is None) == (sizes is None):
+        raise ctx.error("Resize takes one of scales and sizes")
+    given = scales if sizes is None else sizes
+    if len(given) != len(axes):
+        raise ctx.error(f"{'scales' if sizes is None else 'sizes'} {given.tolist()} must have one entry "
+                        f"per resized axis ({len(axes)})")
+    # Each axis's output size and the scale its coordinates divide by, in float32 as ONNX Runtime
+    # computes them: from sizes, size / input; from scales, the scale as given, the size floor(input *
+    # scale).
+    out, scale = list(x.shape), [np.float32(1.0)] * 4
+    for a, g in zip(axes, given):
+        if sizes is not None:
+            out[a] = int(g)
+            scale[a] = np.float32(out[a]) / np.float32(x.shape[a])
+        else:
+            scale[a] = np.float32(g)
+            out[a] = int(np.floor(np.float32(x.shape[a]) * scale[a]))
+    if any(d < 1 for d in out) or any(s <= 0 for s in scale):
+        raise ctx.error(f"Resize of {x.shape} to {tuple(out)} (scales {[float(s) for s in scale]}): "
+                        "every size and scale must be positive")
+    if tuple(out[:2]) != x.shape[:2] or scale[0] != 1 or scale[1] != 1:
+        raise ctx.unsupported(f"resizing the batch or channel axis ({x.shape} to {tuple(out)})")
+    if tuple(out) == x.shape and scale[2] == scale[3] == 1:
+        return x
+    method = _RESIZE_METHODS[mode]
+    rounding = attrs.get("nearest_mode", "round_prefer_floor") if method == "nearest_neighbor" else ""
+    if rounding and rounding not in _NEAREST_MODES:
+        raise ctx.unsupported(f"nearest_mode={rounding!r}")
+    return ctx.emit("image.resize2d", [x], size=tuple(out[2:]), method=method,
+                    coordinate_transformation_mode=coordinates, rounding_method=rounding,
+                    scale=(float(scale[2]), float(scale[3])))
 
 
 # ---------------------------------------------------------------------------- convolution and pooling

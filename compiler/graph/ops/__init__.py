@@ -8,9 +8,10 @@
   ``expand``, ``nn.pad``;
 * :mod:`.layout`: channel-blocked data (``NCHW{b}c``): ``layout_transform``, ``nn.conv2d_nchwc``,
   ``nn.pool2d_nchwc``;
+* :mod:`.image`: ``image.resize2d``;
 * :mod:`.expansion`: ``nn.conv2d_depthwise_nchwc``, a pointwise and a depthwise convolution as one.
 """
 
-from . import expansion, layout, math, nn, reduce, tensor
+from . import expansion, image, layout, math, nn, reduce, tensor
 
-__all__ = ["expansion", "layout", "math", "nn", "reduce", "tensor"]
+__all__ = ["expansion", "image", "layout", "math", "nn", "reduce", "tensor"]

@@ -386,6 +386,63 @@ def test_pad():
                  {"p": np.array([0, 1, 2, 0, 2, 1], "int64"), "v": np.array(0.5, "float32")}, opset=13)
 
 
+# ---------------------------------------------------------------------------- Resize
+
+_COORDINATES = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_half_pixel_for_nn"]
+# (input, scales, sizes): up by 2 and by an odd 1.5 x 2.75 (the scale the coordinates divide by is
+# then not size / input), down to a size, and to one pixel
+_RESIZES = [((1, 3, 4, 5), [1, 1, 2, 2], None), ((2, 2, 5, 4), [1, 1, 1.5, 2.75], None),
+            ((1, 2, 7, 9), None, [1, 2, 3, 4]), ((1, 1, 3, 3), None, [1, 1, 1, 1])]
+
+
+def check_resize(shape, scales, sizes, **attrs):
+    """One Resize node given ``scales`` or ``sizes``, checked against ONNX Runtime."""
+    if sizes is None:
+        inputs, consts = ["x", "", "s"], {"s": np.array(scales, "float32")}
+    else:
+        inputs, consts = ["x", "", "", "z"], {"z": np.array(sizes, "int64")}
+    graph = check_single("Resize", inputs, {"x": rand(*shape)}, consts, **attrs)
+    assert graph.op_counts()["image.resize2d"] == 1
+
+
+@pytest.mark.parametrize("coordinates", _COORDINATES)
+@pytest.mark.parametrize("nearest_mode", ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"])
+def test_resize_nearest(coordinates, nearest_mode):
+    for shape, scales, sizes in _RESIZES:
+        check_resize(shape, scales, sizes, mode="nearest", coordinate_transformation_mode=coordinates,
+                     nearest_mode=nearest_mode)
+
+
+@pytest.mark.parametrize("coordinates", _COORDINATES[:4])
+def test_resize_linear(coordinates):
+    for shape, scales, sizes in _RESIZES:
+        check_resize(shape, scales, sizes, mode="linear", coordinate_transformation_mode=coordinates)
+
+
+def test_resize_at_opset_11_with_its_empty_inputs_and_with_axes_at_18():
+    x = rand(1, 2, 3, 4)
+    empty = np.zeros(0, "float32")
+    consts = {"roi": empty, "s": empty, "z": np.array([1, 2, 6, 8], "int64")}
+    check_single("Resize", ["x", "roi", "s", "z"], {"x": x}, consts, opset=11, mode="linear")
+    graph = check_single("Resize", ["x", "", "s"], {"x": x}, {"s": np.array([3.0, 2.0], "float32")},
+                         opset=18, mode="nearest", axes=[2, 3])
+    assert graph.outputs[0].shape == (1, 2, 9, 8)
+    same = check_single("Resize", ["x", "", "s"], {"x": x}, {"s": np.ones(4, "float32")}, mode="linear")
+    assert same.op_counts().get("image.resize2d", 0) == 0  # scale 1: the input itself
+
+
+@pytest.mark.parametrize("attrs, scales, match", [
+    ({"mode": "cubic"}, [1, 1, 2, 2], "mode='cubic'"),
+    ({"coordinate_transformation_mode": "tf_crop_and_resize"}, [1, 1, 2, 2], "tf_crop_and_resize"),
+    ({}, [1, 2, 2, 2], "resizing the batch or channel axis"),
+])
+def test_resize_forms_not_covered_are_named(attrs, scales, match):
+    model = single("Resize", ["x", "", "s"], {"x": rand(1, 2, 3, 4)}, {"s": np.array(scales, "float32")},
+                   **attrs)
+    with pytest.raises(UnsupportedOperatorError, match=match):
+        from_onnx(model)
+
+
 # ---------------------------------------------------------------------------- products
 
 
@@ -655,6 +712,36 @@ def test_torch_activations(torch, tmp_path, opset):
     assert ["nn.silu"] in [[n.op for n in k.attrs["body"].nodes] for k in kernels]  # SiLU, one operator
     epilogues = [k.attrs.get("epilogue") for k in kernels if k.attrs["kind"] == "anchor"]
     assert epilogues[:2] == [("bias",), ("bias", "hardswish")]
+
+
+def _upsampling_net(torch):
+    """A feature-pyramid step in plain torch: a strided convolution, its output upsampled by
+    nearest neighbour (YOLO's neck) and bilinearly, each joined with the full-size features."""
+    nn, F = torch.nn, torch.nn.functional
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.down, self.merge = nn.Conv2d(3, 6, 3, 2, 1), nn.Conv2d(15, 4, 1)
+
+        def forward(self, x):
+            small = self.down(x)
+            near = nn.Upsample(scale_factor=2, mode="nearest")(small)
+            smooth = F.interpolate(small, size=x.shape[2:], mode="bilinear", align_corners=False)
+            corners = F.interpolate(small, scale_factor=2, mode="bilinear", align_corners=True)
+            return self.merge(torch.cat([x, near + corners, smooth], dim=1))
+
+    return Net().eval()
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+def test_torch_upsampling(torch, tmp_path, opset):
+    import model_zoo
+    torch.manual_seed(0)
+    path = model_zoo.export_onnx(_upsampling_net(torch), tmp_path / "up.onnx", (1, 3, 10, 12),
+                                 opset=opset)
+    graph = run_both(onnx.load(path), {"input": rand(1, 3, 10, 12)}, rtol=1e-4, atol=1e-5)
+    assert graph.op_counts()["image.resize2d"] == 3
 
 
 @pytest.mark.parametrize("opset, activation", [(13, "relu"), (17, "gelu"), (18, "relu")])

@@ -162,6 +162,12 @@ CASES = [
     Case("strided_slice", [_f(5, 6)], dict(begin=(0, 2), end=(100, 6), strides=(3, 1)), "clamped"),
     Case("expand", [_f(3, 1)], dict(shape=(2, 3, 4))),
     Case("nn.pad", [_f(2, 3)], dict(pad_width=((1, 0), (0, 2)), pad_value=0.5)),
+    # image
+    Case("image.resize2d", [_f(1, 2, 4, 5)], dict(size=(7, 11), method="linear", scale=(1.75, 2.2)),
+         "linear"),
+    Case("image.resize2d", [_f(2, 3, 6, 5, dtype="int32")],
+         dict(size=(3, 9), method="nearest_neighbor", coordinate_transformation_mode="asymmetric",
+              rounding_method="round_prefer_ceil"), "nearest-int"),
 ]
 
 
@@ -228,6 +234,10 @@ BAD = [  # op, input types, attrs, what the message says
     ("strided_slice", [((4, 3), F32)], dict(begin=(3, 0), end=(0, 3), strides=(-1, 1)), "positive strides"),
     ("expand", [((3, 2), F32)], dict(shape=(3, 4)), "broadcast"),
     ("nn.pad", [((3, 2), F32)], dict(pad_width=((1, 1),)), "pad_width"),
+    ("image.resize2d", [((2, 3, 4), F32)], dict(size=(4, 4)), "4-D NCHW"),
+    ("image.resize2d", [((1, 1, 2, 2), "int32")], dict(size=(4, 4), method="linear"), "float tensor"),
+    ("image.resize2d", [((1, 1, 2, 2), F32)], dict(size=(4, 4), method="cubic"), "method must be"),
+    ("image.resize2d", [((1, 1, 2, 2), F32)], dict(size=(4, 0)), "at least 1"),
 ]
 
 
