@@ -5,11 +5,11 @@ A dense layer's constant weight is packed in micro-panels (``nn.dense_pack``). A
 becomes ``nn.conv2d_nchwc``, a depthwise one ``nn.depthwise_conv2d_nchwc``, on channel-blocked
 data (``NCHW{b}c``, see :mod:`.ops.layout`): its weight is packed into blocks now, once, at build
 time. The blocked output stays blocked through what can work on blocks (activations, per-channel
-biases and scales, residual adds, pooling, the global average), so the next convolution reads it
-as it is. A ``layout_transform`` appears only where a tensor enters the blocked region (its data
-blocked with the convolution's input block), where the block size changes, and where an operator
-needs plain NCHW (a reshape, a dense layer, the model's outputs); each tensor is transformed
-once, however many read it.
+biases and scales, residual adds, pooling, the global average, resizes, concatenations of whole
+channel blocks), so the next convolution reads it as it is. A ``layout_transform`` appears only
+where a tensor enters the blocked region (its data blocked with the convolution's input block),
+where the block size changes, and where an operator needs plain NCHW (a reshape, a dense layer,
+the model's outputs); each tensor is transformed once, however many read it.
 
 A 3x3 convolution with stride 1 runs by Winograd's ``F(m x m, 3 x 3)`` instead
 (``nn.conv2d_winograd_nchwc``, its kernel transformed at build time; see
@@ -230,6 +230,14 @@ class _Planner:
         if node.op == "nn.global_avg_pool2d":
             attrs = {"axis": (2, 3), "keepdims": True}
             return self.emit("mean", [self.as_blocked(x, block)], attrs, node.name), block
+        if node.op == "image.resize2d":  # each block's lanes resized together
+            attrs = {**node.attrs, "layout": layout_name(block)}
+            return self.emit(node.op, [self.as_blocked(x, block)], attrs, node.name), block
+        if (node.op == "concatenate" and node.attrs.get("axis", 0) % 4 == 1
+                and all(not v.is_constant and v.shape[1] % block == 0 for v in node.inputs)):
+            # whole blocks of channels, one input's after another's
+            inputs = [self.as_blocked(v, block) for v in node.inputs]
+            return self.emit(node.op, inputs, {**node.attrs, "axis": 1}, node.name), block
         return None
 
     @staticmethod

@@ -20,6 +20,7 @@ each axis.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from ... import te
@@ -32,13 +33,24 @@ COORDINATE_MODES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymme
 ROUNDING_METHODS = ("round", "round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
 
+def _is_blocked(layout: str) -> bool:
+    """Whether ``layout`` (``"NCHW"`` or ``"NCHW{b}c"``, ValueError for others) is channel-blocked."""
+    if layout == "NCHW":
+        return False
+    if re.fullmatch(r"NCHW[1-9][0-9]*c", layout or ""):
+        return True
+    raise ValueError(f"resize2d: layout must be 'NCHW' or 'NCHW{{b}}c', got {layout!r}")
+
+
 def _check(data, roi, size, layout, method, mode, rounding_method, scale) -> tuple:
-    if not isinstance(data, te.Tensor) or len(data.shape) != 4:
-        raise ValueError(f"resize2d: data must be a 4-D te.Tensor, got {data!r}")
+    rank = 5 if _is_blocked(layout) else 4
+    if not isinstance(data, te.Tensor) or len(data.shape) != rank:
+        raise ValueError(f"resize2d: data must be a {rank}-D te.Tensor for layout {layout}, got {data!r}")
+    if rank == 5 and int(get_const_tuple(data.shape)[4]) != int(layout[4:-1]):
+        raise ValueError(f"resize2d: data of shape {get_const_tuple(data.shape)} is not in blocks of "
+                         f"layout {layout}")
     if roi is not None:
         raise ValueError("resize2d: roi (tf_crop_and_resize) is not supported; pass roi=None")
-    if layout != "NCHW":
-        raise ValueError(f"resize2d: layout must be 'NCHW', got {layout!r}")
     if method not in METHODS:
         raise ValueError(f"resize2d: method must be one of {', '.join(METHODS)}, got {method!r}")
     if mode not in COORDINATE_MODES:
@@ -49,7 +61,7 @@ def _check(data, roi, size, layout, method, mode, rounding_method, scale) -> tup
                          f"got {rounding_method!r}")
     if not isinstance(size, Sequence) or len(size) != 2 or any(int(s) < 1 for s in size):
         raise ValueError(f"resize2d: size must be (height, width) of positive ints, got {size!r}")
-    in_hw = tuple(int(d) for d in get_const_tuple(data.shape)[2:])
+    in_hw = tuple(int(d) for d in get_const_tuple(data.shape)[2:4])
     out_hw = tuple(int(s) for s in size)
     if scale is None:
         scale = tuple(o / i for o, i in zip(out_hw, in_hw))
@@ -103,7 +115,7 @@ def _linear(coord, n_in: int):
 def resize2d(data, roi, size, layout: str = "NCHW", method: str = "linear",
              coordinate_transformation_mode: str = "half_pixel", rounding_method: str = "",
              out_dtype=None, scale=None):
-    """``data`` (NCHW) resized to ``size`` = ``(height, width)``.
+    """``data`` (NCHW, or channel-blocked ``NCHW{b}c``) resized to ``size`` = ``(height, width)``.
 
     ``method`` is ``"nearest_neighbor"`` or ``"linear"``; ``rounding_method`` applies to the
     first (``""``: ``"round"``). ``scale`` = ``(height, width)`` is what the coordinate modes
@@ -112,33 +124,34 @@ def resize2d(data, roi, size, layout: str = "NCHW", method: str = "linear",
     in_hw, out_hw, scale = _check(data, roi, size, layout, method, coordinate_transformation_mode,
                                   rounding_method, scale)
     dtype = out_dtype or data.dtype
-    batch, channels = get_const_tuple(data.shape)[:2]
+    shape = get_const_tuple(data.shape)
+    out_shape = (*shape[:2], *out_hw, *shape[4:])  # a block's lanes last, where blocked
     mode = coordinate_transformation_mode
     axes = list(zip(in_hw, out_hw, scale))
     if method == "nearest_neighbor":
         rounding = rounding_method or "round"
 
-        def body(n, c, y, x):
+        def body(n, c, y, x, *lane):
             iy, ix = (_nearest(_source(i, *axis, mode), axis[0], rounding) for i, axis in zip((y, x), axes))
-            return data[n, c, iy, ix].astype(dtype)
+            return data[(n, c, iy, ix, *lane)].astype(dtype)
 
-        return te.compute((batch, channels, *out_hw), body, name="T_resize2d", tag="injective")
+        return te.compute(out_shape, body, name="T_resize2d", tag="injective")
     if not data.dtype.startswith("float"):
         raise ValueError(f"resize2d: linear interpolation takes float data, got {data.dtype}")
 
     acc = "float64" if data.dtype == "float64" else "float32"  # float16 mixes in float32
 
-    def body(n, c, y, x):
+    def body(n, c, y, x, *lane):
         (y0, y1, wy), (x0, x1, wx) = (_linear(_source(i, *axis, mode), axis[0])
                                       for i, axis in zip((y, x), axes))
         wy, wx = wy.astype(acc), wx.astype(acc)
         one = te.const(1.0, acc)
 
         def at(iy, ix):
-            return data[n, c, iy, ix].astype(acc)
+            return data[(n, c, iy, ix, *lane)].astype(acc)
 
         top = at(y0, x0) * (one - wx) + at(y0, x1) * wx
         bottom = at(y1, x0) * (one - wx) + at(y1, x1) * wx
         return (top * (one - wy) + bottom * wy).astype(dtype)
 
-    return te.compute((batch, channels, *out_hw), body, name="T_resize2d", tag="injective")
+    return te.compute(out_shape, body, name="T_resize2d", tag="injective")

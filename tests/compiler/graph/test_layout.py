@@ -192,6 +192,35 @@ def test_depthwise_layers_stay_blocked_and_a_reshape_gets_plain_data(rng):
     np.testing.assert_allclose(evaluate(planned, data)[0], evaluate(graph, data)[0], rtol=1e-5, atol=1e-6)
 
 
+def test_a_feature_pyramid_step_stays_blocked_through_its_resize_and_concatenation(rng):
+    """Downsample, upsample (nearest, then bilinear) and join the lateral features: the resizes
+    and the channel concatenation of whole blocks work on blocks, so the only transforms are the
+    image's way in and the output's way out."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 8, 8, 10))
+    lateral = conv(b, rng, x, 8)
+    small = conv(b, rng, lateral, 16, stride=2)
+    near = b.op("image.resize2d", small, size=(8, 10), method="nearest_neighbor",
+                coordinate_transformation_mode="asymmetric", rounding_method="floor")
+    smooth = b.op("image.resize2d", small, size=(8, 10), method="linear")
+    joined = b.op("concatenate", lateral, b.op("add", near, smooth), axis=1)
+    graph = b.finish(conv(b, rng, joined, 8, k=1, pad=0))
+    planned = plan_layouts(graph, lanes=4, winograd=False)
+    transforms = [(n.attrs["src_layout"], n.attrs["dst_layout"])
+                  for n in planned.nodes if n.op == "layout_transform"]
+    assert transforms == [("NCHW", "NCHW4c"), ("NCHW8c", "NCHW")]  # in by one vector, out by two
+    resizes = [n for n in planned.nodes if n.op == "image.resize2d"]
+    assert [n.attrs["layout"] for n in resizes] == ["NCHW8c", "NCHW8c"]
+    (concat,) = [n for n in planned.nodes if n.op == "concatenate"]
+    assert concat.output.shape == (1, 3, 8, 10, 8)
+    data = [rng.uniform(-1, 1, (1, 8, 8, 10)).astype("float32")]
+    np.testing.assert_allclose(evaluate(planned, data)[0], evaluate(graph, data)[0], rtol=1e-5, atol=1e-6)
+    module = build_graph(fuse(optimize(planned)))
+    out = poisoned((1, 8, 8, 10), "float32")
+    module(data[0], out)
+    np.testing.assert_allclose(out, evaluate(graph, data)[0], rtol=1e-4, atol=1e-5)
+
+
 def test_a_blocked_network_compiles_and_matches(rng):
     graph = residual_cnn(rng, channels=8)
     fused = fuse(optimize(plan_layouts(optimize(graph), lanes=4)))
