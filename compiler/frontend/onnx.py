@@ -445,7 +445,7 @@ def _activation(ctx: _NodeContext, ins, attrs):
     if np.dtype(x.dtype).kind != "f":
         raise ctx.unsupported(f"input of dtype {x.dtype} (a float type is needed)")
     if op == "LeakyRelu":
-        return _scaled_below_zero(ctx, x, _number(ctx, x, attrs.get("alpha", 0.01)))
+        return ctx.emit("nn.leaky_relu", [x], alpha=float(attrs.get("alpha", 0.01)))
     if op == "PRelu":  # the slope broadcasts to x (unidirectionally)
         return _scaled_below_zero(ctx, x, ctx.cast(ins[1], x.dtype))
     if op == "Elu":

@@ -7,8 +7,8 @@ reader and is not a graph output, and the patterns (:mod:`.op`) fit:
 * a convolution, dense layer or batched matmul (``out_elemwise_fusable``) starts a group, its
   *anchor*. Its successors join only as its **output stage** (an *epilogue*): ``bias`` (a
   per-channel constant, from ``nn.bias_add`` or an ``add`` of one), ``add`` (a residual of the
-  output's shape), ``relu``, ``relu6`` (a clip to [0, 6]), ``sigmoid``, ``gelu`` and
-  ``hardswish``. These are
+  output's shape), ``relu``, ``relu6`` (a clip to [0, 6]), ``sigmoid``, ``gelu``,
+  ``hardswish`` and ``leaky_relu(alpha)``. These are
   what the templates write as they store their output tile, so the fused kernel is the tuned
   kernel (``attrs["epilogue"]`` lists them, in order);
 * an injective operator (elementwise, broadcast, reshape, transpose, ...) joins an injective
@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..topi.nn import leaky_relu_name
 from .errors import GraphError
 from .ir import Graph, Node, TensorType, Value
 from .op import OpDef, get_op, register_op
@@ -39,7 +40,7 @@ __all__ = ["fuse", "FUSED", "EPILOGUE_ENTRIES", "fused_kernels", "channel_axis",
 
 FUSED = "fused"
 #: The output-stage entries an anchor's kernel can apply (the templates' ``epilogue``).
-EPILOGUE_ENTRIES = ("bias", "add", "relu", "relu6", "sigmoid", "gelu", "hardswish")
+EPILOGUE_ENTRIES = ("bias", "add", "relu", "relu6", "sigmoid", "gelu", "hardswish", "leaky_relu(alpha)")
 _INJECTIVE = ("elemwise", "broadcast", "injective")
 # op -> its entry. Not ``nn.silu``: in a convolution's output stage its sigmoid ran slower than the
 # same sigmoid as a kernel of its own, by more than the pass over memory that fusing it saves (a 1x1
@@ -93,6 +94,8 @@ def epilogue_entry(node: Node, v: Value, axis: int) -> tuple[str, Node, Value | 
         return _UNARY_ENTRIES[node.op], node, None
     if node.op == "nn.gelu" and node.attrs.get("approximate", "none") == "none":
         return "gelu", node, None
+    if node.op == "nn.leaky_relu":
+        return leaky_relu_name(node.attrs.get("alpha", 0.01)), node, None
     if node.op == "clip":
         lo, hi = node.attrs.get("a_min"), node.attrs.get("a_max")
         lo, hi = -math.inf if lo is None else float(lo), math.inf if hi is None else float(hi)

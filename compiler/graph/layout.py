@@ -75,7 +75,7 @@ DIRECT = 0
 MIN_WINOGRAD_TILES = 16
 
 _UNARY = ("nn.relu", "clip", "sigmoid", "tanh", "exp", "log", "negative", "abs", "reciprocal", "nn.gelu",
-          "nn.silu", "nn.hardswish", "erf", "sqrt")
+          "nn.silu", "nn.hardswish", "nn.leaky_relu", "erf", "sqrt")
 _BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum")
 
 

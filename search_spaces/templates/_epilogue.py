@@ -7,7 +7,9 @@ unpacked into its layout): never as a separate pass over memory.
 * ``"bias"``: ``+ b[channel]``, with a new input ``b`` of shape ``(channels,)``;
 * ``"add"``: ``+ r[index]``, with a new input ``r`` of the output's shape (a residual);
 * ``"relu"``, ``"relu6"``, ``"sigmoid"``, ``"gelu"`` (erf's), ``"silu"``, ``"hardswish"``: the
-  activations of ``compiler.topi.nn.ACTIVATIONS`` (their formulas are there).
+  activations of ``compiler.topi.nn.ACTIVATIONS`` (their formulas are there);
+* ``"leaky_relu(alpha)"``, e.g. ``"leaky_relu(0.1)"``: ``v`` where positive, ``alpha * v`` below
+  (``compiler.topi.nn.leaky_relu_name`` writes the name of a slope).
 
 Each ``"bias"`` and ``"add"`` adds one placeholder; a template's tensors are its own
 inputs, then these in epilogue order, then its output. :class:`Epilogue` declares the
@@ -23,13 +25,28 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler import te
-from compiler.topi.nn import ACTIVATIONS
+from compiler.topi.nn import activation
 from search_spaces.templates._common import random_data
 
-__all__ = ["EPILOGUE_OPS", "Epilogue", "check_epilogue", "reference_epilogue"]
+__all__ = ["EPILOGUE_OPS", "Epilogue", "check_epilogue", "is_epilogue_op", "reference_epilogue"]
 
+#: The entries by name; LeakyReLU's name holds its slope (see :func:`is_epilogue_op`).
 EPILOGUE_OPS = ("bias", "add", "relu", "relu6", "sigmoid", "gelu", "silu", "hardswish")
 _INPUTS = {"bias": "bias", "add": "residual"}  # operations that read an input: its name
+
+
+def is_epilogue_op(op) -> bool:
+    """Whether ``op`` is an epilogue entry: one of :data:`EPILOGUE_OPS`, or LeakyReLU with its
+    slope (``"leaky_relu(0.1)"``)."""
+    if op in EPILOGUE_OPS:
+        return True
+    if not isinstance(op, str) or not op.startswith("leaky_relu("):
+        return False
+    try:
+        activation(op)
+    except ValueError:
+        return False
+    return True
 
 
 def check_epilogue(epilogue, dtype: str) -> tuple[str, ...]:
@@ -39,8 +56,9 @@ def check_epilogue(epilogue, dtype: str) -> tuple[str, ...]:
         raise ValueError(f"epilogue is a tuple of operation names (of {', '.join(EPILOGUE_OPS)}), "
                          f"got {epilogue!r}")
     for k, op in enumerate(epilogue):
-        if op not in EPILOGUE_OPS:
-            raise ValueError(f"epilogue entry {k} ({op!r}) is not one of {', '.join(EPILOGUE_OPS)}")
+        if not is_epilogue_op(op):
+            raise ValueError(f"epilogue entry {k} ({op!r}) is not one of {', '.join(EPILOGUE_OPS)} "
+                             "or leaky_relu(alpha)")
     ops = tuple(epilogue)
     if ops and np.dtype(dtype).kind != "f":
         raise ValueError(f"epilogue {ops!r} needs a floating-point dtype, got {dtype!r}")
@@ -83,7 +101,7 @@ class Epilogue:
             elif op == "add":
                 value = value + next(inputs)[tuple(index)]
             else:
-                value = ACTIVATIONS[op].expr(value)
+                value = activation(op).expr(value)
         return value
 
     def output(self, T: te.Tensor, channel: Callable, name: str | None = None) -> te.Tensor:
@@ -117,5 +135,5 @@ def reference_epilogue(epilogue, out: np.ndarray, channel_axis: int, dtype: str,
             inputs.append(r)
             v = v + r
         else:
-            v = ACTIVATIONS[op].numpy(v)
+            v = activation(op).numpy(v)
     return inputs, v.astype(dtype)

@@ -157,6 +157,21 @@ def _activation_op(name: str, activation: str, doc: str) -> OpDef:
                   doc=f"{act.formula} ({doc}).")
 
 
+def _leaky_alpha(attrs) -> float:
+    alpha = attrs.get("alpha", 0.01)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
+        raise fail("nn.leaky_relu", f"attribute alpha must be a finite number, got {alpha!r}")
+    return float(alpha)
+
+
+def _leaky(attrs) -> Activation:
+    return topi.nn.activation(topi.nn.leaky_relu_name(_leaky_alpha(attrs)))
+
+
+_unary("nn.leaky_relu", lambda x, a: _leaky(a).numpy(x), lambda v, a: _leaky(a).expr(v), float_only=True,
+       check=_leaky_alpha, doc="x where positive, attribute alpha (0.01) times x below (LeakyReLU).")
+
+
 def _relu_infer(types, attrs):
     arity("nn.relu", types, 1)
     numeric("nn.relu", types[0])

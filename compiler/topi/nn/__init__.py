@@ -8,7 +8,7 @@ from .batch_matmul import batch_matmul
 from .conv2d import conv2d, conv2d_nchw, conv2d_nhwc
 from .dense import dense, matmul
 from .depthwise_conv2d import depthwise_conv2d_nchw
-from .elemwise import ACTIVATIONS, Activation, erf_numpy, relu
+from .elemwise import ACTIVATIONS, Activation, activation, erf_numpy, leaky_relu, leaky_relu_name, relu
 from .pad import pad
 from .pooling import pool2d
 from .softmax import softmax
@@ -16,5 +16,6 @@ from .utils import get_pad_tuple
 from .winograd import conv2d_winograd_nchwc, conv2d_winograd_weight_transform
 
 __all__ = ["pad", "conv2d", "conv2d_nchw", "conv2d_nhwc", "depthwise_conv2d_nchw", "dense", "matmul",
-           "batch_matmul", "pool2d", "softmax", "relu", "Activation", "ACTIVATIONS", "erf_numpy",
-           "get_pad_tuple", "conv2d_winograd_nchwc", "conv2d_winograd_weight_transform"]
+           "batch_matmul", "pool2d", "softmax", "relu", "leaky_relu", "Activation", "ACTIVATIONS",
+           "activation", "leaky_relu_name", "erf_numpy", "get_pad_tuple", "conv2d_winograd_nchwc",
+           "conv2d_winograd_weight_transform"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -17,7 +18,7 @@ import numpy as np
 
 from ... import te
 
-__all__ = ["relu", "Activation", "ACTIVATIONS", "erf_numpy"]
+__all__ = ["relu", "leaky_relu", "Activation", "ACTIVATIONS", "activation", "leaky_relu_name", "erf_numpy"]
 
 _SQRT1_2 = math.sqrt(0.5)
 _SQRT2_PI = math.sqrt(2.0 / math.pi)
@@ -84,9 +85,50 @@ ACTIVATIONS: dict[str, Activation] = {
 }
 
 
+_LEAKY = re.compile(r"leaky_relu\((-?[0-9]+(?:\.[0-9]*)?(?:e[-+]?[0-9]+)?)\)")
+
+
+def _leaky(alpha: float, text: str) -> Activation:
+    """``v`` where positive, ``alpha * v`` below: ``max(v, alpha * v)`` for a slope in [0, 1]."""
+    if 0.0 <= alpha <= 1.0:
+        expr = lambda v: te.max(v, v * _c(alpha, v))  # noqa: E731
+    else:
+        expr = lambda v: te.if_then_else(v < _c(0, v), v * _c(alpha, v), v)  # noqa: E731
+    return Activation(expr, lambda x: np.where(x < 0, x * alpha, x), f"v if v >= 0 else {text} * v")
+
+
+def leaky_relu_name(alpha: float) -> str:
+    """The name :func:`activation` knows LeakyReLU of slope ``alpha`` by: ``"leaky_relu(0.1)"``
+    (the shortest decimal of ``alpha`` as float32, the precision the kernels compute in)."""
+    value = np.float32(alpha)
+    if not np.isfinite(value):
+        raise ValueError(f"leaky_relu: alpha must be finite, got {alpha!r}")
+    return f"leaky_relu({np.format_float_positional(value, unique=True, trim='0')})"
+
+
+def activation(name: str) -> Activation:
+    """The activation called ``name``: an entry of :data:`ACTIVATIONS`, or ``"leaky_relu(a)"``
+    (:func:`leaky_relu_name`) with its slope ``a``. ValueError for any other name."""
+    if name in ACTIVATIONS:
+        return ACTIVATIONS[name]
+    m = _LEAKY.fullmatch(name) if isinstance(name, str) else None
+    if m is None:
+        raise ValueError(f"unknown activation {name!r}: one of {', '.join(ACTIVATIONS)} "
+                         "or 'leaky_relu(alpha)'")
+    return _leaky(float(np.float32(m.group(1))), m.group(1))
+
+
 def relu(x):
     """``max(x, 0)`` elementwise."""
     if not isinstance(x, te.Tensor):
         raise TypeError(f"relu: x must be a te.Tensor, got {type(x).__name__}")
     expr = ACTIVATIONS["relu"].expr
     return te.compute(x.shape, lambda *i: expr(x[i]), name="T_relu", tag="elemwise")
+
+
+def leaky_relu(x, alpha: float):
+    """``x`` where positive, ``alpha * x`` below, elementwise (TVM's ``topi.nn.leaky_relu``)."""
+    if not isinstance(x, te.Tensor):
+        raise TypeError(f"leaky_relu: x must be a te.Tensor, got {type(x).__name__}")
+    expr = activation(leaky_relu_name(alpha)).expr
+    return te.compute(x.shape, lambda *i: expr(x[i]), name="T_leaky_relu", tag="elemwise")

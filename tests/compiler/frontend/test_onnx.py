@@ -711,7 +711,7 @@ def test_torch_activations(torch, tmp_path, opset):
     kernels = prepare(graph, "llvm -mcpu=haswell").nodes  # the kernels as on any AVX2 host
     assert ["nn.silu"] in [[n.op for n in k.attrs["body"].nodes] for k in kernels]  # SiLU, one operator
     epilogues = [k.attrs.get("epilogue") for k in kernels if k.attrs["kind"] == "anchor"]
-    assert epilogues[:2] == [("bias",), ("bias", "hardswish")]
+    assert epilogues[:3] == [("bias",), ("bias", "hardswish"), ("bias", "leaky_relu(0.1)")]
 
 
 def _upsampling_net(torch):

@@ -111,6 +111,8 @@ CASES = [
     Case("nn.silu", [_f(2, 5)]),
     # random over both clipped ends (|x| > 3) and the curve between
     Case("nn.hardswish", [np.random.default_rng(6).uniform(-5, 5, (3, 8)).astype("float32")]),
+    Case("nn.leaky_relu", [_f(3, 8)], dict(alpha=0.1)),
+    Case("nn.leaky_relu", [_f(4, 5, dtype="float64")], dict(alpha=-2.0), "steep-negative"),
     # broadcast
     Case("add", [_f(2, 3, 4), _f(3, 1)]),
     Case("add", [_f(2, 3), ((), F32)], id="scalar"),

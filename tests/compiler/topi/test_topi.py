@@ -188,18 +188,31 @@ _SCALAR_ACTIVATIONS = {
     "hardswish": lambda v: v * min(max(v + 3.0, 0.0), 6.0) / 6.0,
     "gelu": lambda v: v * 0.5 * (1.0 + math.erf(v / math.sqrt(2.0))),
     "gelu_tanh": lambda v: v * 0.5 * (1.0 + math.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v**3))),
+    "leaky_relu(0.1)": lambda v: v if v >= 0 else float(np.float32(0.1)) * v,
+    "leaky_relu(-1.5)": lambda v: v if v >= 0 else -1.5 * v,  # a slope outside [0, 1]: not a max
 }
 
 
 def test_the_activation_table_is_complete():
-    assert set(topi.nn.ACTIVATIONS) == set(_SCALAR_ACTIVATIONS)
+    assert set(topi.nn.ACTIVATIONS) | {"leaky_relu(0.1)", "leaky_relu(-1.5)"} == set(_SCALAR_ACTIVATIONS)
+
+
+def test_leaky_relu_names_its_slope_as_float32_and_refuses_other_names(rng):
+    assert topi.nn.leaky_relu_name(0.1) == "leaky_relu(0.1)"
+    assert topi.nn.leaky_relu_name(np.float32(0.01)) == "leaky_relu(0.01)"
+    assert topi.nn.leaky_relu_name(2) == "leaky_relu(2.0)"
+    for bad in ("leaky_relu", "leaky_relu(nan)", "leaky_relu(0.1", "swish"):
+        with pytest.raises(ValueError, match="unknown activation"):
+            topi.nn.activation(bad)
+    (X,), (x,) = _placeholders(rng, (3, 5))
+    _run(topi.nn.leaky_relu(X, 0.2), [X], [x], np.where(x < 0, x * np.float32(0.2), x))
 
 
 @pytest.mark.parametrize("name", sorted(_SCALAR_ACTIVATIONS))
 def test_activation_forms_agree(rng, name):
     """Each activation's kernel matches its numpy form on random values over both clipped ends
     (relu6 at 6, hardswish at -3 and 3), and the numpy form matches plain Python."""
-    activation = topi.nn.ACTIVATIONS[name]
+    activation = topi.nn.activation(name)
     x = rng.uniform(-8.0, 8.0, size=(4, 33)).astype("float32")
     expected = activation.numpy(x.astype("float64"))
     scalar = np.vectorize(_SCALAR_ACTIVATIONS[name], otypes=[np.float64])(x.astype("float64"))
