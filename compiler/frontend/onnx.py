@@ -916,25 +916,81 @@ def _as_2d(attrs_value: Sequence[int], nd: int, fill: int) -> tuple[int, ...]:
     return tuple(attrs_value) if nd == 2 else (fill,) + tuple(attrs_value)
 
 
-@_converter("Conv")
-def _conv(ctx: _NodeContext, ins, attrs):
+def _convolution(ctx: _NodeContext, ins, attrs, op: str, window) -> Value:
+    """Conv or ConvTranspose as ``op``: ``window(spatial, kernel)`` gives the node's ``(strides,
+    dilations, pads, other window attributes)``, pads as ONNX lists them. A 1-D one runs over a
+    height of 1; the bias is a ``nn.bias_add`` after it."""
     x, w, b = ins[0], ins[1], _opt(ins, 2)
-    nd = _spatial_rank(ctx, x, "convolution")
+    nd = _spatial_rank(ctx, x, "convolution" if op == "nn.conv2d" else "transposed convolution")
     kernel = w.shape[2:]
     if "kernel_shape" in attrs and tuple(attrs["kernel_shape"]) != kernel:
         raise ctx.error(f"kernel_shape {attrs['kernel_shape']} differs from the weight's {kernel}")
-    strides, dilations, pads = _window_attrs(ctx, attrs, x.shape[2:], kernel)
-    if nd == 1:  # a convolution over a height of 1
+    strides, dilations, pads, other = window(x.shape[2:], kernel)
+    if nd == 1:
         x = ctx.reshape(x, x.shape[:2] + (1,) + x.shape[2:])
         w = ctx.reshape(w, w.shape[:2] + (1,) + w.shape[2:])
         pads = (0, pads[0], 0, pads[1])
-    out = ctx.emit("nn.conv2d", [x, w], strides=_as_2d(strides, nd, 1), padding=tuple(pads),
-                   dilation=_as_2d(dilations, nd, 1), groups=int(attrs.get("group", 1)))
+    other = {name: _as_2d(value, nd, 0) for name, value in other.items()}
+    out = ctx.emit(op, [x, w], strides=_as_2d(strides, nd, 1), padding=tuple(int(p) for p in pads),
+                   dilation=_as_2d(dilations, nd, 1), groups=int(attrs.get("group", 1)), **other)
     if b is not None:
         out = ctx.emit("nn.bias_add", [out, b], axis=1)
     if nd == 1:
         out = ctx.reshape(out, out.shape[:2] + out.shape[3:])
     return out
+
+
+@_converter("Conv")
+def _conv(ctx: _NodeContext, ins, attrs):
+    return _convolution(ctx, ins, attrs, "nn.conv2d",
+                        lambda spatial, kernel: (*_window_attrs(ctx, attrs, spatial, kernel), {}))
+
+
+def _transpose_pads(ctx: _NodeContext, attrs, spatial, kernel, strides, dilations, output_padding) -> tuple:
+    """ConvTranspose's pads (all starts, then all ends), from ``pads``, ``auto_pad`` or
+    ``output_shape`` as ONNX defines them: where an output shape is given (by it, or by SAME's
+    ``input * stride``), the padding its size leaves is split, the larger half at the end for
+    SAME_UPPER and at the start otherwise."""
+    n = len(spatial)
+    auto_pad = attrs.get("auto_pad", "NOTSET")
+    if auto_pad not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        raise ctx.error(f"auto_pad={auto_pad!r} is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER")
+    wanted = attrs.get("output_shape")
+    if wanted is None and auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        wanted = [size * s for size, s in zip(spatial, strides)]
+    if wanted is None:
+        pads = tuple(attrs.get("pads", (0,) * 2 * n)) if auto_pad == "NOTSET" else (0,) * 2 * n
+        if len(pads) != 2 * n:
+            raise ctx.error(f"pads {list(pads)} must have {2 * n} entries")
+        return pads
+    wanted = list(wanted)[-n:]
+    starts, ends = [], []
+    for size, k, s, d, op, out in zip(spatial, kernel, strides, dilations, output_padding, wanted):
+        total = s * (size - 1) + op + (k - 1) * d + 1 - out
+        if total < 0:
+            raise ctx.unsupported(f"output_shape {list(wanted)} beyond the full output (negative padding)")
+        upper = auto_pad == "SAME_UPPER"
+        starts.append(total // 2 if upper else total - total // 2)
+        ends.append(total - starts[-1])
+    return tuple(starts + ends)
+
+
+@_converter("ConvTranspose")
+def _conv_transpose(ctx: _NodeContext, ins, attrs):
+    def window(spatial, kernel):
+        nd = len(spatial)
+        strides = tuple(attrs.get("strides", (1,) * nd))
+        dilations = tuple(attrs.get("dilations", (1,) * nd))
+        output_padding = tuple(attrs.get("output_padding", (0,) * nd))
+        if not len(strides) == len(dilations) == len(output_padding) == nd:
+            raise ctx.error(f"strides {list(strides)}, dilations {list(dilations)} and output_padding "
+                            f"{list(output_padding)} must have {nd} entries")
+        pads = _transpose_pads(ctx, attrs, spatial, kernel, strides, dilations, output_padding)
+        if any(p < 0 for p in pads):
+            raise ctx.unsupported(f"negative pads {list(pads)}")
+        return strides, dilations, pads, {"output_padding": output_padding}
+
+    return _convolution(ctx, ins, attrs, "nn.conv2d_transpose", window)
 
 
 def _ceil_windows(ctx: _NodeContext, spatial, kernel, strides, dilations, pads,

@@ -1,5 +1,5 @@
-"""Operators with weights: ``nn.conv2d``, ``nn.dense``, ``nn.batch_matmul``, ``nn.bias_add`` and
-``nn.batch_norm`` (inference form).
+"""Operators with weights: ``nn.conv2d``, ``nn.conv2d_transpose``, ``nn.dense``,
+``nn.batch_matmul``, ``nn.bias_add`` and ``nn.batch_norm`` (inference form).
 
 Convolution, dense and batched products are built from :mod:`compiler.topi`; their references
 accumulate in float64 (int64 for integers), as :mod:`compiler.topi.testing` does.
@@ -43,14 +43,21 @@ def _conv_attrs(attrs) -> tuple[tuple[int, int], tuple[int, int, int, int], tupl
     return strides, padding, dilation, positive_int(op, "groups", attrs.get("groups", 1))
 
 
-def _conv_infer(types, attrs):
-    op = "nn.conv2d"
+def _conv_operands(op: str, types, weight_layout: str) -> tuple[TensorType, TensorType, str]:
+    """``(data, weight, dtype)`` of a convolution's two 4-D inputs of one numeric dtype."""
     arity(op, types, 2)
     data, weight = types
     dtype = same_dtype(op, types, "data and weight")
     numeric(op, data, "data")
     if len(data.shape) != 4 or len(weight.shape) != 4:
-        raise fail(op, f"data (NCHW) and weight (OIHW) must be 4-D, got {data.shape} and {weight.shape}")
+        raise fail(op, f"data (NCHW) and weight ({weight_layout}) must be 4-D, "
+                       f"got {data.shape} and {weight.shape}")
+    return data, weight, dtype
+
+
+def _conv_infer(types, attrs):
+    op = "nn.conv2d"
+    data, weight, dtype = _conv_operands(op, types, "OIHW")
     strides, (top, left, bottom, right), (dh, dw), groups = _conv_attrs(attrs)
     N, C, H, W = data.shape
     F, CG, KH, KW = weight.shape
@@ -106,6 +113,58 @@ def _group_conv2d_nchw(x, w, strides, padding, dilation, groups: int):
 register_op(OpDef("nn.conv2d", "out_elemwise_fusable", _conv_infer, _conv_evaluate, _conv_compute,
                   "2-D convolution, NCHW data and (F, C/groups, KH, KW) weight; attrs strides, "
                   "padding (top, left, bottom, right), dilation, groups."))
+
+
+# ---------------------------------------------------------------------------- nn.conv2d_transpose
+
+_TRANSPOSE = "nn.conv2d_transpose"
+
+
+def _transpose_attrs(attrs) -> tuple:
+    """``(strides, padding, dilation, output_padding, groups)`` of ``nn.conv2d_transpose``."""
+    op = _TRANSPOSE
+    strides = pair(op, "strides", attrs.get("strides", (1, 1)))
+    padding = int_tuple(op, "padding", attrs.get("padding", (0, 0, 0, 0)), 4, 0)
+    dilation = pair(op, "dilation", attrs.get("dilation", (1, 1)))
+    output_padding = int_tuple(op, "output_padding", attrs.get("output_padding", (0, 0)), 2, 0)
+    return strides, padding, dilation, output_padding, positive_int(op, "groups", attrs.get("groups", 1))
+
+
+def _transpose_infer(types, attrs):
+    op = _TRANSPOSE
+    data, weight, dtype = _conv_operands(op, types, "IOHW")
+    (sh, sw), (top, left, bottom, right), (dh, dw), (oph, opw), groups = _transpose_attrs(attrs)
+    N, C, H, W = data.shape
+    CW, FG, KH, KW = weight.shape
+    if C % groups or CW != C:
+        raise fail(op, f"the weight's {CW} input channels must be the data's {C}, in groups={groups}")
+    if oph >= max(sh, dh) or opw >= max(sw, dw):
+        raise fail(op, f"output_padding {(oph, opw)} must be below the stride or the dilation")
+    size = topi.nn.conv2d_transpose_output_size
+    Ho, Wo = size(H, KH, sh, top, bottom, dh, oph), size(W, KW, sw, left, right, dw, opw)
+    if Ho < 1 or Wo < 1:
+        raise fail(op, f"padding {(top, left, bottom, right)} leaves an output of {Ho}x{Wo}")
+    return [TensorType((N, FG * groups, Ho, Wo), dtype)]
+
+
+def _transpose_evaluate(arrays, attrs):
+    x, w = arrays
+    strides, padding, dilation, output_padding, groups = _transpose_attrs(attrs)
+    reference = topi.testing.conv2d_transpose_nchw_python
+    return [reference(x, w, strides, padding, output_padding, dilation, groups)]
+
+
+def _transpose_compute(tensors, attrs):
+    x, w = tensors
+    strides, padding, dilation, output_padding, groups = _transpose_attrs(attrs)
+    return [topi.nn.conv2d_transpose_nchw(x, w, strides, padding, None, output_padding, dilation, groups)]
+
+
+# A reduction to fusion: the bias and activation after it join its kernel (it has no template)
+register_op(OpDef(_TRANSPOSE, "reduce", _transpose_infer, _transpose_evaluate, _transpose_compute,
+                  "2-D transposed convolution, NCHW data and (C, F/groups, KH, KW) weight; attrs "
+                  "strides, padding (top, left, bottom, right, taken off the full output), dilation, "
+                  "output_padding (bottom, right), groups."))
 
 
 # ---------------------------------------------------------------------------- nn.dense

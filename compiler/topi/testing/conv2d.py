@@ -10,7 +10,8 @@ import numpy as np
 
 from ..nn.utils import as_pair, get_pad_tuple
 
-__all__ = ["conv2d_nchw_python", "conv2d_nhwc_python", "depthwise_conv2d_python_nchw", "dilate_python"]
+__all__ = ["conv2d_nchw_python", "conv2d_nhwc_python", "depthwise_conv2d_python_nchw", "dilate_python",
+           "conv2d_transpose_nchw_python"]
 
 
 def _wide(a: np.ndarray) -> np.ndarray:
@@ -87,3 +88,29 @@ def dilate_python(input_np, strides, dilation_value=0.0, out_dtype=None):
     out = np.full(shape, dilation_value, dtype=out_dtype)
     out[tuple(slice(None, None, s) for s in strides)] = input_np
     return out
+
+
+def conv2d_transpose_nchw_python(a_np, w_np, stride, padding, output_padding=(0, 0), dilation=1, groups=1):
+    """The transposed convolution of ``a_np`` (NCHW) by ``w_np`` (IOHW, ``O`` per group), as
+    ``topi.nn.conv2d_transpose_nchw``: each input pixel's products scattered over the output,
+    accumulated in float64 and returned in ``a_np``'s dtype."""
+    a, w = np.asarray(a_np), np.asarray(w_np)
+    N, C, H, W = a.shape
+    _, Fg, KH, KW = w.shape
+    sh, sw = (stride, stride) if isinstance(stride, int) else stride
+    dh, dw = (dilation, dilation) if isinstance(dilation, int) else dilation
+    oph, opw = (output_padding, output_padding) if isinstance(output_padding, int) else output_padding
+    pads = (padding,) * 4 if isinstance(padding, int) else tuple(padding)
+    top, left, bottom, right = pads * 2 if len(pads) == 2 else pads
+    full_h, full_w = sh * (H - 1) + (KH - 1) * dh + 1 + oph, sw * (W - 1) + (KW - 1) * dw + 1 + opw
+    full = np.zeros((N, Fg * groups, full_h, full_w))
+    Cg = C // groups
+    for g in range(groups):
+        x = a[:, g * Cg:(g + 1) * Cg].astype(np.float64)
+        k = w[g * Cg:(g + 1) * Cg].astype(np.float64)
+        for ky in range(KH):
+            for kx in range(KW):
+                spread = np.einsum("nchw,cf->nfhw", x, k[:, :, ky, kx])
+                full[:, g * Fg:(g + 1) * Fg, ky * dh:ky * dh + sh * (H - 1) + 1:sh,
+                     kx * dw:kx * dw + sw * (W - 1) + 1:sw] += spread
+    return full[:, :, top:full_h - bottom, left:full_w - right].astype(a.dtype)

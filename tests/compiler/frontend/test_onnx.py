@@ -386,6 +386,38 @@ def test_pad():
                  {"p": np.array([0, 1, 2, 0, 2, 1], "int64"), "v": np.array(0.5, "float32")}, opset=13)
 
 
+# ---------------------------------------------------------------------------- ConvTranspose
+
+
+@pytest.mark.parametrize("xshape, wshape, attrs", [
+    ((1, 4, 5, 6), (4, 3, 2, 2), {"strides": [2, 2]}),  # a U-Net's up-step
+    ((1, 4, 5, 6), (4, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]}),
+    ((2, 4, 4, 3), (4, 2, 3, 2), {"strides": [2, 1], "dilations": [1, 2], "group": 2, "pads": [0, 1, 2, 0]}),
+    ((1, 3, 4, 5), (3, 2, 3, 3), {"strides": [2, 2], "output_shape": [8, 9]}),
+    ((1, 3, 4, 5), (3, 2, 3, 3), {"strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    ((1, 3, 4, 5), (3, 2, 4, 4), {"strides": [3, 2], "auto_pad": "SAME_LOWER"}),
+    ((1, 3, 7), (3, 4, 3), {"strides": [2], "pads": [1, 0]}),  # 1-D
+])
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv_transpose(xshape, wshape, attrs, bias):
+    consts = {"w": rand(*wshape)}
+    if bias:
+        consts["b"] = rand(wshape[1] * attrs.get("group", 1))
+    inputs = ["x", "w", "b"] if bias else ["x", "w"]
+    graph = check_single("ConvTranspose", inputs, {"x": rand(*xshape)}, consts, **attrs)
+    assert graph.op_counts()["nn.conv2d_transpose"] == 1
+
+
+def test_a_decoder_step_is_one_kernel_with_its_bias_and_activation():
+    nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["u"], strides=[2, 2]),
+             helper.make_node("Relu", ["u"], ["y"])]
+    feeds = {"x": rand(1, 4, 5, 5)}
+    graph = run_both(make_model(nodes, feeds, {"w": rand(4, 6, 2, 2), "b": rand(6)}), feeds)
+    kernels = fused_kernels(prepare(graph, "llvm"))
+    assert [sorted(n.op for n in k.attrs["body"].nodes) for k in kernels] == [
+        ["nn.bias_add", "nn.conv2d_transpose", "nn.relu"]]
+
+
 # ---------------------------------------------------------------------------- Resize
 
 _COORDINATES = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_half_pixel_for_nn"]

@@ -430,3 +430,57 @@ def test_vectorize_reduction_refuses_what_it_cannot_split():
         vectorize_reduction(te.create_schedule(two.op), two, 5)
     with pytest.raises(ValueError, match="width 4 does not divide 'one''s reduction of 10"):
         vectorize_reduction(te.create_schedule(one.op), one, 4)
+
+
+# ---------------------------------------------------------------------------- transposed convolution
+
+
+def _loop_conv_transpose(x, w, stride, pads, dilation, output_padding, groups):
+    """The transposed convolution by its definition: every input pixel times every tap, added
+    at ``iy * stride + ky * dilation - pad_top`` where that falls inside the output."""
+    N, C, H, W = x.shape
+    _, Fg, KH, KW = w.shape
+    (sh, sw), (dh, dw), (oph, opw) = stride, dilation, output_padding
+    top, left, bottom, right = pads
+    Ho = sh * (H - 1) + oph + (KH - 1) * dh + 1 - top - bottom
+    Wo = sw * (W - 1) + opw + (KW - 1) * dw + 1 - left - right
+    out = np.zeros((N, Fg * groups, Ho, Wo))
+    Cg = C // groups
+    for n, c, iy, ix, f, ky, kx in itertools.product(range(N), range(C), range(H), range(W), range(Fg),
+                                                       range(KH), range(KW)):
+        oy, ox = iy * sh + ky * dh - top, ix * sw + kx * dw - left
+        if 0 <= oy < Ho and 0 <= ox < Wo:
+            out[n, (c // Cg) * Fg + f, oy, ox] += x[n, c, iy, ix] * w[c, f, ky, kx]
+    return out
+
+
+# (input, filter, stride, (top, left, bottom, right), dilation, output_padding, groups)
+TRANSPOSED = [
+    ((1, 3, 4, 5), (3, 2, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), (1, 1), 1),  # a U-Net's 2x up-step
+    ((2, 4, 3, 4), (4, 3, 2, 2), (2, 2), (0, 0, 0, 0), (1, 1), (0, 0), 1),
+    ((1, 4, 5, 4), (4, 1, 3, 2), (1, 3), (0, 1, 2, 0), (2, 1), (1, 2), 2),  # grouped, dilated, uneven
+    ((1, 2, 3, 3), (2, 3, 4, 4), (3, 1), (2, 0, 1, 1), (1, 1), (0, 0), 1),
+]
+
+
+@pytest.mark.parametrize("xshape, wshape, stride, pads, dilation, opad, groups", TRANSPOSED)
+def test_conv2d_transpose_nchw(rng, xshape, wshape, stride, pads, dilation, opad, groups):
+    (X, Wt), (x, w) = _placeholders(rng, xshape, wshape)
+    expected = topi.testing.conv2d_transpose_nchw_python(x, w, stride, pads, opad, dilation, groups)
+    np.testing.assert_allclose(expected, _loop_conv_transpose(x, w, stride, pads, dilation, opad, groups),
+                               rtol=1e-5, atol=1e-5)
+    out = topi.nn.conv2d_transpose_nchw(X, Wt, stride, pads, None, opad, dilation, groups)
+    assert tuple(int(d) for d in out.shape) == expected.shape
+    _run(out, [X, Wt], [x, w], expected, rtol=1e-4, atol=1e-5)
+
+
+def test_conv2d_transpose_refuses_bad_arguments():
+    X, Wt = te.placeholder((1, 4, 3, 3), name="X"), te.placeholder((4, 2, 3, 3), name="W")
+    with pytest.raises(ValueError, match="output_padding must be below the stride"):
+        topi.nn.conv2d_transpose_nchw(X, Wt, 2, 0, output_padding=(2, 0))
+    with pytest.raises(ValueError, match="groups must divide"):
+        topi.nn.conv2d_transpose_nchw(X, Wt, 1, 0, groups=3)
+    with pytest.raises(ValueError, match="the filter has 5 input channels"):
+        topi.nn.conv2d_transpose_nchw(X, te.placeholder((5, 2, 3, 3), name="V"), 1, 0)
+    with pytest.raises(ValueError, match="leaves an output"):
+        topi.nn.conv2d_transpose_nchw(X, Wt, 1, 3)
