@@ -1174,6 +1174,46 @@ def _layer_norm(ctx: _NodeContext, ins, attrs):
                     epsilon=float(attrs.get("epsilon", 1e-5)))
 
 
+def _channel_affine(ctx: _NodeContext, x: Value, scale: Value, bias: Value) -> Value:
+    """``x * scale + bias`` with one value of each per channel (axis 1) of ``x``."""
+    per_channel = (1, x.shape[1]) + (1,) * (len(x.shape) - 2)
+    scaled = ctx.emit("multiply", [x, ctx.reshape(ctx.cast(scale, x.dtype), per_channel)])
+    return ctx.emit("add", [scaled, ctx.reshape(ctx.cast(bias, x.dtype), per_channel)])
+
+
+def _normalized(ctx: _NodeContext, x: Value, groups: int, epsilon: float) -> Value:
+    """``x`` normalised over each group of ``C / groups`` channels and every position (a layer
+    norm of ``x`` seen as ``(N, groups, rest)``), with no scale or shift of its own."""
+    N, C = x.shape[:2]
+    rest = int(np.prod(x.shape[2:], dtype=np.int64)) * (C // groups)
+    one, zero = ctx.const(np.ones(1, x.dtype)), ctx.const(np.zeros(1, x.dtype))
+    grouped = ctx.reshape(x, (N, groups, rest))
+    normed = ctx.emit("nn.layer_norm", [grouped, one, zero], axis=2, epsilon=epsilon)
+    return ctx.reshape(normed, x.shape)
+
+
+@_converter("InstanceNormalization", "GroupNormalization")
+def _channel_norm(ctx: _NodeContext, ins, attrs):
+    x, scale, bias = ins[0], ins[1], ins[2]
+    if len(x.shape) < 3 or np.dtype(x.dtype).kind != "f":
+        raise ctx.unsupported(f"an input of shape {x.shape} and dtype {x.dtype} (N, C and positions, float)")
+    C = x.shape[1]
+    epsilon = float(attrs.get("epsilon", 1e-5))
+    if ctx.op_type == "InstanceNormalization":
+        return _channel_affine(ctx, _normalized(ctx, x, C, epsilon), scale, bias)
+    groups = int(attrs.get("num_groups", 0))
+    if groups < 1 or C % groups:
+        raise ctx.error(f"num_groups={groups} must divide the {C} channels")
+    if scale.shape == (groups,) and bias.shape == (groups,) and groups != C:
+        # opset 18's one scale and shift per group, for each of its channels
+        scale, bias = (ctx.const(np.repeat(ctx.array(v, what), C // groups))
+                       for v, what in ((scale, "scale"), (bias, "bias")))
+    elif scale.shape != (C,) or bias.shape != (C,):
+        raise ctx.error(f"scale {scale.shape} and bias {bias.shape} must have one entry per group "
+                        f"({groups}) or per channel ({C})")
+    return _channel_affine(ctx, _normalized(ctx, x, groups, epsilon), scale, bias)
+
+
 _REDUCE = {"ReduceMean": ("mean", 18), "ReduceSum": ("sum", 13), "ReduceMax": ("max", 18),
            "ReduceMin": ("min", 18)}
 

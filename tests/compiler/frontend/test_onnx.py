@@ -386,6 +386,29 @@ def test_pad():
                  {"p": np.array([0, 1, 2, 0, 2, 1], "int64"), "v": np.array(0.5, "float32")}, opset=13)
 
 
+# ---------------------------------------------------------------------------- instance and group norms
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 5, 4), (1, 4, 9)])
+def test_instance_normalization(shape):
+    x = rand(*shape) * 3 + 1
+    graph = check_single("InstanceNormalization", ["x", "s", "b"], {"x": x},
+                         {"s": rand(shape[1]), "b": rand(shape[1])}, epsilon=1e-3)
+    assert graph.op_counts()["nn.layer_norm"] == 1
+
+
+@pytest.mark.parametrize("opset, groups, per", [(18, 2, "group"), (18, 3, "group"), (21, 3, "channel"),
+                                                (21, 6, "channel")])
+def test_group_normalization(opset, groups, per):
+    x = rand(2, 6, 4, 5) * 2 - 1
+    n = groups if per == "group" else 6
+    node = helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=groups, epsilon=1e-4)
+    # onnx's checker calls opset 18's form deprecated; exporters still write it, and it runs
+    model = make_model([node], {"x": x}, {"s": rand(n), "b": rand(n)}, [("y", F32, x.shape)], opset,
+                       check=opset > 18)
+    run_both(model, {"x": x})
+
+
 # ---------------------------------------------------------------------------- ConvTranspose
 
 
