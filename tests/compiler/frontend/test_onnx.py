@@ -789,6 +789,72 @@ def _upsampling_net(torch):
     return Net().eval()
 
 
+def _yolo_like(torch):
+    """A small detector in the YOLOv5 manner, in plain torch: conv-BN-SiLU blocks, a CSP block
+    (split in two, one half through a bottleneck, concatenated), SPPF (three chained max pools,
+    concatenated), a nearest-neighbour upsampling joined with the earlier features, and a head
+    of sigmoid box outputs reshaped to (batch, anchors, cells, 5)."""
+    nn = torch.nn
+
+    def block(cin, cout, k=3, s=1):
+        return nn.Sequential(nn.Conv2d(cin, cout, k, s, k // 2, bias=False), nn.BatchNorm2d(cout), nn.SiLU())
+
+    class CSP(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.a, self.b = block(c, c // 2, 1), block(c, c // 2, 1)
+            self.m = nn.Sequential(block(c // 2, c // 2, 1), block(c // 2, c // 2))
+            self.out = block(c, c, 1)
+
+        def forward(self, x):
+            a = self.a(x)
+            return self.out(torch.cat([a + self.m(a), self.b(x)], dim=1))
+
+    class SPPF(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.cv1, self.cv2 = block(c, c // 2, 1), block(c * 2, c, 1)
+            self.pool = nn.MaxPool2d(5, 1, 2)
+
+        def forward(self, x):
+            x = self.cv1(x)
+            y1 = self.pool(x)
+            y2 = self.pool(y1)
+            return self.cv2(torch.cat([x, y1, y2, self.pool(y2)], dim=1))
+
+    class Detector(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem, self.down = block(3, 8, 3, 2), block(8, 16, 3, 2)
+            self.csp, self.sppf = CSP(16), SPPF(16)
+            self.up = nn.Upsample(scale_factor=2, mode="nearest")
+            self.lateral = block(24, 8, 1)
+            self.head = nn.Conv2d(8, 2 * 5, 1)
+
+        def forward(self, x):
+            shallow = self.stem(x)
+            deep = self.sppf(self.csp(self.down(shallow)))
+            p = self.lateral(torch.cat([self.up(deep), shallow], dim=1))
+            n, _, h, w = p.shape
+            boxes = self.head(p).view(n, 2, 5, h * w).permute(0, 1, 3, 2)
+            return torch.sigmoid(boxes)
+
+    return Detector().eval()
+
+
+def test_a_yolo_like_detector_from_torch(torch, tmp_path):
+    import model_zoo
+    torch.manual_seed(0)
+    net = model_zoo._randomise_norms(_yolo_like(torch), torch.Generator().manual_seed(0))
+    path = model_zoo.export_onnx(net, tmp_path / "yolo.onnx", (1, 3, 32, 32), opset=17)
+    graph = run_both(onnx.load(path), {"input": rand(1, 3, 32, 32)}, rtol=1e-4, atol=1e-5)
+    from compiler.graph import optimize
+
+    ops = optimize(graph).op_counts()  # the sigmoid products recognised as SiLU
+    assert ops["image.resize2d"] == 1 and ops["nn.silu"] == 10 and ops["nn.max_pool2d"] == 3
+    assert ops["nn.conv2d"] == 11 and "nn.batch_norm" not in ops  # BatchNorm folded into each
+
+
 @pytest.mark.parametrize("opset", [13, 18])
 def test_torch_upsampling(torch, tmp_path, opset):
     import model_zoo
