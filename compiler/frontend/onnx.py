@@ -382,7 +382,8 @@ def _all_constant(inputs: list) -> bool:
 # ---------------------------------------------------------------------------- elementwise
 
 _UNARY = {"Relu": "nn.relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log",
-          "Sqrt": "sqrt", "Erf": "erf", "Neg": "negative", "Abs": "abs", "Reciprocal": "reciprocal"}
+          "Sqrt": "sqrt", "Erf": "erf", "Neg": "negative", "Abs": "abs", "Reciprocal": "reciprocal",
+          "Sin": "sin", "Cos": "cos", "Floor": "floor", "Ceil": "ceil", "Round": "round", "Sign": "sign"}
 
 
 @_converter(*_UNARY)
@@ -561,8 +562,6 @@ def _dropout(ctx: _NodeContext, ins, attrs):
 _NUMPY_ONLY: dict[str, Callable] = {
     "Mod": lambda ins, attrs: (np.fmod if attrs.get("fmod", 0) else np.mod)(ins[0], ins[1]),
     "Range": lambda ins, attrs: np.arange(ins[0].item(), ins[1].item(), ins[2].item()).astype(ins[0].dtype),
-    "Floor": lambda ins, attrs: np.floor(ins[0]),
-    "Ceil": lambda ins, attrs: np.ceil(ins[0]),
     "Xor": lambda ins, attrs: np.logical_xor(ins[0], ins[1]),
 }
 
@@ -799,6 +798,47 @@ def _pad(ctx: _NodeContext, ins, attrs):
         return x
     value = float(value) if dtypes.is_float(x.dtype) else int(value)
     return ctx.emit("nn.pad", [x], pad_width=tuple(tuple(p) for p in width), pad_value=value)
+
+
+@_converter("DepthToSpace", "SpaceToDepth")
+def _depth_space(ctx: _NodeContext, ins, attrs):
+    """Channels moved into blocks of pixels, or back: a reshape, a transpose and a reshape."""
+    x, b = ins[0], int(attrs.get("blocksize", 0))
+    if len(x.shape) != 4 or b < 1:
+        raise ctx.error(f"needs a 4-D input and a positive blocksize, got shape {x.shape}, blocksize {b}")
+    N, C, H, W = x.shape
+    if ctx.op_type == "SpaceToDepth":
+        if H % b or W % b:
+            raise ctx.error(f"blocksize {b} must divide the height {H} and width {W}")
+        blocks = ctx.reshape(x, (N, C, H // b, b, W // b, b))
+        moved = ctx.emit("transpose", [blocks], axes=(0, 3, 5, 1, 2, 4))
+        return ctx.reshape(moved, (N, C * b * b, H // b, W // b))
+    if C % (b * b):
+        raise ctx.error(f"blocksize {b} squared must divide the {C} channels")
+    mode = attrs.get("mode", "DCR")
+    if mode == "DCR":  # depth, column, row: the block's row and column outermost in the channels
+        split, order = (N, b, b, C // (b * b), H, W), (0, 3, 4, 1, 5, 2)
+    elif mode == "CRD":
+        split, order = (N, C // (b * b), b, b, H, W), (0, 1, 4, 2, 5, 3)
+    else:
+        raise ctx.error(f"mode {mode!r} is not DCR or CRD")
+    moved = ctx.emit("transpose", [ctx.reshape(x, split)], axes=order)
+    return ctx.reshape(moved, (N, C // (b * b), H * b, W * b))
+
+
+@_converter("Tile")
+def _tile(ctx: _NodeContext, ins, attrs):
+    """Each axis repeated: the input with a new axis of its repeats before each, broadcast along
+    them, and merged."""
+    x = ins[0]
+    reps = ctx.ints(ins[1], "repeats")
+    if len(reps) != len(x.shape) or any(r < 1 for r in reps):
+        raise ctx.error(f"repeats {reps} must hold one positive count per axis of {x.shape}")
+    if all(r == 1 for r in reps):
+        return x
+    spread = ctx.reshape(x, tuple(d for n in x.shape for d in (1, n)))
+    wide = ctx.emit("expand", [spread], shape=tuple(d for r, n in zip(reps, x.shape) for d in (r, n)))
+    return ctx.reshape(wide, tuple(r * n for r, n in zip(reps, x.shape)))
 
 
 _RESIZE_METHODS = {"nearest": "nearest_neighbor", "linear": "linear"}
@@ -1216,19 +1256,47 @@ def _channel_norm(ctx: _NodeContext, ins, attrs):
 
 _REDUCE = {"ReduceMean": ("mean", 18), "ReduceSum": ("sum", 13), "ReduceMax": ("max", 18),
            "ReduceMin": ("min", 18)}
+# written out in the catalog's reductions; axes an input from opset 18
+_COMPOSED_REDUCE = ("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp")
 
 
-@_converter(*_REDUCE)
-def _reduce(ctx: _NodeContext, ins, attrs):
+def _reduce_axes(ctx: _NodeContext, ins, attrs, axes_input_from: int) -> tuple[int, ...] | None:
+    """The reduced axes, sorted; None where an empty list asks for no reduction at all."""
     x = ins[0]
-    op, axes_input_from = _REDUCE[ctx.op_type]
     if ctx.opset >= axes_input_from:
         axes = None if _opt(ins, 1) is None else ctx.ints(ins[1], "axes")
     else:
         axes = attrs.get("axes")
     if not axes:
         if attrs.get("noop_with_empty_axes", 0):
-            return x
+            return None
         axes = range(len(x.shape))
-    axes = tuple(sorted({ctx.axis(a, len(x.shape)) for a in axes}))
-    return ctx.emit(op, [x], axis=axes, keepdims=bool(attrs.get("keepdims", 1)))
+    return tuple(sorted({ctx.axis(a, len(x.shape)) for a in axes}))
+
+
+@_converter(*_REDUCE)
+def _reduce(ctx: _NodeContext, ins, attrs):
+    op, axes_input_from = _REDUCE[ctx.op_type]
+    axes = _reduce_axes(ctx, ins, attrs, axes_input_from)
+    if axes is None:
+        return ins[0]
+    return ctx.emit(op, [ins[0]], axis=axes, keepdims=bool(attrs.get("keepdims", 1)))
+
+
+@_converter(*_COMPOSED_REDUCE)
+def _composed_reduce(ctx: _NodeContext, ins, attrs):
+    x, op = ins[0], ctx.op_type
+    if np.dtype(x.dtype).kind != "f":
+        raise ctx.unsupported(f"input of dtype {x.dtype} (a float type is needed)")
+    axes = _reduce_axes(ctx, ins, attrs, 18)
+    keepdims = bool(attrs.get("keepdims", 1))
+    if axes is None:  # no reduction: each element alone
+        axes, keepdims = (), True
+    if op == "ReduceLogSumExp":  # log(sum(exp(x - max))) + max: no overflow
+        top = ctx.emit("max", [x], axis=axes, keepdims=True)
+        total = ctx.emit("sum", [ctx.emit("exp", [ctx.emit("subtract", [x, top])])], axis=axes, keepdims=True)
+        out = ctx.emit("add", [ctx.emit("log", [total]), top])
+        return out if keepdims else ctx.reshape(out, tuple(d for k, d in enumerate(x.shape) if k not in axes))
+    terms = ctx.emit("abs", [x]) if op == "ReduceL1" else ctx.emit("multiply", [x, x])
+    total = ctx.emit("sum", [terms], axis=axes, keepdims=keepdims)
+    return ctx.emit("sqrt", [total]) if op == "ReduceL2" else total

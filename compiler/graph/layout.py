@@ -75,7 +75,8 @@ DIRECT = 0
 MIN_WINOGRAD_TILES = 16
 
 _UNARY = ("nn.relu", "clip", "sigmoid", "tanh", "exp", "log", "negative", "abs", "reciprocal", "nn.gelu",
-          "nn.silu", "nn.hardswish", "nn.leaky_relu", "erf", "sqrt")
+          "nn.silu", "nn.hardswish", "nn.leaky_relu", "erf", "sqrt", "sin", "cos", "floor", "ceil", "round",
+          "sign")
 _BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum")
 
 

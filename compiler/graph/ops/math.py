@@ -61,6 +61,12 @@ def _const(value, like) -> te.PrimExpr:
     return te.const(value, like.dtype)
 
 
+def _sign(v: te.PrimExpr) -> te.PrimExpr:
+    """1, -1, or ``v`` itself (a zero, or NaN)."""
+    below = te.if_then_else(v < _const(0, v), _const(-1, v), v)
+    return te.if_then_else(v > _const(0, v), _const(1, v), below)
+
+
 def _bounds(attrs, dtype: str) -> tuple[float | int | None, float | int | None]:
     """``clip``'s bounds in ``dtype``'s terms: None where a side is open; integer tensors
     clip to the integers inside the bounds."""
@@ -189,6 +195,12 @@ UNARY_OPS = {
     "sqrt": (lambda x, a: np.sqrt(x), lambda v, a: te.sqrt(v), True),
     "erf": (lambda x, a: erf_numpy(x), lambda v, a: te.erf(v), True),
     "reciprocal": (lambda x, a: 1.0 / x, lambda v, a: _const(1.0, v) / v, True),
+    "sin": (lambda x, a: np.sin(x), lambda v, a: te.sin(v), True),
+    "cos": (lambda x, a: np.cos(x), lambda v, a: te.cos(v), True),
+    "floor": (lambda x, a: np.floor(x), lambda v, a: te.floor(v), True),
+    "ceil": (lambda x, a: np.ceil(x), lambda v, a: te.ceil(v), True),
+    "round": (lambda x, a: np.round(x), lambda v, a: te.nearbyint(v), True),  # halves to even
+    "sign": (lambda x, a: np.sign(x), lambda v, a: _sign(v), False),
     "negative": (lambda x, a: np.negative(x), lambda v, a: -v, False),
     "abs": (lambda x, a: np.abs(x), lambda v, a: te.abs(v), False),
 }

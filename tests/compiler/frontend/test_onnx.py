@@ -597,9 +597,47 @@ def test_reductions_axes_attribute_or_input(op, opset, axes, keepdims):
     check_single(op, inputs, {"x": rand(2, 3, 4)}, consts, opset=opset, **attrs)
 
 
+@pytest.mark.parametrize("op", ["ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp"])
+@pytest.mark.parametrize("opset", [13, 18])
+@pytest.mark.parametrize("axes, keepdims", [([1], 1), ([0, -1], 0), (None, 1)])
+def test_composed_reductions(op, opset, axes, keepdims):
+    inputs, consts, attrs = ["x"], {}, {"keepdims": keepdims}
+    if axes is not None and opset >= 18:
+        consts["a"] = np.array(axes, "int64")
+        inputs.append("a")
+    elif axes is not None:
+        attrs["axes"] = axes
+    x = rand(2, 3, 4) * (30 if op == "ReduceLogSumExp" else 1)  # exp of the raw values would overflow
+    check_single(op, inputs, {"x": x}, consts, opset=opset, **attrs)
+
+
 def test_reduce_noop_with_empty_axes():
     graph = check_single("ReduceSum", ["x"], {"x": rand(2, 3)}, opset=13, noop_with_empty_axes=1)
     assert graph.nodes == []
+
+
+@pytest.mark.parametrize("op", ["Sin", "Cos", "Floor", "Ceil", "Round", "Sign"])
+def test_more_unary(op):
+    x = rand(3, 7) * 4
+    x[0, :4] = [2.5, -2.5, 0.5, 0.0]  # halves round to even; sign of zero
+    check_single(op, ["x"], {"x": x})
+
+
+def test_sign_of_integers():
+    check_single("Sign", ["x"], {"x": np.array([[-3, 0, 7], [2, -1, 0]], "int64")}, outputs=[("y", I64)])
+
+
+@pytest.mark.parametrize("op, mode", [("DepthToSpace", "DCR"), ("DepthToSpace", "CRD"),
+                                      ("SpaceToDepth", None)])
+def test_depth_and_space(op, mode):
+    x = rand(2, 8, 3, 5) if op == "DepthToSpace" else rand(2, 3, 4, 6)
+    attrs = {"blocksize": 2, **({"mode": mode} if mode else {})}
+    check_single(op, ["x"], {"x": x}, **attrs)
+
+
+@pytest.mark.parametrize("reps", [[2, 1, 3], [1, 1, 1], [1, 4, 1]])
+def test_tile(reps):
+    check_single("Tile", ["x", "r"], {"x": rand(2, 3, 4)}, {"r": np.array(reps, "int64")})
 
 
 # ---------------------------------------------------------------------------- shapes bound at import
