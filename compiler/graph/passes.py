@@ -7,6 +7,11 @@ model is compiled.
 
 * :func:`fold_constants`: a node whose inputs are all constants is computed now (with the
   operator's numpy rule) and becomes a constant;
+* :func:`lower_conv2d_transpose`: a transposed convolution of a constant kernel becomes a
+  convolution, which the templates tune: where each kernel is as large as the stride (a U-Net's
+  2x2 stride 2 step), a 1x1 convolution to every tap's channels, its pixels rearranged; else the
+  input spread out by the stride (zeros between its pixels), padded, convolved with the flipped
+  kernel;
 * :func:`fold_batch_norm`: a batch norm after a convolution scales the convolution's weights
   and becomes a bias (``nn.bias_add``); a convolution's bias followed by one is folded too;
 * :func:`decompose_batch_norm`: any other batch norm becomes a multiply and an add of
@@ -34,8 +39,8 @@ from .op import get_op
 from .rewrite import Rewriter, rewrite
 
 __all__ = ["GraphPass", "GraphPipeline", "OPTIMIZE", "fold_constants", "fold_batch_norm",
-           "decompose_batch_norm", "recognize_gelu", "recognize_silu", "sink_reshapes", "fold_reshapes",
-           "optimize"]
+           "decompose_batch_norm", "lower_conv2d_transpose", "recognize_gelu", "recognize_silu",
+           "sink_reshapes", "fold_reshapes", "optimize"]
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +169,84 @@ def decompose_batch_norm(graph: Graph) -> Graph:
         scaled = Value(node.output.name + "_scaled", node.output.type)
         rw.emit(Node("multiply", [x, scale], [scaled], {}, node.name + "_scale"))
         rw.emit(Node("add", [scaled, shift], [node.output], {}, node.name + "_shift"))
+
+    return rewrite(graph, visit)
+
+
+# ----------------------------------------------------------------------------- transposed convolutions
+
+
+class _Emitter:
+    """Nodes emitted one after another in place of one node, each output named after it."""
+
+    def __init__(self, rw: Rewriter, node: Node):
+        self.rw, self.node, self.count = rw, node, 0
+
+    def __call__(self, op: str, inputs: list[Value], **attrs) -> Value:
+        (t,) = get_op(op).infer([v.type for v in inputs], attrs)
+        self.count += 1
+        out = Value(f"{self.node.output.name}_{self.count}", t)
+        self.rw.emit(Node(op, inputs, [out], attrs, f"{self.node.name}_{op.split('.')[-1]}{self.count}"))
+        return out
+
+
+def lower_conv2d_transpose(graph: Graph) -> Graph:
+    """Every ``nn.conv2d_transpose`` of a constant kernel as an ``nn.conv2d`` (see the module's
+    docstring); one of a computed kernel stays as it is."""
+
+    def visit(rw: Rewriter, node: Node) -> None:
+        if node.op != "nn.conv2d_transpose" or not node.inputs[1].is_constant:
+            rw.emit(node)
+            return
+        x, w = node.inputs
+        a = node.attrs
+        emit = _Emitter(rw, node)
+        strides, dilation = tuple(a.get("strides", (1, 1))), tuple(a.get("dilation", (1, 1)))
+        padding, output_padding = tuple(a.get("padding", (0,) * 4)), tuple(a.get("output_padding", (0, 0)))
+        groups = a.get("groups", 1)
+        N, C, H, W = x.shape
+        _, Fg, KH, KW = w.shape
+        if ((KH, KW) == strides and dilation == (1, 1) and not any(padding) and not any(output_padding)
+                and groups == 1):
+            # each input pixel writes its own k x k block: every tap's channels by a 1x1 convolution
+            taps = Value.constant(f"{node.name}_taps", np.ascontiguousarray(
+                w.data.transpose(1, 2, 3, 0).reshape(Fg * KH * KW, C, 1, 1)))
+            blocks = emit("nn.conv2d", [x, taps], strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1),
+                          groups=1)
+            split = emit("reshape", [blocks], newshape=(N, Fg, KH, KW, H, W))
+            moved = emit("transpose", [split], axes=(0, 1, 4, 2, 5, 3))
+            rw.emit(Node("reshape", [moved], node.outputs, {"newshape": node.output.shape}, node.name))
+            return
+        spread = x
+        for axis, s in ((3, strides[1]), (2, strides[0])):  # zeros between the pixels, by the stride
+            if s > 1:
+                shape = spread.shape
+                lifted = emit("reshape", [spread], newshape=(*shape[:axis + 1], 1, *shape[axis + 1:]))
+                width = [(0, 0)] * (len(shape) + 1)
+                width[axis + 1] = (0, s - 1)
+                padded = emit("nn.pad", [lifted], pad_width=tuple(width), pad_value=0.0)
+                merged = list(shape)
+                merged[axis] *= s
+                spread = emit("reshape", [padded], newshape=tuple(merged))
+        # the window's full reach around it, less the transposed convolution's own padding
+        before = [(k - 1) * d - p for k, d, p in zip((KH, KW), dilation, padding[:2])]
+        after = [(k - 1) * d - p + o - (s - 1) for k, d, p, o, s in
+                 zip((KH, KW), dilation, padding[2:], output_padding, strides)]
+        if any(v < 0 for v in before + after):
+            size = spread.shape[2:]
+            begin = (0, 0, *(max(0, -v) for v in before))
+            end = (N, C, *(n - max(0, -v) for n, v in zip(size, after)))
+            spread = emit("strided_slice", [spread], begin=begin, end=end)
+        if any(v > 0 for v in before + after):
+            width = ((0, 0), (0, 0), *((max(0, b), max(0, e)) for b, e in zip(before, after)))
+            spread = emit("nn.pad", [spread], pad_width=width, pad_value=0.0)
+        Cg = C // groups
+        flipped = (w.data.reshape(groups, Cg, Fg, KH, KW).transpose(0, 2, 1, 3, 4)[..., ::-1, ::-1]
+                   .reshape(groups * Fg, Cg, KH, KW))
+        kernel = Value.constant(f"{node.name}_flipped", np.ascontiguousarray(flipped))
+        rw.emit(Node("nn.conv2d", [spread, kernel], node.outputs,
+                     {"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": dilation, "groups": groups},
+                     node.name))
 
     return rewrite(graph, visit)
 
@@ -386,6 +469,7 @@ def fold_reshapes(graph: Graph) -> Graph:
 
 OPTIMIZE = GraphPipeline("optimize", (
     GraphPass("fold_constants", fold_constants),
+    GraphPass("lower_conv2d_transpose", lower_conv2d_transpose),
     GraphPass("fold_batch_norm", fold_batch_norm),
     GraphPass("decompose_batch_norm", decompose_batch_norm),
     GraphPass("recognize_gelu", recognize_gelu),

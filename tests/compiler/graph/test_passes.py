@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from graph_models import batch_norm, conv, residual_cnn, weights
 
 from compiler.graph import GraphBuilder, evaluate, fuse, optimize
@@ -12,6 +13,7 @@ from compiler.graph.passes import (
     decompose_batch_norm,
     fold_batch_norm,
     fold_constants,
+    lower_conv2d_transpose,
     recognize_gelu,
     recognize_silu,
 )
@@ -149,3 +151,25 @@ def test_reshapes_that_meet_fold_into_one(rng):
     folded = optimize(graph)
     assert folded.op_counts() == {"reshape": 1, "tanh": 1, "exp": 1}
     _same(graph, folded, [rng.uniform(-1, 1, (2, 3, 4)).astype("float32")])
+
+
+@pytest.mark.parametrize("wshape, attrs", [
+    ((4, 6, 2, 2), dict(strides=(2, 2))),  # the kernel as large as the stride: a 1x1 convolution
+    ((4, 3, 3, 3), dict(strides=(2, 2), padding=(1, 1, 1, 1), output_padding=(1, 1))),
+    # padding beyond the window's reach: cropped
+    ((4, 3, 2, 3), dict(strides=(3, 1), padding=(2, 0, 2, 2), dilation=(1, 2))),
+    ((4, 2, 3, 3), dict(strides=(1, 2), padding=(0, 1, 1, 0), groups=2)),
+])
+def test_transposed_convolutions_become_convolutions(rng, wshape, attrs):
+    b = GraphBuilder()
+    x = b.input("x", (2, 4, 5, 6))
+    graph = b.finish(b.op("nn.conv2d_transpose", x, b.const("w", weights(rng, *wshape)), **attrs))
+    lowered = lower_conv2d_transpose(graph)
+    ops = [n.op for n in lowered.nodes]
+    assert "nn.conv2d_transpose" not in ops and ops.count("nn.conv2d") == 1
+    _same(graph, lowered, [rng.uniform(-1, 1, (2, 4, 5, 6)).astype("float32")], atol=1e-5)
+    # a kernel computed from the model's inputs stays a transposed convolution
+    c = GraphBuilder()
+    y, k = c.input("y", (1, 4, 3, 3)), c.input("k", (4, 2, 2, 2))
+    computed = c.finish(c.op("nn.conv2d_transpose", y, k, strides=(2, 2)))
+    assert [n.op for n in lower_conv2d_transpose(computed).nodes] == ["nn.conv2d_transpose"]
