@@ -8,10 +8,10 @@ model is compiled.
 * :func:`fold_constants`: a node whose inputs are all constants is computed now (with the
   operator's numpy rule) and becomes a constant;
 * :func:`lower_conv2d_transpose`: a transposed convolution of a constant kernel becomes a
-  convolution, which the templates tune: where each kernel is as large as the stride (a U-Net's
-  2x2 stride 2 step), a 1x1 convolution to every tap's channels, its pixels rearranged; else the
-  input spread out by the stride (zeros between its pixels), padded, convolved with the flipped
-  kernel;
+  convolution, which the templates tune: one that computes each of the stride's output phases as
+  channels (its kernel the phase's taps), its pixels rearranged (a U-Net's 2x2 stride-2 step is a
+  1x1 convolution so); a dilated one, the input spread out by the stride (zeros between its
+  pixels), padded, convolved with the flipped kernel;
 * :func:`fold_batch_norm`: a batch norm after a convolution scales the convolution's weights
   and becomes a bias (``nn.bias_add``); a convolution's bias followed by one is folded too;
 * :func:`decompose_batch_norm`: any other batch norm becomes a multiply and an add of
@@ -190,6 +190,48 @@ class _Emitter:
         return out
 
 
+def _sub_pixel(emit: _Emitter, rw: Rewriter, node: Node, strides, padding) -> None:
+    """An undilated transposed convolution as one convolution that computes every output phase:
+    output pixel ``q * s + r`` (phase ``r``) sums ``x[q - m] * w[r + m * s]``, a convolution of
+    the input padded by ``M - 1`` with the ``M = ceil(K / s)`` taps of phase ``r`` (flipped; zero
+    past the kernel). The phases are channels ``(filter, phase row, phase column)`` of the
+    convolution's output, rearranged into pixels (DepthToSpace's CRD order), then cropped by the
+    padding."""
+    x, w = node.inputs
+    N, C, H, W = x.shape
+    groups = node.attrs.get("groups", 1)
+    _, Fg, KH, KW = w.shape
+    (sh, sw), (top, left) = strides, padding[:2]
+    Ho, Wo = node.output.shape[2:]
+    M = (-(-KH // sh), -(-KW // sw))
+    # rows of phases so that every output pixel is in one: at least H + M - 1, more where the
+    # output padding reaches past the last tap
+    Q = tuple(max(n + m - 1, -(-(p + o) // s)) for n, m, p, o, s in zip((H, W), M, (top, left), (Ho, Wo),
+                                                                        strides))
+    Cg = C // groups
+    taps = np.zeros((groups, Fg, sh, sw, Cg, *M), w.dtype)
+    grouped = w.data.reshape(groups, Cg, Fg, KH, KW)
+    for ry in range(sh):
+        for rx in range(sw):
+            for jy in range(M[0]):
+                for jx in range(M[1]):
+                    ky, kx = ry + (M[0] - 1 - jy) * sh, rx + (M[1] - 1 - jx) * sw
+                    if ky < KH and kx < KW:
+                        taps[:, :, ry, rx, :, jy, jx] = grouped[:, :, :, ky, kx].transpose(0, 2, 1)
+    kernel = Value.constant(f"{node.name}_phases", taps.reshape(groups * Fg * sh * sw, Cg, *M))
+    pads = (M[0] - 1, M[1] - 1, Q[0] - H, Q[1] - W)  # Q - n - (M - 1) after, with the window's M - 1
+    phases = emit("nn.conv2d", [x, kernel], strides=(1, 1), padding=pads, dilation=(1, 1), groups=groups)
+    split = emit("reshape", [phases], newshape=(N, groups * Fg, sh, sw, *Q))
+    moved = emit("transpose", [split], axes=(0, 1, 4, 2, 5, 3))
+    full = (N, groups * Fg, Q[0] * sh, Q[1] * sw)
+    if full == node.output.shape:
+        rw.emit(Node("reshape", [moved], node.outputs, {"newshape": full}, node.name))
+        return
+    pixels = emit("reshape", [moved], newshape=full)
+    rw.emit(Node("strided_slice", [pixels], node.outputs,
+                 {"begin": (0, 0, top, left), "end": (N, groups * Fg, top + Ho, left + Wo)}, node.name))
+
+
 def lower_conv2d_transpose(graph: Graph) -> Graph:
     """Every ``nn.conv2d_transpose`` of a constant kernel as an ``nn.conv2d`` (see the module's
     docstring); one of a computed kernel stays as it is."""
@@ -206,16 +248,8 @@ def lower_conv2d_transpose(graph: Graph) -> Graph:
         groups = a.get("groups", 1)
         N, C, H, W = x.shape
         _, Fg, KH, KW = w.shape
-        if ((KH, KW) == strides and dilation == (1, 1) and not any(padding) and not any(output_padding)
-                and groups == 1):
-            # each input pixel writes its own k x k block: every tap's channels by a 1x1 convolution
-            taps = Value.constant(f"{node.name}_taps", np.ascontiguousarray(
-                w.data.transpose(1, 2, 3, 0).reshape(Fg * KH * KW, C, 1, 1)))
-            blocks = emit("nn.conv2d", [x, taps], strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1),
-                          groups=1)
-            split = emit("reshape", [blocks], newshape=(N, Fg, KH, KW, H, W))
-            moved = emit("transpose", [split], axes=(0, 1, 4, 2, 5, 3))
-            rw.emit(Node("reshape", [moved], node.outputs, {"newshape": node.output.shape}, node.name))
+        if dilation == (1, 1):
+            _sub_pixel(emit, rw, node, strides, padding)
             return
         spread = x
         for axis, s in ((3, strides[1]), (2, strides[0])):  # zeros between the pixels, by the stride

@@ -159,6 +159,8 @@ def test_reshapes_that_meet_fold_into_one(rng):
     # padding beyond the window's reach: cropped
     ((4, 3, 2, 3), dict(strides=(3, 1), padding=(2, 0, 2, 2), dilation=(1, 2))),
     ((4, 2, 3, 3), dict(strides=(1, 2), padding=(0, 1, 1, 0), groups=2)),
+    ((4, 2, 4, 4), dict(strides=(2, 2), padding=(1, 1, 1, 1), output_padding=(1, 1), groups=2)),
+    ((4, 3, 5, 2), dict(strides=(3, 2), padding=(0, 3, 1, 0), output_padding=(2, 0))),
 ])
 def test_transposed_convolutions_become_convolutions(rng, wshape, attrs):
     b = GraphBuilder()
@@ -167,6 +169,8 @@ def test_transposed_convolutions_become_convolutions(rng, wshape, attrs):
     lowered = lower_conv2d_transpose(graph)
     ops = [n.op for n in lowered.nodes]
     assert "nn.conv2d_transpose" not in ops and ops.count("nn.conv2d") == 1
+    # undilated: the output phases as channels, then rearranged; dilated: the input spread out
+    assert ("transpose" in ops) == (attrs.get("dilation", (1, 1)) == (1, 1))
     _same(graph, lowered, [rng.uniform(-1, 1, (2, 4, 5, 6)).astype("float32")], atol=1e-5)
     # a kernel computed from the model's inputs stays a transposed convolution
     c = GraphBuilder()
