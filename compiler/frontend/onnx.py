@@ -1283,6 +1283,15 @@ def _reduce(ctx: _NodeContext, ins, attrs):
     return ctx.emit(op, [ins[0]], axis=axes, keepdims=bool(attrs.get("keepdims", 1)))
 
 
+@_converter("ArgMax", "ArgMin")
+def _arg_extreme(ctx: _NodeContext, ins, attrs):
+    x = ins[0]
+    index = ctx.emit(ctx.op_type.lower(), [x], axis=ctx.axis(attrs.get("axis", 0), len(x.shape)),
+                     keepdims=bool(attrs.get("keepdims", 1)),
+                     select_last_index=bool(attrs.get("select_last_index", 0)))
+    return ctx.cast(index, "int64")  # ONNX's indices
+
+
 @_converter(*_COMPOSED_REDUCE)
 def _composed_reduce(ctx: _NodeContext, ins, attrs):
     x, op = ins[0], ctx.op_type

@@ -1,5 +1,5 @@
-"""Reductions: ``sum``, ``mean``, ``max``, ``min`` over axes, ``nn.softmax``, ``nn.layer_norm`` and
-the NCHW pools (``nn.max_pool2d``, ``nn.avg_pool2d``, ``nn.global_avg_pool2d``).
+"""Reductions: ``sum``, ``mean``, ``max``, ``min`` over axes, ``argmax``, ``argmin``, ``nn.softmax``,
+``nn.layer_norm`` and the NCHW pools (``nn.max_pool2d``, ``nn.avg_pool2d``, ``nn.global_avg_pool2d``).
 
 The references reduce in float64 (int64 for integer sums) and round once to the dtype.
 """
@@ -101,6 +101,79 @@ _reduction("sum", np.sum, te.sum)
 _reduction("mean", np.mean, te.sum, mean=True, float_only=True)
 _reduction("max", np.max, te.max)
 _reduction("min", np.min, te.min)
+
+
+# ---------------------------------------------------------------------------- argmax, argmin
+
+
+def _arg_reducer(largest: bool, last: bool):
+    """An index-and-value reducer: the extreme value, and on ties the lowest index (the highest
+    with ``last``) whatever order the values are combined in."""
+    def fcombine(x, y):
+        better = x[1] > y[1] if largest else x[1] < y[1]
+        tie_won = x[0] > y[0] if last else x[0] < y[0]
+        keep = te.any(better, te.all(x[1] == y[1], tie_won))
+        return te.if_then_else(keep, x[0], y[0]), te.if_then_else(keep, x[1], y[1])
+
+    def fidentity(index_dtype, value_dtype):
+        worst = te.min_value(value_dtype) if largest else te.max_value(value_dtype)
+        return te.const(-1, index_dtype), worst
+
+    return te.comm_reducer(fcombine, fidentity, name="argmax" if largest else "argmin")
+
+
+def _arg_attrs(op: str, attrs, ndim: int) -> tuple[int, bool, bool]:
+    axis = attrs.get("axis", 0)
+    if isinstance(axis, (tuple, list)):
+        if len(axis) != 1:
+            raise fail(op, f"reduces one axis, got axis={axis!r}")
+        axis = axis[0]
+    last = attrs.get("select_last_index", False)
+    return axis_of(op, axis, ndim), _keepdims(op, {"keepdims": attrs.get("keepdims", False)}), bool(last)
+
+
+def _arg_op(name: str, largest: bool) -> OpDef:
+    def infer(types, attrs):
+        arity(name, types, 1)
+        (x,) = types
+        numeric(name, x)
+        axis, keep, _ = _arg_attrs(name, attrs, len(x.shape))
+        if x.shape[axis] == 0:
+            raise fail(name, f"cannot reduce an empty axis of {x.shape}")
+        return [TensorType(_reduced_shape(x.shape, (axis,), keep), "int32")]
+
+    def evaluate(arrays, attrs):
+        (x,) = arrays
+        axis, keep, last = _arg_attrs(name, attrs, x.ndim)
+        pick = np.argmax if largest else np.argmin
+        if last:  # the last of the ties: the first one of the reversed axis
+            index = x.shape[axis] - 1 - pick(np.flip(x, axis), axis=axis)
+        else:
+            index = pick(x, axis=axis)
+        return [np.asarray(np.expand_dims(index, axis) if keep else index).astype("int32")]
+
+    def compute(tensors, attrs):
+        (x,) = tensors
+        shape = shape_of(x)
+        axis, keep, last = _arg_attrs(name, attrs, len(shape))
+        k = te.reduce_axis((0, shape[axis]), name="k")
+        reducer = _arg_reducer(largest, last)
+
+        def body(*i):
+            outer = i[:axis] + (i[axis + 1:] if keep else i[axis:])
+            return reducer((k.var.astype("int32"), x[(*outer[:axis], k, *outer[axis:])]), axis=k)
+
+        index, _ = te.compute(_reduced_shape(shape, (axis,), keep), body, name=f"T_{name}")
+        return [index]
+
+    return register_op(OpDef(name, "reduce", infer, evaluate, compute,
+                             f"The int32 index of the {'largest' if largest else 'smallest'} value along "
+                             "attribute axis (0), keepdims, select_last_index (ties: the first, or the "
+                             "last)."))
+
+
+_arg_op("argmax", largest=True)
+_arg_op("argmin", largest=False)
 
 
 # ---------------------------------------------------------------------------- nn.softmax

@@ -608,6 +608,14 @@ def test_reductions_axes_attribute_or_input(op, opset, axes, keepdims):
     check_single(op, inputs, {"x": rand(2, 3, 4)}, consts, opset=opset, **attrs)
 
 
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("attrs", [{}, {"axis": -1, "keepdims": 0}, {"axis": 1, "select_last_index": 1}])
+def test_arg_extremes(op, attrs):
+    x = np.round(rand(3, 7, 5) * 2)  # whole numbers: ties, which the first (or last) index wins
+    graph = check_single(op, ["x"], {"x": x}, outputs=[("y", I64)], **attrs)
+    assert graph.op_counts()[op.lower()] == 1
+
+
 @pytest.mark.parametrize("op", ["ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp"])
 @pytest.mark.parametrize("opset", [13, 18])
 @pytest.mark.parametrize("axes, keepdims", [([1], 1), ([0, -1], 0), (None, 1)])

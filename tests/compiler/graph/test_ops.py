@@ -175,6 +175,9 @@ CASES = [
          dict(strides=(2, 2), padding=(1, 1, 1, 1), output_padding=(1, 0)), "upsampling"),
     Case("nn.conv2d_transpose", [_f(2, 4, 4, 3), _f(4, 1, 2, 3)],
          dict(strides=(1, 2), padding=(0, 1, 1, 0), dilation=(2, 1), groups=2), "grouped-dilated"),
+    Case("argmax", [np.round(np.random.default_rng(8).uniform(-3, 3, (4, 9, 5))).astype("float32")],
+         dict(axis=1), "ties"),
+    Case("argmin", [_f(4, 6, dtype="int32")], dict(axis=0, keepdims=True, select_last_index=True), "last"),
     # image
     Case("image.resize2d", [_f(1, 2, 4, 5)], dict(size=(7, 11), method="linear", scale=(1.75, 2.2)),
          "linear"),
@@ -250,6 +253,7 @@ BAD = [  # op, input types, attrs, what the message says
     ("nn.conv2d_transpose", [((1, 4, 3, 3), F32), ((3, 2, 3, 3), F32)], {}, "input channels"),
     ("nn.conv2d_transpose", [((1, 4, 3, 3), F32), ((4, 2, 3, 3), F32)], dict(output_padding=(1, 0)),
      "output_padding"),
+    ("argmax", [((2, 3), F32)], dict(axis=(0, 1)), "one axis"),
     ("image.resize2d", [((2, 3, 4), F32)], dict(size=(4, 4)), "4-D NCHW"),
     ("image.resize2d", [((1, 1, 2, 2), "int32")], dict(size=(4, 4), method="linear"), "float tensor"),
     ("image.resize2d", [((1, 1, 2, 2), F32)], dict(size=(4, 4), method="cubic"), "method must be"),
