@@ -27,6 +27,7 @@ model is compiled.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections.abc import Callable, Sequence
@@ -190,97 +191,101 @@ class _Emitter:
         return out
 
 
-def _sub_pixel(emit: _Emitter, rw: Rewriter, node: Node, strides, padding) -> None:
-    """An undilated transposed convolution as one convolution that computes every output phase:
-    output pixel ``q * s + r`` (phase ``r``) sums ``x[q - m] * w[r + m * s]``, a convolution of
-    the input padded by ``M - 1`` with the ``M = ceil(K / s)`` taps of phase ``r`` (flipped; zero
-    past the kernel). The phases are channels ``(filter, phase row, phase column)`` of the
-    convolution's output, rearranged into pixels (DepthToSpace's CRD order), then cropped by the
-    padding."""
+def _phases(emit: _Emitter, node: Node) -> tuple[Value, tuple[int, int]] | None:
+    """An undilated transposed convolution as one convolution that computes each output phase of
+    the stride as channels, the phases then rearranged into pixels: ``(the full output, its
+    top-left crop)``.
+
+    Along an axis, output pixel ``q * s + r`` (phase ``r``, padding not yet cropped) sums
+    ``x[q - m] * w[r + m * s]`` over ``m``: a convolution of the input padded by ``M - 1``, ``M =
+    ceil(K / s)``, with phase ``r``'s taps flipped (zero past the kernel). The convolution's
+    output channels are ``(filter, phase row, phase column)``, rearranged as DepthToSpace's CRD
+    order does."""
     x, w = node.inputs
     N, C, H, W = x.shape
     groups = node.attrs.get("groups", 1)
     _, Fg, KH, KW = w.shape
-    (sh, sw), (top, left) = strides, padding[:2]
+    sh, sw = node.attrs.get("strides", (1, 1))
+    top, left = tuple(node.attrs.get("padding", (0,) * 4))[:2]
     Ho, Wo = node.output.shape[2:]
     M = (-(-KH // sh), -(-KW // sw))
-    # rows of phases so that every output pixel is in one: at least H + M - 1, more where the
-    # output padding reaches past the last tap
+    # positions per phase: the H + M - 1 the taps reach, more where the output padding goes past
     Q = tuple(max(n + m - 1, -(-(p + o) // s)) for n, m, p, o, s in zip((H, W), M, (top, left), (Ho, Wo),
-                                                                        strides))
+                                                                        (sh, sw)))
     Cg = C // groups
     taps = np.zeros((groups, Fg, sh, sw, Cg, *M), w.dtype)
     grouped = w.data.reshape(groups, Cg, Fg, KH, KW)
-    for ry in range(sh):
-        for rx in range(sw):
-            for jy in range(M[0]):
-                for jx in range(M[1]):
-                    ky, kx = ry + (M[0] - 1 - jy) * sh, rx + (M[1] - 1 - jx) * sw
-                    if ky < KH and kx < KW:
-                        taps[:, :, ry, rx, :, jy, jx] = grouped[:, :, :, ky, kx].transpose(0, 2, 1)
+    for ry, rx, jy, jx in itertools.product(range(sh), range(sw), range(M[0]), range(M[1])):
+        ky, kx = ry + (M[0] - 1 - jy) * sh, rx + (M[1] - 1 - jx) * sw
+        if ky < KH and kx < KW:
+            taps[:, :, ry, rx, :, jy, jx] = grouped[:, :, :, ky, kx].transpose(0, 2, 1)
     kernel = Value.constant(f"{node.name}_phases", taps.reshape(groups * Fg * sh * sw, Cg, *M))
-    pads = (M[0] - 1, M[1] - 1, Q[0] - H, Q[1] - W)  # Q - n - (M - 1) after, with the window's M - 1
+    # M - 1 before; after, what makes the output Q long
+    pads = (M[0] - 1, M[1] - 1, Q[0] - H, Q[1] - W)
     phases = emit("nn.conv2d", [x, kernel], strides=(1, 1), padding=pads, dilation=(1, 1), groups=groups)
     split = emit("reshape", [phases], newshape=(N, groups * Fg, sh, sw, *Q))
     moved = emit("transpose", [split], axes=(0, 1, 4, 2, 5, 3))
-    full = (N, groups * Fg, Q[0] * sh, Q[1] * sw)
-    if full == node.output.shape:
-        rw.emit(Node("reshape", [moved], node.outputs, {"newshape": full}, node.name))
-        return
-    pixels = emit("reshape", [moved], newshape=full)
-    rw.emit(Node("strided_slice", [pixels], node.outputs,
-                 {"begin": (0, 0, top, left), "end": (N, groups * Fg, top + Ho, left + Wo)}, node.name))
+    return emit("reshape", [moved], newshape=(N, groups * Fg, Q[0] * sh, Q[1] * sw)), (top, left)
+
+
+def _spread(emit: _Emitter, node: Node) -> tuple[Value, tuple[int, int]]:
+    """A dilated transposed convolution as the convolution of the input spread out by the stride
+    (``s - 1`` zeros after each pixel), padded by the window's reach less the padding (cropped
+    where that is negative), with the flipped kernel: ``(its output, no crop)``."""
+    x, w = node.inputs
+    a = node.attrs
+    strides, dilation = tuple(a.get("strides", (1, 1))), tuple(a.get("dilation", (1, 1)))
+    padding, output_padding = tuple(a.get("padding", (0,) * 4)), tuple(a.get("output_padding", (0, 0)))
+    groups = a.get("groups", 1)
+    N, C = x.shape[:2]
+    _, Fg, KH, KW = w.shape
+    spread = x
+    for axis, s in ((3, strides[1]), (2, strides[0])):
+        if s > 1:
+            shape = spread.shape
+            lifted = emit("reshape", [spread], newshape=(*shape[:axis + 1], 1, *shape[axis + 1:]))
+            width = [(0, 0)] * (len(shape) + 1)
+            width[axis + 1] = (0, s - 1)
+            padded = emit("nn.pad", [lifted], pad_width=tuple(width), pad_value=0.0)
+            merged = list(shape)
+            merged[axis] *= s
+            spread = emit("reshape", [padded], newshape=tuple(merged))
+    before = [(k - 1) * d - p for k, d, p in zip((KH, KW), dilation, padding[:2])]
+    after = [(k - 1) * d - p + o - (s - 1) for k, d, p, o, s in
+             zip((KH, KW), dilation, padding[2:], output_padding, strides)]
+    if any(v < 0 for v in before + after):
+        begin = (0, 0, *(max(0, -v) for v in before))
+        end = (N, C, *(n - max(0, -v) for n, v in zip(spread.shape[2:], after)))
+        spread = emit("strided_slice", [spread], begin=begin, end=end)
+    if any(v > 0 for v in before + after):
+        width = ((0, 0), (0, 0), *((max(0, b), max(0, e)) for b, e in zip(before, after)))
+        spread = emit("nn.pad", [spread], pad_width=width, pad_value=0.0)
+    Cg = C // groups
+    flipped = (w.data.reshape(groups, Cg, Fg, KH, KW).transpose(0, 2, 1, 3, 4)[..., ::-1, ::-1]
+               .reshape(groups * Fg, Cg, KH, KW))
+    kernel = Value.constant(f"{node.name}_flipped", np.ascontiguousarray(flipped))
+    return emit("nn.conv2d", [spread, kernel], strides=(1, 1), padding=(0, 0, 0, 0), dilation=dilation,
+                groups=groups), (0, 0)
 
 
 def lower_conv2d_transpose(graph: Graph) -> Graph:
-    """Every ``nn.conv2d_transpose`` of a constant kernel as an ``nn.conv2d`` (see the module's
-    docstring); one of a computed kernel stays as it is."""
+    """Every ``nn.conv2d_transpose`` of a constant kernel as an ``nn.conv2d`` and the moves around
+    it (see the module's docstring); one of a computed kernel stays as it is."""
 
     def visit(rw: Rewriter, node: Node) -> None:
         if node.op != "nn.conv2d_transpose" or not node.inputs[1].is_constant:
             rw.emit(node)
             return
-        x, w = node.inputs
-        a = node.attrs
         emit = _Emitter(rw, node)
-        strides, dilation = tuple(a.get("strides", (1, 1))), tuple(a.get("dilation", (1, 1)))
-        padding, output_padding = tuple(a.get("padding", (0,) * 4)), tuple(a.get("output_padding", (0, 0)))
-        groups = a.get("groups", 1)
-        N, C, H, W = x.shape
-        _, Fg, KH, KW = w.shape
-        if dilation == (1, 1):
-            _sub_pixel(emit, rw, node, strides, padding)
+        undilated = tuple(node.attrs.get("dilation", (1, 1))) == (1, 1)
+        full, (top, left) = (_phases if undilated else _spread)(emit, node)
+        out = node.output
+        if full.shape == out.shape:
+            rw.replace(out, full)
             return
-        spread = x
-        for axis, s in ((3, strides[1]), (2, strides[0])):  # zeros between the pixels, by the stride
-            if s > 1:
-                shape = spread.shape
-                lifted = emit("reshape", [spread], newshape=(*shape[:axis + 1], 1, *shape[axis + 1:]))
-                width = [(0, 0)] * (len(shape) + 1)
-                width[axis + 1] = (0, s - 1)
-                padded = emit("nn.pad", [lifted], pad_width=tuple(width), pad_value=0.0)
-                merged = list(shape)
-                merged[axis] *= s
-                spread = emit("reshape", [padded], newshape=tuple(merged))
-        # the window's full reach around it, less the transposed convolution's own padding
-        before = [(k - 1) * d - p for k, d, p in zip((KH, KW), dilation, padding[:2])]
-        after = [(k - 1) * d - p + o - (s - 1) for k, d, p, o, s in
-                 zip((KH, KW), dilation, padding[2:], output_padding, strides)]
-        if any(v < 0 for v in before + after):
-            size = spread.shape[2:]
-            begin = (0, 0, *(max(0, -v) for v in before))
-            end = (N, C, *(n - max(0, -v) for n, v in zip(size, after)))
-            spread = emit("strided_slice", [spread], begin=begin, end=end)
-        if any(v > 0 for v in before + after):
-            width = ((0, 0), (0, 0), *((max(0, b), max(0, e)) for b, e in zip(before, after)))
-            spread = emit("nn.pad", [spread], pad_width=width, pad_value=0.0)
-        Cg = C // groups
-        flipped = (w.data.reshape(groups, Cg, Fg, KH, KW).transpose(0, 2, 1, 3, 4)[..., ::-1, ::-1]
-                   .reshape(groups * Fg, Cg, KH, KW))
-        kernel = Value.constant(f"{node.name}_flipped", np.ascontiguousarray(flipped))
-        rw.emit(Node("nn.conv2d", [spread, kernel], node.outputs,
-                     {"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": dilation, "groups": groups},
-                     node.name))
+        N, F, Ho, Wo = out.shape
+        rw.emit(Node("strided_slice", [full], node.outputs,
+                     {"begin": (0, 0, top, left), "end": (N, F, top + Ho, left + Wo)}, node.name))
 
     return rewrite(graph, visit)
 
