@@ -854,14 +854,22 @@ def _resize_input(ctx: _NodeContext, v: Value | None, what: str) -> np.ndarray |
     return data if data.size else None
 
 
-@_converter("Resize")
+@_converter("Resize", "Upsample")
 def _resize(ctx: _NodeContext, ins, attrs):
     x = ins[0]
-    if ctx.opset < 11:
-        raise ctx.unsupported("Resize before opset 11 (its coordinates were not yet defined)")
     mode = attrs.get("mode", "nearest")
+    mode = "linear" if mode == "bilinear" else mode  # Upsample's older name
     if mode not in _RESIZE_METHODS:
         raise ctx.unsupported(f"mode={mode!r}")
+    if len(x.shape) != 4:
+        raise ctx.unsupported(f"a {len(x.shape)}-D input (an NCHW image is resized)")
+    if ctx.op_type == "Upsample" or ctx.opset < 11:
+        # Upsample and Resize-10: scales only (an attribute before opset 9), asymmetric coordinates,
+        # nearest rounding down when enlarging and up when shrinking (ONNX Runtime's "simple")
+        scales = np.asarray(attrs["scales"] if "scales" in attrs else ctx.array(_opt(ins, 1), "scales"))
+        if ctx.op_type == "Upsample" and (scales < 1).any():
+            raise ctx.error(f"Upsample's scales must be at least 1, got {scales.tolist()}")
+        return _resized(ctx, x, range(4), scales.reshape(-1), None, mode, "asymmetric", None)
     coordinates = attrs.get("coordinate_transformation_mode", "half_pixel")
     if coordinates not in COORDINATE_MODES:
         raise ctx.unsupported(f"coordinate_transformation_mode={coordinates!r}")
@@ -869,10 +877,19 @@ def _resize(ctx: _NodeContext, ins, attrs):
         raise ctx.unsupported("antialias=1")
     if attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
         raise ctx.unsupported(f"keep_aspect_ratio_policy={attrs['keep_aspect_ratio_policy']!r}")
-    if len(x.shape) != 4:
-        raise ctx.unsupported(f"a {len(x.shape)}-D input (an NCHW image is resized)")
+    rounding = attrs.get("nearest_mode", "round_prefer_floor")
+    if rounding not in _NEAREST_MODES:
+        raise ctx.unsupported(f"nearest_mode={rounding!r}")
     axes = [ctx.axis(a, 4) for a in attrs.get("axes", range(4))]
     scales, sizes = _resize_input(ctx, _opt(ins, 2), "scales"), _resize_input(ctx, _opt(ins, 3), "sizes")
+    return _resized(ctx, x, axes, scales, sizes, mode, coordinates, rounding)
+
+
+def _resized(ctx: _NodeContext, x: Value, axes, scales, sizes, mode: str, coordinates: str,
+             rounding: str | None) -> Value:
+    """``x`` resized on ``axes`` by ``scales`` or to ``sizes`` (one of them None); ``rounding``
+    None: down where the image grows, up where it shrinks."""
+    axes = list(axes)
     if (scales is None) == (sizes is None):
         raise ctx.error("Resize takes one of scales and sizes")
     given = scales if sizes is None else sizes
@@ -898,9 +915,14 @@ def _resize(ctx: _NodeContext, ins, attrs):
     if tuple(out) == x.shape and scale[2] == scale[3] == 1:
         return x
     method = _RESIZE_METHODS[mode]
-    rounding = attrs.get("nearest_mode", "round_prefer_floor") if method == "nearest_neighbor" else ""
-    if rounding and rounding not in _NEAREST_MODES:
-        raise ctx.unsupported(f"nearest_mode={rounding!r}")
+    if method != "nearest_neighbor":
+        rounding = ""
+    elif rounding is None:
+        directions = {s > 1 for s in scale[2:] if s != 1}
+        if len(directions) > 1:
+            raise ctx.unsupported(f"nearest-neighbour scales {[float(s) for s in scale]} that enlarge one "
+                                  "axis and shrink the other before opset 11")
+        rounding = "floor" if directions == {True} else "ceil"
     return ctx.emit("image.resize2d", [x], size=tuple(out[2:]), method=method,
                     coordinate_transformation_mode=coordinates, rounding_method=rounding,
                     scale=(float(scale[2]), float(scale[3])))

@@ -497,6 +497,28 @@ def test_resize_at_opset_11_with_its_empty_inputs_and_with_axes_at_18():
     assert same.op_counts().get("image.resize2d", 0) == 0  # scale 1: the input itself
 
 
+@pytest.mark.parametrize("op, opset", [("Upsample", 7), ("Upsample", 9), ("Resize", 10)])
+@pytest.mark.parametrize("mode, scales", [("nearest", [1, 1, 2, 3]), ("nearest", [1, 1, 0.5, 0.75]),
+                                          ("linear", [1, 1, 2, 1.5]), ("linear", [1, 1, 0.6, 0.5])])
+def test_resize_before_opset_11(op, opset, mode, scales):
+    """Upsample and Resize-10: asymmetric coordinates; nearest rounds down when enlarging and up
+    when shrinking, as ONNX Runtime does. Upsample only enlarges."""
+    x = {"x": rand(1, 2, 6, 8)}
+    scales = np.array(scales, "float32")
+    if op == "Upsample" and (scales < 1).any():
+        node = helper.make_node(op, ["x", "s"], ["y"], mode=mode)
+        with pytest.raises(GraphError, match="scales must be at least 1"):
+            from_onnx(make_model([node], x, {"s": scales}, opset=9, check=False))
+        return
+    if opset < 9:
+        node = helper.make_node(op, ["x"], ["y"], mode=mode, scales=scales.tolist())
+        model = make_model([node], x, {}, opset=opset, check=False)
+    else:
+        model = make_model([helper.make_node(op, ["x", "s"], ["y"], mode=mode)], x, {"s": scales},
+                           opset=opset, check=False)
+    run_both(model, x)
+
+
 @pytest.mark.parametrize("attrs, scales, match", [
     ({"mode": "cubic"}, [1, 1, 2, 2], "mode='cubic'"),
     ({"coordinate_transformation_mode": "tf_crop_and_resize"}, [1, 1, 2, 2], "tf_crop_and_resize"),
