@@ -688,7 +688,7 @@ def _concat(ctx: _NodeContext, ins, attrs):
     return ctx.emit("concatenate", ins, axis=ctx.axis(attrs["axis"], len(ins[0].shape)))
 
 
-@_converter("Gather")
+@_converter("Gather", "GatherElements")
 def _gather(ctx: _NodeContext, ins, attrs):
     data, indices = ins
     axis = ctx.axis(attrs.get("axis", 0), len(data.shape))
@@ -699,7 +699,7 @@ def _gather(ctx: _NodeContext, ins, attrs):
             raise ctx.error(f"indices out of range for axis {axis} of {data.shape}")
         if (idx < 0).any():
             indices = ctx.const(np.where(idx < 0, idx + n, idx).astype(idx.dtype))
-    return ctx.emit("take", [data, indices], axis=axis)
+    return ctx.emit("take" if ctx.op_type == "Gather" else "gather", [data, indices], axis=axis)
 
 
 @_converter("Slice")

@@ -2,10 +2,12 @@
 
 * :mod:`.math`: elementwise and broadcasting operators (``add``, ``exp``, ``nn.relu``, ``cast``,
   ``where``, comparisons);
-* :mod:`.nn`: ``nn.conv2d``, ``nn.dense``, ``nn.batch_matmul``, ``nn.bias_add``, ``nn.batch_norm``;
-* :mod:`.reduce`: ``sum``, ``mean``, ``max``, ``min``, ``nn.softmax``, ``nn.layer_norm`` and the pools;
-* :mod:`.tensor`: ``reshape``, ``transpose``, ``concatenate``, ``take``, ``strided_slice``,
-  ``expand``, ``nn.pad``;
+* :mod:`.nn`: ``nn.conv2d``, ``nn.conv2d_transpose``, ``nn.dense``, ``nn.batch_matmul``,
+  ``nn.bias_add``, ``nn.batch_norm``;
+* :mod:`.reduce`: ``sum``, ``mean``, ``max``, ``min``, ``argmax``, ``argmin``, ``nn.softmax``,
+  ``nn.layer_norm`` and the pools;
+* :mod:`.tensor`: ``reshape``, ``transpose``, ``concatenate``, ``take``, ``gather``,
+  ``strided_slice``, ``expand``, ``nn.pad``;
 * :mod:`.layout`: channel-blocked data (``NCHW{b}c``): ``layout_transform``, ``nn.conv2d_nchwc``,
   ``nn.pool2d_nchwc``;
 * :mod:`.image`: ``image.resize2d``;

@@ -1,5 +1,5 @@
 """Operators that move elements: ``reshape``, ``transpose``, ``concatenate``, ``take``,
-``strided_slice``, ``expand`` and ``nn.pad``. Their references are numpy's own."""
+``gather``, ``strided_slice``, ``expand`` and ``nn.pad``. Their references are numpy's own."""
 
 from __future__ import annotations
 
@@ -136,12 +136,26 @@ _injective("concatenate", _concat_infer,
 # ---------------------------------------------------------------------------- take
 
 
-def _take_infer(types, attrs):
-    op = "take"
+def _indexed(op: str, types) -> tuple[TensorType, TensorType]:
+    """``(data, indices)`` of an operator that picks elements by index (int32 or int64)."""
     arity(op, types, 2)
     data, indices = types
     if indices.dtype not in ("int32", "int64"):
         raise fail(op, f"the indices must be int32 or int64, got {indices.dtype}")
+    return data, indices
+
+
+def _within(j, n: int):
+    """Index expression ``j`` on an axis of ``n`` elements: a negative one counts from the end,
+    others out of range clip to the axis."""
+    size, zero, one = (te.const(v, j.dtype) for v in (n, 0, 1))
+    j = te.if_then_else(j < zero, j + size, j)
+    return te.min(te.max(j, zero), size - one).astype("int32")
+
+
+def _take_infer(types, attrs):
+    op = "take"
+    data, indices = _indexed(op, types)
     if not data.shape:
         raise fail(op, "the data must have at least one axis")
     axis = axis_of(op, attrs.get("axis", 0), len(data.shape))
@@ -163,13 +177,9 @@ def _take_compute(tensors, attrs):
     shape, ishape = shape_of(data), shape_of(indices)
     axis = attrs.get("axis", 0) % len(shape)
     out = shape[:axis] + ishape + shape[axis + 1:]
-    n = te.const(shape[axis], indices.dtype)
-    zero = te.const(0, indices.dtype)
 
     def body(*i):
-        j = indices[i[axis:axis + len(ishape)]]
-        j = te.if_then_else(j < zero, j + n, j)
-        j = te.min(te.max(j, zero), n - te.const(1, indices.dtype)).astype("int32")
+        j = _within(indices[i[axis:axis + len(ishape)]], shape[axis])
         return data[(*i[:axis], j, *i[axis + len(ishape):])]
 
     return [te.compute(out, body, name="T_take", tag="injective")]
@@ -178,6 +188,48 @@ def _take_compute(tensors, attrs):
 _injective("take", _take_infer, _take_evaluate, _take_compute,
            "numpy.take along attribute axis; negative indices count from the end, others out of "
            "range clip to the axis.")
+
+
+# ---------------------------------------------------------------------------- gather
+
+
+def _gather_infer(types, attrs):
+    op = "gather"
+    data, indices = _indexed(op, types)
+    if len(indices.shape) != len(data.shape) or not data.shape:
+        raise fail(op, f"the indices {indices.shape} must have the data's rank ({data.shape})")
+    axis = axis_of(op, attrs.get("axis", 0), len(data.shape))
+    if any(i > d for k, (i, d) in enumerate(zip(indices.shape, data.shape)) if k != axis):
+        raise fail(op, f"the indices {indices.shape} reach past the data {data.shape} off axis {axis}")
+    if data.shape[axis] == 0 and indices.size:
+        raise fail(op, f"cannot gather from an empty axis {axis} of {data.shape}")
+    return [TensorType(indices.shape, data.dtype)]
+
+
+def _gather_evaluate(arrays, attrs):
+    data, indices = arrays
+    axis = attrs.get("axis", 0) % data.ndim
+    n = data.shape[axis]
+    grid = list(np.indices(indices.shape, sparse=True))  # each output element's own position,
+    grid[axis] = np.clip(np.where(indices < 0, indices + n, indices), 0, n - 1)  # its pick on axis
+    return [np.ascontiguousarray(data[tuple(grid)])]
+
+
+def _gather_compute(tensors, attrs):
+    data, indices = tensors
+    shape = shape_of(data)
+    axis = attrs.get("axis", 0) % len(shape)
+
+    def body(*i):
+        return data[(*i[:axis], _within(indices[i], shape[axis]), *i[axis + 1:])]
+
+    return [te.compute(shape_of(indices), body, name="T_gather", tag="injective")]
+
+
+_injective("gather", _gather_infer, _gather_evaluate, _gather_compute,
+           "Each index picks along attribute axis at its own position (ONNX GatherElements, TVM's "
+           "gather; numpy.take_along_axis where the shapes agree off the axis); negative indices "
+           "count from the end, others out of range clip to the axis.")
 
 
 # ---------------------------------------------------------------------------- strided_slice

@@ -342,6 +342,21 @@ def test_gather_runtime_indices():
     assert graph.op_counts() == {"take": 1}
 
 
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("constant", [True, False])
+def test_gather_elements(axis, constant):
+    x = rand(3, 4, 5)
+    shape = [3, 4, 5]
+    shape[axis] = 6  # more picks than the axis holds; off the axis, fewer than the data
+    shape[(axis + 1) % 3] -= 1
+    n = x.shape[axis]
+    indices = np.random.default_rng(axis + 5).integers(-n, n, shape).astype("int64")
+    feeds, consts = {"x": x}, {}
+    (consts if constant else feeds)["i"] = indices
+    graph = check_single("GatherElements", ["x", "i"], feeds, consts, axis=axis)
+    assert graph.op_counts() == {"gather": 1}
+
+
 @pytest.mark.parametrize("starts, ends, axes, steps", [
     ([1], [3], [0], None),
     ([0, -3], [10**10, -1], [0, 2], [2, 1]),
