@@ -1321,13 +1321,14 @@ def _composed_reduce(ctx: _NodeContext, ins, attrs):
         raise ctx.unsupported(f"input of dtype {x.dtype} (a float type is needed)")
     axes = _reduce_axes(ctx, ins, attrs, 18)
     keepdims = bool(attrs.get("keepdims", 1))
-    if axes is None:  # no reduction: each element alone
-        axes, keepdims = (), True
     if op == "ReduceLogSumExp":  # log(sum(exp(x - max))) + max: no overflow
+        if axes is None:  # no reduction: each element's log of its own exp
+            return x
         top = ctx.emit("max", [x], axis=axes, keepdims=True)
         total = ctx.emit("sum", [ctx.emit("exp", [ctx.emit("subtract", [x, top])])], axis=axes, keepdims=True)
         out = ctx.emit("add", [ctx.emit("log", [total]), top])
         return out if keepdims else ctx.reshape(out, tuple(d for k, d in enumerate(x.shape) if k not in axes))
     terms = ctx.emit("abs", [x]) if op == "ReduceL1" else ctx.emit("multiply", [x, x])
-    total = ctx.emit("sum", [terms], axis=axes, keepdims=keepdims)
+    # no reduction: each term is its own sum
+    total = terms if axes is None else ctx.emit("sum", [terms], axis=axes, keepdims=keepdims)
     return ctx.emit("sqrt", [total]) if op == "ReduceL2" else total

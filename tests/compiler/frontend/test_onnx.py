@@ -667,6 +667,11 @@ def test_composed_reductions(op, opset, axes, keepdims):
     check_single(op, inputs, {"x": x}, consts, opset=opset, **attrs)
 
 
+@pytest.mark.parametrize("op", ["ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp"])
+def test_composed_reductions_with_empty_axes_reduce_nothing(op):
+    check_single(op, ["x"], {"x": rand(2, 3)}, opset=18, noop_with_empty_axes=1)
+
+
 def test_reduce_noop_with_empty_axes():
     graph = check_single("ReduceSum", ["x"], {"x": rand(2, 3)}, opset=13, noop_with_empty_axes=1)
     assert graph.nodes == []
