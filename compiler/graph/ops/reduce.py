@@ -128,8 +128,7 @@ def _arg_attrs(op: str, attrs, ndim: int) -> tuple[int, bool, bool]:
         if len(axis) != 1:
             raise fail(op, f"reduces one axis, got axis={axis!r}")
         axis = axis[0]
-    last = attrs.get("select_last_index", False)
-    return axis_of(op, axis, ndim), _keepdims(op, {"keepdims": attrs.get("keepdims", False)}), bool(last)
+    return axis_of(op, axis, ndim), _keepdims(op, attrs), bool(attrs.get("select_last_index", False))
 
 
 def _arg_op(name: str, largest: bool) -> OpDef:

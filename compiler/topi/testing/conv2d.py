@@ -97,11 +97,10 @@ def conv2d_transpose_nchw_python(a_np, w_np, stride, padding, output_padding=(0,
     a, w = np.asarray(a_np), np.asarray(w_np)
     N, C, H, W = a.shape
     _, Fg, KH, KW = w.shape
-    sh, sw = (stride, stride) if isinstance(stride, int) else stride
-    dh, dw = (dilation, dilation) if isinstance(dilation, int) else dilation
+    sh, sw = as_pair(stride, "stride")
+    dh, dw = as_pair(dilation, "dilation")
     oph, opw = (output_padding, output_padding) if isinstance(output_padding, int) else output_padding
-    pads = (padding,) * 4 if isinstance(padding, int) else tuple(padding)
-    top, left, bottom, right = pads * 2 if len(pads) == 2 else pads
+    top, left, bottom, right = get_pad_tuple(padding, (KH, KW))
     full_h, full_w = sh * (H - 1) + (KH - 1) * dh + 1 + oph, sw * (W - 1) + (KW - 1) * dw + 1 + opw
     full = np.zeros((N, Fg * groups, full_h, full_w))
     Cg = C // groups
