@@ -38,7 +38,11 @@ def conv2d_transpose_nchw(Input, Filter, strides, padding, out_dtype=None, outpu
         raise ValueError(f"conv2d_transpose_nchw: the filter has {CF} input channels but the input has {C}")
     sh, sw = as_pair(strides, "strides")
     dh, dw = as_pair(dilation, "dilation")
-    oph, opw = (output_padding, output_padding) if isinstance(output_padding, int) else tuple(output_padding)
+    pair = (output_padding,) * 2 if isinstance(output_padding, int) else tuple(output_padding)
+    if len(pair) != 2 or not all(isinstance(p, int) for p in pair):
+        raise ValueError(f"conv2d_transpose_nchw: output_padding must be an int or (h, w), "
+                         f"got {output_padding!r}")
+    oph, opw = pair
     if not (0 <= oph < max(sh, dh) and 0 <= opw < max(sw, dw)):
         raise ValueError(f"conv2d_transpose_nchw: output_padding must be below the stride or the dilation, "
                          f"got {output_padding!r}")

@@ -478,6 +478,8 @@ def test_conv2d_transpose_refuses_bad_arguments():
     X, Wt = te.placeholder((1, 4, 3, 3), name="X"), te.placeholder((4, 2, 3, 3), name="W")
     with pytest.raises(ValueError, match="output_padding must be below the stride"):
         topi.nn.conv2d_transpose_nchw(X, Wt, 2, 0, output_padding=(2, 0))
+    with pytest.raises(ValueError, match=r"output_padding must be an int or \(h, w\)"):
+        topi.nn.conv2d_transpose_nchw(X, Wt, 2, 0, output_padding=(1, 0, 1))
     with pytest.raises(ValueError, match="groups must divide"):
         topi.nn.conv2d_transpose_nchw(X, Wt, 1, 0, groups=3)
     with pytest.raises(ValueError, match="the filter has 5 input channels"):
