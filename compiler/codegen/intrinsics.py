@@ -1,7 +1,7 @@
 """Floating-point math of ``Call`` nodes.
 
-``exp``, ``log``, ``tanh`` and ``sigmoid`` of float32/float64 (and float16, computed in
-float32) are our own inline implementations (:mod:`.vector_math`): LLVM would turn a
+``exp``, ``log``, ``tanh`` and ``sigmoid`` of float32/float64, ``erf`` of float32 (and float16, computed
+in float32) are our own inline implementations (:mod:`.vector_math`): LLVM would turn a
 vector ``exp`` into one libm call per lane. Everything else is an LLVM intrinsic where
 one exists, libm otherwise (one call per lane of a vector).
 """
@@ -19,7 +19,8 @@ from ..tir.op import INT_OPS
 from .llvm_types import scalar_type, splat_constant, split_dtype, type_suffix
 from .vector_math import VECTOR_MATH_OPS, VectorMath, supports
 
-__all__ = ["MathEmitter", "FLOAT_OPS", "CALL_OPS", "emit_call_extern", "extern_name", "per_lane"]
+__all__ = ["MathEmitter", "FLOAT_OPS", "CALL_OPS", "LIBM_FUNCTIONS", "emit_call_extern", "extern_name",
+           "per_lane"]
 
 # Call.op -> LLVM intrinsic base name. ``round`` rounds halves away from zero and ``nearbyint``
 # to even, as TVM lowers them (to llvm.round and llvm.nearbyint).
@@ -27,7 +28,10 @@ _INTRINSICS = {"exp2": "exp2", "log2": "log2", "log10": "log10",
                "sqrt": "sqrt", "sin": "sin", "cos": "cos", "fabs": "fabs", "floor": "floor",
                "ceil": "ceil", "round": "round", "trunc": "trunc", "nearbyint": "nearbyint"}
 # Call.op -> libm names for (float, double).
-_LIBM = {"erf": ("erff", "erf")}
+_LIBM = {op: (op + "f", op) for op in ("erf", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
+                                       "atanh")}
+#: The C math library functions generated code may call (an exported function must not take their names).
+LIBM_FUNCTIONS = frozenset(name for names in _LIBM.values() for name in names)
 _COMPOSED = ("rsqrt",)
 
 FLOAT_OPS = frozenset((*VECTOR_MATH_OPS, *_INTRINSICS, *_LIBM, *_COMPOSED, "pow", "fmod"))

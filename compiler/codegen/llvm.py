@@ -47,7 +47,7 @@ from ..tir.functor import Functor
 from ..tir.op import EXTERN_OPS, INT_OPS
 from ..tir.packed import CALL_PACKED
 from . import loop_metadata
-from .intrinsics import CALL_OPS, MathEmitter, emit_call_extern, extern_name
+from .intrinsics import CALL_OPS, LIBM_FUNCTIONS, MathEmitter, emit_call_extern, extern_name
 from .llvm_imports import defined_functions, imported_llvm, link_imports
 from .llvm_packed import emit_call_packed
 from .llvm_parallel import ParallelLoops, pointer_attrs
@@ -83,7 +83,7 @@ _ALLOC_FAILED_GLOBAL = "__autotune_alloc_failed"
 MAX_STACK_BYTES = 64 * 1024  # larger (or symbolic) allocations go to the heap
 _HEAP_ALIGN = 64
 # C symbols that compiled code calls: an exported function of the same name would shadow them.
-_RESERVED = frozenset({"free", "aligned_alloc", "malloc", "tanh", "tanhf", "erf", "erff"})
+_RESERVED = frozenset({"free", "aligned_alloc", "malloc", "tanh", "tanhf", *LIBM_FUNCTIONS})
 _INT_CMP = {E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">="}
 
 

@@ -383,7 +383,9 @@ def _all_constant(inputs: list) -> bool:
 
 _UNARY = {"Relu": "nn.relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log",
           "Sqrt": "sqrt", "Erf": "erf", "Neg": "negative", "Abs": "abs", "Reciprocal": "reciprocal",
-          "Sin": "sin", "Cos": "cos", "Floor": "floor", "Ceil": "ceil", "Round": "round", "Sign": "sign"}
+          "Sin": "sin", "Cos": "cos", "Floor": "floor", "Ceil": "ceil", "Round": "round", "Sign": "sign",
+          "Tan": "tan", "Asin": "asin", "Acos": "acos", "Atan": "atan", "Sinh": "sinh", "Cosh": "cosh",
+          "Asinh": "asinh", "Acosh": "acosh", "Atanh": "atanh", "IsNaN": "isnan"}
 
 
 @_converter(*_UNARY)
@@ -437,6 +439,37 @@ def _softplus_of(ctx: _NodeContext, x: Value) -> Value:
     tail = ctx.emit("exp", [ctx.emit("negative", [ctx.emit("abs", [x])])])
     return ctx.emit("add", [ctx.emit("maximum", [x, _number(ctx, x, 0)]),
                             ctx.emit("log", [ctx.emit("add", [tail, _number(ctx, x, 1)])])])
+
+
+@_converter("IsInf")
+def _is_inf(ctx: _NodeContext, ins, attrs):
+    x = ins[0]
+    positive, negative = bool(attrs.get("detect_positive", 1)), bool(attrs.get("detect_negative", 1))
+    if positive and negative:
+        return ctx.emit("isinf", [x])
+    if positive or negative:
+        return ctx.emit("equal", [x, _number(ctx, x, math.inf if positive else -math.inf)])
+    return ctx.emit("greater", [x, _number(ctx, x, math.inf)])  # detects nothing: false everywhere
+
+
+@_converter("Shrink")
+def _shrink(ctx: _NodeContext, ins, attrs):
+    """``x - bias`` above ``lambd``, ``x + bias`` below ``-lambd``, 0 between."""
+    x = ins[0]
+    lambd, bias = float(attrs.get("lambd", 0.5)), float(attrs.get("bias", 0.0))
+    below = ctx.emit("where", [ctx.emit("less", [x, _number(ctx, x, -lambd)]),
+                               ctx.emit("add", [x, _number(ctx, x, bias)]), _number(ctx, x, 0)])
+    return ctx.emit("where", [ctx.emit("greater", [x, _number(ctx, x, lambd)]),
+                              ctx.emit("subtract", [x, _number(ctx, x, bias)]), below])
+
+
+@_converter("Swish")
+def _swish(ctx: _NodeContext, ins, attrs):
+    """``x * sigmoid(alpha * x)``: SiLU (one operator, fused into the layer before) where alpha is 1."""
+    x, alpha = ins[0], float(attrs.get("alpha", 1.0))
+    if alpha == 1.0:
+        return ctx.emit("nn.silu", [x])
+    return ctx.emit("multiply", [x, ctx.emit("sigmoid", [ctx.emit("multiply", [x, _number(ctx, x, alpha)])])])
 
 
 @_converter("LeakyRelu", "PRelu", "Elu", "Selu", "Celu", "ThresholdedRelu", "HardSigmoid", "HardSwish",
@@ -1332,3 +1365,5 @@ def _composed_reduce(ctx: _NodeContext, ins, attrs):
     # no reduction: each term is its own sum
     total = terms if axes is None else ctx.emit("sum", [terms], axis=axes, keepdims=keepdims)
     return ctx.emit("sqrt", [total]) if op == "ReduceL2" else total
+
+

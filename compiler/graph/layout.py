@@ -55,6 +55,7 @@ from .ops.layout import (
     to_blocks,
     window_attrs,
 )
+from .ops.math import UNARY_OPS
 
 __all__ = ["plan_layouts", "output_block", "input_block", "panel_width", "winograd_tile_size",
            "winograd_tile_sizes", "algorithm_options", "algorithm_name", "DIRECT",
@@ -74,9 +75,9 @@ DIRECT = 0
 #: Fewer tiles than this leave the Winograd GEMM's rows too short to fill a register tile.
 MIN_WINOGRAD_TILES = 16
 
-_UNARY = ("nn.relu", "clip", "sigmoid", "tanh", "exp", "log", "negative", "abs", "reciprocal", "nn.gelu",
-          "nn.silu", "nn.hardswish", "nn.leaky_relu", "erf", "sqrt", "sin", "cos", "floor", "ceil", "round",
-          "sign")
+# Elementwise operators that act on each element alone, whatever the layout
+_UNARY = (*UNARY_OPS, "nn.relu", "clip", "sigmoid", "nn.gelu", "nn.silu", "nn.hardswish", "nn.leaky_relu",
+          "isnan", "isinf")
 _BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum")
 
 

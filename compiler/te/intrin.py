@@ -14,14 +14,21 @@ from ..tir import expr as E
 from ..tir.expr import PrimExpr
 from ..tir.op import (  # noqa: A004  (tir owns these; te re-exports the same objects, as TVM does)
     abs,
+    acos,
+    acosh,
     all,
     any,
+    asin,
+    asinh,
+    atan,
+    atanh,
     call_extern,
     call_intrin,
     call_pure_extern,
     ceil,
     comm_reducer,
     cos,
+    cosh,
     div,
     erf,
     exp,
@@ -48,8 +55,10 @@ from ..tir.op import (  # noqa: A004  (tir owns these; te re-exports the same ob
     rsqrt,
     sigmoid,
     sin,
+    sinh,
     sqrt,
     sum,
+    tan,
     tanh,
     trunc,
     truncdiv,
@@ -61,7 +70,7 @@ __all__ = ["sum", "max", "min", "exp", "exp2", "log", "log2", "log10", "sqrt", "
            "isnan", "if_then_else", "all", "any", "max_value", "min_value", "const", "floordiv",
            "floormod", "indexdiv", "indexmod", "call_extern", "call_pure_extern", "call_intrin",
            "comm_reducer", "div", "truncdiv", "truncmod", "nearbyint", "popcount", "fmod", "isinf",
-           "isfinite"]
+           "isfinite", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh"]
 
 
 def max_value(dtype: str) -> PrimExpr:

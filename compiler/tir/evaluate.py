@@ -35,7 +35,9 @@ INTRINSICS: dict[str, Callable] = {
     "fabs": np.abs, "floor": np.floor, "ceil": np.ceil, "round": _round_half_away, "sin": np.sin,
     "cos": np.cos, "pow": np.power, "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
     "erf": np.vectorize(math.erf), "log2": np.log2, "log10": np.log10, "exp2": np.exp2,
-    "trunc": np.trunc, "rsqrt": lambda x: 1 / np.sqrt(x), "nearbyint": np.rint, "fmod": np.fmod,
+    "trunc": np.trunc, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
+    "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
+    "rsqrt": lambda x: 1 / np.sqrt(x), "nearbyint": np.rint, "fmod": np.fmod,
     # Integers are Python ints here: bitwise operators act on two's complement, ``>>`` on a
     # negative value fills with its sign, and the caller wraps the result to the dtype.
     "bitwise_and": lambda a, b: int(a) & int(b), "bitwise_or": lambda a, b: int(a) | int(b),

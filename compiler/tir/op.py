@@ -50,6 +50,7 @@ __all__ = ["Op", "CallEffectKind", "BUILTIN_LOWERING", "register_op_attr", "regi
            "isnan", "isinf", "isfinite", "reinterpret", "shift_left", "shift_right", "bitwise_and",
            "bitwise_or", "bitwise_xor", "bitwise_not", "exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt",
            "tanh", "sin", "cos", "sigmoid", "erf", "abs", "floor", "ceil", "round", "trunc", "power",
+           "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
            "NATIVE_MATH", "register_target_rules", "sum", "max", "min", "comm_reducer"]
 
 logger = logging.getLogger(__name__)
@@ -509,6 +510,15 @@ floor = _float_call("floor")
 ceil = _float_call("ceil")
 round = _float_call("round")  # noqa: A001  (halves away from zero, as C's and TVM's; nearbyint: to even)
 trunc = _float_call("trunc")
+tan = _float_call("tan")
+asin = _float_call("asin")
+acos = _float_call("acos")
+atan = _float_call("atan")
+sinh = _float_call("sinh")
+cosh = _float_call("cosh")
+asinh = _float_call("asinh")
+acosh = _float_call("acosh")
+atanh = _float_call("atanh")
 
 
 def abs(x) -> PrimExpr:  # noqa: A001
@@ -673,7 +683,8 @@ def _as_values(values, types: tuple, what: str) -> tuple:
 
 #: The built-in math intrinsics (short names).
 MATH_OPS = ("exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt", "tanh", "sin", "cos", "sigmoid", "erf",
-            "fabs", "abs", "floor", "ceil", "round", "trunc", "pow", "isnan", "nearbyint", "fmod")
+            "fabs", "abs", "floor", "ceil", "round", "trunc", "pow", "isnan", "nearbyint", "fmod",
+            "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")
 #: The built-in integer and bit intrinsics (short names); every code generator lowers them itself.
 INT_OPS = ("popcount", "clz", "reinterpret", "shift_left", "shift_right", "bitwise_and", "bitwise_or",
            "bitwise_xor", "bitwise_not")

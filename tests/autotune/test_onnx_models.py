@@ -15,8 +15,8 @@ import autotune  # noqa: E402
 import compiler  # noqa: E402
 from compiler.frontend import from_onnx  # noqa: E402
 from compiler.graph import model_info, prepare  # noqa: E402
-from tests.compiler.frontend.test_onnx import make_model, rand  # noqa: E402
 from tests.helpers import assert_written, poisoned  # noqa: E402
+from tests.onnx_helpers import make_model, rand  # noqa: E402
 
 
 def _w(*shape, scale: float = 1.0) -> np.ndarray:

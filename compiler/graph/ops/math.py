@@ -203,6 +203,15 @@ UNARY_OPS = {
     "sign": (lambda x, a: np.sign(x), lambda v, a: _sign(v), False),
     "negative": (lambda x, a: np.negative(x), lambda v, a: -v, False),
     "abs": (lambda x, a: np.abs(x), lambda v, a: te.abs(v), False),
+    "tan": (lambda x, a: np.tan(x), lambda v, a: te.tan(v), True),
+    "asin": (lambda x, a: np.arcsin(x), lambda v, a: te.asin(v), True),
+    "acos": (lambda x, a: np.arccos(x), lambda v, a: te.acos(v), True),
+    "atan": (lambda x, a: np.arctan(x), lambda v, a: te.atan(v), True),
+    "sinh": (lambda x, a: np.sinh(x), lambda v, a: te.sinh(v), True),
+    "cosh": (lambda x, a: np.cosh(x), lambda v, a: te.cosh(v), True),
+    "asinh": (lambda x, a: np.arcsinh(x), lambda v, a: te.asinh(v), True),
+    "acosh": (lambda x, a: np.arccosh(x), lambda v, a: te.acosh(v), True),
+    "atanh": (lambda x, a: np.arctanh(x), lambda v, a: te.atanh(v), True),
 }
 
 for _name, (_ref, _expr, _float_only) in UNARY_OPS.items():
@@ -213,6 +222,25 @@ _unary("nn.gelu", lambda x, a: _gelu_activation(a).numpy(x), lambda v, a: _gelu_
        doc="x * Phi(x); attribute approximate 'none' (erf, the default) or 'tanh'.")
 _activation_op("nn.silu", "silu", "SiLU, Swish")
 _activation_op("nn.hardswish", "hardswish", "ONNX's HardSwish")
+
+
+def _float_test(name: str, ref: Callable, expr: Callable, doc: str) -> OpDef:
+    """A bool operator testing each element of a float tensor."""
+
+    def infer(types, attrs):
+        arity(name, types, 1)
+        floating(name, types[0])
+        return [TensorType(types[0].shape, "bool")]
+
+    def compute(tensors, attrs):
+        (x,) = tensors
+        return [te.compute(x.shape, lambda *i: expr(x[i]), name=f"T_{name}", tag="elemwise")]
+
+    return register_op(OpDef(name, "elemwise", infer, lambda arrays, attrs: [ref(arrays[0])], compute, doc))
+
+
+_float_test("isnan", np.isnan, te.isnan, "True where x is NaN.")
+_float_test("isinf", np.isinf, te.isinf, "True where x is infinite, of either sign.")
 
 
 # ---------------------------------------------------------------------------- binary

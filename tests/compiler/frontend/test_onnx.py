@@ -15,78 +15,20 @@ from compiler.frontend import from_onnx  # noqa: E402
 from compiler.graph import (  # noqa: E402
     GraphError,
     UnsupportedOperatorError,
-    build_graph,
-    evaluate,
     prepare,  # noqa: E402
 )
 from compiler.graph.fuse import fused_kernels  # noqa: E402
-from tests.helpers import assert_written, poisoned  # noqa: E402
-
-F32, I64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
-_RNG = np.random.default_rng(20240601)
-
-
-def rand(*shape, low=None) -> np.ndarray:
-    """Random non-zero float32: normal, or uniform in [low, low + 1.5) where ``low`` is given."""
-    if low is not None:
-        return _RNG.uniform(low, low + 1.5, shape).astype("float32")
-    a = _RNG.standard_normal(shape).astype("float32")
-    return np.where(np.abs(a) < 1e-3, 0.5, a).astype("float32")
-
-
-def make_model(nodes, feeds: dict[str, np.ndarray], consts: dict[str, np.ndarray] | None = None,
-               outputs=("y",), opset: int = 17, check: bool = True):
-    """A model of ``nodes``: ``feeds`` as graph inputs, ``consts`` as initializers; each output is a
-    name (float32) or ``(name, element type[, shape])``."""
-    inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-              for n, a in feeds.items()]
-    outs = [helper.make_tensor_value_info(*_output_spec(o)) for o in outputs]
-    inits = [numpy_helper.from_array(np.asarray(a), n) for n, a in (consts or {}).items()]
-    graph = helper.make_graph(nodes, "test", inputs, outs, initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 9 if opset <= 20 else 10
-    if check:  # shape inference gives the outputs their shapes, which the checker wants
-        model = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
-        onnx.checker.check_model(model)
-    return model
-
-
-def _output_spec(o) -> tuple:
-    """``(name, element type, shape)`` of an output given as a name or a shorter tuple."""
-    spec = (o,) if isinstance(o, str) else tuple(o)
-    return spec + (F32, None)[len(spec) - 1:]
-
-
-def run_both(model, feeds: dict[str, np.ndarray], shape=None, rtol=1e-4, atol=1e-5):
-    """The graph of ``model``, after checking that it computes what ONNX Runtime does: run by the
-    graph interpreter, and compiled (:func:`compiler.graph.build_graph`) and run on poisoned outputs."""
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    expected = session.run(None, feeds)
-    graph = from_onnx(model, shape=shape)
-    got = evaluate(graph, feeds)
-    assert len(got) == len(expected)
-    for g, e in zip(got, expected):
-        assert g.dtype == e.dtype and g.shape == e.shape, (g.dtype, g.shape, e.dtype, e.shape)
-        np.testing.assert_allclose(g, e, rtol=rtol, atol=atol)
-    if graph.nodes:  # a model that folded to constants has no kernel to compile
-        module = build_graph(graph)
-        outputs = [poisoned(e.shape, e.dtype) for e in expected]
-        module(*[feeds[v.name] for v in graph.inputs], *outputs)
-        for g, e in zip(outputs, expected):
-            assert_written(g, e, rtol=rtol, atol=atol)
-    return graph
-
-
-def single(op: str, inputs, feeds, consts=None, opset=17, outputs=("y",), **attrs):
-    """A one-node model: ``inputs`` lists the node's input names ("" for an absent one)."""
-    node = helper.make_node(op, list(inputs), [o if isinstance(o, str) else o[0] for o in outputs],
-                            name=f"{op}_0", **attrs)
-    return make_model([node], feeds, consts, outputs, opset)
-
-
-def check_single(op, inputs, feeds, consts=None, opset=17, outputs=("y",), **attrs):
-    return run_both(single(op, inputs, feeds, consts, opset, outputs, **attrs), feeds)
-
+from tests.onnx_helpers import (  # noqa: E402
+    BOOL,
+    F32,
+    I64,
+    RNG,
+    check_single,
+    make_model,
+    rand,
+    run_both,
+    single,
+)
 
 # ---------------------------------------------------------------------------- convolution
 
@@ -156,7 +98,7 @@ def test_prelu_slope_broadcasts_over_channels():
     graph = check_single("PRelu", ["x", "slope"], {"x": rand(2, 4, 5, 5) * 3}, {"slope": rand(4, 1, 1)})
     assert graph.op_counts() == {"less": 1, "multiply": 1, "where": 1}
     # slopes in [0, 1]: the larger of x and its scaled self, which blocked layouts carry through
-    slope = _RNG.uniform(0, 1, (4, 1, 1)).astype("float32")
+    slope = RNG.uniform(0, 1, (4, 1, 1)).astype("float32")
     graph = check_single("PRelu", ["x", "slope"], {"x": rand(2, 4, 5, 5) * 3}, {"slope": slope})
     assert graph.op_counts() == {"multiply": 1, "maximum": 1}
     check_single("PRelu", ["x", "slope"], {"x": rand(3, 6), "slope": rand(6)})
@@ -682,6 +624,38 @@ def test_more_unary(op):
     x = rand(3, 7) * 4
     x[0, :4] = [2.5, -2.5, 0.5, 0.0]  # halves round to even; sign of zero
     check_single(op, ["x"], {"x": x})
+
+
+@pytest.mark.parametrize("op, low", [("Tan", -1.4), ("Asin", -0.9), ("Acos", -0.9), ("Atan", -5.0),
+                                     ("Sinh", -4.0), ("Cosh", -4.0), ("Asinh", -5.0), ("Acosh", 1.0),
+                                     ("Atanh", -0.9)])
+def test_trigonometric_and_hyperbolic(op, low):
+    x = rand(2, 9, low=low)
+    x[0, 0] = 1.0 if op == "Acosh" else 0.0  # the edge of the domain, or the odd functions' zero
+    check_single(op, ["x"], {"x": x})
+
+
+@pytest.mark.parametrize("op, attrs", [("IsNaN", {}), ("IsInf", {}), ("IsInf", {"detect_negative": 0}),
+                                       ("IsInf", {"detect_positive": 0}),
+                                       ("IsInf", {"detect_positive": 0, "detect_negative": 0})])
+def test_special_value_tests(op, attrs):
+    x = rand(2, 6)
+    x[0, :4] = [np.inf, -np.inf, np.nan, 0.0]
+    check_single(op, ["x"], {"x": x}, outputs=[("y", BOOL)], **attrs)
+
+
+@pytest.mark.parametrize("attrs", [{}, {"lambd": 0.3, "bias": 0.2}])
+def test_shrink(attrs):
+    x = rand(3, 8)
+    x[0, :2] = [0.5, -0.5]  # on the thresholds: kept out
+    check_single("Shrink", ["x"], {"x": x}, **attrs)
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.7])
+def test_swish_at_opset_24(alpha):
+    graph = check_single("Swish", ["x"], {"x": rand(2, 3, 4)}, opset=24, alpha=alpha)
+    expected = ["nn.silu"] if alpha == 1.0 else ["multiply", "sigmoid", "multiply"]
+    assert [n.op for n in graph.nodes] == expected
 
 
 def test_sign_of_integers():
