@@ -1367,3 +1367,4 @@ def _composed_reduce(ctx: _NodeContext, ins, attrs):
     return ctx.emit("sqrt", [total]) if op == "ReduceL2" else total
 
 
+from . import onnx_composed  # noqa: E402,F401  (registers its converters)

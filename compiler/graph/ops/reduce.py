@@ -1,7 +1,8 @@
-"""Reductions: ``sum``, ``mean``, ``max``, ``min`` over axes, ``argmax``, ``argmin``, ``nn.softmax``,
-``nn.layer_norm`` and the NCHW pools (``nn.max_pool2d``, ``nn.avg_pool2d``, ``nn.global_avg_pool2d``).
+"""Reductions: ``sum``, ``prod``, ``mean``, ``max``, ``min`` over axes, ``argmax``, ``argmin``,
+``nn.softmax``, ``nn.layer_norm`` and the NCHW pools (``nn.max_pool2d``, ``nn.avg_pool2d``,
+``nn.global_avg_pool2d``).
 
-The references reduce in float64 (int64 for integer sums) and round once to the dtype.
+The references reduce in float64 (int64 for integer sums and products) and round once to the dtype.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from ._common import (
 __all__: list[str] = []
 
 
-# ---------------------------------------------------------------------------- sum, mean, max, min
+# ---------------------------------------------------------------------------- sum, prod, mean, max, min
 
 
 def _axes(op: str, attrs, ndim: int) -> tuple[int, ...]:
@@ -57,13 +58,16 @@ def _reduced_shape(shape, axes, keepdims: bool) -> tuple[int, ...]:
     return tuple(d for k, d in enumerate(shape) if k not in axes)
 
 
-def _reduction(name: str, ref, reducer, *, mean: bool = False, float_only: bool = False) -> OpDef:
+def _reduction(name: str, ref, reducer, *, mean: bool = False, float_only: bool = False,
+               empty_ok: bool = False) -> OpDef:
+    """Operator ``name`` reducing with ``reducer``; ``empty_ok``: an empty axis gives the reducer's
+    identity (a sum's 0, a product's 1) rather than an error."""
     def infer(types, attrs):
         arity(name, types, 1)
         (x,) = types
         (floating if float_only else numeric)(name, x)
         axes = _axes(name, attrs, len(x.shape))
-        if not mean and reducer is not te.sum and any(x.shape[a] == 0 for a in axes):
+        if not mean and not empty_ok and any(x.shape[a] == 0 for a in axes):
             raise fail(name, f"cannot reduce an empty axis of {x.shape}")
         return [TensorType(_reduced_shape(x.shape, axes, _keepdims(name, attrs)), x.dtype)]
 
@@ -97,7 +101,10 @@ def _reduction(name: str, ref, reducer, *, mean: bool = False, float_only: bool 
                              f"{name} over attribute axis (a tuple; None for all), keepdims."))
 
 
-_reduction("sum", np.sum, te.sum)
+_prod = te.comm_reducer(lambda x, y: x * y, lambda dtype: te.const(1, dtype), name="prod")
+
+_reduction("sum", np.sum, te.sum, empty_ok=True)
+_reduction("prod", np.prod, _prod, empty_ok=True)
 _reduction("mean", np.mean, te.sum, mean=True, float_only=True)
 _reduction("max", np.max, te.max)
 _reduction("min", np.min, te.min)
