@@ -1367,4 +1367,5 @@ def _composed_reduce(ctx: _NodeContext, ins, attrs):
     return ctx.emit("sqrt", [total]) if op == "ReduceL2" else total
 
 
-from . import onnx_composed  # noqa: E402,F401  (registers its converters)
+# the converters defined in the modules beside this one register themselves
+from . import onnx_composed, onnx_indexing  # noqa: E402,F401

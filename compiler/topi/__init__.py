@@ -9,7 +9,10 @@
   ``softmax_python``, ``batch_matmul``, ``dilate_python``);
 * ``topi.utils``: helpers on shapes (``get_const_tuple``, ``get_const_int``);
 * ``topi.add``, ``topi.subtract``, ``topi.multiply``, ``topi.divide``: numpy-style broadcasting
-  (what ``A + B`` builds on tensors), and ``topi.tag``: the operator tags.
+  (what ``A + B`` builds on tensors), and ``topi.tag``: the operator tags;
+* ``topi.cumsum`` (:mod:`.scan`), ``topi.take``, ``topi.gather``, ``topi.trilu``, ``topi.one_hot``,
+  ``topi.gather_nd``, ``topi.scatter_elements`` and ``topi.scatter_nd`` (:mod:`.transform`):
+  running sums and operators that pick or place elements by index.
 
 The templates in ``search_spaces`` build their computations from these, so a kernel a
 user writes against ``topi.nn`` and a tuned template compute the same thing.
@@ -18,5 +21,8 @@ See ``docs/topi.md``.
 
 from . import image, nn, tag, testing, utils
 from .broadcast import add, divide, multiply, subtract
+from .scan import cumsum
+from .transform import gather, gather_nd, one_hot, scatter_elements, scatter_nd, take, trilu
 
-__all__ = ["image", "nn", "tag", "testing", "utils", "add", "subtract", "multiply", "divide"]
+__all__ = ["image", "nn", "tag", "testing", "utils", "add", "subtract", "multiply", "divide", "cumsum",
+           "take", "gather", "trilu", "one_hot", "gather_nd", "scatter_elements", "scatter_nd"]

@@ -11,9 +11,10 @@
 * :mod:`.layout`: channel-blocked data (``NCHW{b}c``): ``layout_transform``, ``nn.conv2d_nchwc``,
   ``nn.pool2d_nchwc``;
 * :mod:`.image`: ``image.resize2d``;
-* :mod:`.expansion`: ``nn.conv2d_depthwise_nchwc``, a pointwise and a depthwise convolution as one.
+* :mod:`.expansion`: ``nn.conv2d_depthwise_nchwc``, a pointwise and a depthwise convolution as one;
+* :mod:`.indexing`: ``cumsum``, ``trilu``, ``one_hot``, ``gather_nd``, ``scatter_nd``, ``scatter_elements``.
 """
 
-from . import expansion, image, layout, math, nn, reduce, tensor
+from . import expansion, image, indexing, layout, math, nn, reduce, tensor
 
-__all__ = ["expansion", "image", "layout", "math", "nn", "reduce", "tensor"]
+__all__ = ["expansion", "image", "indexing", "layout", "math", "nn", "reduce", "tensor"]

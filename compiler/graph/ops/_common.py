@@ -13,7 +13,7 @@ from ..ir import TensorType
 
 __all__ = ["fail", "arity", "numeric", "floating", "same_dtype", "axis_of", "int_tuple", "pair",
            "positive_int", "epsilon", "broadcast_shape", "broadcast_index", "shape_of", "wide", "narrow",
-           "window_output"]
+           "window_output", "index_dtype", "clip_index"]
 
 
 def fail(op: str, problem: str) -> GraphError:
@@ -45,6 +45,18 @@ def same_dtype(op: str, types: list[TensorType], what: str = "the inputs") -> st
     if len(kinds) != 1:
         raise fail(op, f"{what} must share one dtype, got {', '.join(t.dtype for t in types)}")
     return types[0].dtype
+
+
+def index_dtype(op: str, t: TensorType, what: str = "the indices") -> None:
+    """GraphError unless ``t`` holds int32 or int64 indices."""
+    if t.dtype not in ("int32", "int64"):
+        raise fail(op, f"{what} must be int32 or int64, got {t.dtype}")
+
+
+def clip_index(indices: np.ndarray, n: int) -> np.ndarray:
+    """``indices`` on an axis of ``n`` elements by ``take``'s rule: a negative one counts from the
+    end, others out of range clip to the axis."""
+    return np.clip(np.where(indices < 0, indices + n, indices), 0, max(n - 1, 0))
 
 
 def _is_int(v) -> bool:

@@ -10,7 +10,18 @@ import numpy as np
 from ... import te, topi
 from ..ir import TensorType
 from ..op import OpDef, register_op
-from ._common import arity, axis_of, broadcast_index, broadcast_shape, fail, int_tuple, same_dtype, shape_of
+from ._common import (
+    arity,
+    axis_of,
+    broadcast_index,
+    broadcast_shape,
+    clip_index,
+    fail,
+    index_dtype,
+    int_tuple,
+    same_dtype,
+    shape_of,
+)
 
 __all__: list[str] = []
 
@@ -140,17 +151,8 @@ def _indexed(op: str, types) -> tuple[TensorType, TensorType]:
     """``(data, indices)`` of an operator that picks elements by index (int32 or int64)."""
     arity(op, types, 2)
     data, indices = types
-    if indices.dtype not in ("int32", "int64"):
-        raise fail(op, f"the indices must be int32 or int64, got {indices.dtype}")
+    index_dtype(op, indices)
     return data, indices
-
-
-def _within(j, n: int):
-    """Index expression ``j`` on an axis of ``n`` elements: a negative one counts from the end,
-    others out of range clip to the axis."""
-    size, zero, one = (te.const(v, j.dtype) for v in (n, 0, 1))
-    j = te.if_then_else(j < zero, j + size, j)
-    return te.min(te.max(j, zero), size - one).astype("int32")
 
 
 def _take_infer(types, attrs):
@@ -167,22 +169,12 @@ def _take_infer(types, attrs):
 def _take_evaluate(arrays, attrs):
     data, indices = arrays
     axis = attrs.get("axis", 0) % data.ndim
-    n = data.shape[axis]
-    indices = np.where(indices < 0, indices + n, indices)
-    return [np.take(data, indices, axis=axis, mode="clip")]
+    return [np.asarray(np.take(data, clip_index(indices, data.shape[axis]), axis=axis))]
 
 
 def _take_compute(tensors, attrs):
     data, indices = tensors
-    shape, ishape = shape_of(data), shape_of(indices)
-    axis = attrs.get("axis", 0) % len(shape)
-    out = shape[:axis] + ishape + shape[axis + 1:]
-
-    def body(*i):
-        j = _within(indices[i[axis:axis + len(ishape)]], shape[axis])
-        return data[(*i[:axis], j, *i[axis + len(ishape):])]
-
-    return [te.compute(out, body, name="T_take", tag="injective")]
+    return [topi.take(data, indices, attrs.get("axis", 0))]
 
 
 _injective("take", _take_infer, _take_evaluate, _take_compute,
@@ -211,19 +203,13 @@ def _gather_evaluate(arrays, attrs):
     axis = attrs.get("axis", 0) % data.ndim
     n = data.shape[axis]
     grid = list(np.indices(indices.shape, sparse=True))  # each output element's own position,
-    grid[axis] = np.clip(np.where(indices < 0, indices + n, indices), 0, n - 1)  # its pick on axis
+    grid[axis] = clip_index(indices, n)  # its pick on axis
     return [np.ascontiguousarray(data[tuple(grid)])]
 
 
 def _gather_compute(tensors, attrs):
     data, indices = tensors
-    shape = shape_of(data)
-    axis = attrs.get("axis", 0) % len(shape)
-
-    def body(*i):
-        return data[(*i[:axis], _within(indices[i], shape[axis]), *i[axis + 1:])]
-
-    return [te.compute(shape_of(indices), body, name="T_gather", tag="injective")]
+    return [topi.gather(data, attrs.get("axis", 0), indices)]
 
 
 _injective("gather", _gather_infer, _gather_evaluate, _gather_compute,
