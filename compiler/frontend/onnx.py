@@ -131,6 +131,7 @@ class _Importer:
         self.env: dict[str, Value] = {}
         self.nodes: list[Node] = []
         self.node_names: set[str] = set()
+        self.next_suffix: dict[str, int] = {}
 
     def run(self) -> Graph:
         g = self.graph_proto
@@ -248,9 +249,12 @@ class _Importer:
             self.env[out_name] = value
 
     def unique_node_name(self, base: str) -> str:
-        name, k = base, 1
+        """``base``, or ``base_k`` with the first free ``k``: the next ``k`` to try is kept per base, so
+        a converter emitting many nodes under one label names them in linear time."""
+        name, k = base, self.next_suffix.get(base, 1)
         while name in self.node_names:
             name, k = f"{base}_{k}", k + 1
+        self.next_suffix[base] = k
         self.node_names.add(name)
         return name
 
@@ -1368,4 +1372,4 @@ def _composed_reduce(ctx: _NodeContext, ins, attrs):
 
 
 # the converters defined in the modules beside this one register themselves
-from . import onnx_composed, onnx_indexing  # noqa: E402,F401
+from . import onnx_composed, onnx_indexing, onnx_recurrent  # noqa: E402,F401
