@@ -92,7 +92,9 @@ def _emit_entry(module: ir.Module, name: str, calls, n_inputs: int, workspace, c
         for k, place in enumerate(places):
             b.store(pointer(place), b.gep(slots, [ir.Constant(I64, 0), ir.Constant(I64, k)]), align=8)
         first = b.gep(slots, [ir.Constant(I64, 0), ir.Constant(I64, 0)])
-        b.call(kernels[kernel], [first, null_scalars])
+        # noinline: a kernel called many times (a recurrent layer's step) would be copied into the
+        # entry at every call, and the build grow with the calls rather than the kernels
+        b.call(kernels[kernel], [first, null_scalars], attrs=("noinline",))
         if stamp is not None:
             stamp(position)
     if copies:
