@@ -1,4 +1,4 @@
-"""compiler.frontend.onnx_composed: the ONNX operators imported as compositions of catalog operators,
+"""compiler.frontend.onnx.composed: the ONNX operators imported as compositions of catalog operators,
 each run by the graph interpreter and compiled (outputs poisoned), against ONNX Runtime or, where it
 refuses the case, a numpy reference of the ONNX definition."""
 

@@ -18,46 +18,37 @@ from itertools import product
 
 import numpy as np
 
-from .. import dtypes
-from ..graph import Value
-from .onnx import (
-    _as_2d,
-    _ceil_windows,
-    _converter,
-    _dtype,
-    _NodeContext,
-    _number,
-    _reduce_axes,
-    _spatial_rank,
-    _window_attrs,
-)
+from ... import dtypes
+from ...graph import Value
+from .importer import NodeContext, converts, element_dtype, scalar_like
+from .nn import as_2d, ceil_windows, spatial_rank, window_attrs
+from .reduce import reduce_axes
 
 __all__: list[str] = []
 
-
-def _float_input(ctx: _NodeContext, x: Value) -> None:
+def _float_input(ctx: NodeContext, x: Value) -> None:
     if not dtypes.is_float(x.dtype):
         raise ctx.unsupported(f"input of dtype {x.dtype} (a float type is needed)")
 
 
-def _powers(ctx: _NodeContext, x: Value, p: float) -> Value:
+def _powers(ctx: NodeContext, x: Value, p: float) -> Value:
     """``|x| ** p``, elementwise (a product or an absolute value where ``p`` is 2 or 1)."""
     if p == 2:
         return ctx.emit("multiply", [x, x])
     magnitude = ctx.emit("abs", [x])
-    return magnitude if p == 1 else ctx.emit("power", [magnitude, _number(ctx, x, p)])
+    return magnitude if p == 1 else ctx.emit("power", [magnitude, scalar_like(ctx, x, p)])
 
 
-def _root(ctx: _NodeContext, total: Value, p: float) -> Value:
+def _root(ctx: NodeContext, total: Value, p: float) -> Value:
     """``total ** (1 / p)`` (a square root where ``p`` is 2)."""
     if p == 1:
         return total
     if p == 2:
         return ctx.emit("sqrt", [total])
-    return ctx.emit("power", [total, _number(ctx, total, 1.0 / p)])
+    return ctx.emit("power", [total, scalar_like(ctx, total, 1.0 / p)])
 
 
-def _order_p(ctx: _NodeContext, attrs) -> float:
+def _order_p(ctx: NodeContext, attrs) -> float:
     p = attrs.get("p", 2)
     if not p > 0:
         raise ctx.error(f"p={p} must be positive")
@@ -67,12 +58,12 @@ def _order_p(ctx: _NodeContext, attrs) -> float:
 # ---------------------------------------------------------------------------- reductions
 
 
-@_converter("ReduceProd", "ReduceLogSum")
-def _reduce_prod_log_sum(ctx: _NodeContext, ins, attrs):
+@converts("ReduceProd", "ReduceLogSum")
+def _reduce_prod_log_sum(ctx: NodeContext, ins, attrs):
     x = ins[0]
     if ctx.op_type == "ReduceLogSum":
         _float_input(ctx, x)
-    axes = _reduce_axes(ctx, ins, attrs, 18)
+    axes = reduce_axes(ctx, ins, attrs, 18)
     keepdims = bool(attrs.get("keepdims", 1))
     op = "prod" if ctx.op_type == "ReduceProd" else "sum"
     # no reduction: each element is its own product or sum
@@ -80,8 +71,8 @@ def _reduce_prod_log_sum(ctx: _NodeContext, ins, attrs):
     return total if ctx.op_type == "ReduceProd" else ctx.emit("log", [total])
 
 
-@_converter("Hardmax")
-def _hardmax(ctx: _NodeContext, ins, attrs):
+@converts("Hardmax")
+def _hardmax(ctx: NodeContext, ins, attrs):
     x = ins[0]
     ndim = len(x.shape)
     if ndim == 0:
@@ -94,7 +85,7 @@ def _hardmax(ctx: _NodeContext, ins, attrs):
     return ctx.reshape(_one_hot_of_argmax(ctx, flat, 1), x.shape)
 
 
-def _one_hot_of_argmax(ctx: _NodeContext, x: Value, axis: int) -> Value:
+def _one_hot_of_argmax(ctx: NodeContext, x: Value, axis: int) -> Value:
     """1 where ``x`` is largest along ``axis`` (at the first such index), 0 elsewhere."""
     index = ctx.emit("argmax", [x], axis=axis, keepdims=True)
     n = x.shape[axis]
@@ -105,8 +96,8 @@ def _one_hot_of_argmax(ctx: _NodeContext, x: Value, axis: int) -> Value:
 # ---------------------------------------------------------------------------- normalisations
 
 
-@_converter("LpNormalization")
-def _lp_normalization(ctx: _NodeContext, ins, attrs):
+@converts("LpNormalization")
+def _lp_normalization(ctx: NodeContext, ins, attrs):
     x = ins[0]
     _float_input(ctx, x)
     axis = ctx.axis(attrs.get("axis", -1), len(x.shape))
@@ -122,8 +113,8 @@ def _lp_normalization(ctx: _NodeContext, ins, attrs):
 _MVN_EPSILON = 1e-18
 
 
-@_converter("MeanVarianceNormalization")
-def _mean_variance_normalization(ctx: _NodeContext, ins, attrs):
+@converts("MeanVarianceNormalization")
+def _mean_variance_normalization(ctx: NodeContext, ins, attrs):
     """``(x - mean) / std`` over ``axes``: a layer norm of ``x`` with those axes moved last and merged."""
     x = ins[0]
     _float_input(ctx, x)
@@ -144,27 +135,27 @@ def _mean_variance_normalization(ctx: _NodeContext, ins, attrs):
     return ctx.emit("transpose", [out], axes=tuple(int(k) for k in np.argsort(perm)))
 
 
-@_converter("RMSNormalization")
-def _rms_normalization(ctx: _NodeContext, ins, attrs):
+@converts("RMSNormalization")
+def _rms_normalization(ctx: NodeContext, ins, attrs):
     """``x / sqrt(mean(x ** 2) + epsilon) * scale`` over the axes from ``axis`` on, computed in
     ``stash_type`` as ONNX's function does."""
     x, scale = ins[0], ins[1]
     _float_input(ctx, x)
     ndim = len(x.shape)
     axis = ctx.axis(attrs.get("axis", -1), ndim)
-    stash = _dtype(attrs.get("stash_type", 1), f"{ctx.where}: stash_type")
+    stash = element_dtype(attrs.get("stash_type", 1), f"{ctx.where}: stash_type")
     if not dtypes.is_float(stash):
         raise ctx.unsupported(f"stash_type {stash} (a float type is needed)")
     wide = ctx.cast(x, stash)
     squares = ctx.emit("mean", [ctx.emit("multiply", [wide, wide])], axis=tuple(range(axis, ndim)),
                        keepdims=True)
-    rms = ctx.emit("sqrt", [ctx.emit("add", [squares, _number(ctx, wide, attrs.get("epsilon", 1e-5))])])
+    rms = ctx.emit("sqrt", [ctx.emit("add", [squares, scalar_like(ctx, wide, attrs.get("epsilon", 1e-5))])])
     normed = ctx.cast(ctx.emit("divide", [wide, rms]), x.dtype)
     return ctx.emit("multiply", [normed, ctx.cast(scale, x.dtype)])
 
 
-@_converter("LRN")
-def _lrn(ctx: _NodeContext, ins, attrs):
+@converts("LRN")
+def _lrn(ctx: NodeContext, ins, attrs):
     """``x / (bias + alpha / size * s) ** beta``, ``s`` the sum of squares over a window of ``size``
     channels (``floor((size - 1) / 2)`` before, the rest after): ``alpha / size * s`` is ``alpha``
     times an average pool of the squares over the channels seen as rows, padding counted."""
@@ -182,35 +173,36 @@ def _lrn(ctx: _NodeContext, ins, attrs):
     mean = ctx.emit("nn.avg_pool2d", [ctx.emit("multiply", [rows, rows])], pool_size=(size, 1),
                     strides=(1, 1), padding=(before, 0, size - 1 - before, 0), dilation=(1, 1),
                     ceil_mode=False, count_include_pad=True)
-    base = ctx.emit("add", [ctx.emit("multiply", [mean, _number(ctx, x, alpha)]), _number(ctx, x, bias)])
-    out = ctx.emit("divide", [rows, ctx.emit("power", [base, _number(ctx, x, beta)])])
+    scaled = ctx.emit("multiply", [mean, scalar_like(ctx, x, alpha)])
+    base = ctx.emit("add", [scaled, scalar_like(ctx, x, bias)])
+    out = ctx.emit("divide", [rows, ctx.emit("power", [base, scalar_like(ctx, x, beta)])])
     return ctx.reshape(out, x.shape)
 
 
 # ---------------------------------------------------------------------------- pools
 
 
-@_converter("LpPool")
-def _lp_pool(ctx: _NodeContext, ins, attrs):
+@converts("LpPool")
+def _lp_pool(ctx: NodeContext, ins, attrs):
     """``(sum |x| ** p) ** (1 / p)`` over each window: an average pool of the powers (padding not
     counted) times the number of input elements in each window."""
     x = ins[0]
     _float_input(ctx, x)
-    nd = _spatial_rank(ctx, x, "pooling")
+    nd = spatial_rank(ctx, x, "pooling")
     p = _order_p(ctx, attrs)
     kernel = tuple(attrs.get("kernel_shape", ()))
     if len(kernel) != nd:
         raise ctx.error(f"kernel_shape {list(kernel)} must have {nd} entries")
     spatial = x.shape[2:]
-    strides, dilations, pads = _window_attrs(ctx, attrs, spatial, kernel)
+    strides, dilations, pads = window_attrs(ctx, attrs, spatial, kernel)
     ceil_mode = bool(attrs.get("ceil_mode", 0))
     if ceil_mode:
-        pads, ceil_mode = _ceil_windows(ctx, spatial, kernel, strides, dilations, pads, False)
+        pads, ceil_mode = ceil_windows(ctx, spatial, kernel, strides, dilations, pads, False)
     terms = _powers(ctx, x, p)
     if nd == 1:
         terms = ctx.reshape(terms, x.shape[:2] + (1,) + spatial)
         pads = (0, pads[0], 0, pads[1])
-    kernel2, strides2, dilations2 = _as_2d(kernel, nd, 1), _as_2d(strides, nd, 1), _as_2d(dilations, nd, 1)
+    kernel2, strides2, dilations2 = as_2d(kernel, nd, 1), as_2d(strides, nd, 1), as_2d(dilations, nd, 1)
     mean = ctx.emit("nn.avg_pool2d", [terms], pool_size=kernel2, strides=strides2, padding=tuple(pads),
                     dilation=dilations2, ceil_mode=ceil_mode, count_include_pad=False)
     counts = np.outer(*(_taps_inside(terms.shape[2 + k], mean.shape[2 + k], kernel2[k], strides2[k],
@@ -228,8 +220,8 @@ def _taps_inside(size: int, out: int, kernel: int, stride: int, dilation: int, p
     return ((start >= 0) & (start < size)).sum(axis=1)
 
 
-@_converter("GlobalLpPool")
-def _global_lp_pool(ctx: _NodeContext, ins, attrs):
+@converts("GlobalLpPool")
+def _global_lp_pool(ctx: NodeContext, ins, attrs):
     x = ins[0]
     _float_input(ctx, x)
     if len(x.shape) < 3:
@@ -246,8 +238,8 @@ def _global_lp_pool(ctx: _NodeContext, ins, attrs):
 _Labels = list[str]
 
 
-@_converter("Einsum")
-def _einsum(ctx: _NodeContext, ins, attrs):
+@converts("Einsum")
+def _einsum(ctx: NodeContext, ins, attrs):
     """Einstein summation: one operand transposed and summed; two contracted as one matrix product
     (batched over the labels both keep); more, pairwise from the left."""
     equation = attrs.get("equation")
@@ -276,7 +268,7 @@ def _einsum(ctx: _NodeContext, ins, attrs):
     return current
 
 
-def _einsum_labels(ctx: _NodeContext, equation: str, shapes: Sequence[tuple[int, ...]]) -> tuple[
+def _einsum_labels(ctx: NodeContext, equation: str, shapes: Sequence[tuple[int, ...]]) -> tuple[
         list[_Labels], _Labels]:
     """The labels of each operand's axes and of the output's."""
     eq = equation.replace(" ", "")
@@ -314,7 +306,7 @@ def _einsum_labels(ctx: _NodeContext, equation: str, shapes: Sequence[tuple[int,
     return operands, out
 
 
-def _subscripts(ctx: _NodeContext, equation: str, term: str) -> tuple[_Labels, _Labels, bool]:
+def _subscripts(ctx: NodeContext, equation: str, term: str) -> tuple[_Labels, _Labels, bool]:
     """One term's letters before and after its ellipsis, and whether it has one."""
     head, dots, tail = term.partition("...")
     if not all(c.isascii() and c.isalpha() for c in head + tail):
@@ -322,7 +314,7 @@ def _subscripts(ctx: _NodeContext, equation: str, term: str) -> tuple[_Labels, _
     return list(head), list(tail), bool(dots)
 
 
-def _label_sizes(ctx: _NodeContext, equation: str, ins, operands: list[_Labels]) -> dict[str, int]:
+def _label_sizes(ctx: NodeContext, equation: str, ins, operands: list[_Labels]) -> dict[str, int]:
     """Each label's length: the same in every operand, or 1 in some (which broadcast)."""
     sizes: dict[str, int] = {}
     for v, labels in zip(ins, operands):
@@ -334,7 +326,7 @@ def _label_sizes(ctx: _NodeContext, equation: str, ins, operands: list[_Labels])
     return sizes
 
 
-def _without(ctx: _NodeContext, v: Value, labels: _Labels, dropped: _Labels) -> tuple[Value, _Labels]:
+def _without(ctx: NodeContext, v: Value, labels: _Labels, dropped: _Labels) -> tuple[Value, _Labels]:
     """``v`` without its axes of length 1 labelled ``dropped``."""
     if not dropped:
         return v, labels
@@ -342,27 +334,27 @@ def _without(ctx: _NodeContext, v: Value, labels: _Labels, dropped: _Labels) -> 
     return ctx.reshape(v, [v.shape[k] for k in kept]), [labels[k] for k in kept]
 
 
-def _summed_to(ctx: _NodeContext, v: Value, labels: _Labels, out: _Labels) -> Value:
+def _summed_to(ctx: NodeContext, v: Value, labels: _Labels, out: _Labels) -> Value:
     """``v`` summed over its labels not in ``out``, and its axes put in ``out``'s order."""
     v, labels = _sum_over(ctx, v, labels, [lab for lab in labels if lab not in out])
     return _arranged(ctx, v, labels, out)
 
 
-def _sum_over(ctx: _NodeContext, v: Value, labels: _Labels, summed: _Labels) -> tuple[Value, _Labels]:
+def _sum_over(ctx: NodeContext, v: Value, labels: _Labels, summed: _Labels) -> tuple[Value, _Labels]:
     if not summed:
         return v, labels
     axes = tuple(k for k, lab in enumerate(labels) if lab in summed)
     return ctx.emit("sum", [v], axis=axes, keepdims=False), [lab for lab in labels if lab not in summed]
 
 
-def _arranged(ctx: _NodeContext, v: Value, labels: _Labels, order: _Labels) -> Value:
+def _arranged(ctx: NodeContext, v: Value, labels: _Labels, order: _Labels) -> Value:
     """``v`` (axes ``labels``) with its axes in ``order`` (the same labels)."""
     if labels == order:
         return v
     return ctx.emit("transpose", [v], axes=tuple(labels.index(lab) for lab in order))
 
 
-def _contract(ctx: _NodeContext, a: Value, la: _Labels, b: Value, lb: _Labels, keep: set[str],
+def _contract(ctx: NodeContext, a: Value, la: _Labels, b: Value, lb: _Labels, keep: set[str],
               sizes: dict[str, int], order: _Labels | None) -> tuple[Value, _Labels]:
     """The product of ``a`` and ``b`` summed over their labels not in ``keep``: its value and labels
     (``order``, where given; else the matrix product's own order)."""
@@ -426,7 +418,7 @@ def _distinct(orders) -> list[_Labels]:
     return seen
 
 
-def _outer(ctx: _NodeContext, a: Value, la: _Labels, b: Value, lb: _Labels, sizes: dict[str, int],
+def _outer(ctx: NodeContext, a: Value, la: _Labels, b: Value, lb: _Labels, sizes: dict[str, int],
            order: _Labels | None) -> tuple[Value, _Labels]:
     """The elementwise product of ``a`` and ``b``, which share no summed label, with numpy's
     broadcasting."""

@@ -36,10 +36,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph import Value
-from .onnx import _converter, _exponential_below_zero, _NodeContext, _number, _opt, _softplus_of
+from ...graph import Value
+from .elementwise import exponential_below_zero, softplus_of
+from .importer import NodeContext, converts, optional_input, scalar_like
 
-__all__: list[str] = []  # importing the module registers its converters in onnx.CONVERTERS
+__all__: list[str] = []
 
 #: Each layer's gates (rows of ``W`` per direction, in units of ``hidden_size``) and default
 #: activations, per direction.
@@ -68,7 +69,7 @@ class _Activation:
     alpha: float
     beta: float
 
-    def __call__(self, ctx: _NodeContext, x: Value) -> Value:
+    def __call__(self, ctx: NodeContext, x: Value) -> Value:
         name, alpha, beta = self.name, self.alpha, self.beta
         if name == "sigmoid":
             return ctx.emit("sigmoid", [x])
@@ -81,26 +82,26 @@ class _Activation:
         if name == "leakyrelu":
             return ctx.emit("nn.leaky_relu", [x], alpha=alpha)
         if name == "thresholdedrelu":
-            above = ctx.emit("greater", [x, _number(ctx, x, alpha)])
-            return ctx.emit("where", [above, x, _number(ctx, x, 0)])
+            above = ctx.emit("greater", [x, scalar_like(ctx, x, alpha)])
+            return ctx.emit("where", [above, x, scalar_like(ctx, x, 0)])
         if name == "scaledtanh":
-            inner = ctx.emit("tanh", [ctx.emit("multiply", [x, _number(ctx, x, beta)])])
-            return ctx.emit("multiply", [inner, _number(ctx, x, alpha)])
+            inner = ctx.emit("tanh", [ctx.emit("multiply", [x, scalar_like(ctx, x, beta)])])
+            return ctx.emit("multiply", [inner, scalar_like(ctx, x, alpha)])
         if name == "hardsigmoid":
             return ctx.emit("clip", [_line(ctx, x, alpha, beta)], a_min=0.0, a_max=1.0)
         if name == "elu":
-            return _exponential_below_zero(ctx, x, alpha)
+            return exponential_below_zero(ctx, x, alpha)
         if name == "softsign":
-            return ctx.emit("divide", [x, ctx.emit("add", [ctx.emit("abs", [x]), _number(ctx, x, 1)])])
-        return _softplus_of(ctx, x)  # softplus
+            return ctx.emit("divide", [x, ctx.emit("add", [ctx.emit("abs", [x]), scalar_like(ctx, x, 1)])])
+        return softplus_of(ctx, x)  # softplus
 
 
-def _line(ctx: _NodeContext, x: Value, alpha: float, beta: float) -> Value:
+def _line(ctx: NodeContext, x: Value, alpha: float, beta: float) -> Value:
     """``alpha * x + beta``."""
-    return ctx.emit("add", [ctx.emit("multiply", [x, _number(ctx, x, alpha)]), _number(ctx, x, beta)])
+    return ctx.emit("add", [ctx.emit("multiply", [x, scalar_like(ctx, x, alpha)]), scalar_like(ctx, x, beta)])
 
 
-def _activations(ctx: _NodeContext, attrs, directions: int) -> list[tuple[_Activation, ...]]:
+def _activations(ctx: NodeContext, attrs, directions: int) -> list[tuple[_Activation, ...]]:
     """Each direction's activation functions. The alphas and betas go, in order, to the functions
     that take them (as ONNX Runtime reads them); the defaults where the lists run out."""
     default = _DEFAULT_ACTIVATIONS[ctx.op_type]
@@ -133,7 +134,7 @@ def _activations(ctx: _NodeContext, attrs, directions: int) -> list[tuple[_Activ
 class _Layer:
     """What every step of one recurrent node reads: its sizes and the input's projection."""
 
-    ctx: _NodeContext
+    ctx: NodeContext
     seq: int
     batch: int
     hidden: int
@@ -173,7 +174,7 @@ class _Layer:
         return self.ctx.emit("clip", [x], a_min=-self.clip, a_max=self.clip)
 
 
-def _weights(ctx: _NodeContext, ins, attrs, gates: int, directions: int):
+def _weights(ctx: NodeContext, ins, attrs, gates: int, directions: int):
     """``(W, R, B, hidden)`` checked against one another, as arrays; B summed where absent."""
     W = ctx.array(ins[1], "W")
     R = ctx.array(ins[2], "R")
@@ -189,7 +190,7 @@ def _weights(ctx: _NodeContext, ins, attrs, gates: int, directions: int):
                         f"(directions, {gates} gates * hidden_size {hidden}, input size)")
     if R.shape != (directions, rows, hidden):
         raise ctx.error(f"R has shape {R.shape}, expected {(directions, rows, hidden)}")
-    b = _opt(ins, 3)
+    b = optional_input(ins, 3)
     if b is None:
         B = np.zeros((directions, 2 * rows), W.dtype)
     else:
@@ -199,7 +200,7 @@ def _weights(ctx: _NodeContext, ins, attrs, gates: int, directions: int):
     return W, R, B, hidden
 
 
-def _sequence_lens(ctx: _NodeContext, v: Value | None, seq: int, batch: int) -> None:
+def _sequence_lens(ctx: NodeContext, v: Value | None, seq: int, batch: int) -> None:
     if v is None:
         return
     lens = ctx.array(v, "sequence_lens").reshape(-1)
@@ -209,7 +210,7 @@ def _sequence_lens(ctx: _NodeContext, v: Value | None, seq: int, batch: int) -> 
         raise ctx.unsupported(f"input sequence_lens {lens.tolist()} shorter than the sequence ({seq})")
 
 
-def _state(ctx: _NodeContext, v: Value | None, what: str, layer: _Layer,
+def _state(ctx: NodeContext, v: Value | None, what: str, layer: _Layer,
            directions: int) -> list[Value | None]:
     """Initial state ``v`` as one ``(batch, hidden)`` value per direction (None where absent)."""
     if v is None:
@@ -233,7 +234,7 @@ def _state(ctx: _NodeContext, v: Value | None, what: str, layer: _Layer,
 
 
 @contextmanager
-def _step_names(ctx: _NodeContext, step: str):
+def _step_names(ctx: NodeContext, step: str):
     """The nodes and values of one step named after it (``LSTM_0/forward3``): readable, and the
     importer's search for a free node name stays within a step's few nodes."""
     label = ctx.label
@@ -244,7 +245,7 @@ def _step_names(ctx: _NodeContext, step: str):
         ctx.label = label
 
 
-def _gathered(ctx: _NodeContext, parts: list[Value], shape: tuple[int, ...], batch_first: bool) -> Value:
+def _gathered(ctx: NodeContext, parts: list[Value], shape: tuple[int, ...], batch_first: bool) -> Value:
     """``(batch, hidden)`` values stacked into ``shape``: along the axes before the batch, or
     (``batch_first``) after it."""
     axis = int(batch_first)
@@ -252,8 +253,8 @@ def _gathered(ctx: _NodeContext, parts: list[Value], shape: tuple[int, ...], bat
     return ctx.reshape(joined, shape)
 
 
-@_converter("LSTM", "GRU", "RNN")
-def _recurrent(ctx: _NodeContext, ins, attrs):
+@converts("LSTM", "GRU", "RNN")
+def _recurrent(ctx: NodeContext, ins, attrs):
     """The converter of LSTM, GRU and RNN: checks, the projection, the steps, the outputs."""
     kind = ctx.op_type
     x = ins[0]
@@ -274,7 +275,7 @@ def _recurrent(ctx: _NodeContext, ins, attrs):
         raise ctx.unsupported(f"an empty sequence or batch (X of shape {x.shape})")
     gates = _GATES[kind]
     W, R, bias, H = _weights(ctx, ins, attrs, gates, dirs)
-    _sequence_lens(ctx, _opt(ins, 4), seq, B)
+    _sequence_lens(ctx, optional_input(ins, 4), seq, B)
     acts = _activations(ctx, attrs, dirs)
     clip = attrs.get("clip")
     if clip is not None and not clip > 0:
@@ -295,9 +296,9 @@ def _recurrent(ctx: _NodeContext, ins, attrs):
     projection = ctx.reshape(projection, x.shape[:2] + (dirs, rows))
     layer = _Layer(ctx, seq, B, H, gates, batch_first, projection, None if clip is None else float(clip))
 
-    h0 = _state(ctx, _opt(ins, 5), "initial_h", layer, dirs)
-    c0 = _state(ctx, _opt(ins, 6), "initial_c", layer, dirs) if kind == "LSTM" else [None] * dirs
-    peepholes = _peepholes(ctx, _opt(ins, 7), dirs, H, dtype) if kind == "LSTM" else None
+    h0 = _state(ctx, optional_input(ins, 5), "initial_h", layer, dirs)
+    c0 = _state(ctx, optional_input(ins, 6), "initial_c", layer, dirs) if kind == "LSTM" else [None] * dirs
+    peepholes = _peepholes(ctx, optional_input(ins, 7), dirs, H, dtype) if kind == "LSTM" else None
 
     ys: list[list[Value]] = [[] for _ in range(seq)]  # per step, per direction
     last_h, last_c = [], []
@@ -331,7 +332,7 @@ def _recurrent(ctx: _NodeContext, ins, attrs):
     return outputs
 
 
-def _peepholes(ctx: _NodeContext, v: Value | None, dirs: int, H: int, dtype: str) -> list:
+def _peepholes(ctx: NodeContext, v: Value | None, dirs: int, H: int, dtype: str) -> list:
     """Per direction, the LSTM's peephole weights ``(p_i, p_o, p_f)`` as constants, or None."""
     if v is None:
         return [None] * dirs
@@ -366,7 +367,7 @@ class _LstmStep:
             c_new = candidate
         else:
             if self.input_forget:
-                f = ctx.emit("subtract", [_number(ctx, i, 1), i])
+                f = ctx.emit("subtract", [scalar_like(ctx, i, 1), i])
             else:
                 f = self.f(ctx, layer.clipped(self._peep(pre[2], 2, c)))
             c_new = ctx.emit("add", [ctx.emit("multiply", [f, c]), candidate])
@@ -421,4 +422,3 @@ class _RnnStep:
         layer, ctx = self.layer, self.layer.ctx
         product = None if h is None else ctx.emit("nn.dense", [h, self.R])
         return self.f(ctx, layer.clipped(layer.pre(self.d, 0, t, product))), None
-

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import Value
-from .onnx import _converter, _dtype, _NodeContext, _opt
+from ...graph import Value
+from .importer import NodeContext, converts, element_dtype, optional_input
 
 __all__: list[str] = []
 
@@ -25,7 +25,7 @@ _REDUCTIONS = {"none": ("update", 1), "add": ("add", 16), "mul": ("mul", 16), "m
                "min": ("min", 18)}
 
 
-def _reduction(ctx: _NodeContext, attrs) -> str:
+def _reduction(ctx: NodeContext, attrs) -> str:
     name = attrs.get("reduction", "none")
     if name not in _REDUCTIONS:
         raise ctx.unsupported(f"reduction={name!r}")
@@ -35,7 +35,7 @@ def _reduction(ctx: _NodeContext, attrs) -> str:
     return reduction
 
 
-def _checked(ctx: _NodeContext, indices: Value, bounds, what: str) -> Value:
+def _checked(ctx: NodeContext, indices: Value, bounds, what: str) -> Value:
     """``indices``, where constant checked to lie in ``[-n, n)`` for the size ``n`` of the axis each
     indexes (``bounds``: one size, or one per entry of the last axis)."""
     if indices.dtype not in ("int32", "int64"):
@@ -51,7 +51,7 @@ def _checked(ctx: _NodeContext, indices: Value, bounds, what: str) -> Value:
     return indices
 
 
-def _tuples_first(ctx: _NodeContext, indices: Value) -> Value:
+def _tuples_first(ctx: NodeContext, indices: Value) -> Value:
     """ONNX's indices ``(..., M)`` as TVM's ``(M, ...)``."""
     q = len(indices.shape)
     if q < 2:
@@ -62,10 +62,10 @@ def _tuples_first(ctx: _NodeContext, indices: Value) -> Value:
 # ---------------------------------------------------------------------------- running sums, triangles
 
 
-@_converter("CumSum")
-def _cumsum(ctx: _NodeContext, ins, attrs):
+@converts("CumSum")
+def _cumsum(ctx: NodeContext, ins, attrs):
     x = ins[0]
-    axis = ctx.scalar(_opt(ins, 1), "axis")
+    axis = ctx.scalar(optional_input(ins, 1), "axis")
     if axis is None:
         raise ctx.error("input axis is missing")
     if not isinstance(axis, int):
@@ -76,10 +76,10 @@ def _cumsum(ctx: _NodeContext, ins, attrs):
                     exclusive=bool(attrs.get("exclusive", 0)), reverse=bool(attrs.get("reverse", 0)))
 
 
-@_converter("Trilu")
-def _trilu(ctx: _NodeContext, ins, attrs):
+@converts("Trilu")
+def _trilu(ctx: NodeContext, ins, attrs):
     x = ins[0]
-    k = ctx.scalar(_opt(ins, 1), "k")
+    k = ctx.scalar(optional_input(ins, 1), "k")
     if not isinstance(k, (int, type(None))):
         raise ctx.error(f"input k must be an integer, got {k!r}")
     if len(x.shape) < 2:
@@ -87,17 +87,17 @@ def _trilu(ctx: _NodeContext, ins, attrs):
     return ctx.emit("trilu", [x], k=k or 0, upper=bool(attrs.get("upper", 1)))
 
 
-@_converter("EyeLike")
-def _eye_like(ctx: _NodeContext, ins, attrs):
+@converts("EyeLike")
+def _eye_like(ctx: NodeContext, ins, attrs):
     x = ins[0]
     if len(x.shape) != 2:
         raise ctx.error(f"the input must be 2-D, got shape {x.shape}")
-    dtype = _dtype(attrs["dtype"], ctx.where) if "dtype" in attrs else x.dtype
+    dtype = element_dtype(attrs["dtype"], ctx.where) if "dtype" in attrs else x.dtype
     return ctx.const(np.eye(*x.shape, k=int(attrs.get("k", 0)), dtype=dtype))
 
 
-@_converter("OneHot")
-def _one_hot(ctx: _NodeContext, ins, attrs):
+@converts("OneHot")
+def _one_hot(ctx: NodeContext, ins, attrs):
     indices, depth, values = ins
     d = ctx.scalar(depth, "depth")
     if d is None:
@@ -119,8 +119,8 @@ def _one_hot(ctx: _NodeContext, ins, attrs):
 # ---------------------------------------------------------------------------- gathers and scatters
 
 
-@_converter("GatherND")
-def _gather_nd(ctx: _NodeContext, ins, attrs):
+@converts("GatherND")
+def _gather_nd(ctx: NodeContext, ins, attrs):
     data, indices = ins
     b = int(attrs.get("batch_dims", 0))
     r, q = len(data.shape), len(indices.shape)
@@ -137,8 +137,8 @@ def _gather_nd(ctx: _NodeContext, ins, attrs):
     return ctx.emit("gather_nd", [data, _tuples_first(ctx, indices)], batch_dims=b)
 
 
-@_converter("ScatterND")
-def _scatter_nd(ctx: _NodeContext, ins, attrs):
+@converts("ScatterND")
+def _scatter_nd(ctx: NodeContext, ins, attrs):
     data, indices, updates = ins
     reduction = _reduction(ctx, attrs)
     r = len(data.shape)
@@ -153,8 +153,8 @@ def _scatter_nd(ctx: _NodeContext, ins, attrs):
     return ctx.emit("scatter_nd", [data, _tuples_first(ctx, indices), updates], mode=reduction)
 
 
-@_converter("ScatterElements", "Scatter")
-def _scatter_elements(ctx: _NodeContext, ins, attrs):
+@converts("ScatterElements", "Scatter")
+def _scatter_elements(ctx: NodeContext, ins, attrs):
     data, indices, updates = ins
     axis = ctx.axis(attrs.get("axis", 0), len(data.shape))
     reduction = _reduction(ctx, attrs)

@@ -1,0 +1,21 @@
+"""The ONNX importer: an ``onnx.ModelProto`` (or its file) as a :class:`compiler.graph.Graph`.
+
+:func:`from_onnx` (:mod:`.importer`) walks the model's nodes and hands each to the converter
+registered for its op type in :data:`CONVERTERS`. The converters live by family, each module
+registering its own on import: :mod:`.elementwise`, :mod:`.tensor` (constants, shapes, data
+movement), :mod:`.image` (``Resize``), :mod:`.nn` (convolutions, pools, matrix products),
+:mod:`.reduce` (softmax, normalisations, reductions), :mod:`.composed` (``Einsum``, the
+normalisations and pools written in catalog operators), :mod:`.indexing` (scans, scatters,
+``OneHot``) and :mod:`.recurrent` (``LSTM``, ``GRU``, ``RNN``, unrolled).
+
+A converter is ``fn(ctx, inputs, attrs)`` decorated with ``@converts("OpType", ...)``; it emits
+catalog operators through ``ctx.emit`` (:class:`~.importer.NodeContext`).
+"""
+
+from __future__ import annotations
+
+from . import composed, elementwise, image, indexing, nn, recurrent, reduce, tensor
+from .importer import CONVERTERS, from_onnx, supported_ops
+
+__all__ = ["from_onnx", "CONVERTERS", "supported_ops", "composed", "elementwise", "image", "indexing", "nn",
+           "recurrent", "reduce", "tensor"]

@@ -1,0 +1,100 @@
+"""ONNX's ``Resize`` and ``Upsample``: ``image.resize2d`` on an NCHW image.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...graph import Value
+from ...topi.image import COORDINATE_MODES
+from .importer import NodeContext, converts, optional_input
+
+__all__: list[str] = []
+
+_RESIZE_METHODS = {"nearest": "nearest_neighbor", "linear": "linear"}
+_NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+
+def _resize_input(ctx: NodeContext, v: Value | None, what: str) -> np.ndarray | None:
+    """A constant ``scales`` or ``sizes`` input (None where absent or empty, as opset 11 writes
+    the one not given)."""
+    if v is None:
+        return None
+    data = ctx.array(v, what).reshape(-1)
+    return data if data.size else None
+
+
+@converts("Resize", "Upsample")
+def _resize(ctx: NodeContext, ins, attrs):
+    x = ins[0]
+    mode = attrs.get("mode", "nearest")
+    mode = "linear" if mode == "bilinear" else mode  # Upsample's older name
+    if mode not in _RESIZE_METHODS:
+        raise ctx.unsupported(f"mode={mode!r}")
+    if len(x.shape) != 4:
+        raise ctx.unsupported(f"a {len(x.shape)}-D input (an NCHW image is resized)")
+    if ctx.op_type == "Upsample" or ctx.opset < 11:
+        # Upsample and Resize-10: scales only (an attribute before opset 9), asymmetric coordinates,
+        # nearest rounding down when enlarging and up when shrinking (ONNX Runtime's "simple")
+        given = attrs["scales"] if "scales" in attrs else ctx.array(optional_input(ins, 1), "scales")
+        scales = np.asarray(given)
+        if ctx.op_type == "Upsample" and (scales < 1).any():
+            raise ctx.error(f"Upsample's scales must be at least 1, got {scales.tolist()}")
+        return _resized(ctx, x, range(4), scales.reshape(-1), None, mode, "asymmetric", None)
+    coordinates = attrs.get("coordinate_transformation_mode", "half_pixel")
+    if coordinates not in COORDINATE_MODES:
+        raise ctx.unsupported(f"coordinate_transformation_mode={coordinates!r}")
+    if attrs.get("antialias", 0):
+        raise ctx.unsupported("antialias=1")
+    if attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
+        raise ctx.unsupported(f"keep_aspect_ratio_policy={attrs['keep_aspect_ratio_policy']!r}")
+    rounding = attrs.get("nearest_mode", "round_prefer_floor")
+    if rounding not in _NEAREST_MODES:
+        raise ctx.unsupported(f"nearest_mode={rounding!r}")
+    axes = [ctx.axis(a, 4) for a in attrs.get("axes", range(4))]
+    scales = _resize_input(ctx, optional_input(ins, 2), "scales")
+    sizes = _resize_input(ctx, optional_input(ins, 3), "sizes")
+    return _resized(ctx, x, axes, scales, sizes, mode, coordinates, rounding)
+
+
+def _resized(ctx: NodeContext, x: Value, axes, scales, sizes, mode: str, coordinates: str,
+             rounding: str | None) -> Value:
+    """``x`` resized on ``axes`` by ``scales`` or to ``sizes`` (one of them None); ``rounding``
+    None: down where the image grows, up where it shrinks."""
+    axes = list(axes)
+    if (scales is None) == (sizes is None):
+        raise ctx.error("Resize takes one of scales and sizes")
+    given = scales if sizes is None else sizes
+    if len(given) != len(axes):
+        raise ctx.error(f"{'scales' if sizes is None else 'sizes'} {given.tolist()} must have one entry "
+                        f"per resized axis ({len(axes)})")
+    # Each axis's output size and the scale its coordinates divide by, in float32 as ONNX Runtime
+    # computes them: from sizes, size / input; from scales, the scale as given, the size floor(input *
+    # scale).
+    out, scale = list(x.shape), [np.float32(1.0)] * 4
+    for a, g in zip(axes, given):
+        if sizes is not None:
+            out[a] = int(g)
+            scale[a] = np.float32(out[a]) / np.float32(x.shape[a])
+        else:
+            scale[a] = np.float32(g)
+            out[a] = int(np.floor(np.float32(x.shape[a]) * scale[a]))
+    if any(d < 1 for d in out) or any(s <= 0 for s in scale):
+        raise ctx.error(f"Resize of {x.shape} to {tuple(out)} (scales {[float(s) for s in scale]}): "
+                        "every size and scale must be positive")
+    if tuple(out[:2]) != x.shape[:2] or scale[0] != 1 or scale[1] != 1:
+        raise ctx.unsupported(f"resizing the batch or channel axis ({x.shape} to {tuple(out)})")
+    if tuple(out) == x.shape and scale[2] == scale[3] == 1:
+        return x
+    method = _RESIZE_METHODS[mode]
+    if method != "nearest_neighbor":
+        rounding = ""
+    elif rounding is None:
+        directions = {s > 1 for s in scale[2:] if s != 1}
+        if len(directions) > 1:
+            raise ctx.unsupported(f"nearest-neighbour scales {[float(s) for s in scale]} that enlarge one "
+                                  "axis and shrink the other before opset 11")
+        rounding = "floor" if directions == {True} else "ceil"
+    return ctx.emit("image.resize2d", [x], size=tuple(out[2:]), method=method,
+                    coordinate_transformation_mode=coordinates, rounding_method=rounding,
+                    scale=(float(scale[2]), float(scale[3])))

@@ -1,0 +1,294 @@
+"""ONNX's convolutions, pools and matrix products: ``Conv``, ``ConvTranspose``, ``MaxPool``,
+``AveragePool``, the global pools, ``BatchNormalization``, ``Gemm`` and ``MatMul``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ...graph import Value
+from .importer import NodeContext, converts, optional_input
+
+__all__ = ["as_2d", "ceil_windows", "spatial_rank", "window_attrs"]
+
+# ---------------------------------------------------------------------------- convolution and pooling
+
+
+def _window_pads(ctx: NodeContext, attrs, spatial: Sequence[int], kernel: Sequence[int],
+                 strides: Sequence[int], dilations: Sequence[int]) -> tuple[int, ...]:
+    """ONNX ``pads`` (all begins, then all ends) with ``auto_pad`` resolved."""
+    n = len(spatial)
+    mode = attrs.get("auto_pad", "NOTSET")
+    if mode == "NOTSET":
+        pads = tuple(attrs.get("pads", (0,) * (2 * n)))
+        if len(pads) != 2 * n or any(p < 0 for p in pads):
+            raise ctx.error(f"pads {list(pads)} must be {2 * n} non-negative ints")
+        return pads
+    if mode == "VALID":
+        return (0,) * (2 * n)
+    if mode not in ("SAME_UPPER", "SAME_LOWER"):
+        raise ctx.unsupported(f"auto_pad={mode!r}")
+    begins, ends = [], []
+    for size, k, s, d in zip(spatial, kernel, strides, dilations):
+        out = -(-size // s)
+        total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
+        small, big = total // 2, total - total // 2
+        begins.append(small if mode == "SAME_UPPER" else big)
+        ends.append(big if mode == "SAME_UPPER" else small)
+    return tuple(begins + ends)
+
+
+def window_attrs(ctx: NodeContext, attrs, spatial: Sequence[int], kernel: Sequence[int]):
+    """``(strides, dilations, pads)`` of a 2-D convolution or pool, in the catalog's form."""
+    n = len(spatial)
+    strides = tuple(attrs.get("strides", (1,) * n))
+    dilations = tuple(attrs.get("dilations", (1,) * n))
+    if len(strides) != n or len(dilations) != n:
+        raise ctx.error(f"strides {list(strides)} and dilations {list(dilations)} must have {n} entries")
+    pads = _window_pads(ctx, attrs, spatial, kernel, strides, dilations)
+    return strides, dilations, pads
+
+
+def spatial_rank(ctx: NodeContext, x: Value, what: str) -> int:
+    nd = len(x.shape) - 2
+    if nd not in (1, 2):
+        raise ctx.unsupported(f"{nd}-D {what} (input shape {x.shape}; 1-D and 2-D are)")
+    return nd
+
+
+def as_2d(attrs_value: Sequence[int], nd: int, fill: int) -> tuple[int, ...]:
+    """A 1-D window attribute as the 2-D one over a height of 1."""
+    return tuple(attrs_value) if nd == 2 else (fill,) + tuple(attrs_value)
+
+
+def _convolution(ctx: NodeContext, ins, attrs, op: str, window) -> Value:
+    """Conv or ConvTranspose as ``op``: ``window(spatial, kernel)`` gives the node's ``(strides,
+    dilations, pads, other window attributes)``, pads as ONNX lists them. A 1-D one runs over a
+    height of 1; the bias is a ``nn.bias_add`` after it."""
+    x, w, b = ins[0], ins[1], optional_input(ins, 2)
+    nd = spatial_rank(ctx, x, "convolution" if op == "nn.conv2d" else "transposed convolution")
+    kernel = w.shape[2:]
+    if "kernel_shape" in attrs and tuple(attrs["kernel_shape"]) != kernel:
+        raise ctx.error(f"kernel_shape {attrs['kernel_shape']} differs from the weight's {kernel}")
+    strides, dilations, pads, other = window(x.shape[2:], kernel)
+    if nd == 1:
+        x = ctx.reshape(x, x.shape[:2] + (1,) + x.shape[2:])
+        w = ctx.reshape(w, w.shape[:2] + (1,) + w.shape[2:])
+        pads = (0, pads[0], 0, pads[1])
+    other = {name: as_2d(value, nd, 0) for name, value in other.items()}
+    out = ctx.emit(op, [x, w], strides=as_2d(strides, nd, 1), padding=tuple(int(p) for p in pads),
+                   dilation=as_2d(dilations, nd, 1), groups=int(attrs.get("group", 1)), **other)
+    if b is not None:
+        out = ctx.emit("nn.bias_add", [out, b], axis=1)
+    if nd == 1:
+        out = ctx.reshape(out, out.shape[:2] + out.shape[3:])
+    return out
+
+
+@converts("Conv")
+def _conv(ctx: NodeContext, ins, attrs):
+    return _convolution(ctx, ins, attrs, "nn.conv2d",
+                        lambda spatial, kernel: (*window_attrs(ctx, attrs, spatial, kernel), {}))
+
+
+def _transpose_pads(ctx: NodeContext, attrs, spatial, kernel, strides, dilations, output_padding) -> tuple:
+    """ConvTranspose's pads (all starts, then all ends), from ``pads``, ``auto_pad`` or
+    ``output_shape`` as ONNX defines them: where an output shape is given (by it, or by SAME's
+    ``input * stride``), the padding its size leaves is split, the larger half at the end for
+    SAME_UPPER and at the start otherwise."""
+    n = len(spatial)
+    auto_pad = attrs.get("auto_pad", "NOTSET")
+    if auto_pad not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        raise ctx.error(f"auto_pad={auto_pad!r} is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER")
+    wanted = attrs.get("output_shape")
+    if wanted is None and auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        wanted = [size * s for size, s in zip(spatial, strides)]
+    if wanted is None:
+        pads = tuple(attrs.get("pads", (0,) * 2 * n)) if auto_pad == "NOTSET" else (0,) * 2 * n
+        if len(pads) != 2 * n:
+            raise ctx.error(f"pads {list(pads)} must have {2 * n} entries")
+        return pads
+    wanted = list(wanted)[-n:]
+    starts, ends = [], []
+    for size, k, s, d, op, out in zip(spatial, kernel, strides, dilations, output_padding, wanted):
+        total = s * (size - 1) + op + (k - 1) * d + 1 - out
+        if total < 0:
+            raise ctx.unsupported(f"output_shape {list(wanted)} beyond the full output (negative padding)")
+        upper = auto_pad == "SAME_UPPER"
+        starts.append(total // 2 if upper else total - total // 2)
+        ends.append(total - starts[-1])
+    return tuple(starts + ends)
+
+
+@converts("ConvTranspose")
+def _conv_transpose(ctx: NodeContext, ins, attrs):
+    def window(spatial, kernel):
+        nd = len(spatial)
+        strides = tuple(attrs.get("strides", (1,) * nd))
+        dilations = tuple(attrs.get("dilations", (1,) * nd))
+        output_padding = tuple(attrs.get("output_padding", (0,) * nd))
+        if not len(strides) == len(dilations) == len(output_padding) == nd:
+            raise ctx.error(f"strides {list(strides)}, dilations {list(dilations)} and output_padding "
+                            f"{list(output_padding)} must have {nd} entries")
+        pads = _transpose_pads(ctx, attrs, spatial, kernel, strides, dilations, output_padding)
+        if any(p < 0 for p in pads):
+            raise ctx.unsupported(f"negative pads {list(pads)}")
+        return strides, dilations, pads, {"output_padding": output_padding}
+
+    return _convolution(ctx, ins, attrs, "nn.conv2d_transpose", window)
+
+
+def ceil_windows(ctx: NodeContext, spatial, kernel, strides, dilations, pads,
+                  count_include_pad: bool) -> tuple[tuple[int, ...], bool]:
+    """``(pads, ceil_mode)`` for the catalog's pools that give ONNX Runtime's ``ceil_mode`` output.
+
+    ONNX Runtime (as torch) drops a last window that would start in the end padding; the
+    catalog's ceil_mode keeps it. Where the two differ, the windows ONNX Runtime keeps are
+    reached with end padding instead (which an average counting its padding would count)."""
+    n = len(spatial)
+    floor_out, ceil_out, wanted = [], [], []
+    for k, (size, kk, s, d) in enumerate(zip(spatial, kernel, strides, dilations)):
+        span = size + pads[k] + pads[n + k] - (kk - 1) * d - 1
+        floor_out.append(span // s + 1)
+        ceil_out.append(-(-span // s) + 1)
+        wanted.append(ceil_out[-1] - ((ceil_out[-1] - 1) * s >= size + pads[k]))
+    if wanted == floor_out:
+        return tuple(pads), False
+    if wanted == ceil_out:
+        return tuple(pads), True
+    if count_include_pad:
+        raise ctx.unsupported("ceil_mode=1 with count_include_pad=1 where one axis keeps a last partial "
+                              "window and another drops one")
+    ends = [pads[n + k] + (w - f) * s for k, (w, f, s) in enumerate(zip(wanted, floor_out, strides))]
+    return tuple(pads[:n]) + tuple(ends), False
+
+
+@converts("MaxPool", "AveragePool")
+def _pool(ctx: NodeContext, ins, attrs):
+    x = ins[0]
+    nd = spatial_rank(ctx, x, "pooling")
+    if ctx.op_type == "MaxPool" and ctx.wants(1):
+        raise ctx.unsupported("the Indices output")
+    kernel = tuple(attrs["kernel_shape"])
+    if len(kernel) != nd:
+        raise ctx.error(f"kernel_shape {list(kernel)} must have {nd} entries")
+    strides, dilations, pads = window_attrs(ctx, attrs, x.shape[2:], kernel)
+    extra = {}
+    if ctx.op_type == "AveragePool":
+        extra["count_include_pad"] = bool(attrs.get("count_include_pad", 0))
+    ceil_mode = bool(attrs.get("ceil_mode", 0))
+    if ceil_mode:
+        pads, ceil_mode = ceil_windows(ctx, x.shape[2:], kernel, strides, dilations, pads,
+                                        extra.get("count_include_pad", False))
+    if nd == 1:
+        x = ctx.reshape(x, x.shape[:2] + (1,) + x.shape[2:])
+        pads = (0, pads[0], 0, pads[1])
+    op = "nn.max_pool2d" if ctx.op_type == "MaxPool" else "nn.avg_pool2d"
+    out = ctx.emit(op, [x], pool_size=as_2d(kernel, nd, 1), strides=as_2d(strides, nd, 1),
+                   padding=tuple(pads), dilation=as_2d(dilations, nd, 1), ceil_mode=ceil_mode, **extra)
+    if nd == 1:
+        out = ctx.reshape(out, out.shape[:2] + out.shape[3:])
+    return out
+
+
+@converts("GlobalAveragePool", "GlobalMaxPool")
+def _global_pool(ctx: NodeContext, ins, attrs):
+    x = ins[0]
+    if len(x.shape) < 3:
+        raise ctx.error(f"the input must have spatial axes, got shape {x.shape}")
+    if ctx.op_type == "GlobalAveragePool" and len(x.shape) == 4:
+        return ctx.emit("nn.global_avg_pool2d", [x])
+    op = "mean" if ctx.op_type == "GlobalAveragePool" else "max"
+    return ctx.emit(op, [x], axis=tuple(range(2, len(x.shape))), keepdims=True)
+
+
+@converts("BatchNormalization")
+def _batch_norm(ctx: NodeContext, ins, attrs):
+    if attrs.get("training_mode", 0):
+        raise ctx.unsupported("training_mode=1")
+    if ctx.opset < 9 and attrs.get("spatial", 1) == 0:
+        raise ctx.unsupported("spatial=0")
+    if any(ctx.wants(k) for k in range(1, len(ctx.node.output))):
+        raise ctx.unsupported("the training outputs (running mean and variance)")
+    x = ins[0]
+    params = [ctx.cast(v, x.dtype) for v in ins[1:5]]
+    return ctx.emit("nn.batch_norm", [x, *params], epsilon=float(attrs.get("epsilon", 1e-5)), axis=1)
+
+
+# ---------------------------------------------------------------------------- products
+
+
+@converts("Gemm")
+def _gemm(ctx: NodeContext, ins, attrs):
+    a, b, c = ins[0], ins[1], optional_input(ins, 2)
+    alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
+    if len(a.shape) != 2 or len(b.shape) != 2:
+        raise ctx.error(f"A and B must be 2-D, got {a.shape} and {b.shape}")
+    if attrs.get("transA", 0):
+        a = ctx.emit("transpose", [a], axes=(1, 0))
+    if b.is_constant:  # the weight (N, K), alpha folded into it
+        weight = b.data if attrs.get("transB", 0) else b.data.T
+        if alpha != 1.0:
+            weight = weight * np.asarray(alpha, weight.dtype)
+        out = ctx.emit("nn.dense", [a, ctx.const(weight, f"{b.name}:dense")])
+    else:
+        weight = b if attrs.get("transB", 0) else ctx.emit("transpose", [b], axes=(1, 0))
+        out = ctx.emit("nn.dense", [a, weight])
+        if alpha != 1.0:
+            out = ctx.emit("multiply", [out, ctx.const(np.array(alpha, out.dtype))])
+    if c is None or beta == 0.0:
+        return out
+    if beta != 1.0:
+        c = ctx.emit("multiply", [c, ctx.const(np.array(beta, c.dtype))])
+    if c.shape in ((out.shape[1],), (1, out.shape[1])):
+        return ctx.emit("nn.bias_add", [out, ctx.reshape(c, (out.shape[1],))], axis=1)
+    return ctx.emit("add", [out, c])
+
+
+@converts("MatMul")
+def _matmul(ctx: NodeContext, ins, attrs):
+    a, b = ins
+    if not a.shape or not b.shape:
+        raise ctx.error(f"MatMul of a scalar (shapes {a.shape} and {b.shape})")
+    # numpy's 1-D rules: a vector a is a row (dropped after), a vector b a column
+    a2 = ctx.reshape(a, (1,) + a.shape) if len(a.shape) == 1 else a
+    b2 = ctx.reshape(b, b.shape + (1,)) if len(b.shape) == 1 else b
+    (m, k), (kb, n) = a2.shape[-2:], b2.shape[-2:]
+    if k != kb:
+        raise ctx.error(f"the reduction lengths differ: {a.shape} @ {b.shape}")
+    if b2.is_constant and len(b2.shape) == 2:  # a weight: nn.dense on a 2-D view
+        lead = a2.shape[:-1]
+        weight = ctx.const(b2.data.T, f"{b.name}:dense")
+        out = ctx.emit("nn.dense", [ctx.reshape(a2, (math.prod(lead), k)), weight])
+        out = ctx.reshape(out, lead + (n,))
+    else:
+        batch = _broadcast(ctx, a2.shape[:-2], b2.shape[:-2])
+        a3, b3 = (_batch_view(ctx, v, batch) for v in (a2, b2))
+        out = ctx.emit("nn.batch_matmul", [a3, b3], transpose_a=False, transpose_b=False)
+        out = ctx.reshape(out, batch + (m, n))
+    shape = out.shape
+    if len(a.shape) == 1:
+        shape = shape[:-2] + shape[-1:]
+    if len(b.shape) == 1:
+        shape = shape[:-1]
+    return ctx.reshape(out, shape)
+
+
+def _broadcast(ctx: NodeContext, s1: tuple[int, ...], s2: tuple[int, ...]) -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(s1, s2))
+    except ValueError:
+        raise ctx.error(f"batch shapes {s1} and {s2} do not broadcast") from None
+
+
+def _batch_view(ctx: NodeContext, v: Value, batch: tuple[int, ...]) -> Value:
+    """``v`` (..., rows, cols) as 3-D (batch, rows, cols); a batch of 1 stays 1 (it broadcasts)."""
+    rows, cols = v.shape[-2:]
+    own = v.shape[:-2]
+    if math.prod(own) == 1 or own == batch:
+        return ctx.reshape(v, (math.prod(own), rows, cols))
+    v = ctx.emit("expand", [v], shape=batch + (rows, cols))
+    return ctx.reshape(v, (math.prod(batch), rows, cols))
