@@ -76,3 +76,15 @@ def single(op: str, inputs, feeds, consts=None, opset=17, outputs=("y",), **attr
 
 def check_single(op, inputs, feeds, consts=None, opset=17, outputs=("y",), **attrs):
     return run_both(single(op, inputs, feeds, consts, opset, outputs, **attrs), feeds)
+
+
+def reduction_node(axes, keepdims: int, axes_as_input: bool) -> tuple[list[str], dict, dict]:
+    """``(inputs, consts, attrs)`` of a reduction of ``"x"`` over ``axes`` (None: all), given as the
+    input ``"a"`` (opset 18's form; ReduceSum's from 13) or as the attribute before."""
+    inputs, consts, attrs = ["x"], {}, {"keepdims": keepdims}
+    if axes is not None and axes_as_input:
+        consts["a"] = np.array(axes, "int64")
+        inputs.append("a")
+    elif axes is not None:
+        attrs["axes"] = axes
+    return inputs, consts, attrs

@@ -26,6 +26,7 @@ from tests.onnx_helpers import (  # noqa: E402
     check_single,
     make_model,
     rand,
+    reduction_node,
     run_both,
     single,
 )
@@ -578,12 +579,7 @@ def test_decomposed_layer_norm_imports_op_by_op():
 @pytest.mark.parametrize("axes, keepdims", [([1], 1), ([0, -1], 0), (None, 1)])
 def test_reductions_axes_attribute_or_input(op, opset, axes, keepdims):
     as_input = opset >= 18 or (op == "ReduceSum" and opset >= 13)
-    inputs, consts, attrs = ["x"], {}, {"keepdims": keepdims}
-    if axes is not None and as_input:
-        consts["a"] = np.array(axes, "int64")
-        inputs.append("a")
-    elif axes is not None:
-        attrs["axes"] = axes
+    inputs, consts, attrs = reduction_node(axes, keepdims, as_input)
     check_single(op, inputs, {"x": rand(2, 3, 4)}, consts, opset=opset, **attrs)
 
 
@@ -599,12 +595,7 @@ def test_arg_extremes(op, attrs):
 @pytest.mark.parametrize("opset", [13, 18])
 @pytest.mark.parametrize("axes, keepdims", [([1], 1), ([0, -1], 0), (None, 1)])
 def test_composed_reductions(op, opset, axes, keepdims):
-    inputs, consts, attrs = ["x"], {}, {"keepdims": keepdims}
-    if axes is not None and opset >= 18:
-        consts["a"] = np.array(axes, "int64")
-        inputs.append("a")
-    elif axes is not None:
-        attrs["axes"] = axes
+    inputs, consts, attrs = reduction_node(axes, keepdims, opset >= 18)
     x = rand(2, 3, 4) * (30 if op == "ReduceLogSumExp" else 1)  # exp of the raw values would overflow
     check_single(op, inputs, {"x": x}, consts, opset=opset, **attrs)
 

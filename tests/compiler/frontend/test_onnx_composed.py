@@ -15,7 +15,17 @@ from onnx import helper  # noqa: E402
 from compiler.frontend import from_onnx  # noqa: E402
 from compiler.graph import GraphError, UnsupportedOperatorError, build_graph, evaluate  # noqa: E402
 from tests.helpers import assert_written, poisoned  # noqa: E402
-from tests.onnx_helpers import F32, I64, RNG, check_single, make_model, rand, run_both, single  # noqa: E402
+from tests.onnx_helpers import (  # noqa: E402
+    F32,
+    I64,
+    RNG,
+    check_single,
+    make_model,
+    rand,
+    reduction_node,
+    run_both,
+    single,
+)
 
 
 def _run_against(model, feeds: dict[str, np.ndarray], expected: np.ndarray, rtol=1e-4, atol=1e-5):
@@ -136,12 +146,7 @@ def test_einsum_bad_equations_are_named(equation, shapes, error, message):
 @pytest.mark.parametrize("op", ["ReduceProd", "ReduceLogSum"])
 @pytest.mark.parametrize("opset, axes, keepdims", [(13, [1], 1), (18, [0, -1], 0), (18, None, 1)])
 def test_product_and_log_sum_reductions(op, opset, axes, keepdims):
-    inputs, consts, attrs = ["x"], {}, {"keepdims": keepdims}
-    if axes is not None and opset >= 18:
-        consts["a"] = np.array(axes, "int64")
-        inputs.append("a")
-    elif axes is not None:
-        attrs["axes"] = axes
+    inputs, consts, attrs = reduction_node(axes, keepdims, opset >= 18)
     graph = check_single(op, inputs, {"x": rand(2, 3, 4, low=0.5)}, consts, opset=opset, **attrs)
     assert ("prod" if op == "ReduceProd" else "sum") in graph.op_counts()
 

@@ -202,7 +202,7 @@ CASES = [
 ]
 
 
-def _case_id(c: Case) -> str:
+def case_id(c: Case) -> str:
     return f"{c.op}-{c.id}" if c.id else c.op
 
 
@@ -215,9 +215,15 @@ def test_every_op_of_the_catalog_has_a_case():
     assert catalog <= {c.op for c in CASES}
 
 
-@pytest.mark.parametrize("case", CASES, ids=_case_id)
+@pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_infer_evaluate_compute_agree(case: Case):
-    rng = np.random.default_rng(sum(map(ord, _case_id(case))))
+    check_case(case)
+
+
+def check_case(case: Case) -> None:
+    """``infer`` gives the type of ``evaluate``'s result; ``compute``, built and run on poisoned
+    outputs, matches ``evaluate``."""
+    rng = np.random.default_rng(sum(map(ord, case_id(case))))
     op = get_op(case.op)
     arrays = case.arrays(rng)
     types = [TensorType(a.shape, a.dtype.name) for a in arrays]
@@ -283,6 +289,11 @@ BAD = [  # op, input types, attrs, what the message says
 
 @pytest.mark.parametrize("op,types,attrs,message", BAD, ids=[f"{b[0]}-{b[3]}" for b in BAD])
 def test_infer_refuses_bad_inputs(op, types, attrs, message):
+    check_refused(op, types, attrs, message)
+
+
+def check_refused(op: str, types, attrs: dict, message: str) -> None:
+    """``infer`` raises a GraphError naming ``op`` and matching ``message``."""
     with pytest.raises(GraphError, match=message) as info:
         get_op(op).infer([TensorType(shape, dtype) for shape, dtype in types], attrs)
     assert op in str(info.value)
