@@ -97,4 +97,11 @@ def test_each_layer_gets_its_fastest_algorithm_timed_inside_the_model(graph, opt
     else:
         assert math.isnan(choices.rule_latency) and choices.algorithms == {}
         assert "ran fastest in the model by the rule's algorithm" in choices.report()
-    assert_computes_graph(autotune.build_model(graph, TARGET, algorithms="measure"), graph, 2)
+    assert_computes_graph(autotune.build_model(graph, TARGET, algorithms=choices.algorithms), graph, 2)
+
+
+def test_build_model_measures_then_builds_with_the_choices():
+    """``algorithms="measure"`` chooses (here: nothing to choose, the planes too small for
+    Winograd's tiles and no log to split threads by) and builds a model that computes the graph."""
+    small = residual_cnn(np.random.default_rng(4), channels=16, size=6)
+    assert_computes_graph(autotune.build_model(small, TARGET, algorithms="measure"), small, 3)

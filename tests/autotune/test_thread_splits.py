@@ -110,7 +110,8 @@ def test_each_height_split_kernel_keeps_the_split_that_ran_faster_inside_the_mod
     else:
         assert math.isnan(splits.best_latency) and splits.configs == {}
         assert "ran fastest in the model so" in splits.report()
-    assert_computes_graph(autotune.build_model(graph, TARGET, str(log_path), algorithms="measure"), graph, 2)
+    assert_computes_graph(autotune.build_model(graph, TARGET, str(log_path), algorithms=plan,
+                                               configs=splits.configs), graph, 2)
 
 
 def test_a_log_with_no_height_split_best_builds_nothing_to_compare(graph, plan, tmp_path):
