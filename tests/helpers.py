@@ -174,6 +174,12 @@ CPUS = (
 for_each_cpu = pytest.mark.parametrize("cpu", CPUS, ids=str)
 """Decorator: run a test once per model of :data:`CPUS`, as its ``cpu`` argument."""
 
+for_each_vector_width = pytest.mark.parametrize(
+    "cpu", [next(c for c in CPUS if c.vector_bits == 256 and "avx512f" in c.features),
+            next(c for c in CPUS if "avx512f" not in c.features)], ids=str)
+"""Decorator: run a test once per vector register width (an AVX-512 and an AVX2 model), for the
+tests that build many configs: their templates' code depends on the width, not the model."""
+
 
 def children_running(pid: int, module: str) -> list[int]:
     """Process ids, ascending, of the live (not zombie) children of ``pid`` whose command line

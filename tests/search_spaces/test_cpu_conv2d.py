@@ -9,7 +9,14 @@ import math
 
 import numpy as np
 import pytest
-from helpers import CPUS, assert_written, each_config_computes_the_reference, for_each_cpu, poisoned
+from helpers import (
+    CPUS,
+    assert_written,
+    each_config_computes_the_reference,
+    for_each_cpu,
+    for_each_vector_width,
+    poisoned,
+)
 
 import compiler
 from compiler.tir import stmt as S
@@ -378,7 +385,7 @@ def _configs_in_passes(task, whole: int) -> list:
     return configs
 
 
-@for_each_cpu
+@for_each_vector_width
 def test_passes_over_the_output_compute_the_convolution(cpu, monkeypatch):
     monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "2")  # threads on channel blocks: a tile of blocks each
     # Strided and padded 3x3, two images, a residual: every config that runs in passes.
@@ -387,7 +394,7 @@ def test_passes_over_the_output_compute_the_convolution(cpu, monkeypatch):
     each_config_computes_the_reference(cpu, task, _configs_in_passes(task, 8), seed=5)
 
 
-@for_each_cpu
+@for_each_vector_width
 def test_passes_over_a_row_that_ends_in_a_partial_tile_compute_the_convolution(cpu, monkeypatch):
     monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "2")  # threads on channel blocks: a tile of blocks each
     # A pointwise layer, one row of 13 pixels: tiles of 6 (or 2) leave a partial one at its end.

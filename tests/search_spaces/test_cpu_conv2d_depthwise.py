@@ -7,7 +7,7 @@ images, rows that no band divides and epilogues on both layers."""
 from __future__ import annotations
 
 import pytest
-from helpers import each_config_computes_the_reference, for_each_cpu
+from helpers import each_config_computes_the_reference, for_each_cpu, for_each_vector_width
 
 from search_spaces import create_task
 from search_spaces.templates._gemm import L2_BYTES
@@ -59,7 +59,7 @@ def test_default_band_covers_the_rows_exactly_within_the_buffer_budget():
     assert taller and all(buffer_bytes(b) > L2_BYTES // 2 for b in taller)
 
 
-@for_each_cpu
+@for_each_vector_width
 @pytest.mark.parametrize("args", [STRIDED, DILATED], ids=["strided", "dilated"])
 def test_every_knob_value_computes_the_reference(cpu, args):
     task = create_task("conv2d_depthwise_nchwc", args, cpu.target)

@@ -99,7 +99,7 @@ CASES = [
 @pytest.mark.parametrize("args", CASES, ids=lambda a: "-".join(map(str, a)))
 def test_default_and_random_configs_compute_the_reference(cpu, args):
     task = create_task(NAME, args, cpu.target)
-    _run(task, _configs(task.config_space, 10, seed=5), cpu)
+    _run(task, _configs(task.config_space, 5, seed=5), cpu)
 
 
 @pytest.mark.parametrize("epilogue", [("bias", "relu6"), ("bias", "add")], ids="+".join)

@@ -19,22 +19,23 @@ from hypothesis import strategies as st
 import compiler
 from search_spaces import create_task
 
-# (template, args, configs to draw besides the default)
+# (template, args, configs to draw besides the default; the templates with a test file of their own
+# check each knob value there)
 MAIN_CASES = [
-    ("matmul", (16, 24, 32, "float32"), 20),
-    ("dense", (8, 24, 32, "float32", True), 20),
-    ("batch_matmul", (2, 8, 12, 16, "float32"), 20),
-    ("conv2d_nchw", (1, 4, 8, 8, 4, 3, 3, 1, 1, 1, "float32"), 20),
-    ("conv2d_nhwc", (1, 8, 8, 4, 8, 3, 3, 1, 1, 1, "float32"), 20),
-    ("conv2d_nchwc", (1, 8, 8, 8, 16, 3, 3, 1, 1, 1, 4, 8, "float32"), 20),
+    ("matmul", (16, 24, 32, "float32"), 10),
+    ("dense", (8, 24, 32, "float32", True), 10),
+    ("batch_matmul", (2, 8, 12, 16, "float32"), 10),
+    ("conv2d_nchw", (1, 4, 8, 8, 4, 3, 3, 1, 1, 1, "float32"), 10),
+    ("conv2d_nhwc", (1, 8, 8, 4, 8, 3, 3, 1, 1, 1, "float32"), 10),
+    ("conv2d_nchwc", (1, 8, 8, 8, 16, 3, 3, 1, 1, 1, 4, 8, "float32"), 10),
     ("conv2d_nchwc_winograd", (1, 8, 8, 8, 16, 1, 4, 16, 4, 8, "float32"), 5),  # slow to build: fewer
-    ("depthwise_conv2d_nchw", (1, 4, 8, 8, 3, 3, 1, 1, 1, "float32"), 20),
-    ("depthwise_conv2d_nchwc", (1, 16, 8, 8, 3, 3, 1, 1, 1, 8, "float32"), 20),
-    ("pool2d", (1, 4, 8, 8, 3, 3, 1, 1, "max", "float32"), 20),
-    ("pool2d", (1, 3, 9, 8, 2, 3, 2, (1, 0, 0, 1), "avg", "float32"), 20),
-    ("softmax", (9, 33, "float32"), 20),
-    ("layer_norm", (8, 40, "float32"), 20),
-    ("elementwise", (8, 32, "add,mul,relu,gelu", "float32"), 20),
+    ("depthwise_conv2d_nchw", (1, 4, 8, 8, 3, 3, 1, 1, 1, "float32"), 10),
+    ("depthwise_conv2d_nchwc", (1, 16, 8, 8, 3, 3, 1, 1, 1, 8, "float32"), 10),
+    ("pool2d", (1, 4, 8, 8, 3, 3, 1, 1, "max", "float32"), 10),
+    ("pool2d", (1, 3, 9, 8, 2, 3, 2, (1, 0, 0, 1), "avg", "float32"), 10),
+    ("softmax", (9, 33, "float32"), 10),
+    ("layer_norm", (8, 40, "float32"), 10),
+    ("elementwise", (8, 32, "add,mul,relu,gelu", "float32"), 10),
 ]
 
 EXTRA_CASES = [

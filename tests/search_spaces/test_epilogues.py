@@ -46,7 +46,7 @@ ODD_CASES = [
 ]
 ODD_EPILOGUE = ("bias", "add", "silu", "sigmoid", "hardswish", "leaky_relu(0.2)")
 
-RANDOM_CONFIGS = 5
+RANDOM_CONFIGS = 3
 # A Winograd config changes the batched GEMM, not the output transform the epilogue joins, and
 # each one takes seconds to build: fewer of them (the template's own tests sample more).
 FEWER_CONFIGS = {"conv2d_nchwc_winograd": 1}
