@@ -12,7 +12,7 @@ import numpy as np
 
 from .errors import GraphError
 from .ir import Graph, Node, TensorType, Value
-from .op import get_op
+from .op import apply_op
 
 __all__ = ["GraphBuilder"]
 
@@ -48,12 +48,11 @@ class GraphBuilder:
         """Apply ``op``: all of its outputs."""
         node_name = name or f"{op.replace('nn.', '')}_{len(self.nodes)}"
         try:
-            types = get_op(op).infer([v.type for v in inputs], attrs)
+            node = apply_op(op, inputs, attrs, node_name, node_name)
         except GraphError as e:
             raise GraphError(f"node {node_name!r}: {e}") from None
-        outs = [Value(f"{node_name}_out{k}" if len(types) > 1 else node_name, t) for k, t in enumerate(types)]
-        self.nodes.append(Node(op, list(inputs), outs, attrs, node_name))
-        return outs
+        self.nodes.append(node)
+        return node.outputs
 
     def finish(self, *outputs: Value) -> Graph:
         """The graph computing ``outputs``."""

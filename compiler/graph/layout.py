@@ -46,7 +46,7 @@ from ..simd import vector_lanes
 from ..topi.nn.winograd import conv2d_winograd_weight_transform, winograd_tiles
 from .errors import GraphError
 from .ir import Graph, Node, Value
-from .op import get_op
+from .op import apply_op
 from .ops.layout import (
     layout_name,
     pack_dense_weight,
@@ -150,10 +150,11 @@ class _Planner:
         return self.current.get(v.uid, (v, None))
 
     def emit(self, op: str, inputs: list[Value], attrs: dict, name: str, like: Value | None = None) -> Value:
-        (t,) = get_op(op).infer([v.type for v in inputs], attrs)
-        out = Value(like.name if like is not None and like.type == t else f"{name}_out", t)
-        self.nodes.append(Node(op, inputs, [out], attrs, name))
-        return out
+        node = apply_op(op, inputs, attrs, name, f"{name}_out")
+        if like is not None and like.type == node.output.type:
+            node.output.name = like.name
+        self.nodes.append(node)
+        return node.output
 
     def as_plain(self, v: Value) -> Value:
         value, block = self.now(v)

@@ -22,12 +22,13 @@ An operator is defined once, by three functions over the same attributes:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .errors import GraphError, UnsupportedOperatorError
+from .ir import Node, Value
 
-__all__ = ["OpDef", "PATTERNS", "register_op", "get_op", "registered_ops"]
+__all__ = ["OpDef", "PATTERNS", "register_op", "get_op", "registered_ops", "apply_op"]
 
 PATTERNS = ("elemwise", "broadcast", "injective", "reduce", "out_elemwise_fusable", "opaque")
 
@@ -76,3 +77,12 @@ def get_op(name: str) -> OpDef:
 def registered_ops() -> list[str]:
     """The names of every registered operator."""
     return sorted(_OPS)
+
+
+def apply_op(op: str, inputs: Sequence[Value], attrs: dict, name: str, output_name: str) -> Node:
+    """A node ``name`` applying ``op`` to ``inputs``, its outputs typed by the operator's ``infer``
+    (GraphError where the inputs do not fit it): one output named ``output_name``, several
+    ``output_name + "_out0"``, ``"_out1"``, ..."""
+    types = get_op(op).infer([v.type for v in inputs], attrs)
+    names = [output_name] if len(types) == 1 else [f"{output_name}_out{k}" for k in range(len(types))]
+    return Node(op, list(inputs), [Value(n, t) for n, t in zip(names, types)], attrs, name)

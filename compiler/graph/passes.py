@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .ir import Graph, Node, TensorType, Value
-from .op import get_op
+from .op import apply_op, get_op
 from .rewrite import Rewriter, rewrite
 
 __all__ = ["GraphPass", "GraphPipeline", "OPTIMIZE", "fold_constants", "fold_batch_norm",
@@ -184,11 +184,9 @@ class _Emitter:
         self.rw, self.node, self.count = rw, node, 0
 
     def __call__(self, op: str, inputs: list[Value], **attrs) -> Value:
-        (t,) = get_op(op).infer([v.type for v in inputs], attrs)
         self.count += 1
-        out = Value(f"{self.node.output.name}_{self.count}", t)
-        self.rw.emit(Node(op, inputs, [out], attrs, f"{self.node.name}_{op.split('.')[-1]}{self.count}"))
-        return out
+        name = f"{self.node.name}_{op.split('.')[-1]}{self.count}"
+        return self.rw.emit(apply_op(op, inputs, attrs, name, f"{self.node.output.name}_{self.count}")).output
 
 
 def _phases(emit: _Emitter, node: Node) -> tuple[Value, tuple[int, int]] | None:
