@@ -445,7 +445,10 @@ def _sink_one_reshape(graph: Graph) -> Graph | None:
 
     def visit(rw: Rewriter, node: Node) -> None:
         nonlocal changed
-        if not changed and get_op(node.op).pattern in _ELEMENTWISE and len(node.outputs) == 1:
+        # Not below an operator whose operands run along an ``axis`` (``nn.bias_add``, per-channel
+        # ``qnn`` ones): the axis numbers a dimension of the reshaped shape.
+        if (not changed and get_op(node.op).pattern in _ELEMENTWISE and len(node.outputs) == 1
+                and "axis" not in node.attrs):
             for v in node.inputs:
                 r = producers.get(v.uid)
                 if r is None or r.op != "reshape" or not single(v) or v.is_constant:

@@ -6,7 +6,9 @@ registering its own on import: :mod:`.elementwise`, :mod:`.tensor` (constants, s
 movement), :mod:`.image` (``Resize``), :mod:`.nn` (convolutions, pools, matrix products),
 :mod:`.reduce` (softmax, normalisations, reductions), :mod:`.composed` (``Einsum``, the
 normalisations and pools written in catalog operators), :mod:`.indexing` (scans, scatters,
-``OneHot``) and :mod:`.recurrent` (``LSTM``, ``GRU``, ``RNN``, unrolled).
+``OneHot``), :mod:`.recurrent` (``LSTM``, ``GRU``, ``RNN``, unrolled), :mod:`.quantize`
+(``QuantizeLinear``, ``DequantizeLinear``, ``QLinearConv``, ``QLinearMatMul``, ``ConvInteger``,
+``MatMulInteger``) and :mod:`.vision` (``TopK``, ``ReverseSequence``, ``GridSample``, ``RoiAlign``).
 
 A converter is ``fn(ctx, inputs, attrs)`` decorated with ``@converts("OpType", ...)``; it emits
 catalog operators through ``ctx.emit`` (:class:`~.importer.NodeContext`).
@@ -14,8 +16,8 @@ catalog operators through ``ctx.emit`` (:class:`~.importer.NodeContext`).
 
 from __future__ import annotations
 
-from . import composed, elementwise, image, indexing, nn, recurrent, reduce, tensor
+from . import composed, elementwise, image, indexing, nn, quantize, recurrent, reduce, tensor, vision
 from .importer import CONVERTERS, from_onnx, supported_ops
 
 __all__ = ["from_onnx", "CONVERTERS", "supported_ops", "composed", "elementwise", "image", "indexing", "nn",
-           "recurrent", "reduce", "tensor"]
+           "quantize", "recurrent", "reduce", "tensor", "vision"]

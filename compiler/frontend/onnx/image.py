@@ -11,7 +11,7 @@ from .importer import NodeContext, converts, optional_input
 
 __all__: list[str] = []
 
-_RESIZE_METHODS = {"nearest": "nearest_neighbor", "linear": "linear"}
+_RESIZE_METHODS = {"nearest": "nearest_neighbor", "linear": "linear", "cubic": "cubic"}
 _NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
 
@@ -54,11 +54,13 @@ def _resize(ctx: NodeContext, ins, attrs):
     axes = [ctx.axis(a, 4) for a in attrs.get("axes", range(4))]
     scales = _resize_input(ctx, optional_input(ins, 2), "scales")
     sizes = _resize_input(ctx, optional_input(ins, 3), "sizes")
-    return _resized(ctx, x, axes, scales, sizes, mode, coordinates, rounding)
+    cubic = {"cubic_alpha": float(attrs.get("cubic_coeff_a", -0.75)),
+             "cubic_exclude": int(attrs.get("exclude_outside", 0))}
+    return _resized(ctx, x, axes, scales, sizes, mode, coordinates, rounding, cubic)
 
 
 def _resized(ctx: NodeContext, x: Value, axes, scales, sizes, mode: str, coordinates: str,
-             rounding: str | None) -> Value:
+             rounding: str | None, cubic: dict | None = None) -> Value:
     """``x`` resized on ``axes`` by ``scales`` or to ``sizes`` (one of them None); ``rounding``
     None: down where the image grows, up where it shrinks."""
     axes = list(axes)
@@ -97,4 +99,4 @@ def _resized(ctx: NodeContext, x: Value, axes, scales, sizes, mode: str, coordin
         rounding = "floor" if directions == {True} else "ceil"
     return ctx.emit("image.resize2d", [x], size=tuple(out[2:]), method=method,
                     coordinate_transformation_mode=coordinates, rounding_method=rounding,
-                    scale=(float(scale[2]), float(scale[3])))
+                    scale=(float(scale[2]), float(scale[3])), **(cubic if method == "cubic" else {}))

@@ -1,5 +1,5 @@
-"""``resize2d``: an NCHW image resized by nearest neighbour or bilinear interpolation (TVM's
-``topi.image.resize2d``, with ONNX Resize's coordinate modes).
+"""``resize2d``: an NCHW image resized by nearest neighbour, bilinear or bicubic interpolation
+(TVM's ``topi.image.resize2d``, with ONNX Resize's coordinate modes).
 
 Each output pixel ``y`` (and likewise ``x``) maps to a source coordinate in float32, by the
 same formula and in the same order of operations as ONNX Runtime, so that ties in the
@@ -15,7 +15,10 @@ nearest-neighbour rounding fall the same way:
 not be that ratio exactly). Nearest neighbour rounds the coordinate (``round``: half away from
 zero; ``round_prefer_floor``, ``round_prefer_ceil``, ``floor``, ``ceil``) and clamps it into
 the image; bilinear clamps the coordinate into the image and mixes the two pixels around it on
-each axis.
+each axis. Bicubic mixes the four pixels around the (unclamped) coordinate on each axis, by Keys'
+cubic convolution with coefficient ``bicubic_alpha`` (-0.75 in ONNX and PyTorch, -0.5 in TVM and
+TensorFlow): pixels past the edge repeat the edge, or with ``bicubic_exclude`` weigh nothing (the
+others' weights then scaled to sum to one).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from ..utils import get_const_tuple
 
 __all__ = ["resize2d", "METHODS", "COORDINATE_MODES", "ROUNDING_METHODS"]
 
-METHODS = ("nearest_neighbor", "linear")
+METHODS = ("nearest_neighbor", "linear", "cubic")
 COORDINATE_MODES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_half_pixel_for_nn")
 ROUNDING_METHODS = ("round", "round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
@@ -112,15 +115,41 @@ def _linear(coord, n_in: int):
     return low, high, c - low.astype(f32)
 
 
+def _cubic(coord, n_in: int, alpha: float, exclude: bool, acc: str):
+    """The four source pixels around ``coord`` (clamped into the image) and their weights."""
+    f32 = "float32"
+    low = te.floor(coord)
+    t = (coord - low).astype(acc)
+    a, one, two = te.const(alpha, acc), te.const(1.0, acc), te.const(2.0, acc)
+
+    def near(d):  # |d| <= 1
+        return ((a + two) * d - (a + te.const(3.0, acc))) * d * d + one
+
+    def far(d):  # 1 < |d| < 2
+        return ((a * d - te.const(5.0, acc) * a) * d + te.const(8.0, acc) * a) * d - te.const(4.0, acc) * a
+
+    weights = [far(t + one), near(t), near(one - t), far(two - t)]
+    # clamped as a float first: a coordinate far outside the image must not overflow the cast
+    base = te.min(te.max(low, te.const(-2.0, f32)), te.const(n_in, f32)).astype("int32")
+    taps = [base + k for k in (-1, 0, 1, 2)]
+    if exclude:
+        zero = te.const(0.0, acc)
+        weights = [te.if_then_else(te.all(j >= 0, j < n_in), w, zero) for j, w in zip(taps, weights)]
+        total = weights[0] + weights[1] + weights[2] + weights[3]
+        weights = [w / total for w in weights]
+    return [te.min(te.max(j, 0), n_in - 1) for j in taps], weights
+
+
 def resize2d(data, roi, size, layout: str = "NCHW", method: str = "linear",
              coordinate_transformation_mode: str = "half_pixel", rounding_method: str = "",
-             out_dtype=None, scale=None):
+             bicubic_alpha: float = -0.5, bicubic_exclude: int = 0, out_dtype=None, scale=None):
     """``data`` (NCHW, or channel-blocked ``NCHW{b}c``) resized to ``size`` = ``(height, width)``.
 
-    ``method`` is ``"nearest_neighbor"`` or ``"linear"``; ``rounding_method`` applies to the
-    first (``""``: ``"round"``). ``scale`` = ``(height, width)`` is what the coordinate modes
-    divide by (default: the output size over the input size). ``roi`` must be None. Integer
-    data takes nearest neighbour only."""
+    ``method`` is ``"nearest_neighbor"``, ``"linear"`` or ``"cubic"``; ``rounding_method``
+    applies to the first (``""``: ``"round"``), ``bicubic_alpha`` and ``bicubic_exclude`` to the
+    last (see the module). ``scale`` = ``(height, width)`` is what the coordinate modes divide by
+    (default: the output size over the input size). ``roi`` must be None. Integer data takes
+    nearest neighbour only."""
     in_hw, out_hw, scale = _check(data, roi, size, layout, method, coordinate_transformation_mode,
                                   rounding_method, scale)
     dtype = out_dtype or data.dtype
@@ -137,9 +166,18 @@ def resize2d(data, roi, size, layout: str = "NCHW", method: str = "linear",
 
         return te.compute(out_shape, body, name="T_resize2d", tag="injective")
     if not data.dtype.startswith("float"):
-        raise ValueError(f"resize2d: linear interpolation takes float data, got {data.dtype}")
+        raise ValueError(f"resize2d: {method} interpolation takes float data, got {data.dtype}")
 
     acc = "float64" if data.dtype == "float64" else "float32"  # float16 mixes in float32
+    if method == "cubic":
+        def cubic_body(n, c, y, x, *lane):
+            (ys, wys), (xs, wxs) = (_cubic(_source(i, *axis, mode), axis[0], bicubic_alpha,
+                                           bool(bicubic_exclude), acc) for i, axis in zip((y, x), axes))
+            rows = [sum((data[(n, c, iy, ix, *lane)].astype(acc) * wx for ix, wx in zip(xs, wxs)),
+                        te.const(0.0, acc)) for iy in ys]
+            return sum((r * wy for r, wy in zip(rows, wys)), te.const(0.0, acc)).astype(dtype)
+
+        return te.compute(out_shape, cubic_body, name="T_resize2d", tag="injective")
 
     def body(n, c, y, x, *lane):
         (y0, y1, wy), (x0, x1, wx) = (_linear(_source(i, *axis, mode), axis[0])

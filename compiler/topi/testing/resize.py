@@ -40,8 +40,23 @@ def _nearest(coord: np.ndarray, n_in: int, rounding: str) -> np.ndarray:
     return np.clip(index, 0, n_in - 1).astype(np.int64)
 
 
+def _cubic_taps(coord: np.ndarray, n: int, alpha: float, exclude: bool):
+    """Per output position: the four source indices (clamped) and their Keys cubic weights."""
+    low = np.floor(coord.astype(np.float64))
+    t = (coord.astype(np.float64) - low)[:, None]
+    d = np.abs(np.array([-1.0, 0.0, 1.0, 2.0])[None, :] - t)  # distances to the four taps
+    w = np.where(d <= 1, ((alpha + 2) * d - (alpha + 3)) * d * d + 1,
+                 ((alpha * d - 5 * alpha) * d + 8 * alpha) * d - 4 * alpha)
+    taps = low.astype(np.int64)[:, None] + np.arange(-1, 3)[None, :]
+    if exclude:
+        w = np.where((taps >= 0) & (taps < n), w, 0.0)
+        w = w / w.sum(axis=1, keepdims=True)
+    return np.clip(taps, 0, n - 1), w
+
+
 def resize2d_python(data, size, method: str = "linear", coordinate_transformation_mode: str = "half_pixel",
-                    rounding_method: str = "", scale=None):
+                    rounding_method: str = "", scale=None, bicubic_alpha: float = -0.5,
+                    bicubic_exclude: int = 0):
     """``data`` (NCHW) resized to ``size`` as ``topi.image.resize2d`` does, computed in float64
     (the coordinates in float32) and returned in ``data``'s dtype."""
     x = np.asarray(data)
@@ -51,9 +66,15 @@ def resize2d_python(data, size, method: str = "linear", coordinate_transformatio
     if method == "nearest_neighbor":
         iy, ix = (_nearest(c, n, rounding_method or "round") for c, n in zip(coords, in_hw))
         return np.ascontiguousarray(x[:, :, iy[:, None], ix[None, :]])
+    wide = x.astype(np.float64)
+    if method == "cubic":
+        (ty, wy), (tx, wx) = (_cubic_taps(c, n, bicubic_alpha, bool(bicubic_exclude))
+                              for c, n in zip(coords, in_hw))
+        # out[.., i, j] = sum over taps a, b of wy[i, a] * wx[j, b] * x[.., ty[i, a], tx[j, b]]
+        picked = wide[:, :, ty[:, :, None, None], tx[None, None, :, :]]  # N, C, Ho, 4, Wo, 4
+        return np.einsum("ncaybx,ay,bx->ncab", picked, wy, wx).astype(x.dtype)
     if method != "linear":
         raise ValueError(f"resize2d_python: unknown method {method!r}")
-    wide = x.astype(np.float64)
     picks = []
     for c, n in zip(coords, in_hw):
         c = np.clip(c.astype(np.float64), 0, n - 1)

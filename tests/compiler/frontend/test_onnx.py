@@ -443,6 +443,16 @@ def test_resize_linear(coordinates):
         check_resize(shape, scales, sizes, mode="linear", coordinate_transformation_mode=coordinates)
 
 
+@pytest.mark.parametrize("coordinates, alpha, exclude", [
+    ("half_pixel", None, 0), ("pytorch_half_pixel", -0.5, 0), ("align_corners", None, 1),
+    ("asymmetric", -0.75, 1)])
+def test_resize_cubic(coordinates, alpha, exclude):
+    attrs = {} if alpha is None else {"cubic_coeff_a": alpha}
+    for shape, scales, sizes in _RESIZES:
+        check_resize(shape, scales, sizes, mode="cubic", coordinate_transformation_mode=coordinates,
+                     exclude_outside=exclude, **attrs)
+
+
 def test_resize_at_opset_11_with_its_empty_inputs_and_with_axes_at_18():
     x = rand(1, 2, 3, 4)
     empty = np.zeros(0, "float32")
@@ -478,13 +488,13 @@ def test_resize_before_opset_11(op, opset, mode, scales):
 
 
 @pytest.mark.parametrize("attrs, scales, match", [
-    ({"mode": "cubic"}, [1, 1, 2, 2], "mode='cubic'"),
+    ({"mode": "cubic", "antialias": 1}, [1, 1, 0.5, 0.5], "antialias=1"),
     ({"coordinate_transformation_mode": "tf_crop_and_resize"}, [1, 1, 2, 2], "tf_crop_and_resize"),
     ({}, [1, 2, 2, 2], "resizing the batch or channel axis"),
 ])
 def test_resize_forms_not_covered_are_named(attrs, scales, match):
     model = single("Resize", ["x", "", "s"], {"x": rand(1, 2, 3, 4)}, {"s": np.array(scales, "float32")},
-                   **attrs)
+                   opset=18, **attrs)  # antialias came in 18
     with pytest.raises(UnsupportedOperatorError, match=match):
         from_onnx(model)
 

@@ -46,6 +46,12 @@ def _f(*shape, dtype=F32):
     return (shape, dtype)
 
 
+# (1, 2, 2, 3): x then y
+_EXTREME_POINTS = np.array([[[[np.nan, np.inf, -0.3], [-np.inf, 0.6, 2.5]],
+                             [[1e30, -1e30, np.nan], [0.2, np.inf, -np.inf]]]], "float32")
+# mirrored, points 1e30 away land on a pixel that depends on rounding: infinities and NaN only
+_INFINITE_POINTS = np.array([[[[np.nan, np.inf], [-np.inf, 0.6]], [[np.inf, np.nan], [-0.2, -np.inf]]]],
+                            "float32")
 CONV = dict(strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1)
 POOL = dict(pool_size=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1), dilation=(1, 1), ceil_mode=False)
 
@@ -199,6 +205,23 @@ CASES = [
     Case("image.resize2d", [_f(2, 3, 6, 5, dtype="int32")],
          dict(size=(3, 9), method="nearest_neighbor", coordinate_transformation_mode="asymmetric",
               rounding_method="round_prefer_ceil"), "nearest-int"),
+    Case("image.resize2d", [_f(1, 2, 5, 4)],
+         dict(size=(7, 3), method="cubic", cubic_alpha=-0.75, cubic_exclude=1), "cubic"),
+    # points beyond the image on every side: each padding mode reads outside it
+    Case("image.grid_sample", [_f(2, 2, 3, 4), np.random.default_rng(12).uniform(-1.8, 1.8, (2, 2, 3, 5))
+                               .astype("float32")],
+         dict(method="bilinear", padding_mode="zeros", align_corners=False), "bilinear-zeros"),
+    Case("image.grid_sample", [_f(1, 2, 4, 3), np.random.default_rng(13).uniform(-3.5, 3.5, (1, 2, 4, 3))
+                               .astype("float32")],
+         dict(method="nearest", padding_mode="reflection", align_corners=True), "nearest-reflection"),
+    Case("image.grid_sample", [_f(1, 1, 4, 5), np.random.default_rng(14).uniform(-1.5, 1.5, (1, 2, 3, 3))
+                               .astype("float32")],
+         dict(method="bicubic", padding_mode="border", align_corners=False), "bicubic-border", atol=1e-5),
+    # points no image holds: the reads stay inside it (NaN takes the first pixel)
+    Case("image.grid_sample", [_f(1, 2, 3, 4), _EXTREME_POINTS],
+         dict(method="nearest", padding_mode="border", align_corners=True), "nearest-border-extreme"),
+    Case("image.grid_sample", [_f(1, 2, 3, 4), _INFINITE_POINTS],
+         dict(method="nearest", padding_mode="reflection", align_corners=False), "nearest-reflection-inf"),
 ]
 
 
@@ -208,7 +231,9 @@ def case_id(c: Case) -> str:
 
 # Catalog modules whose operators have their cases in a test file of their own (each checks that
 # every operator of its module has one).
-OWN_TEST_FILES = {"compiler.graph.ops.indexing": "test_ops_indexing.py"}
+OWN_TEST_FILES = {"compiler.graph.ops.indexing": "test_ops_indexing.py",
+                  "compiler.graph.ops.qnn": "test_ops_qnn.py",
+                  "compiler.graph.ops.vision": "test_ops_vision.py"}
 
 
 def test_every_op_of_the_catalog_has_a_case():
@@ -286,8 +311,14 @@ BAD = [  # op, input types, attrs, what the message says
     ("gather", [((2, 3), F32), ((3, 2), "int64")], dict(axis=1), "reach past"),
     ("image.resize2d", [((2, 3, 4), F32)], dict(size=(4, 4)), "4-D NCHW"),
     ("image.resize2d", [((1, 1, 2, 2), "int32")], dict(size=(4, 4), method="linear"), "float tensor"),
-    ("image.resize2d", [((1, 1, 2, 2), F32)], dict(size=(4, 4), method="cubic"), "method must be"),
+    ("image.resize2d", [((1, 1, 2, 2), F32)], dict(size=(4, 4), method="area"), "method must be"),
+    ("image.resize2d", [((1, 1, 2, 2), F32)], dict(size=(4, 4), method="cubic", cubic_exclude=2),
+     "cubic_exclude"),
     ("image.resize2d", [((1, 1, 2, 2), F32)], dict(size=(4, 0)), "at least 1"),
+    ("image.grid_sample", [((1, 1, 2, 2), F32), ((1, 2, 3, 3), F32)], dict(method="cubic"), "method must be"),
+    ("image.grid_sample", [((1, 1, 2, 2), F32), ((1, 3, 3, 2), F32)], {}, r"grid \(N, 2, H_out, W_out\)"),
+    ("image.grid_sample", [((1, 1, 2, 2), F32), ((1, 2, 3, 3), F32)], dict(padding_mode="wrap"),
+     "padding_mode must be"),
 ]
 
 

@@ -43,6 +43,33 @@ def test_linear(rng, mode, dtype):
         _check(x, size, method="linear", coordinate_transformation_mode=mode, scale=scale)
 
 
+@pytest.mark.parametrize("mode, dtype, alpha, exclude", [
+    ("half_pixel", "float32", -0.5, 0), ("align_corners", "float64", -0.75, 0),
+    ("asymmetric", "float32", -0.75, 1), ("pytorch_half_pixel", "float32", -0.5, 1)])
+def test_cubic(rng, mode, dtype, alpha, exclude):
+    for (h, w), size, scale in SHAPES:
+        x = rng.uniform(-1, 1, (1, 2, h, w)).astype(dtype)
+        _check(x, size, method="cubic", coordinate_transformation_mode=mode, scale=scale, bicubic_alpha=alpha,
+               bicubic_exclude=exclude)
+
+
+def test_cubic_keeps_a_linear_ramp_and_pixels_on_the_grid():
+    """Keys' kernel with alpha -0.5 (the one of third order) reproduces a linear ramp away from the
+    edges, and with any alpha, at whole source coordinates (align_corners doubling 3 pixels to 5),
+    returns the pixels themselves."""
+    ramp = np.tile(np.arange(8, dtype="float64"), (1, 1, 8, 1))  # x[.., i, j] = j
+    coord = (np.arange(16) + 0.5) / 2 - 0.5
+    inner = (coord >= 1) & (coord <= 6)  # all four taps inside the image
+    _check(ramp, (8, 16), None, method="cubic", bicubic_alpha=-0.5)
+    out = topi.testing.resize2d_python(ramp, (8, 16), method="cubic", bicubic_alpha=-0.5)
+    np.testing.assert_allclose(out[0, 0, 3, inner], coord[inner], atol=1e-12)
+    x = np.array([[[[1.0, -2.0, 4.0]]]], "float32").repeat(3, axis=2)
+    corners = {"method": "cubic", "coordinate_transformation_mode": "align_corners", "bicubic_alpha": -0.75}
+    expected = topi.testing.resize2d_python(x, (5, 5), **corners)
+    np.testing.assert_allclose(expected[0, 0, 0, ::2], [1.0, -2.0, 4.0], atol=1e-6)
+    _check(x, (5, 5), expected, **corners)
+
+
 def test_values_worked_out_by_hand():
     x = np.array([[[[1.0, 2.0], [3.0, 4.0]]]], np.float32)
     # 2x nearest, asymmetric floor: each pixel repeated
@@ -72,7 +99,7 @@ def test_integers_take_nearest_neighbour(rng):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"method": "cubic"}, "method must be one of"),
+    ({"method": "area"}, "method must be one of"),
     ({"coordinate_transformation_mode": "tf_crop_and_resize"}, "coordinate_transformation_mode must be"),
     ({"rounding_method": "nearest"}, "rounding_method must be"),
     ({"layout": "NHWC"}, "layout must be 'NCHW'"),
