@@ -13,7 +13,7 @@ from ..ir import TensorType
 
 __all__ = ["fail", "arity", "numeric", "floating", "same_dtype", "axis_of", "int_tuple", "pair",
            "positive_int", "epsilon", "broadcast_shape", "broadcast_index", "shape_of", "wide", "narrow",
-           "window_output", "index_dtype", "clip_index"]
+           "window_output", "index_dtype", "clip_index", "is_int", "int_attr", "flag"]
 
 
 def fail(op: str, problem: str) -> GraphError:
@@ -59,13 +59,30 @@ def clip_index(indices: np.ndarray, n: int) -> np.ndarray:
     return np.clip(np.where(indices < 0, indices + n, indices), 0, max(n - 1, 0))
 
 
-def _is_int(v) -> bool:
+def is_int(v) -> bool:
+    """Whether ``v`` is an int (Python's or numpy's), not a bool."""
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def int_attr(op: str, attrs, name: str, default: int) -> int:
+    """The attribute ``name`` (``default`` where absent), which must be an int."""
+    value = attrs.get(name, default)
+    if not is_int(value):
+        raise fail(op, f"attribute {name} must be an int, got {value!r}")
+    return int(value)
+
+
+def flag(op: str, attrs, name: str, default: bool) -> bool:
+    """The attribute ``name`` (``default`` where absent): a bool, or the int 0 or 1."""
+    value = attrs.get(name, default)
+    if not isinstance(value, (bool, np.bool_, int, np.integer)) or value not in (0, 1):
+        raise fail(op, f"attribute {name} must be a bool, got {value!r}")
+    return bool(value)
 
 
 def axis_of(op: str, axis, ndim: int) -> int:
     """``axis`` in ``[0, ndim)`` (a negative one counts from the end)."""
-    if not _is_int(axis) or not -ndim <= axis < ndim:
+    if not is_int(axis) or not -ndim <= axis < ndim:
         raise fail(op, f"axis {axis!r} is out of range for {ndim} dimensions")
     return int(axis) % ndim
 
@@ -74,7 +91,7 @@ def int_tuple(op: str, name: str, value, length: int | None = None, minimum: int
     """The attribute ``name`` as a tuple of ints (of ``length`` entries, each ``>= minimum``)."""
     if isinstance(value, np.ndarray):
         value = value.tolist()
-    if not isinstance(value, (tuple, list)) or not all(_is_int(v) for v in value):
+    if not isinstance(value, (tuple, list)) or not all(is_int(v) for v in value):
         raise fail(op, f"attribute {name} must be a tuple of ints, got {value!r}")
     out = tuple(int(v) for v in value)
     if length is not None and len(out) != length:
@@ -86,14 +103,14 @@ def int_tuple(op: str, name: str, value, length: int | None = None, minimum: int
 
 def positive_int(op: str, name: str, value) -> int:
     """The attribute ``name``, which must be an int of at least 1."""
-    if not _is_int(value) or value < 1:
+    if not is_int(value) or value < 1:
         raise fail(op, f"attribute {name} must be a positive int, got {value!r}")
     return int(value)
 
 
 def pair(op: str, name: str, value, minimum: int = 1) -> tuple[int, int]:
     """An attribute given as one int or ``(h, w)``, as ``(h, w)``."""
-    if _is_int(value):
+    if is_int(value):
         value = (value, value)
     return int_tuple(op, name, value, 2, minimum)
 

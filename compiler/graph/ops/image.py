@@ -13,7 +13,7 @@ import numpy as np
 from ... import dtypes, topi
 from ..ir import TensorType
 from ..op import OpDef, register_op
-from ._common import arity, fail, floating, int_tuple, numeric
+from ._common import arity, fail, flag, floating, int_tuple, numeric
 from .layout import from_blocks, layout_name, parse_layout, to_blocks
 
 __all__: list[str] = []
@@ -42,18 +42,16 @@ def _attrs(x: TensorType, attrs) -> dict:
                         f"got {rounding!r}")
     if method != "nearest_neighbor" and not dtypes.is_float(x.dtype):
         raise fail(_OP, f"{method} interpolation takes a float tensor, got {x.dtype}")
-    alpha, exclude = attrs.get("cubic_alpha", -0.5), attrs.get("cubic_exclude", 0)
+    alpha = attrs.get("cubic_alpha", -0.5)
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
         raise fail(_OP, f"attribute cubic_alpha must be a finite number, got {alpha!r}")
-    if exclude not in (0, 1):
-        raise fail(_OP, f"attribute cubic_exclude must be 0 or 1, got {exclude!r}")
     scale = attrs.get("scale")
     positive = all(isinstance(s, (int, float)) and s > 0 for s in scale or ())
     if scale is not None and (len(scale) != 2 or not positive):
         raise fail(_OP, f"attribute scale must be (height, width) of positive numbers, got {scale!r}")
     return {"size": size, "layout": layout_name(block), "method": method,
             "coordinate_transformation_mode": mode, "rounding_method": rounding,
-            "bicubic_alpha": float(alpha), "bicubic_exclude": int(exclude),
+            "bicubic_alpha": float(alpha), "bicubic_exclude": int(flag(_OP, attrs, "cubic_exclude", False)),
             "scale": None if scale is None else tuple(float(s) for s in scale)}
 
 
@@ -107,10 +105,8 @@ def _grid_sample_attrs(attrs) -> dict:
     layout = attrs.get("layout", "NCHW")
     if layout != "NCHW":
         raise fail(op, f"attribute layout must be 'NCHW', got {layout!r}")
-    align = attrs.get("align_corners", True)
-    if not isinstance(align, (bool, np.bool_, int, np.integer)) or align not in (0, 1):
-        raise fail(op, f"attribute align_corners must be a bool, got {align!r}")
-    return {"method": method, "layout": layout, "padding_mode": padding, "align_corners": bool(align)}
+    return {"method": method, "layout": layout, "padding_mode": padding,
+            "align_corners": flag(op, attrs, "align_corners", True)}
 
 
 def _grid_sample_infer(types, attrs):

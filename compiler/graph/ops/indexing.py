@@ -22,23 +22,21 @@ from ... import dtypes, topi
 from ...topi.transform import SCATTER_REDUCTIONS
 from ..ir import TensorType
 from ..op import OpDef, register_op
-from ._common import arity, axis_of, clip_index, fail, index_dtype, narrow, numeric, same_dtype, wide
+from ._common import (
+    arity,
+    axis_of,
+    clip_index,
+    fail,
+    flag,
+    index_dtype,
+    int_attr,
+    narrow,
+    numeric,
+    same_dtype,
+    wide,
+)
 
 __all__: list[str] = []
-
-
-def _flag(op: str, attrs, name: str, default: bool) -> bool:
-    value = attrs.get(name, default)
-    if not isinstance(value, (bool, np.bool_, int, np.integer)) or value not in (0, 1):
-        raise fail(op, f"attribute {name} must be a bool, got {value!r}")
-    return bool(value)
-
-
-def _int_attr(op: str, attrs, name: str, default: int) -> int:
-    value = attrs.get(name, default)
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise fail(op, f"attribute {name} must be an int, got {value!r}")
-    return int(value)
 
 
 def _dtype_attr(op: str, attrs, default: str) -> str:
@@ -57,7 +55,7 @@ def _cumsum_attrs(op: str, attrs, ndim: int, dtype: str) -> tuple[int | None, st
     out_dtype = _dtype_attr(op, attrs, dtype)
     if out_dtype == "bool":
         raise fail(op, "attribute dtype must be numeric, got bool")
-    return axis, out_dtype, _flag(op, attrs, "exclusive", False), _flag(op, attrs, "reverse", False)
+    return axis, out_dtype, flag(op, attrs, "exclusive", False), flag(op, attrs, "reverse", False)
 
 
 def _cumsum_infer(types, attrs):
@@ -101,7 +99,7 @@ register_op(OpDef("cumsum", "opaque", _cumsum_infer, _cumsum_evaluate, _cumsum_c
 
 
 def _trilu_attrs(attrs) -> tuple[int, bool]:
-    return _int_attr("trilu", attrs, "k", 0), _flag("trilu", attrs, "upper", True)
+    return int_attr("trilu", attrs, "k", 0), flag("trilu", attrs, "upper", True)
 
 
 def _trilu_infer(types, attrs):
@@ -138,7 +136,7 @@ def _one_hot_attrs(attrs, ndim: int, dtype: str) -> tuple[int, int, str]:
     depth = attrs.get("depth")
     if isinstance(depth, (bool, np.bool_)) or not isinstance(depth, (int, np.integer)) or depth < 1:
         raise fail(op, f"attribute depth must be a positive int, got {depth!r}")
-    axis = axis_of(op, _int_attr(op, attrs, "axis", -1), ndim + 1)
+    axis = axis_of(op, int_attr(op, attrs, "axis", -1), ndim + 1)
     return int(depth), axis, _dtype_attr(op, attrs, dtype)
 
 
@@ -184,7 +182,7 @@ def _gather_nd_infer(types, attrs):
     arity(op, types, 2)
     data, indices = types
     index_dtype(op, indices)
-    b = _int_attr(op, attrs, "batch_dims", 0)
+    b = int_attr(op, attrs, "batch_dims", 0)
     if not indices.shape or indices.shape[0] < 1:
         raise fail(op, f"the indices {indices.shape} must hold index tuples along their first axis "
                        f"(shape (M, ...), M >= 1)")

@@ -21,20 +21,9 @@ from ...topi.sort import RET_TYPES
 from ...topi.vision import ROI_ALIGN_MODES
 from ..ir import TensorType
 from ..op import OpDef, register_op
-from ._common import arity, axis_of, fail, floating, int_tuple, numeric, pair, same_dtype
+from ._common import arity, axis_of, fail, flag, floating, int_attr, int_tuple, numeric, pair, same_dtype
 
 __all__: list[str] = []
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
-def _flag(op: str, attrs, name: str, default: bool) -> bool:
-    value = attrs.get(name, default)
-    if not isinstance(value, (bool, np.bool_, int, np.integer)) or value not in (0, 1):
-        raise fail(op, f"attribute {name} must be a bool, got {value!r}")
-    return bool(value)
 
 
 # ---------------------------------------------------------------------------- topk
@@ -46,10 +35,8 @@ def _topk_attrs(attrs, shape: tuple[int, ...]) -> tuple[int, int, str, bool, str
         raise fail(op, "the input must have at least one axis")
     axis = axis_of(op, attrs.get("axis", -1), len(shape))
     n = shape[axis]
-    k = attrs.get("k", 1)
-    if not _is_int(k):
-        raise fail(op, f"attribute k must be an int, got {k!r}")
-    k = n if k < 1 else int(k)  # TVM: k < 1 takes the whole axis
+    k = int_attr(op, attrs, "k", 1)
+    k = n if k < 1 else k  # TVM: k < 1 takes the whole axis
     if n == 0:
         raise fail(op, f"cannot select from an empty axis {axis} of {shape}")
     if k > n:
@@ -60,7 +47,7 @@ def _topk_attrs(attrs, shape: tuple[int, ...]) -> tuple[int, int, str, bool, str
     dtype = attrs.get("dtype", "int32")
     if dtype not in ("int32", "int64"):
         raise fail(op, f"attribute dtype must be int32 or int64, got {dtype!r}")
-    return axis, k, ret_type, _flag(op, attrs, "is_ascend", False), dtype
+    return axis, k, ret_type, flag(op, attrs, "is_ascend", False), dtype
 
 
 def _topk_infer(types, attrs):
@@ -120,9 +107,7 @@ def _roi_align_attrs(attrs) -> dict:
     mode = attrs.get("mode", "avg")
     if mode not in ROI_ALIGN_MODES:
         raise fail(op, f"attribute mode must be one of {', '.join(ROI_ALIGN_MODES)}, got {mode!r}")
-    ratio = attrs.get("sample_ratio", -1)
-    if not _is_int(ratio):
-        raise fail(op, f"attribute sample_ratio must be an int, got {ratio!r}")
+    ratio = int_attr(op, attrs, "sample_ratio", -1)
     layout = attrs.get("layout", "NCHW")
     if layout != "NCHW":
         raise fail(op, f"attribute layout must be 'NCHW', got {layout!r}")
@@ -132,8 +117,8 @@ def _roi_align_attrs(attrs) -> dict:
             raise fail(op, f"an adaptive sample_ratio ({ratio}) needs attribute max_samples, the most "
                            f"samples per bin along (height, width)")
         bound = int_tuple(op, "max_samples", bound, 2, 1)
-    return {"pooled_size": pooled, "spatial_scale": float(scale), "mode": mode, "sample_ratio": int(ratio),
-            "aligned": _flag(op, attrs, "aligned", False), "layout": layout, "max_samples": bound}
+    return {"pooled_size": pooled, "spatial_scale": float(scale), "mode": mode, "sample_ratio": ratio,
+            "aligned": flag(op, attrs, "aligned", False), "layout": layout, "max_samples": bound}
 
 
 def _roi_align_infer(types, attrs):
