@@ -24,6 +24,7 @@ from __future__ import annotations
 from ... import te
 from ...tir.expr import Let, Var
 from ..utils import get_const_tuple
+from .resize import keys_weights
 
 __all__ = ["grid_sample", "GRID_SAMPLE_METHODS", "PADDING_MODES", "CUBIC_ALPHA"]
 
@@ -78,23 +79,6 @@ def _read(i, size: int, padding_mode: str):
     if padding_mode != "zeros":
         return i, None
     return te.min(te.max(i, 0), size - 1), te.all(i >= 0, i < size)
-
-
-def _cubic_weights(t, dtype: str) -> list:
-    """Keys' cubic kernel at the distances of the four pixels from ``t`` in ``[0, 1)``, in ONNX
-    Runtime's order of operations."""
-    a = te.const(CUBIC_ALPHA, dtype)
-    one, two = te.const(1.0, dtype), te.const(2.0, dtype)
-    five, eight, four = te.const(5.0, dtype), te.const(8.0, dtype), te.const(4.0, dtype)
-    t = te.abs(t)
-
-    def far(u):  # 1 <= u < 2
-        return ((a * u - five * a) * u + eight * a) * u - four * a
-
-    def near(u):  # 0 <= u < 1
-        return ((a + two) * u - (a + te.const(3.0, dtype))) * u * u + one
-
-    return [far(t + one), near(t), near(one - t), far(two - t)]
 
 
 def grid_sample(data: te.Tensor, grid: te.Tensor, method: str = "bilinear", layout: str = "NCHW",
@@ -168,8 +152,8 @@ def grid_sample(data: te.Tensor, grid: te.Tensor, method: str = "bilinear", layo
             x2, y2 = x1 + one, y1 + one
             dx2, dx1, dy2, dy1 = ((v - u).astype(acc) for u, v in ((x, x2), (x1, x), (y, y2), (y1, y)))
             return weighted(n, c, [(y1, dy2), (y2, dy1)], [(x1, dx2), (x2, dx1)])
-        wx = [v.astype(acc) for v in _cubic_weights(x - x1, dtype)]
-        wy = [v.astype(acc) for v in _cubic_weights(y - y1, dtype)]
+        wx = [v.astype(acc) for v in keys_weights(te.abs(x - x1), CUBIC_ALPHA, dtype)]
+        wy = [v.astype(acc) for v in keys_weights(te.abs(y - y1), CUBIC_ALPHA, dtype)]
         offsets = [te.const(k - 1.0, dtype) for k in range(4)]
         return weighted(n, c, [(y1 + o, v) for o, v in zip(offsets, wy)],
                         [(x1 + o, v) for o, v in zip(offsets, wx)])

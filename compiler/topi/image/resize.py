@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from ... import te
 from ..utils import get_const_tuple
 
-__all__ = ["resize2d", "METHODS", "COORDINATE_MODES", "ROUNDING_METHODS"]
+__all__ = ["resize2d", "keys_weights", "METHODS", "COORDINATE_MODES", "ROUNDING_METHODS"]
 
 METHODS = ("nearest_neighbor", "linear", "cubic")
 COORDINATE_MODES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_half_pixel_for_nn")
@@ -115,20 +115,26 @@ def _linear(coord, n_in: int):
     return low, high, c - low.astype(f32)
 
 
+def keys_weights(t, alpha: float, dtype: str) -> list:
+    """Keys' cubic kernel (coefficient ``alpha``) at the distances from ``t``, in ``[0, 1)``, of the
+    four pixels around it (at -1, 0, 1 and 2), in ONNX Runtime's order of operations."""
+    a, one, two = te.const(alpha, dtype), te.const(1.0, dtype), te.const(2.0, dtype)
+
+    def near(d):  # |d| <= 1
+        return ((a + two) * d - (a + te.const(3.0, dtype))) * d * d + one
+
+    def far(d):  # 1 < |d| < 2
+        five, eight, four = (te.const(v, dtype) for v in (5.0, 8.0, 4.0))
+        return ((a * d - five * a) * d + eight * a) * d - four * a
+
+    return [far(t + one), near(t), near(one - t), far(two - t)]
+
+
 def _cubic(coord, n_in: int, alpha: float, exclude: bool, acc: str):
     """The four source pixels around ``coord`` (clamped into the image) and their weights."""
     f32 = "float32"
     low = te.floor(coord)
-    t = (coord - low).astype(acc)
-    a, one, two = te.const(alpha, acc), te.const(1.0, acc), te.const(2.0, acc)
-
-    def near(d):  # |d| <= 1
-        return ((a + two) * d - (a + te.const(3.0, acc))) * d * d + one
-
-    def far(d):  # 1 < |d| < 2
-        return ((a * d - te.const(5.0, acc) * a) * d + te.const(8.0, acc) * a) * d - te.const(4.0, acc) * a
-
-    weights = [far(t + one), near(t), near(one - t), far(two - t)]
+    weights = keys_weights((coord - low).astype(acc), alpha, acc)
     # clamped as a float first: a coordinate far outside the image must not overflow the cast
     base = te.min(te.max(low, te.const(-2.0, f32)), te.const(n_in, f32)).astype("int32")
     taps = [base + k for k in (-1, 0, 1, 2)]
