@@ -11,7 +11,7 @@ import numpy as np
 from ...graph import Value
 from .importer import NodeContext, converts, element_dtype, optional_input, scalar_like
 
-__all__ = ["exponential_below_zero", "softplus_of"]
+__all__ = ["activation_of"]
 
 # ---------------------------------------------------------------------------- elementwise
 
@@ -106,13 +106,21 @@ def _swish(ctx: NodeContext, ins, attrs):
 @converts("LeakyRelu", "PRelu", "Elu", "Selu", "Celu", "ThresholdedRelu", "HardSigmoid", "HardSwish",
             "Softplus", "Softsign", "Mish")
 def _activation(ctx: NodeContext, ins, attrs):
-    x, op = ins[0], ctx.op_type
+    x = ins[0]
     if np.dtype(x.dtype).kind != "f":
         raise ctx.unsupported(f"input of dtype {x.dtype} (a float type is needed)")
+    if ctx.op_type == "PRelu":  # the slope broadcasts to x (unidirectionally)
+        return _scaled_below_zero(ctx, x, ctx.cast(ins[1], x.dtype))
+    return activation_of(ctx, ctx.op_type, x, attrs)
+
+
+def activation_of(ctx: NodeContext, op: str, x: Value, attrs) -> Value:
+    """ONNX's activation ``op`` (``LeakyRelu``, ``Elu``, ``Selu``, ``Celu``, ``ThresholdedRelu``,
+    ``HardSigmoid``, ``HardSwish``, ``Softplus``, ``Softsign`` or ``Mish``) of float ``x``, with
+    its attributes ``attrs`` (ONNX's defaults where absent): also what a recurrent layer's
+    activations are."""
     if op == "LeakyRelu":
         return ctx.emit("nn.leaky_relu", [x], alpha=float(attrs.get("alpha", 0.01)))
-    if op == "PRelu":  # the slope broadcasts to x (unidirectionally)
-        return _scaled_below_zero(ctx, x, ctx.cast(ins[1], x.dtype))
     if op == "Elu":
         return exponential_below_zero(ctx, x, attrs.get("alpha", 1.0))
     if op == "Selu":

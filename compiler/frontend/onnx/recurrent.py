@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...graph import Value
-from .elementwise import exponential_below_zero, softplus_of
+from .elementwise import activation_of
 from .importer import NodeContext, converts, optional_input, scalar_like
 
 __all__: list[str] = []
@@ -61,6 +61,11 @@ _ACTIVATIONS: dict[str, tuple[bool, bool, float | None, float | None]] = {
 }
 
 
+#: The activations that are ONNX operators too, by their operator's name.
+_ONNX_NAMES = {"leakyrelu": "LeakyRelu", "thresholdedrelu": "ThresholdedRelu", "hardsigmoid": "HardSigmoid",
+               "elu": "Elu", "softsign": "Softsign", "softplus": "Softplus"}
+
+
 @dataclass(frozen=True)
 class _Activation:
     """One of the layer's activation functions, with its parameters."""
@@ -79,21 +84,11 @@ class _Activation:
             return ctx.emit("nn.relu", [x])
         if name == "affine":
             return _line(ctx, x, alpha, beta)
-        if name == "leakyrelu":
-            return ctx.emit("nn.leaky_relu", [x], alpha=alpha)
-        if name == "thresholdedrelu":
-            above = ctx.emit("greater", [x, scalar_like(ctx, x, alpha)])
-            return ctx.emit("where", [above, x, scalar_like(ctx, x, 0)])
         if name == "scaledtanh":
             inner = ctx.emit("tanh", [ctx.emit("multiply", [x, scalar_like(ctx, x, beta)])])
             return ctx.emit("multiply", [inner, scalar_like(ctx, x, alpha)])
-        if name == "hardsigmoid":
-            return ctx.emit("clip", [_line(ctx, x, alpha, beta)], a_min=0.0, a_max=1.0)
-        if name == "elu":
-            return exponential_below_zero(ctx, x, alpha)
-        if name == "softsign":
-            return ctx.emit("divide", [x, ctx.emit("add", [ctx.emit("abs", [x]), scalar_like(ctx, x, 1)])])
-        return softplus_of(ctx, x)  # softplus
+        # the rest are ONNX operators of their own, with these parameters
+        return activation_of(ctx, _ONNX_NAMES[name], x, {"alpha": alpha, "beta": beta})
 
 
 def _line(ctx: NodeContext, x: Value, alpha: float, beta: float) -> Value:
