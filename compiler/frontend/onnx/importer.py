@@ -106,6 +106,8 @@ def _default_opset(model: onnx.ModelProto, where: str) -> int:
 
 
 def element_dtype(elem_type: int, what: str) -> str:
+    """The dtype of ONNX element type ``elem_type`` (UnsupportedOperatorError naming ``what`` where
+    the catalog has none)."""
     try:
         dtype = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
     except Exception:

@@ -53,6 +53,7 @@ def window_attrs(ctx: NodeContext, attrs, spatial: Sequence[int], kernel: Sequen
 
 
 def spatial_rank(ctx: NodeContext, x: Value, what: str) -> int:
+    """How many spatial axes ``x`` (N, C, ...) has: 1 or 2 (UnsupportedOperatorError otherwise)."""
     nd = len(x.shape) - 2
     if nd not in (1, 2):
         raise ctx.unsupported(f"{nd}-D {what} (input shape {x.shape}; 1-D and 2-D are)")
