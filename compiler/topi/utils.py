@@ -1,12 +1,27 @@
 """Helpers on shapes and constant expressions, as in TVM's ``topi.utils``, and one schedule
-helper that templates and the graph's default schedule share (:func:`vectorize_reduction`)."""
+helper that templates and the graph's default schedule share (:func:`vectorize_reduction`), and
+:func:`let`, which names values that an operator's expression uses more than once."""
 
 from __future__ import annotations
 
-from ..arith import Analyzer
-from ..tir.expr import IntImm, Var, convert
+from collections.abc import Callable, Sequence
 
-__all__ = ["get_const_int", "get_const_tuple", "vectorize_reduction"]
+from ..arith import Analyzer
+from ..tir.expr import IntImm, Let, PrimExpr, Var, convert
+
+__all__ = ["get_const_int", "get_const_tuple", "let", "vectorize_reduction"]
+
+
+def let(values: Sequence[PrimExpr], name: str, use: Callable[[list[Var]], PrimExpr]) -> PrimExpr:
+    """``use(variables)`` with each of ``values`` bound once to a variable (``name`` and its
+    position) by a ``Let``. The code generator shares no common subexpressions: an expression
+    written into each of its uses is computed, and lowered and compiled, once per use, which for
+    an interpolation's weights (sixteen products for bicubic) made one kernel take seconds to build."""
+    variables = [Var(f"{name}{k}", convert(v).dtype) for k, v in enumerate(values)]
+    out = use(variables)
+    for var, value in reversed(list(zip(variables, values, strict=True))):
+        out = Let(var, convert(value), out, out.dtype)
+    return out
 
 def get_const_int(expr) -> int:
     """The value of a constant integer expression; ``ValueError`` if it is not constant."""

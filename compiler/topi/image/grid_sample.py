@@ -22,8 +22,7 @@ grid holds (NaN or infinities included), so the generated code never reads outsi
 from __future__ import annotations
 
 from ... import te
-from ...tir.expr import Let, Var
-from ..utils import get_const_tuple
+from ..utils import get_const_tuple, let
 from .resize import keys_weights
 
 __all__ = ["grid_sample", "GRID_SAMPLE_METHODS", "PADDING_MODES", "CUBIC_ALPHA"]
@@ -32,13 +31,6 @@ GRID_SAMPLE_METHODS = ("nearest", "bilinear", "bicubic")
 PADDING_MODES = ("zeros", "border", "reflection")
 #: The ``a`` of the bicubic kernel (PyTorch's and ONNX Runtime's).
 CUBIC_ALPHA = -0.75
-
-
-def _bound(value, name: str, use):
-    """``use(v)`` with ``v`` bound to ``value`` once: the code generator does not share common
-    subexpressions, and a coordinate is read by every pixel it weighs (sixteen for bicubic)."""
-    v = Var(name, value.dtype)
-    return Let(v, value, use(v))
 
 
 def _denormalize(g, size: int, align_corners: bool, dtype: str):
@@ -130,18 +122,13 @@ def grid_sample(data: te.Tensor, grid: te.Tensor, method: str = "bilinear", layo
                 out = line if out is None else out + line
             return out.astype(data.dtype)
 
-        def bind(pending: list, names: str, done: list, then):
-            if not pending:
-                return then(done)
-            return _bound(pending[0], f"{names}{len(done)}",
-                          lambda v: bind(pending[1:], names, [*done, v], then))
-
-        return bind(ys, "iy", [], lambda iys: bind(xs, "ix", [], lambda ixs: total(iys, ixs)))
+        # each row and column index named once: a pixel index is read by every weight of its row
+        return let(ys, "iy", lambda iys: let(xs, "ix", lambda ixs: total(iys, ixs)))
 
     def body(n, c, h, w):
         x = _denormalize(grid[n, 0, h, w].astype(dtype), W, align_corners, dtype)
         y = _denormalize(grid[n, 1, h, w].astype(dtype), H, align_corners, dtype)
-        return _bound(x, "x", lambda x: _bound(y, "y", lambda y: sample(n, c, y, x)))
+        return let([x, y], "xy", lambda xy: sample(n, c, xy[1], xy[0]))
 
     def sample(n, c, y, x):
         if method == "nearest":

@@ -27,7 +27,7 @@ import re
 from collections.abc import Sequence
 
 from ... import te
-from ..utils import get_const_tuple
+from ..utils import get_const_tuple, let
 
 __all__ = ["resize2d", "keys_weights", "METHODS", "COORDINATE_MODES", "ROUNDING_METHODS"]
 
@@ -130,20 +130,27 @@ def keys_weights(t, alpha: float, dtype: str) -> list:
     return [far(t + one), near(t), near(one - t), far(two - t)]
 
 
-def _cubic(coord, n_in: int, alpha: float, exclude: bool, acc: str):
-    """The four source pixels around ``coord`` (clamped into the image) and their weights."""
+def _cubic(coord, low, n_in: int, alpha: float, exclude: bool, acc: str):
+    """The four source pixels around ``coord`` (clamped into the image), their Keys weights, and
+    with ``exclude`` whether each lies inside the image (else None); ``low`` is ``floor(coord)``."""
     f32 = "float32"
-    low = te.floor(coord)
     weights = keys_weights((coord - low).astype(acc), alpha, acc)
     # clamped as a float first: a coordinate far outside the image must not overflow the cast
     base = te.min(te.max(low, te.const(-2.0, f32)), te.const(n_in, f32)).astype("int32")
     taps = [base + k for k in (-1, 0, 1, 2)]
-    if exclude:
-        zero = te.const(0.0, acc)
-        weights = [te.if_then_else(te.all(j >= 0, j < n_in), w, zero) for j, w in zip(taps, weights)]
-        total = weights[0] + weights[1] + weights[2] + weights[3]
-        weights = [w / total for w in weights]
-    return [te.min(te.max(j, 0), n_in - 1) for j in taps], weights
+    inside = [te.all(j >= 0, j < n_in) for j in taps] if exclude else None
+    return [te.min(te.max(j, 0), n_in - 1) for j in taps], weights, inside
+
+
+def _excluded(weights: list, inside: list | None, acc: str) -> list:
+    """``weights`` with those of the pixels outside the image zeroed and the rest renormalised
+    (``bicubic_exclude``), or as they are."""
+    if inside is None:
+        return weights
+    zero = te.const(0.0, acc)
+    kept = [te.if_then_else(ok, w, zero) for ok, w in zip(inside, weights)]
+    total = kept[0] + kept[1] + kept[2] + kept[3]
+    return [w / total for w in kept]
 
 
 def resize2d(data, roi, size, layout: str = "NCHW", method: str = "linear",
@@ -176,12 +183,25 @@ def resize2d(data, roi, size, layout: str = "NCHW", method: str = "linear",
 
     acc = "float64" if data.dtype == "float64" else "float32"  # float16 mixes in float32
     if method == "cubic":
+        # Each coordinate and each weight is named once (let), the weights before and after their
+        # renormalisation: a coordinate gives four taps and four weights, sixteen products use the
+        # weights, and the renormalised weights use each other.
         def cubic_body(n, c, y, x, *lane):
-            (ys, wys), (xs, wxs) = (_cubic(_source(i, *axis, mode), axis[0], bicubic_alpha,
-                                           bool(bicubic_exclude), acc) for i, axis in zip((y, x), axes))
-            rows = [sum((data[(n, c, iy, ix, *lane)].astype(acc) * wx for ix, wx in zip(xs, wxs)),
-                        te.const(0.0, acc)) for iy in ys]
-            return sum((r * wy for r, wy in zip(rows, wys)), te.const(0.0, acc)).astype(dtype)
+            return let([_source(i, *axis, mode) for i, axis in zip((y, x), axes)], "c", lambda coords: let(
+                [te.floor(coord) for coord in coords], "f", lambda lows: weighted(n, c, lane, coords, lows)))
+
+        def weighted(n, c, lane, coords: list, lows: list):
+            exclude = bool(bicubic_exclude)
+            (ys, wys, in_y), (xs, wxs, in_x) = (_cubic(coord, low, axis[0], bicubic_alpha, exclude, acc)
+                                                for coord, low, axis in zip(coords, lows, axes))
+
+            def products(w: list):
+                rows = [sum((data[(n, c, iy, ix, *lane)].astype(acc) * wx for ix, wx in zip(xs, w[4:])),
+                            te.const(0.0, acc)) for iy in ys]
+                return sum((r * wy for r, wy in zip(rows, w[:4])), te.const(0.0, acc)).astype(dtype)
+
+            return let([*wys, *wxs], "k", lambda k: let(
+                [*_excluded(k[:4], in_y, acc), *_excluded(k[4:], in_x, acc)], "w", products))
 
         return te.compute(out_shape, cubic_body, name="T_resize2d", tag="injective")
 

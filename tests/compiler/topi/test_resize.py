@@ -6,7 +6,10 @@ import numpy as np
 import pytest
 from helpers import build_and_check
 
+import compiler
 from compiler import te, topi
+from compiler.tir import expr as E
+from compiler.tir.functor import post_order_visit
 
 MODES = topi.image.COORDINATE_MODES
 ROUNDING = topi.image.ROUNDING_METHODS
@@ -51,6 +54,17 @@ def test_cubic(rng, mode, dtype, alpha, exclude):
         x = rng.uniform(-1, 1, (1, 2, h, w)).astype(dtype)
         _check(x, size, method="cubic", coordinate_transformation_mode=mode, scale=scale, bicubic_alpha=alpha,
                bicubic_exclude=exclude)
+
+
+def test_cubic_computes_each_weight_once():
+    """The lowered kernel divides once per coordinate and once per renormalised weight (four per
+    axis), not wherever a coordinate or weight is used: in each of sixteen products."""
+    X = te.placeholder((1, 2, 5, 4), name="X")
+    out = topi.image.resize2d(X, None, (7, 11), method="cubic", bicubic_exclude=1)
+    body = compiler.lower(te.create_schedule(out.op), [X, out])["main"].body
+    divisions = []
+    post_order_visit(body, lambda e: divisions.append(e) if isinstance(e, E.Div) else None)
+    assert len(divisions) == 10  # and one per coordinate
 
 
 def test_cubic_keeps_a_linear_ramp_and_pixels_on_the_grid():
