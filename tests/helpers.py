@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 __all__ = ["SENTINEL", "BOOL_POISON", "SUPPORTED_DTYPES", "poisoned", "random_array", "assert_written",
-           "build_and_check", "each_config_computes_the_reference", "Cpu", "CPUS", "for_each_cpu",
-           "host_features"]
+           "build_and_check", "each_config_computes_the_reference", "covering_pairs", "Cpu", "CPUS",
+           "for_each_cpu", "host_features"]
 
 SUPPORTED_DTYPES = ("float16", "float32", "float64", "int8", "int32", "int64", "uint8", "bool")
 
@@ -79,6 +79,23 @@ def random_array(rng: np.random.Generator, shape: tuple[int, ...] | int, dtype: 
     if dt.kind == "b":
         return rng.integers(0, 2, size=shape).astype(dt)
     raise TypeError(f"random_array: unsupported dtype {dt}")
+
+
+def covering_pairs(configs: list) -> list:
+    """Configs among ``configs`` in which every pair of values of two knobs that any of them holds
+    together appears (chosen greedily, the most pairs not yet seen first): the interactions of two
+    knobs at a fraction of the builds of every config."""
+    def pairs(cfg) -> set:
+        values = sorted((name, repr(value)) for name, value in cfg.knob_values().items())
+        return {(a, b) for i, a in enumerate(values) for b in values[i + 1:]}
+
+    wanted = set().union(*(pairs(c) for c in configs))
+    chosen = []
+    while wanted:
+        best = max(configs, key=lambda c: len(pairs(c) & wanted))
+        chosen.append(best)
+        wanted -= pairs(best)
+    return chosen
 
 
 def each_config_computes_the_reference(cpu, task, configs, seed: int) -> None:

@@ -12,6 +12,7 @@ import pytest
 from helpers import (
     CPUS,
     assert_written,
+    covering_pairs,
     each_config_computes_the_reference,
     for_each_cpu,
     for_each_vector_width,
@@ -379,16 +380,17 @@ def test_passes_over_the_output_are_a_knob_only_for_kernels_streamed_from_memory
 
 
 def _configs_in_passes(task, whole: int) -> list:
-    """The configs of ``task`` that run the reduction in passes (``ic_chunk`` below ``whole``)."""
+    """Configs of ``task`` that run the reduction in passes (``ic_chunk`` below ``whole``): each
+    pair of values of two knobs among them (:func:`covering_pairs`)."""
     configs = [c for c in task.config_space if c["ic_chunk"].val != whole]
     assert {c["ic_chunk"].val for c in configs} == {d for d in (1, 2, 4, 8) if d < whole}
-    return configs
+    return covering_pairs(configs)
 
 
 @for_each_vector_width
 def test_passes_over_the_output_compute_the_convolution(cpu, monkeypatch):
     monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "2")  # threads on channel blocks: a tile of blocks each
-    # Strided and padded 3x3, two images, a residual: every config that runs in passes.
+    # Strided and padded 3x3, two images, a residual: configs that run in passes.
     args = (2, 256, 9, 9, 64, 3, 3, 2, 1, 1, 32, 16, "float32", ("bias", "add", "relu"))
     task = create_task("conv2d_nchwc", args, cpu.target)
     each_config_computes_the_reference(cpu, task, _configs_in_passes(task, 8), seed=5)
