@@ -22,7 +22,9 @@ model is compiled.
 * :func:`recognize_silu`: ``x * sigmoid(x)`` becomes one ``nn.silu`` node;
 * :func:`sink_reshapes`: reshapes that keep the last axis move below the elementwise operators
   after them, so a dense layer's bias, activation and residual meet its output; reshapes that
-  meet fold into one.
+  meet fold into one;
+* :func:`duplicate_moves`: a chain of data moves that several injective operators read gets one
+  copy per reader, so each fuses into its reader's kernel.
 """
 
 from __future__ import annotations
@@ -505,6 +507,75 @@ def fold_reshapes(graph: Graph) -> Graph:
     return rewrite(graph, visit)
 
 
+#: Operators that only move data: each output element is one input element, read where its index says.
+_MOVES = ("reshape", "transpose", "take", "strided_slice")
+
+
+def _move_chain(node: Node, producers: dict, single) -> list[Node]:
+    """The moves that end at ``node`` (a move): ``node`` and the moves before it whose output only
+    the next one reads, first to last."""
+    chain = [node]
+    while True:
+        prev = producers.get(chain[0].inputs[0].uid)
+        if prev is None or prev.op not in _MOVES or not single(chain[0].inputs[0]) or \
+                not all(v.is_constant for v in prev.inputs[1:]):
+            return chain
+        chain.insert(0, prev)
+
+
+def duplicate_moves(graph: Graph) -> Graph:
+    """Give each reader of a chain of data moves (reshape, transpose, take and strided_slice of
+    constant indices) its own copy of the chain, where every reader is an injective operator: each
+    copy then fuses into its reader's kernel, which reads the data where it lies, instead of one
+    kernel writing the moved data out for the readers to read again (an attention layer's query,
+    key and value, taken from one projection). Never more kernels: what the chain read, were it
+    computed by an injective kernel, is written once either way."""
+    producers = graph.producers()
+    consumers = graph.consumers()
+    single = _single_reader(graph)
+    outputs = {v.uid for v in graph.outputs}
+    chains: dict[int, list[Node]] = {}  # the chain's last value -> its moves
+    for node in graph.nodes:
+        readers = consumers.get(node.output.uid, [])
+        if (node.op not in _MOVES or len(node.outputs) != 1 or node.output.uid in outputs
+                or len(readers) < 2 or not all(v.is_constant for v in node.inputs[1:])
+                or any(get_op(r.op).pattern not in ("elemwise", "broadcast", "injective") for r in readers)):
+            continue
+        chains[node.output.uid] = _move_chain(node, producers, single)
+    if not chains:
+        return graph
+    in_chain = {id(n) for chain in chains.values() for n in chain}
+    copies = 0
+
+    def visit(rw: Rewriter, node: Node) -> None:
+        if id(node) in in_chain:
+            return  # each reader gets its own copy instead
+        mine: dict[int, Value] = {}  # one copy per reader, however often it reads the value
+
+        def copy(v: Value) -> Value:  # a chain may start at another chain's end: copied too
+            nonlocal copies
+            chain = chains.get(v.uid)
+            if chain is None:
+                return rw.value(v)
+            if v.uid not in mine:
+                moved = copy(chain[0].inputs[0])
+                copies += 1
+                for move in chain:
+                    out = Value(f"{move.output.name}:{copies}", move.output.type)
+                    rw.emit(Node(move.op, [moved, *move.inputs[1:]], [out], dict(move.attrs),
+                                 f"{move.name}:{copies}"))
+                    moved = out
+                mine[v.uid] = moved
+            return mine[v.uid]
+
+        inputs = [copy(v) for v in node.inputs]
+        if any(a is not b for a, b in zip(inputs, node.inputs)):
+            node = Node(node.op, inputs, node.outputs, dict(node.attrs), node.name)
+        rw.emit(node)
+
+    return rewrite(graph, visit)
+
+
 # ----------------------------------------------------------------------------- pipeline
 
 OPTIMIZE = GraphPipeline("optimize", (
@@ -515,6 +586,7 @@ OPTIMIZE = GraphPipeline("optimize", (
     GraphPass("recognize_gelu", recognize_gelu),
     GraphPass("recognize_silu", recognize_silu),
     GraphPass("sink_reshapes", sink_reshapes),
+    GraphPass("duplicate_moves", duplicate_moves),
 ))
 
 

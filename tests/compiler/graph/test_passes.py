@@ -153,6 +153,35 @@ def test_reshapes_that_meet_fold_into_one(rng):
     _same(graph, folded, [rng.uniform(-1, 1, (2, 3, 4)).astype("float32")])
 
 
+def _heads(rng):
+    """A dense layer's output as three heads (as attention takes its query, key and value from one
+    projection), each read by its own elementwise operator; the second's moves are also read by a
+    transpose that two more operators read (a chain of moves starting where another ends)."""
+    b = GraphBuilder()
+    h = b.op("nn.dense", b.input("x", (4, 12)), b.const("w", weights(rng, 24, 12)))
+    heads = b.op("transpose", b.op("reshape", h, newshape=(4, 3, 8)), axes=(1, 0, 2))
+    picked = [b.op("take", heads, b.const(f"i{k}", np.array(k, "int64")), axis=0) for k in range(3)]
+    flipped = b.op("transpose", picked[1], axes=(1, 0))
+    return b.finish(b.op("tanh", picked[0]), b.op("exp", picked[1]), b.op("negative", picked[2]),
+                    b.op("sigmoid", flipped), b.op("abs", flipped))
+
+
+def test_moves_read_by_several_operators_are_copied_into_each_of_their_kernels(rng):
+    graph = _heads(rng)
+    optimized = optimize(graph)
+    _same(graph, optimized, [rng.uniform(-1, 1, (4, 12)).astype("float32")])
+    kernels = fuse(optimized).nodes
+    # the dense layer, then one kernel per elementwise operator, each reading the dense output
+    # through its own moves: no kernel only moves data
+    assert len(kernels) == 6
+    bodies = [[n.op for n in k.attrs["body"].nodes] for k in kernels]
+    assert bodies[0] == ["nn.dense"]
+    assert all(body[-1] in ("tanh", "exp", "negative", "sigmoid", "abs") for body in bodies[1:])
+    assert not any(set(body) <= {"reshape", "transpose", "take"} for body in bodies)
+    # without the copies, the moves are a kernel of their own that writes the heads out
+    assert len(fuse(graph).nodes) > len(kernels)
+
+
 @pytest.mark.parametrize("wshape, attrs", [
     ((4, 6, 2, 2), dict(strides=(2, 2))),  # the kernel as large as the stride: a 1x1 convolution
     ((4, 3, 3, 3), dict(strides=(2, 2), padding=(1, 1, 1, 1), output_padding=(1, 1))),
