@@ -536,9 +536,10 @@ def duplicate_moves(graph: Graph) -> Graph:
     outputs = {v.uid for v in graph.outputs}
     chains: dict[int, list[Node]] = {}  # the chain's last value -> its moves
     for node in graph.nodes:
+        if node.op not in _MOVES or len(node.outputs) != 1 or not all(v.is_constant for v in node.inputs[1:]):
+            continue
         readers = consumers.get(node.output.uid, [])
-        if (node.op not in _MOVES or len(node.outputs) != 1 or node.output.uid in outputs
-                or len(readers) < 2 or not all(v.is_constant for v in node.inputs[1:])
+        if (node.output.uid in outputs or len(readers) < 2
                 or any(get_op(r.op).pattern not in ("elemwise", "broadcast", "injective") for r in readers)):
             continue
         chains[node.output.uid] = _move_chain(node, producers, single)
