@@ -511,14 +511,19 @@ def fold_reshapes(graph: Graph) -> Graph:
 _MOVES = ("reshape", "transpose", "take", "strided_slice")
 
 
+def _is_move(node: Node | None) -> bool:
+    """Whether ``node`` is one of :data:`_MOVES`, its indices (if any) constants."""
+    return (node is not None and node.op in _MOVES and len(node.outputs) == 1
+            and all(v.is_constant for v in node.inputs[1:]))
+
+
 def _move_chain(node: Node, producers: dict, single) -> list[Node]:
     """The moves that end at ``node`` (a move): ``node`` and the moves before it whose output only
     the next one reads, first to last."""
     chain = [node]
     while True:
         prev = producers.get(chain[0].inputs[0].uid)
-        if prev is None or prev.op not in _MOVES or not single(chain[0].inputs[0]) or \
-                not all(v.is_constant for v in prev.inputs[1:]):
+        if not _is_move(prev) or not single(chain[0].inputs[0]):
             return chain
         chain.insert(0, prev)
 
@@ -536,7 +541,7 @@ def duplicate_moves(graph: Graph) -> Graph:
     outputs = {v.uid for v in graph.outputs}
     chains: dict[int, list[Node]] = {}  # the chain's last value -> its moves
     for node in graph.nodes:
-        if node.op not in _MOVES or len(node.outputs) != 1 or not all(v.is_constant for v in node.inputs[1:]):
+        if not _is_move(node):
             continue
         readers = consumers.get(node.output.uid, [])
         if (node.output.uid in outputs or len(readers) < 2

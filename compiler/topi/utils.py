@@ -23,6 +23,7 @@ def let(values: Sequence[PrimExpr], name: str, use: Callable[[list[Var]], PrimEx
         out = Let(var, convert(value), out, out.dtype)
     return out
 
+
 def get_const_int(expr) -> int:
     """The value of a constant integer expression; ``ValueError`` if it is not constant."""
     if isinstance(expr, int) and not isinstance(expr, bool):

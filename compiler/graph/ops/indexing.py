@@ -32,6 +32,7 @@ from ._common import (
     int_attr,
     narrow,
     numeric,
+    positive_int,
     same_dtype,
     wide,
 )
@@ -133,11 +134,9 @@ register_op(OpDef("trilu", "injective", _trilu_infer, _trilu_evaluate, _trilu_co
 
 def _one_hot_attrs(attrs, ndim: int, dtype: str) -> tuple[int, int, str]:
     op = "one_hot"
-    depth = attrs.get("depth")
-    if isinstance(depth, (bool, np.bool_)) or not isinstance(depth, (int, np.integer)) or depth < 1:
-        raise fail(op, f"attribute depth must be a positive int, got {depth!r}")
+    depth = positive_int(op, "depth", attrs.get("depth"))
     axis = axis_of(op, int_attr(op, attrs, "axis", -1), ndim + 1)
-    return int(depth), axis, _dtype_attr(op, attrs, dtype)
+    return depth, axis, _dtype_attr(op, attrs, dtype)
 
 
 def _one_hot_infer(types, attrs):

@@ -20,6 +20,7 @@ from ._common import (
     fail,
     floating,
     int_tuple,
+    is_int,
     numeric,
     pair,
     shape_of,
@@ -37,7 +38,7 @@ def _axes(op: str, attrs, ndim: int) -> tuple[int, ...]:
     axis = attrs.get("axis")
     if axis is None:
         return tuple(range(ndim))
-    if isinstance(axis, (int, np.integer)) and not isinstance(axis, bool):
+    if is_int(axis):
         axis = (axis,)
     axes = tuple(sorted(axis_of(op, a, ndim) for a in int_tuple(op, "axis", axis)))
     if not axes or len(set(axes)) != len(axes):
