@@ -70,11 +70,12 @@ class ApplyHistoryBest(DispatchContext):
     other shapes of the same template on the same target model (``transfer=True``), and
     with ``any_model=True`` also workloads tuned on another CPU or GPU model of the same
     target kind; the borrowed config is adapted to the workload's space, and says where it
-    came from (:class:`autotune.transfer.BorrowedConfig`). Records whose config is not valid for the
-    task are reported in the log and skipped, never applied.
+    came from (:class:`autotune.transfer.BorrowedConfig`), in a warning unless ``announce`` is
+    False (a model build names them all in one warning instead). Records whose config is not
+    valid for the task are reported in the log and skipped, never applied.
     """
 
-    def __init__(self, log, transfer: bool = True, any_model: bool = False):
+    def __init__(self, log, transfer: bool = True, any_model: bool = False, announce: bool = True):
         super().__init__()
         if _is_pin(log):
             self.log = None
@@ -86,6 +87,7 @@ class ApplyHistoryBest(DispatchContext):
             self._source = LogSource(self.log)
         self.transfer = transfer
         self.any_model = any_model
+        self.announce = announce
         self._cache: dict[tuple[str, str], ConfigEntity | None] = {}
         self._lock = threading.Lock()
 
@@ -138,7 +140,8 @@ class ApplyHistoryBest(DispatchContext):
         own = self._own(target_key_, task)
         if own is not None or not (self.transfer or self.any_model):
             return own
-        return borrow(self._source, task, other_shapes=self.transfer, other_models=self.any_model)
+        return borrow(self._source, task, other_shapes=self.transfer, other_models=self.any_model,
+                      level=logging.WARNING if self.announce else logging.INFO)
 
 
 def apply_history_best(log, transfer: bool = True, any_model: bool = False) -> ApplyHistoryBest:

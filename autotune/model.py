@@ -33,7 +33,7 @@ from search_spaces import ConfigEntity, Task
 from search_spaces.graph_tasks import kernel_task
 
 from .errors import AutotuneError
-from .history import apply_history_best
+from .history import ApplyHistoryBest
 from .transfer import BorrowedConfig
 from .tuner import TUNERS, tuner_class
 from .tuning import TuneResult, estimated_latency, tune_tasks
@@ -391,7 +391,9 @@ class ModelBuilder:
     def __init__(self, target, db, *, transfer: bool = True, any_model: bool = False, configs=None):
         self.target = compiler.Target.from_any(target)
         self.db = db
-        self.history = None if db is None else apply_history_best(db, transfer=transfer, any_model=any_model)
+        # Borrowed configs are named once, by warn_untuned, not once per kernel as they are looked up.
+        self.history = None if db is None else ApplyHistoryBest(db, transfer=transfer, any_model=any_model,
+                                                                 announce=False)
         self.configs: dict = dict(configs or {})
         bad = next((key for key, c in self.configs.items() if not isinstance(c, ConfigEntity)), None)
         if bad is not None:
@@ -420,7 +422,8 @@ class ModelBuilder:
             self.untuned[task.workload_name] = None
             config, source = task.config_space.default_config, "default config"
         elif isinstance(config, BorrowedConfig):
-            self.untuned[f"{task.workload_name} (borrowed from {config.borrowed_from})"] = None
+            self.untuned[f"{task.workload_name} (borrowed from {config.borrowed_from}"
+                         f"{config.describe_changes()})"] = None
             source = f"borrowed from {config.borrowed_from}"
         else:
             source = "tuned"

@@ -299,6 +299,10 @@ class BorrowedConfig(ConfigEntity):
         self.distance = distance
         self.changed = adapted.changed
 
+    def describe_changes(self) -> str:
+        """The knobs adaptation changed, as ``"; name tuned -> adapted"`` each ("" for none)."""
+        return "".join(f"; {name} {old} -> {new}" for name, (old, new) in self.changed.items())
+
 
 def _neighbours(source: Source, task, other_shapes: bool, other_models: bool) -> list:
     """``(distance, workload)`` of the workloads of ``task``'s template it may borrow from,
@@ -370,15 +374,16 @@ def candidates(source, task, k: int = 1, *, other_shapes: bool = True, other_mod
 
 
 def borrow(source, task, *, other_shapes: bool = True, other_models: bool = False,
-           accept: Callable[[ConfigEntity], bool] | None = None) -> BorrowedConfig | None:
-    """The first of :func:`candidates`, logged with where it came from; None when there is none."""
+           accept: Callable[[ConfigEntity], bool] | None = None,
+           level: int = logging.WARNING) -> BorrowedConfig | None:
+    """The first of :func:`candidates`, logged at ``level`` with where it came from; None when
+    there is none."""
     found = candidates(source, task, 1, other_shapes=other_shapes, other_models=other_models, accept=accept)
     if not found:
         return None
     config = found[0]
-    adapted = "".join(f"; {name} {old} -> {new}" for name, (old, new) in config.changed.items())
-    logger.warning("%s has no tuning record; borrowing the best config of %s%s", task.workload_name,
-                   config.borrowed_from, adapted or " (as tuned)")
+    logger.log(level, "%s has no tuning record; borrowing the best config of %s%s", task.workload_name,
+               config.borrowed_from, config.describe_changes() or " (as tuned)")
     return config
 
 

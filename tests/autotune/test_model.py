@@ -120,6 +120,29 @@ def test_a_tuned_kernel_is_built_with_its_logged_config(graph, tmp_path):
                                rtol=1e-4, atol=1e-6)
 
 
+
+def test_a_model_build_names_its_borrowed_configs_in_one_warning(graph, tmp_path, caplog):
+    tasks = autotune.extract_tasks(graph, "llvm")
+    tuned = next(t.task for t in tasks if t.task.workload_name.startswith("conv2d_nchw(1,6,12,12,6,3,3,1,1,1,"
+                                                                         "float32,(bias,relu))"))
+    log = tmp_path / "model.db"
+    with MeasureOptions() as options:
+        autotune.tune(tuned, trials=2, tuner="random", db=log, measure_option=options, batch_size=2,
+                      seed=1, progress=False)
+    with caplog.at_level(logging.INFO):
+        module = autotune.build_model(graph, "llvm", db=log)
+    # the 3-channel layer, of the same template and epilogue, borrows the config; the log's own
+    # lookup says so at INFO, and the build names it once, in its one warning
+    schedules = [k["schedule"] for k in model_info(module)["kernels"]]
+    assert sum("borrowed from" in s for s in schedules) == 1
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING
+                and r.name in ("autotune.model", "autotune.transfer")]
+    assert len(warnings) == 1 and warnings[0].count("(borrowed from") == 1, warnings
+    assert f"(borrowed from {workload_label(tuned.name, tuned.args)}" in warnings[0]
+    assert sum("has no tuning record" in r.getMessage() for r in caplog.records
+               if r.levelno == logging.INFO) == 1
+    assert_computes_graph(module, graph, 0)
+
 def test_tune_model_spends_one_budget_over_every_task_and_a_rerun_finishes_it(graph, tmp_path):
     log = tmp_path / "model.db"
     tasks = autotune.extract_tasks(graph, "llvm")
