@@ -3,6 +3,7 @@ contenders are interleaved, and the child process that times one of them (no tim
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import math
 import os
@@ -73,6 +74,26 @@ def test_no_verdict_unless_every_check_found_the_machine_quiet(checks):
         assert ("after" in text) is (not checks[1].quiet)
         assert B.busy_note(checks)
     assert B.busy_note([QUIET, QUIET]) == ""
+
+
+@pytest.mark.parametrize("before, after, verdict", [(1.4, 1.45, True), (2.8, 2.7, True), (1.4, 2.8, False),
+                                                     (2.8, 1.4, False), (None, 2.8, True)])
+def test_no_verdict_when_the_cores_moved_between_the_checks(before, after, verdict):
+    # on a virtual machine the host may move the vCPUs between core complexes: reading another
+    # core's data then costs twice as much, and kernels whose threads exchange data slow down
+    checks = [dataclasses.replace(QUIET, exchange=before), dataclasses.replace(QUIET, exchange=after)]
+    text = "\n".join(B.verdict_lines(VERDICTS, checks))
+    assert ("no PASS/FAIL verdict" not in text) is verdict
+    assert ("THE CORES MOVED" in text) is not verdict
+    if not verdict:
+        assert f"{before:.2f}x, {after:.2f}x" in text
+    assert f"another core's block read in {after:.2f}x" in checks[1].describe()
+
+
+def test_cross_core_cost_is_measured_with_two_threads(monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "2")
+    cost = B.cross_core_cost(2, floats=4096, rounds=1)
+    assert math.isfinite(cost) and cost > 0  # its size depends on the host: only that it is timed
 
 
 def test_contenders_are_interleaved_in_fresh_runs_and_reported_as_medians():

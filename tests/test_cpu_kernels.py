@@ -101,3 +101,13 @@ def test_empty_parallel_records_thread_ids(monkeypatch):
     serial = compiler.build(K.empty_parallel(parallel=False))
     serial(ids)
     assert ids.tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("swap", [False, True], ids=["own-block", "next-threads-block"])
+def test_core_exchange_sums_its_own_or_the_next_threads_block(rng, swap):
+    s, args = K.core_exchange(3, 100, swap, lanes=8)
+    f = compiler.build(s, args)
+    a = rng.uniform(-1, 1, (3, 100)).astype(np.float32)
+    out = poisoned(3, np.float32)
+    f(a, out)
+    assert_written(out, K.reference_core_exchange(a, swap), rtol=1e-5)

@@ -11,7 +11,12 @@ quiet machine:
   one does). Work spread over every core slows one thread and ``T`` alike, so the
   ``T`` threads must also get :data:`QUIET_CPU_SHARE` of ``T`` cores' time (the
   process's CPU time over the wall time they ran). The benchmarks check before and
-  after their timings.
+  after their timings. The check also times how much longer a thread takes to read a block
+  that another thread has just written than its own (:func:`cross_core_cost`): on a
+  virtual machine the host may move its vCPUs between core complexes while it runs, and
+  kernels whose threads pass data to each other (a Winograd convolution's transforms)
+  then run up to twice as slow while the FMA peak does not change. When that cost moved
+  between the checks by more than :data:`PLACEMENT_CHANGE`, no verdict is given either.
 * :func:`time_interleaved` times each contender (our exported kernel, numpy, PyTorch)
   in a fresh process of its own, one after the other, over several rounds
   (A B A B ...), and reports each one's median over the rounds: slow drifts of the
@@ -36,13 +41,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["QUIET_SCALING", "QUIET_CPU_SHARE", "MAX_SPREAD", "REPEAT", "ROUNDS", "Quietness", "Contender",
-           "Timing", "Verdict", "measure_quietness", "fma_peak_flops", "time_interleaved", "run_child",
-           "verdict_lines", "busy_note", "format_table", "module_spec", "print_rounds", "matmul_peers",
-           "thread_env", "steady_heap"]
+__all__ = ["QUIET_SCALING", "QUIET_CPU_SHARE", "PLACEMENT_CHANGE", "MAX_SPREAD", "REPEAT", "ROUNDS",
+           "Quietness", "Contender", "Timing", "Verdict", "measure_quietness", "fma_peak_flops",
+           "cross_core_cost", "time_interleaved", "run_child", "verdict_lines", "busy_note", "format_table",
+           "module_spec", "print_rounds", "matmul_peers", "thread_env", "steady_heap"]
 
 QUIET_SCALING = 0.9  # T threads must do at least 0.9 * T times the FMA work of one (1.8x on 2 cores)
 QUIET_CPU_SHARE = 0.9  # ... and get at least 90% of T cores' time while they run
+# Reading another core's block took 1.4x a core's own on a 2-vCPU Zen 4 guest with its vCPUs
+# in one core complex, 2.8x while the host had them in two (a cache line's round trip 55 ns,
+# then 320 ns): checks further apart than this saw the vCPUs move.
+PLACEMENT_CHANGE = 1.4
+EXCHANGE_FLOATS = 64 * 1024  # each thread's block: 256 KiB, in its core's L2 on every CPU we target
 # Our kernel's fresh processes agree within a few percent on a quiet machine (the middle 3 of
 # 5 within 1-10% in quiet runs); rounds further apart than this saw the machine change between
 # the quietness checks.
@@ -66,6 +76,7 @@ class Quietness:
     one: float
     many: float
     cpu_share: float = 1.0  # the CPU time the threads got, as a share of ``threads`` cores
+    exchange: float | None = None  # :func:`cross_core_cost` (None: not measured, or one thread)
 
     @property
     def scaling(self) -> float:
@@ -81,9 +92,12 @@ class Quietness:
     def describe(self) -> str:
         """One line: both peaks, their ratio, the CPU share, what quiet needs, and the outcome."""
         state = "quiet" if self.quiet else "BUSY"
+        exchange = ("" if self.exchange is None else
+                    f"; another core's block read in {self.exchange:.2f}x the time of a core's own")
         return (f"FMA peak {self.one / 1e9:.1f} GFLOPS on 1 thread, {self.many / 1e9:.1f} on "
                 f"{self.threads}: {self.scaling:.2f}x, {self.cpu_share:.0%} of {self.threads} cores' time "
-                f"(quiet needs >= {QUIET_SCALING * self.threads:.2f}x and >= {QUIET_CPU_SHARE:.0%}): {state}")
+                f"(quiet needs >= {QUIET_SCALING * self.threads:.2f}x and >= {QUIET_CPU_SHARE:.0%}): {state}"
+                f"{exchange}")
 
 
 def fma_peak_flops(threads: int, iterations: int = FMA_ITERATIONS, repeat: int = 2 * REPEAT) -> float:
@@ -114,23 +128,55 @@ def _fma_peak(threads: int, iterations: int = FMA_ITERATIONS,
     return threads * iterations * K.fma_flops_per_step(lanes) / seconds, share
 
 
+def cross_core_cost(threads: int, floats: int = EXCHANGE_FLOATS, rounds: int = 5) -> float:
+    """How many times longer ``threads`` threads take to write a block each and then read the
+    block the next thread wrote than to read their own (``cpu_kernels.core_exchange``): the
+    median over ``rounds`` of the two timed in turn (each its fastest of :data:`REPEAT`)."""
+    import cpu_kernels as K
+    import numpy as np
+
+    import compiler
+
+    a = np.random.default_rng(0).random((threads, floats), dtype=np.float32)
+    out = np.empty(threads, np.float32)
+    timers = []
+    for swap in (False, True):
+        f = compiler.build(*K.core_exchange(threads, floats, swap))
+        timers.append(f.time_evaluator(f.entry_name, compiler.cpu(0), number=1, repeat=REPEAT,
+                                       min_repeat_ms=10))
+    ratios = []
+    for _ in range(rounds):
+        own, other = (timer(a, out).min for timer in timers)
+        ratios.append(other / own)
+    return statistics.median(ratios)
+
+
 def measure_quietness(threads: int | None = None) -> Quietness:
-    """Time the FMA peak on one thread and on ``threads`` (default: the runtime's thread count)."""
+    """Time the FMA peak on one thread and on ``threads`` (default: the runtime's thread count),
+    and with two or more threads, what passing data between cores costs (:func:`cross_core_cost`)."""
     from compiler.runtime import num_threads
 
     threads = threads or num_threads()
     one = fma_peak_flops(1)
     many, share = _fma_peak(threads)
-    return Quietness(threads, one, many, share)
+    return Quietness(threads, one, many, share, cross_core_cost(threads) if threads > 1 else None)
 
 
 def busy_note(checks: Sequence[Quietness]) -> str:
-    """Empty when every check found the machine quiet, else a line saying which did not."""
+    """Empty when every check found the machine quiet and the cores where they were, else a
+    line saying which check did not and why."""
     busy = [f"{when}" for when, q in zip(("before", "after", "later"), checks) if not q.quiet]
-    if not busy:
-        return ""
-    return (f"MACHINE BUSY ({' and '.join(busy)} the timings): the figures below measure the load as "
-            "much as the kernels; no PASS/FAIL verdict")
+    if busy:
+        return (f"MACHINE BUSY ({' and '.join(busy)} the timings): the figures below measure the load as "
+                "much as the kernels; no PASS/FAIL verdict")
+    costs = [q.exchange for q in checks if q.exchange is not None]
+    if len(costs) > 1 and max(costs) > PLACEMENT_CHANGE * min(costs):
+        seen = ", ".join(f"{c:.2f}x" for c in costs)
+        return (f"THE CORES MOVED: reading another core's data cost {seen} a core's own in the checks "
+                f"(more than {PLACEMENT_CHANGE:.1f}x apart): the host moved the vCPUs between core "
+                "complexes, and kernels that pass data between threads ran at another speed in "
+                "between; no PASS/FAIL verdict")
+    return ""
 
 
 # ----------------------------------------------------------------------------- verdicts

@@ -83,6 +83,7 @@ Run as ``bench_model.py --child '<spec JSON>'`` it is the child process of one t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import logging
@@ -413,7 +414,7 @@ def quietness(threads: int = THREADS) -> B.Quietness:
     """:func:`bench_common.measure_quietness` in a fresh process: our kernels run up to ten times
     slower in a process that loaded PyTorch (its libgomp) before the compiler, as this one does."""
     reply = ChildRunner().reply({"kind": "quietness"}, B.thread_env(threads))
-    return B.Quietness(threads, reply["one"], reply["many"], reply["cpu_share"])
+    return B.Quietness(**{f.name: reply[f.name] for f in dataclasses.fields(B.Quietness)})
 
 
 class ChildRunner:
@@ -684,8 +685,7 @@ def child_main(spec: dict) -> dict:
     threads = int(os.environ.get("AUTOTUNE_NUM_THREADS", "0")) or THREADS
     kind = spec["kind"]
     if kind == "quietness":
-        q = B.measure_quietness(threads)
-        return {"seconds": 0.0, "one": q.one, "many": q.many, "cpu_share": q.cpu_share}
+        return {"seconds": 0.0, **dataclasses.asdict(B.measure_quietness(threads))}
     x = model_input(spec["input"])
     if kind == "ours":
         return _child_ours(spec, x)

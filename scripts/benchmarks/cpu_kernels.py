@@ -25,8 +25,8 @@ from compiler.tir import (
 )
 from compiler.tir.expr import Broadcast, Ramp
 
-__all__ = ["vector_add", "row_sum", "matmul", "softmax", "fma_peak", "empty_parallel",
-           "reference_softmax", "fma_flops_per_step", "FMA_CHAINS"]
+__all__ = ["vector_add", "row_sum", "matmul", "softmax", "fma_peak", "empty_parallel", "core_exchange",
+           "reference_softmax", "reference_core_exchange", "fma_flops_per_step", "FMA_CHAINS"]
 
 # Independent accumulators per thread: enough to cover FMA latency x throughput (4-5 cycles x
 # 2 units), few enough to stay in registers with the two operands (16 of them on AVX2).
@@ -144,6 +144,32 @@ def softmax(rows: int, cols: int, lanes: int = 16):
 def reference_softmax(x: np.ndarray) -> np.ndarray:
     e = np.exp(x - x.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
+
+
+def core_exchange(threads: int, floats: int, swap: bool, lanes: int = 16):
+    """``Y[t] = sum(A[u] + 1)``: thread ``t`` writes ``X[t] = A[t] + 1`` (``floats`` values, a
+    block that stays in its core's cache), then sums ``X[u]``, with ``u = t`` or, with ``swap``,
+    ``u = (t + 1) % threads``: a block the next thread has just written, which comes from the
+    other core's cache. The two versions' times differ by what moving data between cores
+    costs, which depends on how far apart the cores are (another core complex or socket takes
+    several times longer). One parallel iteration per thread."""
+    A = te.placeholder((threads, floats), name="A")
+    X = te.compute((threads, floats), lambda t, i: A[t, i] + 1.0, name="X")
+    k = te.reduce_axis((0, floats), name="k")
+    Y = te.compute((threads,), lambda t: te.sum(X[(t + 1) % threads if swap else t, k], axis=k), name="Y")
+    s = te.create_schedule(Y.op)
+    t, i = s[X].op.axis
+    s[X].parallel(t)
+    _, vi = s[X].split(i, factor=lanes)
+    s[X].vectorize(vi)
+    s[Y].parallel(s[Y].op.axis[0])
+    return s, [A, Y]
+
+
+def reference_core_exchange(a: np.ndarray, swap: bool) -> np.ndarray:
+    """What :func:`core_exchange` computes for ``A = a``."""
+    sums = (a.astype(np.float64) + 1.0).sum(axis=1)
+    return np.roll(sums, -1) if swap else sums
 
 
 def fma_peak(iterations: int, threads: int, lanes: int) -> PrimFunc:
