@@ -119,6 +119,16 @@ def test_default_config_is_valid_for_any_thread_count(threads, monkeypatch):
         assert space.default_config.knob_values() == {k.name: k[k.default].value() for k in space.knobs}
 
 
+def _computes_the_reference_on_avx2(task, s, tensors, seed: int) -> None:
+    """``task``'s schedule ``s`` builds for AVX2 and, where that runs, writes the reference."""
+    f = compiler.build(s, tensors, target=task.target, name=task.name)
+    if AVX2.runs_here():
+        inputs, expected = task.reference_data(np.random.default_rng(seed))
+        out = poisoned(expected[0].shape, expected[0].dtype)
+        f(*inputs, out)
+        assert_written(out, expected[0], rtol=1e-4, atol=1e-4)
+
+
 def test_threads_share_the_last_row_block():
     # 100 rows in blocks of 48: the last block holds 4. Run on one thread after the parallel
     # loop, such a block cost a 2048 matmul with 6-row tiles a tenth of its time on two
@@ -133,12 +143,27 @@ def test_threads_share_the_last_row_block():
     assert row_blocks == "for i0.outer in range(3) parallel:"  # all three of them
     assert [line for line in lines if line.startswith("if ")] == [
         "if i0.outer == 2:", "if i0.inner.outer * 6 + i0.inner.inner < 4:"]
-    f = compiler.build(s, tensors, target=task.target, name="matmul")
-    if AVX2.runs_here():
-        inputs, expected = task.reference_data(np.random.default_rng(3))
-        out = poisoned(expected[0].shape, expected[0].dtype)
-        f(*inputs, out)
-        assert_written(out, expected[0], rtol=1e-4, atol=1e-4)
+    _computes_the_reference_on_avx2(task, s, tensors, seed=3)
+
+
+@pytest.mark.parametrize("pack_a", [False, True])
+def test_a_batched_gemm_split_by_rows_forks_once_for_every_product(pack_a):
+    # The threads take the same rows of every product in one parallel region, not one region per
+    # product: a Winograd layer's 36 tile positions were 36 forks and joins a call.
+    task = create_task("batch_matmul", (3, 40, 48, 33, "float32"), AVX2.target)
+    knobs = {"mr": 4, "nr": 16, "mc_panels": 8, "nc_panels": 4, "kc": 48, "parallel_axis": "rows",
+             "pack_a": pack_a}
+    s, tensors = task.instantiate(task.config_space.from_json({"knobs": knobs}))
+    lines = [line.strip() for line in str(compiler.lower(s, tensors)).splitlines()]
+    parallel = [i for i, line in enumerate(lines) if line.endswith(" parallel:")]
+    row_blocks = parallel[-1]
+    assert lines[row_blocks] == "for i1.outer in range(2) parallel:"  # 40 rows in blocks of 32
+    # every product's loop inside the region, and A packed for one product's block at a time
+    assert any(line.startswith("for i0 in range(3)") for line in lines[row_blocks:])
+    assert not any(line.startswith("for i0 in range(3)") for line in lines[parallel[0] + 1:row_blocks])
+    if pack_a:
+        assert "allocate A_packed[float32 * 1536], global" in lines  # one product's 32 rows x 48
+    _computes_the_reference_on_avx2(task, s, tensors, seed=5)
 
 
 # Shapes with tails in every axis and K long enough for kc blocks (128 < K).
