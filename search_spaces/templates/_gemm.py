@@ -363,7 +363,8 @@ def schedule_gemm(cfg, s, t: GemmTensors) -> None:
     jc, j2 = out.split(j, factor=nc)
     ir, ii = out.split(i2, factor=mr)
     jr, ji = out.split(j2, factor=nr)
-    if axis == "rows" and batch:
+    rows_outermost = axis == "rows" and bool(batch)
+    if rows_outermost:
         # Row blocks outermost: one parallel region that gives each thread the same rows of every
         # product, not a region per product (a Winograd layer's 36 tile positions were 36 forks
         # and joins per call, and each thread's rows there are the tiles its input transform wrote).
@@ -404,7 +405,7 @@ def schedule_gemm(cfg, s, t: GemmTensors) -> None:
     if t.a_packed is not None:
         pa = s[t.a_packed]
         # a row block of one product at a time (with the rows outermost, ic spans every product)
-        pa.compute_at(out, batch[-1] if axis == "rows" and batch else ic)
+        pa.compute_at(out, batch[-1] if rows_outermost else ic)
         if axis == "cols":  # all threads pack the row block, then each takes its columns
             pa.parallel(pa.op.axis[-3])
 

@@ -120,7 +120,6 @@ def test_a_tuned_kernel_is_built_with_its_logged_config(graph, tmp_path):
                                rtol=1e-4, atol=1e-6)
 
 
-
 def test_a_model_build_names_its_borrowed_configs_in_one_warning(graph, tmp_path, caplog):
     tasks = autotune.extract_tasks(graph, "llvm")
     tuned = next(t.task for t in tasks if t.task.workload_name.startswith("conv2d_nchw(1,6,12,12,6,3,3,1,1,1,"
@@ -142,6 +141,7 @@ def test_a_model_build_names_its_borrowed_configs_in_one_warning(graph, tmp_path
     assert sum("has no tuning record" in r.getMessage() for r in caplog.records
                if r.levelno == logging.INFO) == 1
     assert_computes_graph(module, graph, 0)
+
 
 def test_tune_model_spends_one_budget_over_every_task_and_a_rerun_finishes_it(graph, tmp_path):
     log = tmp_path / "model.db"
