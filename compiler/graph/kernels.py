@@ -8,6 +8,13 @@ fused, vectorized along the innermost elements and split over the threads. A red
 rows of whole vectors (a row's mean, variance or maximum) accumulates a vector of partial results
 per row (``rfactor``), then reduces those: one element at a time, a row of 768 would wait on 768
 dependent additions.
+
+A channel-blocked image ``(N, C/b, H, W, b)`` is written row by row, each row's channel blocks in
+turn, so that each thread writes a range of the height of every block: as a convolution whose
+threads take the height writes it, as the next layer's threads by height (a convolution's, a
+Winograd transform's tiles) read it, and as the tuner's timing writes a kernel's input
+(:func:`compiler.runtime.timer.touched_planes`). Split by channel blocks, each of those threads
+would read half of its rows from the other core's caches.
 """
 
 from __future__ import annotations
@@ -95,10 +102,23 @@ def _schedule_reduction(s: Schedule, t: te.Tensor, vector_last: bool) -> None:
     _parallel_outer(s, t)
 
 
+def _rows_before_blocks(s: Schedule, t: te.Tensor) -> list:
+    """``t``'s axes in loop order: a channel-blocked image's ``(n, h, c/b, w, b)`` (see the
+    module's docstring), reordered so; others' as declared."""
+    axes = list(s[t].op.axis)
+    if len(axes) == 5 and all(int(t.shape[k].value) > 1 for k in (1, 2)):
+        n, blocks, h, w, c = axes
+        axes = [n, h, blocks, w, c]
+        s[t].reorder(*axes)
+    return axes
+
+
 def _parallel_outer(s: Schedule, t: te.Tensor, vector_last: bool = False) -> None:
     axes = s[t].op.axis
     if not axes or _size(t) < 2:
         return
+    if vector_last:
+        axes = _rows_before_blocks(s, t)
     outer = axes
     if vector_last and len(axes) >= 2 and int(t.shape[-1].value) >= 4:
         outer = axes[:-1]
@@ -144,6 +164,7 @@ def _fuse_vectorize(s: Schedule, t: te.Tensor) -> None:
             s[t].fuse(*axes)
         return
     if len(axes) > 1 and int(t.shape[-1].value) % lanes == 0:
+        axes = _rows_before_blocks(s, t)
         # Whole vectors along the last axis (a channel block): split it first, so that each
         # vector's elements are consecutive in every tensor it reads with that axis last, as a
         # split of the fused axes would not show to the code generator.

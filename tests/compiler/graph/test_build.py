@@ -235,3 +235,30 @@ def test_an_injective_kernel_on_channel_blocks_loads_whole_vectors(rng):
     out = poisoned((1, 2, 3, 3, 16), "float32")
     f(data, out)
     np.testing.assert_array_equal(out, data[:, :, ::2, ::2, :])
+
+
+@pytest.mark.parametrize("reduce", [False, True], ids=["injective", "blocked pooling"])
+def test_a_channel_blocked_output_is_split_over_the_threads_by_its_rows(rng, reduce):
+    from compiler import te
+    from compiler.graph import default_schedule
+    from compiler.target import Target
+
+    # The threads take ranges of rows of every channel block, as a convolution split by height
+    # writes its output and its readers split by height read it; not ranges of channel blocks.
+    with Target("llvm -mcpu=haswell"):
+        x = te.placeholder((1, 4, 12, 12, 8), name="x")
+        if reduce:
+            k = te.reduce_axis((0, 2), name="k")
+            y = te.compute((1, 4, 6, 6, 8),
+                           lambda n, c, h, w, b: te.max(x[n, c, 2 * h + k, 2 * w, b], axis=k), name="y")
+        else:
+            y = te.compute((1, 4, 6, 6, 8), lambda n, c, h, w, b: x[n, c, 2 * h, 2 * w, b], name="y")
+        s = default_schedule([y], vector_last=reduce)
+        text = str(compiler.lower(s, [x, y]))
+        f = compiler.build(s, [x, y])
+    assert "for n.h.fused.c.fused.w.fused" in text, text
+    data = rng.uniform(-1, 1, (1, 4, 12, 12, 8)).astype("float32")
+    out = poisoned((1, 4, 6, 6, 8), "float32")
+    f(data, out)
+    expected = np.maximum(data[:, :, 0::2, ::2], data[:, :, 1::2, ::2]) if reduce else data[:, :, ::2, ::2]
+    np.testing.assert_array_equal(out, expected)
