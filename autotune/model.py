@@ -296,18 +296,22 @@ def latencies_in_turn(modules, rounds: int, repeat: int = 10, min_repeat_ms: flo
 class DeployedLatency:
     """A built model's latency (seconds) in the parts that the tuning log's estimate does and does
     not cover: its kernels that have a template and those on the default schedule, each timed
-    inside the model (:func:`compiler.graph.profile` with ``in_model=True``), and what is left
-    of the latency, the executor (its calls and the gaps between kernels)."""
+    inside the model (:func:`compiler.graph.profile_runs`: the medians over the runs of their
+    calls' sums), and what the executor adds, the latency beyond the model's runs through its
+    profiling entry from the first kernel's start to the last one's end (``profiled``: the
+    latency less the median over rounds of that difference, each round timing both in turn): the
+    entry's calls and the gaps before and after its kernels."""
 
     measured: float  # the model timed as a whole
     templated: float  # its kernels that have a template (the tuning log's), inside the model
     untemplated: float  # its kernels on the default schedule, inside the model
     untemplated_kernels: int
+    profiled: float  # the runs through the profiling entry, first kernel's start to last one's end
 
     @property
     def executor(self) -> float:
-        """The latency beyond the kernels' time inside the model."""
-        return self.measured - self.templated - self.untemplated
+        """The latency beyond the model's kernels run back to back (``profiled``)."""
+        return self.measured - self.profiled
 
     def against(self, estimate: float) -> str:
         """The measured latency against ``estimate`` (:attr:`ModelTuneResult.estimated_latency`),
@@ -324,7 +328,7 @@ class DeployedLatency:
             parts.append(f"the executor {duration_text(executor)} ({share:.1%} of the latency)")
         else:  # two timings of the same runs, and the noise between them is larger than the executor
             parts.append(f"the executor too little to see (the model timed whole came out "
-                         f"{duration_text(-executor)} below its kernels timed inside it)")
+                         f"{duration_text(-executor)} below its kernels run back to back)")
         return (f"deployed model: {duration_text(self.measured)} measured against {duration_text(estimate)} "
                 f"estimated from the tuning log ({self.measured / estimate:.2f}x). Inside the model: "
                 + ", ".join(parts))
@@ -332,15 +336,23 @@ class DeployedLatency:
 
 def measure_deployed(module: compiler.runtime.Module, repeat: int = 10, min_repeat_ms: float = 200.0,
                      seed: int = 0) -> DeployedLatency:
-    """A compiled model's latency (:func:`measure_latency`) and its parts, timed inside the model
-    (:class:`DeployedLatency`)."""
-    from compiler.graph import profile, split_by_template
+    """A compiled model's latency and its parts, timed inside the model (:class:`DeployedLatency`):
+    ``repeat`` rounds, each a timing of the model whole (:func:`measure_latency`, at least
+    ``min_repeat_ms``) and then its runs through the profiling entry for as long, so that the
+    executor's share compares timings of one spell of the machine (a host may move the threads'
+    cores every few seconds); the latency the median of the rounds'."""
+    from compiler.graph import profile_runs, split_runs_by_template
 
-    measured = measure_latency(module, repeat, min_repeat_ms, seed)
-    in_model = profile(module, repeat=repeat, min_repeat_ms=min_repeat_ms, rng=np.random.default_rng(seed),
-                       in_model=True)
-    templated, untemplated, others = split_by_template(module, in_model)
-    return DeployedLatency(measured, templated, untemplated, len(others))
+    rng = np.random.default_rng(seed)
+    measured, executor, runs = [], [], []
+    for _ in range(repeat):
+        measured.append(measure_latency(module, 1, min_repeat_ms, seed))
+        runs.append(profile_runs(module, 1, min_repeat_ms, rng))
+        executor.append(measured[-1] - float(np.median(runs[-1].sum(axis=1))))
+    templated, untemplated, others = split_runs_by_template(module, np.concatenate(runs))
+    latency = float(np.median(measured))
+    # the executor as each round saw it: the rounds' latencies differ by more than it
+    return DeployedLatency(latency, templated, untemplated, len(others), latency - float(np.median(executor)))
 
 
 def build_model(graph: Graph, target="llvm", db=None, *, transfer: bool = True, any_model: bool = False,

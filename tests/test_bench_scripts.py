@@ -455,13 +455,16 @@ def test_bench_model_names_the_kernels_that_lose_the_most_time_in_the_model():
 def test_bench_model_splits_the_tuned_build_s_latency_against_the_estimate():
     r = _model_result(ours_rounds=(1.0e-3, 1.1e-3, 1.05e-3))
     assert r.deployed() is None  # no kernels timed inside the model: nothing to split
-    # each round's child: the seconds of the kernels with a template inside the model, of the others,
-    # and how many others there are
+    # each round's child: its latency, the runs through the profiling entry whole, the seconds of the
+    # kernels with a template inside the model, of the others, and how many others there are
     splits = ([0.9e-3, 0.05e-3, 2], [0.8e-3, 0.07e-3, 2], [0.85e-3, 0.06e-3, 2])
-    r.replies[M.TUNED] = [{**reply, "in_model_split": s} for reply, s in zip(r.replies[M.TUNED], splits)]
+    rounds = [(1.0e-3, 0.86e-3), (1.1e-3, 0.97e-3), (1.05e-3, 0.90e-3)]
+    r.replies[M.TUNED] = [{**reply, "in_model_split": s, "seconds": latency, "kernel_in_model_s": whole}
+                          for reply, s, (latency, whole) in zip(r.replies[M.TUNED], splits, rounds)]
     deployed = r.deployed()
     assert deployed.measured == pytest.approx(1.05e-3)  # the median of the rounds, and of the parts
     assert (deployed.templated, deployed.untemplated) == (pytest.approx(0.85e-3), pytest.approx(0.06e-3))
+    # the executor as each round saw it (0.14, 0.13, 0.15 ms), not the medians' difference (0.15 ms)
     assert deployed.executor == pytest.approx(0.14e-3) and deployed.untemplated_kernels == 2
     line = deployed.against(0.8e-3)
     assert "1.050 ms measured against 0.800 ms estimated from the tuning log (1.31x)" in line
@@ -469,7 +472,8 @@ def test_bench_model_splits_the_tuned_build_s_latency_against_the_estimate():
     assert "the 2 without one 60.00 us, the executor 0.140 ms (13.3% of the latency)" in line
     # The model timed whole and its kernels timed inside it are two timings: where they differ by
     # more than the executor takes, the line says so instead of giving the executor a negative time.
-    r.replies[M.TUNED] = [{**reply, "in_model_split": [1.1e-3, 0.05e-3, 2]} for reply in r.replies[M.TUNED]]
+    r.replies[M.TUNED] = [{**reply, "kernel_in_model_s": reply["seconds"] + 0.1e-3}
+                          for reply in r.replies[M.TUNED]]
     line = r.deployed().against(0.8e-3)
     assert "the executor too little to see (the model timed whole came out 0.100 ms below" in line
 

@@ -25,11 +25,19 @@ from .kernels import default_schedule, kernel_tensors
 from .memory import MemoryPlan, plan_memory
 from .op import OpDef, get_op, register_op, registered_ops
 from .passes import OPTIMIZE, GraphPass, GraphPipeline, optimize
-from .runner import model_info, profile, run, split_by_template
+from .runner import (
+    kernel_medians,
+    model_info,
+    profile,
+    profile_runs,
+    run,
+    split_by_template,
+    split_runs_by_template,
+)
 
 __all__ = ["Graph", "GraphBuilder", "Node", "Value", "TensorType", "OpDef", "register_op", "get_op",
            "registered_ops", "GraphError", "UnsupportedOperatorError", "evaluate", "optimize", "OPTIMIZE",
            "GraphPass", "GraphPipeline", "fuse", "fuse_expansions", "plan_memory", "MemoryPlan",
            "build_graph", "prepare",
-           "KernelChoice", "default_schedule", "kernel_tensors", "run", "profile", "model_info",
-           "split_by_template"]
+           "KernelChoice", "default_schedule", "kernel_tensors", "run", "profile", "profile_runs",
+           "kernel_medians", "model_info", "split_by_template", "split_runs_by_template"]

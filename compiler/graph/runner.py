@@ -8,7 +8,8 @@ import numpy as np
 from ..runtime.module import Module
 from .errors import GraphError
 
-__all__ = ["run", "profile", "model_info", "split_by_template"]
+__all__ = ["run", "profile", "profile_runs", "kernel_medians", "model_info", "split_by_template",
+           "split_runs_by_template"]
 
 
 def model_info(module: Module) -> dict:
@@ -44,16 +45,15 @@ def profile(module: Module, repeat: int = 5, min_repeat_ms: float = 20.0,
     (its output, a workspace buffer that other kernels have just used): its weights; and
     ``cache_flush="model"`` those, then has the thread pool write its input, as the kernel
     before leaves it inside a model.
-    ``in_model=True`` times the kernels where they run: the model runs on random inputs through
-    its profiling entry, which reads the clock between kernels, in pairs
-    of back-to-back runs (the second one's clock counts), at least ``repeat`` times and
-    ``min_repeat_ms`` in all; a kernel's seconds are the median over the
-    runs of its calls' time in one run, per call. Their weighted sum against the model's latency
-    is then what the executor itself adds; against the kernels timed alone, what the model's
-    cache traffic costs them."""
+    ``in_model=True`` times the kernels where they run (:func:`profile_runs`): a kernel's seconds
+    are the median over the runs of its calls' time in one run, per call. Against the kernels
+    timed alone, they say what the model's cache traffic costs each kernel; what the executor
+    itself adds is the model's latency beyond its runs through the profiling entry, whole
+    (:func:`split_runs_by_template`), not beyond the sum of each kernel's median, which leaves
+    out the slow calls that every run has somewhere."""
     rng = np.random.default_rng(0) if rng is None else rng
     if in_model:
-        return _profile_in_model(module, repeat, min_repeat_ms, rng)
+        return kernel_medians(module, profile_runs(module, repeat, min_repeat_ms, rng))
     result = {}
     for kernel in model_info(module)["kernels"]:
         name = kernel["name"]
@@ -75,8 +75,19 @@ def _random_args(module: Module, name: str, rng: np.random.Generator) -> list[np
     return args
 
 
-def _profile_in_model(module: Module, repeat: int, min_repeat_ms: float,
-                      rng: np.random.Generator) -> dict[str, tuple[int, float]]:
+def profile_runs(module: Module, repeat: int = 5, min_repeat_ms: float = 20.0,
+                 rng: np.random.Generator | None = None) -> np.ndarray:
+    """The model run on random inputs through its profiling entry, which reads the clock before
+    its first kernel and after each: the seconds of each call (a column per entry of
+    ``model_info(module)["calls"]``, in order) in each run (a row), at least ``repeat`` runs and
+    ``min_repeat_ms`` in all. A row's sum is the run from its first kernel's start to its last
+    one's end.
+
+    The runs go in pairs, back to back in the native timing loop, the second one's clock counting:
+    each kernel finds the caches and the thread pool as a model run in a loop leaves them (a
+    Python gap before a run lets the pool's threads fall asleep, and the first kernels would pay
+    for it)."""
+    rng = np.random.default_rng(0) if rng is None else rng
     info = model_info(module)
     entry = info.get("profile_entry")
     if entry is None or entry not in module.function_names:
@@ -84,9 +95,6 @@ def _profile_in_model(module: Module, repeat: int, min_repeat_ms: float,
                          "build it again to profile its kernels in the model")
     args = _random_args(module, entry, rng)
     stamps = args[-1]  # int64[calls + 1], written by the entry
-    # Two runs back to back in the native timing loop, the stamps being the second's: each kernel
-    # finds the caches and the thread pool as a model run in a loop leaves them (a Python gap
-    # before a run lets the pool's threads fall asleep, and the first kernels would pay for it).
     run_twice = module.time_evaluator(entry, number=2, repeat=1)
     per_run = []
     spent = 0
@@ -94,12 +102,33 @@ def _profile_in_model(module: Module, repeat: int, min_repeat_ms: float,
         run_twice(*args)
         per_run.append(np.diff(stamps))
         spent += int(stamps[-1] - stamps[0])
-    sites = np.array(per_run, dtype=np.float64) * 1e-9  # runs x call sites, seconds
+    return np.array(per_run, dtype=np.float64) * 1e-9
+
+
+def kernel_medians(module: Module, runs: np.ndarray) -> dict[str, tuple[int, float]]:
+    """``runs`` (what :func:`profile_runs` returns) per kernel, as :func:`profile` gives them:
+    ``{kernel: (calls, seconds)}``, the seconds the median over the runs of its calls' time in one
+    run, per call."""
+    info = _checked_runs(module, runs)
     result = {}
     for k in info["kernels"]:
         mine = [i for i, name in enumerate(info["calls"]) if name == k["name"]]
-        result[k["name"]] = (k["calls"], float(np.median(sites[:, mine].sum(axis=1))) / k["calls"])
+        result[k["name"]] = (k["calls"], float(np.median(runs[:, mine].sum(axis=1))) / k["calls"])
     return result
+
+
+def _checked_runs(module: Module, runs: np.ndarray) -> dict:
+    """``model_info(module)``, once ``runs`` is seen to have a column per call of the model."""
+    info = model_info(module)
+    if runs.ndim != 2 or runs.shape[1] != len(info["calls"]):
+        raise GraphError(f"runs of model {info['name']!r} have a column per call ({len(info['calls'])}), "
+                         f"got an array of shape {runs.shape}")
+    return info
+
+
+def _templated(module: Module) -> dict[str, bool]:
+    """Whether each kernel has a tuning template (a ``workload`` in the model description)."""
+    return {kernel["name"]: bool(kernel.get("workload")) for kernel in model_info(module)["kernels"]}
 
 
 def split_by_template(module: Module, times: dict[str, tuple[int, float]]) -> tuple[float, float, list[str]]:
@@ -109,14 +138,26 @@ def split_by_template(module: Module, times: dict[str, tuple[int, float]]) -> tu
     untemplated kernels' names)``."""
     templated = untemplated = 0.0
     others = []
-    for kernel in model_info(module)["kernels"]:
-        name = kernel["name"]
+    for name, has_template in _templated(module).items():
         if name not in times:
             raise GraphError(f"no time for kernel {name!r} of model {model_info(module)['name']!r}")
         calls, seconds = times[name]
-        if kernel.get("workload"):
+        if has_template:
             templated += calls * seconds
         else:
             untemplated += calls * seconds
             others.append(name)
     return templated, untemplated, others
+
+
+def split_runs_by_template(module: Module, runs: np.ndarray) -> tuple[float, float, list[str]]:
+    """As :func:`split_by_template`, for ``runs`` (what :func:`profile_runs` returns): each run's
+    calls summed over the kernels that have a tuning template and over the others, each sum's
+    median over the runs (seconds), and the others' names. A median of sums, unlike a sum of
+    each kernel's median, keeps the slow calls that every run has somewhere."""
+    info = _checked_runs(module, runs)
+    has_template = _templated(module)
+    templated = np.array([has_template[name] for name in info["calls"]], dtype=bool)
+    others = [name for name, t in has_template.items() if not t]
+    return (float(np.median(runs[:, templated].sum(axis=1))),
+            float(np.median(runs[:, ~templated].sum(axis=1))), others)

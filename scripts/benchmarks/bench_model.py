@@ -44,11 +44,12 @@ The figures (each contender timed in :func:`bench_common.time_interleaved`'s fre
   tuned build where there is one, else the untuned one (the ``ours`` of the other columns).
 * **executor overhead** ("overhead"): our latency over the sum of our kernels' own times
   (``compiler.graph.profile``: calls x seconds per call of each kernel, each timed alone and
-  hot), profiled in the same child process right after the timing, the median of the rounds'
-  ratios. **"executor"**: the same against the kernels' times inside the model
-  (``profile(..., in_model=True)``, the clock read between kernels): what the executor itself
-  adds. The difference between the two is what the model's memory traffic costs its kernels
-  (a kernel timed alone finds its weights and inputs in the caches).
+  hot), profiled in the same child process after the timing, the median of the rounds'
+  ratios. **"executor"**: our latency over the model's runs through its profiling entry, right
+  after the timing (``compiler.graph.profile_runs``, the clock read before the first kernel and
+  after each; the median over the runs of the first kernel's start to the last one's end): what
+  the executor itself adds. The difference between the two is what the model's memory traffic
+  costs its kernels (a kernel timed alone finds its weights and inputs in the caches).
 * **tuned kernels against the log**: each tuned kernel of the tuned build, timed inside the
   model in the timing children (the median over the rounds), against its best config's median
   in the log (the figure the build chose it by; ``tune_model`` times candidates with their
@@ -474,12 +475,15 @@ class Result:
         rounds), or ``None`` without a profiled tuned build."""
         from autotune.model import DeployedLatency
 
-        splits = [r["in_model_split"] for r in self.replies.get(TUNED, []) if r.get("in_model_split")]
+        replies = [r for r in self.replies.get(TUNED, []) if r.get("in_model_split")]
         measured = self.median(TUNED)
-        if not splits or not measured:
+        if not replies or not measured:
             return None
+        splits = [r["in_model_split"] for r in replies]
+        # the executor as each round saw it: the rounds' latencies differ by more than it
+        executor = statistics.median(r["seconds"] - r["kernel_in_model_s"] for r in replies)
         return DeployedLatency(measured, statistics.median(s[0] for s in splits),
-                               statistics.median(s[1] for s in splits), splits[0][2])
+                               statistics.median(s[1] for s in splits), splits[0][2], measured - executor)
 
     def speedup(self, peer: str) -> float | None:
         ours, theirs = self.median(self.ours() or ""), self.median(peer)
@@ -623,21 +627,23 @@ def _child_ours(spec: dict, x: np.ndarray) -> dict:
     seconds = timer(x, *outs).median
     reply = {"seconds": seconds, "rss_kib": _peak_kib() - base, "info": Path(spec["path"]).name}
     try:
-        from compiler.graph import model_info, profile, split_by_template
+        from compiler.graph import kernel_medians, model_info, profile, profile_runs, split_runs_by_template
     except ImportError:
         profile = None
     if profile is not None:
+        # inside the model first, right after the latency: the same spell of the machine
+        runs = profile_runs(f, repeat=spec["repeat"], min_repeat_ms=spec["min_ms"])
+        in_model = kernel_medians(f, runs)
+        reply["kernel_in_model_s"] = float(np.median(runs.sum(axis=1)))
+        reply["kernel_in_model_times"] = {name: s for name, (_, s) in in_model.items()}
+        reply["kernel_calls"] = {name: calls for name, (calls, _) in in_model.items()}
+        templated, untemplated, others = split_runs_by_template(f, runs)
+        reply["in_model_split"] = [templated, untemplated, len(others)]
         kernels = profile(f)
         reply["kernel_s"] = sum(calls * s for calls, s in kernels.values())
         reply["tuned_workloads"] = {k["name"]: k["workload"] for k in model_info(f)["kernels"]
                                     if k.get("workload") and k["schedule"].endswith(": tuned")}
         reply["info"] += f", {len(kernels)} kernels"
-        in_model = profile(f, repeat=spec["repeat"], min_repeat_ms=spec["min_ms"], in_model=True)
-        reply["kernel_in_model_s"] = sum(calls * s for calls, s in in_model.values())
-        reply["kernel_in_model_times"] = {name: s for name, (_, s) in in_model.items()}
-        reply["kernel_calls"] = {name: calls for name, (calls, _) in in_model.items()}
-        templated, untemplated, others = split_by_template(f, in_model)
-        reply["in_model_split"] = [templated, untemplated, len(others)]
     return reply
 
 

@@ -271,10 +271,29 @@ def test_a_deployed_model_s_latency_splits_into_templated_kernels_the_others_and
     with pytest.raises(compiler.graph.GraphError, match=f"no time for kernel '{others[0]}'"):
         compiler.graph.split_by_template(module, {k: v for k, v in times.items() if k != others[0]})
 
+    # Runs through the profiling entry: a column per call. Per run, the sums over the kernels with
+    # a template and over the others; their medians over the runs (not the sums of medians).
+    calls = model_info(module)["calls"]
+    runs = compiler.graph.profile_runs(module, repeat=4, min_repeat_ms=0)
+    assert runs.shape[1] == len(calls) and runs.shape[0] >= 4 and (runs > 0).all()
+    synthetic = np.arange(1, 3 * len(calls) + 1, dtype=np.float64).reshape(3, len(calls)) ** 2
+    mine = np.array([name in others for name in calls])
+    assert compiler.graph.split_runs_by_template(module, synthetic) == (
+        pytest.approx(np.median(synthetic[:, ~mine].sum(axis=1))),
+        pytest.approx(np.median(synthetic[:, mine].sum(axis=1))), others)
+    medians = compiler.graph.kernel_medians(module, synthetic)
+    for k in kernels:
+        sites = [i for i, name in enumerate(calls) if name == k["name"]]
+        per_call = np.median(synthetic[:, sites].sum(axis=1)) / k["calls"]
+        assert medians[k["name"]] == (k["calls"], pytest.approx(per_call))
+    with pytest.raises(compiler.graph.GraphError, match=f"a column per call \\({len(calls)}\\)"):
+        compiler.graph.kernel_medians(module, synthetic[:, 1:])
+
     deployed = autotune.measure_deployed(module, repeat=3, min_repeat_ms=1)
     assert deployed.untemplated_kernels == 1 and deployed.templated > 0 and deployed.untemplated > 0
-    assert deployed.measured > 0
-    assert deployed.executor == pytest.approx(deployed.measured - deployed.templated - deployed.untemplated)
+    assert deployed.measured > 0 and deployed.profiled > 0
+    # the executor is the latency beyond the kernels run back to back, not beyond the parts' sum
+    assert deployed.executor == pytest.approx(deployed.measured - deployed.profiled)
     line = deployed.against(deployed.templated)
     assert "(1.00x their log figures), the 1 without one " in line and "the executor " in line
 
