@@ -112,6 +112,41 @@ def test_contenders_are_interleaved_in_fresh_runs_and_reported_as_medians():
     assert timings["peer"].median == 5.0 and timings["peer"].info == "info peer"
 
 
+def test_rounds_run_with_the_vcpus_moved_are_left_out_of_the_medians(monkeypatch):
+    # The cross-core cost checked before the first child and after each: ours, peer, ours, peer, ...
+    # The host moved the vCPUs apart (2.8x) after the third child, and back during the fifth.
+    checks = iter([1.4, 1.45, 1.4, 2.8, 2.9, 1.5, 1.4, 1.4, 1.42, 1.41, 1.4])
+    seconds = {"ours": iter([1.0, 1.9, 1.8, 1.0, 1.05]), "peer": iter([2.0, 2.6, 2.1, 2.0, 2.05])}
+    contenders = [B.Contender("ours", {"who": "ours"}), B.Contender("peer", {"who": "peer"})]
+    timings = B.time_interleaved(contenders, threads=2, rounds=5, placement=lambda: next(checks),
+                                 runner=lambda spec, env: (next(seconds[spec["who"]]), ""))
+    ours, peer = timings["ours"], timings["peer"]
+    assert ours.moved == [False, True, True, False, False]
+    assert peer.moved == [False, True, False, False, False]
+    assert ours.kept() == [1.0, 1.0, 1.05] and ours.median == 1.0 and ours.noise() == ""
+    assert peer.kept() == [2.0, 2.1, 2.0, 2.05] and peer.median == pytest.approx(2.025)
+    assert ours.describe().startswith("ours: 1000.000 1900.000* 1800.000* 1000.000 1050.000 ms")
+    assert "* the vCPUs had moved, 2 left out" in ours.describe()
+    # too few rounds left: every round counts, and the figures get no verdict
+    jumpy = B.Timing("ours", rounds=[1.0, 1.9, 1.1], moved=[False, True, False])
+    assert jumpy.kept() == [1.0, 1.9, 1.1]
+    assert "the vCPUs moved during 1 of the 3 rounds of ours" in jumpy.noise()
+    assert "too few rounds left: all counted" in jumpy.describe()
+    # unchecked: every round counts
+    assert B.Timing("ours", rounds=[1.0, 1.9, 1.1]).kept_indices() == [0, 1, 2]
+    # off the usual placement either way: a third placement, cheaper, is a move too
+    checks = iter([1.5, 1.5, 1.0, 1.5, 1.5])
+    timings = B.time_interleaved(contenders[:1], threads=2, rounds=4, placement=lambda: next(checks),
+                                 runner=lambda spec, env: (1.0, ""))
+    assert timings["ours"].moved == [False, True, True, False]
+    # judged by its rounds, a run whose checks before and after disagree on the placement keeps its verdicts
+    near, apart = dataclasses.replace(QUIET, exchange=1.4), dataclasses.replace(QUIET, exchange=2.8)
+    assert B.busy_note([near, apart], by_round=True) == "" and "THE CORES MOVED" in B.busy_note([near, apart])
+    assert B.verdict_lines(VERDICTS, [near, apart], by_round=True) == [v.line() for v in VERDICTS]
+    monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "2")
+    assert B.placement_check(2) > 0  # a fresh process measures it
+
+
 def test_a_timing_describes_its_rounds_in_order_and_their_spread(capsys):
     ours = B.Timing("ours", rounds=[0.0030, 0.0010, 0.0020])
     assert ours.spread == pytest.approx(1.0)
@@ -476,6 +511,18 @@ def test_bench_model_splits_the_tuned_build_s_latency_against_the_estimate():
                           for reply in r.replies[M.TUNED]]
     line = r.deployed().against(0.8e-3)
     assert "the executor too little to see (the model timed whole came out 0.100 ms below" in line
+
+
+def test_bench_model_figures_leave_out_the_rounds_run_with_the_vcpus_moved():
+    r = _model_result(ours_rounds=(1.0e-3, 1.6e-3, 1.1e-3, 1.0e-3))
+    r.timings[M.TUNED].moved = [False, True, False, False]
+    r.replies[M.TUNED] = [{"seconds": s, "kernel_s": 0.5e-3, "kernel_in_model_s": s - 0.01e-3,
+                           "in_model_split": [s - 0.1e-3, 0.05e-3, 1]} for s in r.timings[M.TUNED].rounds]
+    assert [reply["seconds"] for reply in r.kept_replies(M.TUNED)] == [1.0e-3, 1.1e-3, 1.0e-3]
+    assert r.median(M.TUNED) == 1.0e-3 and r.overhead(M.TUNED) == pytest.approx(2.0)
+    assert r.deployed().templated == pytest.approx(0.9e-3)  # not 1.5 ms, the moved round's
+    r.timings[M.TUNED].moved = []  # unchecked: every round
+    assert len(r.kept_replies(M.TUNED)) == 4 and r.deployed().templated == pytest.approx(0.95e-3)
 
 
 def test_bench_model_judges_speed_only_for_the_tuned_build_and_nothing_on_a_mismatch():

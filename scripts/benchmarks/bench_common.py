@@ -22,6 +22,12 @@ quiet machine:
   (A B A B ...), and reports each one's median over the rounds: slow drifts of the
   machine hit every contender alike, and no contender inherits another's thread pool,
   caches or allocator state. Every child sets the C heap alike (:func:`steady_heap`).
+  Given a placement check (:func:`placement_check`), it also measures the cross-core cost
+  before the first child and after each; a round whose check before or after came out more
+  than :data:`PLACEMENT_CHANGE` times off the median of the run's checks saw the vCPUs moved,
+  and the medians leave it out (:meth:`Timing.kept`): a host that moves them every few
+  seconds would otherwise leave no verdict in a long run. Such a run is judged by its rounds,
+  not by the checks before and after it (``verdict_lines(..., by_round=True)``).
 * :func:`verdict_lines` prints PASS/FAIL only when every quietness check passed.
 
 Run as a script, this module is the child process of one timing:
@@ -41,10 +47,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["QUIET_SCALING", "QUIET_CPU_SHARE", "PLACEMENT_CHANGE", "MAX_SPREAD", "REPEAT", "ROUNDS",
-           "Quietness", "Contender", "Timing", "Verdict", "measure_quietness", "fma_peak_flops",
-           "cross_core_cost", "time_interleaved", "run_child", "verdict_lines", "busy_note", "format_table",
-           "module_spec", "print_rounds", "matmul_peers", "thread_env", "steady_heap"]
+__all__ = ["QUIET_SCALING", "QUIET_CPU_SHARE", "PLACEMENT_CHANGE", "MAX_SPREAD", "MIN_KEPT_ROUNDS", "REPEAT",
+           "ROUNDS", "Quietness", "Contender", "Timing", "Verdict", "measure_quietness", "fma_peak_flops",
+           "cross_core_cost", "placement_check", "time_interleaved", "run_child", "verdict_lines",
+           "busy_note", "format_table", "module_spec", "print_rounds", "matmul_peers", "thread_env",
+           "steady_heap"]
 
 QUIET_SCALING = 0.9  # T threads must do at least 0.9 * T times the FMA work of one (1.8x on 2 cores)
 QUIET_CPU_SHARE = 0.9  # ... and get at least 90% of T cores' time while they run
@@ -57,6 +64,7 @@ EXCHANGE_FLOATS = 64 * 1024  # each thread's block: 256 KiB, in its core's L2 on
 # 5 within 1-10% in quiet runs); rounds further apart than this saw the machine change between
 # the quietness checks.
 MAX_SPREAD = 0.10
+MIN_KEPT_ROUNDS = 3  # rounds with the vCPUs placed as at best that a median needs; else all count
 REPEAT = 7  # timings per child process; the child reports their median
 ROUNDS = 5  # child processes per contender, interleaved
 MIN_REPEAT_MS = 200.0  # each timing runs the kernel for at least this long
@@ -151,6 +159,16 @@ def cross_core_cost(threads: int, floats: int = EXCHANGE_FLOATS, rounds: int = 5
     return statistics.median(ratios)
 
 
+def placement_check(threads: int) -> float:
+    """:func:`cross_core_cost` on ``threads`` threads, in a fresh process (about a second): the
+    caller may have loaded PyTorch, whose idle threads spin on the cores ours would be timed on."""
+    proc = subprocess.run([sys.executable, str(_HERE), json.dumps({"kind": "exchange"})], capture_output=True,
+                          env={**os.environ, **thread_env(threads)}, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError((proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1])
+    return float(json.loads(proc.stdout.strip().splitlines()[-1])["exchange"])
+
+
 def measure_quietness(threads: int | None = None) -> Quietness:
     """Time the FMA peak on one thread and on ``threads`` (default: the runtime's thread count),
     and with two or more threads, what passing data between cores costs (:func:`cross_core_cost`)."""
@@ -162,14 +180,16 @@ def measure_quietness(threads: int | None = None) -> Quietness:
     return Quietness(threads, one, many, share, cross_core_cost(threads) if threads > 1 else None)
 
 
-def busy_note(checks: Sequence[Quietness]) -> str:
+def busy_note(checks: Sequence[Quietness], by_round: bool = False) -> str:
     """Empty when every check found the machine quiet and the cores where they were, else a
-    line saying which check did not and why."""
+    line saying which check did not and why. ``by_round``: the timings checked where the cores
+    were round by round (:func:`time_interleaved`'s ``placement``), so the checks before and
+    after need not agree on it."""
     busy = [f"{when}" for when, q in zip(("before", "after", "later"), checks) if not q.quiet]
     if busy:
         return (f"MACHINE BUSY ({' and '.join(busy)} the timings): the figures below measure the load as "
                 "much as the kernels; no PASS/FAIL verdict")
-    costs = [q.exchange for q in checks if q.exchange is not None]
+    costs = [] if by_round else [q.exchange for q in checks if q.exchange is not None]
     if len(costs) > 1 and max(costs) > PLACEMENT_CHANGE * min(costs):
         seen = ", ".join(f"{c:.2f}x" for c in costs)
         return (f"THE CORES MOVED: reading another core's data cost {seen} a core's own in the checks "
@@ -213,9 +233,11 @@ class Verdict:
         return f"{self.what}: {self.value:.2f}{self.unit} (goal {goal}) {outcome}"
 
 
-def verdict_lines(verdicts: Sequence[Verdict], checks: Sequence[Quietness]) -> list[str]:
-    """PASS/FAIL per goal when every quietness check passed; otherwise only why there is none."""
-    note = busy_note(checks)
+def verdict_lines(verdicts: Sequence[Verdict], checks: Sequence[Quietness],
+                  by_round: bool = False) -> list[str]:
+    """PASS/FAIL per goal when every quietness check passed; otherwise only why there is none
+    (``by_round``: as :func:`busy_note` takes it)."""
+    note = busy_note(checks, by_round)
     if note:
         return [note]
     if not checks:
@@ -237,23 +259,39 @@ class Contender:
 
 @dataclass
 class Timing:
-    """A contender's per-round seconds (one fresh process each), or why it could not run."""
+    """A contender's per-round seconds (one fresh process each), or why it could not run; with
+    the placement checked, whether the vCPUs had moved in each round (``moved``)."""
 
     label: str
     rounds: list[float] = field(default_factory=list)
     info: str = ""
     error: str = ""
+    moved: list[bool] = field(default_factory=list)
+
+    def kept_indices(self) -> list[int]:
+        """The rounds the figures use: those with the vCPUs placed as at best in the run, where
+        the placement was checked and at least :data:`MIN_KEPT_ROUNDS` of them were; else all."""
+        every = list(range(len(self.rounds)))
+        if len(self.moved) != len(self.rounds):
+            return every
+        kept = [i for i in every if not self.moved[i]]
+        return kept if len(kept) >= MIN_KEPT_ROUNDS else every
+
+    def kept(self) -> list[float]:
+        """The seconds of :meth:`kept_indices`' rounds."""
+        return [self.rounds[i] for i in self.kept_indices()]
 
     @property
     def median(self) -> float | None:
-        """The median over the rounds (``None`` when none ran)."""
-        return statistics.median(self.rounds) if self.rounds else None
+        """The median over the kept rounds (``None`` when none ran)."""
+        return statistics.median(self.kept()) if self.rounds else None
 
     def middle(self) -> list[float]:
-        """The rounds, sorted, without the fastest and the slowest quarter (``n // 4`` of each;
-        of 5 rounds the middle 3): a lone outlier, which the median ignores, is left out."""
-        cut = len(self.rounds) // 4
-        ordered = sorted(self.rounds)
+        """The kept rounds, sorted, without the fastest and the slowest quarter (``n // 4`` of
+        each; of 5 rounds the middle 3): a lone outlier, which the median ignores, is left out."""
+        kept = self.kept()
+        cut = len(kept) // 4
+        ordered = sorted(kept)
         return ordered[cut:len(ordered) - cut]
 
     @property
@@ -264,19 +302,28 @@ class Timing:
         return (middle[-1] - middle[0]) / self.median if middle else None
 
     def noise(self) -> str:
-        """Why the rounds cannot be trusted: their middle spreads more than :data:`MAX_SPREAD`
-        ("" if not)."""
+        """Why the rounds cannot be trusted: too few kept the vCPUs placed as at best, or their
+        middle spreads more than :data:`MAX_SPREAD` ("" if neither)."""
+        moved = sum(self.moved)
+        if self.rounds and len(self.moved) == len(self.rounds) and len(self.rounds) - moved < MIN_KEPT_ROUNDS:
+            return (f"the vCPUs moved during {moved} of the {len(self.rounds)} rounds of {self.label}, "
+                    f"fewer than {MIN_KEPT_ROUNDS} rounds left")
         if self.spread is None or self.spread <= MAX_SPREAD:
             return ""
         return (f"the middle {len(self.middle())} rounds of {self.label} spread {self.spread:.0%} "
                 f"(more than {MAX_SPREAD:.0%}): the machine changed")
 
     def describe(self) -> str:
-        """One line: each round's milliseconds in the order run, and the spread of the middle ones."""
+        """One line: each round's milliseconds in the order run (``*``: the vCPUs had moved), and
+        the spread of the middle ones."""
         if not self.rounds:
             return f"{self.label}: did not run ({self.error})"
-        times = " ".join(f"{s * 1e3:.3f}" for s in self.rounds)
-        return f"{self.label}: {times} ms (middle {len(self.middle())} spread {self.spread:.0%})"
+        marks = self.moved if len(self.moved) == len(self.rounds) else [False] * len(self.rounds)
+        times = " ".join(f"{s * 1e3:.3f}{'*' if m else ''}" for s, m in zip(self.rounds, marks))
+        left_out = len(self.rounds) - len(self.kept())
+        moved = "" if not any(marks) else (f"; * the vCPUs had moved, {left_out} left out" if left_out else
+                                           "; * the vCPUs had moved, too few rounds left: all counted")
+        return f"{self.label}: {times} ms (middle {len(self.middle())} spread {self.spread:.0%}{moved})"
 
 
 def thread_env(threads: int) -> dict:
@@ -298,13 +345,19 @@ def run_child(spec: dict, env: dict, timeout: float = 900) -> tuple[float, str]:
 
 
 def time_interleaved(contenders: Sequence[Contender], threads: int, rounds: int = ROUNDS,
-                     runner: Callable[[dict, dict], tuple[float, str]] = run_child) -> dict[str, Timing]:
+                     runner: Callable[[dict, dict], tuple[float, str]] = run_child,
+                     placement: Callable[[], float] | None = None) -> dict[str, Timing]:
     """Each contender timed in ``rounds`` fresh processes, interleaved A B A B ...
 
     A contender whose process fails once is dropped (its :attr:`Timing.error` says why);
-    the others go on.
+    the others go on. With ``placement`` (a cross-core cost, :func:`placement_check`), it is
+    measured before the first process and after each, and each round is marked moved where the
+    check before or after it came out more than :data:`PLACEMENT_CHANGE` times off the median of
+    the run's checks, either way.
     """
     timings = {c.label: Timing(c.label) for c in contenders}
+    checks = {c.label: [] for c in contenders}  # per round: the cost before and after
+    last = placement() if placement else None
     for _ in range(rounds):
         for c in contenders:
             t = timings[c.label]
@@ -316,6 +369,17 @@ def time_interleaved(contenders: Sequence[Contender], threads: int, rounds: int 
                 t.error, t.rounds = str(e) or type(e).__name__, []
                 continue
             t.rounds.append(seconds)
+            if placement:
+                now = placement()
+                checks[c.label].append((last, now))
+                last = now
+    costs = [cost for pairs in checks.values() for pair in pairs for cost in pair]
+    if costs:
+        usual = statistics.median(costs)  # the placement most of the run had
+        for label, t in timings.items():
+            if len(checks[label]) == len(t.rounds):
+                t.moved = [max(pair) > PLACEMENT_CHANGE * usual or min(pair) * PLACEMENT_CHANGE < usual
+                           for pair in checks[label]]
     return timings
 
 
@@ -476,6 +540,8 @@ def _child_main(spec: dict) -> dict:
     rng = np.random.default_rng(0)
     threads = int(os.environ.get("AUTOTUNE_NUM_THREADS", "0")) or os.cpu_count() or 1
     kind = spec["kind"]
+    if kind == "exchange":
+        return {"exchange": cross_core_cost(threads)}
     if kind == "module":
         seconds, info = _time_module(spec, rng)
     elif kind in ("numpy", "torch"):

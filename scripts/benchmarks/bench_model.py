@@ -38,6 +38,13 @@ The figures (each contender timed in :func:`bench_common.time_interleaved`'s fre
 ``--rounds`` of them interleaved; in each, the median of ``--repeat`` timings of at least
 ``--min-ms`` each):
 
+* **rounds**: between the children, ``bench_common.placement_check`` measures what reading
+  another core's data costs; a round whose check before or after it came out more than
+  ``bench_common.PLACEMENT_CHANGE`` times the model's lowest ran with the vCPUs moved (the host
+  moves them between core complexes every few seconds on some guests, and our Winograd layers
+  then run up to twice as slow). It is marked ``*`` and left out of every median below, for
+  every contender alike, while at least ``bench_common.MIN_KEPT_ROUNDS`` rounds are left;
+  with fewer, the contender's figures get no verdict.
 * **latency**: the median over the rounds, in ms. Ours is timed by the module's native
   ``time_evaluator`` loop; the peers by ``compiler.runtime.timer.time_calls`` around their call.
 * **speedups**: peer time / our time, against ONNX Runtime, eager and torch.compile, for the
@@ -440,6 +447,23 @@ class ChildRunner:
         return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+class PlacementChecks:
+    """:func:`bench_common.time_interleaved`'s ``placement``: each call a fresh process's
+    :func:`bench_common.placement_check`, kept in order to be printed."""
+
+    def __init__(self):
+        self.seen: list[float] = []
+
+    def __call__(self) -> float:
+        self.seen.append(B.placement_check(THREADS))
+        return self.seen[-1]
+
+    def describe(self) -> str:
+        """The checks in order, on one line."""
+        return ("where the cores were (another core's block read in x the time of a core's own; before the "
+                f"first child and after each): {' '.join(f'{c:.2f}' for c in self.seen)}")
+
+
 @dataclass
 class Result:
     """A model's timings and the per-contender figures of its children."""
@@ -459,6 +483,14 @@ class Result:
         t = self.timings.get(label)
         return t.median if t else None
 
+    def kept_replies(self, label: str) -> list[dict]:
+        """The replies of the rounds the medians use (:meth:`bench_common.Timing.kept_indices`:
+        those with the vCPUs placed as at best), all of them where the two do not line up."""
+        replies, t = self.replies.get(label, []), self.timings.get(label)
+        if t is None or len(replies) != len(t.rounds):
+            return replies
+        return [replies[i] for i in t.kept_indices()]
+
     def memory_mib(self, label: str) -> float | None:
         """The median over the rounds of the child's peak RSS growth, in MiB."""
         values = [r["rss_kib"] / 1024 for r in self.replies.get(label, []) if r.get("rss_kib") is not None]
@@ -467,7 +499,7 @@ class Result:
     def overhead(self, label: str, kernels: str = "kernel_s") -> float | None:
         """Median over the rounds of latency / sum of the kernels' times (``None``: not profiled):
         timed alone (``kernel_s``) or inside the model (``kernel_in_model_s``)."""
-        ratios = [r["seconds"] / r[kernels] for r in self.replies.get(label, []) if r.get(kernels)]
+        ratios = [r["seconds"] / r[kernels] for r in self.kept_replies(label) if r.get(kernels)]
         return statistics.median(ratios) if ratios else None
 
     def deployed(self):
@@ -475,7 +507,7 @@ class Result:
         rounds), or ``None`` without a profiled tuned build."""
         from autotune.model import DeployedLatency
 
-        replies = [r for r in self.replies.get(TUNED, []) if r.get("in_model_split")]
+        replies = [r for r in self.kept_replies(TUNED) if r.get("in_model_split")]
         measured = self.median(TUNED)
         if not replies or not measured:
             return None
@@ -529,7 +561,7 @@ def kernels_vs_log(r: Result, db) -> list[tuple[str, str, float, float]]:
     import db as tuning_db
     from autotune.selection import best
 
-    replies = [reply for reply in r.replies.get(TUNED, []) if reply.get("kernel_in_model_times")]
+    replies = [reply for reply in r.kept_replies(TUNED) if reply.get("kernel_in_model_times")]
     if not replies:
         return []
     workloads = replies[0].get("tuned_workloads", {})
@@ -758,7 +790,9 @@ def main(argv=None) -> None:
             print(f"  {note}", flush=True)
         runner = ChildRunner()
         chosen = contenders(m, opts.peers, opts.repeat, opts.min_ms)
-        timings = B.time_interleaved(chosen, THREADS, opts.rounds, runner=runner)
+        placement = PlacementChecks()
+        timings = B.time_interleaved(chosen, THREADS, opts.rounds, runner=runner, placement=placement)
+        print(f"  {placement.describe()}", flush=True)
         B.print_rounds(timings)
         results.append(Result(m, timings, dict(runner.replies)))
     after = quietness()
@@ -766,7 +800,7 @@ def main(argv=None) -> None:
 
     peak = max(before.many, after.many)
     print()
-    note = B.busy_note([before, after])
+    note = B.busy_note([before, after], by_round=True)
     print(f"# {note}" if note else "# quiet machine (checked before the first model and after the timings)")
     print(f"# FP32 FMA peak {peak / 1e9:.1f} GFLOPS on {THREADS} threads; speedups = peer ms / ours ms, "
           "for ours tuned where there is one, else untuned (as overhead, % peak and MiB ours)")
@@ -793,7 +827,7 @@ def main(argv=None) -> None:
             all_verdicts.append(B.Verdict(f"{r.model.name} tuned kernels deployed / log, the furthest",
                                           ratios[k], 1.0, within=KERNEL_VS_LOG,
                                           withheld=r.timings[TUNED].noise()))
-    for line in B.verdict_lines(all_verdicts, [before, after]):
+    for line in B.verdict_lines(all_verdicts, [before, after], by_round=True):
         print(line)
     for line in kernel_lines:
         print(line)
