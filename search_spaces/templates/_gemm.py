@@ -156,13 +156,17 @@ class _Shape:
         return p * mr * q * nr * self.itemsize <= MAX_STACK_BYTES
 
 
-def define_gemm_knobs(cfg, M: int, N: int, K: int, dtype: str, batch: int = 1, nr: int | None = None) -> None:
+def define_gemm_knobs(cfg, M: int, N: int, K: int, dtype: str, batch: int = 1, nr: int | None = None,
+                      rows_first: bool = False) -> None:
     """Declare the GEMM knobs for ``batch`` products ``M x K @ K x N`` (see the module's
     docstring): the tile ``mr`` x ``nr``; the blocks ``mc_panels`` (``mc = mc_panels * mr``),
     ``nc_panels`` (``nc = nc_panels * nr``) and ``kc``; ``parallel_axis``; ``pack_a``.
     A given ``nr`` (B arrives packed in panels that wide) is the only tile width
     (:func:`packed_microkernels`), and adds the knob ``prefetch_b`` (with ``kc = K`` only: the
-    next micro-panel prefetched while this one's tiles run)."""
+    next micro-panel prefetched while this one's tiles run). ``rows_first``: the default config
+    puts the threads on row blocks rather than on the batch where both give each thread a fair
+    share and all of B fits a core's L2 (each thread then reads the rows of A it wrote, where the
+    stage before split its rows alike, and all of B)."""
     shape = _Shape(M, N, K, np.dtype(dtype).itemsize, vector_lanes(dtype), vector_registers())
     if nr is None:
         kernels = microkernels(M, N, shape.lanes, shape.registers)
@@ -173,7 +177,7 @@ def define_gemm_knobs(cfg, M: int, N: int, K: int, dtype: str, batch: int = 1, n
     axes = ["rows", "cols"] + (["batch"] if batch > 1 else [])
     if batch * M * N * K <= SMALL_WORK:
         axes.append("none")
-    default = _default(shape, kernels, axes, batch)
+    default = _default(shape, kernels, axes, batch, rows_first)
     cfg.define_knob("mr", sorted({mr for mr, _ in kernels}), default=default["mr"])
     cfg.define_knob("nr", sorted({nr for _, nr in kernels}), default=default["nr"])
     cfg.define_knob("mc_panels", sorted({p for _, p in rows}), default=default["mc_panels"])
@@ -208,7 +212,7 @@ def define_gemm_knobs(cfg, M: int, N: int, K: int, dtype: str, batch: int = 1, n
                        name="cache blocks")
 
 
-def _default(shape: _Shape, kernels, axes, batch: int) -> dict:
+def _default(shape: _Shape, kernels, axes, batch: int, rows_first: bool = False) -> dict:
     """The config a model of the module's docstring ranks first.
 
     * the tile: enough accumulators to cover the FMA latency, little padding (and none in
@@ -222,8 +226,9 @@ def _default(shape: _Shape, kernels, axes, batch: int) -> dict:
     * A read where it is (``pack_a=False``): a tile's ``mr`` rows are read in order, which
       the prefetchers follow, and single-thread timings at 1024 and 2048 showed packing
       them cost about what it saved;
-    * threads on the batch, else on rows, when that gives each thread a fair share of the
-      work, else on columns (and ``kc = K``).
+    * threads on the batch, else on rows (``rows_first`` and all of B within L2: on rows, else
+      on the batch), when that gives each thread a fair share of the work, else on columns (and
+      ``kc = K``).
     """
     threads = num_threads()
     M, N, K, isz = shape.M, shape.N, shape.K, shape.itemsize
@@ -259,11 +264,14 @@ def _default(shape: _Shape, kernels, axes, batch: int) -> dict:
     out = {"mr": mr, "nr": nr, "mc_panels": p, "nc_panels": q, "kc": kc, "pack_a": False}
     if "none" in axes and batch * M * N * K <= SMALL_WORK // 8:
         return {**out, "parallel_axis": "none"}
-    if "batch" in axes and batch >= threads and balance(batch) >= 0.9:
-        return {**out, "parallel_axis": "batch"}
     row_blocks = _cdiv(mb, p)
-    if row_blocks >= threads and balance(row_blocks) >= 0.9:
-        return {**out, "parallel_axis": "rows"}
+    fair = {"batch": "batch" in axes and batch >= threads and balance(batch) >= 0.9,
+            "rows": row_blocks >= threads and balance(row_blocks) >= 0.9}
+    # on rows every thread reads all of B: first only while all of it fits a core's L2
+    rows_first = rows_first and batch * K * N * isz <= L2_BYTES
+    for axis in ("rows", "batch") if rows_first else ("batch", "rows"):
+        if fair[axis]:
+            return {**out, "parallel_axis": axis}
     q = max(shape.col_panels(nr), key=lambda x: (balance(_cdiv(nb, x)), _cdiv(nb, x) <= 8 * threads, x))
     return {**out, "nc_panels": q, "kc": K, "parallel_axis": "cols"}
 

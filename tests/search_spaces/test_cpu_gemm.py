@@ -203,3 +203,19 @@ def test_every_knob_value_computes_the_reference(cpu, name, args):
         (out,) = [poisoned(e.shape, e.dtype) for e in expected]
         f(*inputs, out)
         assert_written(out, expected[0], rtol=1e-4, atol=1e-4, err_msg=f"{task.workload_name} {cfg}")
+
+
+@pytest.mark.parametrize("channels, tiles_axis", [(64, "rows"), (512, "batch")])
+def test_a_winograd_gemm_s_threads_take_its_tiles_by_default_while_u_fits_l2(monkeypatch, channels,
+                                                                              tiles_axis):
+    # On tiles each thread multiplies the tiles its input transform wrote (on tile positions half
+    # of them come from the other core), but reads all of U: 64 channels' (576 KiB) fits a core's
+    # L2; 512 channels' (16 MiB) would be read twice from memory.
+    monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "2")
+    task = create_task("conv2d_nchwc_winograd", (1, channels, 56, 56, channels, 1, 4, 32, 32, 32, "float32"),
+                       AVX2.target)
+    default = task.config_space.default_config
+    assert (36 * channels * channels * 4 <= L2_BYTES) is (tiles_axis == "rows")
+    assert default["parallel_axis"].val == tiles_axis
+    # the other split stays in the space, for the tuner to time
+    assert {c["parallel_axis"].val for c in task.config_space} >= {"rows", "batch"}
