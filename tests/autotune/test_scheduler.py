@@ -166,9 +166,11 @@ def test_a_time_budget_measures_every_task_before_any_tasks_second_batch(tmp_pat
     budget reaches every task rather than spending itself on the first tasks' whole batches."""
     from autotune.tuning import FIRST_BATCH_UNDER_DEADLINE
 
-    tasks, runner = _tasks(6), _ClusterRunner(slots=1, seconds=0.04)
+    # Whole batches of 16 would take 6 x 1.6 s, more than the budget; first batches of 4 take
+    # 2.4 s, leaving the rest for the tuner's own work on a loaded machine.
+    tasks, runner = _tasks(6), _ClusterRunner(slots=1, seconds=0.1)
     with MeasureOptions(_NoBuild(slots=1), runner) as options:
-        results = autotune.tune_tasks(tasks, trials=None, time_budget=3.0, tuner="random",
+        results = autotune.tune_tasks(tasks, trials=None, time_budget=8.0, tuner="random",
                                       db=tmp_path / "t.db", measure_option=options, batch_size=16, seed=0,
                                       progress=False, remeasure=False)
     assert all(r.trials > 0 for r in results)
