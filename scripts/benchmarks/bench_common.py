@@ -64,7 +64,7 @@ EXCHANGE_FLOATS = 64 * 1024  # each thread's block: 256 KiB, in its core's L2 on
 # 5 within 1-10% in quiet runs); rounds further apart than this saw the machine change between
 # the quietness checks.
 MAX_SPREAD = 0.10
-MIN_KEPT_ROUNDS = 3  # rounds with the vCPUs placed as at best that a median needs; else all count
+MIN_KEPT_ROUNDS = 3  # rounds with the vCPUs placed as usual that a median needs; else all count
 REPEAT = 7  # timings per child process; the child reports their median
 ROUNDS = 5  # child processes per contender, interleaved
 MIN_REPEAT_MS = 200.0  # each timing runs the kernel for at least this long
@@ -269,7 +269,7 @@ class Timing:
     moved: list[bool] = field(default_factory=list)
 
     def kept_indices(self) -> list[int]:
-        """The rounds the figures use: those with the vCPUs placed as at best in the run, where
+        """The rounds the figures use: those with the vCPUs placed as usual in the run, where
         the placement was checked and at least :data:`MIN_KEPT_ROUNDS` of them were; else all."""
         every = list(range(len(self.rounds)))
         if len(self.moved) != len(self.rounds):
@@ -302,7 +302,7 @@ class Timing:
         return (middle[-1] - middle[0]) / self.median if middle else None
 
     def noise(self) -> str:
-        """Why the rounds cannot be trusted: too few kept the vCPUs placed as at best, or their
+        """Why the rounds cannot be trusted: too few kept the vCPUs placed as usual, or their
         middle spreads more than :data:`MAX_SPREAD` ("" if neither)."""
         moved = sum(self.moved)
         if self.rounds and len(self.moved) == len(self.rounds) and len(self.rounds) - moved < MIN_KEPT_ROUNDS:

@@ -40,11 +40,12 @@ The figures (each contender timed in :func:`bench_common.time_interleaved`'s fre
 
 * **rounds**: between the children, ``bench_common.placement_check`` measures what reading
   another core's data costs; a round whose check before or after it came out more than
-  ``bench_common.PLACEMENT_CHANGE`` times the model's lowest ran with the vCPUs moved (the host
-  moves them between core complexes every few seconds on some guests, and our Winograd layers
-  then run up to twice as slow). It is marked ``*`` and left out of every median below, for
-  every contender alike, while at least ``bench_common.MIN_KEPT_ROUNDS`` rounds are left;
-  with fewer, the contender's figures get no verdict.
+  ``bench_common.PLACEMENT_CHANGE`` times off the median of the model's checks, either way, ran
+  with the vCPUs moved (the host moves them between core complexes every few seconds on some
+  guests, and our Winograd layers then run up to twice as slow). It is marked ``*`` and left out
+  of every median below, for every contender alike, while at least
+  ``bench_common.MIN_KEPT_ROUNDS`` rounds are left; with fewer, the contender's figures get no
+  verdict.
 * **latency**: the median over the rounds, in ms. Ours is timed by the module's native
   ``time_evaluator`` loop; the peers by ``compiler.runtime.timer.time_calls`` around their call.
 * **speedups**: peer time / our time, against ONNX Runtime, eager and torch.compile, for the
@@ -485,7 +486,7 @@ class Result:
 
     def kept_replies(self, label: str) -> list[dict]:
         """The replies of the rounds the medians use (:meth:`bench_common.Timing.kept_indices`:
-        those with the vCPUs placed as at best), all of them where the two do not line up."""
+        those with the vCPUs placed as usual), all of them where the two do not line up."""
         replies, t = self.replies.get(label, []), self.timings.get(label)
         if t is None or len(replies) != len(t.rounds):
             return replies
