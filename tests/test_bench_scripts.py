@@ -132,8 +132,10 @@ def test_rounds_run_with_the_vcpus_moved_are_left_out_of_the_medians(monkeypatch
     assert jumpy.kept() == [1.0, 1.9, 1.1]
     assert "the vCPUs moved during 1 of the 3 rounds of ours" in jumpy.noise()
     assert "too few rounds left: all counted" in jumpy.describe()
-    # unchecked: every round counts
+    # unchecked, or checked and none moved: every round counts, however few, and nothing is withheld
     assert B.Timing("ours", rounds=[1.0, 1.9, 1.1]).kept_indices() == [0, 1, 2]
+    steady = B.Timing("ours", rounds=[1.0, 1.05], moved=[False, False])
+    assert steady.kept_indices() == [0, 1] and steady.noise() == "" and "*" not in steady.describe()
     # off the usual placement either way: a third placement, cheaper, is a move too
     checks = iter([1.5, 1.5, 1.0, 1.5, 1.5])
     timings = B.time_interleaved(contenders[:1], threads=2, rounds=4, placement=lambda: next(checks),

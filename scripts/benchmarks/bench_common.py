@@ -268,14 +268,22 @@ class Timing:
     error: str = ""
     moved: list[bool] = field(default_factory=list)
 
+    def _marks(self) -> list[bool]:
+        """Whether each round ran with the vCPUs moved (none, where the placement was not checked)."""
+        return self.moved if len(self.moved) == len(self.rounds) else [False] * len(self.rounds)
+
+    @property
+    def too_few_kept(self) -> bool:
+        """Whether some rounds ran with the vCPUs moved and fewer than :data:`MIN_KEPT_ROUNDS`
+        did not: the figures then use every round and get no verdict."""
+        marks = self._marks()
+        return any(marks) and len(marks) - sum(marks) < MIN_KEPT_ROUNDS
+
     def kept_indices(self) -> list[int]:
-        """The rounds the figures use: those with the vCPUs placed as usual in the run, where
-        the placement was checked and at least :data:`MIN_KEPT_ROUNDS` of them were; else all."""
-        every = list(range(len(self.rounds)))
-        if len(self.moved) != len(self.rounds):
-            return every
-        kept = [i for i in every if not self.moved[i]]
-        return kept if len(kept) >= MIN_KEPT_ROUNDS else every
+        """The rounds the figures use: those with the vCPUs placed as usual in the run, unless
+        too few of them were (:attr:`too_few_kept`): then all."""
+        marks = self._marks()
+        return [i for i, moved in enumerate(marks) if not moved or self.too_few_kept]
 
     def kept(self) -> list[float]:
         """The seconds of :meth:`kept_indices`' rounds."""
@@ -304,10 +312,9 @@ class Timing:
     def noise(self) -> str:
         """Why the rounds cannot be trusted: too few kept the vCPUs placed as usual, or their
         middle spreads more than :data:`MAX_SPREAD` ("" if neither)."""
-        moved = sum(self.moved)
-        if self.rounds and len(self.moved) == len(self.rounds) and len(self.rounds) - moved < MIN_KEPT_ROUNDS:
-            return (f"the vCPUs moved during {moved} of the {len(self.rounds)} rounds of {self.label}, "
-                    f"fewer than {MIN_KEPT_ROUNDS} rounds left")
+        if self.too_few_kept:
+            return (f"the vCPUs moved during {sum(self.moved)} of the {len(self.rounds)} rounds of "
+                    f"{self.label}, fewer than {MIN_KEPT_ROUNDS} rounds left")
         if self.spread is None or self.spread <= MAX_SPREAD:
             return ""
         return (f"the middle {len(self.middle())} rounds of {self.label} spread {self.spread:.0%} "
@@ -318,11 +325,14 @@ class Timing:
         the spread of the middle ones."""
         if not self.rounds:
             return f"{self.label}: did not run ({self.error})"
-        marks = self.moved if len(self.moved) == len(self.rounds) else [False] * len(self.rounds)
+        marks = self._marks()
         times = " ".join(f"{s * 1e3:.3f}{'*' if m else ''}" for s, m in zip(self.rounds, marks))
-        left_out = len(self.rounds) - len(self.kept())
-        moved = "" if not any(marks) else (f"; * the vCPUs had moved, {left_out} left out" if left_out else
-                                           "; * the vCPUs had moved, too few rounds left: all counted")
+        if not any(marks):
+            moved = ""
+        elif self.too_few_kept:
+            moved = "; * the vCPUs had moved, too few rounds left: all counted"
+        else:
+            moved = f"; * the vCPUs had moved, {sum(marks)} left out"
         return f"{self.label}: {times} ms (middle {len(self.middle())} spread {self.spread:.0%}{moved})"
 
 
