@@ -308,6 +308,17 @@ class DeployedLatency:
     untemplated_kernels: int
     profiled: float  # the runs through the profiling entry, first kernel's start to last one's end
 
+    @classmethod
+    def from_rounds(cls, latencies, profiled, templated: float, untemplated: float,
+                    untemplated_kernels: int) -> DeployedLatency:
+        """From rounds that each timed the model whole (``latencies``) and then its runs through the
+        profiling entry (``profiled``, their median in each round), seconds: the latency the
+        median of the rounds', the executor the median of their differences, as each round saw
+        it (the rounds' latencies differ by more than it)."""
+        latency = float(np.median(latencies))
+        executor = float(np.median(np.subtract(latencies, profiled)))
+        return cls(latency, templated, untemplated, untemplated_kernels, latency - executor)
+
     @property
     def executor(self) -> float:
         """The latency beyond the model's kernels run back to back (``profiled``)."""
@@ -344,15 +355,13 @@ def measure_deployed(module: compiler.runtime.Module, repeat: int = 10, min_repe
     from compiler.graph import profile_runs, split_runs_by_template
 
     rng = np.random.default_rng(seed)
-    measured, executor, runs = [], [], []
+    latencies, runs = [], []
     for _ in range(repeat):
-        measured.append(measure_latency(module, 1, min_repeat_ms, seed))
+        latencies.append(measure_latency(module, 1, min_repeat_ms, seed))
         runs.append(profile_runs(module, 1, min_repeat_ms, rng))
-        executor.append(measured[-1] - float(np.median(runs[-1].sum(axis=1))))
     templated, untemplated, others = split_runs_by_template(module, np.concatenate(runs))
-    latency = float(np.median(measured))
-    # the executor as each round saw it: the rounds' latencies differ by more than it
-    return DeployedLatency(latency, templated, untemplated, len(others), latency - float(np.median(executor)))
+    return DeployedLatency.from_rounds(latencies, [float(np.median(r.sum(axis=1))) for r in runs],
+                                       templated, untemplated, len(others))
 
 
 def build_model(graph: Graph, target="llvm", db=None, *, transfer: bool = True, any_model: bool = False,

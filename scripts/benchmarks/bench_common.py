@@ -162,11 +162,7 @@ def cross_core_cost(threads: int, floats: int = EXCHANGE_FLOATS, rounds: int = 5
 def placement_check(threads: int) -> float:
     """:func:`cross_core_cost` on ``threads`` threads, in a fresh process (about a second): the
     caller may have loaded PyTorch, whose idle threads spin on the cores ours would be timed on."""
-    proc = subprocess.run([sys.executable, str(_HERE), json.dumps({"kind": "exchange"})], capture_output=True,
-                          env={**os.environ, **thread_env(threads)}, text=True, timeout=300)
-    if proc.returncode != 0:
-        raise RuntimeError((proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1])
-    return float(json.loads(proc.stdout.strip().splitlines()[-1])["exchange"])
+    return float(_child_reply({"kind": "exchange"}, thread_env(threads), timeout=300)["exchange"])
 
 
 def measure_quietness(threads: int | None = None) -> Quietness:
@@ -345,13 +341,18 @@ def thread_env(threads: int) -> dict:
 
 def run_child(spec: dict, env: dict, timeout: float = 900) -> tuple[float, str]:
     """Time ``spec`` in a fresh interpreter; ``(seconds, info)``, or RuntimeError with its reason."""
+    reply = _child_reply(spec, env, timeout)
+    return float(reply["seconds"]), str(reply.get("info", ""))
+
+
+def _child_reply(spec: dict, env: dict, timeout: float) -> dict:
+    """This module run as the child of ``spec`` (:func:`_child_main`) with ``env`` added: its
+    reply, or RuntimeError with the last line of its error."""
     proc = subprocess.run([sys.executable, str(_HERE), json.dumps(spec)], env={**os.environ, **env},
                           capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
-        raise RuntimeError(last)
-    reply = json.loads(proc.stdout.strip().splitlines()[-1])
-    return float(reply["seconds"]), str(reply.get("info", ""))
+        raise RuntimeError((proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def time_interleaved(contenders: Sequence[Contender], threads: int, rounds: int = ROUNDS,

@@ -509,14 +509,13 @@ class Result:
         from autotune.model import DeployedLatency
 
         replies = [r for r in self.kept_replies(TUNED) if r.get("in_model_split")]
-        measured = self.median(TUNED)
-        if not replies or not measured:
+        if not replies or not self.median(TUNED):
             return None
         splits = [r["in_model_split"] for r in replies]
-        # the executor as each round saw it: the rounds' latencies differ by more than it
-        executor = statistics.median(r["seconds"] - r["kernel_in_model_s"] for r in replies)
-        return DeployedLatency(measured, statistics.median(s[0] for s in splits),
-                               statistics.median(s[1] for s in splits), splits[0][2], measured - executor)
+        return DeployedLatency.from_rounds([r["seconds"] for r in replies],
+                                           [r["kernel_in_model_s"] for r in replies],
+                                           statistics.median(s[0] for s in splits),
+                                           statistics.median(s[1] for s in splits), splits[0][2])
 
     def speedup(self, peer: str) -> float | None:
         ours, theirs = self.median(self.ours() or ""), self.median(peer)
