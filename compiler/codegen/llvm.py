@@ -51,6 +51,7 @@ from .intrinsics import CALL_OPS, LIBM_FUNCTIONS, MathEmitter, emit_call_extern,
 from .llvm_imports import defined_functions, imported_llvm, link_imports
 from .llvm_packed import emit_call_packed
 from .llvm_parallel import ParallelLoops, pointer_attrs
+from .llvm_scratch import HEAP_ALIGN, MAX_STACK_BYTES, scratch_functions, scratch_layout
 from .llvm_transpose import TRANSPOSE, emit_transpose
 from .llvm_types import (
     I1,
@@ -80,8 +81,6 @@ __all__ = ["CodeGenLLVM", "generate_llvm_ir", "double_to_half", "argument_align"
 
 NUM_THREADS_GLOBAL = "__autotune_num_threads"
 _ALLOC_FAILED_GLOBAL = "__autotune_alloc_failed"
-MAX_STACK_BYTES = 64 * 1024  # larger (or symbolic) allocations go to the heap
-_HEAP_ALIGN = 64
 # C symbols that compiled code calls: an exported function of the same name would shadow them.
 _RESERVED = frozenset({"free", "aligned_alloc", "malloc", "tanh", "tanhf", *LIBM_FUNCTIONS})
 _INT_CMP = {E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">="}
@@ -120,7 +119,8 @@ class _FunctionScope:
     body_start: ir.Block
     vars: dict = field(default_factory=dict)  # Var -> ir.Value
     in_parallel: bool = False
-    heap_blocks: list = field(default_factory=list)  # the heap blocks live where code is emitted
+    heap_blocks: list = field(default_factory=list)  # (block, its free function) live where code is emitted
+    scratch: dict = field(default_factory=dict)  # a scratch allocation's data var -> its offset
     allocates: bool = False  # whether the function allocates on the heap (and so may fail)
 
 
@@ -184,7 +184,8 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
         for var, arg in zip(scalars, kernel.args[len(buffers):], strict=True):
             arg.name = var.name
         bindings = [b.data for b in buffers] + scalars
-        with self._function(kernel, dict(zip(bindings, kernel.args, strict=True))):
+        with self._function(kernel, dict(zip(bindings, kernel.args, strict=True))) as scope:
+            scope.scratch = scratch_layout(func).offsets
             self.emit(func.body)
         self._emit_wrapper(func.name, kernel, buffers, scalars)
 
@@ -338,19 +339,21 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
             with self._bind(buf.data, ptr):
                 self.emit(s.body)
             return
-        raw = self._heap_alloc(buf, count)
-        self._note_aligned(buf.data, max(_HEAP_ALIGN, buf.align))
-        self._scope.heap_blocks.append(raw)
+        raw, free = self._heap_alloc(buf, count)
+        self._note_aligned(buf.data, max(HEAP_ALIGN, buf.align))
         with self._bind(buf.data, self.b.bitcast(raw, elem.as_pointer())):
             self.emit(s.body)
         self._scope.heap_blocks.pop()
-        self.b.call(self._declare("free", VOID, [I8PTR]), [raw])
+        self.b.call(free, [raw])
 
-    def _heap_alloc(self, buf: Buffer, count: E.PrimExpr) -> ir.Value:
+    def _heap_alloc(self, buf: Buffer, count: E.PrimExpr) -> tuple[ir.Value, ir.Function]:
+        """A heap block for ``buf`` (pushed on the scope's live blocks), and the function that
+        frees it: a scratch allocation's (:mod:`.llvm_scratch`) comes from the caller's region
+        where it gave one."""
         # aligned_alloc is declared noalias, as malloc is: LLVM then knows the block is new
         # memory, apart from the arguments and other blocks, and keeps values of it in registers
         # across loops that also read other arrays (a heap accumulator block's tiles).
-        align = max(_HEAP_ALIGN, buf.align)
+        align = max(HEAP_ALIGN, buf.align)
         size = self._cast(self.expr(count), count.dtype, "int64")
         size = self.b.mul(size, ir.Constant(I64, max(1, dtypes.bits(buf.dtype) // 8)))
         # aligned_alloc takes whole multiples of the alignment
@@ -358,10 +361,17 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
         alloc = self._declare("aligned_alloc", I8PTR, [I64, I64])
         if "noalias" not in alloc.return_value.attributes:
             alloc.return_value.add_attribute("noalias")
-        raw = self.b.call(alloc, [ir.Constant(I64, align), size])
+        free = self._declare("free", VOID, [I8PTR])
+        offset = None if self._scope.in_parallel else self._scope.scratch.get(buf.data)
+        if offset is None:
+            raw = self.b.call(alloc, [ir.Constant(I64, align), size])
+        else:
+            alloc, free = scratch_functions(self.module, alloc, free)
+            raw = self.b.call(alloc, [ir.Constant(I64, align), size, ir.Constant(I64, offset)])
         self._scope.allocates = True
         self._fail_if(self.b.icmp_unsigned("==", raw, ir.Constant(I8PTR, None)))
-        return raw
+        self._scope.heap_blocks.append((raw, free))
+        return raw, free
 
     def _fail_if(self, cond: ir.Value) -> None:
         """Where ``cond`` holds: free the heap blocks live here, raise the module's allocation
@@ -370,8 +380,7 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
         failed, ok = fn.append_basic_block("alloc.failed"), fn.append_basic_block("alloc.ok")
         self.b.cbranch(cond, failed, ok).set_weights([1, 1 << 20])
         self.b.position_at_end(failed)
-        free = self._declare("free", VOID, [I8PTR])
-        for block in reversed(self._scope.heap_blocks):
+        for block, free in reversed(self._scope.heap_blocks):
             self.b.call(free, [block])
         self.b.store_atomic(ir.Constant(I32, 1), self._alloc_failed_flag(), "monotonic", 4)
         self.b.ret_void()

@@ -11,7 +11,8 @@ function (``void kernel(void **buffers, int64_t *scalars)``) with pointers into
   the module: the executor allocates nothing and is not re-entrant),
 
 then copies the outputs that are inputs, constants or repeats of other outputs. No Python runs
-between kernels.
+between kernels. A kernel with scratch (:mod:`.llvm_scratch`) gets its planned region of the
+workspace through the module's scratch pointer, set before the call and cleared after it.
 
 With ``profile_name``, the module also defines a second entry of that name: the same calls,
 with one more buffer after the outputs, ``int64_t stamps[len(calls) + 1]``, into which it writes
@@ -25,6 +26,7 @@ from collections.abc import Sequence
 
 from llvmlite import ir
 
+from .llvm_scratch import SCRATCH_GLOBAL, declare_scratch_global
 from .llvm_types import I8, I8PTR, I32, I64, VOID
 
 __all__ = ["emit_executor"]
@@ -34,12 +36,13 @@ _ALIGN = 64
 _CLOCK_MONOTONIC = 1  # Linux's clockid_t
 
 
-def emit_executor(name: str, calls: Sequence[tuple[str, Sequence[tuple[str, int]]]], n_inputs: int,
-                  workspace_bytes: int, constants_symbol: str | None, constant_bytes: int,
+def emit_executor(name: str, calls: Sequence[tuple[str, Sequence[tuple[str, int]], int | None]],
+                  n_inputs: int, workspace_bytes: int, constants_symbol: str | None, constant_bytes: int,
                   copies: Sequence[tuple[tuple[str, int], int, int]] = (), tag: str = "",
                   profile_name: str | None = None, n_outputs: int = 0) -> str:
-    """The executor's LLVM IR (text). ``calls`` lists ``(kernel, places)``: each place a
-    ``(region, index)`` pair; ``copies`` lists ``(source place, output index, bytes)``;
+    """The executor's LLVM IR (text). ``calls`` lists ``(kernel, places, scratch)``: each place a
+    ``(region, index)`` pair, ``scratch`` the workspace offset of the kernel's scratch or None;
+    ``copies`` lists ``(source place, output index, bytes)``;
     ``profile_name`` (with the model's ``n_outputs``) adds the profiling entry."""
     module = ir.Module(name=f"executor_{name}")
     workspace = None
@@ -54,7 +57,7 @@ def emit_executor(name: str, calls: Sequence[tuple[str, Sequence[tuple[str, int]
         constants = ir.GlobalVariable(module, ir.ArrayType(I8, constant_bytes), constants_symbol)
         constants.global_constant = True
         constants.align = _ALIGN
-    kernels = {k: ir.Function(module, _KERNEL, k) for k in dict.fromkeys(k for k, _ in calls)}
+    kernels = {k: ir.Function(module, _KERNEL, k) for k in dict.fromkeys(k for k, _, _ in calls)}
     _emit_entry(module, name, calls, n_inputs, workspace, constants, kernels, copies)
     if profile_name is not None:
         _emit_entry(module, profile_name, calls, n_inputs, workspace, constants, kernels, copies,
@@ -69,7 +72,9 @@ def _emit_entry(module: ir.Module, name: str, calls, n_inputs: int, workspace, c
     fn = ir.Function(module, _KERNEL, name)
     buffers, _ = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    width = max((len(places) for _, places in calls), default=1)
+    width = max((len(places) for _, places, _ in calls), default=1)
+    scratch = (module.globals.get(SCRATCH_GLOBAL) or declare_scratch_global(module, define=False)
+               if any(offset is not None for _, _, offset in calls) else None)
     slots = b.alloca(ir.ArrayType(I8PTR, width), name="args")
     null_scalars = ir.Constant(I64.as_pointer(), None)
 
@@ -88,13 +93,17 @@ def _emit_entry(module: ir.Module, name: str, calls, n_inputs: int, workspace, c
         stamps = b.bitcast(b.load(b.gep(buffers, [ir.Constant(I64, stamps_slot)]), align=8), I64.as_pointer())
         stamp = _stamper(module, b, stamps)
         stamp(0)
-    for position, (kernel, places) in enumerate(calls, 1):
+    for position, (kernel, places, offset) in enumerate(calls, 1):
         for k, place in enumerate(places):
             b.store(pointer(place), b.gep(slots, [ir.Constant(I64, 0), ir.Constant(I64, k)]), align=8)
         first = b.gep(slots, [ir.Constant(I64, 0), ir.Constant(I64, 0)])
+        if offset is not None:
+            b.store(pointer(("workspace", offset)), scratch, align=8)
         # noinline: a kernel called many times (a recurrent layer's step) would be copied into the
         # entry at every call, and the build grow with the calls rather than the kernels
         b.call(kernels[kernel], [first, null_scalars], attrs=("noinline",))
+        if offset is not None:
+            b.store(ir.Constant(I8PTR, None), scratch, align=8)
         if stamp is not None:
             stamp(position)
     if copies:

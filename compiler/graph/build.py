@@ -1,9 +1,10 @@
 """Compiling a graph into one runtime Module: its kernels and an ahead-of-time executor.
 
 :func:`build_graph` runs the graph passes (:data:`~.passes.OPTIMIZE`), fuses the nodes into
-kernels (:func:`~.fuse.fuse`), plans memory (:func:`~.memory.plan_memory`), compiles each
-distinct kernel once (with the schedule a caller supplies, a tuned template's, or
-:func:`~.kernels.default_schedule`), and generates the executor that calls them in order
+kernels (:func:`~.fuse.fuse`), compiles each distinct kernel once (with the schedule a caller
+supplies, a tuned template's, or :func:`~.kernels.default_schedule`), plans memory
+(:func:`~.memory.plan_memory`: the tensors and each kernel's scratch), and generates the executor
+that calls them in order
 (:mod:`compiler.codegen.llvm_executor`). The weights go into the module as one read-only block.
 
 The result is a :class:`compiler.runtime.Module` whose entry function takes the model's inputs
@@ -41,7 +42,7 @@ from .fuse_expansions import fuse_expansions
 from .ir import Graph, Node
 from .kernels import default_schedule, keeps_last_axis, kernel_key, kernel_tensors
 from .layout import plan_layouts
-from .memory import ALIGN, MemoryPlan, plan_memory
+from .memory import ALIGN, MemoryPlan, aliases, plan_memory
 from .passes import optimize
 
 __all__ = ["build_graph", "prepare", "ScheduleKernel", "KernelChoice", "PROFILE_SUFFIX"]
@@ -120,15 +121,15 @@ def build_graph(graph: Graph, target=None, schedule_kernel: ScheduleKernel | Non
     if not name.isidentifier():
         raise GraphError(f"the entry function's name must be an identifier, got {name!r}")
     fused = prepare(graph, target)
-    plan = plan_memory(fused)
+    alias = aliases(fused)
     functions: dict[str, object] = {}
     by_key: dict[tuple, str] = {}
-    calls: list[tuple[str, list[tuple[str, int]]]] = []
+    runs: list[tuple[Node, str]] = []  # each kernel node that runs, and its function
     choices: dict[str, KernelChoice] = {}
     nodes: dict[str, list[str]] = {}  # kernel -> the fused nodes it runs
     with target:
         for node in fused_kernels(fused):
-            if node.output.uid in plan.aliases:
+            if node.output.uid in alias:
                 continue  # a reshape: its output is its input's memory
             key = kernel_key(node)
             fname = by_key.get(key)
@@ -139,9 +140,16 @@ def build_graph(graph: Graph, target=None, schedule_kernel: ScheduleKernel | Non
                 functions[fname] = lower(choice.schedule, choice.tensors, name=fname)[fname]
                 by_key[key] = fname
                 choices[fname] = choice
-            places = [plan.place(v) for v in (*node.inputs, *node.outputs)]
-            calls.append((fname, [(p.region, p.index) for p in places]))
+            runs.append((node, fname))
             nodes.setdefault(fname, []).append(node.name)
+    # Imported here: the LLVM code generator loads llvmlite, which loading a library never needs.
+    from ..codegen.llvm_scratch import scratch_layout
+
+    plan = plan_memory(fused, {node.name: scratch_layout(functions[fname]).nbytes for node, fname in runs})
+    calls: list[tuple[str, list[tuple[str, int]], int | None]] = []
+    for node, fname in runs:
+        places = [plan.place(v) for v in (*node.inputs, *node.outputs)]
+        calls.append((fname, [(p.region, p.index) for p in places], plan.scratch.get(node.name)))
     return _link(fused, plan, IRModule(functions), calls, choices, nodes, target, name)
 
 
@@ -174,7 +182,7 @@ def _link(graph: Graph, plan: MemoryPlan, kernels: IRModule, calls, choices, nod
         "kernels": [{"name": f, "calls": len(runs), "schedule": choices[f].source, "nodes": runs,
                      **({"workload": choices[f].workload} if choices[f].workload else {})}
                     for f, runs in nodes.items()],
-        "calls": [f for f, _ in calls],
+        "calls": [f for f, _, _ in calls],
         "profile_entry": profile_name,
         "workspace_bytes": plan.workspace_bytes,
         "constant_bytes": plan.constant_bytes,

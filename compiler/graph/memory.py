@@ -7,6 +7,9 @@
   taken when its kernel runs and given back after its last reader ran, first fit, so tensors
   whose lifetimes do not overlap share memory. A kernel's outputs never share memory with its
   own inputs;
+* a kernel's scratch (its intermediates that its caller may place:
+  :mod:`compiler.codegen.llvm_scratch`) gets a place in the workspace too, taken after its
+  outputs' and given back when it returns;
 * a kernel that only reshapes (its bytes are its input's, in the same order) runs nothing: its
   output is its input's memory under another shape (:func:`aliases`), and that memory lives
   until the last reader of either.
@@ -17,6 +20,7 @@ what the intermediates would take without reuse.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,6 +57,7 @@ class MemoryPlan:
     unshared_bytes: int  # the intermediates' total, were none to share memory
     copies: list[tuple[Place, int, int]] = field(default_factory=list)  # (source, output index, bytes)
     aliases: dict[int, Value] = field(default_factory=dict)  # a reshape's output -> whose memory it is
+    scratch: dict[str, int] = field(default_factory=dict)  # kernel node's name -> its scratch's offset
 
     def place(self, v: Value) -> Place:
         """Where ``v`` lives."""
@@ -126,8 +131,10 @@ def aliases(graph: Graph) -> dict[int, Value]:
     return found
 
 
-def plan_memory(graph: Graph) -> MemoryPlan:
-    """Place every tensor of the fused ``graph`` (see the module's docstring)."""
+def plan_memory(graph: Graph, scratch: Mapping[str, int] | None = None) -> MemoryPlan:
+    """Place every tensor of the fused ``graph`` (see the module's docstring), and the scratch of
+    the kernels that have one: ``scratch`` maps a kernel node's name to its bytes."""
+    scratch = scratch or {}
     kernels = fused_kernels(graph)
     alias = aliases(graph)
     places: dict[int, Place] = {v.uid: Place("input", k) for k, v in enumerate(graph.inputs)}
@@ -152,7 +159,7 @@ def plan_memory(graph: Graph) -> MemoryPlan:
     for i, node in enumerate(kernels):
         for v in node.inputs:
             last_read[owner(v).uid] = i
-    arena, unshared = _FirstFit(), 0
+    arena, unshared, scratch_places = _FirstFit(), 0, {}
     for i, node in enumerate(kernels):
         if node.output.uid in alias:
             places[node.output.uid] = places[owner(node.output).uid]
@@ -164,9 +171,15 @@ def plan_memory(graph: Graph) -> MemoryPlan:
                 unshared += size
                 if v.uid not in last_read:  # never read: free at once (after this kernel)
                     last_read[v.uid] = i
+        if scratch.get(node.name):
+            size = _aligned(scratch[node.name])
+            scratch_places[node.name] = arena.take(size)
+            unshared += size
         for v in dict((owner(v).uid, owner(v)) for v in (*node.inputs, *node.outputs)).values():
             p = places[v.uid]
             if p.region == "workspace" and last_read.get(v.uid) == i:
                 arena.give(p.index, _aligned(max(v.type.nbytes, 1)))
+        if node.name in scratch_places:
+            arena.give(scratch_places[node.name], _aligned(scratch[node.name]))
     copies = [(places[graph.outputs[k].uid], k, graph.outputs[k].type.nbytes) for k in copied]
-    return MemoryPlan(places, constants, offset, arena.end, unshared, copies, alias)
+    return MemoryPlan(places, constants, offset, arena.end, unshared, copies, alias, scratch_places)

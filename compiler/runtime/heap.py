@@ -11,6 +11,10 @@ in again, by chance of the process it runs in. Measured on a 2-vCPU Zen 4 VM: Re
 56x56 layer, 1.05 or 1.25 ms by process; its Winograd form (3.6 MB of tiles) 0.36 or 0.95 ms; a
 tuning worker and the deployed model could see different ones.
 
+A model's executor gives its kernels' blocks outside parallel loops a place in its workspace
+(:mod:`compiler.codegen.llvm_scratch`); the rest (blocks each thread takes inside a parallel
+loop, and every block of a kernel called alone, as the tuner times it) still come from malloc.
+
 On import, the runtime fixes both thresholds (:func:`keep_heap`): blocks up to 32 MiB (the
 largest mmap threshold glibc allows) come from the heap, and freed memory stays with the process
 for the next call, as a workspace pool does. The cost is that the process keeps the largest

@@ -262,3 +262,60 @@ def test_a_channel_blocked_output_is_split_over_the_threads_by_its_rows(rng, red
     f(data, out)
     expected = np.maximum(data[:, :, 0::2, ::2], data[:, :, 1::2, ::2]) if reduce else data[:, :, ::2, ::2]
     np.testing.assert_array_equal(out, expected)
+
+
+def test_the_kernels_take_their_scratch_from_the_workspace(tmp_path):
+    """A kernel's blocks outside its parallel loops (padded inputs, here) come from the planned
+    workspace: a C program whose ``aligned_alloc`` counts the calls made outside parallel
+    regions sees none while the model runs, and the model still computes the graph."""
+    graph = residual_cnn(np.random.default_rng(4), channels=16, size=40)
+    module = build_graph(graph, "llvm")
+    assert module.get_source("ll").count("__autotune_scratch_alloc") > 0  # the graph has scratch
+    lib = tmp_path / "net.so"
+    module.export_library(lib)
+    (x_value,), (y_value,) = graph.inputs, graph.outputs
+    x = np.random.default_rng(6).uniform(-1, 1, x_value.shape).astype("float32")
+    x.tofile(tmp_path / "x.bin")
+    source = tmp_path / "main.c"
+    source.write_text(textwrap.dedent("""
+        #define _GNU_SOURCE
+        #include <dlfcn.h>
+        #include <omp.h>
+        #include <stdint.h>
+        #include <stdio.h>
+        #include <stdlib.h>
+        static long outside;
+        void *aligned_alloc(size_t align, size_t size) {
+            static void *(*real)(size_t, size_t);
+            if (!real) real = (void *(*)(size_t, size_t))dlsym(RTLD_NEXT, "aligned_alloc");
+            if (!omp_in_parallel()) __atomic_add_fetch(&outside, 1, __ATOMIC_RELAXED);
+            return real(align, size);
+        }
+        typedef void (*entry_fn)(void **, int64_t *);
+        int main(int argc, char **argv) {
+            void *lib = dlopen(argv[1], RTLD_NOW);
+            if (!lib) { fprintf(stderr, "%s\\n", dlerror()); return 2; }
+            entry_fn run = (entry_fn)dlsym(lib, "run");
+            long n_in = atol(argv[3]), n_out = atol(argv[4]);
+            float *x, *y;
+            if (posix_memalign((void **)&x, 64, n_in * 4)) return 3;
+            if (posix_memalign((void **)&y, 64, n_out * 4)) return 3;
+            FILE *f = fopen(argv[2], "rb");
+            if (fread(x, sizeof(float), n_in, f) != (size_t)n_in) return 4;
+            void *buffers[2] = {x, y};
+            outside = 0;
+            run(buffers, NULL);
+            run(buffers, NULL);
+            printf("%ld\\n", outside);
+            for (long i = 0; i < n_out; i++) printf("%.9g\\n", y[i]);
+            return 0;
+        }
+    """))
+    exe = tmp_path / "main"
+    subprocess.run(["cc", "-O1", "-fopenmp", "-rdynamic", "-o", str(exe), str(source), "-ldl"], check=True)
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    command = [str(exe), str(lib), str(tmp_path / "x.bin"), str(x.size), str(y_value.type.size)]
+    out = subprocess.run(command, capture_output=True, text=True, env=env, check=True).stdout.split()
+    assert out[0] == "0", f"{out[0]} blocks allocated outside parallel regions while the model ran"
+    np.testing.assert_allclose(np.array(out[1:], dtype="float32"), evaluate(graph, [x])[0].ravel(),
+                               rtol=1e-4, atol=1e-6)

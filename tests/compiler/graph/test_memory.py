@@ -9,9 +9,11 @@ from compiler.graph import GraphBuilder, fuse, optimize, plan_memory
 from compiler.graph.memory import ALIGN, aliases
 
 
-def _check_no_overlap(fused, plan):
-    """Simulate the run: at each kernel, the workspace ranges of every live tensor are disjoint (a
-    reshape's output is its input's memory: one tensor, live until the last reader of either)."""
+def _check_no_overlap(fused, plan, scratch=None):
+    """Simulate the run: at each kernel, the workspace ranges of every live tensor, and of the
+    kernel's scratch (``scratch``: bytes by kernel name), are disjoint (a reshape's output is its
+    input's memory: one tensor, live until the last reader of either)."""
+    scratch = scratch or {}
     alias = aliases(fused)
 
     def owner(v):
@@ -29,6 +31,10 @@ def _check_no_overlap(fused, plan):
             if p.region == "workspace":
                 live[owner(v).uid] = (p.index, p.index + owner(v).type.nbytes)
         spans = sorted(live.values())
+        if scratch.get(node.name):
+            offset = plan.scratch[node.name]
+            spans = sorted([*spans, (offset, offset + scratch[node.name])])
+            assert offset + scratch[node.name] <= plan.workspace_bytes
         for (a0, a1), (b0, b1) in zip(spans, spans[1:]):
             assert a1 <= b0, f"kernel {i}: workspace ranges {a0}-{a1} and {b0}-{b1} overlap"
         assert all(s[0] % ALIGN == 0 for s in spans)
@@ -69,6 +75,19 @@ def test_a_network_s_plan_keeps_live_tensors_apart(rng):
         assert offset % ALIGN == 0
         np.testing.assert_array_equal(block[offset:offset + v.type.nbytes],
                                       np.frombuffer(v.data.tobytes(), np.uint8))
+
+
+def test_each_kernel_s_scratch_is_planned_apart_from_its_tensors_and_reused(rng):
+    fused = fuse(optimize(residual_cnn(rng)))
+    runs = [n for n in fused.nodes if n.output.uid not in aliases(fused)]  # a reshape runs nothing
+    scratch = {n.name: 1000 + 64 * k for k, n in enumerate(runs) if k % 2}
+    plan = plan_memory(fused, scratch)
+    assert set(plan.scratch) == set(scratch)
+    _check_no_overlap(fused, plan, scratch)
+    plain = plan_memory(fused)
+    assert plan.unshared_bytes == plain.unshared_bytes + sum(-(-b // ALIGN) * ALIGN for b in scratch.values())
+    assert plain.workspace_bytes <= plan.workspace_bytes < plan.unshared_bytes  # scratch shares bytes too
+    assert not plain.scratch
 
 
 def test_outputs_that_are_not_computed_are_copied(rng):
