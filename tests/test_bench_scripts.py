@@ -136,10 +136,28 @@ def test_rounds_run_with_the_vcpus_moved_are_left_out_of_the_medians(monkeypatch
     assert B.Timing("ours", rounds=[1.0, 1.9, 1.1]).kept_indices() == [0, 1, 2]
     steady = B.Timing("ours", rounds=[1.0, 1.05], moved=[False, False])
     assert steady.kept_indices() == [0, 1] and steady.noise() == "" and "*" not in steady.describe()
+    # too few rounds left after the planned ones: every contender runs more, until each has enough
+    checks = iter([1.4, 2.8, 1.4, 2.9, 1.4, 1.4, 1.4, 1.45, 1.4, 1.4, 1.4])
+    calls = []
+
+    def runner(spec, env):
+        calls.append(spec["who"])
+        return 1.0, ""
+
+    timings = B.time_interleaved(contenders, threads=2, rounds=3, placement=lambda: next(checks),
+                                 runner=runner)
+    assert timings["ours"].moved == [True, True, False, False, False] and not timings["ours"].too_few_kept
+    assert timings["peer"].moved == [True, True, False, False, False]
+    assert calls == ["ours", "peer"] * 5  # two extra rounds, interleaved as the first three
+    # ... up to extra_rounds more: then the figures go without a verdict
+    checks = iter([1.4, 2.8, 1.4, 2.9, 1.4, 1.4])
+    timings = B.time_interleaved(contenders[:1], threads=2, rounds=3, placement=lambda: next(checks),
+                                 runner=lambda spec, env: (1.0, ""), extra_rounds=2)
+    assert len(timings["ours"].rounds) == 5 and timings["ours"].too_few_kept
     # off the usual placement either way: a third placement, cheaper, is a move too
     checks = iter([1.5, 1.5, 1.0, 1.5, 1.5])
     timings = B.time_interleaved(contenders[:1], threads=2, rounds=4, placement=lambda: next(checks),
-                                 runner=lambda spec, env: (1.0, ""))
+                                 runner=lambda spec, env: (1.0, ""), extra_rounds=0)
     assert timings["ours"].moved == [False, True, True, False]
     # judged by its rounds, a run whose checks before and after disagree on the placement keeps its verdicts
     near, apart = dataclasses.replace(QUIET, exchange=1.4), dataclasses.replace(QUIET, exchange=2.8)

@@ -357,19 +357,25 @@ def _child_reply(spec: dict, env: dict, timeout: float) -> dict:
 
 def time_interleaved(contenders: Sequence[Contender], threads: int, rounds: int = ROUNDS,
                      runner: Callable[[dict, dict], tuple[float, str]] = run_child,
-                     placement: Callable[[], float] | None = None) -> dict[str, Timing]:
+                     placement: Callable[[], float] | None = None,
+                     extra_rounds: int | None = None) -> dict[str, Timing]:
     """Each contender timed in ``rounds`` fresh processes, interleaved A B A B ...
 
     A contender whose process fails once is dropped (its :attr:`Timing.error` says why);
     the others go on. With ``placement`` (a cross-core cost, :func:`placement_check`), it is
     measured before the first process and after each, and each round is marked moved where the
     check before or after it came out more than :data:`PLACEMENT_CHANGE` times off the median of
-    the run's checks, either way.
+    the run's checks, either way; while a contender has too few rounds left
+    (:attr:`Timing.too_few_kept`), every contender runs one more round, up to ``extra_rounds``
+    more (default: ``rounds``), so that a host that moves the vCPUs now and then still leaves
+    each contender enough rounds to judge.
     """
     timings = {c.label: Timing(c.label) for c in contenders}
     checks = {c.label: [] for c in contenders}  # per round: the cost before and after
     last = placement() if placement else None
-    for _ in range(rounds):
+
+    def one_round() -> None:
+        nonlocal last
         for c in contenders:
             t = timings[c.label]
             if t.error:
@@ -384,14 +390,28 @@ def time_interleaved(contenders: Sequence[Contender], threads: int, rounds: int 
                 now = placement()
                 checks[c.label].append((last, now))
                 last = now
-    costs = [cost for pairs in checks.values() for pair in pairs for cost in pair]
-    if costs:
-        usual = statistics.median(costs)  # the placement most of the run had
-        for label, t in timings.items():
-            if len(checks[label]) == len(t.rounds):
-                t.moved = [max(pair) > PLACEMENT_CHANGE * usual or min(pair) * PLACEMENT_CHANGE < usual
-                           for pair in checks[label]]
+
+    for _ in range(rounds):
+        one_round()
+    _mark_moved(timings, checks)
+    extra = rounds if extra_rounds is None else extra_rounds
+    while placement and extra > 0 and any(t.too_few_kept for t in timings.values() if not t.error):
+        one_round()
+        _mark_moved(timings, checks)
+        extra -= 1
     return timings
+
+
+def _mark_moved(timings: dict[str, Timing], checks: dict[str, list]) -> None:
+    """Each timing's rounds marked moved by the checks around them (see :func:`time_interleaved`)."""
+    costs = [cost for pairs in checks.values() for pair in pairs for cost in pair]
+    if not costs:
+        return
+    usual = statistics.median(costs)  # the placement most of the run had
+    for label, t in timings.items():
+        if len(checks[label]) == len(t.rounds):
+            t.moved = [max(pair) > PLACEMENT_CHANGE * usual or min(pair) * PLACEMENT_CHANGE < usual
+                       for pair in checks[label]]
 
 
 def print_rounds(timings: dict[str, Timing]) -> None:

@@ -44,8 +44,9 @@ The figures (each contender timed in :func:`bench_common.time_interleaved`'s fre
   with the vCPUs moved (the host moves them between core complexes every few seconds on some
   guests, and our Winograd layers then run up to twice as slow). It is marked ``*`` and left out
   of every median below, for every contender alike, while at least
-  ``bench_common.MIN_KEPT_ROUNDS`` rounds are left; with fewer, the contender's figures get no
-  verdict.
+  ``bench_common.MIN_KEPT_ROUNDS`` rounds are left. While a contender has fewer, every
+  contender runs another round, up to ``--rounds`` more; if it still has fewer, its figures
+  get no verdict.
 * **latency**: the median over the rounds, in ms. Ours is timed by the module's native
   ``time_evaluator`` loop; the peers by ``compiler.runtime.timer.time_calls`` around their call.
 * **speedups**: peer time / our time, against ONNX Runtime, eager and torch.compile, for the
@@ -751,7 +752,8 @@ def _parse(argv=None):
                    help="how the tuned build's 3x3 layers run: as they ran faster inside the model "
                         "(measure, the default) or by the planner's rule")
     p.add_argument("--rounds", type=int, default=B.ROUNDS,
-                   help=f"processes per contender (default {B.ROUNDS})")
+                   help=f"processes per contender (default {B.ROUNDS}; up to twice as many where the vCPUs "
+                        "moved during too many)")
     p.add_argument("--repeat", type=int, default=B.REPEAT, help=f"timings per process (default {B.REPEAT})")
     p.add_argument("--min-ms", type=float, default=B.MIN_REPEAT_MS,
                    help=f"each timing lasts at least this long (default {B.MIN_REPEAT_MS:.0f})")
@@ -779,7 +781,8 @@ def main(argv=None) -> None:
 
     print(f"# {platform.processor() or platform.machine()} ({compiler.target.host_cpu_name()}), {THREADS} "
           f"threads, {os.cpu_count()} CPUs; fp32, batch 1; each time the median of {opts.rounds} fresh "
-          f"processes (interleaved), each the median of {opts.repeat} timings", flush=True)
+          f"processes (interleaved; up to {2 * opts.rounds} where the vCPUs moved), each the median of "
+          f"{opts.repeat} timings", flush=True)
     before = quietness()
     print(f"# before: {before.describe()}", flush=True)
     results = []
