@@ -58,6 +58,7 @@ class MemoryPlan:
     copies: list[tuple[Place, int, int]] = field(default_factory=list)  # (source, output index, bytes)
     aliases: dict[int, Value] = field(default_factory=dict)  # a reshape's output -> whose memory it is
     scratch: dict[str, int] = field(default_factory=dict)  # kernel node's name -> its scratch's offset
+    largest_scratch: int = 0  # bytes: the largest kernel's scratch
 
     def place(self, v: Value) -> Place:
         """Where ``v`` lives."""
@@ -75,8 +76,10 @@ class MemoryPlan:
         """One line: the workspace's peak against the intermediates' total, and the constants."""
         mib = 1 << 20
         saved = 1 - self.workspace_bytes / self.unshared_bytes if self.unshared_bytes else 0.0
+        scratch = (f"; the largest kernel's scratch {self.largest_scratch / mib:.2f} MiB"
+                   if self.largest_scratch else "")
         return (f"workspace {self.workspace_bytes / mib:.2f} MiB (intermediates without reuse "
-                f"{self.unshared_bytes / mib:.2f} MiB, {saved:.0%} saved), constants "
+                f"{self.unshared_bytes / mib:.2f} MiB, {saved:.0%} saved{scratch}), constants "
                 f"{self.constant_bytes / mib:.2f} MiB")
 
 
@@ -182,4 +185,5 @@ def plan_memory(graph: Graph, scratch: Mapping[str, int] | None = None) -> Memor
         if node.name in scratch_places:
             arena.give(scratch_places[node.name], _aligned(scratch[node.name]))
     copies = [(places[graph.outputs[k].uid], k, graph.outputs[k].type.nbytes) for k in copied]
-    return MemoryPlan(places, constants, offset, arena.end, unshared, copies, alias, scratch_places)
+    return MemoryPlan(places, constants, offset, arena.end, unshared, copies, alias, scratch_places,
+                      max((scratch[name] for name in scratch_places), default=0))

@@ -271,6 +271,7 @@ def test_the_kernels_take_their_scratch_from_the_workspace(tmp_path):
     graph = residual_cnn(np.random.default_rng(4), channels=16, size=40)
     module = build_graph(graph, "llvm")
     assert module.get_source("ll").count("__autotune_scratch_alloc") > 0  # the graph has scratch
+    assert any(k["scratch_bytes"] > 0 for k in model_info(module)["kernels"])
     lib = tmp_path / "net.so"
     module.export_library(lib)
     (x_value,), (y_value,) = graph.inputs, graph.outputs

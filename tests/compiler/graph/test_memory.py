@@ -87,7 +87,8 @@ def test_each_kernel_s_scratch_is_planned_apart_from_its_tensors_and_reused(rng)
     plain = plan_memory(fused)
     assert plan.unshared_bytes == plain.unshared_bytes + sum(-(-b // ALIGN) * ALIGN for b in scratch.values())
     assert plain.workspace_bytes <= plan.workspace_bytes < plan.unshared_bytes  # scratch shares bytes too
-    assert not plain.scratch
+    assert not plain.scratch and "scratch" not in plain.report()
+    assert plan.largest_scratch == max(scratch.values()) and "the largest kernel's scratch" in plan.report()
 
 
 def test_outputs_that_are_not_computed_are_copied(rng):
