@@ -30,7 +30,7 @@ from ..tir.functor import IRVisitor
 from .llvm_types import I8PTR, I64, VOID
 
 __all__ = ["MAX_STACK_BYTES", "HEAP_ALIGN", "SCRATCH_GLOBAL", "ScratchLayout", "scratch_layout",
-           "constant_bytes", "declare_scratch_global", "scratch_functions"]
+           "declare_scratch_global", "scratch_functions"]
 
 MAX_STACK_BYTES = 64 * 1024  # larger (or symbolic) allocations go to the heap
 HEAP_ALIGN = 64
@@ -46,7 +46,7 @@ class ScratchLayout:
     nbytes: int
 
 
-def constant_bytes(buf) -> int | None:
+def _fixed_bytes(buf) -> int | None:
     """A buffer's size in bytes where its shape is constant, else None."""
     count = 1
     for extent in buf.shape:
@@ -67,7 +67,7 @@ class _Scratch(IRVisitor):
             self.generic_visit(s)
 
     def visit_Allocate(self, s: S.Allocate) -> None:
-        nbytes = constant_bytes(s.buffer)
+        nbytes = _fixed_bytes(s.buffer)
         # a block aligned past a cache line keeps to the heap: the region is aligned to one
         if nbytes is not None and nbytes > MAX_STACK_BYTES and s.buffer.align <= HEAP_ALIGN:
             offset = -(-self.end // HEAP_ALIGN) * HEAP_ALIGN
