@@ -119,7 +119,7 @@ class _FunctionScope:
     body_start: ir.Block
     vars: dict = field(default_factory=dict)  # Var -> ir.Value
     in_parallel: bool = False
-    heap_blocks: list = field(default_factory=list)  # (block, its free function) live where code is emitted
+    heap_blocks: list = field(default_factory=list)  # (free function, its arguments) of the blocks live here
     scratch: dict = field(default_factory=dict)  # a scratch allocation's data var -> its offset
     allocates: bool = False  # whether the function allocates on the heap (and so may fail)
 
@@ -339,17 +339,17 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
             with self._bind(buf.data, ptr):
                 self.emit(s.body)
             return
-        raw, free = self._heap_alloc(buf, count)
+        raw = self._heap_alloc(buf, count)
         self._note_aligned(buf.data, max(HEAP_ALIGN, buf.align))
         with self._bind(buf.data, self.b.bitcast(raw, elem.as_pointer())):
             self.emit(s.body)
-        self._scope.heap_blocks.pop()
-        self.b.call(free, [raw])
+        free, args = self._scope.heap_blocks.pop()
+        self.b.call(free, args)
 
-    def _heap_alloc(self, buf: Buffer, count: E.PrimExpr) -> tuple[ir.Value, ir.Function]:
-        """A heap block for ``buf`` (pushed on the scope's live blocks), and the function that
-        frees it: a scratch allocation's (:mod:`.llvm_scratch`) comes from the caller's region
-        where it gave one."""
+    def _heap_alloc(self, buf: Buffer, count: E.PrimExpr) -> ir.Value:
+        """A heap block for ``buf``, pushed on the scope's live blocks with the call that frees
+        it: a scratch allocation's (:mod:`.llvm_scratch`) comes from the caller's region where it
+        gave one."""
         # aligned_alloc is declared noalias, as malloc is: LLVM then knows the block is new
         # memory, apart from the arguments and other blocks, and keeps values of it in registers
         # across loops that also read other arrays (a heap accumulator block's tiles).
@@ -365,13 +365,16 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
         offset = None if self._scope.in_parallel else self._scope.scratch.get(buf.data)
         if offset is None:
             raw = self.b.call(alloc, [ir.Constant(I64, align), size])
+            release = (free, [raw])
         else:
-            alloc, free = scratch_functions(self.module, alloc, free)
-            raw = self.b.call(alloc, [ir.Constant(I64, align), size, ir.Constant(I64, offset)])
+            pointer, alloc, free = scratch_functions(self.module, alloc, free)
+            base = self.b.load(pointer, align=8)  # once: the block is freed by what it came from
+            raw = self.b.call(alloc, [ir.Constant(I64, align), size, ir.Constant(I64, offset), base])
+            release = (free, [raw, base])
         self._scope.allocates = True
         self._fail_if(self.b.icmp_unsigned("==", raw, ir.Constant(I8PTR, None)))
-        self._scope.heap_blocks.append((raw, free))
-        return raw, free
+        self._scope.heap_blocks.append(release)
+        return raw
 
     def _fail_if(self, cond: ir.Value) -> None:
         """Where ``cond`` holds: free the heap blocks live here, raise the module's allocation
@@ -380,8 +383,8 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
         failed, ok = fn.append_basic_block("alloc.failed"), fn.append_basic_block("alloc.ok")
         self.b.cbranch(cond, failed, ok).set_weights([1, 1 << 20])
         self.b.position_at_end(failed)
-        for block, free in reversed(self._scope.heap_blocks):
-            self.b.call(free, [block])
+        for free, args in reversed(self._scope.heap_blocks):
+            self.b.call(free, args)
         self.b.store_atomic(ir.Constant(I32, 1), self._alloc_failed_flag(), "monotonic", 4)
         self.b.ret_void()
         self.b.position_at_end(ok)

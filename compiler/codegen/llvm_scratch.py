@@ -6,7 +6,9 @@ outside its parallel loops, at constant sizes, are its *scratch*: :func:`scratch
 each a fixed offset in one block of ``nbytes``. The kernel takes them through
 ``__autotune_scratch_alloc``: from ``__autotune_scratch + offset`` where that module global
 (:data:`SCRATCH_GLOBAL`, hidden from other libraries) points somewhere, else with
-``aligned_alloc`` (and frees them after), so a kernel called alone behaves as before.
+``aligned_alloc`` (and frees them after), so a kernel called alone behaves as before. The kernel
+reads the global once per block and frees by what it read, so a block is never freed to the
+heap that did not come from it.
 
 A model's executor sets the global before each kernel that has scratch to a region of its
 workspace that the memory planner gave it (live during that call only), and clears it after:
@@ -99,32 +101,33 @@ def declare_scratch_global(module: ir.Module, define: bool) -> ir.GlobalVariable
 
 
 def scratch_functions(module: ir.Module, aligned_alloc: ir.Function, free: ir.Function
-                      ) -> tuple[ir.Function, ir.Function]:
-    """The module's ``alloc(align, size, offset)`` and ``free(block)`` of scratch blocks (made on
-    first use, with the global): the scratch region's bytes at ``offset`` where the global is
-    set, else ``aligned_alloc``'s and ``free``'s. The allocator returns ``noalias`` memory, as
-    ``aligned_alloc`` does (the planner gives the region to this call alone), and neither is
-    inlined, so that the kernels keep that knowledge."""
+                      ) -> tuple[ir.GlobalVariable, ir.Function, ir.Function]:
+    """The module's scratch pointer, and its ``alloc(align, size, offset, base)`` and
+    ``free(block, base)`` of scratch blocks (made on first use), ``base`` the pointer as the
+    kernel read it: the region's bytes at ``offset`` where it is set, else ``aligned_alloc``'s
+    and ``free``'s. The allocator returns ``noalias`` memory, as ``aligned_alloc`` does (the
+    planner gives the region to this call alone), and neither is inlined, so that the kernels
+    keep that knowledge."""
     if _ALLOC in module.globals:
-        return module.get_global(_ALLOC), module.get_global(_FREE)
+        return module.get_global(SCRATCH_GLOBAL), module.get_global(_ALLOC), module.get_global(_FREE)
     gv = declare_scratch_global(module, define=True)
-    alloc = ir.Function(module, ir.FunctionType(I8PTR, [I64, I64, I64]), _ALLOC)
+    alloc = ir.Function(module, ir.FunctionType(I8PTR, [I64, I64, I64, I8PTR]), _ALLOC)
     alloc.linkage = "internal"
     alloc.attributes.add("noinline")
     alloc.return_value.add_attribute("noalias")
     b = ir.IRBuilder(alloc.append_basic_block("entry"))
-    base = b.load(gv, align=8)
+    base = alloc.args[3]
     with b.if_else(b.icmp_unsigned("==", base, ir.Constant(I8PTR, None))) as (heap, scratch):
         with heap:
             b.ret(b.call(aligned_alloc, alloc.args[:2]))
         with scratch:
             b.ret(b.gep(base, [alloc.args[2]], inbounds=True))
     b.unreachable()
-    release = ir.Function(module, ir.FunctionType(VOID, [I8PTR]), _FREE)
+    release = ir.Function(module, ir.FunctionType(VOID, [I8PTR, I8PTR]), _FREE)
     release.linkage = "internal"
     release.attributes.add("noinline")
     b = ir.IRBuilder(release.append_basic_block("entry"))
-    with b.if_then(b.icmp_unsigned("==", b.load(gv, align=8), ir.Constant(I8PTR, None))):
+    with b.if_then(b.icmp_unsigned("==", release.args[1], ir.Constant(I8PTR, None))):
         b.call(free, [release.args[0]])
     b.ret_void()
-    return alloc, release
+    return gv, alloc, release

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import threading
 from typing import Protocol
 
 from ..errors import CompilerError
@@ -67,23 +68,25 @@ class Function:
 
     def __call__(self, *args) -> None:
         packed = self._packer.pack(args)
-        self._threads.update()
-        self._cfunc(packed.buffers, packed.scalars)
-        packed.finish()
-        self._raise_errors()
+        with self._owner._one_call:
+            self._threads.update()
+            self._cfunc(packed.buffers, packed.scalars)
+            packed.finish()
+            self._raise_errors()
 
     def time(self, args: tuple, **options) -> BenchmarkResult:
         """Time calls on ``args`` (checked and packed once) in the native loop (see :mod:`.timer`)."""
         packed = self._packer.pack(args)
-        self._threads.update()
         cfunc, buffers, scalars = self._cfunc, packed.buffers, packed.scalars
         timer = self._owner._native_timer()
-        if timer is not None:
-            result = timer.time(self._address, buffers, scalars, packed.keep_alive, **options)
-        else:  # a library exported before this version of the native timer
-            result = time_calls(lambda: cfunc(buffers, scalars), **options)
-        packed.finish()
-        self._raise_errors()
+        with self._owner._one_call:
+            self._threads.update()
+            if timer is not None:
+                result = timer.time(self._address, buffers, scalars, packed.keep_alive, **options)
+            else:  # a library exported before this version of the native timer
+                result = time_calls(lambda: cfunc(buffers, scalars), **options)
+            packed.finish()
+            self._raise_errors()
         return result
 
     def _raise_errors(self) -> None:
@@ -100,7 +103,14 @@ class Function:
 
 
 class Module:
-    """Compiled functions: call the entry function with ``module(*args)``."""
+    """Compiled functions: call the entry function with ``module(*args)``.
+
+    One call of a module's code runs at a time: a call from another thread waits for the one
+    running. The module's code keeps state of its own between and during calls (the thread
+    count, the flag of a failed allocation; a model's workspace and the scratch pointer its
+    executor sets), so two calls at once would corrupt each other's results; each would use
+    every thread anyway.
+    """
 
     def __init__(self, backend: ModuleCode, functions: dict[str, FunctionInfo], entry_name: str,
                  attrs: dict | None = None):
@@ -112,6 +122,8 @@ class Module:
         self._threads = ThreadCountSetter(backend.address(SETTER_SYMBOL))
         _packed.install(backend.address(_packed.SETTER_SYMBOL))  # for call_packed in its code
         self._timer: NativeTimer | None | bool = False  # looked up on first use
+        # re-entrant: a Python callback of the code (call_packed) may call the module again
+        self._one_call = threading.RLock()
         failure = backend.address(ALLOC_FAILED_SYMBOL)
         self._take_failure = _TAKE_FAILURE(failure) if failure else None
         self.entry_name = entry_name

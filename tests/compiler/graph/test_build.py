@@ -320,3 +320,32 @@ def test_the_kernels_take_their_scratch_from_the_workspace(tmp_path):
     assert out[0] == "0", f"{out[0]} blocks allocated outside parallel regions while the model ran"
     np.testing.assert_allclose(np.array(out[1:], dtype="float32"), evaluate(graph, [x])[0].ravel(),
                                rtol=1e-4, atol=1e-6)
+
+
+def test_calls_from_two_threads_take_turns():
+    """A model's workspace and its kernels' scratch are the library's own, one set per loaded
+    module: calls from two Python threads at once (ctypes lets go of the GIL) take turns rather
+    than overwrite each other's intermediates."""
+    import threading
+
+    graph = residual_cnn(np.random.default_rng(7), channels=16, size=40)
+    module = build_graph(graph, "llvm")
+    (x_value,), (y_value,) = graph.inputs, graph.outputs
+    inputs = [np.random.default_rng(seed).uniform(-1, 1, x_value.shape).astype("float32") for seed in (1, 2)]
+    expected = [evaluate(graph, [x])[0] for x in inputs]
+    wrong = []
+
+    def calls(k: int) -> None:
+        out = np.empty(y_value.shape, y_value.dtype)
+        for _ in range(150):
+            out.fill(np.nan)
+            module(inputs[k], out)
+            if not np.allclose(out, expected[k], rtol=1e-4, atol=1e-6):
+                wrong.append(k)
+
+    threads = [threading.Thread(target=calls, args=(k,)) for k in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not wrong, f"{len(wrong)} of 300 calls computed another call's intermediates"
