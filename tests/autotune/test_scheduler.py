@@ -280,7 +280,8 @@ def test_a_time_budget_prices_each_task_s_re_measurement_at_its_own_cost(tmp_pat
     with db.open(tmp_path / "t.db") as log:
         slow_again = log.count(results[0].task, kind=db.REMEASURE)
     assert slow_again >= 4  # its best and its default, twice
-    assert took < budget + 0.5, (took, slow_again)
+    # 0.8 s of slack for a loaded machine (a CI run took 4.57 s); mispriced, it took 5 s and more
+    assert took < budget + 0.8, (took, slow_again)
 
 
 def test_the_final_re_measurement_times_the_default_config_beside_the_best(tmp_path):
