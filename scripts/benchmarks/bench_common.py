@@ -49,9 +49,9 @@ from pathlib import Path
 
 __all__ = ["QUIET_SCALING", "QUIET_CPU_SHARE", "PLACEMENT_CHANGE", "MAX_SPREAD", "MIN_KEPT_ROUNDS", "REPEAT",
            "ROUNDS", "Quietness", "Contender", "Timing", "Verdict", "measure_quietness", "fma_peak_flops",
-           "cross_core_cost", "placement_check", "time_interleaved", "run_child", "verdict_lines",
-           "busy_note", "format_table", "module_spec", "print_rounds", "matmul_peers", "thread_env",
-           "steady_heap"]
+           "cross_core_cost", "placement_check", "time_interleaved", "run_child", "child_reply",
+           "verdict_lines", "busy_note", "format_table", "module_spec", "print_rounds", "matmul_peers",
+           "thread_env", "steady_heap"]
 
 QUIET_SCALING = 0.9  # T threads must do at least 0.9 * T times the FMA work of one (1.8x on 2 cores)
 QUIET_CPU_SHARE = 0.9  # ... and get at least 90% of T cores' time while they run
@@ -162,7 +162,7 @@ def cross_core_cost(threads: int, floats: int = EXCHANGE_FLOATS, rounds: int = 5
 def placement_check(threads: int) -> float:
     """:func:`cross_core_cost` on ``threads`` threads, in a fresh process (about a second): the
     caller may have loaded PyTorch, whose idle threads spin on the cores ours would be timed on."""
-    return float(_child_reply({"kind": "exchange"}, thread_env(threads), timeout=300)["exchange"])
+    return float(child_reply({"kind": "exchange"}, thread_env(threads), timeout=300)["exchange"])
 
 
 def measure_quietness(threads: int | None = None) -> Quietness:
@@ -341,14 +341,16 @@ def thread_env(threads: int) -> dict:
 
 def run_child(spec: dict, env: dict, timeout: float = 900) -> tuple[float, str]:
     """Time ``spec`` in a fresh interpreter; ``(seconds, info)``, or RuntimeError with its reason."""
-    reply = _child_reply(spec, env, timeout)
+    reply = child_reply(spec, env, timeout)
     return float(reply["seconds"]), str(reply.get("info", ""))
 
 
-def _child_reply(spec: dict, env: dict, timeout: float) -> dict:
-    """This module run as the child of ``spec`` (:func:`_child_main`) with ``env`` added: its
-    reply, or RuntimeError with the last line of its error."""
-    proc = subprocess.run([sys.executable, str(_HERE), json.dumps(spec)], env={**os.environ, **env},
+def child_reply(spec: dict, env: dict, timeout: float, command: Sequence[str] | None = None) -> dict:
+    """``command`` (default: this module, :func:`_child_main`) run on ``spec`` (JSON, its last
+    argument) in a fresh interpreter with ``env`` added: the last line it prints, parsed as JSON,
+    or RuntimeError with the last line of its error."""
+    command = list(command) if command is not None else [sys.executable, str(_HERE)]
+    proc = subprocess.run([*command, json.dumps(spec)], env={**os.environ, **env},
                           capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError((proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1])

@@ -101,7 +101,6 @@ import os
 import platform
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -442,11 +441,7 @@ class ChildRunner:
 
     def reply(self, spec: dict, env: dict) -> dict:
         """The child's reply to ``spec``; RuntimeError with the last line of its error if it failed."""
-        proc = subprocess.run([sys.executable, str(_HERE), "--child", json.dumps(spec)],
-                              env={**os.environ, **env}, capture_output=True, text=True, timeout=self.timeout)
-        if proc.returncode != 0:
-            raise RuntimeError((proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1])
-        return json.loads(proc.stdout.strip().splitlines()[-1])
+        return B.child_reply(spec, env, self.timeout, command=[sys.executable, str(_HERE), "--child"])
 
 
 class PlacementChecks:
