@@ -9,7 +9,9 @@ Run with ``python3 -m autotune.quickstart`` from an installed package, or
 2. builds the kernel with the best config in the log (``autotune.build``);
 3. checks the result against numpy;
 4. times the tuned kernel, the template's untuned default config and numpy's ``a @ b``,
-   each in a fresh process, interleaved over rounds, and prints the speedups.
+   each in a fresh process, interleaved over rounds, and prints the speedups, or why they are
+   not this machine's figures: other processes took CPU time during the timings, or the rounds
+   disagree.
 
 Each contender is timed in a process of its own because libraries that run parallel loops
 keep their threads spinning for a while after a call: timed right after numpy's ``a @ b`` in
@@ -30,15 +32,28 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import NamedTuple
 
 import numpy as np
 
 import autotune
 import compiler
+from compiler.runtime.threads import num_threads
+from measure.contention import BUSY_SHARE, CpuSample
 
 __all__ = ["main"]
 
 ROUNDS, REPEAT, MIN_MS = 3, 3, 50.0
+#: Rounds of one contender further apart than this (max / min - 1) say the machine changed.
+MAX_SPREAD = 0.15
+
+
+class FreshTiming(NamedTuple):
+    """One contender's timing in a fresh process: median seconds per call, and the share of a
+    core that other processes took meanwhile (:meth:`measure.contention.CpuSample.others_busy`)."""
+
+    seconds: float
+    busy: float
 
 
 def numpy_seconds(a: np.ndarray, b: np.ndarray) -> float:
@@ -64,23 +79,45 @@ def kernel_seconds(f, *args) -> float:
 
 
 def compare(timers: dict) -> dict:
-    """``{name: median seconds}`` over ``ROUNDS`` rounds that time each contender in turn,
-    so that a change in the machine's load touches them alike."""
+    """``{name: [FreshTiming of each round]}`` over ``ROUNDS`` rounds that time each contender in
+    turn, so that a change in the machine's load touches them alike."""
     runs: dict = {name: [] for name in timers}
     for _ in range(ROUNDS):
         for name, timer in timers.items():
             runs[name].append(timer())
-    return {name: statistics.median(r) for name, r in runs.items()}
+    return runs
 
 
-def seconds_in_fresh_process(n: int, library: str | None) -> float:
-    """Median seconds of one ``n``-cubed matmul timed in a new Python process: by the exported
-    kernel ``library``, or by numpy when it is None."""
-    code = f"from autotune.quickstart import _seconds_here; print(_seconds_here({n}, {library!r}))"
+def disturbance(runs: dict) -> str | None:
+    """Why the timings of :func:`compare` are not this machine's quiet figures, or None: other
+    processes took more than :data:`~measure.contention.BUSY_SHARE` of a core during one, or one
+    contender's rounds spread more than :data:`MAX_SPREAD`."""
+    busiest = max(t.busy for r in runs.values() for t in r)
+    if busiest > BUSY_SHARE:
+        return f"other processes took up to {busiest:.0%} of a core during the timings"
+    spreads = {name: max(t.seconds for t in r) / min(t.seconds for t in r) - 1 for name, r in runs.items()}
+    name = max(spreads, key=spreads.get)
+    if spreads[name] > MAX_SPREAD:
+        return f"the rounds of {name!r} disagree by {spreads[name]:.0%}"
+    return None
+
+
+def seconds_in_fresh_process(n: int, library: str | None) -> FreshTiming:
+    """One ``n``-cubed matmul timed in a new Python process (median seconds per call, and how
+    busy other processes kept the CPUs meanwhile): the exported kernel ``library``, or numpy's
+    when it is None."""
+    code = f"from autotune.quickstart import _timed_here; print(*_timed_here({n}, {library!r}))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"timing {library or 'numpy'} in a fresh process failed:\n{proc.stderr}")
-    return float(proc.stdout.split()[-1])
+    seconds, busy = proc.stdout.split()[-2:]
+    return FreshTiming(float(seconds), float(busy))
+
+
+def _timed_here(n: int, library: str | None) -> FreshTiming:
+    before = CpuSample.now()
+    seconds = _seconds_here(n, library)
+    return FreshTiming(seconds, before.others_busy(CpuSample.now(), num_threads()))
 
 
 def _seconds_here(n: int, library: str | None) -> float:
@@ -134,10 +171,11 @@ def main(argv: list[str] | None = None) -> None:
         libraries = {name: os.path.join(tmp, f"{name}.so") for name in ("tuned", "default")}
         tuned.export_library(libraries["tuned"])
         default.export_library(libraries["default"])
-        times = compare({"tuned": lambda: seconds_in_fresh_process(n, libraries["tuned"]),
+        runs = compare({"tuned": lambda: seconds_in_fresh_process(n, libraries["tuned"]),
                          "default": lambda: seconds_in_fresh_process(n, libraries["default"]),
                          "numpy": lambda: seconds_in_fresh_process(n, None)})
-    t_tuned, t_default, t_numpy = times["tuned"], times["default"], times["numpy"]
+    t_tuned, t_default, t_numpy = (statistics.median(t.seconds for t in runs[name])
+                                   for name in ("tuned", "default", "numpy"))
     flop = 2.0 * n ** 3
 
     print()
@@ -151,6 +189,10 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{name:<22}{t * 1e3:>10.3f}{flop / t / 1e9:>9.1f}")
     print(f"speedup of the tuned kernel: {t_default / t_tuned:.2f}x over the default config, "
           f"{t_numpy / t_tuned:.2f}x over numpy")
+    why = disturbance(runs)
+    if why:
+        print(f"not this machine's quiet speed: {why}; run again when nothing else runs "
+              "(the log keeps every trial: a rerun adds its trials to them)")
     print(f"done in {time.perf_counter() - start:.0f} s. Next: autotune best --db {opts.db}; "
           f"autotune report --db {opts.db} --out report.html")
 

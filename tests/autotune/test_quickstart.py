@@ -34,7 +34,20 @@ def test_a_kernel_is_timed_in_a_fresh_process(tmp_path):
     C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
     library = str(tmp_path / "mm.so")
     compiler.build(te.create_schedule(C.op), [A, B, C], target="llvm").export_library(library)
-    assert quickstart.seconds_in_fresh_process(n, library) > 0
-    assert quickstart.seconds_in_fresh_process(n, None) > 0
+    for timing in (quickstart.seconds_in_fresh_process(n, lib) for lib in (library, None)):
+        assert timing.seconds > 0 and 0 <= timing.busy < 2
     with pytest.raises(RuntimeError, match="fresh process failed"):
         quickstart.seconds_in_fresh_process(n, str(tmp_path / "missing.so"))
+
+
+def _rounds(**contenders) -> dict:
+    return {name: [quickstart.FreshTiming(*t) for t in runs] for name, runs in contenders.items()}
+
+
+def test_the_speedups_are_flagged_when_other_work_ran_or_the_rounds_disagree():
+    quiet = _rounds(tuned=[(1.0, 0.0), (1.02, 0.1), (0.99, 0.0)], numpy=[(2.0, 0.0)] * 3)
+    assert quickstart.disturbance(quiet) is None
+    busy = _rounds(tuned=[(1.0, 0.0), (1.0, 0.6), (1.0, 0.0)], numpy=[(2.0, 0.0)] * 3)
+    assert "60% of a core" in quickstart.disturbance(busy)
+    spread = _rounds(tuned=[(1.0, 0.0)] * 3, numpy=[(2.0, 0.0), (3.0, 0.0), (2.1, 0.0)])
+    assert "rounds of 'numpy' disagree by 50%" in quickstart.disturbance(spread)
