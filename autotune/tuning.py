@@ -801,23 +801,26 @@ def _sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-#: How ``cache_flush="model"`` has the threads write the input, recorded with each run that
-#: times so (``model_input`` in its options): 1, in equal shares of the whole buffer (runs that do
-#: not say); 2, a channel-blocked image by the rows of each channel block, as a convolution whose
-#: threads split the height writes it (:func:`compiler.runtime.timer.touched_planes`).
-MODEL_INPUT = 2
-#: The timing of runs that wrote the input as ``MODEL_INPUT`` 1 did (see :func:`run_cache_flush`).
-_MODEL_BY_SHARES = "model, the input in shares of the whole"
+#: How ``cache_flush="model"`` times a candidate, recorded with each run that times so
+#: (``model_input`` in its options): 1, the input written by the threads in equal shares of the
+#: whole buffer (runs that do not say); 2, a channel-blocked input by the rows of each channel
+#: block, as a convolution whose threads split the height writes it
+#: (:func:`compiler.runtime.timer.touched_planes`); 3, and the kernel's scratch (a Winograd
+#: layer's transformed tiles) in a region evicted with its weights, as it is inside a model.
+MODEL_INPUT = 3
+#: The timings of runs made by earlier versions of ``cache_flush="model"``, by ``model_input``.
+_OLDER_MODEL = {1: "model, the input in shares of the whole", 2: "model, the scratch in the caches"}
 
 
 def run_cache_flush(run: tuning_db.RunInfo) -> bool | str:
     """What a run of the log evicted before timing each CPU call (:attr:`measure.Runner.cache_flush`:
     False, True, "weights" or "model"); runs that do not say timed hot, as every runner did by default
-    before tuning logs recorded it. A "model" run that wrote its input otherwise than
-    :data:`MODEL_INPUT` says is told apart: its figures do not compare with this timer's."""
+    before tuning logs recorded it. A "model" run of an earlier version than :data:`MODEL_INPUT`
+    is told apart: its figures do not compare with this timer's."""
     flush = run.options.get("cache_flush", False)
     if flush == "model" and run.options.get("model_input", 1) != MODEL_INPUT:
-        return _MODEL_BY_SHARES
+        version = run.options.get("model_input", 1)
+        return _OLDER_MODEL.get(version, f"model, version {version}")
     return flush
 
 
@@ -827,18 +830,21 @@ _TIMED = {False: "with warm caches (the default of tune)",
                 "enable_cpu_cache_flush)",
           "weights": "with its weights evicted before each call (cache_flush='weights', the default of "
                      "tune_model before 'model')",
-          "model": "with its weights evicted and its input written by the thread pool before each call, as "
-                   "inside a model (cache_flush='model', the default of tune_model)",
-          _MODEL_BY_SHARES: "with its weights evicted and its input written by the thread pool in equal "
-                            "shares of the whole buffer before each call (cache_flush='model' before "
-                            "channel-blocked inputs were written by the rows of each block)"}
+          "model": "with its weights and scratch evicted and its input written by the thread pool before "
+                   "each call, as inside a model (cache_flush='model', the default of tune_model)",
+          _OLDER_MODEL[1]: "with its weights evicted and its input written by the thread pool in equal "
+                           "shares of the whole buffer before each call (cache_flush='model' before "
+                           "channel-blocked inputs were written by the rows of each block)",
+          _OLDER_MODEL[2]: "with its weights evicted and its input written by the thread pool before each "
+                           "call, but its scratch (a Winograd layer's transformed tiles) left in the caches "
+                           "(cache_flush='model' before the scratch was evicted too)"}
 _TIME_SO = {False: "a runner with cache_flush=False: autotune tune, or autotune tune-model --no-cache-flush",
             True: "a runner with cache_flush=True",
             "weights": "a runner with cache_flush='weights': tune_model(..., "
                        "measure_option=measure.MeasureOptions(runner=measure.LocalRunner(number=1, "
                        "repeat=10, cache_flush='weights')))",
             "model": "a runner with cache_flush='model': autotune tune-model without --no-cache-flush",
-            _MODEL_BY_SHARES: "no runner of this version times so any more"}
+            **dict.fromkeys(_OLDER_MODEL.values(), "no runner of this version times so any more")}
 
 
 def check_timing(log, tasks: Sequence, cache_flush: bool | str) -> None:

@@ -16,6 +16,7 @@ from . import function_info
 from .llvm import argument_align, generate_llvm_ir
 from .llvm_jit import JITCode, ObjectCode
 from .llvm_machine import create_target_machine, optimized_module
+from .llvm_scratch import scratch_layout
 
 __all__ = ["build", "build_linked", "save_object", "load_object"]
 
@@ -59,4 +60,7 @@ def _optimized(mod: IRModule, target: Target, tm, linked: tuple[str, ...] = ()):
 
 
 def _infos(mod: IRModule) -> dict:
-    return {name: function_info(f, argument_align) for name, f in mod.items()}
+    infos = {name: function_info(f, argument_align) for name, f in mod.items()}
+    for name, f in mod.items():
+        infos[name].scratch_bytes = scratch_layout(f).nbytes
+    return infos

@@ -8,7 +8,10 @@ each a fixed offset in one block of ``nbytes``. The kernel takes them through
 (:data:`SCRATCH_GLOBAL`, hidden from other libraries) points somewhere, else with
 ``aligned_alloc`` (and frees them after), so a kernel called alone behaves as before. The kernel
 reads the global once per block and frees by what it read, so a block is never freed to the
-heap that did not come from it.
+heap that did not come from it. The module exports a setter of the global
+(:data:`~compiler.runtime.module.SCRATCH_SETTER_SYMBOL`), through which the runtime's timer
+gives a kernel timed alone a region it evicts from the caches before each call, as the kernel
+finds its scratch inside a model (``cache_flush="model"``).
 
 A model's executor sets the global before each kernel that has scratch to a region of its
 workspace that the memory planner gave it (live during that call only), and clears it after:
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from .. import dtypes
+from ..runtime.module import SCRATCH_SETTER_SYMBOL
 from ..tir import stmt as S
 from ..tir.function import PrimFunc
 from ..tir.functor import IRVisitor
@@ -103,14 +107,18 @@ def declare_scratch_global(module: ir.Module, define: bool) -> ir.GlobalVariable
 def scratch_functions(module: ir.Module, aligned_alloc: ir.Function, free: ir.Function
                       ) -> tuple[ir.GlobalVariable, ir.Function, ir.Function]:
     """The module's scratch pointer, and its ``alloc(align, size, offset, base)`` and
-    ``free(block, base)`` of scratch blocks (made on first use), ``base`` the pointer as the
-    kernel read it: the region's bytes at ``offset`` where it is set, else ``aligned_alloc``'s
-    and ``free``'s. The allocator returns ``noalias`` memory, as ``aligned_alloc`` does (the
-    planner gives the region to this call alone), and neither is inlined, so that the kernels
-    keep that knowledge."""
+    ``free(block, base)`` of scratch blocks (made on first use, with the pointer's exported
+    setter), ``base`` the pointer as the kernel read it: the region's bytes at ``offset`` where
+    it is set, else ``aligned_alloc``'s and ``free``'s. The allocator returns ``noalias`` memory,
+    as ``aligned_alloc`` does (the planner gives the region to this call alone), and neither is
+    inlined, so that the kernels keep that knowledge."""
     if _ALLOC in module.globals:
         return module.get_global(SCRATCH_GLOBAL), module.get_global(_ALLOC), module.get_global(_FREE)
     gv = declare_scratch_global(module, define=True)
+    setter = ir.Function(module, ir.FunctionType(VOID, [I8PTR]), SCRATCH_SETTER_SYMBOL)
+    b = ir.IRBuilder(setter.append_basic_block("entry"))
+    b.store(setter.args[0], gv, align=8)
+    b.ret_void()
     alloc = ir.Function(module, ir.FunctionType(I8PTR, [I64, I64, I64, I8PTR]), _ALLOC)
     alloc.linkage = "internal"
     alloc.attributes.add("noinline")

@@ -37,18 +37,21 @@ class FunctionInfo:
     """Plain-data description of one compiled function: how to call it and what it writes.
 
     ``written`` lists the positions (in ``signature.args``) of the buffer arguments
-    that the function stores into.
+    that the function stores into; ``scratch_bytes`` is the size of its scratch, the heap
+    intermediates its caller may place (:mod:`compiler.codegen.llvm_scratch`; 0: none).
     """
 
     signature: Signature
     written: list = field(default_factory=list)
+    scratch_bytes: int = 0
 
     @property
     def name(self) -> str:
         return self.signature.name
 
     def to_json(self) -> dict:
-        return {"signature": self.signature.to_json(), "written": list(self.written)}
+        scratch = {"scratch_bytes": self.scratch_bytes} if self.scratch_bytes else {}
+        return {"signature": self.signature.to_json(), "written": list(self.written), **scratch}
 
     @staticmethod
     def from_json(d: dict) -> FunctionInfo:
@@ -71,8 +74,11 @@ class FunctionInfo:
         buffers = [k for k, a in enumerate(sig["args"]) if a["kind"] == "buffer"]
         _expect(isinstance(written, list) and all(type(w) is int and w in buffers for w in written),
                 f"{where}: 'written'", f"positions of buffer arguments {buffers}", written)
+        scratch = d.get("scratch_bytes", 0)
+        _expect(type(scratch) is int and scratch >= 0, f"{where}: 'scratch_bytes'", "a count of bytes",
+                scratch)
         try:
-            return FunctionInfo(Signature.from_json(sig), list(written))
+            return FunctionInfo(Signature.from_json(sig), list(written), scratch)
         except (KeyError, TypeError, ValueError) as e:
             raise CompilerError(f"{where}: malformed signature ({e!r})") from None
 

@@ -7,8 +7,9 @@ it (an LLVM JIT, a loaded shared library, a C compiler's library) is a small cod
 * ``address(name) -> int`` -- the address of an exported ``void name(void **, int64_t *)``,
   of the thread-count setter (:data:`threads.SETTER_SYMBOL`), of the setter of the
   callback that ``call_packed`` reaches Python through (:data:`packed.SETTER_SYMBOL`), of
-  the native timing loop (:data:`timer.TIMER_SYMBOL`) or of the reader of the allocation
-  failure flag (:data:`ALLOC_FAILED_SYMBOL`), 0 when absent;
+  the native timing loop (:data:`timer.TIMER_SYMBOL`), of the reader of the allocation
+  failure flag (:data:`ALLOC_FAILED_SYMBOL`) or of the setter of the kernels' scratch region
+  (:data:`SCRATCH_SETTER_SYMBOL`), 0 when absent;
 * ``source(fmt) -> str`` -- the code as text (``"ll"``, ``"asm"``);
 * ``export(path, metadata_json)`` -- write a shared library;
 * optionally ``save_object(path, metadata_json)`` -- write an object file (``Module.save``).
@@ -19,23 +20,30 @@ from __future__ import annotations
 import ctypes
 import json
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Protocol
 
 from ..errors import CompilerError
 from . import packed as _packed
 from .arguments import ArgumentPacker, FunctionInfo
-from .device import Device
+from .device import Device, aligned_empty
 from .threads import SETTER_SYMBOL, ThreadCountSetter
-from .timer import TIMER_SYMBOL, BenchmarkResult, NativeTimer, time_calls
+from .timer import FLUSH_MODEL, TIMER_SYMBOL, BenchmarkResult, NativeTimer, check_cache_flush, time_calls
 
-__all__ = ["Module", "Function", "ModuleCode", "METADATA_VERSION", "ALLOC_FAILED_SYMBOL"]
+__all__ = ["Module", "Function", "ModuleCode", "METADATA_VERSION", "ALLOC_FAILED_SYMBOL",
+           "SCRATCH_SETTER_SYMBOL"]
 
 METADATA_VERSION = 1
 # int32(void), exported by CPU modules whose code allocates on the heap: it returns whether an
 # allocation failed since it was last called (the code freed what it held and returned early),
 # and clears that.
 ALLOC_FAILED_SYMBOL = "__autotune_take_alloc_failure"
+# void(void *), exported by CPU modules whose kernels have scratch (compiler.codegen.llvm_scratch):
+# it sets the region those kernels take their scratch from (NULL: the heap).
+SCRATCH_SETTER_SYMBOL = "__autotune_set_scratch"
 _KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
+_SET_SCRATCH = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _TAKE_FAILURE = ctypes.CFUNCTYPE(ctypes.c_int32)
 
 
@@ -75,14 +83,19 @@ class Function:
             self._raise_errors()
 
     def time(self, args: tuple, **options) -> BenchmarkResult:
-        """Time calls on ``args`` (checked and packed once) in the native loop (see :mod:`.timer`)."""
+        """Time calls on ``args`` (checked and packed once) in the native loop (see :mod:`.timer`).
+        With ``cache_flush="model"`` the function's scratch is a region of its own, evicted with
+        the arguments before each call, as a model's executor places it in a workspace that
+        other kernels used meanwhile."""
         packed = self._packer.pack(args)
         cfunc, buffers, scalars = self._cfunc, packed.buffers, packed.scalars
         timer = self._owner._native_timer()
         with self._owner._one_call:
             self._threads.update()
             if timer is not None:
-                result = timer.time(self._address, buffers, scalars, packed.keep_alive, **options)
+                with self._owner._scratch_region(self.info, options.get("cache_flush", False)) as region:
+                    result = timer.time(self._address, buffers, scalars, packed.keep_alive, evicted=region,
+                                        **options)
             else:  # a library exported before this version of the native timer
                 result = time_calls(lambda: cfunc(buffers, scalars), **options)
             packed.finish()
@@ -167,6 +180,22 @@ class Module:
     def _take_alloc_failure(self) -> bool:
         """Whether a heap allocation of the module's code failed since the last call (and clear it)."""
         return self._take_failure is not None and self._take_failure() != 0
+
+    @contextmanager
+    def _scratch_region(self, info: FunctionInfo, cache_flush) -> Iterator[list]:
+        """Where ``cache_flush`` is "model" and the function ``info`` describes has scratch, its
+        scratch taken from a region of its own while the block runs (the region, in a list, for
+        the timer to evict); else nothing changes (an empty list)."""
+        address = self._backend.address(SCRATCH_SETTER_SYMBOL) if info.scratch_bytes else 0
+        if not address or check_cache_flush(cache_flush) != FLUSH_MODEL:
+            yield []
+            return
+        setter, region = _SET_SCRATCH(address), aligned_empty((info.scratch_bytes,), "uint8", 64)
+        setter(region.ctypes.data)
+        try:
+            yield [region]
+        finally:
+            setter(None)
 
     def _native_timer(self) -> NativeTimer | None:
         if self._timer is False:

@@ -15,8 +15,11 @@ before *each* call (``clflush`` line by line on x86, outside the timed interval)
 is an operator's input, which inside a model the operator before has just written, while its
 weights come from memory. ``cache_flush="weights"`` (:data:`FLUSH_WEIGHTS`) keeps the last
 argument too, the output, which inside a model is a workspace buffer other operators have just
-used. ``cache_flush="model"`` (:data:`FLUSH_MODEL`) evicts as ``"weights"`` does, then has the
-thread pool write the input, as the operator before leaves it inside a model. Elsewhere than on
+used. ``cache_flush="model"`` (:data:`FLUSH_MODEL`) evicts as ``"weights"`` does, and the
+kernel's scratch too (a Winograd layer's transformed tiles: :mod:`compiler.codegen.llvm_scratch`;
+a model's executor places it in a workspace that other kernels used since, so its first touch
+misses the caches), then has the thread pool write the input, as the operator before leaves it
+inside a model. Elsewhere than on
 x86 a 64 MiB scratch buffer is overwritten, which evicts every argument. After the eviction a
 parallel region wakes the thread pool, untimed, so that the kernel does not pay for waking
 threads that slept through the eviction.
@@ -45,7 +48,8 @@ TIMER_SYMBOL = "__autotune_time_evaluator_v4"
 #: operator of a model are its weights (the input, first, the operator before has just written;
 #: the output, last, is a workspace buffer that other operators have just used).
 FLUSH_WEIGHTS = "weights"
-#: ``cache_flush="model"``: as :data:`FLUSH_WEIGHTS`, then the thread pool writes the input, each
+#: ``cache_flush="model"``: as :data:`FLUSH_WEIGHTS` and the kernel's scratch evicted too (when
+#: timed through :meth:`compiler.runtime.Module.time_evaluator`), then the thread pool writes the input, each
 #: thread its equal share, as the operator before leaves it inside a model: in the caches of the
 #: cores that wrote it, not of the one that last read it. A channel-blocked image
 #: ``(N, C/b, H, W, b)`` is written as a convolution whose threads split the height writes it:
@@ -142,16 +146,19 @@ class NativeTimer:
         self._fn = self._PROTO(address)
 
     def time(self, kernel: int, buffers, scalars, arrays: list, number: int = 10, repeat: int = 1,
-             min_repeat_ms: float = 0, cache_flush: bool | str = False) -> BenchmarkResult:
+             min_repeat_ms: float = 0, cache_flush: bool | str = False,
+             evicted: list = ()) -> BenchmarkResult:
         """Time the kernel at address ``kernel``; ``arrays`` are its buffers, in order (with
-        ``cache_flush``, those of :func:`flushed_ranges` are evicted before each call; with
-        ``"model"`` the thread pool then writes the first, see :data:`FLUSH_MODEL`)."""
+        ``cache_flush``, those of :func:`flushed_ranges` are evicted before each call, and the
+        arrays ``evicted`` too, memory the kernel uses besides its arguments; with ``"model"`` the
+        thread pool then writes the first, see :data:`FLUSH_MODEL`)."""
         _check_counts(number, repeat, min_repeat_ms)
         cache_flush = check_cache_flush(cache_flush)
         if not cache_flush:
             mode, ranges = 0, []
         elif _X86:
             mode, ranges = 1, flushed_ranges(arrays, cache_flush)
+            ranges += [(a.ctypes.data, a.nbytes) for a in evicted]
         else:
             scratch = _scratch()
             mode, ranges = 2, [(scratch.ctypes.data, scratch.nbytes)]

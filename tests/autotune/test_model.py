@@ -255,6 +255,13 @@ def test_tune_model_times_weights_cold_and_a_log_is_never_resumed_timed_the_othe
     with pytest.raises(autotune.AutotuneError, match="equal shares of the whole buffer") as err:
         autotune.tune_model(tasks, trials=2 * len(tasks), tuner="random", db=old_model, progress=False)
     assert "tune into another log" in str(err.value)
+    # Nor one timed "model" before the kernels' scratch was evicted with their weights.
+    conn = sqlite3.connect(old_model)
+    with conn:
+        conn.execute("UPDATE tuning_runs SET options = json_set(options, '$.model_input', 2)")
+    conn.close()
+    with pytest.raises(autotune.AutotuneError, match="scratch .* left in the caches"):
+        autotune.tune_model(tasks, trials=2 * len(tasks), tuner="random", db=old_model, progress=False)
     assert model_timing("llvm") == MODEL_TIMING and MODEL_TIMING["cache_flush"] == "model"
     assert model_timing("llvm", cache_flush=False) == {} and model_timing("cuda") == {}
 

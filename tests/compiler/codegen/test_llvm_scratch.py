@@ -81,3 +81,43 @@ def test_a_function_without_heap_blocks_has_no_scratch():
                     "copy")
     assert scratch_layout(func).nbytes == 0
     assert "__autotune_scratch" not in generate_llvm_ir(IRModule({"copy": func}))
+
+
+def test_timed_as_inside_a_model_the_kernel_takes_its_scratch_from_a_region_evicted_with_it(
+        tmp_path, monkeypatch):
+    """With ``cache_flush="model"`` the timer gives the kernel its scratch in a region of its own,
+    set through the module's exported setter and evicted before each call (a model's executor
+    places it in a workspace that other kernels used since): the kernel writes its blocks there,
+    as loaded from a library too; other timings and plain calls leave the scratch to the heap."""
+    from compiler.runtime import load_module
+    from compiler.runtime.timer import NativeTimer
+
+    func, (U, _, _, _) = _kernel()
+    layout = scratch_layout(func)
+    seen = []
+    real_time = NativeTimer.time
+
+    def recording_time(self, *args, evicted=(), **options):
+        result = real_time(self, *args, evicted=evicted, **options)
+        seen.append([region.copy() for region in evicted])
+        return result
+
+    monkeypatch.setattr(NativeTimer, "time", recording_time)
+    a = np.random.default_rng(1).uniform(-1, 1, 20000).astype("float32")
+    built = build(func)
+    built.export_library(tmp_path / "twice.so")
+    for module in (built, load_module(tmp_path / "twice.so")):
+        assert module.function_info("twice").scratch_bytes == layout.nbytes
+        seen.clear()
+        out = poisoned((20000,), "float32")
+        module.time_evaluator("twice", number=1, repeat=2, cache_flush="model")(a, out, 7)
+        ((region,),) = seen
+        assert region.nbytes == layout.nbytes
+        offset = layout.offsets[U.data]
+        np.testing.assert_allclose(region[offset:offset + 20000 * 4].view("float32"), a * 2, rtol=1e-6)
+        assert_written(out, a * 5, rtol=1e-5, atol=1e-6)
+        module.time_evaluator("twice", number=1, repeat=2, cache_flush="weights")(a, out, 7)
+        assert seen[-1] == []
+        out = poisoned((20000,), "float32")
+        module(a, out, 7)  # the setter was cleared: the call takes its blocks from the heap again
+        assert_written(out, a * 5, rtol=1e-5, atol=1e-6)
