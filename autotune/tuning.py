@@ -806,7 +806,8 @@ def _sigterm_interrupts() -> Iterator[None]:
 #: whole buffer (runs that do not say); 2, a channel-blocked input by the rows of each channel
 #: block, as a convolution whose threads split the height writes it
 #: (:func:`compiler.runtime.timer.touched_planes`); 3, and the kernel's scratch (a Winograd
-#: layer's transformed tiles) in a region evicted with its weights, as it is inside a model.
+#: layer's transformed tiles) in a region evicted with its weights, its epilogue's residuals left
+#: in the caches, as they are inside a model.
 MODEL_INPUT = 3
 #: The timings of runs made by earlier versions of ``cache_flush="model"``, by ``model_input``.
 _OLDER_MODEL = {1: "model, the input in shares of the whole", 2: "model, the scratch in the caches"}
@@ -830,14 +831,16 @@ _TIMED = {False: "with warm caches (the default of tune)",
                 "enable_cpu_cache_flush)",
           "weights": "with its weights evicted before each call (cache_flush='weights', the default of "
                      "tune_model before 'model')",
-          "model": "with its weights and scratch evicted and its input written by the thread pool before "
-                   "each call, as inside a model (cache_flush='model', the default of tune_model)",
+          "model": "with its weights and scratch evicted, its residual kept and its input written by the "
+                   "thread pool before each call, as inside a model (cache_flush='model', the default of "
+                   "tune_model)",
           _OLDER_MODEL[1]: "with its weights evicted and its input written by the thread pool in equal "
                            "shares of the whole buffer before each call (cache_flush='model' before "
                            "channel-blocked inputs were written by the rows of each block)",
           _OLDER_MODEL[2]: "with its weights evicted and its input written by the thread pool before each "
                            "call, but its scratch (a Winograd layer's transformed tiles) left in the caches "
-                           "(cache_flush='model' before the scratch was evicted too)"}
+                           "and its residual evicted (cache_flush='model' before the scratch was evicted "
+                           "and residuals kept)"}
 _TIME_SO = {False: "a runner with cache_flush=False: autotune tune, or autotune tune-model --no-cache-flush",
             True: "a runner with cache_flush=True",
             "weights": "a runner with cache_flush='weights': tune_model(..., "

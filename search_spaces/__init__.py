@@ -41,6 +41,7 @@ from search_spaces.template import (
     template,
     unregister_template,
 )
+from search_spaces.templates._epilogue import is_residual_argument
 
 # The built-in templates (each dispatches on the target: "llvm" -> cpu, "cuda" -> cuda).
 matmul = get_template("matmul")
@@ -62,7 +63,7 @@ __all__ = [
     "SplitEntity", "ReorderEntity", "AnnotateEntity", "OtherOptionEntity",
     "DispatchContext", "FallbackContext", "ApplyConfig", "current_context",
     "Template", "template", "get_config", "get_template", "list_templates", "unregister_template",
-    "Task", "create_task", "workload_key", "count_flops",
+    "Task", "create_task", "workload_key", "count_flops", "is_residual_argument",
     "matmul", "dense", "batch_matmul", "conv2d_nchw", "conv2d_nchwc", "conv2d_nchwc_winograd", "conv2d_nhwc",
     "depthwise_conv2d_nchw", "pool2d", "softmax", "layer_norm", "elementwise",
 ]

@@ -211,7 +211,7 @@ class Module:
         return self._backend.source(fmt)
 
     def time_evaluator(self, func_name: str, dev: Device | None = None, number: int = 10, repeat: int = 1,
-                       min_repeat_ms: float = 0, cache_flush: bool | str = False):
+                       min_repeat_ms: float = 0, cache_flush: bool | str = False, warm=()):
         """A callable that times ``func_name`` on its arguments and returns a BenchmarkResult.
 
         ``results`` holds ``repeat`` entries, each the mean seconds per call of one
@@ -220,8 +220,10 @@ class Module:
         input, which a model's previous operator has just written) from the caches before every
         call, untimed, as TVM's ``enable_cpu_cache_flush`` does; ``cache_flush="weights"`` keeps
         the last (the output) too, and ``cache_flush="model"`` then has the thread pool write the
-        first, as the operator before it leaves its input inside a model. The loop runs in
-        native code; see :mod:`compiler.runtime.timer`.
+        first, as the operator before it leaves its input inside a model. ``warm``: positions
+        among the buffer arguments that ``cache_flush`` leaves in the caches (what other
+        operators of a model wrote besides the input: a residual). The loop runs in native code;
+        see :mod:`compiler.runtime.timer`.
         """
         if dev is not None and dev.device_type != "cpu":
             raise ValueError(f"a {self.type_key} module runs on the CPU, not on {dev}")
@@ -229,7 +231,7 @@ class Module:
 
         def evaluate(*args) -> BenchmarkResult:
             return func.time(args, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
-                             cache_flush=cache_flush)
+                             cache_flush=cache_flush, warm=tuple(warm))
 
         return evaluate
 

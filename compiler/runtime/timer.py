@@ -15,7 +15,8 @@ before *each* call (``clflush`` line by line on x86, outside the timed interval)
 is an operator's input, which inside a model the operator before has just written, while its
 weights come from memory. ``cache_flush="weights"`` (:data:`FLUSH_WEIGHTS`) keeps the last
 argument too, the output, which inside a model is a workspace buffer other operators have just
-used. ``cache_flush="model"`` (:data:`FLUSH_MODEL`) evicts as ``"weights"`` does, and the
+used. ``cache_flush="model"`` (:data:`FLUSH_MODEL`) evicts as ``"weights"`` does (but the
+arguments named ``warm``: a residual that the kernels before wrote inside a model), and the
 kernel's scratch too (a Winograd layer's transformed tiles: :mod:`compiler.codegen.llvm_scratch`;
 a model's executor places it in a workspace that other kernels used since, so its first touch
 misses the caches), then has the thread pool write the input, as the operator before leaves it
@@ -119,12 +120,14 @@ def check_cache_flush(cache_flush) -> bool | str:
     raise ValueError(f"cache_flush must be one of {CACHE_FLUSH_CHOICES}, got {cache_flush!r}")
 
 
-def flushed_ranges(arrays: list, cache_flush: bool | str = True) -> list[tuple[int, int]]:
+def flushed_ranges(arrays: list, cache_flush: bool | str = True, warm=()) -> list[tuple[int, int]]:
     """``(address, bytes)`` of the buffers that ``cache_flush`` evicts on x86, none empty: every
     one of ``arrays`` (a kernel's buffer arguments, in order) but the first with ``True``, and
-    with ``"weights"`` or ``"model"`` but the last too."""
+    with ``"weights"`` or ``"model"`` but the last too; never those at the positions ``warm``
+    (what a model's kernels before this one wrote, besides its first input: a residual)."""
     kept_last = check_cache_flush(cache_flush) in (FLUSH_WEIGHTS, FLUSH_MODEL)
-    return [(a.ctypes.data, a.nbytes) for a in arrays[1:len(arrays) - kept_last] if a.nbytes]
+    return [(a.ctypes.data, a.nbytes) for k, a in enumerate(arrays[:len(arrays) - kept_last])
+            if k and k not in warm and a.nbytes]
 
 
 def _check_counts(number: int, repeat: int, min_repeat_ms: float) -> None:
@@ -146,18 +149,18 @@ class NativeTimer:
         self._fn = self._PROTO(address)
 
     def time(self, kernel: int, buffers, scalars, arrays: list, number: int = 10, repeat: int = 1,
-             min_repeat_ms: float = 0, cache_flush: bool | str = False,
+             min_repeat_ms: float = 0, cache_flush: bool | str = False, warm=(),
              evicted: list = ()) -> BenchmarkResult:
         """Time the kernel at address ``kernel``; ``arrays`` are its buffers, in order (with
-        ``cache_flush``, those of :func:`flushed_ranges` are evicted before each call, and the
-        arrays ``evicted`` too, memory the kernel uses besides its arguments; with ``"model"`` the
-        thread pool then writes the first, see :data:`FLUSH_MODEL`)."""
+        ``cache_flush``, those of :func:`flushed_ranges` with ``warm`` are evicted before each
+        call, and the arrays ``evicted`` too, memory the kernel uses besides its arguments; with
+        ``"model"`` the thread pool then writes the first, see :data:`FLUSH_MODEL`)."""
         _check_counts(number, repeat, min_repeat_ms)
         cache_flush = check_cache_flush(cache_flush)
         if not cache_flush:
             mode, ranges = 0, []
         elif _X86:
-            mode, ranges = 1, flushed_ranges(arrays, cache_flush)
+            mode, ranges = 1, flushed_ranges(arrays, cache_flush, warm)
             ranges += [(a.ctypes.data, a.nbytes) for a in evicted]
         else:
             scratch = _scratch()
@@ -188,13 +191,14 @@ def touched_planes(array: np.ndarray) -> int:
 
 
 def time_calls(run: Callable[[], None], number: int = 10, repeat: int = 1, min_repeat_ms: float = 0,
-               cache_flush: bool | str = False, sync: Callable[[], None] | None = None) -> BenchmarkResult:
+               cache_flush: bool | str = False, sync: Callable[[], None] | None = None,
+               warm=()) -> BenchmarkResult:
     """Time ``run`` from Python: ``repeat`` measurements, each the mean of its calls.
 
     The same protocol as the native timer: a measurement makes batches, the first of
     ``number`` calls, until ``min_repeat_ms`` have passed, a batch doubling while it lasts
     less than ``BATCH_NS``; except that ``cache_flush`` (any choice) overwrites a 64 MiB buffer once
-    before each measurement. One untimed call warms up first.
+    before each measurement (``warm`` does not apply). One untimed call warms up first.
     """
     _check_counts(number, repeat, min_repeat_ms)
     check_cache_flush(cache_flush)

@@ -19,6 +19,7 @@ the numpy version for the templates' references. Epilogues take float dtypes onl
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -28,11 +29,19 @@ from compiler import te
 from compiler.topi.nn import activation
 from search_spaces.templates._common import random_data
 
-__all__ = ["EPILOGUE_OPS", "Epilogue", "check_epilogue", "is_epilogue_op", "reference_epilogue"]
+__all__ = ["EPILOGUE_OPS", "Epilogue", "check_epilogue", "is_epilogue_op", "reference_epilogue",
+           "is_residual_argument"]
 
 #: The entries by name; LeakyReLU's name holds its slope (see :func:`is_epilogue_op`).
 EPILOGUE_OPS = ("bias", "add", "relu", "relu6", "sigmoid", "gelu", "silu", "hardswish")
 _INPUTS = {"bias": "bias", "add": "residual"}  # operations that read an input: its name
+
+
+def is_residual_argument(name: str) -> bool:
+    """Whether a template's argument named ``name`` is a residual of its epilogue (an ``"add"``
+    input: ``residual``, ``residual2``, ..., after a prefix of :meth:`Epilogue.declare`): inside a
+    model, what a kernel before wrote, where its other inputs besides the first are weights."""
+    return re.fullmatch(r"(?:\w+_)?residual\d*", name) is not None
 
 
 def is_epilogue_op(op) -> bool:

@@ -132,3 +132,30 @@ def test_build_then_run_in_one_call_each(faulty_task):
     assert prepared == [10]  # the candidate's own clock starts once the task's data is made
     wrong = run(RunRequest(task, replies[1].artifact, 1, 1, 1))
     assert wrong.error_kind is ErrorKind.WRONG_ANSWER and wrong.costs == () and "C:" in wrong.message
+
+
+def test_timed_as_inside_a_model_a_residual_stays_in_the_caches_and_the_weights_do_not(monkeypatch):
+    """``cache_flush="model"``: the worker keeps an epilogue's residual (what the kernels before it
+    wrote inside a model) in the caches; the weights and the bias are evicted; other timings name
+    nothing warm."""
+    from compiler.runtime.timer import NativeTimer, flushed_ranges
+    from search_spaces import create_task, is_residual_argument
+
+    evicted = []
+    real_time = NativeTimer.time
+
+    def recording_time(self, kernel, buffers, scalars, arrays, *args, warm=(), **options):
+        evicted.append([n for _, n in flushed_ranges(arrays, options.get("cache_flush", False), warm)])
+        return real_time(self, kernel, buffers, scalars, arrays, *args, warm=warm, **options)
+
+    monkeypatch.setattr(NativeTimer, "time", recording_time)
+    task = create_task("dense", (2, 64, 32, "float32", False, ("bias", "add", "relu")), "llvm")
+    reply = build(BuildRequest.of(MeasureInput(task, task.config_space.default_config)))
+    data = task.to_json(by_value=True)
+    for flush, expected in (("model", [32 * 64 * 4, 32 * 4]), ("weights", [32 * 64 * 4, 32 * 4, 2 * 32 * 4])):
+        evicted.clear()
+        result = run(RunRequest(data, reply.artifact, 1, 2, 1, cache_flush=flush))
+        assert result.status == "ok", result.message
+        assert evicted and all(sizes == expected for sizes in evicted)
+    assert is_residual_argument("residual") and is_residual_argument("pointwise_residual2")
+    assert not is_residual_argument("bias") and not is_residual_argument("residual_scale")

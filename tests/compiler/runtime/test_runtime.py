@@ -412,6 +412,12 @@ def test_cache_flush_evicts_every_argument_but_the_first_as_tvm_does():
         flushed_ranges([data, out], "output")
     # "model" evicts as "weights" does; the input is then written, not evicted
     assert flushed_ranges([data, weight, bias, out], "model") == [(weight.ctypes.data, weight.nbytes)]
+    # a residual (what the model's kernels before wrote) stays in the caches where named warm
+    residual = np.empty(200, np.float32)
+    assert flushed_ranges([data, weight, residual, out], "model", warm=(2,)) == [(weight.ctypes.data,
+                                                                                weight.nbytes)]
+    assert flushed_ranges([data, weight, residual, out], "model") == [(weight.ctypes.data, weight.nbytes),
+                                                                      (residual.ctypes.data, residual.nbytes)]
 
 
 def test_the_model_timing_has_the_threads_write_the_input_back_as_it_was(monkeypatch):
