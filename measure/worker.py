@@ -342,7 +342,7 @@ def _time(module, args: list, request: RunRequest, dev=None) -> tuple:
     repeat = request.repeat
     # Timed as inside a model, a residual stays in the caches: the kernels before it just wrote it.
     info = module.function_info(module.entry_name)
-    warm = {"warm": _residuals(info)} if request.cache_flush == FLUSH_MODEL else {}
+    warm = {"warm": _residuals(info)} if request.cache_flush == FLUSH_MODEL and dev is None else {}
     timer = module.time_evaluator(module.entry_name, dev, number=request.number,
                                   repeat=1 if cooldown else repeat, min_repeat_ms=request.min_repeat_ms,
                                   cache_flush=request.cache_flush, **warm)

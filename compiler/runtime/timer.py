@@ -20,10 +20,9 @@ arguments named ``warm``: a residual that the kernels before wrote inside a mode
 kernel's scratch too (a Winograd layer's transformed tiles: :mod:`compiler.codegen.llvm_scratch`;
 a model's executor places it in a workspace that other kernels used since, so its first touch
 misses the caches), then has the thread pool write the input, as the operator before leaves it
-inside a model. Elsewhere than on
-x86 a 64 MiB scratch buffer is overwritten, which evicts every argument. After the eviction a
-parallel region wakes the thread pool, untimed, so that the kernel does not pay for waking
-threads that slept through the eviction.
+inside a model. Elsewhere than on x86 a 64 MiB scratch buffer is overwritten, which evicts every
+argument. After the eviction a parallel region wakes the thread pool, untimed, so that the
+kernel does not pay for waking threads that slept through the eviction.
 """
 
 from __future__ import annotations
