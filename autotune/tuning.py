@@ -818,9 +818,8 @@ def run_cache_flush(run: tuning_db.RunInfo) -> bool | str:
     False, True, "weights" or "model"); runs that do not say timed hot, as every runner did by default
     before tuning logs recorded it. A "model" run of an earlier version than :data:`MODEL_INPUT`
     is told apart: its figures do not compare with this timer's."""
-    flush = run.options.get("cache_flush", False)
-    if flush == "model" and run.options.get("model_input", 1) != MODEL_INPUT:
-        version = run.options.get("model_input", 1)
+    flush, version = run.options.get("cache_flush", False), run.options.get("model_input", 1)
+    if flush == "model" and version != MODEL_INPUT:
         return _OLDER_MODEL.get(version, f"model, version {version}")
     return flush
 

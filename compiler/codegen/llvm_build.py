@@ -60,7 +60,8 @@ def _optimized(mod: IRModule, target: Target, tm, linked: tuple[str, ...] = ()):
 
 
 def _infos(mod: IRModule) -> dict:
-    infos = {name: function_info(f, argument_align) for name, f in mod.items()}
+    infos = {}
     for name, f in mod.items():
+        infos[name] = function_info(f, argument_align)
         infos[name].scratch_bytes = scratch_layout(f).nbytes
     return infos

@@ -139,6 +139,8 @@ class Module:
         self._one_call = threading.RLock()
         failure = backend.address(ALLOC_FAILED_SYMBOL)
         self._take_failure = _TAKE_FAILURE(failure) if failure else None
+        setter = backend.address(SCRATCH_SETTER_SYMBOL)
+        self._set_scratch = _SET_SCRATCH(setter) if setter else None
         self.entry_name = entry_name
         #: Plain data about the module that its library carries along (JSON): a model's executor
         #: keeps its plan here (see :mod:`compiler.graph`).
@@ -186,16 +188,15 @@ class Module:
         """Where ``cache_flush`` is "model" and the function ``info`` describes has scratch, its
         scratch taken from a region of its own while the block runs (the region, in a list, for
         the timer to evict); else nothing changes (an empty list)."""
-        address = self._backend.address(SCRATCH_SETTER_SYMBOL) if info.scratch_bytes else 0
-        if not address or check_cache_flush(cache_flush) != FLUSH_MODEL:
+        if not (info.scratch_bytes and self._set_scratch) or check_cache_flush(cache_flush) != FLUSH_MODEL:
             yield []
             return
-        setter, region = _SET_SCRATCH(address), aligned_empty((info.scratch_bytes,), "uint8", 64)
-        setter(region.ctypes.data)
+        region = aligned_empty((info.scratch_bytes,), "uint8", 64)
+        self._set_scratch(region.ctypes.data)
         try:
             yield [region]
         finally:
-            setter(None)
+            self._set_scratch(None)
 
     def _native_timer(self) -> NativeTimer | None:
         if self._timer is False:
