@@ -229,10 +229,16 @@ class Module:
         if dev is not None and dev.device_type != "cpu":
             raise ValueError(f"a {self.type_key} module runs on the CPU, not on {dev}")
         func = self.get_function(func_name)
+        warm = tuple(warm)
+        buffers = sum(spec.kind == "buffer" for spec in func.info.signature.args)
+        bad = [k for k in warm if type(k) is not int or not 0 <= k < buffers]
+        if bad:
+            raise ValueError(f"warm names positions among the {buffers} buffer arguments of {func_name!r} "
+                             f"(0 to {buffers - 1}), got {bad}")
 
         def evaluate(*args) -> BenchmarkResult:
             return func.time(args, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
-                             cache_flush=cache_flush, warm=tuple(warm))
+                             cache_flush=cache_flush, warm=warm)
 
         return evaluate
 

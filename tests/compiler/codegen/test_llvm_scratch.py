@@ -4,6 +4,7 @@ one region; blocks inside parallel loops, and of symbolic size, stay on the heap
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from helpers import assert_written, poisoned
 
 from compiler.codegen.llvm import generate_llvm_ir
@@ -121,3 +122,6 @@ def test_timed_as_inside_a_model_the_kernel_takes_its_scratch_from_a_region_evic
         out = poisoned((20000,), "float32")
         module(a, out, 7)  # the setter was cleared: the call takes its blocks from the heap again
         assert_written(out, a * 5, rtol=1e-5, atol=1e-6)
+        bad_warm = r"warm names positions among the 2 buffer arguments .*got \[2, 'x'\]"
+        with pytest.raises(ValueError, match=bad_warm):
+            module.time_evaluator("twice", cache_flush="model", warm=(1, 2, "x"))
