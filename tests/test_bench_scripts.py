@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import json
 import math
 import os
 import re
@@ -88,6 +89,37 @@ def test_no_verdict_when_the_cores_moved_between_the_checks(before, after, verdi
     if not verdict:
         assert f"{before:.2f}x, {after:.2f}x" in text
     assert f"another core's block read in {after:.2f}x" in checks[1].describe()
+
+
+@pytest.mark.parametrize("reads, quiet", [((30, 31, 29.5), True), ((30, 24), True),  # 1.25x: at the bound
+                                           ((30, 23.9), False), ((34.7, 19.4, 32), False), ((), True)])
+def test_quiet_needs_the_memory_reads_to_agree(reads, quiet):
+    # another tenant's memory traffic leaves the FMA peak alone but slows every streaming read
+    q = dataclasses.replace(QUIET, reads=tuple(r * GFLOPS for r in reads))
+    assert q.quiet is quiet
+    assert ("BUSY" in q.describe()) is not quiet
+    if reads:
+        assert f"{min(reads):.1f}-{max(reads):.1f} GB/s" in q.describe()
+
+
+@pytest.mark.parametrize("before, after, verdict", [(30, 27, True), (30, 20, False), (20, 30, False)])
+def test_no_verdict_when_the_memory_speed_changed_between_the_checks(before, after, verdict):
+    checks = [dataclasses.replace(QUIET, reads=(before * GFLOPS,) * 3),
+              dataclasses.replace(QUIET, reads=(after * GFLOPS,) * 3)]
+    for by_round in (False, True):  # rounds checked for the cores' placement still need the memory's speed
+        text = "\n".join(B.verdict_lines(VERDICTS, checks, by_round=by_round))
+        assert ("no PASS/FAIL verdict" not in text) is verdict
+        assert ("MEMORY BUSY" in text) is not verdict
+        if not verdict:
+            assert f"{before:.1f}, {after:.1f} GB/s" in text
+
+
+def test_memory_reads_are_timed_and_survive_a_json_round_trip():
+    reads = B.memory_reads(2, mib=8, reads=2, pause=0)
+    assert len(reads) == 2 and all(math.isfinite(r) and r > 0 for r in reads)  # the size is the host's
+    q = dataclasses.replace(QUIET, reads=reads)
+    back = B.Quietness.from_dict(json.loads(json.dumps(dataclasses.asdict(q))))
+    assert back == q and back.read_spread == q.read_spread
 
 
 def test_cross_core_cost_is_measured_with_two_threads(monkeypatch):
@@ -485,20 +517,37 @@ def test_bench_model_compares_each_tuned_kernel_with_its_log_figure(tmp_path):
     r = _model_result()
     tuned = {"k0_matmul": task.workload_key}
     r.replies[M.TUNED] = [{"seconds": 1e-3, "kernel_in_model_times": {"k0_matmul": t, "k1_relu": 1e-5},
-                           "tuned_workloads": tuned} for t in (1.1e-3, 1.3e-3, 1.2e-3)]
-    ((kernel, key, logged, deployed),) = M.kernels_vs_log(r, str(tmp_path / "log.db"))
+                           "kernel_alone_model_times": {"k0_matmul": a}, "tuned_workloads": tuned}
+                          for t, a in ((1.1e-3, 0.9e-3), (1.3e-3, 1.0e-3), (1.2e-3, 0.95e-3))]
+    ((kernel, key, logged, deployed, alone),) = M.kernels_vs_log(r, str(tmp_path / "log.db"))
     assert (kernel, key) == ("k0_matmul", task.workload_key)
     assert logged == pytest.approx(1e-3) and deployed == pytest.approx(1.2e-3)  # medians: log, rounds
+    assert alone == pytest.approx(0.95e-3)  # timed alone in the same rounds
     assert M.kernels_vs_log(_model_result(), str(tmp_path / "log.db")) == []  # no kernel times: no rows
+    for reply in r.replies[M.TUNED]:
+        del reply["kernel_alone_model_times"]  # children of an older script
+    ((*_, alone),) = M.kernels_vs_log(r, str(tmp_path / "log.db"))
+    assert alone is None
+
+
+def test_bench_model_compares_deployed_kernels_with_the_same_kernels_alone_in_the_same_rounds():
+    rows = [("k0_conv", "w0", 1.0e-4, 1.5e-4, 1.4e-4),  # the log is from a quieter hour: 1.07x now
+            ("k1_dense", "w1", 2.0e-4, 1.8e-4, 2.0e-4),  # 0.90x: the furthest
+            ("k2_pool", "w2", 1.0e-5, 3.0e-5, None)]  # not timed alone: left out
+    line = M.deployed_vs_alone(rows)
+    assert line.startswith("deployed / alone as the tuner times it, in the same children, "
+                           "from 0.90x to 1.07x")
+    assert line.endswith("furthest: k1_dense, 0.200 ms alone, 0.180 ms deployed")
+    assert M.deployed_vs_alone([rows[2]]) == ""
 
 
 def test_bench_model_names_the_kernels_that_lose_the_most_time_in_the_model():
     r = _model_result()
     r.replies[M.TUNED] = [{"seconds": 1e-3, "kernel_calls": {"k0_conv": 3, "k1_conv": 1, "k2_dense": 1}}]
-    rows = [("k0_conv", "w0", 1.0e-4, 1.5e-4),  # 3 calls of +0.05 ms: the most lost
-            ("k1_conv", "w1", 2.0e-4, 3.0e-4),  # one call of +0.1 ms
-            ("k2_dense", "w2", 2.0e-4, 1.0e-4),  # faster in the model: not named
-            ("k3_pool", "w3", 1.0e-5, 3.0e-5)]  # no call count: once
+    rows = [("k0_conv", "w0", 1.0e-4, 1.5e-4, None),  # 3 calls of +0.05 ms: the most lost
+            ("k1_conv", "w1", 2.0e-4, 3.0e-4, None),  # one call of +0.1 ms
+            ("k2_dense", "w2", 2.0e-4, 1.0e-4, None),  # faster in the model: not named
+            ("k3_pool", "w3", 1.0e-5, 3.0e-5, None)]  # no call count: once
     line = M.time_lost_in_model(r, rows)
     assert line.split(", ")[0] == "k0_conv +0.150 ms (3 x 0.100 -> 0.150 ms)"
     assert line.index("k1_conv +0.100 ms") < line.index("k3_pool +0.020 ms")

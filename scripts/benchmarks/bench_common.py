@@ -17,6 +17,11 @@ quiet machine:
   kernels whose threads pass data to each other (a Winograd convolution's transforms)
   then run up to twice as slow while the FMA peak does not change. When that cost moved
   between the checks by more than :data:`PLACEMENT_CHANGE`, no verdict is given either.
+  Last, it reads a block far larger than the caches several times over a second
+  (:func:`memory_reads`): another tenant's memory traffic leaves the FMA peak alone but slows
+  every kernel that streams its weights, and shows as reads that disagree. Reads further
+  apart than :data:`QUIET_READ_SPREAD` within a check, or checks whose median reads are,
+  give no verdict.
 * :func:`time_interleaved` times each contender (our exported kernel, numpy, PyTorch)
   in a fresh process of its own, one after the other, over several rounds
   (A B A B ...), and reports each one's median over the rounds: slow drifts of the
@@ -50,8 +55,8 @@ from pathlib import Path
 __all__ = ["QUIET_SCALING", "QUIET_CPU_SHARE", "PLACEMENT_CHANGE", "MAX_SPREAD", "MIN_KEPT_ROUNDS", "REPEAT",
            "ROUNDS", "Quietness", "Contender", "Timing", "Verdict", "measure_quietness", "fma_peak_flops",
            "cross_core_cost", "placement_check", "time_interleaved", "run_child", "child_reply",
-           "verdict_lines", "busy_note", "format_table", "module_spec", "print_rounds", "matmul_peers",
-           "thread_env", "steady_heap"]
+           "verdict_lines", "busy_note", "memory_reads", "QUIET_READ_SPREAD", "format_table", "module_spec",
+           "print_rounds", "matmul_peers", "thread_env", "steady_heap"]
 
 QUIET_SCALING = 0.9  # T threads must do at least 0.9 * T times the FMA work of one (1.8x on 2 cores)
 QUIET_CPU_SHARE = 0.9  # ... and get at least 90% of T cores' time while they run
@@ -60,6 +65,14 @@ QUIET_CPU_SHARE = 0.9  # ... and get at least 90% of T cores' time while they ru
 # then 320 ns): checks further apart than this saw the vCPUs move.
 PLACEMENT_CHANGE = 1.4
 EXCHANGE_FLOATS = 64 * 1024  # each thread's block: 256 KiB, in its core's L2 on every CPU we target
+# A streaming read of a block far past the last-level cache runs at the memory's speed, which
+# moves little on a machine of one's own; on a 2-vCPU Zen 4 guest whose FMA checks passed,
+# other tenants' traffic moved 12 such reads over two seconds 1.2-2.5x apart, and weight-bound
+# layers ran up to twice as slow between them. Reads further apart than this saw that traffic.
+QUIET_READ_SPREAD = 1.25
+READ_MIB = 256
+READS = 8
+READ_PAUSE = 0.1  # seconds between reads: the traffic comes in bursts of a fraction of a second
 # Our kernel's fresh processes agree within a few percent on a quiet machine (the middle 3 of
 # 5 within 1-10% in quiet runs); rounds further apart than this saw the machine change between
 # the quietness checks.
@@ -85,6 +98,12 @@ class Quietness:
     many: float
     cpu_share: float = 1.0  # the CPU time the threads got, as a share of ``threads`` cores
     exchange: float | None = None  # :func:`cross_core_cost` (None: not measured, or one thread)
+    reads: tuple[float, ...] = ()  # :func:`memory_reads`, bytes per second (empty: not measured)
+
+    @classmethod
+    def from_dict(cls, fields: dict) -> Quietness:
+        """The check :func:`dataclasses.asdict` gave as ``fields`` (as it comes back from JSON)."""
+        return cls(**{**fields, "reads": tuple(fields.get("reads", ()))})
 
     @property
     def scaling(self) -> float:
@@ -92,20 +111,29 @@ class Quietness:
         return self.many / self.one
 
     @property
+    def read_spread(self) -> float | None:
+        """The fastest memory read over the slowest (None: not measured)."""
+        return max(self.reads) / min(self.reads) if self.reads else None
+
+    @property
     def quiet(self) -> bool:
         """Whether every thread had a core to itself: the peak scaled with the threads, and
-        the threads got (nearly) all of their cores' time."""
-        return self.scaling >= QUIET_SCALING * self.threads and self.cpu_share >= QUIET_CPU_SHARE
+        the threads got (nearly) all of their cores' time; and the memory reads agreed."""
+        return (self.scaling >= QUIET_SCALING * self.threads and self.cpu_share >= QUIET_CPU_SHARE
+                and (self.read_spread is None or self.read_spread <= QUIET_READ_SPREAD))
 
     def describe(self) -> str:
         """One line: both peaks, their ratio, the CPU share, what quiet needs, and the outcome."""
         state = "quiet" if self.quiet else "BUSY"
         exchange = ("" if self.exchange is None else
                     f"; another core's block read in {self.exchange:.2f}x the time of a core's own")
+        reads = ("" if not self.reads else
+                 f"; memory read at {min(self.reads) / 1e9:.1f}-{max(self.reads) / 1e9:.1f} GB/s, "
+                 f"{self.read_spread:.2f}x apart (quiet needs <= {QUIET_READ_SPREAD:.2f}x)")
         return (f"FMA peak {self.one / 1e9:.1f} GFLOPS on 1 thread, {self.many / 1e9:.1f} on "
                 f"{self.threads}: {self.scaling:.2f}x, {self.cpu_share:.0%} of {self.threads} cores' time "
-                f"(quiet needs >= {QUIET_SCALING * self.threads:.2f}x and >= {QUIET_CPU_SHARE:.0%}): {state}"
-                f"{exchange}")
+                f"(quiet needs >= {QUIET_SCALING * self.threads:.2f}x and >= {QUIET_CPU_SHARE:.0%}){reads}: "
+                f"{state}{exchange}")
 
 
 def fma_peak_flops(threads: int, iterations: int = FMA_ITERATIONS, repeat: int = 2 * REPEAT) -> float:
@@ -159,6 +187,29 @@ def cross_core_cost(threads: int, floats: int = EXCHANGE_FLOATS, rounds: int = 5
     return statistics.median(ratios)
 
 
+def memory_reads(threads: int, mib: int = READ_MIB, reads: int = READS,
+                 pause: float = READ_PAUSE) -> tuple[float, ...]:
+    """Bytes per second of ``threads`` threads summing a ``mib`` MiB block's rows
+    (``cpu_kernels.row_sum``), ``reads`` times, ``pause`` seconds apart: each read streams the
+    block from memory (it is far larger than the caches), at the speed other tenants leave."""
+    import cpu_kernels as K
+    import numpy as np
+
+    import compiler
+
+    rows = 8 * threads
+    a = np.ones((rows, (mib << 20) // (4 * rows) // 64 * 64), np.float32)
+    out = np.empty(rows, np.float32)
+    f = compiler.build(*K.row_sum(*a.shape))
+    timer = f.time_evaluator(f.entry_name, compiler.cpu(0), number=1, repeat=1, min_repeat_ms=0)
+    timer(a, out)  # pages touched, thread pool started
+    speeds = []
+    for _ in range(reads):
+        time.sleep(pause)
+        speeds.append(a.nbytes / timer(a, out).median)
+    return tuple(speeds)
+
+
 def placement_check(threads: int) -> float:
     """:func:`cross_core_cost` on ``threads`` threads, in a fresh process (about a second): the
     caller may have loaded PyTorch, whose idle threads spin on the cores ours would be timed on."""
@@ -167,13 +218,15 @@ def placement_check(threads: int) -> float:
 
 def measure_quietness(threads: int | None = None) -> Quietness:
     """Time the FMA peak on one thread and on ``threads`` (default: the runtime's thread count),
-    and with two or more threads, what passing data between cores costs (:func:`cross_core_cost`)."""
+    with two or more threads what passing data between cores costs (:func:`cross_core_cost`), and
+    how fast ``threads`` threads read memory (:func:`memory_reads`)."""
     from compiler.runtime import num_threads
 
     threads = threads or num_threads()
     one = fma_peak_flops(1)
     many, share = _fma_peak(threads)
-    return Quietness(threads, one, many, share, cross_core_cost(threads) if threads > 1 else None)
+    return Quietness(threads, one, many, share, cross_core_cost(threads) if threads > 1 else None,
+                     memory_reads(threads))
 
 
 def busy_note(checks: Sequence[Quietness], by_round: bool = False) -> str:
@@ -185,6 +238,12 @@ def busy_note(checks: Sequence[Quietness], by_round: bool = False) -> str:
     if busy:
         return (f"MACHINE BUSY ({' and '.join(busy)} the timings): the figures below measure the load as "
                 "much as the kernels; no PASS/FAIL verdict")
+    reads = [statistics.median(q.reads) for q in checks if q.reads]
+    if len(reads) > 1 and max(reads) > QUIET_READ_SPREAD * min(reads):
+        seen = ", ".join(f"{r / 1e9:.1f}" for r in reads)
+        return (f"MEMORY BUSY: the checks read memory at {seen} GB/s (more than {QUIET_READ_SPREAD:.2f}x "
+                "apart): other work's memory traffic changed during the timings, and kernels that "
+                "stream their data ran at another speed; no PASS/FAIL verdict")
     costs = [] if by_round else [q.exchange for q in checks if q.exchange is not None]
     if len(costs) > 1 and max(costs) > PLACEMENT_CHANGE * min(costs):
         seen = ", ".join(f"{c:.2f}x" for c in costs)
