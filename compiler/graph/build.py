@@ -148,14 +148,17 @@ def build_graph(graph: Graph, target=None, schedule_kernel: ScheduleKernel | Non
     scratch = {fname: scratch_layout(f).nbytes for fname, f in functions.items()}
     plan = plan_memory(fused, {node.name: scratch[fname] for node, fname in runs})
     calls: list[tuple[str, list[tuple[str, int]], int | None]] = []
+    warm: dict[str, set[int]] = {fname: set() for fname in functions}
     for node, fname in runs:
         places = [plan.place(v) for v in (*node.inputs, *node.outputs)]
         calls.append((fname, [(p.region, p.index) for p in places], plan.scratch.get(node.name)))
-    return _link(fused, plan, IRModule(functions), calls, choices, nodes, scratch, target, name)
+        # what other kernels wrote besides the first input (a residual): warm when it is read
+        warm[fname].update(k for k in range(1, len(node.inputs)) if places[k].region != "constant")
+    return _link(fused, plan, IRModule(functions), calls, choices, nodes, scratch, warm, target, name)
 
 
 def _link(graph: Graph, plan: MemoryPlan, kernels: IRModule, calls, choices, nodes, scratch: dict[str, int],
-          target: Target, name: str) -> Module:
+          warm: dict[str, set[int]], target: Target, name: str) -> Module:
     # Imported here: the LLVM code generator loads llvmlite, which loading a library never needs.
     from ..codegen import llvm_build
     from ..codegen.llvm_executor import emit_executor
@@ -181,7 +184,7 @@ def _link(graph: Graph, plan: MemoryPlan, kernels: IRModule, calls, choices, nod
         "inputs": [{"name": v.name, "shape": list(v.shape), "dtype": v.dtype} for v in graph.inputs],
         "outputs": [{"name": v.name, "shape": list(v.shape), "dtype": v.dtype} for v in graph.outputs],
         "kernels": [{"name": f, "calls": len(runs), "schedule": choices[f].source, "nodes": runs,
-                     "scratch_bytes": scratch[f],
+                     "scratch_bytes": scratch[f], "warm": sorted(warm[f]),
                      **({"workload": choices[f].workload} if choices[f].workload else {})}
                     for f, runs in nodes.items()],
         "calls": [f for f, _, _ in calls],

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..runtime.module import Module
+from ..runtime.timer import FLUSH_MODEL
 from .errors import GraphError
 
 __all__ = ["run", "profile", "profile_runs", "kernel_medians", "model_info", "split_by_template",
@@ -43,8 +44,9 @@ def profile(module: Module, repeat: int = 5, min_repeat_ms: float = 20.0,
     (its input, which the kernel before has just written) before every call, as TVM's
     ``enable_cpu_cache_flush`` does, ``cache_flush="weights"`` all but the first and the last
     (its output, a workspace buffer that other kernels have just used): its weights; and
-    ``cache_flush="model"`` those, then has the thread pool write its input, as the kernel
-    before leaves it inside a model.
+    ``cache_flush="model"`` those but what other kernels of the model wrote (a residual: the
+    model description's ``warm`` positions), and the kernel's scratch, then has the thread pool
+    write its input, as the kernel before leaves it inside a model; the tuner's model timing.
     ``in_model=True`` times the kernels where they run (:func:`profile_runs`): a kernel's seconds
     are the median over the runs of its calls' time in one run, per call. Against the kernels
     timed alone, they say what the model's cache traffic costs each kernel; what the executor
@@ -57,8 +59,9 @@ def profile(module: Module, repeat: int = 5, min_repeat_ms: float = 20.0,
     result = {}
     for kernel in model_info(module)["kernels"]:
         name = kernel["name"]
+        warm = kernel.get("warm", ()) if cache_flush == FLUSH_MODEL else ()
         timer = module.time_evaluator(name, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms,
-                                      cache_flush=cache_flush)
+                                      cache_flush=cache_flush, warm=warm)
         result[name] = (kernel["calls"], timer(*_random_args(module, name, rng)).median)
     return result
 

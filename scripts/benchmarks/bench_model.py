@@ -65,7 +65,11 @@ The figures (each contender timed in :func:`bench_common.time_interleaved`'s fre
   weights evicted from the caches, as they run in the model); the line gives the range of the
   ratios and the furthest kernel, which must be within 10% of its log figure; a second line names
   the three kernels that lose the most time in the model against their log figures, over all
-  their calls: where the model's latency goes beyond the log's estimate.
+  their calls: where the model's latency goes beyond the log's estimate. A line between them
+  gives the same kernels' deployed times over their times alone as the tuner times them
+  (``profile(..., cache_flush="model")``, in the same children right after): a kernel far from
+  its log figure but not from this one met a machine that changed since it was tuned; one far
+  from both is slowed (or sped up) by the model itself.
 * **peak memory** (MiB): the child's peak RSS (Linux's ``VmHWM``, the ``ru_maxrss`` of this
   process alone) after loading the model, its first run and its timings, less its RSS before
   loading it (the libraries imported, input and output allocated); the peak is restarted there
@@ -423,7 +427,7 @@ def quietness(threads: int = THREADS) -> B.Quietness:
     """:func:`bench_common.measure_quietness` in a fresh process: our kernels run up to ten times
     slower in a process that loaded PyTorch (its libgomp) before the compiler, as this one does."""
     reply = ChildRunner().reply({"kind": "quietness"}, B.thread_env(threads))
-    return B.Quietness(**{f.name: reply[f.name] for f in dataclasses.fields(B.Quietness)})
+    return B.Quietness.from_dict({f.name: reply[f.name] for f in dataclasses.fields(B.Quietness)})
 
 
 class ChildRunner:
@@ -549,11 +553,17 @@ def table_row(r: Result, peak: float) -> tuple:
             _mib(r.memory_mib(ours)) if ours else "n/a", *(_mib(r.memory_mib(PEERS[k])) for k in PEERS))
 
 
-def kernels_vs_log(r: Result, db) -> list[tuple[str, str, float, float]]:
+# (kernel, workload, log seconds, deployed seconds, alone seconds or None)
+KernelRow = tuple[str, str, float, float, float | None]
+
+
+def kernels_vs_log(r: Result, db) -> list[KernelRow]:
     """Each tuned kernel of ``r``'s tuned build: ``(kernel, workload, log seconds, deployed
-    seconds)``, the log's figure being its best config's median in ``db`` (the figure the build
-    chose it by) and the deployed one the kernel timed inside the model in the timing children
-    (``profile(..., in_model=True)``, the median over the rounds)."""
+    seconds, alone seconds)``, the log's figure being its best config's median in ``db`` (the
+    figure the build chose it by), the deployed one the kernel timed inside the model in the
+    timing children (``profile(..., in_model=True)``, the median over the rounds), and the alone
+    one the kernel timed alone in those children as the tuner times it (``profile(...,
+    cache_flush="model")``; None from children that did not)."""
     import db as tuning_db
     from autotune.selection import best
 
@@ -568,17 +578,34 @@ def kernels_vs_log(r: Result, db) -> list[tuple[str, str, float, float]]:
             if not ranked or ranked[0].median is None:
                 continue
             deployed = statistics.median(reply["kernel_in_model_times"][kernel] for reply in replies)
-            rows.append((kernel, key, ranked[0].median, deployed))
+            alone = [reply["kernel_alone_model_times"][kernel] for reply in replies
+                     if kernel in reply.get("kernel_alone_model_times", {})]
+            alone_s = statistics.median(alone) if alone else None
+            rows.append((kernel, key, ranked[0].median, deployed, alone_s))
     return rows
 
 
-def time_lost_in_model(r: Result, rows: list[tuple[str, str, float, float]], top: int = 3) -> str:
+def deployed_vs_alone(rows: list[KernelRow]) -> str:
+    """The range of the tuned kernels' deployed times over their alone times of the same rounds
+    (``rows`` from :func:`kernels_vs_log`) and the furthest kernel, as one line; "" without them.
+    Against :func:`kernels_vs_log`'s ratios it separates what the model does to a kernel from
+    what the machine did since the log was written."""
+    pairs = [(deployed / alone, kernel, alone, deployed) for kernel, _, _, deployed, alone in rows if alone]
+    if not pairs:
+        return ""
+    furthest = max(pairs, key=lambda p: abs(p[0] - 1))
+    return (f"deployed / alone as the tuner times it, in the same children, from {min(pairs)[0]:.2f}x to "
+            f"{max(pairs)[0]:.2f}x; furthest: {furthest[1]}, {furthest[2] * 1e3:.3f} ms alone, "
+            f"{furthest[3] * 1e3:.3f} ms deployed")
+
+
+def time_lost_in_model(r: Result, rows: list[KernelRow], top: int = 3) -> str:
     """The ``top`` tuned kernels whose time inside the model exceeds their log figures the most,
     over all their calls (``rows`` from :func:`kernels_vs_log`), as one line; "" where none does."""
     replies = [reply for reply in r.replies.get(TUNED, []) if reply.get("kernel_calls")]
     calls = replies[0]["kernel_calls"] if replies else {}
     lost = sorted(((calls.get(k, 1) * (deployed - logged), k, calls.get(k, 1), logged, deployed)
-                   for k, _, logged, deployed in rows if deployed > logged), reverse=True)[:top]
+                   for k, _, logged, deployed, _ in rows if deployed > logged), reverse=True)[:top]
     return ", ".join(f"{kernel} +{total * 1e3:.3f} ms ({n} x {logged * 1e3:.3f} -> {deployed * 1e3:.3f} ms)"
                      for total, kernel, n, logged, deployed in lost)
 
@@ -671,6 +698,11 @@ def _child_ours(spec: dict, x: np.ndarray) -> dict:
         reply["kernel_s"] = sum(calls * s for calls, s in kernels.values())
         reply["tuned_workloads"] = {k["name"]: k["workload"] for k in model_info(f)["kernels"]
                                     if k.get("workload") and k["schedule"].endswith(": tuned")}
+        if spec["label"] == TUNED:
+            # alone as the tuner timed them, in this spell of the machine: what the log's
+            # figures would be now
+            alone = profile(f, cache_flush="model")
+            reply["kernel_alone_model_times"] = {name: alone[name][1] for name in reply["tuned_workloads"]}
         reply["info"] += f", {len(kernels)} kernels"
     return reply
 
@@ -813,12 +845,14 @@ def main(argv=None) -> None:
     for r in results:
         rows = kernels_vs_log(r, opts.db) if TUNED in r.replies else []
         if rows:
-            ratios = [deployed / logged for _, _, logged, deployed in rows]
+            ratios = [deployed / logged for _, _, logged, deployed, _ in rows]
             k = max(range(len(rows)), key=lambda i: abs(ratios[i] - 1))
-            kernel, _, logged, deployed = rows[k]
+            kernel, _, logged, deployed, _ = rows[k]
             kernel_lines.append(f"# {r.model.name}: {len(rows)} tuned kernels, deployed / log from "
                                 f"{min(ratios):.2f}x to {max(ratios):.2f}x; furthest: {kernel}, "
                                 f"{logged * 1e3:.3f} ms in the log, {deployed * 1e3:.3f} ms deployed")
+            if same_run := deployed_vs_alone(rows):
+                kernel_lines.append(f"# {r.model.name}: {same_run}")
             if lost := time_lost_in_model(r, rows):
                 kernel_lines.append(f"# {r.model.name}: the most time lost in the model against the log: "
                                     f"{lost}")

@@ -77,6 +77,29 @@ def test_the_exported_library_runs_alone(network, tmp_path):
         assert all(calls >= 1 and seconds > 0 for calls, seconds in times.values())
 
 
+def test_timed_as_in_the_model_a_kernel_keeps_what_other_kernels_wrote_warm(network, monkeypatch):
+    # the second convolution of each residual block adds the block's input: written by the
+    # kernels before, it is in the caches inside the model, where the weights and the bias are not
+    _, module = network
+    warm = {k["name"]: k["warm"] for k in model_info(module)["kernels"]}
+    residual = [name for name in warm if "add_add" in name]
+    assert len(residual) == 1 and warm[residual[0]] == [3]  # (input, weights, bias, residual, out)
+    assert all(positions == [] for name, positions in warm.items() if name not in residual)
+    seen = {}
+    real = type(module).time_evaluator
+
+    def spy(self, name, *args, **kwargs):
+        seen.setdefault(kwargs.get("cache_flush"), {})[name] = tuple(kwargs.get("warm", ()))
+        return real(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(type(module), "time_evaluator", spy)
+    for cache_flush in ("model", "weights"):
+        times = profile(module, repeat=1, min_repeat_ms=1, cache_flush=cache_flush)
+        assert all(seconds > 0 for _, seconds in times.values())
+    assert seen["model"] == {name: tuple(positions) for name, positions in warm.items()}
+    assert all(positions == () for positions in seen["weights"].values())  # as the tuner's "weights"
+
+
 def test_the_profiling_entry_runs_the_model_and_stamps_each_call(network, tmp_path):
     graph, module = network
     module.export_library(tmp_path / "net.so")
