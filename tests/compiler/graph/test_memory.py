@@ -65,6 +65,40 @@ def test_a_chain_ping_pongs_between_two_buffers(rng):
     assert "33% saved" in plan.report()
 
 
+def _dense_widths(rng, widths):
+    b = GraphBuilder()
+    h = b.input("x", (8, widths[0]))
+    for k, (n_in, n_out) in enumerate(zip(widths, widths[1:])):
+        h = b.op("nn.dense", h, b.const(f"w{k}", weights(rng, n_out, n_in)))
+    return fuse(b.finish(h))
+
+
+def test_an_output_takes_the_memory_used_last(rng):
+    # outputs of 2048, 2048, 512, 2048 and 2048 bytes. When the fourth is placed, the first's
+    # bytes (free since the second kernel, bar the 512 the third took) and the second's (free
+    # since the third) are free: first fit would take them together from byte 512, but the
+    # second's, just read, are the likelier in the caches
+    fused = _dense_widths(rng, [16, 64, 64, 16, 64, 64, 16])
+    plan = plan_memory(fused)
+    offsets = [plan.place(n.outputs[0]).index for n in fused.nodes[:5]]
+    assert offsets == [0, 2048, 0, 2048, 0]
+    assert plan.warm and plan.workspace_bytes == 4096  # and tighter than first fit's 4608 here
+    assert "outputs in the memory used last" in plan.report()
+    _check_no_overlap(fused, plan)
+
+
+def test_the_plan_packs_first_fit_where_the_memory_used_last_would_take_more(rng):
+    # outputs of 512, 512, 1024, 512 and 2048 bytes: placed where used last, the fourth takes the
+    # second's bytes and leaves the 2048 no run of free bytes but from 1024 (3072 in all); first
+    # fit puts the fourth at 0 and the fifth at 512, 2560 in all
+    fused = _dense_widths(rng, [16, 16, 16, 32, 16, 64, 16])
+    plan = plan_memory(fused)
+    assert not plan.warm and plan.workspace_bytes == 2560
+    assert [plan.place(n.outputs[0]).index for n in fused.nodes[:5]] == [0, 512, 1024, 0, 512]
+    assert "outputs first fit" in plan.report()
+    _check_no_overlap(fused, plan)
+
+
 def test_a_network_s_plan_keeps_live_tensors_apart(rng):
     fused = fuse(optimize(residual_cnn(rng)))
     plan = plan_memory(fused)
