@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from graph_models import residual_cnn, weights
 
 from compiler.graph import GraphBuilder, fuse, optimize, plan_memory
@@ -97,6 +98,18 @@ def test_the_plan_packs_first_fit_where_the_memory_used_last_would_take_more(rng
     assert [plan.place(n.outputs[0]).index for n in fused.nodes[:5]] == [0, 512, 1024, 0, 512]
     assert "outputs first fit" in plan.report()
     _check_no_overlap(fused, plan)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_plans_of_random_chains_keep_live_tensors_and_scratch_apart(seed):
+    # widths that make free ranges of every size, some adjacent, some apart: whichever way the
+    # outputs are placed, no live tensor or scratch shares a byte with another
+    rng = np.random.default_rng(seed)
+    fused = _dense_widths(rng, [int(w) for w in rng.choice([8, 16, 32, 64, 128], size=9)])
+    scratch = {n.name: int(rng.integers(1, 4096)) for n in fused.nodes if rng.random() < 0.4}
+    for plan in (plan_memory(fused), plan_memory(fused, scratch)):
+        _check_no_overlap(fused, plan, scratch if plan.scratch else None)
+        assert plan.workspace_bytes <= plan.unshared_bytes
 
 
 def test_a_network_s_plan_keeps_live_tensors_apart(rng):
