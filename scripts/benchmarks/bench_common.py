@@ -68,7 +68,8 @@ EXCHANGE_FLOATS = 64 * 1024  # each thread's block: 256 KiB, in its core's L2 on
 # A streaming read of a block far past the last-level cache runs at the memory's speed, which
 # moves little on a machine of one's own; on a 2-vCPU Zen 4 guest whose FMA checks passed,
 # other tenants' traffic moved 12 such reads over two seconds 1.2-2.5x apart, and weight-bound
-# layers ran up to twice as slow between them. Reads further apart than this saw that traffic.
+# layers ran up to twice as slow between them, where on a calmer hour eight reads 0.1 s apart
+# agreed within 1.08-1.21x. Reads further apart than this saw that traffic.
 QUIET_READ_SPREAD = 1.25
 READ_MIB = 256
 READS = 8
