@@ -539,6 +539,9 @@ def test_bench_model_compares_deployed_kernels_with_the_same_kernels_alone_in_th
                            "from 0.90x to 1.07x")
     assert line.endswith("furthest: k1_dense, 0.200 ms alone, 0.180 ms deployed")
     assert M.deployed_vs_alone([rows[2]]) == ""
+    # against the log: every row, the furthest first (k2_pool's 3x)
+    assert [(round(ratio, 2), row[0]) for ratio, row in M.deployed_ratios(rows, M.LOGGED)] == [
+        (3.0, "k2_pool"), (1.5, "k0_conv"), (0.9, "k1_dense")]
 
 
 def test_bench_model_names_the_kernels_that_lose_the_most_time_in_the_model():

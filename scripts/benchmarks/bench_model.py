@@ -555,6 +555,7 @@ def table_row(r: Result, peak: float) -> tuple:
 
 # (kernel, workload, log seconds, deployed seconds, alone seconds or None)
 KernelRow = tuple[str, str, float, float, float | None]
+LOGGED, ALONE = 2, 4  # the positions in a KernelRow that deployed seconds are compared with
 
 
 def kernels_vs_log(r: Result, db) -> list[KernelRow]:
@@ -585,18 +586,27 @@ def kernels_vs_log(r: Result, db) -> list[KernelRow]:
     return rows
 
 
+def deployed_ratios(rows: list[KernelRow], against: int) -> list[tuple[float, KernelRow]]:
+    """Each row's deployed seconds over its seconds at position ``against`` (:data:`LOGGED` or
+    :data:`ALONE`), with the row, for the rows that have both; the furthest from 1 first
+    (the first of them in ``rows`` where several are as far)."""
+    ratios = [(row[3] / row[against], row) for row in rows if row[against]]
+    return sorted(ratios, key=lambda p: -abs(p[0] - 1))
+
+
 def deployed_vs_alone(rows: list[KernelRow]) -> str:
     """The range of the tuned kernels' deployed times over their alone times of the same rounds
     (``rows`` from :func:`kernels_vs_log`) and the furthest kernel, as one line; "" without them.
     Against :func:`kernels_vs_log`'s ratios it separates what the model does to a kernel from
     what the machine did since the log was written."""
-    pairs = [(deployed / alone, kernel, alone, deployed) for kernel, _, _, deployed, alone in rows if alone]
-    if not pairs:
+    ratios = deployed_ratios(rows, ALONE)
+    if not ratios:
         return ""
-    furthest = max(pairs, key=lambda p: abs(p[0] - 1))
-    return (f"deployed / alone as the tuner times it, in the same children, from {min(pairs)[0]:.2f}x to "
-            f"{max(pairs)[0]:.2f}x; furthest: {furthest[1]}, {furthest[2] * 1e3:.3f} ms alone, "
-            f"{furthest[3] * 1e3:.3f} ms deployed")
+    values = [ratio for ratio, _ in ratios]
+    kernel, _, _, deployed, alone = ratios[0][1]
+    return (f"deployed / alone as the tuner times it, in the same children, from {min(values):.2f}x to "
+            f"{max(values):.2f}x; furthest: {kernel}, {alone * 1e3:.3f} ms alone, "
+            f"{deployed * 1e3:.3f} ms deployed")
 
 
 def time_lost_in_model(r: Result, rows: list[KernelRow], top: int = 3) -> str:
@@ -845,11 +855,11 @@ def main(argv=None) -> None:
     for r in results:
         rows = kernels_vs_log(r, opts.db) if TUNED in r.replies else []
         if rows:
-            ratios = [deployed / logged for _, _, logged, deployed, _ in rows]
-            k = max(range(len(rows)), key=lambda i: abs(ratios[i] - 1))
-            kernel, _, logged, deployed, _ = rows[k]
+            ratios = deployed_ratios(rows, LOGGED)
+            values = [ratio for ratio, _ in ratios]
+            kernel, _, logged, deployed, _ = ratios[0][1]
             kernel_lines.append(f"# {r.model.name}: {len(rows)} tuned kernels, deployed / log from "
-                                f"{min(ratios):.2f}x to {max(ratios):.2f}x; furthest: {kernel}, "
+                                f"{min(values):.2f}x to {max(values):.2f}x; furthest: {kernel}, "
                                 f"{logged * 1e3:.3f} ms in the log, {deployed * 1e3:.3f} ms deployed")
             if same_run := deployed_vs_alone(rows):
                 kernel_lines.append(f"# {r.model.name}: {same_run}")
@@ -857,7 +867,7 @@ def main(argv=None) -> None:
                 kernel_lines.append(f"# {r.model.name}: the most time lost in the model against the log: "
                                     f"{lost}")
             all_verdicts.append(B.Verdict(f"{r.model.name} tuned kernels deployed / log, the furthest",
-                                          ratios[k], 1.0, within=KERNEL_VS_LOG,
+                                          ratios[0][0], 1.0, within=KERNEL_VS_LOG,
                                           withheld=r.timings[TUNED].noise()))
     for line in B.verdict_lines(all_verdicts, [before, after], by_round=True):
         print(line)
