@@ -16,7 +16,8 @@
   outputs' and given back when it returns;
 * a kernel that only reshapes (its bytes are its input's, in the same order) runs nothing: its
   output is its input's memory under another shape (:func:`aliases`), and that memory lives
-  until the last reader of either.
+  until the last reader of either; where its output is the model's, its input is computed in
+  the caller's array.
 
 :class:`MemoryPlan` reports the workspace's size (the peak of live intermediate tensors) against
 what the intermediates would take without reuse.
@@ -140,18 +141,27 @@ class _Arena:
 
 def aliases(graph: Graph) -> dict[int, Value]:
     """The outputs of the fused ``graph``'s reshape-only kernels, by uid, each mapped to the value
-    whose memory it is (its input, or what that input is an alias of). A graph output or a
-    constant's reshape is no alias: it has memory of its own."""
+    whose memory it is (its input, or what that input is an alias of). A constant's reshape is no
+    alias: it has memory of its own; so has a model output that reshapes a model input or output.
+    A model output that reshapes an intermediate is one the other way round: the intermediate is
+    computed in the output's memory (:func:`plan_memory`), once per intermediate."""
     outputs = {v.uid for v in graph.outputs}
+    inputs = {v.uid for v in graph.inputs}
+    in_output: set[int] = set()  # intermediates computed in an output's memory
     found: dict[int, Value] = {}
     for node in fused_kernels(graph):
         body = node.attrs["body"]
         if len(node.inputs) != 1 or any(n.op != "reshape" for n in body.nodes):
             continue
         (source,) = node.inputs
-        if source.is_constant or node.output.uid in outputs:
+        if source.is_constant:
             continue
-        found[node.output.uid] = found.get(source.uid, source)
+        owner = found.get(source.uid, source)
+        if node.output.uid in outputs:
+            if owner.uid in inputs or owner.uid in outputs or owner.uid in in_output:
+                continue
+            in_output.add(owner.uid)
+        found[node.output.uid] = owner
     return found
 
 
@@ -175,6 +185,8 @@ def _plan(graph: Graph, scratch: Mapping[str, int], warm: bool) -> MemoryPlan:
             copied.append(k)
         else:
             places[v.uid] = Place("output", k)
+            if v.uid in alias:  # the intermediate it reshapes is computed there
+                places[alias[v.uid].uid] = places[v.uid]
 
     constants: list[tuple[Value, int]] = []
     offset = 0

@@ -20,6 +20,8 @@ model is compiled.
   of the orders exporters write it, becomes one ``nn.gelu`` node (which fuses into a dense
   layer's output stage);
 * :func:`recognize_silu`: ``x * sigmoid(x)`` becomes one ``nn.silu`` node;
+* :func:`unit_transposes_as_reshapes`: a transpose that only moves axes of length one is a
+  reshape;
 * :func:`sink_reshapes`: reshapes that keep the last axis move below the elementwise operators
   after them, so a dense layer's bias, activation and residual meet its output; reshapes that
   meet fold into one;
@@ -39,6 +41,7 @@ import numpy as np
 
 from .ir import Graph, Node, TensorType, Value
 from .op import apply_op, get_op
+from .ops.tensor import transpose_axes
 from .rewrite import Rewriter, rewrite
 
 __all__ = ["GraphPass", "GraphPipeline", "OPTIMIZE", "fold_constants", "fold_batch_norm",
@@ -430,6 +433,7 @@ def sink_reshapes(graph: Graph) -> Graph:
     dense layer's bias and activation then meet its output (``reshape(dense(x)) + b`` is
     ``reshape(dense(x) + b)``). Reshapes that meet fold into one, and one to the shape it starts
     from disappears."""
+    graph = fold_reshapes(graph)  # a reshape of a reshape sinks as one
     for _ in range(len(graph.nodes)):
         sunk = _sink_one_reshape(graph)
         if sunk is None:
@@ -477,6 +481,24 @@ def _sink_one_reshape(graph: Graph) -> Graph | None:
 
     graph = rewrite(graph, visit)
     return graph if changed else None
+
+
+def unit_transposes_as_reshapes(graph: Graph) -> Graph:
+    """A transpose that keeps the order of its axes longer than one moves no element: it is a
+    reshape (``(1, S, D)`` to ``(S, 1, D)``, as a batch-first attention layer of batch 1 is
+    exported), which costs nothing where it ends as a kernel of its own and folds into the
+    reshapes beside it."""
+
+    def visit(rw: Rewriter, node: Node) -> None:
+        if node.op == "transpose":
+            shape = node.inputs[0].shape
+            kept = [a for a in transpose_axes(node.attrs, len(shape)) if shape[a] != 1]
+            if kept == sorted(kept):
+                node = Node("reshape", [node.inputs[0]], node.outputs, {"newshape": node.output.shape},
+                            node.name)
+        rw.emit(node)
+
+    return rewrite(graph, visit)
 
 
 def fold_reshapes(graph: Graph) -> Graph:
@@ -591,6 +613,7 @@ OPTIMIZE = GraphPipeline("optimize", (
     GraphPass("decompose_batch_norm", decompose_batch_norm),
     GraphPass("recognize_gelu", recognize_gelu),
     GraphPass("recognize_silu", recognize_silu),
+    GraphPass("unit_transposes_as_reshapes", unit_transposes_as_reshapes),
     GraphPass("sink_reshapes", sink_reshapes),
     GraphPass("duplicate_moves", duplicate_moves),
 ))

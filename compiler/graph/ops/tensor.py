@@ -23,7 +23,7 @@ from ._common import (
     shape_of,
 )
 
-__all__: list[str] = []
+__all__ = ["transpose_axes"]
 
 
 def _injective(name: str, infer, evaluate, compute, doc: str, pattern: str = "injective") -> OpDef:
@@ -68,7 +68,8 @@ _injective("reshape", _reshape_infer, lambda arrays, attrs: [arrays[0].reshape(a
 # ---------------------------------------------------------------------------- transpose
 
 
-def _axes(attrs, ndim: int) -> tuple[int, ...]:
+def transpose_axes(attrs, ndim: int) -> tuple[int, ...]:
+    """A transpose's permutation of ``ndim`` axes, from its ``axes`` attribute (reversed when None)."""
     axes = attrs.get("axes")
     if axes is None:
         return tuple(reversed(range(ndim)))
@@ -82,20 +83,24 @@ def _axes(attrs, ndim: int) -> tuple[int, ...]:
 def _transpose_infer(types, attrs):
     arity("transpose", types, 1)
     (x,) = types
-    return [TensorType(tuple(x.shape[a] for a in _axes(attrs, len(x.shape))), x.dtype)]
+    return [TensorType(tuple(x.shape[a] for a in transpose_axes(attrs, len(x.shape))), x.dtype)]
 
 
 def _transpose_compute(tensors, attrs):
     (x,) = tensors
     src = shape_of(x)
-    axes = _axes(attrs, len(src))
+    axes = transpose_axes(attrs, len(src))
     inverse = np.argsort(axes)
     return [te.compute(tuple(src[a] for a in axes), lambda *i: x[tuple(i[k] for k in inverse)],
                        name="T_transpose", tag="injective")]
 
 
-_injective("transpose", _transpose_infer,
-           lambda arrays, attrs: [np.ascontiguousarray(arrays[0].transpose(_axes(attrs, arrays[0].ndim)))],
+def _transpose_evaluate(arrays, attrs):
+    (x,) = arrays
+    return [np.ascontiguousarray(x.transpose(transpose_axes(attrs, x.ndim)))]
+
+
+_injective("transpose", _transpose_infer, _transpose_evaluate,
            _transpose_compute, "Permute the axes (attribute axes; reversed when None).")
 
 

@@ -175,6 +175,25 @@ def test_outputs_that_are_inputs_or_constants_are_copied(rng):
         np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
+def test_an_output_that_reshapes_an_intermediate_is_computed_in_place(rng):
+    # the dense layer writes the first output's array; the second, the same reshape, is copied from
+    # it and the third, the input reshaped, is a kernel; the tanh reads h where the dense layer wrote it
+    b = GraphBuilder("reshaped_outputs")
+    x = b.input("x", (4, 8))
+    h = b.op("nn.dense", x, b.const("w", weights(rng, 6, 8)))
+    flat = b.op("reshape", h, newshape=(24,))
+    graph = b.finish(flat, b.op("reshape", h, newshape=(24,)), b.op("reshape", x, newshape=(32,)),
+                     b.op("tanh", flat))
+    module = build_graph(graph)
+    assert model_info(module)["calls"][0].startswith("k0_dense")
+    assert len(model_info(module)["calls"]) == 3  # the dense layer, the input's reshape, the tanh
+    data = rng.uniform(-1, 1, (4, 8)).astype("float32")
+    outs = [poisoned(v.shape, "float32") for v in graph.outputs]
+    module(data, *outs)
+    for got, want in zip(outs, evaluate(graph, [data])):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 def test_a_model_with_two_inputs_and_an_injective_chain(rng):
     b = GraphBuilder("attention_scores")
     q, k = b.input("q", (2, 5, 8)), b.input("k", (2, 5, 8))

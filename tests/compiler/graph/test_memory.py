@@ -164,3 +164,21 @@ def test_a_reshape_is_its_input_s_memory(rng):
     assert set(alias) == {flat.uid, square.uid} and alias[flat.uid] is h and alias[square.uid] is h
     assert plan.place(flat) == plan.place(square) == plan.place(h)
     _check_no_overlap(fused, plan)
+
+
+def test_an_output_that_reshapes_an_intermediate_is_its_memory(rng):
+    b = GraphBuilder()
+    x = b.input("x", (4, 8))
+    h = b.op("nn.dense", x, b.const("w", weights(rng, 6, 8)))
+    flat, again = b.op("reshape", h, newshape=(24,)), b.op("reshape", h, newshape=(3, 8))
+    from_input = b.op("reshape", x, newshape=(32,))
+    fused = fuse(b.finish(b.op("tanh", flat), flat, again, from_input))
+    plan, alias = plan_memory(fused), aliases(fused)
+    # h is computed in the second output's array; the third output and the input's reshape need
+    # memory of their own (h is in one output already; x is the caller's input)
+    assert alias == {flat.uid: h}
+    assert plan.place(h) == plan.place(flat) == plan.place(fused.outputs[1])
+    assert plan.place(h).region == "output" and plan.place(h).index == 1
+    assert plan.place(again).region == plan.place(from_input).region == "output"
+    assert plan.workspace_bytes == 0
+    _check_no_overlap(fused, plan)

@@ -9,6 +9,7 @@ import pytest
 from graph_models import batch_norm, conv, residual_cnn, weights
 
 from compiler.graph import GraphBuilder, evaluate, fuse, optimize
+from compiler.graph.memory import aliases
 from compiler.graph.passes import (
     decompose_batch_norm,
     fold_batch_norm,
@@ -151,6 +152,33 @@ def test_reshapes_that_meet_fold_into_one(rng):
     folded = optimize(graph)
     assert folded.op_counts() == {"reshape": 1, "tanh": 1, "exp": 1}
     _same(graph, folded, [rng.uniform(-1, 1, (2, 3, 4)).astype("float32")])
+
+
+def test_a_transpose_that_only_moves_axes_of_length_one_is_a_reshape(rng):
+    # a batch-first attention layer of batch 1, as exported: (1, S, D) to (S, 1, D) and back
+    b = GraphBuilder()
+    x = b.input("x", (1, 6, 8))
+    h = b.op("reshape", b.op("transpose", x, axes=(1, 0, 2)), newshape=(6, 8))
+    h = b.op("nn.dense", h, b.const("w", weights(rng, 8, 8)))
+    h = b.op("transpose", b.op("reshape", h, newshape=(6, 1, 8)), axes=(1, 0, 2))
+    swapped = b.op("transpose", b.op("reshape", x, newshape=(1, 2, 3, 8)), axes=(0, 2, 1, 3))
+    graph = b.finish(b.op("add", h, x), b.op("tanh", swapped))
+    optimized = optimize(graph)
+    _same(graph, optimized, [rng.uniform(-1, 1, (1, 6, 8)).astype("float32")])
+    # the transposes of x and of the dense output became reshapes, and the residual add joined the
+    # dense layer's output stage (x as (6, 8) read by both); the one swapping axes of 2 and 3 stays
+    assert optimized.op_counts() == {"reshape": 3, "nn.dense": 1, "add": 1, "transpose": 1, "tanh": 1}
+    fused = fuse(optimized)
+    assert [k.attrs.get("epilogue") for k in fused.nodes if k.attrs["kind"] == "anchor"] == [("add",)]
+    # the reshapes run nothing (x as (6, 8); the dense layer writes the model's output): two
+    # kernels run, where without the pass x's copy and the add run as kernels of their own
+    assert len(_running(fused)) == 2
+    assert len(_running(fuse(graph))) == 4
+
+
+def _running(fused):
+    in_place = aliases(fused)
+    return [k for k in fused.nodes if k.output.uid not in in_place]
 
 
 def _heads(rng):
