@@ -5,6 +5,8 @@ passes every model goes through before its kernels are formed, in order. ``print
 shows them. Fusion (:mod:`.fuse`) and memory planning (:mod:`.memory`) come after, when the
 model is compiled.
 
+* :func:`batch_matmul_transposes`: a batched matmul's transposed operands become ``transpose``
+  nodes, so that its template (untransposed operands) tunes it;
 * :func:`fold_constants`: a node whose inputs are all constants is computed now (with the
   operator's numpy rule) and becomes a constant;
 * :func:`lower_conv2d_transpose`: a transposed convolution of a constant kernel becomes a
@@ -400,6 +402,33 @@ def recognize_silu(graph: Graph) -> Graph:
     return rewrite(graph, visit)
 
 
+# ----------------------------------------------------------------------------- batched matmuls
+
+
+def batch_matmul_transposes(graph: Graph) -> Graph:
+    """A batched matmul that transposes an operand (``transpose_a``, ``transpose_b``: TVM's
+    ``batch_matmul`` takes B transposed by default) reads it through a ``transpose`` node instead,
+    its flags cleared: the template multiplies untransposed operands, so the product is tuned
+    like any other, and the transpose, a data move, folds into a constant operand or fuses into
+    the kernel that computes the operand's other moves."""
+
+    def visit(rw: Rewriter, node: Node) -> None:
+        flags = (node.attrs.get("transpose_a", False), node.attrs.get("transpose_b", False))
+        if node.op != "nn.batch_matmul" or not any(flags):
+            rw.emit(node)
+            return
+        inputs = []
+        for v, flag, side in zip(node.inputs, flags, "ab"):
+            if flag:
+                v = rw.emit(apply_op("transpose", [v], {"axes": (0, 2, 1)}, f"{node.name}_transpose_{side}",
+                                     f"{v.name}_transposed")).output
+            inputs.append(v)
+        attrs = {**node.attrs, "transpose_a": False, "transpose_b": False}
+        rw.emit(Node(node.op, inputs, node.outputs, attrs, node.name))
+
+    return rewrite(graph, visit)
+
+
 # ----------------------------------------------------------------------------- reshapes
 
 _ELEMENTWISE = ("elemwise", "broadcast")
@@ -607,6 +636,7 @@ def duplicate_moves(graph: Graph) -> Graph:
 # ----------------------------------------------------------------------------- pipeline
 
 OPTIMIZE = GraphPipeline("optimize", (
+    GraphPass("batch_matmul_transposes", batch_matmul_transposes),  # first: a constant's transpose folds
     GraphPass("fold_constants", fold_constants),
     GraphPass("lower_conv2d_transpose", lower_conv2d_transpose),
     GraphPass("fold_batch_norm", fold_batch_norm),

@@ -32,6 +32,24 @@ def graph():
     return residual_cnn(np.random.default_rng(11), channels=6, size=12)
 
 
+def test_a_batched_matmul_with_transposed_operands_is_a_tuning_task(rng):
+    # TVM's batch_matmul takes B transposed: such a product is the template's task all the same,
+    # its operand moved by a transpose (folded into a constant one)
+    b = GraphBuilder()
+    x = b.input("x", (2, 8, 5))
+    w = b.const("w", rng.uniform(-1, 1, (2, 16, 8)).astype("float32"))
+    y = b.op("nn.batch_matmul", x, w, transpose_a=True, transpose_b=True)
+    graph = b.finish(b.op("nn.batch_matmul", b.op("tanh", y), y, transpose_b=True))
+    tasks = autotune.extract_tasks(graph, "llvm")
+    assert sorted(t.task.workload_name.split("@")[0] for t in tasks) == [
+        "batch_matmul(2,5,16,5,float32)", "batch_matmul(2,5,8,16,float32)"]
+    module = autotune.build_model(graph, "llvm")
+    data = rng.uniform(-1, 1, (2, 8, 5)).astype("float32")
+    y = np.einsum("bkm,bnk->bmn", data, w.data)
+    want = np.tanh(y) @ y.transpose(0, 2, 1)
+    np.testing.assert_allclose(compiler.graph.run(module, data)[0], want, rtol=1e-5, atol=1e-5)
+
+
 def test_tasks_are_the_deployed_kernels_with_their_weights(graph):
     tasks = autotune.extract_tasks(graph, "llvm")
     by_name = {t.task.workload_name.split("@")[0]: t.weight for t in tasks}

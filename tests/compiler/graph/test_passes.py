@@ -181,6 +181,21 @@ def _running(fused):
     return [k for k in fused.nodes if k.output.uid not in in_place]
 
 
+def test_a_batched_matmul_reads_its_transposed_operands_through_transposes(rng):
+    b = GraphBuilder()
+    x = b.input("x", (3, 4, 6))
+    w = b.const("w", rng.uniform(-1, 1, (3, 5, 4)).astype("float32"))
+    graph = b.finish(b.op("nn.batch_matmul", b.op("exp", x), w, transpose_a=True, transpose_b=True))
+    optimized = optimize(graph)
+    _same(graph, optimized, [rng.uniform(-1, 1, (3, 4, 6)).astype("float32")])
+    # the constant's transpose folded; the input's is a node, fused with the exp into one kernel
+    assert optimized.op_counts() == {"exp": 1, "transpose": 1, "nn.batch_matmul": 1}
+    (product,) = [n for n in optimized.nodes if n.op == "nn.batch_matmul"]
+    assert not product.attrs["transpose_a"] and not product.attrs["transpose_b"]
+    assert product.inputs[1].is_constant and product.inputs[1].shape == (3, 4, 5)
+    assert [k.attrs["kind"] for k in fuse(optimized).nodes] == ["injective", "anchor"]
+
+
 def _heads(rng):
     """A dense layer's output as three heads (as attention takes its query, key and value from one
     projection), each read by its own elementwise operator; the second's moves are also read by a
