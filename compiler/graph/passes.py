@@ -5,8 +5,8 @@ passes every model goes through before its kernels are formed, in order. ``print
 shows them. Fusion (:mod:`.fuse`) and memory planning (:mod:`.memory`) come after, when the
 model is compiled.
 
-* :func:`batch_matmul_transposes`: a batched matmul's transposed operands become ``transpose``
-  nodes, so that its template (untransposed operands) tunes it;
+* :func:`canonical_batch_matmuls`: a batched matmul's transposed operands become ``transpose``
+  nodes, and a shared B of batch 1 takes A's batches as rows, so that its template tunes it;
 * :func:`fold_constants`: a node whose inputs are all constants is computed now (with the
   operator's numpy rule) and becomes a constant;
 * :func:`lower_conv2d_transpose`: a transposed convolution of a constant kernel becomes a
@@ -405,26 +405,38 @@ def recognize_silu(graph: Graph) -> Graph:
 # ----------------------------------------------------------------------------- batched matmuls
 
 
-def batch_matmul_transposes(graph: Graph) -> Graph:
-    """A batched matmul that transposes an operand (``transpose_a``, ``transpose_b``: TVM's
-    ``batch_matmul`` takes B transposed by default) reads it through a ``transpose`` node instead,
-    its flags cleared: the template multiplies untransposed operands, so the product is tuned
-    like any other, and the transpose, a data move, folds into a constant operand or fuses into
-    the kernel that computes the operand's other moves."""
+def canonical_batch_matmuls(graph: Graph) -> Graph:
+    """Batched matmuls in the form their template multiplies, so that it tunes them (they ran
+    the default schedule otherwise):
+
+    * an operand transposed by ``transpose_a`` or ``transpose_b`` (TVM's ``batch_matmul`` takes B
+      transposed by default) is read through a ``transpose`` node, the flags cleared; the
+      transpose, a data move, folds into a constant operand or fuses into the kernel that
+      computes the operand's other moves;
+    * a B of batch 1 that every batch of A multiplies (a shared operand, as ONNX's ``MatMul``
+      broadcasts it) is one product of A's batches as rows: ``(B, M, K)`` as ``(1, B * M, K)``."""
 
     def visit(rw: Rewriter, node: Node) -> None:
-        flags = (node.attrs.get("transpose_a", False), node.attrs.get("transpose_b", False))
-        if node.op != "nn.batch_matmul" or not any(flags):
+        if node.op != "nn.batch_matmul":
             rw.emit(node)
             return
-        inputs = []
-        for v, flag, side in zip(node.inputs, flags, "ab"):
-            if flag:
-                v = rw.emit(apply_op("transpose", [v], {"axes": (0, 2, 1)}, f"{node.name}_transpose_{side}",
-                                     f"{v.name}_transposed")).output
-            inputs.append(v)
+        flags = (node.attrs.get("transpose_a", False), node.attrs.get("transpose_b", False))
+        a, b = (rw.emit(apply_op("transpose", [v], {"axes": (0, 2, 1)}, f"{node.name}_transpose_{side}",
+                                 f"{v.name}_transposed")).output if flag else v
+                for v, flag, side in zip(node.inputs, flags, "ab"))
+        shared = a.shape[0] > 1 and b.shape[0] == 1
+        if not any(flags) and not shared:
+            rw.emit(node)
+            return
         attrs = {**node.attrs, "transpose_a": False, "transpose_b": False}
-        rw.emit(Node(node.op, inputs, node.outputs, attrs, node.name))
+        if not shared:
+            rw.emit(Node(node.op, [a, b], node.outputs, attrs, node.name))
+            return
+        (batch, rows, _), out = a.shape, node.output
+        a = rw.emit(apply_op("reshape", [a], {"newshape": (1, batch * rows, a.shape[2])},
+                             f"{node.name}_rows", f"{a.name}_as_rows")).output
+        product = rw.emit(apply_op(node.op, [a, b], attrs, node.name, f"{out.name}_as_rows")).output
+        rw.emit(Node("reshape", [product], node.outputs, {"newshape": out.shape}, f"{node.name}_batches"))
 
     return rewrite(graph, visit)
 
@@ -636,7 +648,7 @@ def duplicate_moves(graph: Graph) -> Graph:
 # ----------------------------------------------------------------------------- pipeline
 
 OPTIMIZE = GraphPipeline("optimize", (
-    GraphPass("batch_matmul_transposes", batch_matmul_transposes),  # first: a constant's transpose folds
+    GraphPass("canonical_batch_matmuls", canonical_batch_matmuls),  # first: a constant's transpose folds
     GraphPass("fold_constants", fold_constants),
     GraphPass("lower_conv2d_transpose", lower_conv2d_transpose),
     GraphPass("fold_batch_norm", fold_batch_norm),

@@ -50,6 +50,17 @@ def test_a_batched_matmul_with_transposed_operands_is_a_tuning_task(rng):
     np.testing.assert_allclose(compiler.graph.run(module, data)[0], want, rtol=1e-5, atol=1e-5)
 
 
+def test_a_batched_matmul_by_a_shared_operand_is_one_product_of_the_batches_rows(rng):
+    b = GraphBuilder()
+    x, shared = b.input("x", (3, 4, 8)), b.input("shared", (1, 8, 16))
+    graph = b.finish(b.op("nn.batch_matmul", x, shared))
+    tasks = autotune.extract_tasks(graph, "llvm")
+    assert [t.task.workload_name.split("@")[0] for t in tasks] == ["batch_matmul(1,12,8,16,float32)"]
+    module = autotune.build_model(graph, "llvm")
+    data = [rng.uniform(-1, 1, (3, 4, 8)).astype("float32"), rng.uniform(-1, 1, (1, 8, 16)).astype("float32")]
+    np.testing.assert_allclose(compiler.graph.run(module, *data)[0], data[0] @ data[1], rtol=1e-5, atol=1e-5)
+
+
 def test_tasks_are_the_deployed_kernels_with_their_weights(graph):
     tasks = autotune.extract_tasks(graph, "llvm")
     by_name = {t.task.workload_name.split("@")[0]: t.weight for t in tasks}
