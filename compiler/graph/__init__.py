@@ -16,7 +16,7 @@ See ``docs/models.md``.
 from . import ops  # noqa: F401  (registers the operators)
 from .build import KernelChoice, build_graph, prepare
 from .builder import GraphBuilder
-from .errors import GraphError, UnsupportedOperatorError
+from .errors import GraphError, InputShapeError, UnsupportedOperatorError
 from .fuse import fuse
 from .fuse_expansions import fuse_expansions
 from .interpreter import evaluate
@@ -36,7 +36,8 @@ from .runner import (
 )
 
 __all__ = ["Graph", "GraphBuilder", "Node", "Value", "TensorType", "OpDef", "register_op", "get_op",
-           "registered_ops", "GraphError", "UnsupportedOperatorError", "evaluate", "optimize", "OPTIMIZE",
+           "registered_ops", "GraphError", "UnsupportedOperatorError", "InputShapeError",
+           "evaluate", "optimize", "OPTIMIZE",
            "GraphPass", "GraphPipeline", "fuse", "fuse_expansions", "plan_memory", "MemoryPlan",
            "build_graph", "prepare",
            "KernelChoice", "default_schedule", "kernel_tensors", "run", "profile", "profile_runs",

@@ -3,7 +3,7 @@
 from ..error import OpNotImplemented
 from ..errors import CompilerError
 
-__all__ = ["GraphError", "UnsupportedOperatorError"]
+__all__ = ["GraphError", "UnsupportedOperatorError", "InputShapeError"]
 
 
 class GraphError(CompilerError, ValueError):
@@ -12,3 +12,13 @@ class GraphError(CompilerError, ValueError):
 
 class UnsupportedOperatorError(GraphError, OpNotImplemented):
     """A model uses an operator (or an attribute of one) that the importer does not cover."""
+
+
+class InputShapeError(GraphError):
+    """Model inputs whose shapes the model does not fix (a symbolic dimension, or no shape at
+    all): ``unbound`` maps each one's name to its dimensions as the model writes them (a symbol's
+    name, ``"?"`` where unknown; None where the model gives no shape)."""
+
+    def __init__(self, message: str, unbound: dict[str, tuple | None]):
+        super().__init__(message)
+        self.unbound = unbound

@@ -23,7 +23,16 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ... import dtypes
-from ...graph import Graph, GraphError, Node, TensorType, UnsupportedOperatorError, Value, get_op
+from ...graph import (
+    Graph,
+    GraphError,
+    InputShapeError,
+    Node,
+    TensorType,
+    UnsupportedOperatorError,
+    Value,
+    get_op,
+)
 
 __all__ = ["from_onnx", "CONVERTERS", "supported_ops", "NodeContext", "converts", "optional_input",
            "element_dtype", "scalar_like"]
@@ -177,7 +186,19 @@ class _Importer:
         if unknown:
             raise GraphError(f"shape= names {unknown}, which are not inputs of the model; "
                              f"its inputs are {names}")
-        return [self._input(proto, shape.get(proto.name)) for proto in protos]
+        values, unbound = [], {}
+        for proto in protos:
+            try:
+                values.append(self._input(proto, shape.get(proto.name)))
+            except InputShapeError as err:
+                unbound.update(err.unbound)
+        if unbound:  # every input that needs a shape, in one error
+            listed = "; ".join(f"{name!r} ({'no shape' if dims is None else ', '.join(map(str, dims))})"
+                               for name, dims in unbound.items())
+            example = ", ".join(f"{name!r}: (...)" for name in unbound)
+            raise InputShapeError(f"the model does not fix the shape of input(s) {listed}: pass "
+                                  f"shape={{{example}}} to from_onnx", unbound)
+        return values
 
     def _input(self, proto: onnx.ValueInfoProto, given) -> Value:
         name = proto.name
@@ -187,7 +208,6 @@ class _Importer:
         tt = proto.type.tensor_type
         dtype = element_dtype(tt.elem_type, f"input {name!r}")
         dims = list(tt.shape.dim) if tt.HasField("shape") else None
-        hint = f"pass shape={{{name!r}: (...)}} to from_onnx"
         if given is not None:
             if isinstance(given, np.ndarray):
                 given = given.tolist()
@@ -205,13 +225,11 @@ class _Importer:
                                      f"fixes it to {d.dim_value}")
             return Value(name, TensorType(given, dtype))
         if dims is None:
-            raise GraphError(f"input {name!r} has no shape in the model; {hint}")
-        shape = []
-        for k, d in enumerate(dims):
-            if not d.HasField("dim_value"):
-                symbol = repr(d.dim_param) if d.dim_param else "unknown"
-                raise GraphError(f"input {name!r}: dimension {k} is symbolic ({symbol}); {hint}")
-            shape.append(d.dim_value)
+            raise InputShapeError(f"input {name!r} has no shape", {name: None})  # :meth:`_inputs` says more
+        if not all(d.HasField("dim_value") for d in dims):
+            declared = tuple(d.dim_value if d.HasField("dim_value") else d.dim_param or "?" for d in dims)
+            raise InputShapeError(f"input {name!r} is {declared}", {name: declared})
+        shape = [d.dim_value for d in dims]
         return Value(name, TensorType(tuple(shape), dtype))
 
     def _convert(self, node: onnx.NodeProto, index: int) -> None:

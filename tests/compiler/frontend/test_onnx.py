@@ -14,6 +14,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from compiler.frontend import from_onnx  # noqa: E402
 from compiler.graph import (  # noqa: E402
     GraphError,
+    InputShapeError,
     UnsupportedOperatorError,
     prepare,  # noqa: E402
 )
@@ -690,8 +691,29 @@ def _dynamic_batch_model():
 
 
 def test_symbolic_dimension_needs_shape():
-    with pytest.raises(GraphError, match=r"input 'x': dimension 0 is symbolic \('batch'\).*shape="):
+    pattern = r"input\(s\) 'x' \(batch, 3\): pass shape=\{'x': \(\.\.\.\)\}"
+    with pytest.raises(InputShapeError, match=pattern) as e:
         from_onnx(_dynamic_batch_model())
+    assert e.value.unbound == {"x": ("batch", 3)}
+
+
+def test_every_input_that_needs_a_shape_is_named_at_once():
+    nodes = [helper.make_node("Add", ["x", "z"], ["s"]), helper.make_node("Add", ["s", "w"], ["y"])]
+    inputs = [helper.make_tensor_value_info("x", F32, ["batch", 3]),
+              helper.make_tensor_value_info("z", F32, None), helper.make_tensor_value_info("w", F32, [2, 3])]
+    output = helper.make_tensor_value_info("y", F32, None)
+    model = helper.make_model(helper.make_graph(nodes, "three", inputs, [output]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    with pytest.raises(InputShapeError) as e:
+        from_onnx(model)
+    assert e.value.unbound == {"x": ("batch", 3), "z": None}
+    assert "'x' (batch, 3); 'z' (no shape)" in str(e.value)
+    with pytest.raises(InputShapeError) as e:  # one bound: the other is still named
+        from_onnx(model, shape={"x": (2, 3)})
+    assert e.value.unbound == {"z": None}
+    graph = from_onnx(model, shape={"x": (2, 3), "z": (2, 3)})
+    assert [v.shape for v in graph.inputs] == [(2, 3), (2, 3), (2, 3)]
 
 
 def test_shape_binds_a_dynamic_batch():
