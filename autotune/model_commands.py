@@ -47,11 +47,9 @@ def _load(ns):
     try:
         return from_onnx(ns.model, shape=parse_shapes(ns.shape))
     except InputShapeError as err:
-        listed = "; ".join(f"{name!r} ({'no shape' if dims is None else ', '.join(map(str, dims))})"
-                           for name, dims in err.unbound.items())
         options = " ".join(f"--shape {name}={','.join(f'D{k}' for k in range(len(dims or (0,))))}"
                            for name, dims in err.unbound.items())
-        raise UsageError(f"the model does not fix the shape of input(s) {listed}: give each one with "
+        raise UsageError(f"the model does not fix the shape of input(s) {err.listed()}: give each one with "
                          f"{options} (every dimension a number)") from None
 
 

@@ -22,3 +22,8 @@ class InputShapeError(GraphError):
     def __init__(self, message: str, unbound: dict[str, tuple | None]):
         super().__init__(message)
         self.unbound = unbound
+
+    def listed(self) -> str:
+        """The inputs of :attr:`unbound` with their dimensions: ``'x' (batch, 3); 'z' (no shape)``."""
+        return "; ".join(f"{name!r} ({'no shape' if dims is None else ', '.join(map(str, dims))})"
+                         for name, dims in self.unbound.items())

@@ -193,8 +193,7 @@ class _Importer:
             except InputShapeError as err:
                 unbound.update(err.unbound)
         if unbound:  # every input that needs a shape, in one error
-            listed = "; ".join(f"{name!r} ({'no shape' if dims is None else ', '.join(map(str, dims))})"
-                               for name, dims in unbound.items())
+            listed = InputShapeError("", unbound).listed()
             example = ", ".join(f"{name!r}: (...)" for name in unbound)
             raise InputShapeError(f"the model does not fix the shape of input(s) {listed}: pass "
                                   f"shape={{{example}}} to from_onnx", unbound)
