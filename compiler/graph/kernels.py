@@ -7,7 +7,10 @@ readers; each reduction computed at the root, its outer loops on threads; the ou
 fused, vectorized along the innermost elements and split over the threads. A reduction along
 rows of whole vectors (a row's mean, variance or maximum) accumulates a vector of partial results
 per row (``rfactor``), then reduces those: one element at a time, a row of 768 would wait on 768
-dependent additions.
+dependent additions. A kernel whose output is elementwise over rows of statistics taken along its
+last axis (a softmax or a layer norm, with what the graph fused before and after it) runs row by
+row instead: one parallel loop over the rows, each row's statistics computed inside it, and each
+elementwise stage that two stages read (a softmax's exp) computed once into a row of its own.
 
 A channel-blocked image ``(N, C/b, H, W, b)`` is written row by row, each row's channel blocks in
 turn, so that each thread writes a range of the height of every block: as a convolution whose
@@ -67,6 +70,8 @@ def default_schedule(outputs: list[te.Tensor], vector_last: bool = False) -> Sch
     reductions' last axis is contiguous in what they read (a channel block's), so it is
     vectorized, innermost, below the reduction's loops."""
     s = te.create_schedule([t.op for t in outputs])
+    if not vector_last and _schedule_rows(s, outputs):
+        return s
     out_ops = {t.op for t in outputs}
     for stage in list(s.stages):
         op = stage.op
@@ -82,6 +87,73 @@ def default_schedule(outputs: list[te.Tensor], vector_last: bool = False) -> Sch
         else:
             _fuse_vectorize(s, t)
     return s
+
+
+def _row_reductions(s: Schedule, out: te.Tensor) -> list[te.Tensor] | None:
+    """The reductions of a kernel whose one output ``out`` is elementwise over rows, each
+    reducing a row along the output's last axis (a row's max and sum of a softmax, a layer
+    norm's mean and variance), in stage order; None where any stage reduces otherwise, or none
+    reduces."""
+    if out.op.reduce_axis or len(out.shape) < 2:
+        return None
+    rows, length = get_const_tuple(out.shape)[:-1], int(out.shape[-1].value)
+    found = []
+    for stage in s.stages:
+        op = stage.op
+        if isinstance(op, ComputeOp) and op.reduce_axis:
+            shape = get_const_tuple(op.output(0).shape)
+            if (len(op.reduce_axis) != 1 or int(op.reduce_axis[0].dom.extent.value) != length
+                    or shape not in (rows, (*rows, 1)) or len(op.bodies) > 1):
+                return None
+            found.append(op.output(0))
+    return found or None
+
+
+def _schedule_rows(s: Schedule, outputs: list[te.Tensor]) -> bool:
+    """Schedule a kernel of row reductions (:func:`_row_reductions`) row by row: one parallel
+    loop over the output's rows, each row's statistics (in vector lanes where whole vectors tile
+    it) computed inside it while the row is in the caches, then the row written, vectorized.
+    Each reduction at the root would be a pass over all the rows of its own: a softmax scaled
+    and masked before it (an attention layer's) took 1.6x the softmax template's time so.
+    False (nothing scheduled) where the kernel is not such a kernel."""
+    if len(outputs) != 1:
+        return False
+    (out,) = outputs
+    reductions = _row_reductions(s, out)
+    if reductions is None:
+        return False
+    lanes = vector_lanes(out.dtype)
+    length = int(out.shape[-1].value)
+    readers: dict = {}
+    for stage in s.stages:
+        for t in getattr(stage.op, "input_tensors", []):
+            readers[t.op] = readers.get(t.op, 0) + 1
+    kept = []  # elementwise stages read twice or more (a softmax's exp): a row of each, computed once
+    for stage in list(s.stages):
+        op = stage.op
+        if isinstance(op, ComputeOp) and not op.reduce_axis and op is not out.op:
+            if readers.get(op, 0) > 1 and get_const_tuple(op.output(0).shape) == get_const_tuple(out.shape):
+                kept.append(op.output(0))
+            else:
+                s[op].compute_inline()
+    *rows, column = s[out].op.axis
+    row = s[out].fuse(*rows) if len(rows) > 1 else rows[0]
+    if length % lanes == 0:
+        _, inner = s[out].split(column, factor=lanes)
+        s[out].vectorize(inner)
+    if _size(out) * max(1, len(reductions)) >= PARALLEL_MIN_ELEMENTS:
+        s[out].parallel(row)
+    width = next((w for w in (2 * lanes, lanes) if length % w == 0), None)
+    for stage in kept:
+        s[stage].compute_at(s[out], row)
+        *_, last = s[stage].op.axis
+        if length % lanes == 0:
+            s[stage].vectorize(s[stage].split(last, factor=lanes)[1])
+    for red in reductions:
+        if width is not None:
+            s[vectorize_reduction(s, red, width)].compute_at(s[out], row)
+        s[red].compute_at(s[out], row)
+    return True
 
 
 def _schedule_reduction(s: Schedule, t: te.Tensor, vector_last: bool) -> None:
