@@ -70,7 +70,7 @@ def default_schedule(outputs: list[te.Tensor], vector_last: bool = False) -> Sch
     reductions' last axis is contiguous in what they read (a channel block's), so it is
     vectorized, innermost, below the reduction's loops."""
     s = te.create_schedule([t.op for t in outputs])
-    if not vector_last and _schedule_rows(s, outputs):
+    if not vector_last and _schedule_row_by_row(s, outputs):
         return s
     out_ops = {t.op for t in outputs}
     for stage in list(s.stages):
@@ -109,12 +109,12 @@ def _row_reductions(s: Schedule, out: te.Tensor) -> list[te.Tensor] | None:
     return found or None
 
 
-def _schedule_rows(s: Schedule, outputs: list[te.Tensor]) -> bool:
+def _schedule_row_by_row(s: Schedule, outputs: list[te.Tensor]) -> bool:
     """Schedule a kernel of row reductions (:func:`_row_reductions`) row by row: one parallel
     loop over the output's rows, each row's statistics (in vector lanes where whole vectors tile
     it) computed inside it while the row is in the caches, then the row written, vectorized.
     Each reduction at the root would be a pass over all the rows of its own: a softmax scaled
-    and masked before it (an attention layer's) took 1.6x the softmax template's time so.
+    and masked before it (an attention layer's, 12 x 128 x 128) took 1.6x as long so.
     False (nothing scheduled) where the kernel is not such a kernel."""
     if len(outputs) != 1:
         return False

@@ -46,9 +46,10 @@ from .op import apply_op, get_op
 from .ops.tensor import transpose_axes
 from .rewrite import Rewriter, rewrite
 
-__all__ = ["GraphPass", "GraphPipeline", "OPTIMIZE", "fold_constants", "fold_batch_norm",
-           "decompose_batch_norm", "lower_conv2d_transpose", "recognize_gelu", "recognize_silu",
-           "sink_reshapes", "fold_reshapes", "optimize"]
+__all__ = ["GraphPass", "GraphPipeline", "OPTIMIZE", "canonical_batch_matmuls", "fold_constants",
+           "fold_batch_norm", "decompose_batch_norm", "lower_conv2d_transpose", "recognize_gelu",
+           "recognize_silu", "unit_transposes_as_reshapes", "sink_reshapes", "fold_reshapes",
+           "duplicate_moves", "optimize"]
 
 log = logging.getLogger(__name__)
 
@@ -421,9 +422,13 @@ def canonical_batch_matmuls(graph: Graph) -> Graph:
             rw.emit(node)
             return
         flags = (node.attrs.get("transpose_a", False), node.attrs.get("transpose_b", False))
-        a, b = (rw.emit(apply_op("transpose", [v], {"axes": (0, 2, 1)}, f"{node.name}_transpose_{side}",
-                                 f"{v.name}_transposed")).output if flag else v
-                for v, flag, side in zip(node.inputs, flags, "ab"))
+        operands = []
+        for v, flag, side in zip(node.inputs, flags, "ab"):
+            if flag:
+                v = rw.emit(apply_op("transpose", [v], {"axes": (0, 2, 1)}, f"{node.name}_transpose_{side}",
+                                     f"{v.name}_transposed")).output
+            operands.append(v)
+        a, b = operands
         shared = a.shape[0] > 1 and b.shape[0] == 1
         if not any(flags) and not shared:
             rw.emit(node)
