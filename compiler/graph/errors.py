@@ -17,11 +17,12 @@ class UnsupportedOperatorError(GraphError, OpNotImplemented):
 class InputShapeError(GraphError):
     """Model inputs whose shapes the model does not fix (a symbolic dimension, or no shape at
     all): ``unbound`` maps each one's name to its dimensions as the model writes them (a symbol's
-    name, ``"?"`` where unknown; None where the model gives no shape)."""
+    name, ``"?"`` where unknown; None where the model gives no shape); ``advice`` says how to
+    give them, after the list of them."""
 
-    def __init__(self, message: str, unbound: dict[str, tuple | None]):
-        super().__init__(message)
+    def __init__(self, unbound: dict[str, tuple | None], advice: str):
         self.unbound = unbound
+        super().__init__(f"the model does not fix the shape of input(s) {self.listed()}: {advice}")
 
     def listed(self) -> str:
         """The inputs of :attr:`unbound` with their dimensions: ``'x' (batch, 3); 'z' (no shape)``."""

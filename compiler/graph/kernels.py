@@ -141,7 +141,7 @@ def _schedule_row_by_row(s: Schedule, outputs: list[te.Tensor]) -> bool:
     if length % lanes == 0:
         _, inner = s[out].split(column, factor=lanes)
         s[out].vectorize(inner)
-    if _size(out) * max(1, len(reductions)) >= PARALLEL_MIN_ELEMENTS:
+    if _size(out) * len(reductions) >= PARALLEL_MIN_ELEMENTS:
         s[out].parallel(row)
     width = next((w for w in (2 * lanes, lanes) if length % w == 0), None)
     for stage in kept:

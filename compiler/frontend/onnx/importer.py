@@ -193,10 +193,8 @@ class _Importer:
             except InputShapeError as err:
                 unbound.update(err.unbound)
         if unbound:  # every input that needs a shape, in one error
-            listed = InputShapeError("", unbound).listed()
             example = ", ".join(f"{name!r}: (...)" for name in unbound)
-            raise InputShapeError(f"the model does not fix the shape of input(s) {listed}: pass "
-                                  f"shape={{{example}}} to from_onnx", unbound)
+            raise InputShapeError(unbound, f"pass shape={{{example}}} to from_onnx")
         return values
 
     def _input(self, proto: onnx.ValueInfoProto, given) -> Value:
@@ -224,10 +222,10 @@ class _Importer:
                                      f"fixes it to {d.dim_value}")
             return Value(name, TensorType(given, dtype))
         if dims is None:
-            raise InputShapeError(f"input {name!r} has no shape", {name: None})  # :meth:`_inputs` says more
+            raise InputShapeError({name: None}, "pass shape= to from_onnx")  # :meth:`_inputs` gathers them
         if not all(d.HasField("dim_value") for d in dims):
             declared = tuple(d.dim_value if d.HasField("dim_value") else d.dim_param or "?" for d in dims)
-            raise InputShapeError(f"input {name!r} is {declared}", {name: declared})
+            raise InputShapeError({name: declared}, "pass shape= to from_onnx")
         shape = [d.dim_value for d in dims]
         return Value(name, TensorType(tuple(shape), dtype))
 
