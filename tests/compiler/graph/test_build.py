@@ -4,6 +4,7 @@ interpreter; the exported library runs alone, from Python and from C."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -280,6 +281,8 @@ def test_a_default_scheduled_softmax_runs_row_by_row(rng):
     top = [line for line in text.splitlines() if line.startswith("  ") and not line.startswith("   ")]
     assert len(top) == 1 and top[0].lstrip().startswith("for "), text
     assert text.count("exp(") == 1 and ".rf<x16>" in text, text
+    # a row's exps are multiplied by one reciprocal of their sum: no vector division
+    assert not re.search(r"\bvdivp[sd]\b", f.get_source("asm"))
     a = rng.uniform(-3, 3, (2, 3, 4, 32)).astype("float32")
     m = rng.uniform(-3, 3, (2, 1, 1, 32)).astype("float32")
     out = poisoned((2, 3, 4, 32), "float32")
