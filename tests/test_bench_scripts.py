@@ -55,6 +55,21 @@ VERDICTS = [B.Verdict("matmul vs numpy", 1.2, 0.95), B.Verdict("conv vs torch", 
             B.Verdict("deployed / log", 1.3, 1.1, at_most=True)]
 
 
+def test_waiting_for_a_quiet_machine_checks_again_while_it_is_busy():
+    checks, said = [BUSY, BUSY, QUIET, BUSY], []
+    found = B.wait_until_quiet(lambda: checks.pop(0), minutes=1, interval_s=0, say=said.append)
+    assert found is QUIET and checks == [BUSY]  # stopped at the first quiet check
+    assert len(said) == 2 and all("BUSY" in line and "checking again" in line for line in said)
+
+
+def test_waiting_for_a_quiet_machine_gives_up_when_its_minutes_have_passed():
+    calls, said = [], []
+    found = B.wait_until_quiet(lambda: calls.append(1) or BUSY, minutes=0, interval_s=0, say=said.append)
+    assert found is BUSY and len(calls) == 1 and said == []  # no time to wait: one check
+    found = B.wait_until_quiet(lambda: calls.append(1) or BUSY, minutes=0.01, interval_s=0.2, say=said.append)
+    assert found is BUSY and 2 <= len(calls) <= 5 and len(said) == len(calls) - 2
+
+
 def test_verdicts_printed_on_a_quiet_machine():
     lines = B.verdict_lines(VERDICTS, [QUIET, QUIET])
     assert [line.rsplit(" ", 1)[1] for line in lines] == ["PASS", "FAIL", "FAIL"]

@@ -230,6 +230,21 @@ def measure_quietness(threads: int | None = None) -> Quietness:
                      memory_reads(threads))
 
 
+def wait_until_quiet(check: Callable[[], Quietness], minutes: float, interval_s: float = 30.0,
+                     say: Callable[[str], None] = print) -> Quietness:
+    """``check()``, and while it finds the machine busy, again every ``interval_s`` seconds until
+    ``minutes`` have passed, saying each time what it found: the last check. On a shared host
+    other work comes and goes in bursts; timings started in one get no verdict, where waiting a
+    few minutes for it to pass gets one. ``minutes`` 0: one check."""
+    deadline = time.monotonic() + 60.0 * minutes
+    found = check()
+    while not found.quiet and time.monotonic() + interval_s <= deadline:
+        say(f"# waiting for a quiet machine ({found.describe()}); checking again in {interval_s:.0f} s")
+        time.sleep(interval_s)
+        found = check()
+    return found
+
+
 def busy_note(checks: Sequence[Quietness], by_round: bool = False) -> str:
     """Empty when every check found the machine quiet and the cores where they were, else a
     line saying which check did not and why. ``by_round``: the timings checked where the cores

@@ -82,8 +82,10 @@ The figures (each contender timed in :func:`bench_common.time_interleaved`'s fre
   work is left out) over our latency, as a share of the FP32 FMA peak on :data:`THREADS`
   threads (``bench_common``'s peak kernel, the higher of the two quietness checks).
 
-Before the first model and after the last timing the machine is checked for quietness
-(``bench_common.measure_quietness``, in a fresh process of its own: this one has loaded PyTorch,
+Every model is exported, built (and tuned) first; then, before the first timing and after the
+last, the machine is checked for quietness (``bench_common.measure_quietness``; with
+``--wait-quiet MIN``, while the first check finds it busy, again every 30 s for up to MIN
+minutes: ``bench_common.wait_until_quiet``), in a fresh process of its own (this one has loaded PyTorch,
 whose libgomp, loaded before ours, keeps its idle threads spinning and slows our kernels down
 up to ten times; for the same reason our children never import PyTorch); the goals are judged
 only if both found it quiet (and a judged figure's rounds agree within
@@ -798,6 +800,9 @@ def _parse(argv=None):
     p.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "bench_model"),
                    help="where exported models and built libraries are cached (default: %(default)s)")
     p.add_argument("--opset", type=int, default=17)
+    p.add_argument("--wait-quiet", type=float, default=0.0, metavar="MIN",
+                   help="when the check before the timings finds the machine busy, check again every "
+                        "30 s for up to MIN minutes before timing (default 0: time at once)")
     opts = p.parse_args(argv)
     opts.models = [s for s in opts.models.split(",") if s]
     opts.peers = [s for s in opts.peers.split(",") if s]
@@ -820,14 +825,18 @@ def main(argv=None) -> None:
           f"threads, {os.cpu_count()} CPUs; fp32, batch 1; each time the median of {opts.rounds} fresh "
           f"processes (interleaved; up to {2 * opts.rounds} where the vCPUs moved), each the median of "
           f"{opts.repeat} timings", flush=True)
-    before = quietness()
-    print(f"# before: {before.describe()}", flush=True)
-    results = []
-    for name in opts.models:
+    prepared = []
+    for name in opts.models:  # every model built (and tuned) before the first timing
         print(f"{name}:", flush=True)
         m = prepare(name, opts, workdir)
         for note in m.notes:
             print(f"  {note}", flush=True)
+        prepared.append(m)
+    before = B.wait_until_quiet(quietness, opts.wait_quiet)
+    print(f"# before the timings: {before.describe()}", flush=True)
+    results = []
+    for m in prepared:
+        print(f"{m.name}, timed:", flush=True)
         runner = ChildRunner()
         chosen = contenders(m, opts.peers, opts.repeat, opts.min_ms)
         placement = PlacementChecks()
