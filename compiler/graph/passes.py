@@ -24,6 +24,9 @@ model is compiled.
 * :func:`recognize_silu`: ``x * sigmoid(x)`` becomes one ``nn.silu`` node;
 * :func:`unit_transposes_as_reshapes`: a transpose that only moves axes of length one is a
   reshape;
+* :func:`constant_takes_as_slices`: a ``take`` of one constant index, or of constant indices
+  stepping evenly forward, that a transpose of the contiguous axis follows, is a
+  ``strided_slice`` (and a reshape dropping the axis);
 * :func:`sink_reshapes`: reshapes that keep the last axis move below the elementwise operators
   after them, so a dense layer's bias, activation and residual meet its output; reshapes that
   meet fold into one;
@@ -43,13 +46,13 @@ import numpy as np
 
 from .ir import Graph, Node, TensorType, Value
 from .op import apply_op, get_op
-from .ops.tensor import transpose_axes
+from .ops.tensor import take_positions, transpose_axes
 from .rewrite import Rewriter, rewrite
 
 __all__ = ["GraphPass", "GraphPipeline", "OPTIMIZE", "canonical_batch_matmuls", "fold_constants",
            "fold_batch_norm", "decompose_batch_norm", "lower_conv2d_transpose", "recognize_gelu",
-           "recognize_silu", "unit_transposes_as_reshapes", "sink_reshapes", "fold_reshapes",
-           "duplicate_moves", "optimize"]
+           "recognize_silu", "unit_transposes_as_reshapes", "constant_takes_as_slices", "sink_reshapes",
+           "fold_reshapes", "duplicate_moves", "optimize"]
 
 log = logging.getLogger(__name__)
 
@@ -547,6 +550,73 @@ def unit_transposes_as_reshapes(graph: Graph) -> Graph:
     return rewrite(graph, visit)
 
 
+def _even_steps(positions: np.ndarray) -> tuple[int, int] | None:
+    """``(first, step)`` where ``positions`` (a take's, at most one axis) are one position (step
+    1) or a run stepping evenly forward; else None."""
+    flat = positions.astype(np.int64).ravel()
+    if positions.ndim > 1 or flat.size == 0:
+        return None
+    step = int(flat[1] - flat[0]) if flat.size > 1 else 1
+    if step < 1 or np.any(np.diff(flat) != step):
+        return None
+    return int(flat[0]), step
+
+
+def _transposed_later(value: Value, consumers) -> bool:
+    """Whether data moves after ``value`` (reshapes, transposes, slices) reach a transpose that
+    takes its input's last (contiguous) axis elsewhere."""
+    seen, todo = set(), [value]
+    while todo:
+        v = todo.pop()
+        for reader in consumers.get(v.uid, []):
+            if reader.op == "transpose":
+                axes = transpose_axes(reader.attrs, len(reader.inputs[0].shape))
+                if axes[-1] != len(axes) - 1:
+                    return True
+            if reader.op in ("reshape", "transpose", "strided_slice") and reader.output.uid not in seen:
+                seen.add(reader.output.uid)
+                todo.append(reader.output)
+    return False
+
+
+def constant_takes_as_slices(graph: Graph) -> Graph:
+    """A ``take`` of constant indices that are one index, or a run stepping evenly forward
+    (``2, 3, 4``; ``0, 2, 4``), whose result data moves take to a transpose of the contiguous
+    axis (an attention layer's keys, taken from one projection by index and moved to ``(heads,
+    dim, sequence)``), becomes a ``strided_slice`` (then, for one index, a reshape without that
+    axis): its kernel reads at addresses known when it is compiled instead of at ones loaded from
+    the index and clamped, which the default schedule copies in tiles transposed in registers.
+    Other takes keep their index as an input: the kernels of a recurrent layer's steps, which
+    differ only in it, stay one function."""
+    consumers = graph.consumers()
+
+    def visit(rw: Rewriter, node: Node) -> None:
+        steps = None
+        if node.op == "take" and node.inputs[1].is_constant and _transposed_later(node.output, consumers):
+            data, indices = node.inputs
+            shape = data.shape
+            axis, positions = take_positions(node.attrs, shape, np.asarray(indices.data))
+            steps = _even_steps(positions)
+        if steps is None:
+            rw.emit(node)
+            return
+        first, step = steps
+        count = positions.size
+        begin = tuple(first if a == axis else 0 for a in range(len(shape)))
+        end = tuple(first + (count - 1) * step + 1 if a == axis else d for a, d in enumerate(shape))
+        strides = tuple(step if a == axis else 1 for a in range(len(shape)))
+        attrs = {"begin": begin, "end": end, "strides": strides}
+        if positions.ndim == 1:
+            rw.emit(Node("strided_slice", [data], node.outputs, attrs, node.name))
+            return
+        sliced = Value(f"{node.output.name}:slice",
+                       TensorType(shape[:axis] + (1,) + shape[axis + 1:], node.output.dtype))
+        rw.emit(Node("strided_slice", [data], [sliced], attrs, f"{node.name}:slice"))
+        rw.emit(Node("reshape", [sliced], node.outputs, {"newshape": node.output.shape}, node.name))
+
+    return rewrite(graph, visit)
+
+
 def fold_reshapes(graph: Graph) -> Graph:
     """``reshape(reshape(x))`` is one reshape of ``x``; a reshape to its input's shape is dropped,
     and two reshapes of one value to one shape are one."""
@@ -661,6 +731,7 @@ OPTIMIZE = GraphPipeline("optimize", (
     GraphPass("recognize_gelu", recognize_gelu),
     GraphPass("recognize_silu", recognize_silu),
     GraphPass("unit_transposes_as_reshapes", unit_transposes_as_reshapes),
+    GraphPass("constant_takes_as_slices", constant_takes_as_slices),
     GraphPass("sink_reshapes", sink_reshapes),
     GraphPass("duplicate_moves", duplicate_moves),
 ))

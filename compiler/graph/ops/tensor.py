@@ -23,7 +23,7 @@ from ._common import (
     shape_of,
 )
 
-__all__ = ["transpose_axes"]
+__all__ = ["transpose_axes", "take_positions"]
 
 
 def _injective(name: str, infer, evaluate, compute, doc: str, pattern: str = "injective") -> OpDef:
@@ -171,10 +171,17 @@ def _take_infer(types, attrs):
     return [TensorType(data.shape[:axis] + indices.shape + data.shape[axis + 1:], data.dtype)]
 
 
+def take_positions(attrs, shape, indices: np.ndarray) -> tuple[int, np.ndarray]:
+    """A take's axis of data of ``shape``, and the positions on it that ``indices`` pick: a
+    negative index counts from the end, others out of range clip to the axis."""
+    axis = attrs.get("axis", 0) % len(shape)
+    return axis, clip_index(indices, shape[axis])
+
+
 def _take_evaluate(arrays, attrs):
     data, indices = arrays
-    axis = attrs.get("axis", 0) % data.ndim
-    return [np.asarray(np.take(data, clip_index(indices, data.shape[axis]), axis=axis))]
+    axis, positions = take_positions(attrs, data.shape, indices)
+    return [np.asarray(np.take(data, positions, axis=axis))]
 
 
 def _take_compute(tensors, attrs):

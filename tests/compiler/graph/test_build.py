@@ -292,6 +292,38 @@ def test_a_default_scheduled_softmax_runs_row_by_row(rng):
     np.testing.assert_allclose(out, want / want.sum(axis=3, keepdims=True), rtol=1e-5, atol=1e-6)
 
 
+def test_a_default_scheduled_transpose_copies_tiles_in_vector_registers(rng):
+    from compiler.graph import default_schedule, kernel_tensors, prepare
+    from compiler.graph.kernels import keeps_last_axis
+    from compiler.target import Target
+
+    # an attention layer's keys as torch exports them: taken from one projection by index, split
+    # into heads, moved to (heads, dim, sequence) and scaled. Each vector of the output holds one
+    # element of each of 8 rows of the input: the tiles gather them in registers, where a
+    # vectorized copy would gather a lane at a time
+    seq, heads, dim = 16, 2, 16
+    b = GraphBuilder()
+    x = b.op("reshape", b.input("qkv", (seq, 3 * heads * dim)), newshape=(1, seq, 1, 3, heads * dim))
+    x = b.op("reshape", b.op("transpose", x, axes=(3, 1, 2, 0, 4)), newshape=(3, seq, 1, heads * dim))
+    keys = b.op("take", x, b.const("which", np.array(1, "int64")), axis=0)
+    keys = b.op("transpose", b.op("reshape", keys, newshape=(seq, heads, dim)), axes=(1, 0, 2))
+    keys = b.op("transpose", b.op("reshape", keys, newshape=(1, heads, seq, dim)), axes=(0, 1, 3, 2))
+    scaled = b.op("multiply", keys, b.const("scale", np.array([0.25], "float32")))
+    graph = b.finish(b.op("reshape", scaled, newshape=(heads, dim, seq)))
+    with Target("llvm -mcpu=haswell"):  # 8 float lanes: 8 x 8 tiles
+        (kernel,) = prepare(graph).nodes
+        params, (out,) = kernel_tensors(kernel)
+        s = default_schedule([out], keeps_last_axis(kernel))  # as the model's build calls it
+        text = str(compiler.lower(s, [*params, out]))
+        module = build_graph(graph)
+    assert text.count("call_extern('autotune_transpose'") == 1, text
+    data = rng.uniform(-1, 1, (seq, 3 * heads * dim)).astype("float32")
+    y = poisoned((heads, dim, seq), "float32")
+    module(data, y)
+    want = data[:, heads * dim:2 * heads * dim].reshape(seq, heads, dim).transpose(1, 2, 0) * 0.25
+    np.testing.assert_array_equal(y, want)
+
+
 def test_an_injective_kernel_on_channel_blocks_loads_whole_vectors(rng):
     from compiler import te
     from compiler.graph import default_schedule

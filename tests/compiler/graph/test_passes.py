@@ -11,6 +11,7 @@ from graph_models import batch_norm, conv, residual_cnn, weights
 from compiler.graph import GraphBuilder, evaluate, fuse, optimize
 from compiler.graph.memory import aliases
 from compiler.graph.passes import (
+    constant_takes_as_slices,
     decompose_batch_norm,
     fold_batch_norm,
     fold_constants,
@@ -194,6 +195,32 @@ def test_a_batched_matmul_reads_its_transposed_operands_through_transposes(rng):
     assert not product.attrs["transpose_a"] and not product.attrs["transpose_b"]
     assert product.inputs[1].is_constant and product.inputs[1].shape == (3, 4, 5)
     assert [k.attrs["kind"] for k in fuse(optimized).nodes] == ["injective", "anchor"]
+
+
+@pytest.mark.parametrize("index, axis, ops", [
+    (np.array(1), 0, ["strided_slice", "reshape"]),  # one index: a slice, its axis then dropped
+    (np.array(-1), 1, ["strided_slice", "reshape"]),  # counted from the end
+    (np.array([0, 2, 4]), 1, ["strided_slice"]),  # a run stepping by 2
+    (np.array([9]), 1, ["strided_slice"]),  # out of range: clipped to the last, as take does
+    (np.array([2, 0]), 1, ["take"]),  # backwards: stays a take
+    (np.array([1, 2, 4]), 1, ["take"]),  # uneven steps
+    (np.array([[0, 1]]), 2, ["take"]),  # indices of two axes
+])
+def test_a_take_of_constant_evenly_stepping_indices_before_a_transpose_is_a_slice(rng, index, axis, ops):
+    b = GraphBuilder()
+    x = b.input("x", (3, 6, 4))
+    taken = b.op("take", x, b.const("i", index.astype("int64")), axis=axis)
+    graph = b.finish(b.op("tanh", b.op("transpose", taken)))  # the contiguous axis moves
+    sliced = constant_takes_as_slices(graph)
+    assert [n.op for n in sliced.nodes] == [*ops, "transpose", "tanh"]
+    _same(graph, sliced, [rng.uniform(-1, 1, (3, 6, 4)).astype("float32")])
+    # with no such transpose after it (a recurrent layer's step, its index the only difference
+    # between the steps' kernels), it stays a take
+    b = GraphBuilder()
+    x = b.input("x", (3, 6, 4))
+    kept = b.op("transpose", b.op("take", x, b.const("i", np.array(1, "int64")), axis=0), axes=(0, 1))
+    graph = b.finish(b.op("tanh", kept))
+    assert [n.op for n in constant_takes_as_slices(graph).nodes] == ["take", "transpose", "tanh"]
 
 
 def _heads(rng):
