@@ -563,8 +563,8 @@ def _even_steps(positions: np.ndarray) -> tuple[int, int] | None:
 
 
 def _transposed_later(value: Value, consumers) -> bool:
-    """Whether data moves after ``value`` (reshapes, transposes, slices) reach a transpose that
-    takes its input's last (contiguous) axis elsewhere."""
+    """Whether data moves after ``value`` (:data:`_MOVES`) reach a transpose that takes its
+    input's last (contiguous) axis elsewhere."""
     seen, todo = set(), [value]
     while todo:
         v = todo.pop()
@@ -573,7 +573,7 @@ def _transposed_later(value: Value, consumers) -> bool:
                 axes = transpose_axes(reader.attrs, len(reader.inputs[0].shape))
                 if axes[-1] != len(axes) - 1:
                     return True
-            if reader.op in ("reshape", "transpose", "strided_slice") and reader.output.uid not in seen:
+            if _is_move(reader) and reader.output.uid not in seen:
                 seen.add(reader.output.uid)
                 todo.append(reader.output)
     return False
