@@ -850,7 +850,7 @@ def main(argv=None) -> None:
     peak = max(before.many, after.many)
     print()
     note = B.busy_note([before, after], by_round=True)
-    print(f"# {note}" if note else "# quiet machine (checked before the first model and after the timings)")
+    print(f"# {note}" if note else "# quiet machine (checked before the timings and after them)")
     print(f"# FP32 FMA peak {peak / 1e9:.1f} GFLOPS on {THREADS} threads; speedups = peer ms / ours ms, "
           "for ours tuned where there is one, else untuned (as overhead, % peak and MiB ours)")
     print(B.format_table(TABLE_HEADER, [table_row(r, peak) for r in results]))
