@@ -70,6 +70,13 @@ def test_waiting_for_a_quiet_machine_gives_up_when_its_minutes_have_passed():
     assert found is BUSY and 2 <= len(calls) <= 5 and len(said) == len(calls) - 2
 
 
+def test_bench_model_refuses_a_negative_wait_for_quiet(capsys):
+    with pytest.raises(SystemExit):
+        M._parse(["--wait-quiet", "-1"])
+    assert "--wait-quiet takes minutes, 0 or more" in capsys.readouterr().err
+    assert M._parse(["--wait-quiet", "2.5"]).wait_quiet == 2.5
+
+
 def test_verdicts_printed_on_a_quiet_machine():
     lines = B.verdict_lines(VERDICTS, [QUIET, QUIET])
     assert [line.rsplit(" ", 1)[1] for line in lines] == ["PASS", "FAIL", "FAIL"]

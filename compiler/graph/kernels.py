@@ -188,12 +188,12 @@ def _transposed_in_tiles(outputs: list[te.Tensor]) -> Schedule | None:
     None where the kernel is not such a kernel, or where its tiles do not lower (the moves
     before the transpose leave the input's rows not contiguous, or their index arithmetic does
     not simplify to a tile's)."""
-    if len(outputs) != 1 or outputs[0].op.reduce_axis or len(outputs[0].shape) < 2:
+    if len(outputs) != 1 or len(outputs[0].shape) < 2:
         return None
     (out,) = outputs
     s = te.create_schedule(out.op)
     computes = [st.op for st in s.stages if isinstance(st.op, ComputeOp)]
-    if any(op.reduce_axis for op in computes):
+    if any(op.reduce_axis for op in computes):  # the output's too
         return None
     moved = [op for op in computes if op is not out.op and _moves_last_axis_next_to_last(op)]
     if len(moved) != 1:

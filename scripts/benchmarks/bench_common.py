@@ -230,7 +230,12 @@ def measure_quietness(threads: int | None = None) -> Quietness:
                      memory_reads(threads))
 
 
-def wait_until_quiet(check: Callable[[], Quietness], minutes: float, interval_s: float = 30.0,
+#: Seconds between :func:`wait_until_quiet`'s checks.
+QUIET_WAIT_INTERVAL_S = 30.0
+
+
+def wait_until_quiet(check: Callable[[], Quietness], minutes: float,
+                     interval_s: float = QUIET_WAIT_INTERVAL_S,
                      say: Callable[[str], None] = print) -> Quietness:
     """``check()``, and while it finds the machine busy, again every ``interval_s`` seconds until
     ``minutes`` have passed, saying each time what it found: the last check. On a shared host

@@ -84,8 +84,9 @@ The figures (each contender timed in :func:`bench_common.time_interleaved`'s fre
 
 Every model is exported, built (and tuned) first; then, before the first timing and after the
 last, the machine is checked for quietness (``bench_common.measure_quietness``; with
-``--wait-quiet MIN``, while the first check finds it busy, again every 30 s for up to MIN
-minutes: ``bench_common.wait_until_quiet``), in a fresh process of its own (this one has loaded PyTorch,
+``--wait-quiet MIN``, while the first check finds it busy, again every
+``bench_common.QUIET_WAIT_INTERVAL_S`` seconds for up to MIN minutes:
+``bench_common.wait_until_quiet``), in a fresh process of its own (this one has loaded PyTorch,
 whose libgomp, loaded before ours, keeps its idle threads spinning and slows our kernels down
 up to ten times; for the same reason our children never import PyTorch); the goals are judged
 only if both found it quiet (and a judged figure's rounds agree within
@@ -801,9 +802,12 @@ def _parse(argv=None):
                    help="where exported models and built libraries are cached (default: %(default)s)")
     p.add_argument("--opset", type=int, default=17)
     p.add_argument("--wait-quiet", type=float, default=0.0, metavar="MIN",
-                   help="when the check before the timings finds the machine busy, check again every "
-                        "30 s for up to MIN minutes before timing (default 0: time at once)")
+                   help=f"when the check before the timings finds the machine busy, check again "
+                        f"every {B.QUIET_WAIT_INTERVAL_S:.0f} s for up to MIN minutes before timing "
+                        "(default 0: time at once)")
     opts = p.parse_args(argv)
+    if opts.wait_quiet < 0:
+        p.error(f"--wait-quiet takes minutes, 0 or more; got {opts.wait_quiet:g}")
     opts.models = [s for s in opts.models.split(",") if s]
     opts.peers = [s for s in opts.peers.split(",") if s]
     for bad, known, what in ((set(opts.models) - set(models()), models(), "model"),
