@@ -161,10 +161,10 @@ def fuse(graph: Graph) -> Graph:
         pattern = get_op(node.op).pattern
         target: _Group | None = None
         if len(node.outputs) == 1 and pattern in (*_INJECTIVE, "reduce"):
-            for v in node.inputs:
-                g = joinable(v)
-                if g is None:
-                    continue
+            # An anchor's output stage first: an add of a dense layer's output and of a residual
+            # that an injective kernel reshapes joins the layer, not the reshape.
+            joinable_inputs = [(v, g) for v in node.inputs if (g := joinable(v)) is not None]
+            for v, g in sorted(joinable_inputs, key=lambda vg: vg[1].kind != "anchor"):
                 if g.kind == "anchor" and pattern in ("elemwise", "broadcast"):
                     entry = epilogue_entry(node, v, channel_axis(g.nodes[0]))
                     if entry is not None:

@@ -454,7 +454,20 @@ def canonical_batch_matmuls(graph: Graph) -> Graph:
 _ELEMENTWISE = ("elemwise", "broadcast")
 
 
-def _sunk(node: Node, data: Value, reshaped: Value, rw: Rewriter) -> list[Value] | None:
+def _fed_by_anchors(graph: Graph) -> set[int]:
+    """The uids of the values that an operator taking an elementwise tail into its output stage
+    writes (a dense layer, a convolution: ``out_elemwise_fusable``), directly or through
+    elementwise operators."""
+    fed: set[int] = set()
+    for node in graph.nodes:  # in order: an operator's inputs are marked before it is seen
+        pattern = get_op(node.op).pattern
+        if pattern == "out_elemwise_fusable" or (pattern in _ELEMENTWISE
+                                                 and any(v.uid in fed for v in node.inputs)):
+            fed.update(v.uid for v in node.outputs)
+    return fed
+
+
+def _sunk(node: Node, data: Value, reshaped: Value, rw: Rewriter, fed: set[int]) -> list[Value] | None:
     """The inputs of ``node`` with ``reshaped`` (a reshape of ``data``) read as ``data`` and every
     other operand brought to ``data``'s shape; None where an operand does not fit."""
     last = data.shape[-1]
@@ -466,7 +479,9 @@ def _sunk(node: Node, data: Value, reshaped: Value, rw: Rewriter) -> list[Value]
             inputs.append(Value.constant(v.name, v.data.reshape(())))
         elif v.is_constant and v.data.size == last and v.shape[-1] == last:
             inputs.append(Value.constant(v.name, v.data.reshape(last)))
-        elif not v.is_constant and v.shape == reshaped.shape:
+        elif not v.is_constant and v.shape == reshaped.shape and v.uid not in fed:
+            # (an operand that a dense layer or convolution writes stays as it is: its reshape
+            # would sink back, and the two would trade places forever)
             out = Value(f"{v.name}_as_{'x'.join(map(str, data.shape))}", data.type)
             rw.emit(Node("reshape", [v], [out], {"newshape": data.shape}, f"{v.name}_reshape"))
             inputs.append(out)
@@ -478,10 +493,11 @@ def _sunk(node: Node, data: Value, reshaped: Value, rw: Rewriter) -> list[Value]
 def sink_reshapes(graph: Graph) -> Graph:
     """Move a reshape that keeps the last axis below the elementwise operators that read it (their
     other operands: scalars, vectors along the last axis, or tensors reshaped alike), where what
-    the reshape reads comes from an operator they can fuse with, so that the operator reads it: a
-    dense layer's bias and activation then meet its output (``reshape(dense(x)) + b`` is
-    ``reshape(dense(x) + b)``). Reshapes that meet fold into one, and one to the shape it starts
-    from disappears."""
+    the reshape reads comes from a dense layer or convolution, directly or through elementwise
+    operators, so that its output stage takes them: a dense layer's bias, activation and residual
+    then meet its output (``reshape(dense(x)) + b`` is ``reshape(dense(x) + b)``). An operand that
+    such a layer writes is not reshaped for another's sake. Reshapes that meet fold into one, and
+    one to the shape it starts from disappears."""
     graph = fold_reshapes(graph)  # a reshape of a reshape sinks as one
     for _ in range(len(graph.nodes)):
         sunk = _sink_one_reshape(graph)
@@ -496,6 +512,7 @@ def _sink_one_reshape(graph: Graph) -> Graph | None:
     none can move)."""
     producers = graph.producers()
     single = _single_reader(graph)
+    fed = _fed_by_anchors(graph)
     changed = False
 
     def visit(rw: Rewriter, node: Node) -> None:
@@ -511,13 +528,12 @@ def _sink_one_reshape(graph: Graph) -> Graph | None:
                 data = r.inputs[0]
                 if data.shape[-1:] != v.shape[-1:] or node.output.shape != v.shape:
                     continue
-                # Only towards an operator the elementwise one can fuse with (this also keeps two
-                # reshaped operands from trading places forever).
-                source = producers.get(data.uid)
-                if source is None or get_op(source.op).pattern not in (*_ELEMENTWISE, "out_elemwise_fusable"):
+                # Only towards a dense layer or convolution whose output stage the elementwise
+                # operator can join.
+                if data.uid not in fed:
                     continue
                 mark = len(rw.nodes)
-                inputs = _sunk(node, data, v, rw)
+                inputs = _sunk(node, data, v, rw, fed)
                 if inputs is None:
                     del rw.nodes[mark:]
                     continue

@@ -82,6 +82,19 @@ def test_an_operation_outside_the_output_stage_starts_a_kernel(rng):
                                      (["tanh"], "injective", None)]
 
 
+def test_an_add_of_a_layer_s_output_and_a_reshaped_residual_joins_the_layer(rng):
+    b = GraphBuilder()
+    x = b.input("x", (1, 6, 8))
+    shared = b.op("exp", x)  # read twice: the reshape of it is an injective kernel of its own
+    residual = b.op("reshape", shared, newshape=(6, 8))  # the add's first operand
+    d = b.op("nn.dense", b.op("reshape", shared, newshape=(6, 8)), b.const("w", weights(rng, 8, 8)))
+    graph = b.finish(b.op("add", residual, d))
+    fused = fuse(graph)
+    assert _kernels(fused)[-1] == (["nn.dense", "add"], "anchor", ("add",))
+    data = [rng.uniform(-1, 1, (1, 6, 8)).astype("float32")]
+    np.testing.assert_allclose(evaluate(fused, data)[0], evaluate(graph, data)[0], rtol=1e-6)
+
+
 def test_injective_chains_and_a_reduction_after_them_are_one_kernel(rng):
     b = GraphBuilder()
     q = b.input("q", (2, 4, 8))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from graph_models import batch_norm, conv, residual_cnn, weights
 
-from compiler.graph import GraphBuilder, evaluate, fuse, optimize
+from compiler.graph import GraphBuilder, build_graph, evaluate, fuse, optimize
 from compiler.graph.memory import aliases
 from compiler.graph.passes import (
     constant_takes_as_slices,
@@ -19,6 +19,7 @@ from compiler.graph.passes import (
     recognize_gelu,
     recognize_silu,
 )
+from tests.helpers import assert_written, poisoned
 
 
 def _same(graph_a, graph_b, inputs, rtol=1e-5, atol=1e-6):
@@ -142,6 +143,32 @@ def test_reshapes_sink_below_a_dense_layer_s_bias_activation_and_residual(rng):
     _same(graph, sunk, [rng.uniform(-1, 1, (1, 6, 8)).astype("float32")])
     fused = fuse(sunk)
     assert [k.attrs.get("epilogue") for k in fused.nodes if k.attrs["kind"] == "anchor"] == [("bias", "relu")]
+
+
+def test_a_residual_from_elsewhere_does_not_keep_the_next_layer_s_reshapes_from_sinking(rng):
+    # a transformer block as exported for 3-D activations: each dense layer reads and writes
+    # through reshapes, and the residual comes from an elementwise kernel of its own. Its
+    # reshape once sank back below the add, the dense layer's sank again, and so on until the
+    # pass gave up, before the second layer's bias and activation had moved.
+    b = GraphBuilder()
+    x = b.input("x", (1, 6, 8))
+    residual = b.op("exp", x)
+    h = b.op("nn.dense", b.op("reshape", residual, newshape=(6, 8)), b.const("w1", weights(rng, 8, 8)))
+    h = b.op("add", b.op("reshape", h, newshape=(1, 6, 8)), b.const("b1", weights(rng, 8)))
+    h = b.op("add", residual, h)
+    h = b.op("nn.dense", b.op("reshape", h, newshape=(6, 8)), b.const("w2", weights(rng, 16, 8)))
+    graph = b.finish(b.op("nn.gelu", b.op("add", b.op("reshape", h, newshape=(1, 6, 16)),
+                                          b.const("b2", weights(rng, 16)))))
+    sunk = optimize(graph)
+    assert sunk.op_counts() == {"exp": 1, "reshape": 2, "nn.dense": 2, "add": 3, "nn.gelu": 1}
+    _same(graph, sunk, [rng.uniform(-1, 1, (1, 6, 8)).astype("float32")])
+    fused = fuse(sunk)
+    assert [k.attrs.get("epilogue") for k in fused.nodes if k.attrs["kind"] == "anchor"] == [
+        ("bias", "add"), ("bias", "gelu")]
+    data = rng.uniform(-1, 1, (1, 6, 8)).astype("float32")
+    out = poisoned((1, 6, 16), "float32")
+    build_graph(graph)(data, out)
+    assert_written(out, evaluate(graph, [data])[0], rtol=1e-5, atol=1e-5)
 
 
 def test_reshapes_that_meet_fold_into_one(rng):
