@@ -22,6 +22,8 @@ model is compiled.
   of the orders exporters write it, becomes one ``nn.gelu`` node (which fuses into a dense
   layer's output stage);
 * :func:`recognize_silu`: ``x * sigmoid(x)`` becomes one ``nn.silu`` node;
+* :func:`recognize_layer_norm`: a layer norm written out (``(x - mean) / sqrt(var + eps)``, its
+  scale and shift), as exporters write it before opset 17, becomes one ``nn.layer_norm`` node;
 * :func:`unit_transposes_as_reshapes`: a transpose that only moves axes of length one is a
   reshape;
 * :func:`constant_takes_as_slices`: a ``take`` of one constant index, or of constant indices
@@ -51,8 +53,8 @@ from .rewrite import Rewriter, rewrite
 
 __all__ = ["GraphPass", "GraphPipeline", "OPTIMIZE", "canonical_batch_matmuls", "fold_constants",
            "fold_batch_norm", "decompose_batch_norm", "lower_conv2d_transpose", "recognize_gelu",
-           "recognize_silu", "unit_transposes_as_reshapes", "constant_takes_as_slices", "sink_reshapes",
-           "fold_reshapes", "duplicate_moves", "optimize"]
+           "recognize_silu", "recognize_layer_norm", "unit_transposes_as_reshapes",
+           "constant_takes_as_slices", "sink_reshapes", "fold_reshapes", "duplicate_moves", "optimize"]
 
 log = logging.getLogger(__name__)
 
@@ -406,6 +408,111 @@ def recognize_silu(graph: Graph) -> Graph:
     return rewrite(graph, visit)
 
 
+# ----------------------------------------------------------------------------- layer norm
+
+
+def _trailing_mean_axis(node: Node | None) -> int | None:
+    """``k`` where ``node`` is a ``mean`` keeping its dimensions over its input's axes ``k`` to the
+    last; None otherwise."""
+    if node is None or node.op != "mean" or not node.attrs.get("keepdims", False):
+        return None
+    ndim = len(node.inputs[0].shape)
+    axis = node.attrs.get("axis")
+    axes = range(ndim) if axis is None else (axis,) if isinstance(axis, (int, np.integer)) else axis
+    axes = sorted(int(a) % ndim for a in axes)
+    return axes[0] if axes and axes == list(range(axes[0], ndim)) else None
+
+
+def _normalized_constant(v: Value, shape: tuple[int, ...], axis: int) -> np.ndarray | None:
+    """Constant ``v`` as an array of the normalized shape ``shape[axis:]``, where it broadcasts
+    to ``shape`` along those axes alone (a scale or shift per normalized element); else None."""
+    if not v.is_constant or len(v.shape) > len(shape):
+        return None
+    lead = len(shape) - len(v.shape)
+    for k, d in enumerate(v.shape):
+        if d != 1 and (lead + k < axis or d != shape[lead + k]):
+            return None
+    trailing = v.shape[max(0, axis - lead):]
+    return np.broadcast_to(v.data.reshape(trailing), shape[axis:]).astype(v.dtype)
+
+
+def _layer_norm_match(mean: Node, readers, single, outputs: set[int]) -> tuple[Node, dict] | None:
+    """The last node of ``(x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) [* gamma] [+ beta]``
+    that starts at ``mean`` (the square a power of 2 or a product with itself), and the
+    ``nn.layer_norm`` that replaces it: ``{"x", "gamma", "beta", "axis", "epsilon"}``."""
+    axis = _trailing_mean_axis(mean)
+    x = mean.inputs[0]
+    if axis is None or not x.dtype.startswith("float") or not single(mean.output):
+        return None
+
+    def only_reader(v: Value, op: str) -> Node | None:
+        nodes = readers.get(v.uid, [])
+        return nodes[0] if single(v) and nodes[0].op == op else None
+
+    centre = only_reader(mean.output, "subtract")
+    if centre is None or centre.inputs[0] is not x:
+        return None
+    d = centre.output
+    uses = readers.get(d.uid, [])
+    if len(uses) != 2 or d.uid in outputs:
+        return None
+    square = next((n for n in uses if (n.op == "power" and n.inputs[0] is d and _scalar(n.inputs[1]) == 2.0)
+                   or (n.op == "multiply" and n.inputs[0] is d and n.inputs[1] is d)), None)
+    divide = next((n for n in uses if n.op == "divide" and n.inputs[0] is d), None)
+    if square is None or divide is None:
+        return None
+    variance = only_reader(square.output, "mean")
+    if variance is None or _trailing_mean_axis(variance) != axis:
+        return None
+    plus = only_reader(variance.output, "add")
+    epsilon = _scalar(_other(plus, variance.output)) if plus is not None else None
+    root = only_reader(plus.output, "sqrt") if epsilon is not None else None
+    if root is None or divide.inputs[1] is not root.output or not single(root.output):
+        return None
+    found = {"x": x, "axis": axis, "epsilon": epsilon, "gamma": None, "beta": None}
+    last = divide
+    for op, what in (("multiply", "gamma"), ("add", "beta")):
+        after = only_reader(last.output, op)
+        param = _normalized_constant(_other(after, last.output), x.shape, axis) if after is not None else None
+        if param is None:
+            continue
+        found[what], last = param, after
+    return last, found
+
+
+def recognize_layer_norm(graph: Graph) -> Graph:
+    """Replace a layer norm written out, as exporters write it before ONNX's opset 17
+    (``(x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps)``, then a scale and a shift by
+    constants along the normalized axes), with one ``nn.layer_norm`` node: one kernel reading
+    ``x`` twice, where the written-out form is two kernels (the mean, then the rest) and a
+    ``pow`` per element."""
+    readers = graph.consumers()
+    single = _single_reader(graph)
+    outputs = {v.uid for v in graph.outputs}
+    found: dict[int, dict] = {}  # the last node's id -> the layer norm's parts
+    for node in graph.nodes:
+        match = _layer_norm_match(node, readers, single, outputs) if node.op == "mean" else None
+        if match is not None:
+            found[id(match[0])] = match[1]
+    if not found:
+        return graph
+
+    def visit(rw: Rewriter, node: Node) -> None:
+        parts = found.get(id(node))
+        if parts is None:
+            rw.emit(node)
+            return
+        x, axis = parts["x"], parts["axis"]
+        norm = x.shape[axis:]
+        gamma = parts["gamma"] if parts["gamma"] is not None else np.ones(norm, x.dtype)
+        beta = parts["beta"] if parts["beta"] is not None else np.zeros(norm, x.dtype)
+        rw.emit(Node("nn.layer_norm", [rw.value(x), Value.constant(f"{node.name}_gamma", gamma),
+                                       Value.constant(f"{node.name}_beta", beta)],
+                     node.outputs, {"axis": axis, "epsilon": parts["epsilon"]}, node.name + "_layer_norm"))
+
+    return rewrite(graph, visit)
+
+
 # ----------------------------------------------------------------------------- batched matmuls
 
 
@@ -746,6 +853,7 @@ OPTIMIZE = GraphPipeline("optimize", (
     GraphPass("decompose_batch_norm", decompose_batch_norm),
     GraphPass("recognize_gelu", recognize_gelu),
     GraphPass("recognize_silu", recognize_silu),
+    GraphPass("recognize_layer_norm", recognize_layer_norm),
     GraphPass("unit_transposes_as_reshapes", unit_transposes_as_reshapes),
     GraphPass("constant_takes_as_slices", constant_takes_as_slices),
     GraphPass("sink_reshapes", sink_reshapes),

@@ -16,6 +16,7 @@ from compiler.graph import (  # noqa: E402
     GraphError,
     InputShapeError,
     UnsupportedOperatorError,
+    optimize,
     prepare,  # noqa: E402
 )
 from compiler.graph.fuse import fused_kernels  # noqa: E402
@@ -583,6 +584,8 @@ def test_decomposed_layer_norm_imports_op_by_op():
     graph = run_both(make_model(nodes, feeds, consts, opset=13), feeds)
     assert graph.op_counts() == {"mean": 2, "subtract": 1, "power": 1, "add": 2, "sqrt": 1, "divide": 1,
                                  "multiply": 1}
+    # and compiles as one layer norm (the built model above ran it)
+    assert optimize(graph).op_counts() == {"nn.layer_norm": 1}
 
 
 @pytest.mark.parametrize("op", ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"])

@@ -17,6 +17,7 @@ from compiler.graph.passes import (
     fold_constants,
     lower_conv2d_transpose,
     recognize_gelu,
+    recognize_layer_norm,
     recognize_silu,
 )
 from tests.helpers import assert_written, poisoned
@@ -119,6 +120,67 @@ def test_a_sigmoid_read_elsewhere_or_of_another_value_is_left_alone(rng):
     x, y = b.input("x", (3, 16)), b.input("y", (3, 16))
     gated = b.finish(b.op("multiply", y, b.op("sigmoid", x)))  # a gate of another value (a GLU)
     assert "nn.silu" not in recognize_silu(gated).op_counts()
+
+
+def _written_out_layer_norm(b, x, axes, eps=1e-5, square="power", gamma=None, beta=None):
+    mean = b.op("mean", x, axis=axes, keepdims=True)
+    d = b.op("subtract", x, mean)
+    squared = (b.op("power", d, b.const("two", np.float32(2.0))) if square == "power"
+               else b.op("multiply", d, d))
+    variance = b.op("mean", squared, axis=axes, keepdims=True)
+    y = b.op("divide", d, b.op("sqrt", b.op("add", variance, b.const("eps", np.float32(eps)))))
+    if gamma is not None:
+        y = b.op("multiply", y, b.const("gamma", gamma))
+    if beta is not None:
+        y = b.op("add", b.const("beta", beta), y)
+    return y
+
+
+@pytest.mark.parametrize("axes, square, params", [
+    ((2,), "power", "both"),       # as torch exports nn.LayerNorm before opset 17
+    ((-1,), "multiply", "gamma"),  # the square as a product, no shift
+    ((1, 2), "power", "none"),     # over the last two axes, no scale or shift
+    ((2,), "power", "(1, 1, D)"),  # the scale and shift with leading axes of one
+])
+def test_a_written_out_layer_norm_is_one_operator(rng, axes, square, params):
+    b = GraphBuilder()
+    x = b.input("x", (2, 5, 8))
+    shape = {"both": (8,), "gamma": (8,), "none": None, "(1, 1, D)": (1, 1, 8)}[params]
+    gamma = weights(rng, *shape) if shape else None
+    beta = weights(rng, *shape) if shape and params != "gamma" else None
+    graph = b.finish(b.op("tanh", _written_out_layer_norm(b, x, axes, 1e-3, square, gamma, beta)))
+    found = recognize_layer_norm(graph)
+    assert found.op_counts() == {"nn.layer_norm": 1, "tanh": 1}
+    (norm,) = [n for n in found.nodes if n.op == "nn.layer_norm"]
+    assert norm.attrs == {"axis": min(a % 3 for a in axes), "epsilon": pytest.approx(1e-3)}
+    data = [rng.uniform(-1, 1, (2, 5, 8)).astype("float32")]
+    _same(graph, found, data, rtol=1e-5, atol=1e-5)
+    assert len(fuse(optimize(graph)).nodes) == 1  # the norm and the tanh after it: one kernel
+    out = poisoned((2, 5, 8), "float32")
+    build_graph(graph)(data[0], out)
+    assert_written(out, evaluate(graph, data)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_what_only_looks_like_a_layer_norm_stays_as_written(rng):
+    b = GraphBuilder()
+    x = b.input("x", (2, 5, 8))
+    over_a_middle_axis = _written_out_layer_norm(b, x, (1,))
+    per_row_scale = _written_out_layer_norm(b, x, (2,), gamma=weights(rng, 5, 1))  # not per element
+    graph = b.finish(over_a_middle_axis, per_row_scale)
+    found = recognize_layer_norm(graph)
+    # the first stays; the second's normalisation is found, its scale stays a multiply
+    assert found.op_counts()["mean"] == 2 and found.op_counts()["nn.layer_norm"] == 1
+    assert found.op_counts()["multiply"] == 1
+    _same(graph, found, [rng.uniform(-1, 1, (2, 5, 8)).astype("float32")], rtol=1e-5, atol=1e-5)
+    # the centred value read a third time: computed as written
+    b = GraphBuilder()
+    x = b.input("x", (2, 8))
+    mean = b.op("mean", x, axis=(1,), keepdims=True)
+    d = b.op("subtract", x, mean)
+    variance = b.op("mean", b.op("multiply", d, d), axis=(1,), keepdims=True)
+    y = b.op("divide", d, b.op("sqrt", b.op("add", variance, b.const("eps", np.float32(1e-5)))))
+    graph = b.finish(b.op("add", y, b.op("exp", d)))
+    assert "nn.layer_norm" not in recognize_layer_norm(graph).op_counts()
 
 
 def test_optimize_keeps_a_network_s_numbers(rng):
