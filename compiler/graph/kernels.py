@@ -5,9 +5,9 @@
 no template schedules gets :func:`default_schedule`: the injective stages inlined into their
 readers; each reduction computed at the root, its outer loops on threads; the output's loops
 fused, vectorized along the innermost elements and split over the threads. A reduction along
-rows of whole vectors (a row's mean, variance or maximum) accumulates a vector of partial results
-per row (``rfactor``), then reduces those: one element at a time, a row of 768 would wait on 768
-dependent additions. A kernel whose output is elementwise over rows of statistics taken along its
+rows of two vectors or more (a row's mean, variance or maximum) accumulates a vector of partial
+results per row (``rfactor``; a row's last vector partial where vectors do not tile it), then
+reduces those: one element at a time, a row of 768 would wait on 768 dependent additions. A kernel whose output is elementwise over rows of statistics taken along its
 last axis (a softmax or a layer norm, with what the graph fused before and after it) runs row by
 row instead: one parallel loop over the rows, each row's statistics computed inside it, and each
 elementwise stage that two stages read (a softmax's exp) computed once into a row of its own.
@@ -120,8 +120,9 @@ def _row_reductions(s: Schedule, out: te.Tensor) -> list[te.Tensor] | None:
 
 def _schedule_row_by_row(s: Schedule, outputs: list[te.Tensor]) -> bool:
     """Schedule a kernel of row reductions (:func:`_row_reductions`) row by row: one parallel
-    loop over the output's rows, each row's statistics (in vector lanes where whole vectors tile
-    it) computed inside it while the row is in the caches, then the row written, vectorized.
+    loop over the output's rows, each row's statistics (in vector lanes where the row holds two
+    vectors or more) computed inside it while the row is in the caches, then the row written,
+    vectorized.
     Each reduction at the root would be a pass over all the rows of its own: a softmax scaled
     and masked before it (an attention layer's, 12 x 128 x 128) took 1.6x as long so.
     False (nothing scheduled) where the kernel is not such a kernel."""
@@ -147,16 +148,19 @@ def _schedule_row_by_row(s: Schedule, outputs: list[te.Tensor]) -> bool:
                 s[op].compute_inline()
     *rows, column = s[out].op.axis
     row = s[out].fuse(*rows) if len(rows) > 1 else rows[0]
-    if length % lanes == 0:
+    if length >= lanes:
         _, inner = s[out].split(column, factor=lanes)
         s[out].vectorize(inner)
     if _size(out) * len(reductions) >= PARALLEL_MIN_ELEMENTS:
         s[out].parallel(row)
-    width = next((w for w in (2 * lanes, lanes) if length % w == 0), None)
+    # Whole vectors where they tile the row, else vectors with the row's last one partial (its
+    # lanes past the end guarded; loop partitioning keeps the guard out of the others): a row of
+    # 197 (a ViT's attention) done element by element took 2.4x as long.
+    width = next((w for w in (2 * lanes, lanes) if length % w == 0), lanes if length >= 2 * lanes else None)
     for stage in kept:
         s[stage].compute_at(s[out], row)
         *_, last = s[stage].op.axis
-        if length % lanes == 0:
+        if length >= lanes:
             s[stage].vectorize(s[stage].split(last, factor=lanes)[1])
     for red in reductions:
         if width is not None:
@@ -228,12 +232,12 @@ def _transposed_in_tiles(outputs: list[te.Tensor]) -> Schedule | None:
 
 
 def _schedule_reduction(s: Schedule, t: te.Tensor, vector_last: bool) -> None:
-    """A reduction at the root, its outer loops on threads; one along rows of whole vectors
+    """A reduction at the root, its outer loops on threads; one along rows of two vectors or more
     accumulates each row in vector lanes first (see the module's docstring)."""
     lanes = vector_lanes(t.dtype)
     axes = s[t].op.reduce_axis
     extent = int(axes[0].dom.extent.value) if len(axes) == 1 else 0
-    if vector_last or len(t.op.bodies) > 1 or extent < 2 * lanes or extent % lanes:
+    if vector_last or len(t.op.bodies) > 1 or extent < 2 * lanes:
         _parallel_outer(s, t, vector_last)
         return
     partial = vectorize_reduction(s, t, lanes)

@@ -58,20 +58,20 @@ def vectorize_reduction(s, tensor, width: int):
     """Accumulate the single-axis reduction ``tensor`` as ``width`` partial results per output
     element, in vector lanes, then reduce those in ``tensor`` itself.
 
-    The reduction axis is split by ``width`` (which must divide it) and its inner part made a
+    The reduction axis is split by ``width`` and its inner part made a
     data-parallel axis of a new stage (``rfactor``), last, vectorized below the remaining
     reduction: one element at a time, a row of 768 waits on 768 dependent additions; in vectors
-    of 8 lanes, on 96. Returns the new stage's tensor, computed at the root: place it (and
-    ``tensor``) as the schedule needs. A ``tensor`` of several reduction axes, or a ``width``
-    that does not divide the axis, is a ValueError."""
+    of 8 lanes, on 96. Where ``width`` does not divide the axis, the last group of lanes is
+    partial, the lanes past the end guarded. Returns the new stage's tensor, computed at the
+    root: place it (and ``tensor``) as the schedule needs. A ``tensor`` of several reduction
+    axes, or a ``width`` that is not a positive int, is a ValueError."""
     axes = s[tensor].op.reduce_axis
     if len(axes) != 1:
         raise ValueError(f"vectorize_reduction: {tensor.op.name!r} reduces over {len(axes)} axes, "
                          "not one")
     extent = get_const_int(axes[0].dom.extent)
-    if not isinstance(width, int) or width < 1 or extent % width:
-        raise ValueError(f"vectorize_reduction: width {width!r} does not divide {tensor.op.name!r}'s "
-                         f"reduction of {extent}")
+    if not isinstance(width, int) or width < 1:
+        raise ValueError(f"vectorize_reduction: width must be a positive int, got {width!r}")
     _, lane = s[tensor].split(axes[0], factor=width)
     partial = s.rfactor(tensor, lane, factor_axis=len(s[tensor].op.axis))
     *outer, lane = s[partial].op.axis

@@ -428,8 +428,23 @@ def test_vectorize_reduction_refuses_what_it_cannot_split():
     one = te.compute((4, 6), lambda i, r: te.sum(x[i, r, k], axis=k), name="one")
     with pytest.raises(ValueError, match="'two' reduces over 2 axes, not one"):
         vectorize_reduction(te.create_schedule(two.op), two, 5)
-    with pytest.raises(ValueError, match="width 4 does not divide 'one''s reduction of 10"):
-        vectorize_reduction(te.create_schedule(one.op), one, 4)
+    with pytest.raises(ValueError, match="width must be a positive int, got 0"):
+        vectorize_reduction(te.create_schedule(one.op), one, 0)
+
+
+@pytest.mark.parametrize("length, width", [(10, 4), (197, 16), (35, 8)])
+def test_vectorize_reduction_guards_a_last_partial_vector(rng, length, width):
+    from compiler.topi.utils import vectorize_reduction
+
+    x = te.placeholder((6, length), name="x")
+    k = te.reduce_axis((0, length), name="k")
+    total = te.compute((6,), lambda i: te.sum(x[i, k], axis=k), name="total")
+    peak = te.compute((6,), lambda i: te.max(x[i, k], axis=k), name="peak")
+    data = random_array(rng, (6, length), "float32") - 2.0  # all negative: a 0 in a lane shows in the max
+    for out, want in ((total, data.astype("float64").sum(axis=1)), (peak, data.max(axis=1))):
+        s = te.create_schedule(out.op)
+        vectorize_reduction(s, out, width)
+        build_and_check(s, [x, out], [data], [want.astype("float32")], rtol=1e-5, atol=1e-5)
 
 
 # ---------------------------------------------------------------------------- transposed convolution
