@@ -7,10 +7,11 @@ readers; each reduction computed at the root, its outer loops on threads; the ou
 fused, vectorized along the innermost elements and split over the threads. A reduction along
 rows of two vectors or more (a row's mean, variance or maximum) accumulates a vector of partial
 results per row (``rfactor``; a row's last vector partial where vectors do not tile it), then
-reduces those: one element at a time, a row of 768 would wait on 768 dependent additions. A kernel whose output is elementwise over rows of statistics taken along its
-last axis (a softmax or a layer norm, with what the graph fused before and after it) runs row by
-row instead: one parallel loop over the rows, each row's statistics computed inside it, and each
-elementwise stage that two stages read (a softmax's exp) computed once into a row of its own.
+reduces those: one element at a time, a row of 768 would wait on 768 dependent additions. A
+kernel whose output is elementwise over rows of statistics taken along its last axis (a softmax
+or a layer norm, with what the graph fused before and after it) runs row by row instead: one
+parallel loop over the rows, each row's statistics computed inside it, and each elementwise
+stage that two stages read (a softmax's exp) computed once into a row of its own.
 A kernel that transposes its input's last axis next to last is copied in square tiles, each
 transposed in vector registers.
 

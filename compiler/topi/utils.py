@@ -69,7 +69,6 @@ def vectorize_reduction(s, tensor, width: int):
     if len(axes) != 1:
         raise ValueError(f"vectorize_reduction: {tensor.op.name!r} reduces over {len(axes)} axes, "
                          "not one")
-    extent = get_const_int(axes[0].dom.extent)
     if not isinstance(width, int) or width < 1:
         raise ValueError(f"vectorize_reduction: width must be a positive int, got {width!r}")
     _, lane = s[tensor].split(axes[0], factor=width)
