@@ -7,10 +7,10 @@ reader and is not a graph output, and the patterns (:mod:`.op`) fit:
 * a convolution, dense layer or batched matmul (``out_elemwise_fusable``) starts a group, its
   *anchor*. Its successors join only as its **output stage** (an *epilogue*): ``bias`` (a
   per-channel constant, from ``nn.bias_add`` or an ``add`` of one), ``add`` (a residual of the
-  output's shape), ``relu``, ``relu6`` (a clip to [0, 6]), ``sigmoid``, ``gelu``,
-  ``hardswish`` and ``leaky_relu(alpha)``. These are
-  what the templates write as they store their output tile, so the fused kernel is the tuned
-  kernel (``attrs["epilogue"]`` lists them, in order);
+  output's shape), ``relu``, ``relu6`` (a clip to [0, 6]), ``sigmoid``, ``gelu``, ``silu``,
+  ``hardswish`` and ``leaky_relu(alpha)``. These are what the templates write as they store
+  their output tile, so the fused kernel is the tuned kernel (``attrs["epilogue"]`` lists them,
+  in order);
 * an injective operator (elementwise, broadcast, reshape, transpose, ...) joins an injective
   group, so chains of them become one kernel; an elementwise or broadcast one also joins a
   reduction's group, after it. One that joins an injective group takes with it every other
@@ -40,12 +40,14 @@ __all__ = ["fuse", "FUSED", "EPILOGUE_ENTRIES", "fused_kernels", "channel_axis",
 
 FUSED = "fused"
 #: The output-stage entries an anchor's kernel can apply (the templates' ``epilogue``).
-EPILOGUE_ENTRIES = ("bias", "add", "relu", "relu6", "sigmoid", "gelu", "hardswish", "leaky_relu(alpha)")
+EPILOGUE_ENTRIES = ("bias", "add", "relu", "relu6", "sigmoid", "gelu", "silu", "hardswish",
+                    "leaky_relu(alpha)")
 _INJECTIVE = ("elemwise", "broadcast", "injective")
-# op -> its entry. Not ``nn.silu``: in a convolution's output stage its sigmoid ran slower than the
-# same sigmoid as a kernel of its own, by more than the pass over memory that fusing it saves (a 1x1
-# layer of 64 channels at 56x56 on a Zen 3: 0.174 ms, 0.328 with silu; the silu kernel alone 0.129).
-_UNARY_ENTRIES = {"sigmoid": "sigmoid", "nn.hardswish": "hardswish"}
+# op -> its entry. SiLU's sigmoid costs a convolution's output stage about what it costs as a
+# kernel of its own, less the pass over memory (two 1x1 layers of 64 channels at 56x56, the first
+# with SiLU, default configs, on a Zen 4: 0.334 ms fused, 0.354 apart; with AVX2 code, 0.396 and
+# 0.421).
+_UNARY_ENTRIES = {"sigmoid": "sigmoid", "nn.silu": "silu", "nn.hardswish": "hardswish"}
 
 
 def channel_axis(anchor: Node) -> int:

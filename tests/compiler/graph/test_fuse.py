@@ -34,6 +34,20 @@ def test_a_residual_block_is_two_kernels_with_their_output_stages(rng):
     np.testing.assert_allclose(evaluate(fused, data)[0], evaluate(graph, data)[0], rtol=1e-6, atol=1e-6)
 
 
+def test_a_convolution_takes_silu_into_its_output_stage(rng):
+    # an EfficientNet or YOLO block: convolution, folded batch norm, x * sigmoid(x)
+    b = GraphBuilder()
+    x = b.input("x", (1, 4, 8, 8))
+    y = b.op("nn.bias_add", conv(b, rng, x, 8), b.const("b", weights(rng, 8)), axis=1)
+    graph = b.finish(b.op("multiply", y, b.op("sigmoid", y)))
+    fused = fuse(optimize(graph))
+    assert _kernels(fused) == [(["nn.conv2d", "nn.bias_add", "nn.silu"], "anchor", ("bias", "silu"))]
+    data = rng.uniform(-2, 2, (1, 4, 8, 8)).astype("float32")
+    out = poisoned((1, 8, 8, 8), "float32")
+    build_graph(graph)(data, out)
+    assert_written(out, evaluate(graph, [data])[0], rtol=1e-5, atol=1e-5)
+
+
 def test_a_value_with_two_readers_ends_its_kernel(rng):
     b = GraphBuilder()
     x = b.input("x", (1, 4, 8, 8))
