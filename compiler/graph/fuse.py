@@ -7,10 +7,10 @@ reader and is not a graph output, and the patterns (:mod:`.op`) fit:
 * a convolution, dense layer or batched matmul (``out_elemwise_fusable``) starts a group, its
   *anchor*. Its successors join only as its **output stage** (an *epilogue*): ``bias`` (a
   per-channel constant, from ``nn.bias_add`` or an ``add`` of one), ``add`` (a residual of the
-  output's shape), ``relu``, ``relu6`` (a clip to [0, 6]), ``sigmoid``, ``gelu``, ``silu``,
-  ``hardswish`` and ``leaky_relu(alpha)``. These are what the templates write as they store
-  their output tile, so the fused kernel is the tuned kernel (``attrs["epilogue"]`` lists them,
-  in order);
+  output's shape), ``relu``, ``relu6`` (a clip to [0, 6]), ``sigmoid``, ``gelu`` (and
+  ``gelu_tanh``, its tanh form), ``silu``, ``hardswish`` and ``leaky_relu(alpha)``. These are
+  what the templates write as they store their output tile, so the fused kernel is the tuned
+  kernel (``attrs["epilogue"]`` lists them, in order);
 * an injective operator (elementwise, broadcast, reshape, transpose, ...) joins an injective
   group, so chains of them become one kernel; an elementwise or broadcast one also joins a
   reduction's group, after it. One that joins an injective group takes with it every other
@@ -40,7 +40,7 @@ __all__ = ["fuse", "FUSED", "EPILOGUE_ENTRIES", "fused_kernels", "channel_axis",
 
 FUSED = "fused"
 #: The output-stage entries an anchor's kernel can apply (the templates' ``epilogue``).
-EPILOGUE_ENTRIES = ("bias", "add", "relu", "relu6", "sigmoid", "gelu", "silu", "hardswish",
+EPILOGUE_ENTRIES = ("bias", "add", "relu", "relu6", "sigmoid", "gelu", "gelu_tanh", "silu", "hardswish",
                     "leaky_relu(alpha)")
 _INJECTIVE = ("elemwise", "broadcast", "injective")
 # op -> its entry. SiLU's sigmoid costs a convolution's output stage about what it costs as a
@@ -94,8 +94,8 @@ def epilogue_entry(node: Node, v: Value, axis: int) -> tuple[str, Node, Value | 
         return "relu", node, None
     if node.op in _UNARY_ENTRIES:
         return _UNARY_ENTRIES[node.op], node, None
-    if node.op == "nn.gelu" and node.attrs.get("approximate", "none") == "none":
-        return "gelu", node, None
+    if node.op == "nn.gelu":
+        return ("gelu" if node.attrs.get("approximate", "none") == "none" else "gelu_tanh"), node, None
     if node.op == "nn.leaky_relu":
         return leaky_relu_name(node.attrs.get("alpha", 0.01)), node, None
     if node.op == "clip":

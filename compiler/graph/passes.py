@@ -20,7 +20,7 @@ model is compiled.
   per-channel constants;
 * :func:`recognize_gelu`: the erf form of GELU, ``x * 0.5 * (1 + erf(x / sqrt(2)))`` in any
   of the orders exporters write it, becomes one ``nn.gelu`` node (which fuses into a dense
-  layer's output stage);
+  layer's output stage), and its tanh form (GPT-2's) one ``nn.gelu`` with ``approximate="tanh"``;
 * :func:`recognize_silu`: ``x * sigmoid(x)`` becomes one ``nn.silu`` node;
 * :func:`recognize_layer_norm`: a layer norm written out (``(x - mean) / sqrt(var + eps)``, its
   scale and shift), as exporters write it before opset 17, becomes one ``nn.layer_norm`` node;
@@ -317,38 +317,81 @@ def _other(node: Node, v: Value) -> Value | None:
 
 
 def recognize_gelu(graph: Graph) -> Graph:
-    """Replace ``x * 0.5 * (1 + erf(x / sqrt(2)))`` (any association of the products, division
-    or multiplication by the constant) with ``nn.gelu(x)``."""
+    """Replace ``x * 0.5 * (1 + erf(x / sqrt(2)))`` with ``nn.gelu(x)``, and its tanh form
+    ``x * 0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`` (GPT-2's) with
+    ``nn.gelu(x, approximate="tanh")``: any association of the products, the constants
+    multiplied or divided by, the cube a power or two products."""
     producers = graph.producers()
     readers = graph.consumers()
-    found: dict[int, tuple[Value, Value]] = {}  # final multiply's id -> (x, output)
-    for erf in graph.nodes:
-        if erf.op != "erf":
+    found: dict[int, tuple[Value, Value, str]] = {}  # final multiply's id -> (x, output, approximate)
+    for node in graph.nodes:
+        if node.op == "erf":
+            x, approximate = _erf_argument(producers.get(node.inputs[0].uid)), "none"
+        elif node.op == "tanh":
+            x, approximate = _tanh_argument(producers.get(node.inputs[0].uid), producers), "tanh"
+        else:
             continue
-        scaled = producers.get(erf.inputs[0].uid)
-        if scaled is None or scaled.op not in ("divide", "multiply"):
+        if x is None:
             continue
-        x, c = scaled.inputs
-        k = _scalar(c)
-        if k is None or not math.isclose(k if scaled.op == "divide" else 1 / k, math.sqrt(2), rel_tol=1e-3):
-            continue
-        plus = readers.get(erf.output.uid, [])
-        if len(plus) != 1 or plus[0].op != "add" or _scalar(_other(plus[0], erf.output)) != 1.0:
+        plus = readers.get(node.output.uid, [])
+        if len(plus) != 1 or plus[0].op != "add" or _scalar(_other(plus[0], node.output)) != 1.0:
             continue
         out = _gelu_product(plus[0].output, x, readers, producers)
         if out is not None:
-            found[id(out[0])] = (x, out[1])
+            found[id(out[0])] = (x, out[1], approximate)
     if not found:
         return graph
 
     def visit(rw: Rewriter, node: Node) -> None:
         if id(node) in found:
-            x, out = found[id(node)]
-            rw.emit(Node("nn.gelu", [rw.value(x)], [out], {"approximate": "none"}, node.name + "_gelu"))
+            x, out, approximate = found[id(node)]
+            rw.emit(Node("nn.gelu", [rw.value(x)], [out], {"approximate": approximate}, node.name + "_gelu"))
         else:
             rw.emit(node)
 
     return rewrite(graph, visit)
+
+
+def _scaled_by(node: Node | None, factor: float) -> Value | None:
+    """``y`` where ``node`` is ``y * factor`` or ``y / (1 / factor)`` (to 1e-3), else None."""
+    if node is None or node.op not in ("divide", "multiply"):
+        return None
+    for y, c in (node.inputs, node.inputs[::-1]) if node.op == "multiply" else (node.inputs,):
+        k = _scalar(c)
+        if k and math.isclose(k if node.op == "multiply" else 1 / k, factor, rel_tol=1e-3):
+            return y
+    return None
+
+
+def _erf_argument(scaled: Node | None) -> Value | None:
+    """``x`` where ``scaled`` is ``x / sqrt(2)`` (or ``x * (1 / sqrt(2))``), else None."""
+    return _scaled_by(scaled, 1 / math.sqrt(2))
+
+
+def _tanh_argument(scaled: Node | None, producers) -> Value | None:
+    """``x`` where ``scaled`` is ``sqrt(2 / pi) * (x + 0.044715 * x^3)``, else None."""
+    inner = _scaled_by(scaled, math.sqrt(2 / math.pi))
+    plus = producers.get(inner.uid) if inner is not None else None
+    if plus is None or plus.op != "add":
+        return None
+    for x, term in (plus.inputs, plus.inputs[::-1]):
+        cube = _scaled_by(producers.get(term.uid), 0.044715)
+        if cube is not None and _is_cube(producers.get(cube.uid), x, producers):
+            return x
+    return None
+
+
+def _is_cube(node: Node | None, x: Value, producers) -> bool:
+    """Whether ``node`` computes ``x^3``: ``power(x, 3)``, or ``x * (x * x)`` in either order."""
+    if node is None:
+        return False
+    if node.op == "power":
+        return node.inputs[0] is x and _scalar(node.inputs[1]) == 3.0
+    if node.op != "multiply":
+        return False
+    square = _other(node, x)
+    inner = producers.get(square.uid) if square is not None else None
+    return inner is not None and inner.op == "multiply" and inner.inputs[0] is x and inner.inputs[1] is x
 
 
 def _gelu_product(one_plus_erf: Value, x: Value, readers, producers) -> tuple[Node, Value] | None:

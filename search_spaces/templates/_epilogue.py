@@ -6,8 +6,9 @@ unpacked into its layout): never as a separate pass over memory.
 
 * ``"bias"``: ``+ b[channel]``, with a new input ``b`` of shape ``(channels,)``;
 * ``"add"``: ``+ r[index]``, with a new input ``r`` of the output's shape (a residual);
-* ``"relu"``, ``"relu6"``, ``"sigmoid"``, ``"gelu"`` (erf's), ``"silu"``, ``"hardswish"``: the
-  activations of ``compiler.topi.nn.ACTIVATIONS`` (their formulas are there);
+* ``"relu"``, ``"relu6"``, ``"sigmoid"``, ``"gelu"`` (erf's), ``"gelu_tanh"`` (GPT-2's),
+  ``"silu"``, ``"hardswish"``: the activations of ``compiler.topi.nn.ACTIVATIONS`` (their
+  formulas are there);
 * ``"leaky_relu(alpha)"``, e.g. ``"leaky_relu(0.1)"``: ``v`` where positive, ``alpha * v`` below
   (``compiler.topi.nn.leaky_relu_name`` writes the name of a slope).
 
@@ -33,7 +34,7 @@ __all__ = ["EPILOGUE_OPS", "Epilogue", "check_epilogue", "is_epilogue_op", "refe
            "is_residual_argument"]
 
 #: The entries by name; LeakyReLU's name holds its slope (see :func:`is_epilogue_op`).
-EPILOGUE_OPS = ("bias", "add", "relu", "relu6", "sigmoid", "gelu", "silu", "hardswish")
+EPILOGUE_OPS = ("bias", "add", "relu", "relu6", "sigmoid", "gelu", "gelu_tanh", "silu", "hardswish")
 _INPUTS = {"bias": "bias", "add": "residual"}  # operations that read an input: its name
 
 

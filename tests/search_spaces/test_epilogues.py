@@ -44,7 +44,7 @@ ODD_CASES = [
     ("conv2d_nchw", (1, 16, 6, 6, 24, 1, 1, 2, 0, 1, "float32"), "gemm, strided"),
     ("depthwise_conv2d_nchw", (2, 3, 9, 7, 3, 2, 2, (1, 0), (1, 2), "float32"), "padded blocks"),
 ]
-ODD_EPILOGUE = ("bias", "add", "silu", "sigmoid", "hardswish", "leaky_relu(0.2)")
+ODD_EPILOGUE = ("bias", "add", "silu", "sigmoid", "hardswish", "leaky_relu(0.2)", "gelu_tanh")
 
 RANDOM_CONFIGS = 3
 # A Winograd config changes the batched GEMM, not the output transform the epilogue joins, and
@@ -215,7 +215,7 @@ def test_bad_epilogues_are_clear_value_errors():
         check_epilogue(("relu", "tanh"), "float32")
     with pytest.raises(ValueError, match="tuple of operation names"):
         check_epilogue("relu", "float32")
-    for bad in ("leaky_relu", "leaky_relu()", "leaky_relu(inf)", "leaky_relu(0.1x)", "gelu_tanh"):
+    for bad in ("leaky_relu", "leaky_relu()", "leaky_relu(inf)", "leaky_relu(0.1x)", "gelu_erf"):
         with pytest.raises(ValueError, match=r"is not one of bias, .* or leaky_relu\(alpha\)"):
             check_epilogue(("bias", bad), "float32")
     assert check_epilogue(("bias", "leaky_relu(0.1)"), "float32") == ("bias", "leaky_relu(0.1)")

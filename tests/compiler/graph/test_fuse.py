@@ -48,6 +48,20 @@ def test_a_convolution_takes_silu_into_its_output_stage(rng):
     assert_written(out, evaluate(graph, [data])[0], rtol=1e-5, atol=1e-5)
 
 
+def test_a_dense_layer_takes_either_gelu_into_its_output_stage(rng):
+    for approximate, entry in (("none", "gelu"), ("tanh", "gelu_tanh")):
+        b = GraphBuilder()
+        x = b.input("x", (6, 8))
+        d = b.op("nn.dense", x, b.const("w", weights(rng, 16, 8)))
+        biased = b.op("add", d, b.const("b", weights(rng, 16)))
+        graph = b.finish(b.op("nn.gelu", biased, approximate=approximate))
+        assert _kernels(fuse(graph)) == [(["nn.dense", "nn.bias_add", "nn.gelu"], "anchor", ("bias", entry))]
+        data = rng.uniform(-2, 2, (6, 8)).astype("float32")
+        out = poisoned((6, 16), "float32")
+        build_graph(graph)(data, out)
+        assert_written(out, evaluate(graph, [data])[0], rtol=1e-5, atol=1e-5)
+
+
 def test_a_value_with_two_readers_ends_its_kernel(rng):
     b = GraphBuilder()
     x = b.input("x", (1, 4, 8, 8))

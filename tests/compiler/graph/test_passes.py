@@ -97,6 +97,32 @@ def test_a_near_gelu_is_left_alone(rng):
     assert "nn.gelu" not in recognize_gelu(graph).op_counts()
 
 
+def _tanh_gelu_graph(cube: str, coefficient: float = 0.044715):
+    b = GraphBuilder()
+    x = b.input("x", (3, 16))
+    if cube == "power":  # as GPT-2's own code writes it: x + 0.044715 * x^3, then * sqrt(2 / pi)
+        cubed = b.op("power", x, b.const("three", np.float32(3.0)))
+        inner = b.op("add", x, b.op("multiply", b.const("c", np.float32(coefficient)), cubed))
+        scaled = b.op("multiply", inner, b.const("k", np.float32(math.sqrt(2 / math.pi))))
+    else:  # as torch exports F.gelu(approximate="tanh"): x * (x * x), the constants first
+        cubed = b.op("multiply", x, b.op("multiply", x, x))
+        inner = b.op("add", x, b.op("multiply", b.const("c", np.float32(coefficient)), cubed))
+        scaled = b.op("multiply", b.const("k", np.float32(0.7978846)), inner)
+    one_plus = b.op("add", b.const("one", np.float32(1.0)), b.op("tanh", scaled))
+    half_x = b.op("multiply", b.const("half", np.float32(0.5)), x)
+    return b.finish(b.op("multiply", half_x, one_plus) if cube == "power"
+                    else b.op("multiply", b.const("half", np.float32(0.5)), b.op("multiply", x, one_plus)))
+
+
+@pytest.mark.parametrize("cube", ["power", "products"])
+def test_the_tanh_form_of_gelu_becomes_one_node(rng, cube):
+    graph = _tanh_gelu_graph(cube)
+    gelu = recognize_gelu(graph)
+    assert [(n.op, n.attrs) for n in gelu.nodes] == [("nn.gelu", {"approximate": "tanh"})]
+    _same(graph, gelu, [rng.uniform(-4, 4, (3, 16)).astype("float32")])
+    assert "nn.gelu" not in recognize_gelu(_tanh_gelu_graph(cube, coefficient=0.05)).op_counts()
+
+
 def test_x_times_its_sigmoid_becomes_one_silu_node(rng):
     for gate_first in (False, True):
         b = GraphBuilder()
