@@ -5,8 +5,9 @@ A dense layer's constant weight is packed in micro-panels (``nn.dense_pack``). A
 becomes ``nn.conv2d_nchwc``, a depthwise one ``nn.depthwise_conv2d_nchwc``, on channel-blocked
 data (``NCHW{b}c``, see :mod:`.ops.layout`): its weight is packed into blocks now, once, at build
 time. The blocked output stays blocked through what can work on blocks (activations, per-channel
-biases and scales, residual adds, pooling, the global average, resizes, concatenations of whole
-channel blocks), so the next convolution reads it as it is. A ``layout_transform`` appears only
+biases and scales, residual adds, a squeeze-and-excitation gate's product, pooling, the global
+average, resizes, concatenations of whole channel blocks), so the next convolution reads it as
+it is. A ``layout_transform`` appears only
 where a tensor enters the blocked region (its data blocked with the convolution's input block),
 where the block size changes, and where an operator needs plain NCHW (a reshape, a dense layer,
 the model's outputs); each tensor is transformed once, however many read it.
@@ -127,6 +128,14 @@ def input_block(channels: int, lanes: int) -> int | None:
     return 1 if channels < lanes else None
 
 
+def _spatial_mean(node: Node) -> bool:
+    """Whether ``mean`` node averages an NCHW tensor over its height and width, keeping them."""
+    axis = node.attrs.get("axis")
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else axis
+    return (len(node.inputs[0].shape) == 4 and axes is not None and bool(node.attrs.get("keepdims"))
+            and sorted(int(a) % 4 for a in axes) == [2, 3])
+
+
 class _Planner:
     def __init__(self, graph: Graph, lanes: int, winograd: bool, algorithms: Mapping[str, int] | None):
         self.graph = graph
@@ -230,7 +239,7 @@ class _Planner:
         if node.op in ("nn.max_pool2d", "nn.avg_pool2d"):
             attrs = {**node.attrs, "kind": node.op[3:6]}
             return self.emit("nn.pool2d_nchwc", [self.as_blocked(x, block)], attrs, node.name), block
-        if node.op == "nn.global_avg_pool2d":
+        if node.op == "nn.global_avg_pool2d" or (node.op == "mean" and _spatial_mean(node)):
             attrs = {"axis": (2, 3), "keepdims": True}
             return self.emit("mean", [self.as_blocked(x, block)], attrs, node.name), block
         if node.op == "image.resize2d":  # each block's lanes resized together
@@ -252,9 +261,11 @@ class _Planner:
         return v.data.reshape(channels)
 
     def _operand(self, v: Value, out: Value, block: int) -> Value | None:
-        """``v`` as an operand of a blocked binary operator whose plain output is ``out``."""
+        """``v`` as an operand of a blocked binary operator whose plain output is ``out``: of its
+        shape, or one value per image and channel (a squeeze-and-excitation gate)."""
         if not v.is_constant:
-            return self.as_blocked(v, block) if v.shape == out.shape else None
+            per_channel = v.shape == (*out.shape[:2], 1, 1)
+            return self.as_blocked(v, block) if v.shape == out.shape or per_channel else None
         if v.data.size == 1:
             return Value.constant(v.name, v.data.reshape(()))
         channels = out.shape[1]

@@ -221,6 +221,33 @@ def test_a_feature_pyramid_step_stays_blocked_through_its_resize_and_concatenati
     np.testing.assert_allclose(out, evaluate(graph, data)[0], rtol=1e-4, atol=1e-5)
 
 
+def test_a_squeeze_and_excitation_block_stays_blocked(rng):
+    """EfficientNet's gate: the mean over height and width (``ReduceMean``, as exported), two
+    1x1 convolutions, and the product of the features with the gate, per image and channel:
+    all on blocks, so the only transforms are the image's way in and the output's way out."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 8, 6, 6))
+    features = b.op("nn.silu", conv(b, rng, x, 8))
+    squeezed = b.op("mean", features, axis=(2, 3), keepdims=True)
+    hidden = b.op("nn.relu", conv(b, rng, squeezed, 4, k=1, pad=0))
+    gate = b.op("sigmoid", conv(b, rng, hidden, 8, k=1, pad=0))
+    graph = b.finish(conv(b, rng, b.op("multiply", features, gate), 8, k=1, pad=0))
+    planned = plan_layouts(graph, lanes=4, winograd=False)
+    transforms = [(n.attrs["src_layout"], n.attrs["dst_layout"])
+                  for n in planned.nodes if n.op == "layout_transform"]
+    assert transforms == [("NCHW", "NCHW4c"), ("NCHW8c", "NCHW")]
+    (mean,) = [n for n in planned.nodes if n.op == "mean"]
+    assert mean.inputs[0].shape == (1, 1, 6, 6, 8) and mean.output.shape == (1, 1, 1, 1, 8)
+    (product,) = [n for n in planned.nodes if n.op == "multiply"]
+    assert [v.shape for v in product.inputs] == [(1, 1, 6, 6, 8), (1, 1, 1, 1, 8)]
+    data = [rng.uniform(-1, 1, (1, 8, 6, 6)).astype("float32")]
+    np.testing.assert_allclose(evaluate(planned, data)[0], evaluate(graph, data)[0], rtol=1e-5, atol=1e-6)
+    module = build_graph(graph)
+    out = poisoned((1, 8, 6, 6), "float32")
+    module(data[0], out)
+    np.testing.assert_allclose(out, evaluate(graph, data)[0], rtol=1e-4, atol=1e-5)
+
+
 def test_a_blocked_network_compiles_and_matches(rng):
     graph = residual_cnn(rng, channels=8)
     fused = fuse(optimize(plan_layouts(optimize(graph), lanes=4)))
