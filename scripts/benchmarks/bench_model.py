@@ -2,7 +2,8 @@
 
 Run with ``python3 scripts/benchmarks/bench_model.py`` (every model of ``model_zoo.MODELS``:
 ResNet-18, MobileNetV2 and ResNet-50 on a 1x3x224x224 image, the transformer encoder layer
-on 1x128x768, with ReLU and with GELU; ``--models tiny`` is a small CNN of this file, for smoke tests, with
+on 1x128x768, with ReLU and with GELU; ``--models efficientnet_b0,vit_s16`` runs
+``model_zoo.EXTRA_MODELS``; ``--models tiny`` is a small CNN of this file, for smoke tests, with
 ``--peers ort,eager --rounds 1 --repeat 1 --min-ms 1``). All float32, batch 1, random weights
 (seed 0), :data:`THREADS` threads for every contender.
 
@@ -149,13 +150,14 @@ def tiny_net():
 
 
 def models() -> dict:
-    """``{name: (factory, input shape)}``: ``model_zoo.MODELS`` and ``tiny``."""
+    """``{name: (factory, input shape)}``: ``model_zoo.MODELS``, ``model_zoo.EXTRA_MODELS`` and
+    ``tiny``."""
     found = {"tiny": (tiny_net, TINY_SHAPE)}
     try:
         import model_zoo
     except ImportError:
         return found
-    return {**model_zoo.MODELS, **found}
+    return {**model_zoo.MODELS, **model_zoo.EXTRA_MODELS, **found}
 
 
 def _default_models() -> list[str]:

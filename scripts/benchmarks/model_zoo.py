@@ -3,9 +3,10 @@ export to ONNX.
 
 ``MODELS`` maps a name to ``(factory, input shape)``: ResNet-18 and -50, MobileNetV2 (NCHW
 images of 224x224) and one BERT-base-sized ``torch.nn.TransformerEncoderLayer`` (batch first,
-128 tokens of 768), with torch's default activation (ReLU) and with BERT's (GELU). BatchNorm
-and LayerNorm layers get random affine parameters and running statistics, so a compiler's
-normalisation folding has something to fold.
+128 tokens of 768), with torch's default activation (ReLU) and with BERT's (GELU);
+``EXTRA_MODELS``, by name only: EfficientNet-B0 and ViT-S/16. BatchNorm and LayerNorm layers get
+random affine parameters and running statistics, so a compiler's normalisation folding has
+something to fold.
 
     python scripts/benchmarks/model_zoo.py resnet18 resnet18.onnx --opset 13
 """
@@ -24,7 +25,8 @@ from collections.abc import Callable, Iterator, Sequence
 import torch
 from torch import nn
 
-__all__ = ["MODELS", "resnet18", "resnet50", "mobilenet_v2", "encoder_layer", "export_onnx"]
+__all__ = ["MODELS", "EXTRA_MODELS", "resnet18", "resnet50", "mobilenet_v2", "encoder_layer",
+           "efficientnet_b0", "vit_s16", "export_onnx"]
 
 
 # ---------------------------------------------------------------------------- random statistics
@@ -196,6 +198,112 @@ def encoder_layer(seed: int = 0, activation: str = "relu") -> nn.Module:
     return _randomise_norms(layer, generator)
 
 
+# ---------------------------------------------------------------------------- EfficientNet-B0
+
+
+class _SqueezeExcitation(nn.Module):
+    def __init__(self, channels: int, squeezed: int):
+        super().__init__()
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc1, self.fc2 = nn.Conv2d(channels, squeezed, 1), nn.Conv2d(squeezed, channels, 1)
+
+    def forward(self, x):
+        return x * torch.sigmoid(self.fc2(nn.functional.silu(self.fc1(self.pool(x)))))
+
+
+class _MBConv(nn.Module):
+    def __init__(self, cin: int, cout: int, kernel: int, stride: int, expand: int):
+        super().__init__()
+        hidden = cin * expand
+        layers: list[nn.Module] = []
+        if expand != 1:
+            layers += [*_conv_bn(cin, hidden, 1), nn.SiLU()]
+        layers += [*_conv_bn(hidden, hidden, kernel, stride, groups=hidden), nn.SiLU(),
+                   _SqueezeExcitation(hidden, max(1, cin // 4)), *_conv_bn(hidden, cout, 1)]
+        self.block = nn.Sequential(*layers)
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x):
+        return x + self.block(x) if self.residual else self.block(x)
+
+
+class EfficientNetB0(nn.Module):
+    """torchvision's EfficientNet-B0: inverted residuals with 3x3 and 5x5 depthwise convolutions,
+    squeeze-and-excitation and SiLU."""
+
+    SETTINGS = ((1, 3, 1, 16, 1), (6, 3, 2, 24, 2), (6, 5, 2, 40, 2), (6, 3, 2, 80, 3), (6, 5, 1, 112, 3),
+                (6, 5, 2, 192, 4), (6, 3, 1, 320, 1))  # expansion, kernel, first stride, channels, repeats
+
+    def __init__(self, num_classes: int = 1000):
+        super().__init__()
+        layers: list[nn.Module] = [nn.Sequential(*_conv_bn(3, 32, 3, 2), nn.SiLU())]
+        cin = 32
+        for expand, kernel, stride, cout, repeats in self.SETTINGS:
+            for j in range(repeats):
+                layers.append(_MBConv(cin, cout, kernel, stride if j == 0 else 1, expand))
+                cin = cout
+        layers.append(nn.Sequential(*_conv_bn(cin, 1280, 1), nn.SiLU()))
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(1280, num_classes))
+
+    def forward(self, x):
+        x = nn.functional.adaptive_avg_pool2d(self.features(x), 1)
+        return self.classifier(torch.flatten(x, 1))
+
+
+def efficientnet_b0(seed: int = 0) -> nn.Module:
+    """EfficientNet-B0 with random weights, in eval mode."""
+    generator = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    return _randomise_norms(EfficientNetB0(), generator)
+
+
+# ---------------------------------------------------------------------------- ViT
+
+
+class _ViTBlock(nn.Module):
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = nn.LayerNorm(dim, eps=1e-6), nn.LayerNorm(dim, eps=1e-6)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.fc1, self.fc2 = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        B, N, D = x.shape
+        q, k, v = self.qkv(self.norm1(x)).reshape(B, N, 3, self.heads, D // self.heads).permute(2, 0, 3, 1, 4)
+        attention = torch.softmax((q @ k.transpose(-2, -1)) * (D // self.heads) ** -0.5, -1)
+        x = x + self.proj((attention @ v).transpose(1, 2).reshape(B, N, D))
+        return x + self.fc2(nn.functional.gelu(self.fc1(self.norm2(x))))
+
+
+class VisionTransformer(nn.Module):
+    """A ViT (timm's layout: pre-norm blocks, LayerNorm eps 1e-6, erf GELU): 16x16 patches, a
+    class token, learned positions, the class token's features classified."""
+
+    def __init__(self, dim: int = 384, depth: int = 12, heads: int = 6, image: int = 224, patch: int = 16,
+                 num_classes: int = 1000):
+        super().__init__()
+        self.patch = nn.Conv2d(3, dim, patch, patch)
+        self.cls = nn.Parameter(torch.randn(1, 1, dim) * 0.02)
+        self.pos = nn.Parameter(torch.randn(1, (image // patch) ** 2 + 1, dim) * 0.02)
+        self.blocks = nn.Sequential(*(_ViTBlock(dim, heads) for _ in range(depth)))
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.head = nn.Linear(dim, num_classes)
+
+    def forward(self, x):
+        x = self.patch(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], 1) + self.pos
+        return self.head(self.norm(self.blocks(x))[:, 0])
+
+
+def vit_s16(seed: int = 0) -> nn.Module:
+    """ViT-S/16 (384 wide, 12 blocks of 6 heads, 197 tokens) with random weights, in eval mode."""
+    generator = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    return _randomise_norms(VisionTransformer(), generator)
+
+
 #: name -> (factory, input shape)
 MODELS: dict[str, tuple[Callable[..., nn.Module], tuple[int, ...]]] = {
     "resnet18": (resnet18, (1, 3, 224, 224)),
@@ -204,6 +312,13 @@ MODELS: dict[str, tuple[Callable[..., nn.Module], tuple[int, ...]]] = {
     "encoder_layer": (encoder_layer, (1, 128, 768)),
     # BERT's own activation: its erf form is one more elementwise cost in the 3072-wide layer
     "encoder_layer_gelu": (functools.partial(encoder_layer, activation="gelu"), (1, 128, 768)),
+}
+
+#: More architectures, by name as in ``MODELS``: exported and benchmarked alike when asked for
+#: by name (``bench_model.py --models efficientnet_b0``), not in a default run.
+EXTRA_MODELS: dict[str, tuple[Callable[..., nn.Module], tuple[int, ...]]] = {
+    "efficientnet_b0": (efficientnet_b0, (1, 3, 224, 224)),
+    "vit_s16": (vit_s16, (1, 3, 224, 224)),
 }
 
 
@@ -256,9 +371,10 @@ def export_onnx(name_or_module: str | nn.Module, path: str | os.PathLike,
     ``input`` and the output ``output``.
     """
     if isinstance(name_or_module, str):
-        if name_or_module not in MODELS:
-            raise KeyError(f"no model {name_or_module!r}; known: {sorted(MODELS)}")
-        factory, default_shape = MODELS[name_or_module]
+        known = {**MODELS, **EXTRA_MODELS}
+        if name_or_module not in known:
+            raise KeyError(f"no model {name_or_module!r}; known: {sorted(known)}")
+        factory, default_shape = known[name_or_module]
         module = factory()
         input_shape = default_shape if input_shape is None else input_shape
     else:
@@ -281,7 +397,7 @@ def export_onnx(name_or_module: str | nn.Module, path: str | os.PathLike,
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("model", choices=sorted(MODELS))
+    parser.add_argument("model", choices=sorted({**MODELS, **EXTRA_MODELS}))
     parser.add_argument("path")
     parser.add_argument("--opset", type=int, default=17)
     args = parser.parse_args(argv)

@@ -117,3 +117,24 @@ def test_an_efficientnet_block(tmp_path):
     assert ("bias", "silu") in anchors and ("bias", "sigmoid") in anchors
     transforms = [k for k in kernels if k.attrs["body"].nodes[0].op == "layout_transform"]
     assert len(transforms) == 2  # the input's way in, the output's way out: the gate on blocks
+
+
+@pytest.mark.parametrize("name", ["efficientnet_b0", "vit_s16"])
+def test_the_benchmark_s_extra_models_at_a_small_size(tmp_path, name):
+    """``model_zoo.EXTRA_MODELS``' architectures (EfficientNet-B0 whole on a 32x32 image, ViT-S/16's
+    layout two blocks deep on 32x32 in 8x8 patches): what ``bench_model.py`` times, checked."""
+    import model_zoo
+
+    module = (model_zoo.EfficientNetB0(num_classes=10) if name == "efficientnet_b0"
+              else model_zoo.VisionTransformer(dim=32, depth=2, heads=2, image=32, patch=8, num_classes=10))
+    model = _exported(module, (1, 3, 32, 32), tmp_path, 17)
+    graph = run_both(model, {"input": rand(1, 3, 32, 32)}, rtol=1e-4, atol=1e-5)
+    kernels, anchors = _anchors(graph)
+    if name == "efficientnet_b0":
+        assert ("bias", "silu") in anchors
+        # no feature map leaves its blocks (only the squeezed vectors of the gates whose few
+        # channels block by nothing, and the pooled features on the way to the classifier)
+        moved = [k.inputs[0].shape for k in kernels if k.attrs["body"].nodes[0].op == "layout_transform"]
+        assert moved and all(shape[2:4] == (1, 1) for shape in moved), moved
+    else:
+        assert anchors.count(("bias", "gelu")) == 2
