@@ -47,6 +47,14 @@ def _randomise_norms(model: nn.Module, generator: torch.Generator) -> nn.Module:
     return model.eval()
 
 
+def _with_random_weights(make: Callable[[], nn.Module], seed: int) -> nn.Module:
+    """``make()``, its weights drawn from torch's generator seeded with ``seed`` and its norms
+    randomised (:func:`_randomise_norms`) from a generator of the same seed, in eval mode."""
+    generator = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    return _randomise_norms(make(), generator)
+
+
 def _conv_bn(cin: int, cout: int, kernel: int, stride: int = 1, groups: int = 1) -> list[nn.Module]:
     return [nn.Conv2d(cin, cout, kernel, stride, (kernel - 1) // 2, groups=groups, bias=False),
             nn.BatchNorm2d(cout)]
@@ -125,16 +133,12 @@ class ResNet(nn.Module):
 
 def resnet18(seed: int = 0) -> nn.Module:
     """ResNet-18 with random weights, in eval mode."""
-    generator = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    return _randomise_norms(ResNet(_BasicBlock, (2, 2, 2, 2)), generator)
+    return _with_random_weights(lambda: ResNet(_BasicBlock, (2, 2, 2, 2)), seed)
 
 
 def resnet50(seed: int = 0) -> nn.Module:
     """ResNet-50 with random weights, in eval mode."""
-    generator = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    return _randomise_norms(ResNet(_Bottleneck, (3, 4, 6, 3)), generator)
+    return _with_random_weights(lambda: ResNet(_Bottleneck, (3, 4, 6, 3)), seed)
 
 
 # ---------------------------------------------------------------------------- MobileNetV2
@@ -156,7 +160,15 @@ class _InvertedResidual(nn.Module):
         return x + self.conv(x) if self.residual else self.conv(x)
 
 
-class MobileNetV2(nn.Module):
+class _PooledClassifier(nn.Module):
+    """``features``, averaged over the image, then ``classifier``."""
+
+    def forward(self, x):
+        x = nn.functional.adaptive_avg_pool2d(self.features(x), 1)
+        return self.classifier(torch.flatten(x, 1))
+
+
+class MobileNetV2(_PooledClassifier):
     """torchvision's MobileNetV2 (width 1.0): inverted residuals with depthwise 3x3 convolutions."""
 
     SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
@@ -174,16 +186,10 @@ class MobileNetV2(nn.Module):
         self.features = nn.Sequential(*layers)
         self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(1280, num_classes))
 
-    def forward(self, x):
-        x = nn.functional.adaptive_avg_pool2d(self.features(x), 1)
-        return self.classifier(torch.flatten(x, 1))
-
 
 def mobilenet_v2(seed: int = 0) -> nn.Module:
     """MobileNetV2 with random weights, in eval mode."""
-    generator = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    return _randomise_norms(MobileNetV2(), generator)
+    return _with_random_weights(MobileNetV2, seed)
 
 
 # ---------------------------------------------------------------------------- transformer
@@ -192,10 +198,10 @@ def mobilenet_v2(seed: int = 0) -> nn.Module:
 def encoder_layer(seed: int = 0, activation: str = "relu") -> nn.Module:
     """``torch.nn.TransformerEncoderLayer(768, 12, 3072, batch_first=True, dropout=0)`` (BERT-base
     sized) with random weights, in eval mode; ``activation`` is ``"relu"`` or ``"gelu"``."""
-    generator = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    layer = nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.0, activation=activation, batch_first=True)
-    return _randomise_norms(layer, generator)
+    def make():
+        return nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.0, activation=activation, batch_first=True)
+
+    return _with_random_weights(make, seed)
 
 
 # ---------------------------------------------------------------------------- EfficientNet-B0
@@ -227,7 +233,7 @@ class _MBConv(nn.Module):
         return x + self.block(x) if self.residual else self.block(x)
 
 
-class EfficientNetB0(nn.Module):
+class EfficientNetB0(_PooledClassifier):
     """torchvision's EfficientNet-B0: inverted residuals with 3x3 and 5x5 depthwise convolutions,
     squeeze-and-excitation and SiLU."""
 
@@ -246,16 +252,10 @@ class EfficientNetB0(nn.Module):
         self.features = nn.Sequential(*layers)
         self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(1280, num_classes))
 
-    def forward(self, x):
-        x = nn.functional.adaptive_avg_pool2d(self.features(x), 1)
-        return self.classifier(torch.flatten(x, 1))
-
 
 def efficientnet_b0(seed: int = 0) -> nn.Module:
     """EfficientNet-B0 with random weights, in eval mode."""
-    generator = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    return _randomise_norms(EfficientNetB0(), generator)
+    return _with_random_weights(EfficientNetB0, seed)
 
 
 # ---------------------------------------------------------------------------- ViT
@@ -299,9 +299,7 @@ class VisionTransformer(nn.Module):
 
 def vit_s16(seed: int = 0) -> nn.Module:
     """ViT-S/16 (384 wide, 12 blocks of 6 heads, 197 tokens) with random weights, in eval mode."""
-    generator = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    return _randomise_norms(VisionTransformer(), generator)
+    return _with_random_weights(VisionTransformer, seed)
 
 
 #: name -> (factory, input shape)
