@@ -122,9 +122,10 @@ def _reduction_workload(node: Node, dtype: str) -> tuple[str, list] | None:
     last = len(shape) - 1
     if node.op == "nn.softmax" and a["axis"] == last:
         return "softmax", [*_rows(shape), dtype]
-    if (node.op == "nn.layer_norm" and a["axis"] == last
-            and math.isclose(a["epsilon"], LAYER_NORM_EPS, rel_tol=1e-6)):
-        return "layer_norm", [*_rows(shape), dtype]
+    if node.op == "nn.layer_norm" and a["axis"] == last:
+        # the default epsilon left out: the workload torch's layer norms have always had
+        default = math.isclose(a["epsilon"], LAYER_NORM_EPS, rel_tol=1e-6)
+        return "layer_norm", [*_rows(shape), dtype, *([] if default else [float(f"{a['epsilon']:.6g}")])]
     if node.op == "nn.max_pool2d" and tuple(a.get("dilation", (1, 1))) == (1, 1) and not a.get("ceil_mode"):
         N, C, H, W = shape
         KH, KW = a["pool_size"]

@@ -334,6 +334,23 @@ def test_a_deployed_model_s_latency_splits_into_templated_kernels_the_others_and
     assert "(1.00x their log figures), the 1 without one " in line and "the executor " in line
 
 
+def test_a_layer_norm_of_another_epsilon_is_a_task_of_its_own():
+    rng = np.random.default_rng(6)
+    b = GraphBuilder("norms")
+    x = b.input("x", (16, 32))
+    params = [b.const(name, weights(rng, 32) + 1) for name in ("g", "beta")]
+    torch_s = b.op("nn.layer_norm", x, *params, axis=1, epsilon=1e-5)
+    vit_s = b.op("nn.layer_norm", x, *params, axis=1, epsilon=1e-6)
+    graph = b.finish(torch_s, vit_s)
+    names = [t.task.workload_name.split("@")[0] for t in autotune.extract_tasks(graph, "llvm")]
+    # torch's default keeps the key the template's logs have always had
+    assert names == ["layer_norm(16,32,float32)", "layer_norm(16,32,float32,1e-06)"]
+    module = autotune.build_model(graph, "llvm")
+    data = rng.uniform(-1, 1, (16, 32)).astype("float32") * 1e-3  # small: epsilon shows
+    for got, want in zip(compiler.graph.run(module, data), evaluate(graph, [data])):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
 def test_a_transformer_block_s_dense_layers_take_their_gelu():
     rng = np.random.default_rng(5)
     b = GraphBuilder("ffn")

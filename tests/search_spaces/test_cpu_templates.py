@@ -48,6 +48,7 @@ EXTRA_CASES = [
     ("depthwise_conv2d_nchw", (2, 3, 9, 7, 3, 2, 2, (1, 0), (1, 2), "float32"), 5),
     ("conv2d_nchwc_winograd", (2, 16, 7, 6, 32, (1, 1, 1, 0), 2, 32, 16, 16, "float32"), 5),  # partial tiles
     ("softmax", (4, 19, "float64"), 4),
+    ("layer_norm", (6, 24, "float32", 0.5), 4),  # an epsilon of its own (a ViT's is 1e-6)
     ("elementwise", (7, 19, "sub,div,sigmoid,max,tanh,min,exp,neg,abs", "float32"), 5),
     ("elementwise", (5, 12, "add,max,relu,mul,abs", "int32"), 4),
 ]
