@@ -417,21 +417,30 @@ def test_bench_tuned_counts_the_trials_it_measured_not_those_it_asked_for(tmp_pa
 
 
 def _onnx_conv_gemm_matmul(path):
-    """Conv (4 filters of 3x3x3 over 1x3x8x8, padding 1), flatten, Gemm to 10, MatMul to 3."""
+    """Conv (4 filters of 3x3x3 over 1x3x8x8, padding 1), flattened by a reshape to
+    ``(c.shape[0], -1)`` (its shape computed, as exporters write ``x.view(x.shape[0], -1)``),
+    Gemm to 10, MatMul to 3."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     def weight(name, shape):
         return numpy_helper.from_array(np.ones(shape, np.float32), name)
 
+    def indices(name, values):
+        return numpy_helper.from_array(np.array(values, np.int64), name)
+
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
-             helper.make_node("Flatten", ["c"], ["f"]),
+             helper.make_node("Shape", ["c"], ["shape"]),
+             helper.make_node("Gather", ["shape", "zero"], ["batch"], axis=0),
+             helper.make_node("Concat", ["batch", "rest"], ["flat"], axis=0),
+             helper.make_node("Reshape", ["c", "flat"], ["f"]),
              helper.make_node("Gemm", ["f", "g"], ["h"]),
              helper.make_node("MatMul", ["h", "m"], ["y"])]
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])
     graph = helper.make_graph(nodes, "g", [x], [y],
-                              [weight("w", (4, 3, 3, 3)), weight("g", (256, 10)), weight("m", (10, 3))])
+                              [weight("w", (4, 3, 3, 3)), weight("g", (256, 10)), weight("m", (10, 3)),
+                               indices("zero", [0]), indices("rest", [-1])])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
 
 

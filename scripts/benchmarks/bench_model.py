@@ -213,10 +213,11 @@ def export(name: str, workdir: Path, opset: int) -> Path:
 
 def model_macs(onnx_path: str | os.PathLike) -> int:
     """The multiply-adds of the model's Conv, MatMul and Gemm nodes (ONNX shape inference gives
-    the shapes); nothing else is counted."""
+    the shapes, propagating the values of shape computations: a reshape to ``x.shape``'s
+    dimensions, as a ViT's attention writes them); nothing else is counted."""
     import onnx
 
-    model = onnx.shape_inference.infer_shapes(onnx.load(str(onnx_path)))
+    model = onnx.shape_inference.infer_shapes(onnx.load(str(onnx_path)), data_prop=True)
     g = model.graph
     shapes = {t.name: list(t.dims) for t in g.initializer}
     for v in [*g.input, *g.value_info, *g.output]:
