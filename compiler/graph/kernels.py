@@ -123,9 +123,9 @@ def _schedule_row_by_row(s: Schedule, outputs: list[te.Tensor]) -> bool:
     """Schedule a kernel of row reductions (:func:`_row_reductions`) row by row: one parallel
     loop over the output's rows, each row's statistics (in vector lanes where the row holds two
     vectors or more) computed inside it while the row is in the caches, then the row written,
-    vectorized.
-    Each reduction at the root would be a pass over all the rows of its own: a softmax scaled
-    and masked before it (an attention layer's, 12 x 128 x 128) took 1.6x as long so.
+    vectorized. Each reduction at the root would be a pass over all the rows of its own: a
+    softmax scaled and masked before it (an attention layer's, 12 x 128 x 128) took 1.6x as long
+    so.
     False (nothing scheduled) where the kernel is not such a kernel."""
     if len(outputs) != 1:
         return False

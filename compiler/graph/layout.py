@@ -7,10 +7,10 @@ data (``NCHW{b}c``, see :mod:`.ops.layout`): its weight is packed into blocks no
 time. The blocked output stays blocked through what can work on blocks (activations, per-channel
 biases and scales, residual adds, a squeeze-and-excitation gate's product, pooling, the global
 average, resizes, concatenations of whole channel blocks), so the next convolution reads it as
-it is. A ``layout_transform`` appears only
-where a tensor enters the blocked region (its data blocked with the convolution's input block),
-where the block size changes, and where an operator needs plain NCHW (a reshape, a dense layer,
-the model's outputs); each tensor is transformed once, however many read it.
+it is. A ``layout_transform`` appears only where a tensor enters the blocked region (its data
+blocked with the convolution's input block), where the block size changes, and where an
+operator needs plain NCHW (a reshape, a dense layer, the model's outputs); each tensor is
+transformed once, however many read it.
 
 A 3x3 convolution with stride 1 runs by Winograd's ``F(m x m, 3 x 3)`` instead
 (``nn.conv2d_winograd_nchwc``, its kernel transformed at build time; see
