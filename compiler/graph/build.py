@@ -39,6 +39,7 @@ from ..topi.utils import get_const_tuple
 from .errors import GraphError
 from .fuse import FUSED, fuse, fused_kernels
 from .fuse_expansions import fuse_expansions
+from .gates import gates_into_weights
 from .ir import Graph, Node
 from .kernels import default_schedule, keeps_last_axis, kernel_key, kernel_tensors
 from .layout import plan_layouts
@@ -82,7 +83,7 @@ def prepare(graph: Graph, target=None, layouts: bool = True,
     graph = optimize(graph)
     if layouts:
         with Target.from_any(target) if target is not None else contextlib.nullcontext():
-            graph = fuse_expansions(plan_layouts(graph, algorithms=algorithms))
+            graph = gates_into_weights(fuse_expansions(plan_layouts(graph, algorithms=algorithms)))
     return fuse(graph)
 
 
