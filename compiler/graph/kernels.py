@@ -40,6 +40,7 @@ from .errors import GraphError
 from .fuse import FUSED
 from .ir import Node
 from .op import get_op
+from .ops.reduce import reduced_axes
 
 __all__ = ["kernel_tensors", "default_schedule", "keeps_last_axis", "kernel_key", "PARALLEL_MIN_ELEMENTS"]
 
@@ -285,11 +286,9 @@ def keeps_last_axis(node: Node) -> bool:
             continue
         if member.op == "nn.pool2d_nchwc":
             continue
-        axis = member.attrs.get("axis")
-        ndim = len(member.inputs[0].shape)
-        if member.op not in ("mean", "sum", "max", "min") or axis is None or not member.attrs.get("keepdims"):
+        if member.op not in ("mean", "sum", "max", "min") or not member.attrs.get("keepdims"):
             return False
-        if (ndim - 1) in {a % ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,))}:
+        if len(member.inputs[0].shape) - 1 in reduced_axes(member):
             return False
     return True
 

@@ -57,6 +57,7 @@ from .ops.layout import (
     window_attrs,
 )
 from .ops.math import UNARY_OPS
+from .ops.reduce import reduced_axes
 
 __all__ = ["plan_layouts", "output_block", "input_block", "panel_width", "winograd_tile_size",
            "winograd_tile_sizes", "algorithm_options", "algorithm_name", "DIRECT",
@@ -130,10 +131,8 @@ def input_block(channels: int, lanes: int) -> int | None:
 
 def _spatial_mean(node: Node) -> bool:
     """Whether ``mean`` node averages an NCHW tensor over its height and width, keeping them."""
-    axis = node.attrs.get("axis")
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else axis
-    return (len(node.inputs[0].shape) == 4 and axes is not None and bool(node.attrs.get("keepdims"))
-            and sorted(int(a) % 4 for a in axes) == [2, 3])
+    keeps = bool(node.attrs.get("keepdims"))
+    return len(node.inputs[0].shape) == 4 and keeps and reduced_axes(node) == (2, 3)
 
 
 class _Planner:

@@ -48,6 +48,7 @@ import numpy as np
 
 from .ir import Graph, Node, TensorType, Value
 from .op import apply_op, get_op
+from .ops.reduce import reduced_axes
 from .ops.tensor import take_positions, transpose_axes
 from .rewrite import Rewriter, rewrite
 
@@ -459,11 +460,8 @@ def _trailing_mean_axis(node: Node | None) -> int | None:
     last; None otherwise."""
     if node is None or node.op != "mean" or not node.attrs.get("keepdims", False):
         return None
-    ndim = len(node.inputs[0].shape)
-    axis = node.attrs.get("axis")
-    axes = range(ndim) if axis is None else (axis,) if isinstance(axis, (int, np.integer)) else axis
-    axes = sorted(int(a) % ndim for a in axes)
-    return axes[0] if axes and axes == list(range(axes[0], ndim)) else None
+    axes = reduced_axes(node)
+    return axes[0] if axes == tuple(range(axes[0], len(node.inputs[0].shape))) else None
 
 
 def _normalized_constant(v: Value, shape: tuple[int, ...], axis: int) -> np.ndarray | None:
@@ -485,7 +483,7 @@ def _layer_norm_match(mean: Node, readers, single, outputs: set[int]) -> tuple[N
     ``nn.layer_norm`` that replaces it: ``{"x", "gamma", "beta", "axis", "epsilon"}``."""
     axis = _trailing_mean_axis(mean)
     x = mean.inputs[0]
-    if axis is None or not x.dtype.startswith("float") or not single(mean.output):
+    if axis is None or not x.dtype.startswith("float"):
         return None
 
     def only_reader(v: Value, op: str) -> Node | None:

@@ -27,7 +27,7 @@ from ._common import (
     wide,
 )
 
-__all__: list[str] = []
+__all__ = ["reduced_axes"]
 
 
 # ---------------------------------------------------------------------------- sum, prod, mean, max, min
@@ -44,6 +44,12 @@ def _axes(op: str, attrs, ndim: int) -> tuple[int, ...]:
     if not axes or len(set(axes)) != len(axes):
         raise fail(op, f"attribute axis must name distinct axes, at least one, got {axis!r}")
     return axes
+
+
+def reduced_axes(node) -> tuple[int, ...]:
+    """The axes reduction ``node`` (``sum``, ``prod``, ``mean``, ``max``, ``min``) reduces over,
+    sorted and counted from the front, as the operator reads its attribute ``axis``."""
+    return _axes(node.op, node.attrs, len(node.inputs[0].shape))
 
 
 def _keepdims(op: str, attrs) -> bool:
