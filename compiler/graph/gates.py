@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from .ir import Graph, Node, Value
 from .op import apply_op
+from .rewrite import Rewriter, rewrite
 
 __all__ = ["gates_into_weights"]
 
@@ -30,6 +31,23 @@ def _features_and_gate(product: Node) -> tuple[Value, Value] | None:
     return None
 
 
+def _folded_gate(conv: Node, producer, readers, outputs: set[int]) -> tuple[Value, Value] | None:
+    """``(x, g)`` where ``conv`` is a blocked convolution of constant weights, fewer than the
+    elements of the features ``x``, whose input is ``x`` times a gate ``g`` and read by nothing
+    else; None otherwise."""
+    if conv.op != "nn.conv2d_nchwc" or not conv.inputs[1].is_constant:
+        return None
+    gated, weight = conv.inputs[0], conv.inputs[1]
+    product = producer.get(gated.uid)
+    if product is None or gated.uid in outputs or len(readers.get(gated.uid, [])) != 1:
+        return None
+    found = _features_and_gate(product)
+    if found is None or weight.type.size >= found[0].type.size:
+        return None
+    _, chunks, _, _, block = found[0].shape
+    return found if weight.shape[1] == chunks and weight.shape[4] == block else None
+
+
 def gates_into_weights(graph: Graph) -> Graph:
     """``graph`` (layouts planned) with each blocked convolution (``nn.conv2d_nchwc``, constant
     weights) whose input is gated features, read by nothing else, reading the features as they
@@ -38,36 +56,20 @@ def gates_into_weights(graph: Graph) -> Graph:
     producer = graph.producers()
     readers = graph.consumers()
     outputs = {v.uid for v in graph.outputs}
-    before: dict[int, list[Node]] = {}  # id of a convolution -> the nodes that scale its weights
-    replaced: dict[int, Node] = {}
-    removed: set[int] = set()
-    for node in graph.nodes:
-        if node.op != "nn.conv2d_nchwc" or not node.inputs[1].is_constant:
-            continue
-        gated, weight = node.inputs[0], node.inputs[1]
-        product = producer.get(gated.uid)
-        if product is None or gated.uid in outputs or len(readers.get(gated.uid, [])) != 1:
-            continue
-        found = _features_and_gate(product)
-        if found is None or weight.type.size >= found[0].type.size:
-            continue
+
+    def visit(rw: Rewriter, node: Node) -> None:
+        found = _folded_gate(node, producer, readers, outputs)
+        if found is None:
+            rw.emit(node)
+            return
         x, gate = found
         _, chunks, _, _, block = x.shape
-        if weight.shape[1] != chunks or weight.shape[4] != block:
-            continue
-        lanes = apply_op("reshape", [gate], {"newshape": (1, chunks, 1, 1, block, 1)},
-                         f"{node.name}_gate", f"{node.name}_gate_out")
-        scaled = apply_op("multiply", [weight, lanes.output], {}, f"{node.name}_gated_weight",
-                          f"{node.name}_gated_weight_out")
-        before[id(node)] = [lanes, scaled]
-        replaced[id(node)] = Node(node.op, [x, scaled.output, *node.inputs[2:]], node.outputs,
-                                  dict(node.attrs), node.name)
-        removed.add(id(product))
-    if not replaced:
-        return graph
-    nodes: list[Node] = []
-    for n in graph.nodes:
-        if id(n) in removed:
-            continue
-        nodes += [*before.get(id(n), []), replaced.get(id(n), n)]
-    return graph.rebuilt(nodes)
+        lanes = rw.emit(apply_op("reshape", [gate], {"newshape": (1, chunks, 1, 1, block, 1)},
+                                 f"{node.name}_gate", f"{node.name}_gate_out"))
+        scaled = rw.emit(apply_op("multiply", [node.inputs[1], lanes.output], {}, f"{node.name}_gated_weight",
+                                  f"{node.name}_gated_weight_out"))
+        # the features' product, read by nothing now, goes with the other dead nodes
+        rw.emit(Node(node.op, [x, scaled.output, *node.inputs[2:]], node.outputs, dict(node.attrs),
+                     node.name))
+
+    return rewrite(graph, visit)
