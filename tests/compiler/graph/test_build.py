@@ -13,7 +13,7 @@ import textwrap
 import numpy as np
 import pytest
 from graph_models import residual_cnn, weights
-from helpers import poisoned
+from helpers import CPUS, poisoned
 
 import compiler
 from compiler.errors import RuntimeArgumentError
@@ -344,6 +344,30 @@ def test_an_injective_kernel_on_channel_blocks_loads_whole_vectors(rng):
     out = poisoned((1, 2, 3, 3, 16), "float32")
     f(data, out)
     np.testing.assert_array_equal(out, data[:, :, ::2, ::2, :])
+
+
+def test_blocks_narrower_than_a_vector_are_copied_a_short_vector_each(rng):
+    from compiler import te
+    from compiler.graph import default_schedule
+    from compiler.graph.op import get_op
+    from compiler.graph.ops.layout import to_blocks
+    from compiler.target import Target
+
+    # From blocks of 16 channels to blocks of 4 (a grouped convolution's input) on 16 lanes: a
+    # vector of 16 would take four blocks from four places; each block is one vector of 4.
+    cpu = next(c for c in CPUS if "avx512f" in c.features)
+    with Target(cpu.target):
+        x = te.placeholder((1, 2, 5, 6, 16), name="x")
+        (y,) = get_op("layout_transform").compute([x], {"src_layout": "NCHW16c", "dst_layout": "NCHW4c"})
+        s = default_schedule([y])
+        text = str(compiler.lower(s, [x, y]))
+        f = compiler.build(s, [x, y])
+    assert ", 1, 4)]" in text and ", 1, 16)]" not in text, text
+    if cpu.runs_here():
+        data = rng.uniform(-1, 1, (1, 32, 5, 6)).astype("float32")
+        out = poisoned((1, 8, 5, 6, 4), "float32")
+        f(to_blocks(data, 16), out)
+        np.testing.assert_array_equal(out, to_blocks(data, 4))
 
 
 @pytest.mark.parametrize("reduce", [False, True], ids=["injective", "blocked pooling"])
