@@ -77,7 +77,9 @@ def _anchor_workload(anchor: Node, epilogue: list[str], dtype: str) -> tuple[str
             # the H x W plane is one row of H * W columns in the same memory. The register tiles
             # then run along the whole plane, with no short tile at the end of every row.
             H, W = 1, H * W
-        return "conv2d_nchwc", [N, Cc * ib, H, W, Fc * ob, KH, KW, *geometry, ib, ob, dtype, epilogue]
+        groups = int(a.get("groups", 1))  # left out at one: the key the template's logs have always had
+        return "conv2d_nchwc", [N, Cc * ib, H, W, Fc * ob, KH, KW, *geometry, ib, ob, dtype, epilogue,
+                                *([groups] if groups != 1 else [])]
     if anchor.op == "nn.conv2d_winograd_nchwc":
         (N, Cc, H, W, ib), (_, Fp, _, nr) = anchor.inputs[0].shape, anchor.inputs[1].shape
         return "conv2d_nchwc_winograd", [N, Cc * ib, H, W, Fp * nr, _pads(a["padding"]), a["tile_size"], nr,

@@ -41,7 +41,7 @@ def _is_pointwise(node: Node) -> bool:
     a = node.attrs
     return (node.op == "nn.conv2d_nchwc" and node.inputs[1].shape[2:4] == (1, 1)
             and tuple(a.get("strides", (1, 1))) == (1, 1) and not any(a.get("padding", (0, 0, 0, 0)))
-            and tuple(a.get("dilation", (1, 1))) == (1, 1))
+            and tuple(a.get("dilation", (1, 1))) == (1, 1) and a.get("groups", 1) == 1)
 
 
 def fuse_expansions(graph: Graph, min_bytes: int = MIN_FUSED_BYTES) -> Graph:

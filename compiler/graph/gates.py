@@ -35,7 +35,7 @@ def _folded_gate(conv: Node, producer, readers, outputs: set[int]) -> tuple[Valu
     """``(x, g)`` where ``conv`` is a blocked convolution of constant weights, fewer than the
     elements of the features ``x``, whose input is ``x`` times a gate ``g`` and read by nothing
     else; None otherwise."""
-    if conv.op != "nn.conv2d_nchwc" or not conv.inputs[1].is_constant:
+    if conv.op != "nn.conv2d_nchwc" or not conv.inputs[1].is_constant or conv.attrs.get("groups", 1) != 1:
         return None
     gated, weight = conv.inputs[0], conv.inputs[1]
     product = producer.get(gated.uid)

@@ -1,10 +1,13 @@
 """Layout planning: convolutions in channel blocks, and the blocks flowing from layer to layer.
 
 A dense layer's constant weight is packed in micro-panels (``nn.dense_pack``). A convolution
-(``groups == 1``, floating point, filters a whole number of vectors or half of one)
-becomes ``nn.conv2d_nchwc``, a depthwise one ``nn.depthwise_conv2d_nchwc``, on channel-blocked
-data (``NCHW{b}c``, see :mod:`.ops.layout`): its weight is packed into blocks now, once, at build
-time. The blocked output stays blocked through what can work on blocks (activations, per-channel
+(floating point, filters a whole number of vectors or half of one) becomes ``nn.conv2d_nchwc``,
+a depthwise one ``nn.depthwise_conv2d_nchwc``, on channel-blocked data (``NCHW{b}c``, see
+:mod:`.ops.layout`): its weight is packed into blocks now, once, at build time. A grouped one
+(ResNeXt's 3x3 layers) is blocked by its groups' channels, each output block reading its own
+group's input blocks; where a group has too few filters for a block, a few groups run as one
+(:func:`merged_groups`, the others' channels zero in each filter). The blocked output stays
+blocked through what can work on blocks (activations, per-channel
 biases and scales, residual adds, a squeeze-and-excitation gate's product, pooling, the global
 average, resizes, concatenations of whole channel blocks), so the next convolution reads it as
 it is. A ``layout_transform`` appears only where a tensor enters the blocked region (its data
@@ -59,7 +62,8 @@ from .ops.layout import (
 from .ops.math import UNARY_OPS
 from .ops.reduce import reduced_axes
 
-__all__ = ["plan_layouts", "output_block", "input_block", "panel_width", "winograd_tile_size",
+__all__ = ["plan_layouts", "output_block", "input_block", "merged_groups", "block_diagonal", "panel_width",
+           "winograd_tile_size",
            "winograd_tile_sizes", "algorithm_options", "algorithm_name", "DIRECT",
            "MAX_WINOGRAD_WEIGHT_BYTES"]
 
@@ -76,6 +80,8 @@ MAX_WINOGRAD_WEIGHT_BYTES = {4: 4 * 1024 * 1024, 2: 16 * 1024 * 1024}
 DIRECT = 0
 #: Fewer tiles than this leave the Winograd GEMM's rows too short to fill a register tile.
 MIN_WINOGRAD_TILES = 16
+#: The most groups of a grouped convolution merged into one (:func:`merged_groups`).
+MAX_MERGED_GROUPS = 4
 
 # Elementwise operators that act on each element alone, whatever the layout
 _UNARY = (*UNARY_OPS, "nn.relu", "clip", "sigmoid", "nn.gelu", "nn.silu", "nn.hardswish", "nn.leaky_relu",
@@ -96,6 +102,29 @@ def panel_width(units: int, lanes: int) -> int:
     """The micro-panel width of a dense layer's packed weight: two vectors, one where the layer
     has fewer outputs."""
     return 2 * lanes if units > lanes else lanes
+
+
+def merged_groups(groups: int, filters: int, lanes: int) -> int | None:
+    """How many of a grouped convolution's ``groups`` (of ``filters`` each) run as one group so
+    that its filters make a channel block (:func:`output_block`): the fewest that do, up to
+    :data:`MAX_MERGED_GROUPS` (each merged group multiplies the work by zeros); None where none
+    do."""
+    for k in range(1, min(groups, MAX_MERGED_GROUPS) + 1):
+        if groups % k == 0 and output_block(filters * k, lanes) is not None:
+            return k
+    return None
+
+
+def block_diagonal(w: np.ndarray, groups: int, merged: int) -> np.ndarray:
+    """The weight ``(F, C/groups, KH, KW)`` of a grouped convolution as that of ``groups /
+    merged`` groups: each filter's channels of the ``merged - 1`` groups joined to its own zero."""
+    F, Cg, KH, KW = w.shape
+    Fg = F // groups
+    out = np.zeros((F, Cg * merged, KH, KW), dtype=w.dtype)
+    for f in range(F):
+        at = f // Fg % merged * Cg  # the filter's own group within the merged one
+        out[f, at:at + Cg] = w[f]
+    return out
 
 
 def winograd_tile_sizes(C: int, Ho: int, Wo: int, lanes: int) -> list[int]:
@@ -282,13 +311,12 @@ class _Planner:
         if not w.is_constant or len(x.shape) != 4:
             return None
         if node.attrs.get("groups", 1) != 1:
-            return self._depthwise(node)
+            return self._depthwise(node) if w.shape[1] == 1 and F == C else self._grouped(node)
         oc_bn = output_block(F, self.lanes)
         have = self.now(x)[1]
         ic_bn = have if have is not None and C % have == 0 else input_block(C, self.lanes)
         if oc_bn is None or ic_bn is None:
             return None
-        attrs = window_attrs(node.attrs)
         m = self._winograd_tile(node, oc_bn)
         if m is not None:
             weight = Value.constant(f"{w.name}_winograd{m}_{oc_bn}o",
@@ -297,6 +325,32 @@ class _Planner:
                      "tile_size": m, "block": oc_bn}
             out = self.emit("nn.conv2d_winograd_nchwc", [self.as_blocked(x, ic_bn), weight], attrs, node.name)
             return out, oc_bn
+        return self._direct(node, w, ic_bn, oc_bn), oc_bn
+
+    def _grouped(self, node: Node) -> tuple[Value, int] | None:
+        """A grouped convolution (not depthwise) on blocks of its groups' channels. Where a
+        group's filters make no block, :func:`merged_groups` groups join into one, with zeros
+        for the channels of the others in each filter."""
+        x, w = node.inputs
+        groups = node.attrs["groups"]
+        merged = merged_groups(groups, w.shape[0] // groups, self.lanes)
+        if merged is None:
+            return None
+        weight = w if merged == 1 else Value.constant(f"{w.name}_groups{groups // merged}",
+                                                      block_diagonal(w.data, groups, merged))
+        groups //= merged
+        oc_bn, Cg = output_block(w.shape[0] // groups, self.lanes), weight.shape[1]
+        have = self.now(x)[1]
+        ic_bn = have if have is not None and Cg % have == 0 else math.gcd(Cg, self.lanes)
+        return self._direct(node, weight, ic_bn, oc_bn, groups), oc_bn
+
+    def _direct(self, node: Node, w: Value, ic_bn: int, oc_bn: int, groups: int = 1) -> Value:
+        """Convolution ``node`` as ``nn.conv2d_nchwc`` of weight ``w`` (OIHW, ``groups`` groups)
+        on blocks of ``ic_bn`` input and ``oc_bn`` output channels."""
+        x = node.inputs[0]
+        attrs = window_attrs(node.attrs)
+        if groups != 1:
+            attrs["groups"] = groups
         weight = Value.constant(f"{w.name}_nchw{ic_bn}i{oc_bn}o", pack_weight(w.data, ic_bn, oc_bn))
         data = self.as_blocked(x, ic_bn)
         strides = tuple(int(s) for s in attrs.get("strides", (1, 1)))
@@ -307,8 +361,7 @@ class _Planner:
             data = self.emit("strided_slice", [data], {"begin": (0,) * 5, "end": data.shape,
                                                       "strides": (1, 1, sh, sw, 1)}, f"{node.name}_subsample")
             attrs = {**attrs, "strides": (1, 1)}
-        out = self.emit("nn.conv2d_nchwc", [data, weight], attrs, node.name)
-        return out, oc_bn
+        return self.emit("nn.conv2d_nchwc", [data, weight], attrs, node.name)
 
     def _winograd_tile(self, node: Node, oc_bn: int) -> int | None:
         """The Winograd tile size of convolution ``node`` (None: direct): the caller's choice in
@@ -349,8 +402,6 @@ class _Planner:
     def _depthwise(self, node: Node) -> tuple[Value, int] | None:
         x, w = node.inputs
         C = x.shape[1]
-        if node.attrs["groups"] != C or w.shape[:2] != (C, 1):
-            return None
         block = self.now(x)[1]
         if block is None or C % block:
             block = output_block(C, self.lanes)

@@ -4,9 +4,9 @@ export to ONNX.
 ``MODELS`` maps a name to ``(factory, input shape)``: ResNet-18 and -50, MobileNetV2 (NCHW
 images of 224x224) and one BERT-base-sized ``torch.nn.TransformerEncoderLayer`` (batch first,
 128 tokens of 768), with torch's default activation (ReLU) and with BERT's (GELU);
-``EXTRA_MODELS``, by name only: EfficientNet-B0 and ViT-S/16. BatchNorm and LayerNorm layers get
-random affine parameters and running statistics, so a compiler's normalisation folding has
-something to fold.
+``EXTRA_MODELS``, by name only: EfficientNet-B0, ViT-S/16 and ResNeXt-50 32x4d. BatchNorm and
+LayerNorm layers get random affine parameters and running statistics, so a compiler's
+normalisation folding has something to fold.
 
     python scripts/benchmarks/model_zoo.py resnet18 resnet18.onnx --opset 13
 """
@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 __all__ = ["MODELS", "EXTRA_MODELS", "resnet18", "resnet50", "mobilenet_v2", "encoder_layer",
-           "efficientnet_b0", "vit_s16", "export_onnx"]
+           "efficientnet_b0", "vit_s16", "resnext50", "export_onnx"]
 
 
 # ---------------------------------------------------------------------------- random statistics
@@ -83,11 +83,12 @@ class _BasicBlock(nn.Module):
 class _Bottleneck(nn.Module):
     expansion = 4
 
-    def __init__(self, cin: int, width: int, stride: int):
+    def __init__(self, cin: int, width: int, stride: int, groups: int = 1, group_width: int = 64):
         super().__init__()
-        self.conv1, self.bn1 = _conv_bn(cin, width, 1)
-        self.conv2, self.bn2 = _conv_bn(width, width, 3, stride)  # stride on the 3x3, as torchvision
-        self.conv3, self.bn3 = _conv_bn(width, width * self.expansion, 1)
+        inner = width * group_width // 64 * groups  # ResNeXt's grouped 3x3 layers are wider
+        self.conv1, self.bn1 = _conv_bn(cin, inner, 1)
+        self.conv2, self.bn2 = _conv_bn(inner, inner, 3, stride, groups)  # stride on the 3x3, as torchvision
+        self.conv3, self.bn3 = _conv_bn(inner, width * self.expansion, 1)
         self.relu = nn.ReLU(inplace=True)
         self.downsample = _downsample(cin, width * self.expansion, stride)
 
@@ -106,9 +107,10 @@ def _downsample(cin: int, cout: int, stride: int) -> nn.Module | None:
 
 
 class ResNet(nn.Module):
-    """torchvision's ResNet: a 7x7 stem, four stages of blocks, global pooling, a classifier."""
+    """torchvision's ResNet: a 7x7 stem, four stages of blocks, global pooling, a classifier;
+    ``block_args`` go to each block (ResNeXt's ``groups`` and ``group_width``)."""
 
-    def __init__(self, block: type, layers: Sequence[int], num_classes: int = 1000):
+    def __init__(self, block: type, layers: Sequence[int], num_classes: int = 1000, **block_args):
         super().__init__()
         self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
         self.bn1 = nn.BatchNorm2d(64)
@@ -118,7 +120,7 @@ class ResNet(nn.Module):
         for k, (width, count) in enumerate(zip((64, 128, 256, 512), layers)):
             blocks = []
             for j in range(count):
-                blocks.append(block(cin, width, 2 if j == 0 and k > 0 else 1))
+                blocks.append(block(cin, width, 2 if j == 0 and k > 0 else 1, **block_args))
                 cin = width * block.expansion
             stages.append(nn.Sequential(*blocks))
         self.layer1, self.layer2, self.layer3, self.layer4 = stages
@@ -139,6 +141,13 @@ def resnet18(seed: int = 0) -> nn.Module:
 def resnet50(seed: int = 0) -> nn.Module:
     """ResNet-50 with random weights, in eval mode."""
     return _with_random_weights(lambda: ResNet(_Bottleneck, (3, 4, 6, 3)), seed)
+
+
+def resnext50(seed: int = 0, layers: Sequence[int] = (3, 4, 6, 3), num_classes: int = 1000) -> nn.Module:
+    """ResNeXt-50 32x4d (each 3x3 layer in 32 groups, 4 channels a group in the first stage)
+    with random weights, in eval mode; ``layers``: blocks per stage (fewer for a quick check)."""
+    return _with_random_weights(
+        lambda: ResNet(_Bottleneck, layers, num_classes, groups=32, group_width=4), seed)
 
 
 # ---------------------------------------------------------------------------- MobileNetV2
@@ -317,6 +326,7 @@ MODELS: dict[str, tuple[Callable[..., nn.Module], tuple[int, ...]]] = {
 EXTRA_MODELS: dict[str, tuple[Callable[..., nn.Module], tuple[int, ...]]] = {
     "efficientnet_b0": (efficientnet_b0, (1, 3, 224, 224)),
     "vit_s16": (vit_s16, (1, 3, 224, 224)),
+    "resnext50": (resnext50, (1, 3, 224, 224)),
 }
 
 

@@ -6,7 +6,9 @@ are grouped into blocks so that the innermost axis of the output is a whole numb
 vector registers:
 
 * data ``(N, C / ic_bn, H, W, ic_bn)``, kernel ``(F / oc_bn, C / ic_bn, KH, KW, ic_bn, oc_bn)``,
-  output ``(N, F / oc_bn, Ho, Wo, oc_bn)``.
+  output ``(N, F / oc_bn, Ho, Wo, oc_bn)``. A grouped convolution (``conv2d_nchwc``'s ``groups``)
+  has a kernel of ``C / groups / ic_bn`` input blocks, each output block reading those of its
+  own group; a register tile's output blocks are then of one group (:func:`_tile_blocks`).
 * **Microkernel.** A register tile of ``reg_n`` output columns by ``oc_bn`` output channels
   (``oc_bn / lanes`` vectors) accumulates over the whole reduction: per input channel and
   kernel tap, ``reg_n`` broadcasts of the data, ``oc_bn / lanes`` vector loads of the kernel
@@ -109,8 +111,9 @@ def _cdiv(a: int, b: int) -> int:
 
 @dataclass(frozen=True)
 class ConvGeometry:
-    """A convolution's sizes: input ``N x C x H x W``, ``F`` filters of ``KH x KW``, and the
-    output size that ``stride``, ``pads`` (top, left, bottom, right) and ``dilation`` give."""
+    """A convolution's sizes: input ``N x C x H x W``, ``F`` filters of ``KH x KW`` in
+    ``groups`` groups (each filter reads the ``C / groups`` channels of its group), and the output
+    size that ``stride``, ``pads`` (top, left, bottom, right) and ``dilation`` give."""
 
     N: int
     C: int
@@ -122,18 +125,22 @@ class ConvGeometry:
     stride: tuple[int, int]
     pads: tuple[int, int, int, int]
     dilation: tuple[int, int]
+    groups: int = 1
 
     @classmethod
-    def of(cls, N, C, H, W, F, KH, KW, stride, padding, dilation) -> ConvGeometry:
+    def of(cls, N, C, H, W, F, KH, KW, stride, padding, dilation, groups=1) -> ConvGeometry:
         """The geometry of a template's arguments (ValueError on bad ones)."""
-        for name, v in (("N", N), ("C", C), ("H", H), ("W", W), ("F", F), ("KH", KH), ("KW", KW)):
+        for name, v in (("N", N), ("C", C), ("H", H), ("W", W), ("F", F), ("KH", KH), ("KW", KW),
+                        ("groups", groups)):
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{name} must be a positive int, got {v!r}")
+        if C % groups or F % groups:
+            raise ValueError(f"groups={groups} must divide the {C} input channels and the {F} filters")
         dilation = as_pair(dilation, "dilation")
         window = ((KH - 1) * dilation[0] + 1, (KW - 1) * dilation[1] + 1)
         pads = topi.nn.get_pad_tuple(padding, window)
         g = cls(int(N), int(C), int(H), int(W), int(F), int(KH), int(KW), as_pair(stride, "stride"),
-                pads, dilation)
+                pads, dilation, int(groups))
         _ = g.Ho, g.Wo  # raises if the window does not fit
         return g
 
@@ -143,7 +150,7 @@ class ConvGeometry:
 
     def kernel_bytes(self, itemsize: int) -> int:
         """The kernel's size in bytes, ``itemsize`` bytes an element."""
-        return self.F * self.C * self.KH * self.KW * itemsize
+        return self.F * (self.C // self.groups) * self.KH * self.KW * itemsize
 
     @property
     def Wo(self) -> int:
@@ -262,27 +269,30 @@ def _tile_blocks(g: ConvGeometry, oc_bn: int, lanes: int) -> list[int]:
     keep the tile within :data:`MAX_VECTORS` vectors of channels. Each broadcast of the data
     then feeds that many blocks, so the data is read once per tile of blocks, not per block:
     what a layer whose input is much larger than its kernel (a 1x1 layer that reduces the
-    channels) spends its time on inside a model, where its input is not in this core's cache."""
-    blocks = g.F // oc_bn
+    channels) spends its time on inside a model, where its input is not in this core's cache.
+    A tile's blocks are of one group (they read the same data)."""
+    blocks = g.F // g.groups // oc_bn
     nv = _cdiv(oc_bn, lanes)
     return [k for k in range(1, blocks + 1) if blocks % k == 0 and k * nv <= MAX_VECTORS]
 
 
 def blocked_conv(P, Wb, g: ConvGeometry, name: str = "conv2d_nchwc", plane: bool = False):
     """``Y[n, fc, y, x, fb]``: the convolution of padded blocked data ``P`` (N, C/ic_bn,
-    Hp, Wp, ic_bn) with the blocked kernel ``Wb`` (F/oc_bn, C/ic_bn, KH, KW, ic_bn, oc_bn).
-    With ``plane`` its pixels are one row of the plane, ``Y[n, fc, 0, y * Wo + x, fb]``
-    (:func:`blocked_epilogue` writes them back as rows)."""
-    _, Cc, _, _, ic_bn = (int(d.value) for d in P.shape)
-    Fc, oc_bn = int(Wb.shape[0].value), int(Wb.shape[-1].value)
+    Hp, Wp, ic_bn) with the blocked kernel ``Wb`` (F/oc_bn, C/groups/ic_bn, KH, KW, ic_bn, oc_bn):
+    output block ``fc`` reads the input blocks of its group. With ``plane`` its pixels are one row
+    of the plane, ``Y[n, fc, 0, y * Wo + x, fb]`` (:func:`blocked_epilogue` writes them back as
+    rows)."""
+    ic_bn = int(P.shape[-1].value)
+    Fc, Cg, oc_bn = int(Wb.shape[0].value), int(Wb.shape[1].value), int(Wb.shape[-1].value)
     (sh, sw), (dh, dw) = g.stride, g.dilation
-    cc = te.reduce_axis((0, Cc), name="cc")
+    cc = te.reduce_axis((0, Cg), name="cc")
     cb = te.reduce_axis((0, ic_bn), name="cb")
     ry = te.reduce_axis((0, g.KH), name="ry")
     rx = te.reduce_axis((0, g.KW), name="rx")
 
     def conv(n, fc, y, x, fb):
-        return te.sum(P[n, cc, y * sh + ry * dh, x * sw + rx * dw, cb] * Wb[fc, cc, ry, rx, cb, fb],
+        block = cc if g.groups == 1 else fc // (Fc // g.groups) * Cg + cc
+        return te.sum(P[n, block, y * sh + ry * dh, x * sw + rx * dw, cb] * Wb[fc, cc, ry, rx, cb, fb],
                       axis=[cc, ry, rx, cb])
 
     if plane:
@@ -576,7 +586,7 @@ def _ic_chunk_knob(cfg, g: ConvGeometry, ic_bn: int, oc_bn: int, dtype: str) -> 
     :data:`MAX_PASS_OUTPUT_BYTES`: how many input-channel blocks each pass of the reduction over
     that output takes, with threads on channel blocks (the knob's last choice, all of them, is
     the reduction whole in each register tile). Returns the config's passes (None: whole)."""
-    Cc, itemsize = g.C // ic_bn, np.dtype(dtype).itemsize
+    Cc, itemsize = g.C // g.groups // ic_bn, np.dtype(dtype).itemsize
     kernel_bytes = g.kernel_bytes(itemsize)
     widest = max(_tile_blocks(g, oc_bn, vector_lanes(dtype))) * oc_bn
     chunks = [d for d in IC_CHUNKS if d < Cc and Cc % d == 0]
@@ -636,34 +646,49 @@ def _pad_by_height(s, P) -> None:
 # ---------------------------------------------------------------------------- conv2d_nchwc
 
 
+def _groups(groups) -> int:
+    """``conv2d_nchwc``'s ``groups`` argument as a number; ValueError for anything but ``()`` or
+    a positive int."""
+    if isinstance(groups, tuple) and not groups:
+        return 1
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise ValueError(f"conv2d_nchwc: groups must be () or a positive int, got {groups!r}")
+    return int(groups)
+
+
 def conv2d_nchwc_reference(N, C, H, W, F, KH, KW, stride, padding, dilation, ic_bn, oc_bn,
-                           dtype="float32", epilogue=(), rng=None):
+                           dtype="float32", epilogue=(), groups=(), rng=None):
     """Random blocked data ``(N, C/ic_bn, H, W, ic_bn)`` and kernel
-    ``(F/oc_bn, C/ic_bn, KH, KW, ic_bn, oc_bn)``, and their blocked convolution through
+    ``(F/oc_bn, C/groups/ic_bn, KH, KW, ic_bn, oc_bn)``, and their blocked convolution through
     ``epilogue`` (a bias of ``(F,)``, residuals blocked as the output)."""
-    g = ConvGeometry.of(N, C, H, W, F, KH, KW, stride, padding, dilation)
-    x, w = random_data(rng, (N, C, H, W), dtype), random_data(rng, (F, C, KH, KW), dtype)
-    out = topi.testing.conv2d_nchw_python(x, w, g.stride, g.pads, dilation=g.dilation)
+    g = ConvGeometry.of(N, C, H, W, F, KH, KW, stride, padding, dilation, _groups(groups))
+    Cg = C // g.groups
+    x, w = random_data(rng, (N, C, H, W), dtype), random_data(rng, (F, Cg, KH, KW), dtype)
+    out = topi.testing.conv2d_nchw_python(x, w, g.stride, g.pads, groups=g.groups, dilation=g.dilation)
     extra, out = reference_epilogue(epilogue, out, 1, dtype, rng)
 
     def blocked(a):  # NCHW output-shaped data in (N, F/oc_bn, Ho, Wo, oc_bn)
         return np.ascontiguousarray(a.reshape(N, F // oc_bn, oc_bn, g.Ho, g.Wo).transpose(0, 1, 3, 4, 2))
 
     xb = x.reshape(N, C // ic_bn, ic_bn, H, W).transpose(0, 1, 3, 4, 2)
-    wb = w.reshape(F // oc_bn, oc_bn, C // ic_bn, ic_bn, KH, KW).transpose(0, 2, 4, 5, 3, 1)
+    wb = w.reshape(F // oc_bn, oc_bn, Cg // ic_bn, ic_bn, KH, KW).transpose(0, 2, 4, 5, 3, 1)
     extra = [e if e.ndim == 1 else blocked(e) for e in extra]
     return [np.ascontiguousarray(xb), np.ascontiguousarray(wb), *extra], [blocked(out)]
 
 
 @template("conv2d_nchwc", target="cpu", reference=conv2d_nchwc_reference)
 def conv2d_nchwc(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, stride=1, padding=0,
-                 dilation=1, ic_bn: int = 16, oc_bn: int = 16, dtype: str = "float32", epilogue: tuple = ()):
+                 dilation=1, ic_bn: int = 16, oc_bn: int = 16, dtype: str = "float32", epilogue: tuple = (),
+                 groups=()):
     """Convolution of channel-blocked data: ``C`` input channels in blocks of ``ic_bn``,
-    ``F`` output channels in blocks of ``oc_bn`` (both must divide); see the module's docstring.
-    ``epilogue``'s inputs (a bias of ``(F,)``, residuals of the blocked output's shape) come
-    after X and W."""
-    g = ConvGeometry.of(N, C, H, W, F, KH, KW, stride, padding, dilation)
-    for name, blocks, total in (("ic_bn", ic_bn, C), ("oc_bn", oc_bn, F)):
+    ``F`` output channels in blocks of ``oc_bn``; see the module's docstring. ``groups``: ``()``
+    for one (left out of the workload, as an empty option is: the key the template's logs have
+    always had), else how many groups the channels are in (ResNeXt's 3 x 3 layers), each filter
+    reading its group's ``C / groups`` channels; ``ic_bn`` must divide a group's input channels
+    and ``oc_bn`` its filters. ``epilogue``'s inputs (a bias of ``(F,)``, residuals of the blocked
+    output's shape) come after X and W."""
+    g = ConvGeometry.of(N, C, H, W, F, KH, KW, stride, padding, dilation, _groups(groups))
+    for name, blocks, total in (("ic_bn", ic_bn, C // g.groups), ("oc_bn", oc_bn, F // g.groups)):
         if not isinstance(blocks, int) or blocks < 1 or total % blocks:
             raise ValueError(f"{name} must be a positive divisor of {total}, got {blocks!r}")
     cfg = get_config()
@@ -688,7 +713,7 @@ def conv2d_nchwc(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, strid
         plane = cfg["plane"].val
     ic_chunk = None if rows_end_in_partial_tiles else _ic_chunk_knob(cfg, g, ic_bn, oc_bn, dtype)
     X = te.placeholder((N, C // ic_bn, H, W, ic_bn), name="X", dtype=dtype)
-    Wb = te.placeholder((F // oc_bn, C // ic_bn, KH, KW, ic_bn, oc_bn), name="W", dtype=dtype)
+    Wb = te.placeholder((F // oc_bn, C // g.groups // ic_bn, KH, KW, ic_bn, oc_bn), name="W", dtype=dtype)
     ep = Epilogue.declare(epilogue, dtype, (N, F // oc_bn, g.Ho, g.Wo, oc_bn), F)
     P = pad_blocks(X, g.pads, dtype)
     acc = blocked_conv(P, Wb, g, name="conv2d_nchwc_acc" if ep or plane else "conv2d_nchwc", plane=plane)

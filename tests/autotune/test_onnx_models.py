@@ -103,6 +103,26 @@ def test_an_inverted_residual_block():
     _check(make_model(nodes, feeds, consts), feeds)
 
 
+def test_a_resnext_block_runs_its_grouped_layer_by_the_blocked_template():
+    # ResNeXt's bottleneck on 8 float lanes (pinned): 64 channels in 8 groups of 8 (one vector),
+    # then a strided 3x3 in 32 groups of 2 (two merged into one: blocks of 4, half a vector)
+    n1, c1, y1 = _conv_bn("reduce", "x", 32, 64, k=1)
+    n2, c2, y2 = _conv_bn("grouped", y1, 64, 64, groups=8)
+    n3, c3, y3 = _conv_bn("narrow", y2, 64, 64, stride=2, groups=32)
+    n4, c4, y4 = _conv_bn("expand", y3, 64, 32, k=1, act=None)
+    nodes = n1 + n2 + n3 + n4 + [helper.make_node("Relu", [y4], ["y"])]
+    feeds = {"x": rand(1, 32, 9, 9)}
+    module = _check(make_model(nodes, feeds, {**c1, **c2, **c3, **c4}), feeds, target="llvm -mcpu=haswell")
+    kernels = model_info(module)["kernels"]
+    templated = [k for k in kernels if k["schedule"].startswith("conv2d_nchwc:")]
+    assert len(templated) == 4, kernels
+    assert not any("conv2d_bias" in k["name"] for k in kernels)  # no convolution left plain
+    tasks = autotune.extract_tasks(from_onnx(make_model(nodes, feeds, {**c1, **c2, **c3, **c4})),
+                                   "llvm -mcpu=haswell").tasks
+    # the workloads' groups (a 1x1 layer's has none): 32 groups of 2 run as 16 groups of 4
+    assert sorted(t.args[-1] for t in tasks if len(t.args) == 15) == [8, 16]
+
+
 @pytest.mark.parametrize("stride", [2, 1])
 def test_a_large_expansion_runs_in_one_kernel_with_its_depthwise_layer(stride):
     # MobileNetV2's second block: 96 channels at 112 x 112 (4.8 MB) are fused; the projection is not.

@@ -546,3 +546,46 @@ def test_a_short_padded_row_gets_zeros_past_its_end(cpu):
     out = poisoned(expected[0].shape, "float32")
     compiler.build(*task.instantiate(cfg), target=cpu.target)(*inputs, out)
     assert_written(out, expected[0], rtol=1e-4, atol=1e-4)
+
+
+@for_each_vector_width
+@pytest.mark.parametrize("args", [
+    # ResNeXt's 3x3 layer: 4 groups of 16, a residual; strided, 3 groups of 8 on blocks of 4 by 8
+    (1, 64, 9, 9, 64, 3, 3, 1, 1, 1, 16, 16, "float32", ("bias", "add", "relu"), 4),
+    (2, 24, 10, 7, 48, 3, 3, 2, 1, 1, 4, 8, "float32", (), 3),
+    # groups of four blocks of 8 filters: a register tile spans two of a group's blocks
+    (1, 64, 6, 6, 64, 1, 1, 1, 0, 1, 8, 8, "float32", ("bias",), 2),
+], ids=["resnext", "strided", "tiles"])
+def test_grouped_configs_compute_the_convolution(cpu, args):
+    task = create_task("conv2d_nchwc", args, cpu.target)
+    groups = args[-1]
+    N, C, H, W, F, KH, KW, stride, pad = args[:9]
+    Ho, Wo = (H + 2 * pad - KH) // stride + 1, (W + 2 * pad - KW) // stride + 1
+    assert task.flop >= 2 * N * F * Ho * Wo * C // groups * KH * KW  # a group's channels only
+    assert task.flop < 2 * N * F * Ho * Wo * (C // groups * KH * KW + 4)
+    space = task.config_space
+    blocks_per_group = F // groups // args[11]
+    if "oc_tile" in space.space_map:  # a register tile's blocks read the same input: one group's
+        spans = {e.value() for e in space.space_map["oc_tile"].entities}
+        assert spans and all(blocks_per_group % k == 0 for k in spans), spans
+    each_config_computes_the_reference(cpu, task, _covering(space, np.random.default_rng(0)), seed=7)
+
+
+def test_one_group_keeps_the_workload_of_a_convolution_without_groups():
+    args = (1, 32, 6, 6, 32, 3, 3, 1, 1, 1, 16, 16, "float32", ("bias",))
+    one = create_task("conv2d_nchwc", (*args, ()), "llvm")
+    assert one.args == create_task("conv2d_nchwc", args, "llvm").args
+    assert create_task("conv2d_nchwc", (*args, 2), "llvm").args[-1] == 2
+
+
+@pytest.mark.parametrize("groups, ic_bn, oc_bn, message", [
+    (3, 16, 16, "groups=3 must divide the 32 input channels"),
+    (4, 16, 8, "ic_bn must be a positive divisor of 8"),
+    (4, 8, 16, "oc_bn must be a positive divisor of 8"),
+    (0, 8, 8, r"groups must be \(\) or a positive int, got 0"),
+    ("2", 8, 8, r"groups must be \(\) or a positive int"),
+])
+def test_grouped_blocks_must_divide_a_groups_channels(groups, ic_bn, oc_bn, message):
+    args = (1, 32, 6, 6, 32, 3, 3, 1, 1, 1, ic_bn, oc_bn, "float32", (), groups)
+    with pytest.raises(InstantiationError, match=message):
+        create_task("conv2d_nchwc", args, "llvm").config_space  # noqa: B018

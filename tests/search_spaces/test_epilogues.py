@@ -92,8 +92,9 @@ def _check(task: Task, config) -> compiler.runtime.Module:
 
 
 def _arity(name: str) -> int:
-    """The parameters of the CPU template ``name``, its epilogue included."""
-    return len(inspect.signature(registry.implementation(name, "cpu").func).parameters)
+    """The parameters of the CPU template ``name`` up to its epilogue, included (options after it,
+    such as ``conv2d_nchwc``'s ``groups``, are left out of a workload at their defaults)."""
+    return list(inspect.signature(registry.implementation(name, "cpu").func).parameters).index("epilogue") + 1
 
 
 def _ids(cases):

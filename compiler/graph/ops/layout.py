@@ -4,8 +4,9 @@
 * ``layout_transform``: attrs ``src_layout`` and ``dst_layout``, each ``"NCHW"`` or
   ``"NCHW{b}c"``; injective;
 * ``nn.conv2d_nchwc``: blocked data ``(N, C/ib, H, W, ib)`` and a blocked weight
-  ``(F/ob, C/ib, KH, KW, ib, ob)`` to ``(N, F/ob, Ho, Wo, ob)``; attrs strides, padding,
-  dilation as ``nn.conv2d``'s;
+  ``(F/ob, C/groups/ib, KH, KW, ib, ob)`` to ``(N, F/ob, Ho, Wo, ob)``; attrs strides, padding,
+  dilation and groups as ``nn.conv2d``'s (a group's channels are whole blocks: ``ib`` divides
+  ``C/groups`` and ``ob`` divides ``F/groups``);
 * ``nn.conv2d_winograd_nchwc``: the same 3x3 stride-1 convolution by Winograd's ``F(m x m, 3 x 3)``,
   its weight transformed and packed at build time ``((m+2)^2, F/nr, C, nr)``; attrs padding,
   tile_size (``m``) and block (the output's channel block);
@@ -153,6 +154,10 @@ def _conv_attrs(attrs):
             pair(op, "dilation", attrs.get("dilation", (1, 1))))
 
 
+def _groups(attrs) -> int:
+    return positive_int("nn.conv2d_nchwc", "groups", attrs.get("groups", 1))
+
+
 def _output_size(H: int, W: int, KH: int, KW: int, attrs) -> tuple[int, int]:
     """The output rows and columns of a window of ``KH x KW`` (0 or less where it does not fit)."""
     return window_output(H, W, KH, KW, *_conv_attrs(attrs))
@@ -168,9 +173,13 @@ def _conv_infer(types, attrs):
         raise fail(op, f"data must be 5-D (N, C/ib, H, W, ib) and weight 6-D (F/ob, C/ib, KH, KW, ib, ob), "
                        f"got {data.shape} and {weight.shape}")
     N, Cc, H, W, ib = data.shape
-    Fc, Cc2, KH, KW, ib2, ob = weight.shape
-    if (Cc, ib) != (Cc2, ib2):
-        raise fail(op, f"the weight's input blocks {(Cc2, ib2)} do not match the data's {(Cc, ib)}")
+    Fc, Cg, KH, KW, ib2, ob = weight.shape
+    groups = _groups(attrs)
+    if Cc % groups or Fc % groups:
+        raise fail(op, f"groups={groups} must divide the data's {Cc} and the weight's {Fc} channel blocks")
+    if (Cc // groups, ib) != (Cg, ib2):
+        raise fail(op, f"the weight's input blocks {(Cg, ib2)} do not match the data's {(Cc, ib)} "
+                       f"in {groups} group(s)")
     Ho, Wo = _output_size(H, W, KH, KW, attrs)
     if Ho < 1 or Wo < 1:
         raise fail(op, f"a {KH}x{KW} window does not fit the padded input")
@@ -179,30 +188,41 @@ def _conv_infer(types, attrs):
 
 def _conv_evaluate(arrays, attrs):
     x, w = arrays
-    Fc, Cc, KH, KW, ib, ob = w.shape
-    plain_w = w.transpose(0, 5, 1, 4, 2, 3).reshape(Fc * ob, Cc * ib, KH, KW)
+    Fc, Cg, KH, KW, ib, ob = w.shape
+    plain_w = w.transpose(0, 5, 1, 4, 2, 3).reshape(Fc * ob, Cg * ib, KH, KW)
     strides, padding, dilation = _conv_attrs(attrs)
     out = get_op("nn.conv2d").evaluate([from_blocks(x), plain_w], {"strides": strides, "padding": padding,
-                                                                   "dilation": dilation, "groups": 1})[0]
+                                                                   "dilation": dilation,
+                                                                   "groups": _groups(attrs)})[0]
     return [to_blocks(out, ob)]
+
+
+def _group_block(fc, cc, Fc: int, Cg: int, groups: int):
+    """The input block that output block ``fc`` (of ``Fc``) reads as its group's ``cc``-th (of
+    ``Cg``)."""
+    return cc if groups == 1 else fc // (Fc // groups) * Cg + cc
 
 
 def _conv_compute(tensors, attrs):
     x, w = tensors
-    N, Cc, H, W, ib = shape_of(x)
-    Fc, _, KH, KW, _, ob = shape_of(w)
+    N, _, H, W, ib = shape_of(x)
+    Fc, Cg, KH, KW, _, ob = shape_of(w)
     (sh, sw), (top, left, bottom, right), (dh, dw) = _conv_attrs(attrs)
+    groups = _groups(attrs)
     Ho, Wo = _output_size(H, W, KH, KW, attrs)
     padded = topi.nn.pad(x, [0, 0, top, left, 0], [0, 0, bottom, right, 0], name="pad_temp") \
         if any((top, left, bottom, right)) else x
-    cc = te.reduce_axis((0, Cc), name="cc")
+    cc = te.reduce_axis((0, Cg), name="cc")
     cb = te.reduce_axis((0, ib), name="cb")
     ry = te.reduce_axis((0, KH), name="ry")
     rx = te.reduce_axis((0, KW), name="rx")
-    return [te.compute((N, Fc, Ho, Wo, ob),
-                       lambda n, f, y, xx, b: te.sum(padded[n, cc, y * sh + ry * dh, xx * sw + rx * dw, cb]
-                                                     * w[f, cc, ry, rx, cb, b], axis=[cc, ry, rx, cb]),
-                       name="conv2d_nchwc")]
+
+    def conv(n, f, y, xx, b):
+        block = _group_block(f, cc, Fc, Cg, groups)
+        return te.sum(padded[n, block, y * sh + ry * dh, xx * sw + rx * dw, cb] * w[f, cc, ry, rx, cb, b],
+                      axis=[cc, ry, rx, cb])
+
+    return [te.compute((N, Fc, Ho, Wo, ob), conv, name="conv2d_nchwc")]
 
 
 register_op(OpDef("nn.conv2d_nchwc", "out_elemwise_fusable", _conv_infer, _conv_evaluate, _conv_compute,

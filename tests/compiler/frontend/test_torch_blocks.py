@@ -119,14 +119,17 @@ def test_an_efficientnet_block(tmp_path):
     assert len(transforms) == 2  # the input's way in, the output's way out: the gate on blocks
 
 
-@pytest.mark.parametrize("name", ["efficientnet_b0", "vit_s16"])
+@pytest.mark.parametrize("name", ["efficientnet_b0", "vit_s16", "resnext50"])
 def test_the_benchmark_s_extra_models_at_a_small_size(tmp_path, name):
     """``model_zoo.EXTRA_MODELS``' architectures (EfficientNet-B0 whole on a 32x32 image, ViT-S/16's
-    layout two blocks deep on 32x32 in 8x8 patches): what ``bench_model.py`` times, checked."""
+    layout two blocks deep on 32x32 in 8x8 patches, ResNeXt-50 one block a stage): what
+    ``bench_model.py`` times, checked."""
     import model_zoo
 
-    module = (model_zoo.EfficientNetB0(num_classes=10) if name == "efficientnet_b0"
-              else model_zoo.VisionTransformer(dim=32, depth=2, heads=2, image=32, patch=8, num_classes=10))
+    module = {"efficientnet_b0": lambda: model_zoo.EfficientNetB0(num_classes=10),
+              "vit_s16": lambda: model_zoo.VisionTransformer(dim=32, depth=2, heads=2, image=32, patch=8,
+                                                             num_classes=10),
+              "resnext50": lambda: model_zoo.resnext50(layers=(1, 1, 1, 1), num_classes=10)}[name]()
     model = _exported(module, (1, 3, 32, 32), tmp_path, 17)
     graph = run_both(model, {"input": rand(1, 3, 32, 32)}, rtol=1e-4, atol=1e-5)
     kernels, anchors = _anchors(graph)
@@ -136,5 +139,10 @@ def test_the_benchmark_s_extra_models_at_a_small_size(tmp_path, name):
         # channels block by nothing, and the pooled features on the way to the classifier)
         moved = [k.inputs[0].shape for k in kernels if k.attrs["body"].nodes[0].op == "layout_transform"]
         assert moved and all(shape[2:4] == (1, 1) for shape in moved), moved
-    else:
+    elif name == "vit_s16":
         assert anchors.count(("bias", "gelu")) == 2
+    else:  # every convolution blocked (17: the stem, 3 a block, 4 downsamples), the grouped ones too
+        convs = [k.attrs["body"].nodes[0] for k in kernels if k.attrs["kind"] == "anchor"]
+        assert [c.op for c in convs].count("nn.conv2d_nchwc") == 17, [c.op for c in convs]
+        assert [c.attrs.get("groups", 1) for c in convs].count(32) == 4
+        assert anchors.count(("bias", "relu")) == 9 and anchors.count(("bias", "add", "relu")) == 4

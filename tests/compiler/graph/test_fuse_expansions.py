@@ -66,6 +66,20 @@ def test_an_expansion_read_elsewhere_stays_apart():
     assert fuse_expansions(graph, min_bytes=0) is graph
 
 
+def test_a_grouped_pointwise_layer_is_no_expansion():
+    # ShuffleNet's grouped 1x1 layers: two groups of 16 blocked channels, then a depthwise layer
+    rng = np.random.default_rng(3)
+    b = GraphBuilder("grouped")
+    x = b.input("x", (1, 32, 12, 12))
+    w = b.const("w", weights(rng, 64, 16, 1, 1))
+    h = b.op("nn.relu", b.op("nn.conv2d", x, w, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1),
+                             groups=2))
+    graph = _planned(b.finish(_depthwise(b, rng, h)))
+    pointwise = next(n for n in graph.nodes if n.op == "nn.conv2d_nchwc")
+    assert pointwise.attrs["groups"] == 2
+    assert fuse_expansions(graph, min_bytes=0) is graph
+
+
 def test_the_fused_operator_compiles_by_its_default_schedule():
     graph = _block(size=10, expanded=32, stride=2)
     prepared = fuse_expansions(_planned(graph), min_bytes=0)

@@ -15,7 +15,9 @@ from compiler.graph.layout import (
     MAX_WINOGRAD_WEIGHT_BYTES,
     algorithm_name,
     algorithm_options,
+    block_diagonal,
     input_block,
+    merged_groups,
     output_block,
     plan_layouts,
     winograd_tile_size,
@@ -190,6 +192,64 @@ def test_depthwise_layers_stay_blocked_and_a_reshape_gets_plain_data(rng):
     assert ops[-2:] == ["layout_transform", "reshape"]
     data = [rng.uniform(-1, 1, (1, 4, 5, 5)).astype("float32")]
     np.testing.assert_allclose(evaluate(planned, data)[0], evaluate(graph, data)[0], rtol=1e-5, atol=1e-6)
+
+
+def _grouped(b, rng, x, filters, groups, stride=1):
+    w = b.const(f"g_{len(b.nodes)}", weights(rng, filters, x.shape[1] // groups, 3, 3))
+    return b.op("nn.conv2d", x, w, strides=(stride, stride), padding=(1, 1, 1, 1), dilation=(1, 1),
+                groups=groups)
+
+
+def test_merged_groups_and_their_block_diagonal_weight(rng):
+    # groups of 4 filters on 16 lanes: two make a block of 8 (half a vector); groups of 16: none
+    # merged; groups of 1 filter on 16 lanes would need 8 (more than MAX_MERGED_GROUPS)
+    assert merged_groups(32, 4, 16) == 2 and merged_groups(8, 16, 16) == 1
+    assert merged_groups(64, 1, 16) is None
+    assert merged_groups(6, 3, 4) is None  # 2 groups make 6 filters: no block of 4 divides them
+    w = weights(rng, 8, 3, 3, 3)  # 4 groups of 2 filters over 3 channels each
+    merged = block_diagonal(w, 4, 2)
+    assert merged.shape == (8, 6, 3, 3)
+    for f in range(8):
+        own = f // 2 % 2 * 3
+        np.testing.assert_array_equal(merged[f, own:own + 3], w[f])
+        assert not merged[f, 3 - own:6 - own].any()
+    x = rng.uniform(-1, 1, (1, 12, 5, 5)).astype("float32")
+    b = GraphBuilder()
+    conv_attrs = dict(strides=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1))
+    plain = b.finish(b.op("nn.conv2d", b.input("x", x.shape), b.const("w", w), groups=4, **conv_attrs))
+    b = GraphBuilder()
+    joined = b.finish(b.op("nn.conv2d", b.input("x", x.shape), b.const("w", merged), groups=2, **conv_attrs))
+    np.testing.assert_allclose(evaluate(joined, [x])[0], evaluate(plain, [x])[0], rtol=1e-5, atol=1e-6)
+
+
+def test_a_grouped_convolution_stays_blocked_by_its_groups(rng):
+    b = GraphBuilder()
+    x = b.input("x", (1, 4, 7, 7))
+    h = b.op("nn.relu", conv(b, rng, x, 16))  # blocks of 8 (lanes 4: two vectors)
+    g = b.op("nn.relu", _grouped(b, rng, h, 16, groups=2))  # 2 groups of 8: blocked as they come
+    narrow = _grouped(b, rng, g, 16, groups=4, stride=2)  # 4 groups of 4: blocks of 4
+    tiny = _grouped(b, rng, narrow, 16, groups=8)  # 8 groups of 2: two by two, blocks of 4
+    graph = b.finish(b.op("add", tiny, narrow))
+    planned = plan_layouts(graph, lanes=4, winograd=False)
+    convs = [n for n in planned.nodes if n.op == "nn.conv2d_nchwc"]
+    assert "nn.conv2d" not in _ops(planned) and len(convs) == 4
+    assert [n.attrs.get("groups", 1) for n in convs] == [1, 2, 4, 4]
+    assert [n.inputs[1].shape for n in convs[1:]] == [(2, 1, 3, 3, 8, 8), (4, 1, 3, 3, 4, 4),
+                                                      (4, 1, 3, 3, 4, 4)]
+    assert convs[2].attrs["strides"] == (2, 2)
+    transforms = [(n.attrs["src_layout"], n.attrs["dst_layout"])
+                  for n in planned.nodes if n.op == "layout_transform"]
+    assert transforms == [("NCHW", "NCHW4c"), ("NCHW8c", "NCHW4c"), ("NCHW4c", "NCHW")]
+    data = [rng.uniform(-1, 1, (1, 4, 7, 7)).astype("float32")]
+    expected = evaluate(graph, data)[0]
+    np.testing.assert_allclose(evaluate(planned, data)[0], expected, rtol=1e-5, atol=1e-6)
+    fused = fuse(optimize(plan_layouts(optimize(graph), lanes=4, winograd=False)))
+    anchors = [k for k in fused.nodes if k.attrs["kind"] == "anchor"]
+    assert len(anchors) == 4 and anchors[-1].attrs["epilogue"] == ("add",)
+    module = build_graph(fused, "llvm -mcpu=haswell")
+    out = poisoned(expected.shape, "float32")
+    module(data[0], out)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
 
 
 def test_a_feature_pyramid_step_stays_blocked_through_its_resize_and_concatenation(rng):
