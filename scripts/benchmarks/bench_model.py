@@ -2,7 +2,7 @@
 
 Run with ``python3 scripts/benchmarks/bench_model.py`` (every model of ``model_zoo.MODELS``:
 ResNet-18, MobileNetV2 and ResNet-50 on a 1x3x224x224 image, the transformer encoder layer
-on 1x128x768, with ReLU and with GELU; ``--models efficientnet_b0,vit_s16`` runs
+on 1x128x768, with ReLU and with GELU; ``--models efficientnet_b0,vit_s16,resnext50`` runs
 ``model_zoo.EXTRA_MODELS``; ``--models tiny`` is a small CNN of this file, for smoke tests, with
 ``--peers ort,eager --rounds 1 --repeat 1 --min-ms 1``). All float32, batch 1, random weights
 (seed 0), :data:`THREADS` threads for every contender.
@@ -784,7 +784,7 @@ def child_main(spec: dict) -> dict:
 def _parse(argv=None):
     p = argparse.ArgumentParser(description="Whole models: ours against ONNX Runtime, eager, torch.compile.")
     p.add_argument("--models", default=",".join(_default_models()),
-                   help=f"comma-separated, of {', '.join(models())} (default: all but tiny)")
+                   help=f"comma-separated, of {', '.join(models())} (default: those of model_zoo.MODELS)")
     p.add_argument("--tune", action="store_true", help="tune each model's tasks and time the tuned build too")
     p.add_argument("--trials", type=int, default=TRIALS,
                    help=f"trials per task, the log's included (default {TRIALS}; 0 for none: --time-budget)")
