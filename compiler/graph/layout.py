@@ -5,15 +5,15 @@ A dense layer's constant weight is packed in micro-panels (``nn.dense_pack``). A
 a depthwise one ``nn.depthwise_conv2d_nchwc``, on channel-blocked data (``NCHW{b}c``, see
 :mod:`.ops.layout`): its weight is packed into blocks now, once, at build time. A grouped one
 (ResNeXt's 3x3 layers) is blocked by its groups' channels, each output block reading its own
-group's input blocks; where a group has too few filters for a block, a few groups run as one
-(:func:`merged_groups`, the others' channels zero in each filter). The blocked output stays
-blocked through what can work on blocks (activations, per-channel
-biases and scales, residual adds, a squeeze-and-excitation gate's product, pooling, the global
-average, resizes, concatenations of whole channel blocks), so the next convolution reads it as
-it is. A ``layout_transform`` appears only where a tensor enters the blocked region (its data
-blocked with the convolution's input block), where the block size changes, and where an
-operator needs plain NCHW (a reshape, a dense layer, the model's outputs); each tensor is
-transformed once, however many read it.
+group's input blocks (or its part of one, where a data block holds several groups); where a
+group has too few filters for a block, a few groups run as one (:func:`merged_groups`, the
+others' channels zero in each filter). The blocked output stays blocked through what can work
+on blocks (activations, per-channel biases and scales, residual adds, a squeeze-and-excitation
+gate's product, pooling, the global average, resizes, concatenations of whole channel blocks),
+so the next convolution reads it as it is. A ``layout_transform`` appears only where a tensor
+enters the blocked region (its data blocked with the convolution's input block), where the block
+size changes, and where an operator needs plain NCHW (a reshape, a dense layer, the model's
+outputs); each tensor is transformed once, however many read it.
 
 A 3x3 convolution with stride 1 runs by Winograd's ``F(m x m, 3 x 3)`` instead
 (``nn.conv2d_winograd_nchwc``, its kernel transformed at build time; see
@@ -341,17 +341,21 @@ class _Planner:
         groups //= merged
         oc_bn, Cg = output_block(w.shape[0] // groups, self.lanes), weight.shape[1]
         have = self.now(x)[1]
-        ic_bn = have if have is not None and Cg % have == 0 else math.gcd(Cg, self.lanes)
+        # The data's own blocks where they hold whole groups, or a group whole blocks of them
+        fits = have is not None and (Cg % have == 0 or have % Cg == 0)
+        ic_bn = have if fits else math.gcd(Cg, self.lanes)
         return self._direct(node, weight, ic_bn, oc_bn, groups), oc_bn
 
     def _direct(self, node: Node, w: Value, ic_bn: int, oc_bn: int, groups: int = 1) -> Value:
         """Convolution ``node`` as ``nn.conv2d_nchwc`` of weight ``w`` (OIHW, ``groups`` groups)
-        on blocks of ``ic_bn`` input and ``oc_bn`` output channels."""
+        on blocks of ``ic_bn`` input and ``oc_bn`` output channels (the weight's input blocks a
+        group's channels where a data block holds several groups)."""
         x = node.inputs[0]
         attrs = window_attrs(node.attrs)
         if groups != 1:
             attrs["groups"] = groups
-        weight = Value.constant(f"{w.name}_nchw{ic_bn}i{oc_bn}o", pack_weight(w.data, ic_bn, oc_bn))
+        wb = min(ic_bn, w.shape[1])
+        weight = Value.constant(f"{w.name}_nchw{wb}i{oc_bn}o", pack_weight(w.data, wb, oc_bn))
         data = self.as_blocked(x, ic_bn)
         strides = tuple(int(s) for s in attrs.get("strides", (1, 1)))
         if w.shape[2:] == (1, 1) and strides != (1, 1) and not any(attrs.get("padding", (0,))):

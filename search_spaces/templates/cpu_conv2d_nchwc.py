@@ -8,7 +8,8 @@ vector registers:
 * data ``(N, C / ic_bn, H, W, ic_bn)``, kernel ``(F / oc_bn, C / ic_bn, KH, KW, ic_bn, oc_bn)``,
   output ``(N, F / oc_bn, Ho, Wo, oc_bn)``. A grouped convolution (``conv2d_nchwc``'s ``groups``)
   has a kernel of ``C / groups / ic_bn`` input blocks, each output block reading those of its
-  own group; a register tile's output blocks are then of one group (:func:`_tile_blocks`).
+  own group, or where a data block holds whole groups, of one block of a group's channels
+  (``grouped_input``); a register tile's output blocks are of one group (:func:`_tile_blocks`).
 * **Microkernel.** A register tile of ``reg_n`` output columns by ``oc_bn`` output channels
   (``oc_bn / lanes`` vectors) accumulates over the whole reduction: per input channel and
   kernel tap, ``reg_n`` broadcasts of the data, ``oc_bn / lanes`` vector loads of the kernel
@@ -81,6 +82,7 @@ import numpy as np
 
 from compiler import te, topi
 from compiler.codegen.llvm_transpose import MAX_TILE, transpose_call
+from compiler.graph.ops.layout import grouped_input
 from compiler.runtime import num_threads
 from compiler.simd import vector_lanes, vector_registers
 from compiler.tir import decl_buffer, ir_builder
@@ -205,17 +207,23 @@ def _default_tile(Wo: int, oc_bn: int, lanes: int, registers: int, spans=(1,)) -
 
 
 def _default_parallel_axis(g: ConvGeometry, oc_bn: int, span: int = 1, by_height: bool = False,
-                           itemsize: int = 4) -> str:
+                           itemsize: int = 4, ic_bn: int | None = None) -> str:
     """With ``by_height``, threads on the output's height where the kernel fits a core's L2 and
     each thread gets several rows; else threads on whole output-channel blocks (tiles of
     ``span`` of them) when they split evenly over the threads (each thread then reads only its
-    part of the kernel), else on output rows. ``itemsize``: bytes per kernel element."""
+    part of the kernel) and no data block holds several groups (``ic_bn`` wider than a group's
+    channels), else on output rows. ``itemsize``: bytes per kernel element."""
     threads = num_threads()
     kernel_bytes = g.kernel_bytes(itemsize)
     if by_height and g.N * g.Ho >= HEIGHT_ROWS_PER_THREAD * threads and kernel_bytes <= L2_BYTES:
         return "height"
-    groups = g.N * _cdiv(g.F, oc_bn) // span
-    return "oc" if groups % threads == 0 or groups >= 8 * threads else "rows"
+    if ic_bn is not None and ic_bn > g.C // g.groups:
+        # Threads on channel blocks would each read their groups' part of every data block, the
+        # rest of its cache lines the other thread's: a grouped 3x3 layer of 16 groups of 8
+        # channels at 56x56 on blocks of 32 took 0.49-0.55 ms so, 0.31-0.32 on rows.
+        return "rows"
+    blocks = g.N * _cdiv(g.F, oc_bn) // span
+    return "oc" if blocks % threads == 0 or blocks >= 8 * threads else "rows"
 
 
 def define_blocked_knobs(cfg, g: ConvGeometry, dtype: str, ic_bn: int | None = None,
@@ -244,7 +252,7 @@ def define_blocked_knobs(cfg, g: ConvGeometry, dtype: str, ic_bn: int | None = N
     cfg.define_knob("unroll_kw", [False, True], default=False)
     cfg.define_knob("parallel_axis", ["rows", "oc", "height"] if by_height else ["rows", "oc"],
                     default=_default_parallel_axis(g, default_oc, default_span, by_height,
-                                                   np.dtype(dtype).itemsize))
+                                                   np.dtype(dtype).itemsize, ic_bn))
     if spanned:
         # Logged before the knob existed: one block a tile.
         cfg.define_knob("oc_tile", spans, default=default_span, absent=1)
@@ -278,21 +286,21 @@ def _tile_blocks(g: ConvGeometry, oc_bn: int, lanes: int) -> list[int]:
 
 def blocked_conv(P, Wb, g: ConvGeometry, name: str = "conv2d_nchwc", plane: bool = False):
     """``Y[n, fc, y, x, fb]``: the convolution of padded blocked data ``P`` (N, C/ic_bn,
-    Hp, Wp, ic_bn) with the blocked kernel ``Wb`` (F/oc_bn, C/groups/ic_bn, KH, KW, ic_bn, oc_bn):
-    output block ``fc`` reads the input blocks of its group. With ``plane`` its pixels are one row
-    of the plane, ``Y[n, fc, 0, y * Wo + x, fb]`` (:func:`blocked_epilogue` writes them back as
-    rows)."""
+    Hp, Wp, ic_bn) with the blocked kernel ``Wb`` (F/oc_bn, Cg/wb, KH, KW, wb, oc_bn), ``Cg`` a
+    group's channels, ``wb`` ``ic_bn`` or ``Cg``: output block ``fc`` reads its group's channels
+    (``grouped_input``). With ``plane`` its pixels are one row of the plane,
+    ``Y[n, fc, 0, y * Wo + x, fb]`` (:func:`blocked_epilogue` writes them back as rows)."""
     ic_bn = int(P.shape[-1].value)
-    Fc, Cg, oc_bn = int(Wb.shape[0].value), int(Wb.shape[1].value), int(Wb.shape[-1].value)
+    Fc, Cgb, KH, KW, wb, oc_bn = (int(d.value) for d in Wb.shape)
     (sh, sw), (dh, dw) = g.stride, g.dilation
-    cc = te.reduce_axis((0, Cg), name="cc")
-    cb = te.reduce_axis((0, ic_bn), name="cb")
+    cc = te.reduce_axis((0, Cgb), name="cc")
+    cb = te.reduce_axis((0, wb), name="cb")
     ry = te.reduce_axis((0, g.KH), name="ry")
     rx = te.reduce_axis((0, g.KW), name="rx")
 
     def conv(n, fc, y, x, fb):
-        block = cc if g.groups == 1 else fc // (Fc // g.groups) * Cg + cc
-        return te.sum(P[n, block, y * sh + ry * dh, x * sw + rx * dw, cb] * Wb[fc, cc, ry, rx, cb, fb],
+        block, lane = grouped_input(fc, cc, cb, Fc, Cgb, wb, ic_bn, g.groups)
+        return te.sum(P[n, block, y * sh + ry * dh, x * sw + rx * dw, lane] * Wb[fc, cc, ry, rx, cb, fb],
                       axis=[cc, ry, rx, cb])
 
     if plane:
@@ -586,7 +594,8 @@ def _ic_chunk_knob(cfg, g: ConvGeometry, ic_bn: int, oc_bn: int, dtype: str) -> 
     :data:`MAX_PASS_OUTPUT_BYTES`: how many input-channel blocks each pass of the reduction over
     that output takes, with threads on channel blocks (the knob's last choice, all of them, is
     the reduction whole in each register tile). Returns the config's passes (None: whole)."""
-    Cc, itemsize = g.C // g.groups // ic_bn, np.dtype(dtype).itemsize
+    wb = min(ic_bn, g.C // g.groups)  # the kernel's input block (a group's channels, or fewer)
+    Cc, itemsize = g.C // g.groups // wb, np.dtype(dtype).itemsize
     kernel_bytes = g.kernel_bytes(itemsize)
     widest = max(_tile_blocks(g, oc_bn, vector_lanes(dtype))) * oc_bn
     chunks = [d for d in IC_CHUNKS if d < Cc and Cc % d == 0]
@@ -594,7 +603,7 @@ def _ic_chunk_knob(cfg, g: ConvGeometry, ic_bn: int, oc_bn: int, dtype: str) -> 
         return None
     # A kernel beyond a core's L2 streams from memory: in passes, its stream is spread over all
     # of the output's tiles, not read at the first tile of each block and reused from L2 after.
-    slice_bytes = g.KH * g.KW * ic_bn * oc_bn * itemsize
+    slice_bytes = g.KH * g.KW * wb * oc_bn * itemsize
     default = Cc
     if kernel_bytes > L2_BYTES and cfg["parallel_axis"].val == "oc":
         default = next((d for d in chunks if d * slice_bytes >= MIN_CHUNK_SLICE_BYTES), chunks[-1])
@@ -659,10 +668,12 @@ def _groups(groups) -> int:
 def conv2d_nchwc_reference(N, C, H, W, F, KH, KW, stride, padding, dilation, ic_bn, oc_bn,
                            dtype="float32", epilogue=(), groups=(), rng=None):
     """Random blocked data ``(N, C/ic_bn, H, W, ic_bn)`` and kernel
-    ``(F/oc_bn, C/groups/ic_bn, KH, KW, ic_bn, oc_bn)``, and their blocked convolution through
-    ``epilogue`` (a bias of ``(F,)``, residuals blocked as the output)."""
+    ``(F/oc_bn, Cg/wb, KH, KW, wb, oc_bn)`` (``Cg = C/groups``, ``wb`` the smaller of ``ic_bn``
+    and ``Cg``), and their blocked convolution through ``epilogue`` (a bias of ``(F,)``,
+    residuals blocked as the output)."""
     g = ConvGeometry.of(N, C, H, W, F, KH, KW, stride, padding, dilation, _groups(groups))
     Cg = C // g.groups
+    wb = min(ic_bn, Cg)
     x, w = random_data(rng, (N, C, H, W), dtype), random_data(rng, (F, Cg, KH, KW), dtype)
     out = topi.testing.conv2d_nchw_python(x, w, g.stride, g.pads, groups=g.groups, dilation=g.dilation)
     extra, out = reference_epilogue(epilogue, out, 1, dtype, rng)
@@ -671,9 +682,9 @@ def conv2d_nchwc_reference(N, C, H, W, F, KH, KW, stride, padding, dilation, ic_
         return np.ascontiguousarray(a.reshape(N, F // oc_bn, oc_bn, g.Ho, g.Wo).transpose(0, 1, 3, 4, 2))
 
     xb = x.reshape(N, C // ic_bn, ic_bn, H, W).transpose(0, 1, 3, 4, 2)
-    wb = w.reshape(F // oc_bn, oc_bn, Cg // ic_bn, ic_bn, KH, KW).transpose(0, 2, 4, 5, 3, 1)
+    wblocks = w.reshape(F // oc_bn, oc_bn, Cg // wb, wb, KH, KW).transpose(0, 2, 4, 5, 3, 1)
     extra = [e if e.ndim == 1 else blocked(e) for e in extra]
-    return [np.ascontiguousarray(xb), np.ascontiguousarray(wb), *extra], [blocked(out)]
+    return [np.ascontiguousarray(xb), np.ascontiguousarray(wblocks), *extra], [blocked(out)]
 
 
 @template("conv2d_nchwc", target="cpu", reference=conv2d_nchwc_reference)
@@ -684,13 +695,20 @@ def conv2d_nchwc(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, strid
     ``F`` output channels in blocks of ``oc_bn``; see the module's docstring. ``groups``: ``()``
     for one (left out of the workload, as an empty option is: the key the template's logs have
     always had), else how many groups the channels are in (ResNeXt's 3 x 3 layers), each filter
-    reading its group's ``C / groups`` channels; ``ic_bn`` must divide a group's input channels
-    and ``oc_bn`` its filters. ``epilogue``'s inputs (a bias of ``(F,)``, residuals of the blocked
-    output's shape) come after X and W."""
+    reading its group's ``C / groups`` channels; ``oc_bn`` must divide a group's filters, and
+    ``ic_bn`` its input channels, or be a multiple of them (a data block of whole groups).
+    ``epilogue``'s inputs (a bias of ``(F,)``, residuals of the blocked output's shape) come
+    after X and W."""
     g = ConvGeometry.of(N, C, H, W, F, KH, KW, stride, padding, dilation, _groups(groups))
-    for name, blocks, total in (("ic_bn", ic_bn, C // g.groups), ("oc_bn", oc_bn, F // g.groups)):
-        if not isinstance(blocks, int) or blocks < 1 or total % blocks:
-            raise ValueError(f"{name} must be a positive divisor of {total}, got {blocks!r}")
+    Cg = C // g.groups
+    for name, blocks in (("ic_bn", ic_bn), ("oc_bn", oc_bn)):
+        if not isinstance(blocks, int) or blocks < 1:
+            raise ValueError(f"{name} must be a positive int, got {blocks!r}")
+    if F // g.groups % oc_bn:
+        raise ValueError(f"oc_bn must be a positive divisor of {F // g.groups}, got {oc_bn!r}")
+    if Cg % ic_bn and (g.groups == 1 or ic_bn % Cg or C % ic_bn):
+        also = f", or a multiple of it that divides {C}" if g.groups > 1 else ""
+        raise ValueError(f"ic_bn must be a positive divisor of {Cg}{also}, got {ic_bn!r}")
     cfg = get_config()
     rows_end_in_partial_tiles = _rows_end_in_partial_tiles(g, oc_bn, dtype)
     # By height only where the tiles run along rows (not along the plane).
@@ -704,7 +722,7 @@ def conv2d_nchwc(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, strid
         pieces = N * (F // oc_bn) < MIN_PARALLEL_ROWS
         lanes = vector_lanes(dtype)
         span = _default_tile(g.Wo, oc_bn, lanes, vector_registers(), _tile_blocks(g, oc_bn, lanes))[0]
-        default = not pieces or _default_parallel_axis(g, oc_bn, span) == "oc"
+        default = not pieces or _default_parallel_axis(g, oc_bn, span, ic_bn=ic_bn) == "oc"
         cfg.define_knob("plane", [False, True], default=default, absent=False)  # logged before it: rows
         if pieces:
             cfg.add_constraint(lambda c: not c["plane"].val or c["parallel_axis"].val == "oc",
@@ -713,7 +731,8 @@ def conv2d_nchwc(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, strid
         plane = cfg["plane"].val
     ic_chunk = None if rows_end_in_partial_tiles else _ic_chunk_knob(cfg, g, ic_bn, oc_bn, dtype)
     X = te.placeholder((N, C // ic_bn, H, W, ic_bn), name="X", dtype=dtype)
-    Wb = te.placeholder((F // oc_bn, C // g.groups // ic_bn, KH, KW, ic_bn, oc_bn), name="W", dtype=dtype)
+    wb = min(ic_bn, Cg)  # the kernel's input block: a group's channels where a data block holds several
+    Wb = te.placeholder((F // oc_bn, Cg // wb, KH, KW, wb, oc_bn), name="W", dtype=dtype)
     ep = Epilogue.declare(epilogue, dtype, (N, F // oc_bn, g.Ho, g.Wo, oc_bn), F)
     P = pad_blocks(X, g.pads, dtype)
     acc = blocked_conv(P, Wb, g, name="conv2d_nchwc_acc" if ep or plane else "conv2d_nchwc", plane=plane)

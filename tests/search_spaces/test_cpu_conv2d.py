@@ -555,7 +555,9 @@ def test_a_short_padded_row_gets_zeros_past_its_end(cpu):
     (2, 24, 10, 7, 48, 3, 3, 2, 1, 1, 4, 8, "float32", (), 3),
     # groups of four blocks of 8 filters: a register tile spans two of a group's blocks
     (1, 64, 6, 6, 64, 1, 1, 1, 0, 1, 8, 8, "float32", ("bias",), 2),
-], ids=["resnext", "strided", "tiles"])
+    # data blocks of 16 channels, each two groups of 8: a group read within its block
+    (1, 32, 7, 9, 32, 3, 3, 1, 1, 1, 16, 8, "float32", ("bias", "relu"), 4),
+], ids=["resnext", "strided", "tiles", "groups-in-a-block"])
 def test_grouped_configs_compute_the_convolution(cpu, args):
     task = create_task("conv2d_nchwc", args, cpu.target)
     groups = args[-1]
@@ -580,7 +582,7 @@ def test_one_group_keeps_the_workload_of_a_convolution_without_groups():
 
 @pytest.mark.parametrize("groups, ic_bn, oc_bn, message", [
     (3, 16, 16, "groups=3 must divide the 32 input channels"),
-    (4, 16, 8, "ic_bn must be a positive divisor of 8"),
+    (4, 6, 8, "ic_bn must be a positive divisor of 8, or a multiple of it that divides 32"),
     (4, 8, 16, "oc_bn must be a positive divisor of 8"),
     (0, 8, 8, r"groups must be \(\) or a positive int, got 0"),
     ("2", 8, 8, r"groups must be \(\) or a positive int"),
@@ -589,3 +591,16 @@ def test_grouped_blocks_must_divide_a_groups_channels(groups, ic_bn, oc_bn, mess
     args = (1, 32, 6, 6, 32, 3, 3, 1, 1, 1, ic_bn, oc_bn, "float32", (), groups)
     with pytest.raises(InstantiationError, match=message):
         create_task("conv2d_nchwc", args, "llvm").config_space  # noqa: B018
+
+
+def test_threads_share_data_blocks_of_several_groups_by_rows(monkeypatch):
+    # 16 groups of 8 channels at 56x56: on blocks of 8, threads take channel blocks by default;
+    # on blocks of 32 (four groups each, as the layer before wrote them) they take rows, each
+    # thread reading whole cache lines of the blocks it reads
+    monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "2")
+    axes = {}
+    for ic_bn in (8, 32):
+        args = (1, 128, 56, 56, 128, 3, 3, 1, 1, 1, ic_bn, 8, "float32", ("bias", "relu"), 16)
+        default = create_task("conv2d_nchwc", args, AVX512.target).config_space.default_config
+        axes[ic_bn] = default["parallel_axis"].val
+    assert axes == {8: "oc", 32: "rows"}

@@ -4,9 +4,11 @@
 * ``layout_transform``: attrs ``src_layout`` and ``dst_layout``, each ``"NCHW"`` or
   ``"NCHW{b}c"``; injective;
 * ``nn.conv2d_nchwc``: blocked data ``(N, C/ib, H, W, ib)`` and a blocked weight
-  ``(F/ob, C/groups/ib, KH, KW, ib, ob)`` to ``(N, F/ob, Ho, Wo, ob)``; attrs strides, padding,
-  dilation and groups as ``nn.conv2d``'s (a group's channels are whole blocks: ``ib`` divides
-  ``C/groups`` and ``ob`` divides ``F/groups``);
+  ``(F/ob, C/ib, KH, KW, ib, ob)`` to ``(N, F/ob, Ho, Wo, ob)``; attrs strides, padding,
+  dilation and groups as ``nn.conv2d``'s. With groups, ``ob`` divides a group's ``F/groups``
+  filters and the weight is ``(F/ob, Cg/wb, KH, KW, wb, ob)`` over a group's ``Cg = C/groups``
+  channels: ``wb = ib`` where the data's blocks divide a group (whole blocks each), else
+  ``wb = Cg`` and a data block holds whole groups (:func:`grouped_input`);
 * ``nn.conv2d_winograd_nchwc``: the same 3x3 stride-1 convolution by Winograd's ``F(m x m, 3 x 3)``,
   its weight transformed and packed at build time ``((m+2)^2, F/nr, C, nr)``; attrs padding,
   tile_size (``m``) and block (the output's channel block);
@@ -34,7 +36,7 @@ from ..op import OpDef, get_op, register_op
 from ._common import arity, fail, floating, int_tuple, pair, positive_int, same_dtype, shape_of, window_output
 
 __all__ = ["parse_layout", "layout_name", "to_blocks", "from_blocks", "pack_weight", "pack_depthwise_weight",
-           "pack_dense_weight", "window_attrs"]
+           "pack_dense_weight", "window_attrs", "grouped_input"]
 
 _BLOCKED = re.compile(r"NCHW(\d+)c")
 
@@ -173,12 +175,14 @@ def _conv_infer(types, attrs):
         raise fail(op, f"data must be 5-D (N, C/ib, H, W, ib) and weight 6-D (F/ob, C/ib, KH, KW, ib, ob), "
                        f"got {data.shape} and {weight.shape}")
     N, Cc, H, W, ib = data.shape
-    Fc, Cg, KH, KW, ib2, ob = weight.shape
+    Fc, Cgb, KH, KW, wb, ob = weight.shape
     groups = _groups(attrs)
-    if Cc % groups or Fc % groups:
-        raise fail(op, f"groups={groups} must divide the data's {Cc} and the weight's {Fc} channel blocks")
-    if (Cc // groups, ib) != (Cg, ib2):
-        raise fail(op, f"the weight's input blocks {(Cg, ib2)} do not match the data's {(Cc, ib)} "
+    if Fc % groups:
+        raise fail(op, f"groups={groups} must divide the weight's {Fc} output blocks")
+    whole_blocks = wb == ib and Cc == groups * Cgb
+    whole_groups = Cgb == 1 and ib % wb == 0 and Cc * ib == groups * wb
+    if not (whole_blocks or whole_groups):
+        raise fail(op, f"the weight's input blocks {(Cgb, wb)} do not match the data's {(Cc, ib)} "
                        f"in {groups} group(s)")
     Ho, Wo = _output_size(H, W, KH, KW, attrs)
     if Ho < 1 or Wo < 1:
@@ -197,29 +201,36 @@ def _conv_evaluate(arrays, attrs):
     return [to_blocks(out, ob)]
 
 
-def _group_block(fc, cc, Fc: int, Cg: int, groups: int):
-    """The input block that output block ``fc`` (of ``Fc``) reads as its group's ``cc``-th (of
-    ``Cg``)."""
-    return cc if groups == 1 else fc // (Fc // groups) * Cg + cc
+def grouped_input(fc, cc, cb, Fc: int, Cgb: int, wb: int, ib: int, groups: int) -> tuple:
+    """``(block, lane)`` of the data (blocks of ``ib``) that output block ``fc`` (of ``Fc``, in
+    ``groups`` groups) reads as input channel ``cc * wb + cb`` of its group, whose ``Cgb * wb``
+    channels are ``Cgb`` whole data blocks (``wb == ib``) or lie within one (``Cgb == 1``)."""
+    if groups == 1:
+        return cc, cb
+    group = fc // (Fc // groups)
+    if wb == ib:
+        return group * Cgb + cc, cb
+    first = group * wb  # the group's first channel
+    return first // ib, first % ib + cb
 
 
 def _conv_compute(tensors, attrs):
     x, w = tensors
     N, _, H, W, ib = shape_of(x)
-    Fc, Cg, KH, KW, _, ob = shape_of(w)
+    Fc, Cgb, KH, KW, wb, ob = shape_of(w)
     (sh, sw), (top, left, bottom, right), (dh, dw) = _conv_attrs(attrs)
     groups = _groups(attrs)
     Ho, Wo = _output_size(H, W, KH, KW, attrs)
     padded = topi.nn.pad(x, [0, 0, top, left, 0], [0, 0, bottom, right, 0], name="pad_temp") \
         if any((top, left, bottom, right)) else x
-    cc = te.reduce_axis((0, Cg), name="cc")
-    cb = te.reduce_axis((0, ib), name="cb")
+    cc = te.reduce_axis((0, Cgb), name="cc")
+    cb = te.reduce_axis((0, wb), name="cb")
     ry = te.reduce_axis((0, KH), name="ry")
     rx = te.reduce_axis((0, KW), name="rx")
 
     def conv(n, f, y, xx, b):
-        block = _group_block(f, cc, Fc, Cg, groups)
-        return te.sum(padded[n, block, y * sh + ry * dh, xx * sw + rx * dw, cb] * w[f, cc, ry, rx, cb, b],
+        block, lane = grouped_input(f, cc, cb, Fc, Cgb, wb, ib, groups)
+        return te.sum(padded[n, block, y * sh + ry * dh, xx * sw + rx * dw, lane] * w[f, cc, ry, rx, cb, b],
                       axis=[cc, ry, rx, cb])
 
     return [te.compute((N, Fc, Ho, Wo, ob), conv, name="conv2d_nchwc")]

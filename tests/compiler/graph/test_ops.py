@@ -81,6 +81,8 @@ CASES = [
          dict(strides=(1, 2), padding=(1, 1, 1, 0), dilation=(1, 1)), "padded-strided"),
     Case("nn.conv2d_nchwc", [_f(1, 4, 6, 5, 2), _f(4, 2, 3, 3, 2, 3)],
          dict(strides=(2, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=2), "grouped"),
+    Case("nn.conv2d_nchwc", [_f(1, 2, 6, 5, 6), _f(4, 1, 3, 3, 3, 3)],
+         dict(strides=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=4), "groups-in-a-block"),
     Case("nn.conv2d_winograd_nchwc", [_f(1, 2, 6, 5, 3), _f(36, 2, 6, 4)],
          dict(padding=(1, 1, 1, 0), tile_size=4, block=4), "partial-tiles", atol=1e-3),  # outputs ~1e3
     Case("nn.conv2d_winograd_nchwc", [_f(1, 1, 4, 4, 4), _f(16, 1, 4, 8)],
@@ -275,7 +277,9 @@ BAD = [  # op, input types, attrs, what the message says
     ("nn.conv2d", [((1, 4, 5, 5), F32), ((4, 2, 3, 3), F32)], dict(CONV, groups=3), "groups"),
     ("nn.conv2d", [((1, 3, 2, 2), F32), ((4, 3, 3, 3), F32)], CONV, "does not fit"),
     ("nn.conv2d_nchwc", [((1, 4, 5, 5, 2), F32), ((3, 2, 3, 3, 2, 4), F32)], dict(groups=2),
-     "must divide the data's 4 and the weight's 3 channel blocks"),
+     "groups=2 must divide the weight's 3 output blocks"),
+    ("nn.conv2d_nchwc", [((1, 2, 5, 5, 4), F32), ((4, 1, 3, 3, 3, 4), F32)], dict(groups=2),
+     "do not match"),  # a group of 3 channels in blocks of 4
     ("nn.conv2d_nchwc", [((1, 4, 5, 5, 2), F32), ((4, 1, 3, 3, 2, 4), F32)], dict(groups=2),
      r"do not match the data.s \(4, 2\) in 2 group"),
     ("nn.conv2d_winograd_nchwc", [((1, 2, 6, 5, 3), F32), ((16, 2, 6, 4), F32)],
