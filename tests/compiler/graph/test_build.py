@@ -370,6 +370,32 @@ def test_blocks_narrower_than_a_vector_are_copied_a_short_vector_each(rng):
         np.testing.assert_array_equal(out, to_blocks(data, 4))
 
 
+@pytest.mark.parametrize("block, width", [(16, 12), (8, 40), (32, 7)])
+def test_channel_blocks_leave_for_nchw_in_transposed_tiles(rng, block, width):
+    from compiler import te
+    from compiler.graph import default_schedule
+    from compiler.graph.op import get_op
+    from compiler.graph.ops.layout import to_blocks
+    from compiler.target import Target
+
+    # A feature map leaving the blocked region (a model's output): each block's row of pixels is
+    # a tile of channels by columns, transposed in registers, not gathered a lane at a time
+    cpu = next(c for c in CPUS if "avx512f" in c.features)
+    channels = 2 * block
+    with Target(cpu.target):
+        x = te.placeholder((1, 2, 3, width, block), name="x")
+        (y,) = get_op("layout_transform").compute([x], {"src_layout": f"NCHW{block}c", "dst_layout": "NCHW"})
+        s = default_schedule([y])
+        text = str(compiler.lower(s, [x, y]))
+        f = compiler.build(s, [x, y])
+    assert "call_extern('autotune_transpose'" in text, text
+    if cpu.runs_here():
+        data = rng.uniform(-1, 1, (1, channels, 3, width)).astype("float32")
+        out = poisoned((1, channels, 3, width), "float32")
+        f(to_blocks(data, block), out)
+        np.testing.assert_array_equal(out, data)
+
+
 @pytest.mark.parametrize("reduce", [False, True], ids=["injective", "blocked pooling"])
 def test_a_channel_blocked_output_is_split_over_the_threads_by_its_rows(rng, reduce):
     from compiler import te
