@@ -63,8 +63,7 @@ from .ops.math import UNARY_OPS
 from .ops.reduce import reduced_axes
 
 __all__ = ["plan_layouts", "output_block", "input_block", "merged_groups", "block_diagonal", "panel_width",
-           "winograd_tile_size",
-           "winograd_tile_sizes", "algorithm_options", "algorithm_name", "DIRECT",
+           "winograd_tile_size", "winograd_tile_sizes", "algorithm_options", "algorithm_name", "DIRECT",
            "MAX_WINOGRAD_WEIGHT_BYTES"]
 
 #: The largest transformed kernel a convolution runs by Winograd with, per tile size ``m``:

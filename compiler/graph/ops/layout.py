@@ -192,8 +192,8 @@ def _conv_infer(types, attrs):
 
 def _conv_evaluate(arrays, attrs):
     x, w = arrays
-    Fc, Cg, KH, KW, ib, ob = w.shape
-    plain_w = w.transpose(0, 5, 1, 4, 2, 3).reshape(Fc * ob, Cg * ib, KH, KW)
+    Fc, Cgb, KH, KW, wb, ob = w.shape
+    plain_w = w.transpose(0, 5, 1, 4, 2, 3).reshape(Fc * ob, Cgb * wb, KH, KW)
     strides, padding, dilation = _conv_attrs(attrs)
     out = get_op("nn.conv2d").evaluate([from_blocks(x), plain_w], {"strides": strides, "padding": padding,
                                                                    "dilation": dilation,
