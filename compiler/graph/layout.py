@@ -1,7 +1,8 @@
 """Layout planning: convolutions in channel blocks, and the blocks flowing from layer to layer.
 
 A dense layer's constant weight is packed in micro-panels (``nn.dense_pack``). A convolution
-(floating point, filters a whole number of vectors or half of one) becomes ``nn.conv2d_nchwc``,
+(floating point, filters a whole number of vectors or half of one, or on blocked data up to two
+vectors of filters that no block divides, all in one block) becomes ``nn.conv2d_nchwc``,
 a depthwise one ``nn.depthwise_conv2d_nchwc``, on channel-blocked data (``NCHW{b}c``, see
 :mod:`.ops.layout`): its weight is packed into blocks now, once, at build time. A grouped one
 (ResNeXt's 3x3 layers) is blocked by its groups' channels, each output block reading its own
@@ -313,6 +314,10 @@ class _Planner:
             return self._depthwise(node) if w.shape[1] == 1 and F == C else self._grouped(node)
         oc_bn = output_block(F, self.lanes)
         have = self.now(x)[1]
+        if oc_bn is None and have is not None and F <= 2 * self.lanes:
+            # Few filters that no block divides (a segmentation head's classes) on blocked data:
+            # all of them one block, its last vector partial, not the data back to NCHW
+            oc_bn = F
         ic_bn = have if have is not None and C % have == 0 else input_block(C, self.lanes)
         if oc_bn is None or ic_bn is None:
             return None

@@ -604,3 +604,13 @@ def test_threads_share_data_blocks_of_several_groups_by_rows(monkeypatch):
         default = create_task("conv2d_nchwc", args, AVX512.target).config_space.default_config
         axes[ic_bn] = default["parallel_axis"].val
     assert axes == {8: "oc", 32: "rows"}
+
+
+@for_each_vector_width
+@pytest.mark.parametrize("F", [5, 20], ids=["part-of-a-vector", "vector-and-a-part"])
+def test_a_block_of_all_filters_that_no_vector_divides_computes_the_convolution(cpu, F):
+    # a segmentation head's few classes, one block: its last vector partial
+    args = (1, 32, 1, 96, F, 1, 1, 1, 0, 1, 16, F, "float32", ("bias",))
+    task = create_task("conv2d_nchwc", args, cpu.target)
+    configs = _covering(task.config_space, np.random.default_rng(1))
+    each_config_computes_the_reference(cpu, task, configs, seed=8)

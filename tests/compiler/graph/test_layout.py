@@ -252,6 +252,29 @@ def test_a_grouped_convolution_stays_blocked_by_its_groups(rng):
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
 
 
+def test_few_filters_that_no_block_divides_make_one_block_on_blocked_data(rng):
+    # a segmentation head: 5 classes from blocked features; the same head on plain data stays plain
+    b = GraphBuilder()
+    x = b.input("x", (1, 3, 6, 6))
+    features = b.op("nn.relu", conv(b, rng, x, 8))  # blocks of 8 (lanes 4: two vectors)
+    graph = b.finish(conv(b, rng, features, 5, k=1, pad=0), conv(b, rng, x, 5, k=1, pad=0))
+    planned = plan_layouts(graph, lanes=4, winograd=False)
+    head = [n for n in planned.nodes if n.op == "nn.conv2d_nchwc"][-1]
+    assert head.inputs[0].shape == (1, 1, 6, 6, 8) and head.output.shape == (1, 1, 6, 6, 5)
+    assert _ops(planned).count("nn.conv2d") == 1  # the head on the image's plain data
+    transforms = [(n.attrs["src_layout"], n.attrs["dst_layout"])
+                  for n in planned.nodes if n.op == "layout_transform"]
+    assert transforms == [("NCHW5c", "NCHW")]  # the head's output on its way out, nothing in
+    data = [rng.uniform(-1, 1, (1, 3, 6, 6)).astype("float32")]
+    for got, want in zip(evaluate(planned, data), evaluate(graph, data)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    module = build_graph(graph, "llvm -mcpu=haswell")
+    outs = [poisoned((1, 5, 6, 6), "float32") for _ in range(2)]
+    module(data[0], *outs)
+    for got, want in zip(outs, evaluate(graph, data)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
 def test_a_feature_pyramid_step_stays_blocked_through_its_resize_and_concatenation(rng):
     """Downsample, upsample (nearest, then bilinear) and join the lateral features: the resizes
     and the channel concatenation of whole blocks work on blocks, so the only transforms are the
