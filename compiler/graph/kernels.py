@@ -33,7 +33,7 @@ from ..lowering import lower
 from ..schedule.schedule import Schedule
 from ..simd import vector_lanes
 from ..te.tensor import ComputeOp, PlaceholderOp
-from ..te.tensor_intrin import MAX_TILE
+from ..te.tensor_intrin import MAX_TILE, transpose_columns, transpose_rows
 from ..tir.expr import ProducerLoad
 from ..topi.utils import get_const_tuple, vectorize_reduction
 from .errors import GraphError
@@ -242,8 +242,9 @@ def _unblocked_in_tiles(outputs: list[te.Tensor]) -> Schedule | None:
     model's feature map on its way out): each row of a block is a tile of channels by columns
     transposed in vector registers (``te.transpose_intrin``), threads on the rows. Vectorized
     along the output's columns, each vector gathers a lane from each pixel's block: a YOLO-style
-    block's output, 32 channels at 64x64 from blocks of 32, took 40 us so, 26 in tiles. None
-    where the kernel is not such a transform or no tile fits its sizes."""
+    block's output, 32 channels at 64x64 from blocks of 32, took 40 us so, 16-22 in tiles (the
+    tile sizes the convolution templates transpose by). None where the kernel is not such a
+    transform or no tile fits its sizes."""
     if len(outputs) != 1:
         return None
     (out,) = outputs
@@ -253,10 +254,8 @@ def _unblocked_in_tiles(outputs: list[te.Tensor]) -> Schedule | None:
     if not isinstance(x.op, PlaceholderOp) or len(x.shape) != 5:
         return None
     block, width = int(x.shape[-1].value), int(out.shape[-1].value)
-    channels = next((r for r in (16, 8, 4) if block % r == 0 and r <= MAX_TILE), None)
-    columns = width if 2 <= width <= MAX_TILE else next((r for r in range(MAX_TILE, 3, -1) if width % r == 0),
-                                                         None)
-    if channels is None or columns is None:
+    channels, columns = transpose_rows(block), transpose_columns(width)
+    if channels is None or columns is None or columns < 2:  # a column alone is no transpose
         return None
     s = te.create_schedule(out.op)
     n, c, h, w = s[out].op.axis

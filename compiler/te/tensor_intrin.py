@@ -25,7 +25,7 @@ from .operation import compute, placeholder, var
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor, TensorSlice
 
 __all__ = ["TensorIntrin", "TensorIntrinCall", "decl_tensor_intrin", "transpose_intrin", "TRANSPOSE",
-           "MAX_TILE", "transpose_call"]
+           "MAX_TILE", "transpose_call", "TRANSPOSE_TILE", "transpose_rows", "transpose_columns"]
 
 #: The extern function of a tile transpose, which the LLVM backend emits inline
 #: (:mod:`compiler.codegen.llvm_transpose`): ``autotune_transpose(dst, dst_stride, src,
@@ -209,6 +209,24 @@ class _RegionLoads(IRMutator):
         for k, idx in zip(slices, node.indices, strict=True):
             full[k] = convert(indices[k].start) + idx
         return tensor(*full)
+
+
+#: Layout changes are transposed in tiles of up to this many channels by this many columns.
+TRANSPOSE_TILE = 16
+
+
+def transpose_rows(block: int) -> int | None:
+    """Channels per transposed tile for channel blocks of ``block``: 16, 8 or 4, the largest
+    dividing it; None where none does (the layout change then goes element by element)."""
+    return next((r for r in (TRANSPOSE_TILE, 8, 4) if block % r == 0), None)
+
+
+def transpose_columns(width: int) -> int | None:
+    """Output columns per transposed tile of a row ``width`` long: all of them up to
+    :data:`TRANSPOSE_TILE`, else the largest divisor from 4 to it; None where there is none."""
+    if width <= TRANSPOSE_TILE:
+        return width
+    return next((r for r in range(TRANSPOSE_TILE, 3, -1) if width % r == 0), None)
 
 
 def transpose_intrin(rows: int, cols: int, dtype: str = "float32", out_ndim: int = 2) -> TensorIntrin:

@@ -85,6 +85,7 @@ from compiler.codegen.llvm_transpose import MAX_TILE, transpose_call
 from compiler.graph.ops.layout import grouped_input
 from compiler.runtime import num_threads
 from compiler.simd import vector_lanes, vector_registers
+from compiler.te.tensor_intrin import TRANSPOSE_TILE, transpose_columns, transpose_rows
 from compiler.tir import decl_buffer, ir_builder
 from compiler.topi.nn.utils import as_pair, conv_output_size
 from search_spaces.template import get_config, template
@@ -339,34 +340,16 @@ def pad_blocks(X, pads, dtype: str, name: str = "data_pad"):
     return topi.nn.pad(X, [0, 0, top, left, 0], [0, 0, bottom, right, 0], te.const(0, dtype), name=name)
 
 
-# Layout changes are transposed in tiles of up to this many channels by this many columns.
-TRANSPOSE_TILE = 16
-
-
-def _transpose_rows(block: int) -> int | None:
-    """Channels per transposed tile for channel blocks of ``block``: 16, 8 or 4, the largest
-    dividing it; None where none does (the layout change then goes element by element)."""
-    return next((r for r in (TRANSPOSE_TILE, 8, 4) if block % r == 0), None)
-
-
-def _transpose_columns(width: int) -> int | None:
-    """Output columns per transposed tile of a row ``width`` long: all of them up to
-    :data:`TRANSPOSE_TILE`, else the largest divisor from 4 to it; None where there is none."""
-    if width <= TRANSPOSE_TILE:
-        return width
-    return next((r for r in range(TRANSPOSE_TILE, 3, -1) if width % r == 0), None)
-
-
 def nchw_to_blocks(X, ic_bn: int, pads, dtype: str, name: str = "data_vec"):
     """NCHW data ``X`` as padded blocks ``(N, C/ic_bn, H + pads, Wb, ic_bn)``: ``Wb`` is the
-    padded width, rounded up to whole transpose tiles where :func:`_transpose_rows` allows them
+    padded width, rounded up to whole transpose tiles where :func:`transpose_rows` allows them
     (the extra columns are zeros no output reads). Then the blocks are a pure transpose of a
     padded NCHW stage (``data_pad``), which :func:`schedule_data_blocks` does in vector
     registers; else one stage pads and gathers."""
     top, left, bottom, right = pads
     N, C, H, W = (int(d.value) for d in X.shape)
     Hp, Wp = H + top + bottom, W + left + right
-    transposed = _transpose_rows(ic_bn) is not None
+    transposed = transpose_rows(ic_bn) is not None
     Wb = _cdiv(Wp, TRANSPOSE_TILE) * TRANSPOSE_TILE if transposed else Wp
 
     def padded(n, c, h, w):
@@ -387,11 +370,11 @@ def nchw_to_blocks(X, ic_bn: int, pads, dtype: str, name: str = "data_vec"):
 def schedule_data_blocks(s, D) -> None:
     """Threads on the rows of the data blocks ``D`` (:func:`nchw_to_blocks`). Where they are
     transposed, each row's padded channels are made just before (vectorized along the row), then
-    transposed in tiles of :func:`_transpose_rows` channels by :data:`TRANSPOSE_TILE` columns."""
+    transposed in tiles of :func:`transpose_rows` channels by :data:`TRANSPOSE_TILE` columns."""
     n, c, h, w, b = s[D].op.axis
     row = s[D].fuse(n, c, h)
     s[D].parallel(row)
-    rows = _transpose_rows(int(D.shape[-1].value))
+    rows = transpose_rows(int(D.shape[-1].value))
     if rows is None:
         return
     P = D.op.input_tensors[0]  # the padded rows (nchw_to_blocks)
@@ -420,14 +403,14 @@ def blocks_from_nchw(Wt, ic_bn: int, oc_bn: int, dtype: str, name: str = "kernel
 
 def _block_tiles_fit(oc_bn: int, taps: int) -> bool:
     """Whether :func:`kernel_block_intrin` packs ``oc_bn``-wide blocks of ``taps`` taps: a block is
-    a whole number of transposed tiles (:func:`_transpose_rows`) of 2 to
+    a whole number of transposed tiles (:func:`transpose_rows`) of 2 to
     :data:`~compiler.codegen.llvm_transpose.MAX_TILE` taps."""
-    return _transpose_rows(oc_bn) is not None and 2 <= taps <= MAX_TILE
+    return transpose_rows(oc_bn) is not None and 2 <= taps <= MAX_TILE
 
 
 def kernel_block_intrin(C: int, KH: int, KW: int, ic_bn: int, oc_bn: int, dtype: str) -> te.TensorIntrin:
     """The packing of one output-channel block of the kernel (:func:`blocks_from_nchw`) as a
-    tensor intrinsic: per input channel, the taps of :func:`_transpose_rows` filters (a row of
+    tensor intrinsic: per input channel, the taps of :func:`transpose_rows` filters (a row of
     ``KH * KW`` values each in W) transposed in vector registers into one ``oc_bn``-wide row
     per tap. A scalar copy reads one value per filter and tap, a vectorized one gathers them.
     ValueError where ``ic_bn`` does not divide ``C`` or the block is no whole number of tiles."""
@@ -439,7 +422,7 @@ def kernel_block_intrin(C: int, KH: int, KW: int, ic_bn: int, oc_bn: int, dtype:
     if not _block_tiles_fit(oc_bn, KH * KW):
         raise ValueError(f"kernel_block_intrin: blocks of {oc_bn} filters by {KH * KW} taps are no whole "
                          f"number of transposed tiles (oc_bn a multiple of 4, 2 to {MAX_TILE} taps)")
-    rows, taps, Cc = _transpose_rows(oc_bn), KH * KW, C // ic_bn
+    rows, taps, Cc = transpose_rows(oc_bn), KH * KW, C // ic_bn
     src = te.placeholder((oc_bn, C, KH, KW), dtype=dtype, name="W")
     dst = te.compute((Cc, KH, KW, ic_bn, oc_bn), lambda cc, ry, rx, cb, fb: src[fb, cc * ic_bn + cb, ry, rx],
                      name="block")
@@ -494,8 +477,8 @@ def schedule_unpack(s, out, fi, x) -> None:
     """Unpack the blocked output into ``out`` (:func:`nchw_from_blocks`) in transposed tiles:
     ``fi`` (the channels of a block) and ``x`` (the output columns, contiguous in ``out``) are
     ``out``'s two innermost loops. Where no tile fits the sizes, the copy stays element by element."""
-    channels = _transpose_rows(int(s[out].op.input_tensors[0].shape[-1].value))
-    columns = _transpose_columns(int(out.shape[-1].value))
+    channels = transpose_rows(int(s[out].op.input_tensors[0].shape[-1].value))
+    columns = transpose_columns(int(out.shape[-1].value))
     if channels is None or columns is None:
         return
     fo, fi = s[out].split(fi, factor=channels)
