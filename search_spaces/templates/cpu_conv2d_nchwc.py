@@ -151,9 +151,19 @@ class ConvGeometry:
     def Ho(self) -> int:
         return conv_output_size(self.H, self.KH, self.stride[0], self.pads[0], self.pads[2], self.dilation[0])
 
+    @property
+    def group_channels(self) -> int:
+        """The input channels each filter reads: a group's."""
+        return self.C // self.groups
+
+    def kernel_block(self, ic_bn: int) -> int:
+        """The kernel's input block on data in blocks of ``ic_bn``: ``ic_bn``, or a group's
+        channels where a data block holds several groups."""
+        return min(ic_bn, self.group_channels)
+
     def kernel_bytes(self, itemsize: int) -> int:
         """The kernel's size in bytes, ``itemsize`` bytes an element."""
-        return self.F * (self.C // self.groups) * self.KH * self.KW * itemsize
+        return self.F * self.group_channels * self.KH * self.KW * itemsize
 
     @property
     def Wo(self) -> int:
@@ -218,7 +228,7 @@ def _default_parallel_axis(g: ConvGeometry, oc_bn: int, span: int = 1, by_height
     kernel_bytes = g.kernel_bytes(itemsize)
     if by_height and g.N * g.Ho >= HEIGHT_ROWS_PER_THREAD * threads and kernel_bytes <= L2_BYTES:
         return "height"
-    if ic_bn is not None and ic_bn > g.C // g.groups:
+    if ic_bn is not None and ic_bn > g.group_channels:
         # Threads on channel blocks would each read their groups' part of every data block, the
         # rest of its cache lines the other thread's: a grouped 3x3 layer of 16 groups of 8
         # channels at 56x56 on blocks of 32 took 0.49-0.55 ms so, 0.31-0.32 on rows.
@@ -577,8 +587,8 @@ def _ic_chunk_knob(cfg, g: ConvGeometry, ic_bn: int, oc_bn: int, dtype: str) -> 
     :data:`MAX_PASS_OUTPUT_BYTES`: how many input-channel blocks each pass of the reduction over
     that output takes, with threads on channel blocks (the knob's last choice, all of them, is
     the reduction whole in each register tile). Returns the config's passes (None: whole)."""
-    wb = min(ic_bn, g.C // g.groups)  # the kernel's input block (a group's channels, or fewer)
-    Cc, itemsize = g.C // g.groups // wb, np.dtype(dtype).itemsize
+    wb = g.kernel_block(ic_bn)
+    Cc, itemsize = g.group_channels // wb, np.dtype(dtype).itemsize
     kernel_bytes = g.kernel_bytes(itemsize)
     widest = max(_tile_blocks(g, oc_bn, vector_lanes(dtype))) * oc_bn
     chunks = [d for d in IC_CHUNKS if d < Cc and Cc % d == 0]
@@ -655,8 +665,7 @@ def conv2d_nchwc_reference(N, C, H, W, F, KH, KW, stride, padding, dilation, ic_
     and ``Cg``), and their blocked convolution through ``epilogue`` (a bias of ``(F,)``,
     residuals blocked as the output)."""
     g = ConvGeometry.of(N, C, H, W, F, KH, KW, stride, padding, dilation, _groups(groups))
-    Cg = C // g.groups
-    wb = min(ic_bn, Cg)
+    Cg, wb = g.group_channels, g.kernel_block(ic_bn)
     x, w = random_data(rng, (N, C, H, W), dtype), random_data(rng, (F, Cg, KH, KW), dtype)
     out = topi.testing.conv2d_nchw_python(x, w, g.stride, g.pads, groups=g.groups, dilation=g.dilation)
     extra, out = reference_epilogue(epilogue, out, 1, dtype, rng)
@@ -683,7 +692,7 @@ def conv2d_nchwc(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, strid
     ``epilogue``'s inputs (a bias of ``(F,)``, residuals of the blocked output's shape) come
     after X and W."""
     g = ConvGeometry.of(N, C, H, W, F, KH, KW, stride, padding, dilation, _groups(groups))
-    Cg = C // g.groups
+    Cg = g.group_channels
     for name, blocks in (("ic_bn", ic_bn), ("oc_bn", oc_bn)):
         if not isinstance(blocks, int) or blocks < 1:
             raise ValueError(f"{name} must be a positive int, got {blocks!r}")
@@ -714,7 +723,7 @@ def conv2d_nchwc(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, strid
         plane = cfg["plane"].val
     ic_chunk = None if rows_end_in_partial_tiles else _ic_chunk_knob(cfg, g, ic_bn, oc_bn, dtype)
     X = te.placeholder((N, C // ic_bn, H, W, ic_bn), name="X", dtype=dtype)
-    wb = min(ic_bn, Cg)  # the kernel's input block: a group's channels where a data block holds several
+    wb = g.kernel_block(ic_bn)
     Wb = te.placeholder((F // oc_bn, Cg // wb, KH, KW, wb, oc_bn), name="W", dtype=dtype)
     ep = Epilogue.declare(epilogue, dtype, (N, F // oc_bn, g.Ho, g.Wo, oc_bn), F)
     P = pad_blocks(X, g.pads, dtype)
