@@ -9,7 +9,15 @@ generator: ``print(compiler.backends.get("cuda").pipeline)`` shows every pass of
 
 from __future__ import annotations
 
-from .transform import inject_prefetch, loop_partition, remove_no_op, simplify, unroll_loops, vectorize_loops
+from .transform import (
+    hoist_if,
+    inject_prefetch,
+    loop_partition,
+    remove_no_op,
+    simplify,
+    unroll_loops,
+    vectorize_loops,
+)
 from .transform.pipeline import (
     ADD_LOWER_PASS,
     DumpIR,
@@ -33,6 +41,7 @@ LOWER = Pipeline("lower", (
     Pass("storage_flatten", storage_flatten),
     Pass("simplify", simplify),
     Phase(1),
+    Pass("hoist_if", hoist_if, optimize=True),
     Pass("loop_partition", loop_partition, optimize=True),
     Pass("unroll_loops", unroll_loops, optimize=True),
     Pass("simplify", simplify, optimize=True),

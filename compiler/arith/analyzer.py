@@ -7,7 +7,7 @@ import math
 from collections.abc import Iterator
 
 from ..tir import expr as E
-from ..tir.analysis import free_vars
+from ..tir.analysis import conjuncts, free_vars
 from .bound import ConstBounder
 from .canonical import LinearSum, expr_key, flatten, is_index_dtype
 from .interval import IntervalEval
@@ -100,7 +100,7 @@ class Analyzer:
         """
         saved = dict(self._bounds)
         try:
-            for c in _conjuncts(self.simplify(cond)):
+            for c in conjuncts(self.simplify(cond)):
                 self._assume(c)
             yield
         finally:
@@ -270,12 +270,6 @@ def _as_dtype(value, dtype: str) -> E.PrimExpr:
     if isinstance(e, E.IntImm) and e.dtype != dtype:
         return E.IntImm(e.value, dtype)
     return e
-
-
-def _conjuncts(c: E.PrimExpr) -> list:
-    if isinstance(c, E.And):
-        return _conjuncts(c.a) + _conjuncts(c.b)
-    return [c]
 
 
 def simplify(expr, analyzer: Analyzer | None = None) -> E.PrimExpr:

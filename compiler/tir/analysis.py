@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .buffer import ACCESS_PTR
-from .expr import Call, Let, PrimExpr, Reduce, Var, convert
+from .expr import And, Call, Let, PrimExpr, Reduce, Var, convert
 from .functor import IRMutator, IRVisitor, post_order_visit
 from .packed import ARRAY_HANDLE
 from .stmt import Allocate, BufferStore, For, LetStmt
 
-__all__ = ["free_vars", "substitute", "post_order_visit", "uses_var", "contains", "collect", "stored_buffers"]
+__all__ = ["conjuncts", "free_vars", "substitute", "post_order_visit", "uses_var", "contains", "collect",
+           "stored_buffers"]
 
 
 class _FreeVars(IRVisitor):
@@ -70,6 +71,13 @@ def free_vars(node) -> list[Var]:
     v = _FreeVars()
     v.visit(node)
     return list(v.found)
+
+
+def conjuncts(cond: PrimExpr) -> list[PrimExpr]:
+    """The terms of a conjunction ``a && b && ...``, in order (``[cond]`` for any other)."""
+    if isinstance(cond, And):
+        return conjuncts(cond.a) + conjuncts(cond.b)
+    return [cond]
 
 
 def uses_var(node, variables: set[Var] | dict) -> bool:

@@ -22,7 +22,7 @@ from ..arith import Analyzer, expr_key
 from ..arith.canonical import flatten, is_index_dtype
 from ..tir import expr as E
 from ..tir import stmt as S
-from ..tir.analysis import free_vars, substitute
+from ..tir.analysis import conjuncts, free_vars, substitute
 from ..tir.function import PrimFunc
 from ..tir.functor import IRMutator, IRVisitor
 from ._common import apply_to_body
@@ -37,12 +37,6 @@ SPECIALISED = 2  # a parallel loop's guarded iterations get a body each, up to t
 def loop_partition(func: PrimFunc | S.Stmt) -> PrimFunc | S.Stmt:
     """Partition loops on affine guards (see the module docstring)."""
     return apply_to_body(func, lambda body, an: _Partitioner(an).visit(body))
-
-
-def _conjuncts(c: E.PrimExpr) -> list:
-    if isinstance(c, E.And):
-        return _conjuncts(c.a) + _conjuncts(c.b)
-    return [c]
 
 
 def _and_all(conds: list) -> E.PrimExpr | None:
@@ -165,7 +159,7 @@ class _Partitioner(IRMutator):
         for g in collector.guards:
             if seen[g.node] > 1:
                 continue  # a shared node in several contexts: not safe to rewrite
-            for c in _conjuncts(g.node.condition):
+            for c in conjuncts(g.node.condition):
                 lim = self._limits(v, g, c)
                 if lim is None:
                     continue
@@ -261,7 +255,7 @@ class _RemoveConjuncts(IRMutator):
             if then_case is s.then_case and else_case is s.else_case:
                 return s
             return S.IfThenElse(s.condition, then_case, else_case)
-        rest = _and_all([c for c in _conjuncts(s.condition) if c not in drop])
+        rest = _and_all([c for c in conjuncts(s.condition) if c not in drop])
         if rest is None:
             return then_case
         return S.IfThenElse(rest, then_case, else_case)

@@ -31,7 +31,7 @@ from .. import dtypes
 from ..arith import Analyzer
 from ..tir import expr as E
 from ..tir import stmt as S
-from ..tir.analysis import collect, substitute, uses_var
+from ..tir.analysis import collect, conjuncts, substitute, uses_var
 from ..tir.function import PrimFunc
 from ..tir.functor import IRMutator, child_fields
 from ._common import apply_to_body
@@ -465,7 +465,7 @@ class _Vectorizer(IRMutator):
             # Hoist the conjuncts that are the same in every lane into a scalar branch, so
             # that ``if i < n && k < 11`` tests k once instead of in each lane's mask.
             scalar, vector = [], []
-            for c in _conjuncts(s.condition):
+            for c in conjuncts(s.condition):
                 (vector if uses_var(c, {self.var} | set(self._let)) else scalar).append(c)
             if scalar and vector:
                 return self.visit(S.IfThenElse(_and_all(scalar), S.IfThenElse(_and_all(vector), s.then_case)))
@@ -540,10 +540,6 @@ def _check_lanes_independent(stmt: S.Stmt, inner: set[E.Var], an: Analyzer) -> N
 
 
 # ====================================================================== helpers
-
-
-def _conjuncts(c: E.PrimExpr) -> list:
-    return _conjuncts(c.a) + _conjuncts(c.b) if isinstance(c, E.And) else [c]
 
 
 def _and_all(conds: list) -> E.PrimExpr:

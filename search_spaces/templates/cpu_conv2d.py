@@ -118,7 +118,7 @@ def conv2d_nchw(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, stride
     ic_bn, oc_bn = cfg["ic_bn"].val, cfg["oc_bn"].val
     D = nchw_to_blocks(X, ic_bn, g.pads, dtype)
     Wb = blocks_from_nchw(Wt, ic_bn, oc_bn, dtype)
-    Y = blocked_conv(D, Wb, g, name="conv2d_nchwc_acc" if ep else "conv2d_nchwc")
+    Y = blocked_conv(D, Wb, g, name="conv2d_nchwc_acc" if ep else "conv2d_nchwc", tile=cfg["reg_n"].val)
     Y = blocked_epilogue(Y, ep, nchw_residual=True)
     out = nchw_from_blocks(Y, F)
     s = te.create_schedule(out.op)

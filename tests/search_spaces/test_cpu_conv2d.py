@@ -379,6 +379,44 @@ def test_passes_over_the_output_are_a_knob_only_for_kernels_streamed_from_memory
     assert chunks((1, 512, 7, 7, 512, 3, 3, 1, 1, 1, 32, 32)) == ([1, 2, 4, 8, 16], 1)  # 9 MiB
 
 
+def _branches_inside(text: str, loop: str) -> int:
+    """How many ``if`` lines lie inside the loops over ``loop`` in lowered ``text``."""
+    lines, count, depth = text.splitlines(), 0, None
+    for line in lines:
+        indent = len(line) - len(line.lstrip())
+        if depth is not None and indent <= depth:
+            depth = None
+        if depth is None and line.lstrip().startswith(f"for {loop} in range("):
+            depth = indent
+        elif depth is not None and line.lstrip().startswith("if "):
+            count += 1
+    return count
+
+
+@for_each_cpu
+def test_dilated_convolutions_skip_the_taps_that_read_only_padding(cpu):
+    # Dilation 6 on a 12 x 12 map: an off-centre tap reads the image for half the rows and
+    # columns. Each register tile skips the taps that read only padding for it: the test is at
+    # the tap's loops, outside the loop over a block's channels, or is their bounds (but with
+    # unroll_kw, whose column taps run inside that loop: there the tiles at a row's ends test
+    # them inside).
+    args = (1, 32, 12, 12, 32, 3, 3, 1, 6, 6, 16, 16, "float32", ("bias", "relu"))
+    task = create_task("conv2d_nchwc", args, cpu.target)
+    configs = covering_pairs([c for c in task.config_space if not c["plane"].val]
+                             if "plane" in task.config_space.space_map else list(task.config_space))
+    for cfg in configs:
+        text = str(compiler.lower(*task.instantiate(cfg)))
+        assert cfg["unroll_kw"].val or _branches_inside(text, "cb") == 0, cfg
+        skips = [line for line in text.splitlines()
+                 if line.lstrip().startswith(("for ry in range(", "for rx in range(", "if "))
+                 and line.strip() not in ("for ry in range(3):", "for rx in range(3):")]
+        assert skips, cfg
+    each_config_computes_the_reference(cpu, task, configs, seed=7)
+    # The same layer through conv2d_nchw (its data blocked inside the operator).
+    nchw = create_task("conv2d_nchw", (1, 32, 12, 12, 32, 3, 3, 1, 6, 6, "float32"), cpu.target)
+    each_config_computes_the_reference(cpu, nchw, covering_pairs(list(nchw.config_space)), seed=8)
+
+
 def _configs_in_passes(task, whole: int) -> list:
     """Configs of ``task`` that run the reduction in passes (``ic_chunk`` below ``whole``): each
     pair of values of two knobs among them (:func:`covering_pairs`)."""

@@ -357,6 +357,55 @@ def test_partition_keeps_else_branch_in_tail_and_negative_coefficient():
     same_results(f, g, {"A": poisoned(10, "int32")})
 
 
+def test_hoist_if_moves_a_branch_out_of_the_loops_it_does_not_read():
+    # for i: for j: for k (vectorized): if i + 2 < n: B[i, j, k] = A[i, j, k]
+    n = tir.Var("n")
+    A = tir.decl_buffer((8, 3, 4), "float32", "A")
+    B = tir.decl_buffer((8, 3, 4), "float32", "B")
+    i, j, k = tir.Var("i"), tir.Var("j"), tir.Var("k")
+    body = tir.IfThenElse(i + 2 < n, store(B, load(A, i, j, k), i, j, k))
+    f = tir.PrimFunc((A, B, n), loop(i, 8, loop(j, 3, loop(k, 4, body, VECTORIZED))))
+    g = transform.hoist_if(f)
+    assert text(g) == ("for i in range(8):\n"
+                       "  if i + 2 < n:\n"
+                       "    for j in range(3):\n"
+                       "      for k in range(4) vectorized:\n"
+                       "        B[i, j, k] = A[i, j, k]")
+    a = np.random.default_rng(1).random((8, 3, 4), dtype="float32") + 0.5
+    for size in (0, 5, 11):
+        same_results(f, g, {"A": a, "B": poisoned((8, 3, 4), "float32")}, {"n": size})
+
+
+def test_hoist_if_reads_a_loop_counted_from_its_start():
+    # The tile of columns x in [4 * xo, 4 * xo + 4) tests its first column, x // 4 == xo: the
+    # same at every x, so the branch leaves the x loop.
+    A = tir.decl_buffer((16,), "float32", "A")
+    xo, x = tir.Var("xo"), tir.Var("x")
+    body = tir.IfThenElse(x // 4 < 2, store(A, c(1.0), x))
+    f = tir.PrimFunc((A,), loop(xo, 4, tir.For(x, xo * 4, c(4), SERIAL, body)))
+    g = transform.hoist_if(f)
+    assert text(g) == ("for xo in range(4):\n"
+                       "  if xo < 2:\n"
+                       "    for x in range(xo * 4, xo * 4 + 4):\n"
+                       "      A[x] = 1.0f")
+    same_results(f, g, {"A": poisoned(16, "float32")})
+
+
+def test_hoist_if_leaves_branches_that_must_stay():
+    A = tir.decl_buffer((8,), "float32", "A")
+    M = tir.decl_buffer((8,), "int32", "M")
+    i, j = tir.Var("i"), tir.Var("j")
+    reads_the_loop = tir.PrimFunc((A,), loop(i, 8, tir.IfThenElse(i < 5, store(A, c(1.0), i))))
+    with_else = tir.PrimFunc((A,), loop(i, 8, loop(j, 2, tir.IfThenElse(
+        i < 5, store(A, c(1.0), i), store(A, c(2.0), i)))))
+    loads = tir.PrimFunc((A, M), loop(i, 8, loop(j, 2, tir.IfThenElse(
+        load(M, i) > 0, store(A, c(1.0), i)))))
+    beside = tir.PrimFunc((A,), loop(i, 8, loop(j, 2, tir.seq(
+        tir.IfThenElse(i < 5, store(A, c(1.0), i)), store(A, c(3.0), i)))))
+    for f in (reads_the_loop, with_else, loads, beside):
+        assert text(transform.hoist_if(f)) == text(f)
+
+
 def test_passes_compose_like_lowering():
     n = tir.Var("n")
     f = _guarded_1d(n)
