@@ -13,7 +13,8 @@ or a layer norm, with what the graph fused before and after it) runs row by row 
 parallel loop over the rows, each row's statistics computed inside it, and each elementwise
 stage that two stages read (a softmax's exp) computed once into a row of its own.
 A kernel that transposes its input's last axis next to last is copied in square tiles, each
-transposed in vector registers.
+transposed in vector registers. A bilinear resize mixes each output row's two source rows once,
+in the loop over the output's rows.
 
 A channel-blocked image ``(N, C/b, H, W, b)`` is written row by row, each row's channel blocks in
 turn, so that each thread writes a range of the height of every block: as a convolution whose
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import math
 
-from .. import te
+from .. import te, topi
 from ..errors import CompilerError
 from ..lowering import lower
 from ..schedule.schedule import Schedule
@@ -87,6 +88,8 @@ def default_schedule(outputs: list[te.Tensor], vector_last: bool = False) -> Sch
         tiled = _unblocked_in_tiles(outputs)
     if tiled is not None:
         return tiled
+    if _schedule_resized_rows(s, outputs):
+        return s
     out_ops = {t.op for t in outputs}
     for stage in list(s.stages):
         op = stage.op
@@ -339,6 +342,39 @@ def _reduce_extent(t: te.Tensor) -> int:
     for r in t.op.reduce_axis:
         n *= int(r.dom.extent.value)
     return n
+
+
+def _schedule_resized_rows(s: Schedule, outputs: list[te.Tensor]) -> bool:
+    """Schedule a kernel that resizes an image bilinearly (with what the graph fused around it)
+    and writes an image: one parallel loop over the output's rows (its first three axes), each
+    row's mixed source rows (``topi.image.ROWS_TAG``) computed inside it, the row then written
+    vectorized; the tables of source pixels and weights (``TABLE_TAG``) once, before. With each
+    output pixel mixing its four source pixels itself, a DeepLab-style head's 21 classes from
+    28x28 to 224x224 took 1.35 ms (0.40 so); inside that model, from blocks of 21 to NCHW,
+    1.3-1.6 ms (0.45 so).
+    False (nothing scheduled) where the kernel is not such a kernel."""
+    rows = [st.op for st in s.stages if getattr(st.op, "tag", "") == topi.image.ROWS_TAG]
+    if len(outputs) != 1 or len(rows) != 1 or len(outputs[0].shape) not in (4, 5):
+        return False
+    (out,) = outputs
+    for stage in list(s.stages):
+        op = stage.op
+        if isinstance(op, ComputeOp) and op is not out.op and op not in rows \
+                and getattr(op, "tag", "") != topi.image.TABLE_TAG:
+            if op.reduce_axis:
+                return False
+            s[op].compute_inline()
+    n, c, y, *pixel = s[out].op.axis
+    row = s[out].fuse(n, c, y)
+    lanes, length = vector_lanes(out.dtype), int(out.shape[-1].value)
+    if length >= lanes:  # a partial last vector is guarded (and partitioned off)
+        s[out].vectorize(s[out].split(pixel[-1], factor=lanes)[1])
+    elif lanes % length == 0 and length >= MIN_BLOCK_VECTOR:
+        s[out].vectorize(pixel[-1])
+    if _size(out) >= PARALLEL_MIN_ELEMENTS:
+        s[out].parallel(row)
+    s[rows[0]].compute_at(s[out], row)
+    return True
 
 
 def _fuse_vectorize(s: Schedule, t: te.Tensor) -> None:

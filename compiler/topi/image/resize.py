@@ -15,10 +15,13 @@ nearest-neighbour rounding fall the same way:
 not be that ratio exactly). Nearest neighbour rounds the coordinate (``round``: half away from
 zero; ``round_prefer_floor``, ``round_prefer_ceil``, ``floor``, ``ceil``) and clamps it into
 the image; bilinear clamps the coordinate into the image and mixes the two pixels around it on
-each axis. Bicubic mixes the four pixels around the (unclamped) coordinate on each axis, by Keys'
-cubic convolution with coefficient ``bicubic_alpha`` (-0.75 in ONNX and PyTorch, -0.5 in TVM and
-TensorFlow): pixels past the edge repeat the edge, or with ``bicubic_exclude`` weigh nothing (the
-others' weights then scaled to sum to one).
+each axis, first along the height (a stage of its own, ``ROWS_TAG``: the two source rows of each
+output row mixed, the input's width of them) and then along the width; each axis's source
+pixels and weights are tables (``TABLE_TAG``). Bicubic mixes the four pixels around the
+(unclamped) coordinate on each axis, by Keys' cubic convolution with coefficient
+``bicubic_alpha`` (-0.75 in ONNX and PyTorch, -0.5 in TVM and TensorFlow): pixels past the edge
+repeat the edge, or with ``bicubic_exclude`` weigh nothing (the others' weights then scaled to
+sum to one).
 """
 
 from __future__ import annotations
@@ -29,11 +32,17 @@ from collections.abc import Sequence
 from ... import te
 from ..utils import get_const_tuple, let
 
-__all__ = ["resize2d", "keys_weights", "METHODS", "COORDINATE_MODES", "ROUNDING_METHODS"]
+__all__ = ["resize2d", "keys_weights", "METHODS", "COORDINATE_MODES", "ROUNDING_METHODS", "ROWS_TAG",
+           "TABLE_TAG"]
 
 METHODS = ("nearest_neighbor", "linear", "cubic")
 COORDINATE_MODES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_half_pixel_for_nn")
 ROUNDING_METHODS = ("round", "round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+#: The tag of bilinear resizing's stage of source rows mixed for each output row (computed best
+#: once per output row, where the output's row is computed).
+ROWS_TAG = "resize2d_rows"
+#: The tag of bilinear resizing's tables: an axis's source pixel and weight per output index.
+TABLE_TAG = "resize2d_table"
 
 
 def _is_blocked(layout: str) -> bool:
@@ -205,17 +214,38 @@ def resize2d(data, roi, size, layout: str = "NCHW", method: str = "linear",
 
         return te.compute(out_shape, cubic_body, name="T_resize2d", tag="injective")
 
+    # Separable: each output row first mixes its two source rows along the input's width (the
+    # ROWS stage: that many values an output row), then each output pixel mixes two of those.
+    # The source pixel and the weight of each output row and column are tables of their own.
+    (in_h, in_w), out_h = in_hw, out_hw[0]
+    (ylo, yw), (xlo, xw) = (_linear_table(axis, mode, acc, name) for axis, name in zip(axes, "yx"))
+    one = te.const(1.0, acc)
+
+    def mixed(a, b, w):
+        return a * (one - w) + b * w
+
+    def source_rows(n, c, y, xi, *lane):
+        y0 = ylo[y]
+        y1 = te.min(y0 + 1, in_h - 1)
+        return mixed(data[(n, c, y0, xi, *lane)].astype(acc), data[(n, c, y1, xi, *lane)].astype(acc), yw[y])
+
+    rows = te.compute((*shape[:2], out_h, in_w, *shape[4:]), source_rows, name="T_resize2d_rows",
+                      tag=ROWS_TAG)
+
     def body(n, c, y, x, *lane):
-        (y0, y1, wy), (x0, x1, wx) = (_linear(_source(i, *axis, mode), axis[0])
-                                      for i, axis in zip((y, x), axes))
-        wy, wx = wy.astype(acc), wx.astype(acc)
-        one = te.const(1.0, acc)
-
-        def at(iy, ix):
-            return data[(n, c, iy, ix, *lane)].astype(acc)
-
-        top = at(y0, x0) * (one - wx) + at(y0, x1) * wx
-        bottom = at(y1, x0) * (one - wx) + at(y1, x1) * wx
-        return (top * (one - wy) + bottom * wy).astype(dtype)
+        x0 = xlo[x]
+        x1 = te.min(x0 + 1, in_w - 1)
+        return mixed(rows[(n, c, y, x0, *lane)], rows[(n, c, y, x1, *lane)], xw[x]).astype(dtype)
 
     return te.compute(out_shape, body, name="T_resize2d", tag="injective")
+
+
+def _linear_table(axis: tuple, mode: str, acc: str, name: str) -> tuple:
+    """The first source pixel of each output index on one axis and the second one's weight:
+    two stages of the output's length (tagged :data:`TABLE_TAG`)."""
+    n_in, n_out, _ = axis
+    low = te.compute((n_out,), lambda i: _linear(_source(i, *axis, mode), n_in)[0],
+                     name=f"T_resize2d_{name}0", tag=TABLE_TAG)
+    weight = te.compute((n_out,), lambda i: _linear(_source(i, *axis, mode), n_in)[2].astype(acc),
+                        name=f"T_resize2d_{name}w", tag=TABLE_TAG)
+    return low, weight

@@ -396,6 +396,40 @@ def test_channel_blocks_leave_for_nchw_in_transposed_tiles(rng, block, width):
         np.testing.assert_array_equal(out, data)
 
 
+@pytest.mark.parametrize("block", [None, 5], ids=["NCHW", "from blocks of 5"])
+def test_a_bilinear_resize_mixes_each_output_rows_source_rows_once(rng, block):
+    from compiler import te, topi
+    from compiler.graph import default_schedule
+    from compiler.graph.op import get_op
+    from compiler.graph.ops.layout import to_blocks
+    from compiler.target import Target
+
+    # A segmentation head's classes upsampled 8x (and, from blocks, written NCHW in the same
+    # kernel): each output row's two source rows are mixed once, inside the parallel loop over the
+    # output's rows, and each output pixel mixes two of those, not four pixels of the input.
+    cpu = next(c for c in CPUS if "avx512f" in c.features)
+    shape = (1, 10, 6, 7) if block is None else (1, 2, 6, 7, block)
+    with Target(cpu.target):
+        x = te.placeholder(shape, name="x")
+        layout = "NCHW" if block is None else f"NCHW{block}c"
+        (y,) = get_op("image.resize2d").compute([x], {"size": (48, 56), "layout": layout})
+        if block is not None:
+            (y,) = get_op("layout_transform").compute([y], {"src_layout": layout, "dst_layout": "NCHW"})
+        s = default_schedule([y])
+        text = str(compiler.lower(s, [x, y]))
+        f = compiler.build(s, [x, y])
+    rows = text.index("T_resize2d_rows[")
+    parallel = text.index("in range(480) parallel:")  # 10 channels x 48 output rows
+    assert parallel < rows, text
+    assert text.count("x[") == 2, text  # the two source rows, each read once
+    if cpu.runs_here():
+        data = rng.uniform(-1, 1, (1, 10, 6, 7)).astype("float32")
+        out = poisoned((1, 10, 48, 56), "float32")
+        f(data if block is None else to_blocks(data, block), out)
+        expected = topi.testing.resize2d_python(data, (48, 56))
+        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("reduce", [False, True], ids=["injective", "blocked pooling"])
 def test_a_channel_blocked_output_is_split_over_the_threads_by_its_rows(rng, reduce):
     from compiler import te
