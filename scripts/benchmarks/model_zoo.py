@@ -4,9 +4,9 @@ export to ONNX.
 ``MODELS`` maps a name to ``(factory, input shape)``: ResNet-18 and -50, MobileNetV2 (NCHW
 images of 224x224) and one BERT-base-sized ``torch.nn.TransformerEncoderLayer`` (batch first,
 128 tokens of 768), with torch's default activation (ReLU) and with BERT's (GELU);
-``EXTRA_MODELS``, by name only: EfficientNet-B0, ViT-S/16 and ResNeXt-50 32x4d. BatchNorm and
-LayerNorm layers get random affine parameters and running statistics, so a compiler's
-normalisation folding has something to fold.
+``EXTRA_MODELS``, by name only: EfficientNet-B0, ViT-S/16, ResNeXt-50 32x4d and DeepLabV3 (on a
+ResNet-50, 21 classes at 224x224). BatchNorm and LayerNorm layers get random affine parameters
+and running statistics, so a compiler's normalisation folding has something to fold.
 
     python scripts/benchmarks/model_zoo.py resnet18 resnet18.onnx --opset 13
 """
@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 __all__ = ["MODELS", "EXTRA_MODELS", "resnet18", "resnet50", "mobilenet_v2", "encoder_layer",
-           "efficientnet_b0", "vit_s16", "resnext50", "export_onnx"]
+           "efficientnet_b0", "vit_s16", "resnext50", "deeplabv3", "export_onnx"]
 
 
 # ---------------------------------------------------------------------------- random statistics
@@ -55,8 +55,9 @@ def _with_random_weights(make: Callable[[], nn.Module], seed: int) -> nn.Module:
     return _randomise_norms(make(), generator)
 
 
-def _conv_bn(cin: int, cout: int, kernel: int, stride: int = 1, groups: int = 1) -> list[nn.Module]:
-    return [nn.Conv2d(cin, cout, kernel, stride, (kernel - 1) // 2, groups=groups, bias=False),
+def _conv_bn(cin: int, cout: int, kernel: int, stride: int = 1, groups: int = 1,
+             dilation: int = 1) -> list[nn.Module]:
+    return [nn.Conv2d(cin, cout, kernel, stride, (kernel - 1) // 2 * dilation, dilation, groups, bias=False),
             nn.BatchNorm2d(cout)]
 
 
@@ -83,11 +84,13 @@ class _BasicBlock(nn.Module):
 class _Bottleneck(nn.Module):
     expansion = 4
 
-    def __init__(self, cin: int, width: int, stride: int, groups: int = 1, group_width: int = 64):
+    def __init__(self, cin: int, width: int, stride: int, groups: int = 1, group_width: int = 64,
+                 dilation: int = 1):
         super().__init__()
         inner = width * group_width // 64 * groups  # ResNeXt's grouped 3x3 layers are wider
         self.conv1, self.bn1 = _conv_bn(cin, inner, 1)
-        self.conv2, self.bn2 = _conv_bn(inner, inner, 3, stride, groups)  # stride on the 3x3, as torchvision
+        # the stride on the 3x3 layer, as torchvision's
+        self.conv2, self.bn2 = _conv_bn(inner, inner, 3, stride, groups, dilation)
         self.conv3, self.bn3 = _conv_bn(inner, width * self.expansion, 1)
         self.relu = nn.ReLU(inplace=True)
         self.downsample = _downsample(cin, width * self.expansion, stride)
@@ -108,9 +111,12 @@ def _downsample(cin: int, cout: int, stride: int) -> nn.Module | None:
 
 class ResNet(nn.Module):
     """torchvision's ResNet: a 7x7 stem, four stages of blocks, global pooling, a classifier;
-    ``block_args`` go to each block (ResNeXt's ``groups`` and ``group_width``)."""
+    ``block_args`` go to each block (ResNeXt's ``groups`` and ``group_width``). With
+    ``dilate_last`` the last stage keeps its input's size, its 3x3 layers dilated by 2 but the
+    first block's (torchvision's ``replace_stride_with_dilation=[False, False, True]``)."""
 
-    def __init__(self, block: type, layers: Sequence[int], num_classes: int = 1000, **block_args):
+    def __init__(self, block: type, layers: Sequence[int], num_classes: int = 1000, dilate_last: bool = False,
+                 **block_args):
         super().__init__()
         self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
         self.bn1 = nn.BatchNorm2d(64)
@@ -120,16 +126,22 @@ class ResNet(nn.Module):
         for k, (width, count) in enumerate(zip((64, 128, 256, 512), layers)):
             blocks = []
             for j in range(count):
-                blocks.append(block(cin, width, 2 if j == 0 and k > 0 else 1, **block_args))
+                dilated = dilate_last and k == 3
+                stride = 2 if j == 0 and k > 0 and not dilated else 1
+                extra = {"dilation": 2} if dilated and j > 0 else {}
+                blocks.append(block(cin, width, stride, **block_args, **extra))
                 cin = width * block.expansion
             stages.append(nn.Sequential(*blocks))
         self.layer1, self.layer2, self.layer3, self.layer4 = stages
         self.fc = nn.Linear(cin, num_classes)
 
-    def forward(self, x):
+    def features(self, x):
+        """The last stage's feature map."""
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        x = torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1)
+        return self.layer4(self.layer3(self.layer2(self.layer1(x))))
+
+    def forward(self, x):
+        x = torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1)
         return self.fc(x)
 
 
@@ -148,6 +160,46 @@ def resnext50(seed: int = 0, layers: Sequence[int] = (3, 4, 6, 3), num_classes: 
     with random weights, in eval mode; ``layers``: blocks per stage (fewer for a quick check)."""
     return _with_random_weights(
         lambda: ResNet(_Bottleneck, layers, num_classes, groups=32, group_width=4), seed)
+
+
+class _ASPP(nn.Module):
+    """DeepLabV3's atrous spatial pyramid pooling: a 1x1 layer, 3x3 layers at ``rates``, and the
+    image's mean through a 1x1 layer spread back over it, concatenated and projected."""
+
+    def __init__(self, cin: int, rates: Sequence[int], cout: int = 256):
+        super().__init__()
+        self.branches = nn.ModuleList([nn.Sequential(*_conv_bn(cin, cout, 1), nn.ReLU())] + [
+            nn.Sequential(*_conv_bn(cin, cout, 3, dilation=r), nn.ReLU()) for r in rates])
+        self.pooled = nn.Sequential(nn.AdaptiveAvgPool2d(1), *_conv_bn(cin, cout, 1), nn.ReLU())
+        self.project = nn.Sequential(*_conv_bn((len(rates) + 2) * cout, cout, 1), nn.ReLU())
+
+    def forward(self, x):
+        pooled = nn.functional.interpolate(self.pooled(x), size=x.shape[-2:], mode="bilinear",
+                                           align_corners=False)
+        return self.project(torch.cat([b(x) for b in self.branches] + [pooled], 1))
+
+
+class DeepLabV3(nn.Module):
+    """torchvision's DeepLabV3 (its head: ASPP, a 3x3 layer, the classes' 1x1 layer; the logits
+    upsampled bilinearly to the input's size) on a ResNet-50 at output stride 16, its last stage
+    dilated, and the pyramid's rates (6, 12, 18) as the paper sets them there; ``layers``: blocks
+    per stage of the ResNet (fewer for a quick check)."""
+
+    def __init__(self, num_classes: int = 21, rates: Sequence[int] = (6, 12, 18),
+                 layers: Sequence[int] = (3, 4, 6, 3)):
+        super().__init__()
+        self.backbone = ResNet(_Bottleneck, layers, dilate_last=True)
+        self.head = nn.Sequential(_ASPP(2048, rates), *_conv_bn(256, 256, 3), nn.ReLU(),
+                                  nn.Conv2d(256, num_classes, 1))
+
+    def forward(self, x):
+        logits = self.head(self.backbone.features(x))
+        return nn.functional.interpolate(logits, size=x.shape[-2:], mode="bilinear", align_corners=False)
+
+
+def deeplabv3(seed: int = 0) -> nn.Module:
+    """DeepLabV3 with a ResNet-50 (output stride 16), 21 classes, random weights, in eval mode."""
+    return _with_random_weights(DeepLabV3, seed)
 
 
 # ---------------------------------------------------------------------------- MobileNetV2
@@ -327,6 +379,7 @@ EXTRA_MODELS: dict[str, tuple[Callable[..., nn.Module], tuple[int, ...]]] = {
     "efficientnet_b0": (efficientnet_b0, (1, 3, 224, 224)),
     "vit_s16": (vit_s16, (1, 3, 224, 224)),
     "resnext50": (resnext50, (1, 3, 224, 224)),
+    "deeplabv3": (deeplabv3, (1, 3, 224, 224)),
 }
 
 
