@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["accumulator", "random_data", "float_dtype_check"]
+__all__ = ["accumulator", "random_data", "float_dtype_check", "defaulted_argument"]
 
 
 def accumulator(s, C, out):
@@ -35,6 +35,17 @@ def random_data(rng: np.random.Generator | None, shape, dtype: str) -> np.ndarra
 def float_dtype_check(dtype: str, what: str) -> None:
     if np.dtype(dtype).kind != "f":
         raise ValueError(f"{what} needs a floating-point dtype, got {dtype!r}")
+
+
+def defaulted_argument(value, default, valid, where: str, expected: str):
+    """A template argument added after the template's logs began: ``()`` stands for ``default``
+    (an empty option is left out of the workload, so the logs keep their keys), anything else
+    must pass ``valid`` (ValueError, naming ``where`` and the ``expected`` values, otherwise)."""
+    if isinstance(value, tuple) and not value:
+        return default
+    if isinstance(value, bool) or not valid(value):
+        raise ValueError(f"{where} must be () or {expected}, got {value!r}")
+    return value
 
 
 def parallel_and_vectorize(s, cfg, stage, outer, inner) -> None:

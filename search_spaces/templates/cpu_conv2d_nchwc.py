@@ -89,7 +89,7 @@ from compiler.te.tensor_intrin import TRANSPOSE_TILE, transpose_columns, transpo
 from compiler.tir import decl_buffer, ir_builder
 from compiler.topi.nn.utils import as_pair, conv_output_size
 from search_spaces.template import get_config, template
-from search_spaces.templates._common import random_data
+from search_spaces.templates._common import defaulted_argument, random_data
 from search_spaces.templates._epilogue import Epilogue, reference_epilogue
 from search_spaces.templates._gemm import L2_BYTES
 
@@ -673,11 +673,8 @@ def _pad_by_height(s, P) -> None:
 def _groups(groups) -> int:
     """``conv2d_nchwc``'s ``groups`` argument as a number; ValueError for anything but ``()`` or
     a positive int."""
-    if isinstance(groups, tuple) and not groups:
-        return 1
-    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
-        raise ValueError(f"conv2d_nchwc: groups must be () or a positive int, got {groups!r}")
-    return int(groups)
+    return int(defaulted_argument(groups, 1, lambda g: isinstance(g, (int, np.integer)) and g >= 1,
+                                  "conv2d_nchwc: groups", "a positive int"))
 
 
 def conv2d_nchwc_reference(N, C, H, W, F, KH, KW, stride, padding, dilation, ic_bn, oc_bn,

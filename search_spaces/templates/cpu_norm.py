@@ -20,6 +20,7 @@ from compiler.simd import vector_lanes
 from compiler.topi.utils import vectorize_reduction
 from search_spaces.template import get_config, template
 from search_spaces.templates._common import (
+    defaulted_argument,
     float_dtype_check,
     parallel_and_vectorize,
     random_data,
@@ -121,11 +122,11 @@ def layer_norm_reference(M: int, N: int, dtype: str = "float32", epsilon=(), rng
 def _epsilon(epsilon) -> float:
     """``layer_norm``'s ``epsilon`` argument as a number; ValueError for anything but ``()`` or a
     number in (0, 1)."""
-    if isinstance(epsilon, tuple) and not epsilon:
-        return LAYER_NORM_EPS
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0 < epsilon < 1:
-        raise ValueError(f"layer_norm: epsilon must be () or a number in (0, 1), got {epsilon!r}")
-    return float(epsilon)
+    def valid(e) -> bool:
+        return isinstance(e, (int, float)) and 0 < e < 1
+
+    return float(defaulted_argument(epsilon, LAYER_NORM_EPS, valid, "layer_norm: epsilon",
+                                    "a number in (0, 1)"))
 
 
 # compiler.topi has no layer_norm (TVM added one after v0.8), so the template keeps its own computation.

@@ -134,6 +134,9 @@ def test_bad_template_arguments_are_clear():
         create_task("elementwise", (4, 4, "add,cube", "float32"), "llvm").config_space  # noqa: B018
     with pytest.raises(InstantiationError, match="does not fit"):
         create_task("conv2d_nchw", (1, 1, 2, 2, 1, 5, 5, 1, 0, 1, "float32"), "llvm").config_space  # noqa: B018
+    for epsilon in (0, 2.0, True, "1e-6"):
+        with pytest.raises(InstantiationError, match=r"epsilon must be \(\) or a number in \(0, 1\)"):
+            create_task("layer_norm", (4, 16, "float32", epsilon), "llvm").config_space  # noqa: B018
 
 
 _MATMUL = create_task("matmul", (12, 8, 20, "float32"), "llvm")
