@@ -14,6 +14,9 @@ model is compiled.
   channels (its kernel the phase's taps), its pixels rearranged (a U-Net's 2x2 stride-2 step is a
   1x1 convolution so); a dilated one, the input spread out by the stride (zeros between its
   pixels), padded, convolved with the flipped kernel;
+* :func:`trim_dead_taps`: a convolution's outer kernel taps that read only padding, for every
+  output pixel, are dropped with that padding (a dilation past the image's size makes a 3x3 layer
+  1x1);
 * :func:`fold_batch_norm`: a batch norm after a convolution scales the convolution's weights
   and becomes a bias (``nn.bias_add``); a convolution's bias followed by one is folded too;
 * :func:`decompose_batch_norm`: any other batch norm becomes a multiply and an add of
@@ -46,6 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..topi.nn.utils import as_pair
 from .ir import Graph, Node, TensorType, Value
 from .op import apply_op, get_op
 from .ops.reduce import reduced_axes
@@ -53,8 +57,8 @@ from .ops.tensor import take_positions, transpose_axes
 from .rewrite import Rewriter, rewrite
 
 __all__ = ["GraphPass", "GraphPipeline", "OPTIMIZE", "canonical_batch_matmuls", "fold_constants",
-           "fold_batch_norm", "decompose_batch_norm", "lower_conv2d_transpose", "recognize_gelu",
-           "recognize_silu", "recognize_layer_norm", "unit_transposes_as_reshapes",
+           "fold_batch_norm", "decompose_batch_norm", "lower_conv2d_transpose", "trim_dead_taps",
+           "recognize_gelu", "recognize_silu", "recognize_layer_norm", "unit_transposes_as_reshapes",
            "constant_takes_as_slices", "sink_reshapes", "fold_reshapes", "duplicate_moves", "optimize"]
 
 log = logging.getLogger(__name__)
@@ -123,6 +127,46 @@ def _bn_scale_shift(node: Node) -> tuple[np.ndarray, np.ndarray] | None:
     scale = gamma.data.astype("float64") / np.sqrt(var.data.astype("float64") + eps)
     shift = beta.data.astype("float64") - mean.data.astype("float64") * scale
     return scale, shift
+
+
+def _taps_read(size: int, out: int, kernel: int, stride: int, dilation: int, before: int) -> tuple[int, int]:
+    """The first and last kernel taps on one axis that read the image (not only its padding) for
+    some output index: the taps ``r`` where ``y * stride + r * dilation - before`` falls in
+    ``[0, size)`` for a ``y`` in ``[0, out)`` (a range: the first at least, since the middle tap
+    of a padded kernel reads the image)."""
+    reads = [r for r in range(kernel)
+             if any(0 <= y * stride + r * dilation - before < size for y in range(out))]
+    return (reads[0], reads[-1]) if reads else (0, kernel - 1)
+
+
+def trim_dead_taps(graph: Graph) -> Graph:
+    """A convolution of a constant kernel whose outer taps read only padding, for every output
+    pixel, loses those taps (and that padding): DeepLab's pyramid at rate 18 on a 14 x 14 map is
+    a 1 x 1 layer, each of its eight outer taps 18 pixels out, past the image. The output is the
+    same, exactly: the taps dropped only ever added zeros."""
+
+    def visit(rw: Rewriter, node: Node) -> None:
+        if node.op != "nn.conv2d" or not node.inputs[1].is_constant:
+            rw.emit(node)
+            return
+        x, w = node.inputs
+        sh, sw = as_pair(node.attrs.get("strides", 1), "strides")
+        top, left, bottom, right = (int(p) for p in node.attrs.get("padding", (0, 0, 0, 0)))
+        dh, dw = as_pair(node.attrs.get("dilation", 1), "dilation")
+        _, _, H, W = x.shape
+        _, _, KH, KW = w.shape
+        _, _, Ho, Wo = node.output.shape
+        (r0, r1), (c0, c1) = _taps_read(H, Ho, KH, sh, dh, top), _taps_read(W, Wo, KW, sw, dw, left)
+        pads = (top - r0 * dh, left - c0 * dw, bottom - (KH - 1 - r1) * dh, right - (KW - 1 - c1) * dw)
+        if (r0, r1, c0, c1) == (0, KH - 1, 0, KW - 1) or min(pads) < 0:
+            rw.emit(node)
+            return
+        weight = Value.constant(f"{w.name}_taps", np.ascontiguousarray(w.data[:, :, r0:r1 + 1, c0:c1 + 1]))
+        attrs = {**node.attrs, "padding": pads,
+                 "dilation": (dh if r1 > r0 else 1, dw if c1 > c0 else 1)}
+        rw.emit(Node("nn.conv2d", [x, weight], node.outputs, attrs, node.name))
+
+    return rewrite(graph, visit)
 
 
 def fold_batch_norm(graph: Graph) -> Graph:
@@ -890,6 +934,7 @@ OPTIMIZE = GraphPipeline("optimize", (
     GraphPass("canonical_batch_matmuls", canonical_batch_matmuls),  # first: a constant's transpose folds
     GraphPass("fold_constants", fold_constants),
     GraphPass("lower_conv2d_transpose", lower_conv2d_transpose),
+    GraphPass("trim_dead_taps", trim_dead_taps),
     GraphPass("fold_batch_norm", fold_batch_norm),
     GraphPass("decompose_batch_norm", decompose_batch_norm),
     GraphPass("recognize_gelu", recognize_gelu),

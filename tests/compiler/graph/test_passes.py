@@ -19,6 +19,7 @@ from compiler.graph.passes import (
     recognize_gelu,
     recognize_layer_norm,
     recognize_silu,
+    trim_dead_taps,
 )
 from tests.helpers import assert_written, poisoned
 
@@ -391,3 +392,27 @@ def test_transposed_convolutions_become_convolutions(rng, wshape, attrs):
     y, k = c.input("y", (1, 4, 3, 3)), c.input("k", (4, 2, 2, 2))
     computed = c.finish(c.op("nn.conv2d_transpose", y, k, strides=(2, 2)))
     assert [n.op for n in lower_conv2d_transpose(computed).nodes] == ["nn.conv2d_transpose"]
+
+
+@pytest.mark.parametrize("shape, wshape, attrs, kept", [
+    # DeepLab's pyramid at rate 18 on a 14x14 map: every outer tap past the image, a 1x1 layer
+    ((1, 4, 14, 14), (6, 4, 3, 3), dict(padding=(18, 18, 18, 18), dilation=(18, 18)), (1, 1)),
+    # rows of one pixel (a 1-D signal as a 2-D one): the kernel's outer rows read only padding
+    ((1, 4, 1, 9), (6, 4, 3, 3), dict(padding=(1, 1, 1, 1)), (1, 3)),
+    # strided, uneven padding, grouped: the last two columns of taps are past the image
+    ((1, 4, 5, 2), (6, 2, 3, 4), dict(strides=(2, 3), padding=(1, 0, 1, 2), groups=2), (3, 2)),
+    # rate 6 on 14x14: every tap reads the image somewhere; kept whole
+    ((1, 4, 14, 14), (6, 4, 3, 3), dict(padding=(6, 6, 6, 6), dilation=(6, 6)), (3, 3)),
+])
+def test_kernel_taps_that_read_only_padding_are_dropped(rng, shape, wshape, attrs, kept):
+    b = GraphBuilder()
+    x = b.input("x", shape)
+    graph = b.finish(b.op("nn.conv2d", x, b.const("w", weights(rng, *wshape)), **attrs))
+    trimmed = trim_dead_taps(graph)
+    (conv,) = trimmed.nodes
+    assert conv.inputs[1].shape[2:] == kept
+    if kept == (1, 1):
+        assert conv.attrs["padding"] == (0, 0, 0, 0) and conv.attrs["dilation"] == (1, 1)
+    data = rng.uniform(-1, 1, shape).astype("float32")
+    for a, b_ in zip(evaluate(graph, [data]), evaluate(trimmed, [data])):
+        np.testing.assert_allclose(b_, a, rtol=1e-5, atol=1e-6)
