@@ -4,7 +4,7 @@
 ``if cond: for v in ...: body``, again at each loop outward, so a condition of the outer loops
 only is tested once per iteration of those, not at every point of the inner ones. Of a
 conjunction, the conjuncts that do not read ``v`` move and the others stay. A reduction
-whose ``where`` says which kernel taps read the image (a dilated convolution's) is the case
+whose ``where`` says which kernel taps read the image (a padded convolution's) is the case
 in point: its guard is a function of the output row and the tap, but the schedule stores it
 with the update, innermost, inside the unrolled register tile; hoisted to the tap's loop, the
 loop partitioner then turns it into that loop's bounds.
@@ -13,8 +13,9 @@ A condition that reads the loop's variable moves too where it is the same at eve
 the register tile's loop over columns ``x`` in ``[4 * xo, 4 * xo + 4)`` and a condition of
 ``x // 4`` (the tile's first column), which the analyzer rewrites as ``xo`` once the loop is
 counted from 0. Only a branch without an ``else`` that is a loop's whole body moves, and only a
-condition of index arithmetic (no loads, no calls: evaluating it once before the loop, even a loop of no
-iterations, is then the same as at each iteration). Loops bound to GPU threads keep theirs.
+condition of index arithmetic (no loads, no calls: evaluating it once before the loop, even a
+loop of no iterations, is then the same as at each iteration). Loops bound to GPU threads keep
+theirs.
 """
 
 from __future__ import annotations
