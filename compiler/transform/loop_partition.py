@@ -39,13 +39,6 @@ def loop_partition(func: PrimFunc | S.Stmt) -> PrimFunc | S.Stmt:
     return apply_to_body(func, lambda body, an: _Partitioner(an).visit(body))
 
 
-def _and_all(conds: list) -> E.PrimExpr | None:
-    out = None
-    for c in conds:
-        out = c if out is None else E.And(out, c, "bool")
-    return out
-
-
 class _Guard:
     """One ``if`` below the loop, with the ranges of the loops and lets between."""
 
@@ -255,7 +248,7 @@ class _RemoveConjuncts(IRMutator):
             if then_case is s.then_case and else_case is s.else_case:
                 return s
             return S.IfThenElse(s.condition, then_case, else_case)
-        rest = _and_all([c for c in conjuncts(s.condition) if c not in drop])
-        if rest is None:
+        rest = [c for c in conjuncts(s.condition) if c not in drop]
+        if not rest:
             return then_case
-        return S.IfThenElse(rest, then_case, else_case)
+        return S.IfThenElse(E.all_of(*rest), then_case, else_case)

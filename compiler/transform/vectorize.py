@@ -468,7 +468,8 @@ class _Vectorizer(IRMutator):
             for c in conjuncts(s.condition):
                 (vector if uses_var(c, {self.var} | set(self._let)) else scalar).append(c)
             if scalar and vector:
-                return self.visit(S.IfThenElse(_and_all(scalar), S.IfThenElse(_and_all(vector), s.then_case)))
+                inner = S.IfThenElse(E.all_of(*vector), s.then_case)
+                return self.visit(S.IfThenElse(E.all_of(*scalar), inner))
         cond = self.visit(s.condition)
         if self.width(cond) == 1:
             with self.an.constraint(cond):  # helps prove the branch's loads in bounds
@@ -540,13 +541,6 @@ def _check_lanes_independent(stmt: S.Stmt, inner: set[E.Var], an: Analyzer) -> N
 
 
 # ====================================================================== helpers
-
-
-def _and_all(conds: list) -> E.PrimExpr:
-    out = conds[0]
-    for c in conds[1:]:
-        out = E.And(out, c, "bool")
-    return out
 
 
 def _children(node) -> list:
