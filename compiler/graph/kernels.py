@@ -1,20 +1,22 @@
 """A fused node's kernel: its tensor expressions and the default schedule.
 
-:func:`kernel_tensors` builds a ``fused`` node's computation from its members' operators
-(each one's ``compute``), with one placeholder per input of the node, in order. A kernel that
-no template schedules gets :func:`default_schedule`: the injective stages inlined into their
+:func:`kernel_tensors` builds a ``fused`` node's computation from its members' operators (each
+one's ``compute``), with one placeholder per input of the node, in order. A kernel that no
+template schedules gets :func:`default_schedule`: the injective stages inlined into their
 readers; each reduction computed at the root, its outer loops on threads; the output's loops
-fused, vectorized along the innermost elements and split over the threads. A reduction along
-rows of two vectors or more (a row's mean, variance or maximum) accumulates a vector of partial
-results per row (``rfactor``; a row's last vector partial where vectors do not tile it), then
-reduces those: one element at a time, a row of 768 would wait on 768 dependent additions. A
-kernel whose output is elementwise over rows of statistics taken along its last axis (a softmax
-or a layer norm, with what the graph fused before and after it) runs row by row instead: one
-parallel loop over the rows, each row's statistics computed inside it, and each elementwise
-stage that two stages read (a softmax's exp) computed once into a row of its own.
-A kernel that transposes its input's last axis next to last is copied in square tiles, each
-transposed in vector registers. A bilinear resize mixes each output row's two source rows once,
-in the loop over the output's rows.
+fused, vectorized along the innermost elements and split over the threads; where the last axis
+is no whole number of vectors and the vectors of the fused axes would gather what the kernel
+reads, rows of the last axes along which it reads at a constant stride instead (a channel
+shuffle's planes; :func:`_contiguous_suffix`). A reduction along rows of two vectors or more (a
+row's mean, variance or maximum) accumulates a vector of partial results per row (``rfactor``;
+a row's last vector partial where vectors do not tile it), then reduces those: one element at a
+time, a row of 768 would wait on 768 dependent additions. A kernel whose output is elementwise
+over rows of statistics taken along its last axis (a softmax or a layer norm, with what the
+graph fused before and after it) runs row by row instead: one parallel loop over the rows, each
+row's statistics computed inside it, and each elementwise stage that two stages read (a
+softmax's exp) computed once into a row of its own. A kernel that transposes its input's last
+axis next to last is copied in square tiles, each transposed in vector registers. A bilinear
+resize mixes each output row's two source rows once, in the loop over the output's rows.
 
 A channel-blocked image ``(N, C/b, H, W, b)`` is written row by row, each row's channel blocks in
 turn, so that each thread writes a range of the height of every block: as a convolution whose
@@ -29,12 +31,17 @@ from __future__ import annotations
 import math
 
 from .. import te, topi
+from ..arith import Analyzer
+from ..arith.canonical import flatten
 from ..errors import CompilerError
 from ..lowering import lower
+from ..schedule.bound import inline_bodies
 from ..schedule.schedule import Schedule
 from ..simd import vector_lanes
 from ..te.tensor import ComputeOp, PlaceholderOp
 from ..te.tensor_intrin import MAX_TILE, transpose_columns, transpose_rows
+from ..tir import expr as E
+from ..tir.analysis import collect, substitute, uses_var
 from ..tir.expr import ProducerLoad
 from ..topi.utils import get_const_tuple, vectorize_reduction
 from .errors import GraphError
@@ -49,6 +56,8 @@ __all__ = ["kernel_tensors", "default_schedule", "keeps_last_axis", "kernel_key"
 PARALLEL_MIN_ELEMENTS = 1 << 14
 #: The narrowest channel block an elementwise kernel vectorizes by itself (one short vector a block).
 MIN_BLOCK_VECTOR = 4
+#: Fewer rows than this, written row by row, are shared among threads in pieces of rows.
+MIN_PARALLEL_ROWS = 16
 
 
 def kernel_tensors(node: Node) -> tuple[list[te.Tensor], list[te.Tensor]]:
@@ -403,10 +412,71 @@ def _fuse_vectorize(s: Schedule, t: te.Tensor) -> None:
         axes = _rows_before_blocks(s, t)
         outer, inner = s[t].fuse(*axes[:-1]), axes[-1]
     else:
+        rows = _contiguous_suffix(s, t) if len(axes) > 1 else len(axes)
+        if rows < len(axes):
+            _vectorize_rows(s, t, rows)
+            return
         outer, inner = s[t].split(s[t].fuse(*axes) if len(axes) > 1 else axes[0], factor=lanes)
     s[t].vectorize(inner)
     if size >= PARALLEL_MIN_ELEMENTS:
         s[t].parallel(outer)
+
+
+def _contiguous_suffix(s: Schedule, t: te.Tensor) -> int:
+    """How many of ``t``'s last axes, fused into one row, every tensor the kernel reads is read
+    along at a constant stride (one: vector loads; more: gathers whose addresses take one
+    multiply-add; none: a per-channel bias): the most, or all of them where not even the last
+    axis alone is so read, or where its rows are shorter than :data:`MIN_BLOCK_VECTOR` (then no
+    better than vectors over all axes fused).
+
+    A channel shuffle, ``(1, 232, 14, 14)`` read as ``(1, 2, 116, 14, 14)`` transposed, reads
+    each output plane of 196 pixels at one place: fused, they make whole vector loads, where
+    vectors over all axes fused span planes read from two places, and each lane's address takes
+    divisions of its own (a copy of 116 of those planes took 20 us so, 1.5 us by planes)."""
+    axes = s[t].op.axis
+    body = inline_bodies(s)[s[t]][t.value_index]
+    loads = collect(body, lambda n: isinstance(n, ProducerLoad))
+    analyzer = Analyzer()
+    for iv in axes:
+        analyzer.bind(iv.var, iv.dom)
+    for k in range(len(axes), 0, -1):
+        extents = get_const_tuple(t.shape)[-k:]
+        if math.prod(extents) < MIN_BLOCK_VECTOR:
+            break
+        row = E.Var("row", axes[-1].var.dtype)
+        inner, unfused = math.prod(extents), {}
+        for iv, extent in zip(axes[-k:], extents):
+            inner //= extent
+            unfused[iv.var] = row // inner % extent if unfused else row // inner
+        with analyzer.bound(row, (0, math.prod(extents) - 1)):
+            if all(_strided_along(load, unfused, row, analyzer) for load in loads):
+                return k
+    return len(axes)
+
+
+def _strided_along(load: ProducerLoad, unfused: dict, row: E.Var, analyzer: Analyzer) -> bool:
+    """Whether ``load``, its indices in the output's axes (``unfused`` gives the last few as
+    positions in ``row``), reads at a constant stride along ``row`` (zero included)."""
+    shape = get_const_tuple(load.producer.shape)
+    flat = E.const(0, row.dtype)
+    for index, extent in zip(load.indices, shape):
+        flat = flat * extent + index
+    offset = flatten(analyzer.simplify(substitute(flat, unfused)))
+    return all(atom is row or not uses_var(atom, {row}) for atom, _ in offset.terms.values())
+
+
+def _vectorize_rows(s: Schedule, t: te.Tensor, k: int) -> None:
+    """``t`` written row by row, a row its last ``k`` axes fused (:func:`_contiguous_suffix`),
+    in vectors (the last one partial, masked); threads take rows, or pieces of rows where the
+    rows are few."""
+    axes = s[t].op.axis
+    rows = s[t].fuse(*axes[:-k]) if len(axes) - k > 1 else axes[0]
+    row = s[t].fuse(*axes[-k:]) if k > 1 else axes[-1]
+    pieces, inner = s[t].split(row, factor=vector_lanes(t.dtype))
+    s[t].vectorize(inner)
+    if _size(t) >= PARALLEL_MIN_ELEMENTS:
+        few = math.prod(get_const_tuple(t.shape)[:-k]) < MIN_PARALLEL_ROWS
+        s[t].parallel(s[t].fuse(rows, pieces) if few else rows)
 
 
 def kernel_key(node: Node) -> tuple:

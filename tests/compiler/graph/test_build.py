@@ -370,6 +370,89 @@ def test_blocks_narrower_than_a_vector_are_copied_a_short_vector_each(rng):
         np.testing.assert_array_equal(out, to_blocks(data, 4))
 
 
+def _vector_loads(mod) -> dict[str, list]:
+    """The vector loads of a lowered kernel (an IRModule) by buffer: ``{name: [index, ...]}``."""
+    from compiler.tir.analysis import collect
+    from compiler.tir.expr import BufferLoad
+
+    loads: dict[str, list] = {}
+    for _, func in mod.items():
+        for load in collect(func.body, lambda n: isinstance(n, BufferLoad) and n.lanes > 1):
+            loads.setdefault(load.buffer.name, []).extend(load.indices)
+    return loads
+
+
+@pytest.mark.parametrize("channels, size, threads_take", [(58, 28, 58), (6, 7, None), (2, 100, 2 * 1250)],
+                         ids=["58 channels at 28x28", "6 at 7x7", "2 at 100x100"])
+def test_a_channel_shuffle_is_copied_plane_by_plane_in_whole_vectors(rng, channels, size, threads_take):
+    from compiler.graph import default_schedule, kernel_tensors, prepare
+    from compiler.target import Target
+    from compiler.tir.analysis import collect
+    from compiler.tir.expr import Ramp
+    from compiler.tir.stmt import For, ForKind
+
+    # ShuffleNetV2's glue: two halves joined, their channels interleaved, and the second half
+    # taken. Each output plane is one input plane: its pixels, fused, are whole vectors loaded
+    # at one address, where vectors across planes would gather a lane at a time
+    b = GraphBuilder()
+    kept, branch = b.input("kept", (1, channels, size, size)), b.input("branch", (1, channels, size, size))
+    joined = b.op("concatenate", kept, branch, axis=1)
+    pairs = b.op("reshape", joined, newshape=(1, 2, channels, size, size))
+    shuffled = b.op("reshape", b.op("transpose", pairs, axes=(0, 2, 1, 3, 4)),
+                    newshape=(1, 2 * channels, size, size))
+    half = b.op("strided_slice", shuffled, begin=(0, channels, 0, 0), end=(1, 2 * channels, size, size),
+                strides=(1, 1, 1, 1))
+    graph = b.finish(half)
+    with Target("llvm -mcpu=haswell"):  # 8 float lanes: a 7x7 plane is 6 vectors and a masked one
+        (kernel,) = prepare(graph).nodes
+        params, (out,) = kernel_tensors(kernel)
+        s = default_schedule([out])
+        func = compiler.lower(s, [*params, out])
+        module = build_graph(graph)
+    loads = _vector_loads(func)
+    assert set(loads) == {"p0", "p1"}, func
+    assert all(isinstance(i, Ramp) and i.stride.value == 1 for i in loads["p0"] + loads["p1"]), func
+    # threads take planes, or where the planes are few, pieces of planes (vectors of 8 here)
+    parallel = [loop.extent.value for _, f in func.items()
+                for loop in collect(f.body, lambda n: isinstance(n, For) and n.kind == ForKind.PARALLEL)]
+    assert parallel == ([threads_take] if threads_take else []), func
+    a, c = (rng.uniform(-1, 1, (1, channels, size, size)).astype("float32") for _ in range(2))
+    y = poisoned((1, channels, size, size), "float32")
+    module(a, c, y)
+    both = np.concatenate([a, c], axis=1).reshape(1, 2, channels, size, size)
+    want = both.transpose(0, 2, 1, 3, 4).reshape(1, 2 * channels, size, size)[:, channels:]
+    np.testing.assert_array_equal(y, want)
+
+
+def test_a_kernel_reading_blocks_into_nchw_reads_them_at_a_stride(rng):
+    from compiler import te
+    from compiler.graph import default_schedule
+    from compiler.target import Target
+    from compiler.tir.expr import Ramp
+
+    # Blocks of 4 channels joined to NCHW data (a concatenation after a layer that ran on
+    # blocks): along a 7x7 plane, the NCHW input is read at consecutive addresses and the
+    # blocked one 4 apart, each address a multiply-add, not divisions of each lane's own
+    with Target("llvm -mcpu=haswell"):
+        x = te.placeholder((1, 2, 7, 7, 4), name="x")
+        z = te.placeholder((1, 5, 7, 7), name="z")
+        y = te.compute((1, 13, 7, 7), lambda n, c, h, w: te.if_then_else(
+            c < 8, x[n, te.min(c, 7) // 4, h, w, te.min(c, 7) % 4], z[n, te.max(c - 8, 0), h, w]), name="y")
+        s = default_schedule([y])
+        func = compiler.lower(s, [x, z, y])
+        f = compiler.build(s, [x, z, y])
+    loads = _vector_loads(func)
+    assert {i.stride.value for i in loads["x"] if isinstance(i, Ramp)} == {4}, func
+    assert all(isinstance(i, Ramp) for i in loads["x"]), func
+    assert all(isinstance(i, Ramp) and i.stride.value == 1 for i in loads["z"]), func
+    blocks = rng.uniform(-1, 1, (1, 2, 7, 7, 4)).astype("float32")
+    plain = rng.uniform(-1, 1, (1, 5, 7, 7)).astype("float32")
+    out = poisoned((1, 13, 7, 7), "float32")
+    f(blocks, plain, out)
+    np.testing.assert_array_equal(out, np.concatenate([blocks.transpose(0, 1, 4, 2, 3).reshape(1, 8, 7, 7),
+                                                      plain], axis=1))
+
+
 @pytest.mark.parametrize("block, width", [(16, 12), (8, 40), (32, 7)])
 def test_channel_blocks_leave_for_nchw_in_transposed_tiles(rng, block, width):
     from compiler import te
