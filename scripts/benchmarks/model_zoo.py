@@ -4,9 +4,10 @@ export to ONNX.
 ``MODELS`` maps a name to ``(factory, input shape)``: ResNet-18 and -50, MobileNetV2 (NCHW
 images of 224x224) and one BERT-base-sized ``torch.nn.TransformerEncoderLayer`` (batch first,
 128 tokens of 768), with torch's default activation (ReLU) and with BERT's (GELU);
-``EXTRA_MODELS``, by name only: EfficientNet-B0, ViT-S/16, ResNeXt-50 32x4d and DeepLabV3 (on a
-ResNet-50, 21 classes at 224x224). BatchNorm and LayerNorm layers get random affine parameters
-and running statistics, so a compiler's normalisation folding has something to fold.
+``EXTRA_MODELS``, by name only: EfficientNet-B0, ViT-S/16, ResNeXt-50 32x4d, DeepLabV3 (on a
+ResNet-50, 21 classes at 224x224) and ShuffleNetV2 x1.0. BatchNorm and LayerNorm layers get
+random affine parameters and running statistics, so a compiler's normalisation folding has
+something to fold.
 
     python scripts/benchmarks/model_zoo.py resnet18 resnet18.onnx --opset 13
 """
@@ -26,7 +27,7 @@ import torch
 from torch import nn
 
 __all__ = ["MODELS", "EXTRA_MODELS", "resnet18", "resnet50", "mobilenet_v2", "encoder_layer",
-           "efficientnet_b0", "vit_s16", "resnext50", "deeplabv3", "export_onnx"]
+           "efficientnet_b0", "vit_s16", "resnext50", "deeplabv3", "shufflenet_v2", "export_onnx"]
 
 
 # ---------------------------------------------------------------------------- random statistics
@@ -363,6 +364,68 @@ def vit_s16(seed: int = 0) -> nn.Module:
     return _with_random_weights(VisionTransformer, seed)
 
 
+# ---------------------------------------------------------------------------- ShuffleNetV2
+
+
+def _channel_shuffle(x, groups: int):
+    """Channels interleaved from ``groups`` equal parts: part 0's first, part 1's first, ..."""
+    n, c, h, w = x.shape
+    return x.reshape(n, groups, c // groups, h, w).transpose(1, 2).reshape(n, c, h, w)
+
+
+class _ShuffleUnit(nn.Module):
+    """ShuffleNetV2's unit: with stride 1, half the channels pass through and half go through a
+    1x1, depthwise 3x3, 1x1 branch; with stride 2, two branches each read all of them. The halves
+    are joined and their channels interleaved."""
+
+    def __init__(self, cin: int, cout: int, stride: int):
+        super().__init__()
+        half = cout // 2
+        self.stride = stride
+        if stride > 1:
+            self.branch1 = nn.Sequential(*_conv_bn(cin, cin, 3, stride, groups=cin),
+                                         *_conv_bn(cin, half, 1), nn.ReLU(inplace=True))
+        self.branch2 = nn.Sequential(*_conv_bn(cin if stride > 1 else half, half, 1), nn.ReLU(inplace=True),
+                                     *_conv_bn(half, half, 3, stride, groups=half),
+                                     *_conv_bn(half, half, 1), nn.ReLU(inplace=True))
+
+    def forward(self, x):
+        if self.stride == 1:
+            kept, rest = x.chunk(2, dim=1)
+            out = torch.cat([kept, self.branch2(rest)], 1)
+        else:
+            out = torch.cat([self.branch1(x), self.branch2(x)], 1)
+        return _channel_shuffle(out, 2)
+
+
+class ShuffleNetV2(nn.Module):
+    """torchvision's ShuffleNetV2 (width 1.0 by default): a 3x3 stem and a max pool, three stages of
+    shuffle units (the first of each of stride 2), a 1x1 layer to 1024 channels, the average."""
+
+    def __init__(self, repeats: Sequence[int] = (4, 8, 4),
+                 channels: Sequence[int] = (24, 116, 232, 464, 1024), num_classes: int = 1000):
+        super().__init__()
+        self.stem = nn.Sequential(*_conv_bn(3, channels[0], 3, 2), nn.ReLU(inplace=True),
+                                  nn.MaxPool2d(3, 2, 1))
+        units: list[nn.Module] = []
+        cin = channels[0]
+        for n, cout in zip(repeats, channels[1:-1]):
+            units += [_ShuffleUnit(cin if j == 0 else cout, cout, 2 if j == 0 else 1) for j in range(n)]
+            cin = cout
+        self.units = nn.Sequential(*units)
+        self.last = nn.Sequential(*_conv_bn(cin, channels[-1], 1), nn.ReLU(inplace=True))
+        self.fc = nn.Linear(channels[-1], num_classes)
+
+    def forward(self, x):
+        return self.fc(self.last(self.units(self.stem(x))).mean((2, 3)))
+
+
+def shufflenet_v2(seed: int = 0) -> nn.Module:
+    """ShuffleNetV2 x1.0 (116, 232 and 464 channels: halves that no vector of channels divides)
+    with random weights, in eval mode."""
+    return _with_random_weights(ShuffleNetV2, seed)
+
+
 #: name -> (factory, input shape)
 MODELS: dict[str, tuple[Callable[..., nn.Module], tuple[int, ...]]] = {
     "resnet18": (resnet18, (1, 3, 224, 224)),
@@ -380,6 +443,7 @@ EXTRA_MODELS: dict[str, tuple[Callable[..., nn.Module], tuple[int, ...]]] = {
     "vit_s16": (vit_s16, (1, 3, 224, 224)),
     "resnext50": (resnext50, (1, 3, 224, 224)),
     "deeplabv3": (deeplabv3, (1, 3, 224, 224)),
+    "shufflenet_v2": (shufflenet_v2, (1, 3, 224, 224)),
 }
 
 

@@ -119,18 +119,19 @@ def test_an_efficientnet_block(tmp_path):
     assert len(transforms) == 2  # the input's way in, the output's way out: the gate on blocks
 
 
-@pytest.mark.parametrize("name", ["efficientnet_b0", "vit_s16", "resnext50", "deeplabv3"])
+@pytest.mark.parametrize("name", ["efficientnet_b0", "vit_s16", "resnext50", "deeplabv3", "shufflenet_v2"])
 def test_the_benchmark_s_extra_models_at_a_small_size(tmp_path, name):
     """``model_zoo.EXTRA_MODELS``' architectures (EfficientNet-B0 whole on a 32x32 image, ViT-S/16's
     layout two blocks deep on 32x32 in 8x8 patches, ResNeXt-50 and DeepLabV3's ResNet one block a
-    stage): what ``bench_model.py`` times, checked."""
+    stage, ShuffleNetV2 two units a stage): what ``bench_model.py`` times, checked."""
     import model_zoo
 
     module = {"efficientnet_b0": lambda: model_zoo.EfficientNetB0(num_classes=10),
               "vit_s16": lambda: model_zoo.VisionTransformer(dim=32, depth=2, heads=2, image=32, patch=8,
                                                              num_classes=10),
               "resnext50": lambda: model_zoo.resnext50(layers=(1, 1, 1, 1), num_classes=10),
-              "deeplabv3": lambda: model_zoo.DeepLabV3(rates=(1, 2, 3), layers=(1, 1, 2, 2))}[name]()
+              "deeplabv3": lambda: model_zoo.DeepLabV3(rates=(1, 2, 3), layers=(1, 1, 2, 2)),
+              "shufflenet_v2": lambda: model_zoo.ShuffleNetV2(repeats=(2, 2, 2), num_classes=10)}[name]()
     size = 64 if name == "deeplabv3" else 32  # its last stage at 4x4, where rate 3 reads the image
     model = _exported(module, (1, 3, size, size), tmp_path, 17)
     graph = run_both(model, {"input": rand(1, 3, size, size)}, rtol=1e-4, atol=1e-5)
@@ -150,6 +151,12 @@ def test_the_benchmark_s_extra_models_at_a_small_size(tmp_path, name):
         assert [tuple(d) for d in dilated] == [(2, 2), (2, 2), (3, 3)], dilated
         resizes = [n for k in kernels for n in k.attrs["body"].nodes if n.op == "image.resize2d"]
         assert len(resizes) == 2  # the pooled branch spread over the map, the logits to the input's size
+    elif name == "shufflenet_v2":
+        # a channel shuffle is never copied whole: each is read by the split after it, and a
+        # unit of stride 1 joins its halves and shuffles them into the next unit's split at once
+        ops = [{n.op for n in k.attrs["body"].nodes} for k in kernels]
+        assert all("strided_slice" in o for o in ops if "transpose" in o), [k.name for k in kernels]
+        assert sum({"transpose", "concatenate"} <= o for o in ops) == 3, [k.name for k in kernels]
     else:  # every convolution blocked (17: the stem, 3 a block, 4 downsamples), the grouped ones too
         convs = [k.attrs["body"].nodes[0] for k in kernels if k.attrs["kind"] == "anchor"]
         assert [c.op for c in convs].count("nn.conv2d_nchwc") == 17, [c.op for c in convs]
