@@ -412,9 +412,9 @@ def _fuse_vectorize(s: Schedule, t: te.Tensor) -> None:
         axes = _rows_before_blocks(s, t)
         outer, inner = s[t].fuse(*axes[:-1]), axes[-1]
     else:
-        rows = _contiguous_suffix(s, t) if len(axes) > 1 else len(axes)
-        if rows < len(axes):
-            _vectorize_rows(s, t, rows)
+        suffix = _contiguous_suffix(s, t) if len(axes) > 1 else len(axes)
+        if suffix < len(axes):
+            _vectorize_rows(s, t, suffix)
             return
         outer, inner = s[t].split(s[t].fuse(*axes) if len(axes) > 1 else axes[0], factor=lanes)
     s[t].vectorize(inner)
