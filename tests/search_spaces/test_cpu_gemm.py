@@ -108,6 +108,24 @@ def test_default_config_is_a_blis_kernel(cpu, monkeypatch):
     assert v["parallel_axis"].val == "cols"  # four rows cannot feed four threads
 
 
+@for_each_cpu
+@pytest.mark.parametrize("filters, size", [(116, 14), (58, 28), (64, 28), (256, 14)])
+def test_default_threads_share_the_tiles_fairly(cpu, monkeypatch, filters, size):
+    # A 1x1 convolution as a GEMM of `filters` rows: threads on row blocks only where each gets
+    # a fair share of the row tiles, a short last block counted as short (116 rows in tiles of
+    # 13 make 9, in blocks of 8 and 1: 8 to 1), else on columns
+    monkeypatch.setenv("AUTOTUNE_NUM_THREADS", "2")
+    args = (1, filters, size, size, filters, 1, 1, 1, 0, 1, "float32", ("bias", "relu"))
+    v = create_task("conv2d_nchw", args, cpu.target).config_space.default_config.knob_values()
+    tiles = -(-filters // v["mr"])
+    per_block = v["mc_panels"]
+    busiest = min(tiles, per_block * -(-(-(-tiles // per_block)) // 2))
+    if v["parallel_axis"] == "rows":
+        assert tiles / (2 * busiest) >= 0.9, v
+    else:
+        assert v["parallel_axis"] == "cols" and tiles / (2 * busiest) < 0.9, v
+
+
 @pytest.mark.parametrize("threads", ["1", "3", "16"])
 def test_default_config_is_valid_for_any_thread_count(threads, monkeypatch):
     monkeypatch.setenv("AUTOTUNE_NUM_THREADS", threads)
