@@ -118,8 +118,8 @@ def test_default_threads_share_the_tiles_fairly(cpu, monkeypatch, filters, size)
     args = (1, filters, size, size, filters, 1, 1, 1, 0, 1, "float32", ("bias", "relu"))
     v = create_task("conv2d_nchw", args, cpu.target).config_space.default_config.knob_values()
     tiles = -(-filters // v["mr"])
-    per_block = v["mc_panels"]
-    busiest = min(tiles, per_block * -(-(-(-tiles // per_block)) // 2))
+    blocks = -(-tiles // v["mc_panels"])
+    busiest = min(tiles, v["mc_panels"] * -(-blocks // 2))  # the tiles of the first thread's blocks
     if v["parallel_axis"] == "rows":
         assert tiles / (2 * busiest) >= 0.9, v
     else:
