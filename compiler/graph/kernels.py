@@ -433,22 +433,22 @@ def _contiguous_suffix(s: Schedule, t: te.Tensor) -> int:
     each output plane of 196 pixels at one place: fused, they make whole vector loads, where
     vectors over all axes fused span planes read from two places, and each lane's address takes
     divisions of its own (a copy of 116 of those planes took 20 us so, 1.5 us by planes)."""
-    axes = s[t].op.axis
+    axes, shape = s[t].op.axis, get_const_tuple(t.shape)
     body = inline_bodies(s)[s[t]][t.value_index]
     loads = collect(body, lambda n: isinstance(n, ProducerLoad))
     analyzer = Analyzer()
     for iv in axes:
         analyzer.bind(iv.var, iv.dom)
+    row = E.Var("row", axes[-1].var.dtype)
     for k in range(len(axes), 0, -1):
-        extents = get_const_tuple(t.shape)[-k:]
-        if math.prod(extents) < MIN_BLOCK_VECTOR:
+        length = math.prod(shape[-k:])
+        if length < MIN_BLOCK_VECTOR:
             break
-        row = E.Var("row", axes[-1].var.dtype)
-        inner, unfused = math.prod(extents), {}
-        for iv, extent in zip(axes[-k:], extents):
+        inner, unfused = length, {}
+        for iv, extent in zip(axes[-k:], shape[-k:]):
             inner //= extent
             unfused[iv.var] = row // inner % extent if unfused else row // inner
-        with analyzer.bound(row, (0, math.prod(extents) - 1)):
+        with analyzer.bound(row, (0, length - 1)):
             if all(_strided_along(load, unfused, row, analyzer) for load in loads):
                 return k
     return len(axes)
