@@ -94,7 +94,7 @@ def default_schedule(outputs: list[te.Tensor], vector_last: bool = False) -> Sch
         return s
     tiled = _transposed_in_tiles(outputs)
     if tiled is None:
-        tiled = _unblocked_in_tiles(outputs)
+        tiled = _relaid_in_tiles(outputs)
     if tiled is not None:
         return tiled
     if _schedule_resized_rows(s, outputs):
@@ -249,36 +249,50 @@ def _transposed_in_tiles(outputs: list[te.Tensor]) -> Schedule | None:
     return s
 
 
-def _unblocked_in_tiles(outputs: list[te.Tensor]) -> Schedule | None:
-    """A schedule for a kernel that is one layout transform from channel blocks to NCHW (a
-    model's feature map on its way out): each row of a block is a tile of channels by columns
-    transposed in vector registers (``te.transpose_intrin``), threads on the rows. Vectorized
-    along the output's columns, each vector gathers a lane from each pixel's block: a YOLO-style
-    block's output, 32 channels at 64x64 from blocks of 32, took 40 us so, 16-22 in tiles (the
-    tile sizes the convolution templates transpose by). None where the kernel is not such a
-    transform or no tile fits its sizes."""
+def _relaid_in_tiles(outputs: list[te.Tensor]) -> Schedule | None:
+    """A schedule for a kernel that is one layout transform between NCHW and channel blocks (a
+    model's feature map on its way out of the blocked layers, or into them where a layer's
+    channels are no whole number of blocks: ShuffleNetV2's 232): each row of a block is a tile of
+    channels by columns transposed in vector registers (``te.transpose_intrin``). Into NCHW the
+    threads take the rows of each block in turn; into blocks, ranges of the height of every
+    block, as the module's docstring has a blocked image written. Vectorized along the output's
+    last axis, each vector gathers a lane from each pixel's block, or from each channel's plane:
+    a YOLO-style block's output, 32 channels at 64x64 from blocks of 32, took 40 us so, 16-22 in
+    tiles; ShuffleNetV2's 232 channels at 14x14 into blocks of 8, 21 us so. None where the
+    kernel is not such a transform or no tile fits its sizes."""
     if len(outputs) != 1:
         return None
     (out,) = outputs
-    if out.op.name != "T_layout_nchw" or len(out.shape) != 4:
+    into_blocks = out.op.name == "T_layout_blocks"
+    if out.op.name != "T_layout_nchw" and not into_blocks:
         return None
     (x,) = out.op.input_tensors
-    if not isinstance(x.op, PlaceholderOp) or len(x.shape) != 5:
+    blocked, plain = (out, x) if into_blocks else (x, out)
+    if not isinstance(x.op, PlaceholderOp) or len(blocked.shape) != 5 or len(plain.shape) != 4:
         return None
-    block, width = int(x.shape[-1].value), int(out.shape[-1].value)
+    block, width = int(blocked.shape[-1].value), int(plain.shape[-1].value)
     channels, columns = transpose_rows(block), transpose_columns(width)
     if channels is None or columns is None or columns < 2:  # a column alone is no transpose
         return None
     s = te.create_schedule(out.op)
-    n, c, h, w = s[out].op.axis
-    blocks, within = s[out].split(c, factor=block)
-    tiles, ci = s[out].split(within, factor=channels)
-    wo, wi = s[out].split(w, factor=columns)
-    s[out].reorder(n, blocks, h, tiles, wo, ci, wi)
-    rows = s[out].fuse(n, blocks, h)
+    if into_blocks:
+        n, blocks, h, w, c = s[out].op.axis
+        tiles, ci = s[out].split(c, factor=channels)
+        wo, wi = s[out].split(w, factor=columns)
+        s[out].reorder(n, h, blocks, tiles, wo, wi, ci)
+        rows, tile = s[out].fuse(n, h), wi
+        intrin = te.transpose_intrin(channels, columns, out.dtype, in_ndim=3)
+    else:
+        n, c, h, w = s[out].op.axis
+        blocks, within = s[out].split(c, factor=block)
+        tiles, ci = s[out].split(within, factor=channels)
+        wo, wi = s[out].split(w, factor=columns)
+        s[out].reorder(n, blocks, h, tiles, wo, ci, wi)
+        rows, tile = s[out].fuse(n, blocks, h), ci
+        intrin = te.transpose_intrin(columns, channels, out.dtype, out_ndim=3)
     if _size(out) >= PARALLEL_MIN_ELEMENTS:
         s[out].parallel(rows)
-    s[out].tensorize(ci, te.transpose_intrin(columns, channels, out.dtype, out_ndim=3))
+    s[out].tensorize(tile, intrin)
     try:
         lower(s, [x, out])
     except CompilerError:

@@ -229,7 +229,8 @@ def transpose_columns(width: int) -> int | None:
     return next((r for r in range(TRANSPOSE_TILE, 3, -1) if width % r == 0), None)
 
 
-def transpose_intrin(rows: int, cols: int, dtype: str = "float32", out_ndim: int = 2) -> TensorIntrin:
+def transpose_intrin(rows: int, cols: int, dtype: str = "float32", out_ndim: int = 2,
+                     in_ndim: int = 2) -> TensorIntrin:
     """The intrinsic ``out[j, i] = in[i, j]`` over an ``in`` tile of ``rows x cols``, transposed
     in vector registers (``rows`` vector loads, shuffles, ``cols`` vector stores) on CPUs.
 
@@ -237,19 +238,20 @@ def transpose_intrin(rows: int, cols: int, dtype: str = "float32", out_ndim: int
     (``in``'s ``cols``, ``out``'s ``rows``): tensorize the two innermost loops of a copy whose
     source is contiguous along the inner one and whose destination is contiguous along the outer
     one, the two loops' extents ``cols`` and ``rows``. With ``out_ndim > 2`` the output tile has
-    unit dimensions between its rows and columns (``(cols, 1, rows)``): for rows and columns that
-    are not adjacent dimensions of the output, as channels and columns of an NCHW image, whose
-    row loop lies outside the tile. The LLVM backend emits it inline
-    (:mod:`compiler.codegen.llvm_transpose`); a scalar copy of such a tile does a load and a
-    store per element, a vectorized one a gather lane."""
+    unit dimensions between its rows and columns (``(cols, 1, rows)``), and with ``in_ndim > 2``
+    the input tile (``(rows, 1, cols)``): for rows and columns that are not adjacent dimensions
+    of the array, as channels and columns of an NCHW image, whose row loop lies outside the
+    tile. The LLVM backend emits it inline (:mod:`compiler.codegen.llvm_transpose`); a scalar
+    copy of such a tile does a load and a store per element, a vectorized one a gather lane."""
     for what, n in (("rows", rows), ("cols", cols)):
         if not isinstance(n, int) or not 2 <= n <= MAX_TILE:  # a single row or column is a plain copy
             raise CompilerError(f"transpose_intrin: {what} must be an int from 2 to {MAX_TILE}, got {n!r}")
-    src = placeholder((rows, cols), dtype=dtype, name="src")
-    body = {2: lambda j, i: src[i, j], 3: lambda j, _u, i: src[i, j], 4: lambda j, _u, _v, i: src[i, j]}
-    if out_ndim not in body:
-        raise CompilerError(f"transpose_intrin: out_ndim must be 2, 3 or 4, got {out_ndim!r}")
-    dst = compute((cols, *[1] * (out_ndim - 2), rows), body[out_ndim], name="dst")
+    for what, n in (("out_ndim", out_ndim), ("in_ndim", in_ndim)):
+        if n not in (2, 3, 4):
+            raise CompilerError(f"transpose_intrin: {what} must be 2, 3 or 4, got {n!r}")
+    src = placeholder((rows, *[1] * (in_ndim - 2), cols), dtype=dtype, name="src")
+    units = [0] * (in_ndim - 2)
+    dst = compute((cols, *[1] * (out_ndim - 2), rows), lambda j, *rest: src[(rest[-1], *units, j)], name="dst")
     binds = {t: decl_buffer(t.shape, dtype, t.op.name, offset_factor=1,
                             strides=[*(var(f"{t.op.name}_stride{k}") for k in range(t.ndim - 1)), 1])
              for t in (src, dst)}
@@ -258,7 +260,7 @@ def transpose_intrin(rows: int, cols: int, dtype: str = "float32", out_ndim: int
         (s,), (d,) = ins, outs
         return transpose_call(d.access_ptr("w"), d.strides[0], s.access_ptr("r"), s.strides[0], rows, cols)
 
-    name = f"transpose_{rows}x{cols}_{dtype}_{out_ndim}d"
+    name = f"transpose_{rows}x{cols}_{dtype}_{out_ndim}d" + (f"_from_{in_ndim}d" if in_ndim > 2 else "")
     return decl_tensor_intrin(dst.op, fcompute, name=name, binds=binds)
 
 

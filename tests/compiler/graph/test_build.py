@@ -453,30 +453,37 @@ def test_a_kernel_reading_blocks_into_nchw_reads_them_at_a_stride(rng):
                                                       plain], axis=1))
 
 
-@pytest.mark.parametrize("block, width", [(16, 12), (8, 40), (32, 7)])
-def test_channel_blocks_leave_for_nchw_in_transposed_tiles(rng, block, width):
+@pytest.mark.parametrize("block, width, height", [(16, 12, 3), (8, 40, 3), (32, 7, 3), (8, 14, 14)])
+@pytest.mark.parametrize("into_blocks", [False, True], ids=["blocks to NCHW", "NCHW to blocks"])
+def test_layout_transforms_between_nchw_and_blocks_copy_transposed_tiles(rng, block, width, height, into_blocks):
     from compiler import te
     from compiler.graph import default_schedule
     from compiler.graph.op import get_op
     from compiler.graph.ops.layout import to_blocks
     from compiler.target import Target
 
-    # A feature map leaving the blocked region (a model's output): each block's row of pixels is
-    # a tile of channels by columns, transposed in registers, not gathered a lane at a time
+    # A feature map leaving the blocked region (a model's output), or entering it where a
+    # layer's channels were no whole number of blocks (ShuffleNetV2's 232): each block's row of
+    # pixels is a tile of channels by columns, transposed in registers, not gathered a lane at a
+    # time. 14 rows of 232 channels at 14x14 make enough work for the threads.
     cpu = next(c for c in CPUS if "avx512f" in c.features)
-    channels = 2 * block
+    channels = 29 * block if height == 14 else 2 * block
+    plain_shape = (1, channels, height, width)
+    blocked_shape = (1, channels // block, height, width, block)
+    layouts = ["NCHW", f"NCHW{block}c"] if into_blocks else [f"NCHW{block}c", "NCHW"]
     with Target(cpu.target):
-        x = te.placeholder((1, 2, 3, width, block), name="x")
-        (y,) = get_op("layout_transform").compute([x], {"src_layout": f"NCHW{block}c", "dst_layout": "NCHW"})
+        x = te.placeholder(plain_shape if into_blocks else blocked_shape, name="x")
+        (y,) = get_op("layout_transform").compute([x], {"src_layout": layouts[0], "dst_layout": layouts[1]})
         s = default_schedule([y])
         text = str(compiler.lower(s, [x, y]))
         f = compiler.build(s, [x, y])
     assert "call_extern('autotune_transpose'" in text, text
+    assert ("parallel" in text) == (height == 14), text
     if cpu.runs_here():
-        data = rng.uniform(-1, 1, (1, channels, 3, width)).astype("float32")
-        out = poisoned((1, channels, 3, width), "float32")
-        f(to_blocks(data, block), out)
-        np.testing.assert_array_equal(out, data)
+        data = rng.uniform(-1, 1, plain_shape).astype("float32")
+        out = poisoned(blocked_shape if into_blocks else plain_shape, "float32")
+        f(data if into_blocks else to_blocks(data, block), out)
+        np.testing.assert_array_equal(out, to_blocks(data, block) if into_blocks else data)
 
 
 @pytest.mark.parametrize("block", [None, 5], ids=["NCHW", "from blocks of 5"])

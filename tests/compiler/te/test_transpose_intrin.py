@@ -76,6 +76,25 @@ def test_unit_dimensions_between_rows_and_columns_of_the_output():
     assert_written(got, y_in.transpose(2, 0, 1))
 
 
+def test_unit_dimensions_between_rows_and_columns_of_the_input():
+    # Channel blocks from an NCHW input: the channels and columns of a tile are not adjacent
+    # dimensions of the input, and the image row between them is a loop outside the tile
+    C, H, W, B = 16, 3, 12, 8  # blocks of 8 channels, tiles of 8 channels by 6 columns
+    X = te.placeholder((C, H, W), name="X")
+    out = te.compute((C // B, H, W, B), lambda c, y, x, b: X[c * B + b, y, x], name="out")
+    s = te.create_schedule(out.op)
+    c, y, x, b = s[out].op.axis
+    xo, xi = s[out].split(x, factor=6)
+    s[out].reorder(y, c, xo, xi, b)
+    s[out].tensorize(xi, te.transpose_intrin(B, 6, in_ndim=3))
+    f = compiler.build(s, [X, out], target=CPUS[2].target)
+    assert "autotune_transpose" in str(compiler.lower(s, [X, out]))
+    x_in = random_array(np.random.default_rng(3), (C, H, W), "float32")
+    got = poisoned((C // B, H, W, B), "float32")
+    f(x_in, got)
+    assert_written(got, x_in.reshape(C // B, B, H, W).transpose(0, 2, 3, 1))
+
+
 def test_tile_indices_are_matched_within_the_loops_outside():
     # channel f of blocks of 20 is (f.outer * 4 + f.inner) % 20 within its block: only the outer
     # loop's range shows that this is f.outer * 4 + f.inner
@@ -95,15 +114,16 @@ def test_tile_indices_are_matched_within_the_loops_outside():
     assert_written(got, y_in.transpose(0, 2, 1).reshape(F, W))
 
 
-@pytest.mark.parametrize("rows, cols, out_ndim, message", [
-    (1, 16, 2, "rows must be an int from 2 to 64"),
-    (16, 65, 2, "cols must be an int from 2 to 64"),
-    (16, 16.0, 2, "cols must be an int"),
-    (16, 16, 5, "out_ndim must be 2, 3 or 4"),
+@pytest.mark.parametrize("rows, cols, ndims, message", [
+    (1, 16, {}, "rows must be an int from 2 to 64"),
+    (16, 65, {}, "cols must be an int from 2 to 64"),
+    (16, 16.0, {}, "cols must be an int"),
+    (16, 16, {"out_ndim": 5}, "out_ndim must be 2, 3 or 4"),
+    (16, 16, {"in_ndim": 1}, "in_ndim must be 2, 3 or 4"),
 ])
-def test_bad_tiles_are_refused(rows, cols, out_ndim, message):
+def test_bad_tiles_are_refused(rows, cols, ndims, message):
     with pytest.raises(CompilerError, match=message):
-        te.transpose_intrin(rows, cols, out_ndim=out_ndim)
+        te.transpose_intrin(rows, cols, **ndims)
 
 
 def test_a_tile_of_another_shape_does_not_match():
