@@ -250,8 +250,9 @@ def transpose_intrin(rows: int, cols: int, dtype: str = "float32", out_ndim: int
         if n not in (2, 3, 4):
             raise CompilerError(f"transpose_intrin: {what} must be 2, 3 or 4, got {n!r}")
     src = placeholder((rows, *[1] * (in_ndim - 2), cols), dtype=dtype, name="src")
-    units = [0] * (in_ndim - 2)
-    dst = compute((cols, *[1] * (out_ndim - 2), rows), lambda j, *rest: src[(rest[-1], *units, j)], name="dst")
+    units = [0] * (in_ndim - 2)  # dst's index is (j, its unit dimensions..., i)
+    dst = compute((cols, *[1] * (out_ndim - 2), rows), lambda j, *units_i: src[(units_i[-1], *units, j)],
+                  name="dst")
     binds = {t: decl_buffer(t.shape, dtype, t.op.name, offset_factor=1,
                             strides=[*(var(f"{t.op.name}_stride{k}") for k in range(t.ndim - 1)), 1])
              for t in (src, dst)}

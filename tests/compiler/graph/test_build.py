@@ -455,7 +455,8 @@ def test_a_kernel_reading_blocks_into_nchw_reads_them_at_a_stride(rng):
 
 @pytest.mark.parametrize("block, width, height", [(16, 12, 3), (8, 40, 3), (32, 7, 3), (8, 14, 14)])
 @pytest.mark.parametrize("into_blocks", [False, True], ids=["blocks to NCHW", "NCHW to blocks"])
-def test_layout_transforms_between_nchw_and_blocks_copy_transposed_tiles(rng, block, width, height, into_blocks):
+def test_layout_transforms_between_nchw_and_blocks_copy_transposed_tiles(rng, block, width, height,
+                                                                          into_blocks):
     from compiler import te
     from compiler.graph import default_schedule
     from compiler.graph.op import get_op
