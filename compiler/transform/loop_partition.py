@@ -7,8 +7,17 @@ relaxed over their ranges), the conjunct holds exactly on an interval
 ``[U, end)`` keep the guard, ``[L, U)`` runs the body with those conjuncts
 removed. The pieces cover ``[min, end)`` in order, so iteration order is kept.
 Partitioning is attempted at the outermost loop first; the unguarded part is
-processed further (inner loops may partition on other conjuncts), the guarded
-tails are left as they are.
+processed further (inner loops may partition on other conjuncts). A tail of a few
+constant iterations gets a body for each, its variable substituted, processed
+further too (a register tile's last, partial tile); longer tails are left as they
+are, guarded.
+
+Where the guards below a loop never all hold together (a register tile's last
+columns against the kernel taps that read only padding, whose ranges of the tile
+index differ), the loop is partitioned on one guard alone, the innermost first,
+if what that guard leaves outside its range is a few constant iterations. A loop
+to be unrolled is not cut into pieces of symbolic extent: those would not unroll,
+while unrolled, each iteration's guards fold to constants.
 
 A parallel loop is not cut into pieces, which would leave its tails to one thread
 after it: its body chooses, per iteration, between the unguarded body and the
@@ -148,19 +157,79 @@ class _Partitioner(IRMutator):
         for g in collector.guards:
             seen[g.node] = seen.get(g.node, 0) + 1
 
-        lows, highs, removed = [], [], {}
+        limits = []  # per guard: its conjuncts' limits on v
         for g in collector.guards:
             if seen[g.node] > 1:
                 continue  # a shared node in several contexts: not safe to rewrite
-            for c in conjuncts(g.node.condition):
-                lim = self._limits(v, g, c)
-                if lim is None:
-                    continue
-                (lows if lim[0] == "lo" else highs).append(lim[1])
-                removed.setdefault(g.node, set()).add(c)
-        if not removed:
+            found = [(c, lim) for c in conjuncts(g.node.condition)
+                     if (lim := self._limits(v, g, c)) is not None]
+            if found:
+                limits.append((g, found))
+        if not limits:
             return None
+        main = self._main_range(lo0, end, limits)
+        if main is None and s.kind != S.ForKind.PARALLEL:
+            # The guards never all hold together (a register tile's last columns, and the kernel
+            # taps that read only padding): one guard alone, the innermost first, where what it
+            # leaves outside its range is a few constant iterations, specialised below.
+            main = next((m for one in reversed(limits)
+                         if (m := self._main_range(lo0, end, [one])) is not None
+                         and self._few_constant(lo0, m[0]) and self._few_constant(m[1], end)), None)
+        if main is None:
+            return None  # the guards never all hold: nothing to gain
+        lo_main, hi_main, removed = main
+        no_prefix = self.an.can_prove(E.LE(lo_main, lo0, "bool"))
+        no_suffix = self.an.can_prove(E.GE(hi_main, end, "bool"))
+        if s.kind == S.ForKind.UNROLLED and not (no_prefix and no_suffix) \
+                and not all(isinstance(x, E.IntImm) for x in (lo_main, hi_main)):
+            return None  # pieces of symbolic extent would not unroll; unrolled, its guards fold
 
+        main_body = _RemoveConjuncts(removed).visit(s.body)
+        if s.kind == S.ForKind.PARALLEL:
+            return self._partition_in_place(s, lo0, end, lo_main, hi_main, no_prefix, no_suffix, main_body)
+        pieces = []
+        if not no_prefix:
+            prefix_end = self.an.simplify(E.Min(lo_main, end, dt))
+            pieces.append(self._serial_tail(s, lo0, prefix_end))
+        with self.an.bound(v, (lo_main, E.Sub(hi_main, E.IntImm(1, dt), dt))):
+            main_body = self.visit(main_body)
+        main_ext = self.an.simplify(E.Sub(hi_main, lo_main, dt))
+        pieces.append(S.For(v, lo_main, main_ext, s.kind, main_body, s.thread_tag))
+        if not no_suffix:
+            suffix_start = self.an.simplify(E.Max(hi_main, lo_main, dt))
+            pieces.append(self._serial_tail(s, suffix_start, end))
+        return S.seq(*pieces)
+
+    def _serial_tail(self, s: S.For, start: E.PrimExpr, stop: E.PrimExpr) -> S.Stmt:
+        """The iterations ``[start, stop)`` of serial loop ``s`` outside its unguarded range: a
+        few constant ones each get a body of their own with ``v`` substituted, partitioned
+        further (a register tile's last, partial tile), others one guarded loop (:meth:`_tail`)."""
+        if not self._few_constant(start, stop):
+            return self._tail(s, start, stop)
+        bodies = []
+        for value in range(start.value, stop.value) if isinstance(start, E.IntImm) else ():
+            c = E.IntImm(value, s.loop_var.dtype)
+            with self.an.bound(s.loop_var, (c, c)):
+                bodies.append(self.visit(substitute(s.body, {s.loop_var: c})))
+        return S.seq(*bodies)
+
+    def _few_constant(self, start: E.PrimExpr, stop: E.PrimExpr) -> bool:
+        """Whether ``[start, stop)`` is empty or :data:`SPECIALISED` constant iterations at most."""
+        if self.an.can_prove(E.LE(stop, start, "bool")):
+            return True
+        return (isinstance(start, E.IntImm) and isinstance(stop, E.IntImm)
+                and stop.value - start.value <= SPECIALISED)
+
+    def _main_range(self, lo0: E.PrimExpr, end: E.PrimExpr, limits: list):
+        """``(lo_main, hi_main, removed)``: the range of the loop from ``lo0`` to ``end`` where
+        the conjuncts of ``limits`` (``[(guard, [(conjunct, limit)])]``, :meth:`_limits`) all hold,
+        and those conjuncts by guard; None where they never all hold."""
+        dt = lo0.dtype
+        lows, highs, removed = [], [], {}
+        for g, found in limits:
+            for c, (kind, bound) in found:
+                (lows if kind == "lo" else highs).append(bound)
+                removed.setdefault(g.node, set()).add(c)
         lo_main = lo0
         for x in lows:
             lo_main = E.Max(lo_main, x, dt)
@@ -169,25 +238,8 @@ class _Partitioner(IRMutator):
             hi_main = E.Min(hi_main, x, dt)
         lo_main, hi_main = self.an.simplify(lo_main), self.an.simplify(hi_main)
         if self.an.can_prove(E.LE(hi_main, lo_main, "bool")):
-            return None  # the guards never all hold: nothing to gain
-        no_prefix = self.an.can_prove(E.LE(lo_main, lo0, "bool"))
-        no_suffix = self.an.can_prove(E.GE(hi_main, end, "bool"))
-
-        main_body = _RemoveConjuncts(removed).visit(s.body)
-        if s.kind == S.ForKind.PARALLEL:
-            return self._partition_in_place(s, lo0, end, lo_main, hi_main, no_prefix, no_suffix, main_body)
-        pieces = []
-        if not no_prefix:
-            prefix_end = self.an.simplify(E.Min(lo_main, end, dt))
-            pieces.append(self._tail(s, lo0, prefix_end))
-        with self.an.bound(v, (lo_main, E.Sub(hi_main, E.IntImm(1, dt), dt))):
-            main_body = self.visit(main_body)
-        main_ext = self.an.simplify(E.Sub(hi_main, lo_main, dt))
-        pieces.append(S.For(v, lo_main, main_ext, s.kind, main_body, s.thread_tag))
-        if not no_suffix:
-            suffix_start = self.an.simplify(E.Max(hi_main, lo_main, dt))
-            pieces.append(self._tail(s, suffix_start, end))
-        return S.seq(*pieces)
+            return None
+        return lo_main, hi_main, removed
 
     def _partition_in_place(self, s: S.For, lo0: E.PrimExpr, end: E.PrimExpr, lo_main: E.PrimExpr,
                             hi_main: E.PrimExpr, no_prefix: bool, no_suffix: bool,

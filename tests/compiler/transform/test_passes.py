@@ -228,17 +228,66 @@ def _guarded_1d(n_expr, outer_kind=SERIAL, inner_kind=SERIAL, nbuf=None):
 
 
 def test_partition_constant_bounds():
+    # The last block, one constant iteration, gets a body of its own: a vector loop keeps its
+    # guard, a serial one is partitioned in turn (its dead tail simplified away)
     f = _guarded_1d(c(100), inner_kind=VECTORIZED)
     g = transform.loop_partition(transform.simplify(f))
     assert text(g) == ("for xo in range(12):\n"
                        "  for xi in range(8) vectorized:\n"
                        "    B[xo * 8 + xi] = A[xo * 8 + xi] * 2.0f\n"
-                       "for xo in range(12, 13):\n"
-                       "  for xi in range(8) vectorized:\n"
-                       "    if xo * 8 + xi < 100:\n"
-                       "      B[xo * 8 + xi] = A[xo * 8 + xi] * 2.0f")
+                       "for xi in range(8) vectorized:\n"
+                       "  if 12 * 8 + xi < 100:\n"
+                       "    B[12 * 8 + xi] = A[12 * 8 + xi] * 2.0f")
     a = np.arange(100, dtype="float32")
     same_results(f, g, {"A": a, "B": poisoned(100, "float32")})
+    f = _guarded_1d(c(100))
+    g = transform.remove_no_op(transform.simplify(transform.loop_partition(transform.simplify(f))))
+    assert text(g) == ("for xo in range(12):\n"
+                       "  for xi in range(8):\n"
+                       "    B[xo * 8 + xi] = A[xo * 8 + xi] * 2.0f\n"
+                       "for xi in range(4):\n"
+                       "  B[xi + 96] = A[xi + 96] * 2.0f")
+    same_results(f, g, {"A": a, "B": poisoned(100, "float32")})
+
+
+def _tiles_and_taps():
+    # A row of 14 output columns in register tiles of 6 (the last one 2 columns), each tile
+    # reading three taps dilated by 12, a tap skipped where the tile reads only padding: the
+    # taps' guard holds for all three taps of no tile (tile 0 skips tap 0, tile 2 tap 2), the
+    # columns' for tiles 0 to 1, so the two never all hold for one range of tiles.
+    In = tir.decl_buffer((38,), "float32", "In")  # 14 columns padded by 12 on both sides
+    Out = tir.decl_buffer((14,), "float32", "Out")
+    xo, r, xi = tir.Var("xo"), tir.Var("r"), tir.Var("xi")
+    x = xo * 6 + xi
+    column = tir.IfThenElse(x < 14, store(Out, load(Out, x) + load(In, x + r * 12), x))
+    taps = tir.IfThenElse((xo * 6 + r * 12 - 12 < 14) & (xo * 6 + 5 + r * 12 - 12 >= 0),
+                          loop(xi, 6, column, UNROLLED))
+    return tir.PrimFunc((In, Out), loop(xo, 3, loop(r, 3, taps)))
+
+
+def test_partition_on_one_guard_where_the_guards_never_all_hold():
+    f = _tiles_and_taps()
+    g = transform.simplify(transform.loop_partition(transform.simplify(f)))
+    lines = text(g).splitlines()
+    # the whole tiles unguarded, the last tile alone with its two columns
+    assert lines[0] == "for xo in range(2):"
+    assert not any("xo * 6 + xi < 14" in line for line in lines), text(g)
+    assert sum(line.lstrip().startswith("for xo") for line in lines) == 1, text(g)
+    rng = np.random.default_rng(3)
+    same_results(f, g, {"In": rng.random(38, dtype="float32"), "Out": rng.random(14, dtype="float32")})
+
+
+def test_partition_leaves_an_unrolled_loop_whole_where_its_pieces_are_symbolic():
+    # xi is to be unrolled (a register tile's rows): cut at n, its pieces would have no
+    # constant extent and stay loops; unrolled whole, each row keeps a guard of its own
+    n = tir.Var("n")
+    A = tir.decl_buffer((n,), "float32", "A")
+    xi = tir.Var("xi")
+    f = tir.PrimFunc((A,), loop(xi, 4, tir.IfThenElse(xi < n, store(A, c(1.0), xi)), UNROLLED))
+    g = transform.loop_partition(f)
+    assert text(g) == text(f)
+    assert text(transform.loop_partition(tir.PrimFunc((A,), loop(xi, 4, tir.IfThenElse(
+        xi < 3, store(A, c(1.0), xi)), UNROLLED)))).startswith("for xi in range(3) unrolled:")
 
 
 def test_partition_keeps_a_parallel_loop_whole():
