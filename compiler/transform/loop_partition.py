@@ -206,8 +206,10 @@ class _Partitioner(IRMutator):
         further (a register tile's last, partial tile), others one guarded loop (:meth:`_tail`)."""
         if not self._few_constant(start, stop):
             return self._tail(s, start, stop)
+        if not (isinstance(start, E.IntImm) and isinstance(stop, E.IntImm)):
+            return S.seq()  # proved empty
         bodies = []
-        for value in range(start.value, stop.value) if isinstance(start, E.IntImm) else ():
+        for value in range(start.value, stop.value):
             c = E.IntImm(value, s.loop_var.dtype)
             with self.an.bound(s.loop_var, (c, c)):
                 bodies.append(self.visit(substitute(s.body, {s.loop_var: c})))
