@@ -82,8 +82,10 @@ def _anchor_workload(anchor: Node, epilogue: list[str], dtype: str) -> tuple[str
                                 *([groups] if groups != 1 else [])]
     if anchor.op == "nn.conv2d_winograd_nchwc":
         (N, Cc, H, W, ib), (_, Fp, _, nr) = anchor.inputs[0].shape, anchor.inputs[1].shape
+        # dilation left out at one: the key the template's logs have always had
+        dilation = int(a.get("dilation", 1))
         return "conv2d_nchwc_winograd", [N, Cc * ib, H, W, Fp * nr, _pads(a["padding"]), a["tile_size"], nr,
-                                         ib, a["block"], dtype, epilogue]
+                                         ib, a["block"], dtype, epilogue, *([dilation] * (dilation != 1))]
     if anchor.op == "nn.depthwise_conv2d_nchwc":
         (N, Cc, H, W, b), (_, KH, KW, _) = anchor.inputs[0].shape, anchor.inputs[1].shape
         geometry = [_pair(a["strides"]), _pads(a["padding"]), _pair(a["dilation"])]

@@ -26,10 +26,10 @@ def weights(rng, *shape):
     return (sign * rng.uniform(0.5, 1.5, size=shape) / np.sqrt(fan_in)).astype("float32")
 
 
-def conv(b, rng, x, filters, k=3, stride=1, pad=1, name=None):
+def conv(b, rng, x, filters, k=3, stride=1, pad=1, name=None, dilation=1):
     w = b.const(f"{name or 'w'}_{len(b.nodes)}", weights(rng, filters, x.shape[1], k, k))
-    return b.op("nn.conv2d", x, w, name=name, strides=(stride, stride), padding=(pad,) * 4, dilation=(1, 1),
-                groups=1)
+    return b.op("nn.conv2d", x, w, name=name, strides=(stride, stride), padding=(pad,) * 4,
+                dilation=(dilation, dilation), groups=1)
 
 
 def batch_norm(b, rng, x):

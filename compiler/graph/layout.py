@@ -20,7 +20,8 @@ A 3x3 convolution with stride 1 runs by Winograd's ``F(m x m, 3 x 3)`` instead
 (``nn.conv2d_winograd_nchwc``, its kernel transformed at build time; see
 :mod:`compiler.topi.nn.winograd`) where :func:`winograd_tile_size` finds a tile: a quarter of the
 multiply-adds with ``m = 4``, four ninths with ``m = 2``, for a kernel ``(m + 2)^2 / 9`` times
-larger, which a model streams from memory every run; ``plan_layouts(..., winograd=False)`` keeps
+larger, which a model streams from memory every run (dilated alike along both axes, by phases of
+the image: :data:`MIN_DILATED_WINOGRAD_USE`); ``plan_layouts(..., winograd=False)`` keeps
 them direct. Its input and output are blocked as the direct convolution's, so each such layer can
 run either way with the rest of the plan unchanged: :func:`algorithm_options` lists the layers and
 their choices, and ``plan_layouts(..., algorithms={layer: m})`` overrides the rule for some of them
@@ -80,6 +81,11 @@ MAX_WINOGRAD_WEIGHT_BYTES = {4: 4 * 1024 * 1024, 2: 16 * 1024 * 1024}
 DIRECT = 0
 #: Fewer tiles than this leave the Winograd GEMM's rows too short to fill a register tile.
 MIN_WINOGRAD_TILES = 16
+#: A dilated kernel runs by Winograd only where its phases' tiles hold at least this share of
+#: outputs (the rest are partial tiles' extra outputs): a dilation of 2 at 14x14, phases of 7x7 in
+#: tiles of 8x8, holds 77%; DeepLab's rate 6 at 14x14, phases of 3x3 in tiles of 4x4, holds 34%,
+#: and runs faster direct, where its taps that read only padding are skipped.
+MIN_DILATED_WINOGRAD_USE = 0.75
 #: The most groups of a grouped convolution merged into one (:func:`merged_groups`).
 MAX_MERGED_GROUPS = 4
 
@@ -127,23 +133,39 @@ def block_diagonal(w: np.ndarray, groups: int, merged: int) -> np.ndarray:
     return out
 
 
-def winograd_tile_sizes(C: int, Ho: int, Wo: int, lanes: int) -> list[int]:
+def winograd_tile_sizes(C: int, Ho: int, Wo: int, lanes: int, dilation: int = 1) -> list[int]:
     """The ``m`` of each ``F(m x m, 3 x 3)`` a 3x3 stride-1 convolution from ``C`` channels to an
     ``Ho x Wo`` output can run by, largest first: those that leave :data:`MIN_WINOGRAD_TILES`
-    tiles, for at least a vector of input channels (whatever the size of their kernels)."""
+    tiles, for at least a vector of input channels (whatever the size of their kernels); with a
+    ``dilation`` above one, whose tiles of each phase hold :data:`MIN_DILATED_WINOGRAD_USE` of
+    outputs."""
     if C < lanes:
         return []
-    return [m for m in (4, 2) if math.prod(winograd_tiles(Ho, Wo, m)) >= MIN_WINOGRAD_TILES]
+    d = dilation
+    sizes = []
+    for m in (4, 2):
+        tiles = d * d * math.prod(winograd_tiles(Ho, Wo, m, d))
+        if tiles >= MIN_WINOGRAD_TILES and (d == 1 or Ho * Wo >= MIN_DILATED_WINOGRAD_USE * tiles * m * m):
+            sizes.append(m)
+    return sizes
 
 
-def winograd_tile_size(C: int, F: int, Ho: int, Wo: int, itemsize: int, lanes: int) -> int | None:
+def winograd_tile_size(C: int, F: int, Ho: int, Wo: int, itemsize: int, lanes: int,
+                       dilation: int = 1) -> int | None:
     """The ``m`` of ``F(m x m, 3 x 3)`` for a 3x3 stride-1 convolution of ``C`` to ``F`` channels
-    with an ``Ho x Wo`` output (None: leave it direct): the largest of :func:`winograd_tile_sizes`
-    whose transformed kernel fits its limit in :data:`MAX_WINOGRAD_WEIGHT_BYTES`."""
-    for m in winograd_tile_sizes(C, Ho, Wo, lanes):
+    with an ``Ho x Wo`` output, its kernel dilated by ``dilation`` (None: leave it direct): the
+    largest of :func:`winograd_tile_sizes` whose transformed kernel fits its limit in
+    :data:`MAX_WINOGRAD_WEIGHT_BYTES`."""
+    for m in winograd_tile_sizes(C, Ho, Wo, lanes, dilation):
         if (m + 2) ** 2 * C * F * itemsize <= MAX_WINOGRAD_WEIGHT_BYTES[m]:
             return m
     return None
+
+
+def _square_dilation(node: Node) -> int | None:
+    """The dilation of convolution ``node`` where it is the same along both axes, else None."""
+    dh, dw = (int(d) for d in node.attrs.get("dilation", (1, 1)))
+    return dh if dh == dw else None
 
 
 def algorithm_name(m: int) -> str:
@@ -327,6 +349,9 @@ class _Planner:
                                     conv2d_winograd_weight_transform(w.data, m, oc_bn))
             attrs = {"padding": tuple(int(p) for p in node.attrs.get("padding", (0, 0, 0, 0))),
                      "tile_size": m, "block": oc_bn}
+            dilation = _square_dilation(node)
+            if dilation != 1:
+                attrs["dilation"] = dilation
             out = self.emit("nn.conv2d_winograd_nchwc", [self.as_blocked(x, ic_bn), weight], attrs, node.name)
             return out, oc_bn
         return self._direct(node, w, ic_bn, oc_bn), oc_bn
@@ -380,12 +405,13 @@ class _Planner:
         _, C, _, _ = x.shape
         _, _, Ho, Wo = node.output.shape
         sizes = []
+        dilation = _square_dilation(node)
         if (w.shape[2:] == (3, 3) and not oc_bn % self.lanes and tuple(a.get("strides", (1, 1))) == (1, 1)
-                and tuple(a.get("dilation", (1, 1))) == (1, 1)):
-            sizes = winograd_tile_sizes(C, Ho, Wo, self.lanes)
+                and dilation is not None):
+            sizes = winograd_tile_sizes(C, Ho, Wo, self.lanes, dilation)
         rule = None
         if sizes and self.winograd:
-            rule = winograd_tile_size(C, w.shape[0], Ho, Wo, w.data.dtype.itemsize, self.lanes)
+            rule = winograd_tile_size(C, w.shape[0], Ho, Wo, w.data.dtype.itemsize, self.lanes, dilation)
         if sizes:
             self.options[node.name] = (rule or DIRECT, [*sizes, DIRECT])
         chosen = self.algorithms.pop(node.name, None)

@@ -47,6 +47,9 @@ EXTRA_CASES = [
     ("conv2d_nchw", (1, 16, 6, 6, 24, 1, 1, 2, 0, 1, "float32"), 5),
     ("depthwise_conv2d_nchw", (2, 3, 9, 7, 3, 2, 2, (1, 0), (1, 2), "float32"), 5),
     ("conv2d_nchwc_winograd", (2, 16, 7, 6, 32, (1, 1, 1, 0), 2, 32, 16, 16, "float32"), 5),  # partial tiles
+    # dilated by 2 (rows of 13 in phases of 7 and 6) and by 3
+    ("conv2d_nchwc_winograd", (2, 16, 13, 10, 32, (2, 1, 2, 3), 2, 32, 16, 16, "float32", (), 2), 5),
+    ("conv2d_nchwc_winograd", (1, 8, 11, 12, 16, 3, 4, 16, 8, 8, "float32", ("bias", "relu"), 3), 3),
     ("softmax", (4, 19, "float64"), 4),
     ("layer_norm", (6, 24, "float32", 0.5), 4),  # an epsilon of its own (a ViT's is 1e-6)
     ("elementwise", (7, 19, "sub,div,sigmoid,max,tanh,min,exp,neg,abs", "float32"), 5),

@@ -11,7 +11,7 @@
   ``wb = Cg`` and a data block holds whole groups (:func:`grouped_input`);
 * ``nn.conv2d_winograd_nchwc``: the same 3x3 stride-1 convolution by Winograd's ``F(m x m, 3 x 3)``,
   its weight transformed and packed at build time ``((m+2)^2, F/nr, C, nr)``; attrs padding,
-  tile_size (``m``) and block (the output's channel block);
+  tile_size (``m``), block (the output's channel block) and dilation (one if left out);
 * ``nn.depthwise_conv2d_nchwc``: blocked data ``(N, C/b, H, W, b)`` and a blocked weight
   ``(C/b, KH, KW, b)`` (each channel its own filter) to ``(N, C/b, Ho, Wo, b)``; attrs as
   ``nn.conv2d``'s;
@@ -243,13 +243,14 @@ register_op(OpDef("nn.conv2d_nchwc", "out_elemwise_fusable", _conv_infer, _conv_
 # ---------------------------------------------------------------------------- nn.conv2d_winograd_nchwc
 
 
-def _winograd_attrs(attrs) -> tuple[tuple[int, ...], int, int]:
+def _winograd_attrs(attrs) -> tuple[tuple[int, ...], int, int, int]:
     op = "nn.conv2d_winograd_nchwc"
     m = attrs.get("tile_size")
     if m not in WINOGRAD_TILE_SIZES:
         raise fail(op, f"tile_size must be one of {WINOGRAD_TILE_SIZES}, got {m!r}")
     return (int_tuple(op, "padding", attrs.get("padding", (1, 1, 1, 1)), 4, 0), m,
-            positive_int(op, "block", attrs.get("block")))
+            positive_int(op, "block", attrs.get("block")),
+            positive_int(op, "dilation", attrs.get("dilation", 1)))
 
 
 def _winograd_infer(types, attrs):
@@ -258,7 +259,7 @@ def _winograd_infer(types, attrs):
     data, weight = types
     dtype = same_dtype(op, types, "data and weight")
     floating(op, data, "data")
-    padding, m, ob = _winograd_attrs(attrs)
+    padding, m, ob, dilation = _winograd_attrs(attrs)
     if len(data.shape) != 5 or len(weight.shape) != 4:
         raise fail(op, f"data must be 5-D (N, C/ib, H, W, ib) and the transformed weight 4-D "
                        f"((m+2)^2, F/nr, C, nr), got {data.shape} and {weight.shape}")
@@ -269,7 +270,7 @@ def _winograd_infer(types, attrs):
                        f"over {Cc * ib} channels")
     if (Fp * nr) % ob:
         raise fail(op, f"blocks of {ob} do not divide {Fp * nr} filters")
-    Ho, Wo = window_output(H, W, 3, 3, (1, 1), padding, (1, 1))
+    Ho, Wo = window_output(H, W, 3, 3, (1, 1), padding, (dilation, dilation))
     if Ho < 1 or Wo < 1:
         raise fail(op, "a 3x3 window does not fit the padded input")
     return [TensorType((N, Fp * nr // ob, Ho, Wo, ob), dtype)]
@@ -277,21 +278,22 @@ def _winograd_infer(types, attrs):
 
 def _winograd_evaluate(arrays, attrs):
     x, u = arrays
-    padding, m, ob = _winograd_attrs(attrs)
-    return [topi.nn.winograd.conv2d_winograd_nchwc_numpy(x, u, padding, m, ob)]
+    padding, m, ob, dilation = _winograd_attrs(attrs)
+    return [topi.nn.winograd.conv2d_winograd_nchwc_numpy(x, u, padding, m, ob, dilation)]
 
 
 def _winograd_compute(tensors, attrs):
     x, u = tensors
-    padding, m, ob = _winograd_attrs(attrs)
-    return [topi.nn.conv2d_winograd_nchwc(x, u, padding, m, ob)]
+    padding, m, ob, dilation = _winograd_attrs(attrs)
+    return [topi.nn.conv2d_winograd_nchwc(x, u, padding, m, ob, dilation)]
 
 
 register_op(OpDef("nn.conv2d_winograd_nchwc", "out_elemwise_fusable", _winograd_infer, _winograd_evaluate,
                   _winograd_compute,
                   "3x3 stride-1 convolution of channel-blocked data by Winograd's F(m x m, 3 x 3), the "
                   "weight transformed at build time (topi.nn.conv2d_winograd_weight_transform); attrs "
-                  "padding, tile_size (m) and block (the output's channel block)."))
+                  "padding, tile_size (m), block (the output's channel block) and dilation (1 by default: "
+                  "a dilated kernel runs as one convolution per phase of the image)."))
 
 
 # ---------------------------------------------------------------------------- nn.depthwise_conv2d_nchwc

@@ -94,6 +94,36 @@ def test_stride_one_3x3_layers_run_by_winograd_and_compute_the_same(rng):
     assert "nn.conv2d_winograd_nchwc" not in direct and direct.count("nn.conv2d_nchwc") == 4
 
 
+def test_dilated_3x3_layers_run_by_winograd_on_their_phases_and_compute_the_same(rng):
+    # 16x16 dilated by 2: four phases of 8x8, F(4x4) in 2x2 tiles each; by 3: nine phases of
+    # 6x6 (rows of 16 leave phases of 6 and 5), F(2x2) in 3x3 tiles each (F(4x4)'s 2x2 tiles of
+    # each phase would hold 49% of outputs); by 6, phases of 3x3 would hold 36% in F(2x2)'s tiles
+    assert winograd_tile_sizes(8, 16, 16, 4, dilation=2) == [4, 2]
+    assert winograd_tile_sizes(8, 16, 16, 4, dilation=3) == [2]
+    assert winograd_tile_sizes(8, 16, 16, 4, dilation=6) == []
+    assert winograd_tile_size(512, 512, 14, 14, 4, 16, dilation=2) == 2  # DeepLabV3's, as its 7x7 layers
+    b = GraphBuilder()
+    x = b.input("x", (1, 16, 16, 16))  # channels for 8 or 16 lanes too
+    a = b.op("nn.relu", conv(b, rng, x, 16, pad=2, dilation=2, name="d2"))
+    c = conv(b, rng, a, 16, pad=3, dilation=3, name="d3")
+    graph = optimize(b.finish(b.op("add", conv(b, rng, c, 16, pad=6, dilation=6, name="d6"), c)))
+    assert algorithm_options(graph, lanes=4) == {"d2": (4, [4, 2, DIRECT]), "d3": (2, [2, DIRECT])}
+    planned = plan_layouts(graph, lanes=4)
+    by_name = {n.name: n for n in planned.nodes}
+    assert by_name["d2"].attrs == {"padding": (2, 2, 2, 2), "tile_size": 4, "block": 8, "dilation": 2}
+    assert by_name["d3"].attrs["dilation"] == 3 and by_name["d3"].attrs["tile_size"] == 2
+    assert by_name["d6"].op == "nn.conv2d_nchwc" and by_name["d6"].attrs["dilation"] == (6, 6)
+    data = [rng.uniform(-1, 1, (1, 16, 16, 16)).astype("float32")]
+    want = evaluate(graph, data)[0]
+    np.testing.assert_allclose(evaluate(planned, data)[0], want, rtol=1e-4, atol=1e-5)
+    module = build_graph(graph, target="llvm")  # this host's lanes: its own blocks, as above
+    kernels = [k["name"] for k in module.attrs["model"]["kernels"]]
+    assert sum("winograd" in k for k in kernels) == 2, kernels
+    out = poisoned(want.shape, "float32")
+    module(*data, out)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
+
+
 def test_each_3x3_layer_can_be_told_how_to_run_and_computes_the_same(rng):
     b = GraphBuilder()
     x = b.input("x", (1, 8, 16, 16))

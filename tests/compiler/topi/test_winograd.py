@@ -43,6 +43,39 @@ def test_numpy_winograd_is_the_direct_convolution(m, shape, padding):
     np.testing.assert_allclose(from_blocks(got), want, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("m, shape, padding, dilation", [(2, (1, 4, 14, 14), (2, 2, 2, 2), 2),
+                                                         (4, (2, 4, 13, 10), (2, 1, 3, 2), 2),
+                                                         (2, (1, 4, 11, 12), (3, 3, 3, 3), 3)])
+def test_numpy_winograd_of_a_dilated_kernel_is_the_direct_convolution(m, shape, padding, dilation):
+    rng = np.random.default_rng(dilation)
+    x = rng.standard_normal(shape)
+    w = rng.standard_normal((8, shape[1], 3, 3))
+    u = conv2d_winograd_weight_transform(w, m, nr=4)
+    got = conv2d_winograd_nchwc_numpy(to_blocks(x, 2), u, padding, m, oc_bn=8, dilation=dilation)
+    want = topi.testing.conv2d_nchw_python(x, w, (1, 1), padding, dilation=dilation)
+    assert got.shape[2:4] == want.shape[2:]
+    np.testing.assert_allclose(from_blocks(got), want, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("m, size, padding, dilation", [(2, (14, 14), (2, 2, 2, 2), 2),
+                                                        (4, (13, 10), (2, 1, 3, 2), 2),
+                                                        (2, (11, 12), (3, 3, 3, 3), 3)])
+def test_the_tensor_expression_of_a_dilated_kernel_computes_the_convolution(m, size, padding, dilation):
+    rng = np.random.default_rng(m + dilation)
+    H, W = size
+    x = rng.uniform(-1, 1, (2, 8, H, W)).astype("float32")
+    w = rng.uniform(-1, 1, (8, 8, 3, 3)).astype("float32")
+    X = te.placeholder((2, 2, H, W, 4), name="X")
+    U = te.placeholder(((m + 2) ** 2, 1, 8, 8), name="U")
+    Y = topi.nn.conv2d_winograd_nchwc(X, U, padding, m, 4, dilation=dilation)
+    want = to_blocks(topi.testing.conv2d_nchw_python(x, w, (1, 1), padding, dilation=dilation), 4)
+    assert tuple(int(d.value) for d in Y.shape) == want.shape
+    f = compiler.build(te.create_schedule(Y.op), [X, U, Y], target="llvm")
+    out = poisoned(want.shape, "float32")
+    f(to_blocks(x, 4), conv2d_winograd_weight_transform(w, m, nr=8), out)
+    assert_written(out, want, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("m", WINOGRAD_TILE_SIZES)
 def test_the_tensor_expression_computes_the_convolution(m):
     rng = np.random.default_rng(m)
@@ -88,6 +121,8 @@ def test_the_input_transform_loads_each_tile_once_then_transforms_rows_then_colu
 
 def test_tiles_cover_the_output():
     assert winograd_tiles(56, 56, 4) == (14, 14) and winograd_tiles(7, 9, 2) == (4, 5)
+    # dilated: the tiles of each phase, every d-th row and column (14 rows in two phases of 7)
+    assert winograd_tiles(14, 14, 2, dilation=2) == (4, 4) and winograd_tiles(13, 10, 4, dilation=3) == (2, 1)
 
 
 def test_bad_arguments_are_named():
