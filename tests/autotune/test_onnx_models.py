@@ -36,10 +36,10 @@ def _check(model, feeds, rtol=1e-4, atol=1e-5, target="llvm"):
     return module
 
 
-def _conv_bn(name, x, cin, cout, k=3, stride=1, groups=1, act="Relu"):
-    pad = k // 2
+def _conv_bn(name, x, cin, cout, k=3, stride=1, groups=1, act="Relu", dilation=1):
+    pad = k // 2 * dilation
     nodes = [helper.make_node("Conv", [x, f"{name}_w"], [f"{name}_c"], kernel_shape=[k, k], pads=[pad] * 4,
-                              strides=[stride, stride], group=groups, name=name),
+                              strides=[stride, stride], group=groups, dilations=[dilation] * 2, name=name),
              helper.make_node("BatchNormalization",
                               [f"{name}_c", f"{name}_g", f"{name}_b", f"{name}_m", f"{name}_v"],
                               [f"{name}_bn"], epsilon=1e-5, name=f"{name}_bn")]
@@ -91,6 +91,23 @@ def test_a_basic_block_runs_its_3x3_layers_by_winograd():
     winograd = [k for k in kernels if k["schedule"].startswith("conv2d_nchwc_winograd:")]
     assert len(winograd) == 2, kernels
     assert any("add_add_relu" in k["name"] for k in winograd)
+
+
+def test_a_dilated_block_runs_its_3x3_layers_by_winograd_on_the_image_s_phases():
+    # DeepLab's dilated basic block on 8 float lanes (pinned): dilated by 2, each layer is four
+    # undilated convolutions, one per phase of the image (rows of 18 and columns of 17 leave
+    # phases of 9x9 and 9x8), run by Winograd in one kernel, the second with the residual
+    n1, c1, y1 = _conv_bn("a", "x", 16, 16, dilation=2)
+    n2, c2, y2 = _conv_bn("b", y1, 16, 16, act=None, dilation=2)
+    nodes = n1 + n2 + [helper.make_node("Add", [y2, "x"], ["sum"]), helper.make_node("Relu", ["sum"], ["y"])]
+    feeds = {"x": rand(1, 16, 18, 17)}
+    model = make_model(nodes, feeds, {**c1, **c2})
+    module = _check(model, feeds, target="llvm -mcpu=haswell")
+    kernels = model_info(module)["kernels"]
+    winograd = [k for k in kernels if k["schedule"].startswith("conv2d_nchwc_winograd:")]
+    assert len(winograd) == 2, kernels
+    tasks = autotune.extract_tasks(from_onnx(model), "llvm -mcpu=haswell").tasks
+    assert [t.args[-1] for t in tasks if t.name == "conv2d_nchwc_winograd"] == [2, 2]  # the dilation
 
 
 def test_an_inverted_residual_block():

@@ -168,22 +168,22 @@ def winograd_input_transform(data: te.Tensor, m: int, padding, out_size: tuple[i
     _, _, BT = winograd_matrices(m)
     a = m + 2
     N, Cc, H, W, ib = get_const_tuple(data.shape)
-    d = dilation
-    th, tw = winograd_tiles(*out_size, m, d)
+    th, tw = winograd_tiles(*out_size, m, dilation)
+    phases = dilation * dilation
     top, left = padding[0], padding[1]
     dtype = data.dtype
 
     def read(p, i, j, c):  # element (i, j) of tile p of the padded input, channel c
-        n, t = p // (d * d * th * tw), p % (th * tw)
+        n, t = p // (phases * th * tw), p % (th * tw)
         y, x = (t // tw) * m + i, (t % tw) * m + j
-        if d != 1:
-            phase = p // (th * tw) % (d * d)
-            y, x = phase // d + d * y, phase % d + d * x
+        if dilation != 1:
+            phase = p // (th * tw) % phases
+            y, x = phase // dilation + dilation * y, phase % dilation + dilation * x
         y, x = y - top, x - left
         inside = te.all(y >= 0, y < H, x >= 0, x < W)
         return te.if_then_else(inside, data[n, c // ib, y, x, c % ib], te.const(0, dtype))
 
-    tiles = (N * d * d * th * tw, a, a, Cc * ib)
+    tiles = (N * phases * th * tw, a, a, Cc * ib)
     d = te.compute(tiles, read, name=f"{name}_tile")
     rows = te.compute(tiles, lambda p, i, e2, c: _by_position(
         e2, [_tile_sum((BT[k, j], d[p, i, j, c]) for j in range(a) if BT[k, j]) for k in range(a)]),
