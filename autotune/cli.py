@@ -279,6 +279,11 @@ def _build_parser() -> _Parser:
                    help="show a progress bar (default: when stderr is a terminal)")
     p.add_argument("--deployed", action=argparse.BooleanOptionalAction, default=True,
                    help="build the tuned model and time it at the end (default: yes)")
+    p.add_argument("--measure-algorithms", action="store_true",
+                   help="first time each 3x3 layer direct and by Winograd inside the model with the log's "
+                        "configs, as build-model --measure-algorithms does, and tune the tasks of the plan "
+                        "that ran faster (the log must hold a tuning of the model already, so that tuned "
+                        "kernels are compared; default: the tasks of the rule's plan)")
 
     p = sub.add_parser("build-model", parents=[common], help="build an ONNX model into one .so",
                        description="Import an ONNX model, compile every kernel with the log's best config "

@@ -61,7 +61,8 @@ def cmd_tune_model(ns) -> int:
     from autotune.model import DEFAULT_TRIALS_PER_TASK, DEFAULT_WARM_START, model_timing
 
     graph = _load(ns)
-    tasks = autotune.extract_tasks(graph, ns.target)
+    algorithms = _measured_algorithms(ns, graph) if ns.measure_algorithms else None
+    tasks = autotune.extract_tasks(graph, ns.target, algorithms=algorithms)
     _out(f"Model {graph.name} ({os.path.basename(ns.model)}): {tasks.report()}")
     if not tasks:
         _out("nothing to tune: no kernel of this model has a template")
@@ -93,7 +94,7 @@ def cmd_tune_model(ns) -> int:
     _out()
     _out(result.report())
     if ns.deployed and not result.interrupted and not result.missing:
-        module = autotune.build_model(graph, ns.target, db=ns.db)
+        module = autotune.build_model(graph, ns.target, db=ns.db, algorithms=algorithms)
         _out(autotune.measure_deployed(module).against(result.estimated_latency))
     shapes = "".join(f" --shape {shlex.quote(s)}" for s in ns.shape)
     layers = layers_to_choose(graph, ns.target)
@@ -108,6 +109,18 @@ def cmd_tune_model(ns) -> int:
         return EXIT_INTERRUPTED
     failed = any(r.trials and r.best_config is None for r in result.results)
     return EXIT_FAILURE if failed else EXIT_OK
+
+
+def _measured_algorithms(ns, graph) -> dict[str, int] | None:
+    """The plan of 3x3 layers that ran faster inside the model with the log's configs (None: the
+    rule's), reported; a UsageError where there is no log to take configs from."""
+    if "://" not in ns.db and not os.path.exists(ns.db):
+        raise UsageError(f"--measure-algorithms compares the layers as the log {ns.db} tunes them, and there "
+                         "is no such log: tune the model once without it first")
+    _out("timing each 3x3 layer direct and by Winograd inside the model...")
+    choices = autotune.choose_algorithms(graph, ns.target, ns.db)
+    _out(choices.report())
+    return choices.algorithms or None
 
 
 def _duration_text(seconds: float) -> str:

@@ -7,6 +7,7 @@ no traceback, and exit non-zero.
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -615,6 +616,54 @@ def test_tune_model_stops_at_its_time_budget(onnx_model):
     error = _one_line_error(hot)
     assert "do not compare" in error and "without --no-cache-flush" in error
     assert _one_line_error(_run("tune-model", "tiny.onnx", "--time-budget", "soon", cwd=d), 2).count("90s")
+
+
+@pytest.mark.slow  # tunes, times the layers inside the model, tunes again: about a minute
+def test_tune_model_can_tune_the_plan_of_3x3_layers_that_ran_faster(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    # 16 channels at 16x16 after a stem of 3: the second layer can run direct or by Winograd on
+    # any CPU's vectors (8 or 16 lanes)
+    w1 = rng.uniform(-0.5, 0.5, (16, 3, 3, 3)).astype("float32")
+    w2 = rng.uniform(-0.2, 0.2, (16, 16, 3, 3)).astype("float32")
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                              name="two"),
+             helper.make_node("Relu", ["c2"], ["y"])]
+    graph = helper.make_graph(nodes, "two_layers",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+                              initializer=[numpy_helper.from_array(w1, "w1"),
+                                           numpy_helper.from_array(w2, "w2")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    onnx.save(model, tmp_path / "two.onnx")
+    args = ("tune-model", "two.onnx", "--tuner", "random", "--seed", "0", "--db", "two.db", "--no-progress")
+    # with no log yet there are no tuned layers to compare
+    assert "tune the model once without it first" in _one_line_error(
+        _run(*args, "--measure-algorithms", "--no-deployed", cwd=tmp_path), 2)
+    first = _run(*args, "--trials", "1", "--no-deployed", cwd=tmp_path, timeout=600)
+    assert first.returncode == 0, first.stderr
+    assert "conv2d_nchwc_winograd(" in first.stdout  # the rule's plan: F(4x4) for the second layer
+    # two a task: the log's earlier trials count, and a task new to the plan gets its share
+    p = _run(*args, "--measure-algorithms", "--trials", "2", cwd=tmp_path, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert "timing each 3x3 layer direct and by Winograd inside the model..." in p.stdout
+    report = p.stdout.split("timing each 3x3 layer direct and by Winograd inside the model...")[1]
+    assert report.lstrip().startswith("3x3 layers: ")
+    # the tasks tuned and deployed are those of the plan that the timing kept
+    moved = re.search(r"  two: (\S+) in place of F\(4x4,3x3\)", report)
+    kept = moved is not None and "(kept)" in report
+    tasks = report.split("Tuning ")[0]
+    if kept and moved.group(1) == "direct":
+        assert "conv2d_nchwc_winograd(" not in tasks and "conv2d_nchwc(1,16,16,16,16,3,3," in tasks
+    else:
+        tile = moved.group(1)[2] if kept else "4"
+        assert f"conv2d_nchwc_winograd(1,16,16,16,16,1,{tile}," in tasks
+    assert "deployed model: " in p.stdout, p.stdout
 
 
 @pytest.mark.parametrize("args, message", [
