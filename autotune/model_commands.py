@@ -111,10 +111,15 @@ def cmd_tune_model(ns) -> int:
     return EXIT_FAILURE if failed else EXIT_OK
 
 
+def _no_log_at(where: str) -> bool:
+    """Whether ``where`` names a log file that does not exist (a database URL is not checked)."""
+    return "://" not in where and not os.path.exists(where)
+
+
 def _measured_algorithms(ns, graph) -> dict[str, int] | None:
     """The plan of 3x3 layers that ran faster inside the model with the log's configs (None: the
     rule's), reported; a UsageError where there is no log to take configs from."""
-    if "://" not in ns.db and not os.path.exists(ns.db):
+    if _no_log_at(ns.db):
         raise UsageError(f"--measure-algorithms compares the layers as the log {ns.db} tunes them, and there "
                          "is no such log: tune the model once without it first")
     _out("timing each 3x3 layer direct and by Winograd inside the model...")
@@ -134,7 +139,7 @@ def cmd_build_model(ns) -> int:
     out_dir = os.path.dirname(os.path.abspath(ns.out))
     if not os.path.isdir(out_dir):
         raise OSError(f"cannot write {ns.out}: no directory {out_dir}")
-    if ns.db and "://" not in ns.db and not os.path.exists(ns.db):
+    if ns.db and _no_log_at(ns.db):
         raise db.TuningLogError(f"no tuning log at {ns.db}")
     graph = _load(ns)
     start = time.perf_counter()

@@ -85,7 +85,8 @@ def _anchor_workload(anchor: Node, epilogue: list[str], dtype: str) -> tuple[str
         # dilation left out at one: the key the template's logs have always had
         dilation = int(a.get("dilation", 1))
         return "conv2d_nchwc_winograd", [N, Cc * ib, H, W, Fp * nr, _pads(a["padding"]), a["tile_size"], nr,
-                                         ib, a["block"], dtype, epilogue, *([dilation] * (dilation != 1))]
+                                         ib, a["block"], dtype, epilogue,
+                                         *([dilation] if dilation != 1 else [])]
     if anchor.op == "nn.depthwise_conv2d_nchwc":
         (N, Cc, H, W, b), (_, KH, KW, _) = anchor.inputs[0].shape, anchor.inputs[1].shape
         geometry = [_pair(a["strides"]), _pads(a["padding"]), _pair(a["dilation"])]

@@ -45,7 +45,7 @@ from compiler.topi.nn.winograd import (
 )
 from search_spaces.flops import expr_flops
 from search_spaces.template import get_config, template
-from search_spaces.templates._common import random_data
+from search_spaces.templates._common import defaulted_argument, random_data
 from search_spaces.templates._epilogue import Epilogue, reference_epilogue
 from search_spaces.templates._gemm import define_gemm_knobs, gemm_compute, schedule_gemm
 
@@ -53,13 +53,16 @@ __all__ = ["conv2d_nchwc_winograd", "conv2d_nchwc_winograd_reference"]
 
 
 def _dilation(dilation) -> int:
-    """The dilation an argument stands for: ``()`` for one."""
-    return 1 if dilation == () else dilation
+    """``conv2d_nchwc_winograd``'s ``dilation`` argument as a number; ValueError for anything but
+    ``()`` (one) or a positive int."""
+    return int(defaulted_argument(dilation, 1, lambda d: isinstance(d, (int, np.integer)) and d >= 1,
+                                  "conv2d_nchwc_winograd: dilation", "a positive int"))
 
 
 def _check_args(N, C, H, W, F, padding, m, ic_bn, oc_bn, dilation=1) -> tuple[int, int, tuple]:
-    """The output size and the padding (top, left, bottom, right); ValueError on bad arguments."""
-    for name, v in (("N", N), ("C", C), ("H", H), ("W", W), ("F", F), ("dilation", dilation)):
+    """The output size and the padding (top, left, bottom, right); ValueError on bad arguments
+    (``dilation`` checked by :func:`_dilation`)."""
+    for name, v in (("N", N), ("C", C), ("H", H), ("W", W), ("F", F)):
         if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
             raise ValueError(f"{name} must be a positive int, got {v!r}")
     winograd_matrices(m)

@@ -140,6 +140,12 @@ def test_bad_template_arguments_are_clear():
     for epsilon in (0, 2.0, True, "1e-6"):
         with pytest.raises(InstantiationError, match=r"epsilon must be \(\) or a number in \(0, 1\)"):
             create_task("layer_norm", (4, 16, "float32", epsilon), "llvm").config_space  # noqa: B018
+    winograd = (1, 8, 11, 12, 16, 3, 4, 16, 8, 8, "float32", ())
+    for dilation in (0, True, 1.5, (2,)):
+        with pytest.raises(InstantiationError, match=r"dilation must be \(\) or a positive int"):
+            create_task("conv2d_nchwc_winograd", (*winograd, dilation), "llvm").config_space  # noqa: B018
+    with pytest.raises(InstantiationError, match="dilated by 6 does not fit"):
+        create_task("conv2d_nchwc_winograd", (*winograd[:5], 0, *winograd[6:], 6), "llvm").config_space  # noqa: B018
 
 
 _MATMUL = create_task("matmul", (12, 8, 20, "float32"), "llvm")
