@@ -51,7 +51,7 @@ from autotune.tuning import check_measurable
 from compiler import backends
 from compiler.errors import CompilerError, TargetError
 from compiler.target import Target
-from measure import LocalBuilder, LocalRunner, MeasureOptions
+from measure import LocalBuilder, LocalRunner, MeasureOptions, code_version
 from search_spaces.registry import template_kind
 
 __all__ = ["run", "measure_options", "cluster_error"]
@@ -427,6 +427,11 @@ def _cmd_best(ns) -> int:
         _out(f"{db.hide_passwords(ns.db)}: no records{matching}")
         return EXIT_OK
     _out(format_table(summary_table(rows)))
+    stale = sum(1 for s in rows if s.best_config is not None and s.best_code_version != code_version())
+    if stale:
+        _out(f"{stale} of these figures were measured with other code than today's ({code_version()}); "
+             f"tuning again times the best configs again (`autotune tune-model` with the same budget "
+             f"makes no new trials)")
     _out()
     for line in run_lines(runs):
         _out(line)
@@ -445,7 +450,7 @@ def _summary_json(s) -> dict:
             "target_model": s.target_model, "best_seconds": _finite(s.best_cost),
             "best_gflops": _finite(s.best_gflops), "best_measurements": s.best_measurements,
             "best_config": s.best_config, "trials": s.trials, "errors": s.errors,
-            "error_kinds": s.error_kinds, "remeasured": s.remeasured}
+            "error_kinds": s.error_kinds, "remeasured": s.remeasured, "code_version": s.best_code_version}
 
 
 def _make_out_dir(out: str) -> None:

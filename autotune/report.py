@@ -76,6 +76,8 @@ class WorkloadSummary:
     #: number, when the log measured it (read for plots only)
     default_cost: float | None = None
     default_measurements: int = 0
+    #: the code version the best figure was measured with (:func:`measure.code_version`)
+    best_code_version: str = ""
 
     @property
     def label(self) -> str:
@@ -117,7 +119,7 @@ def summarize_workload(log, workload, counts=None) -> WorkloadSummary:
         errors=counts.errors if counts else 0, error_kinds=dict(counts.error_kinds) if counts else {},
         best_config=knobs_of(best.config) if best else None, best_cost=best.median if best else None,
         best_measurements=best.count if best else 0, flop=best.flop if best else None,
-        remeasured=counts.remeasured if counts else 0)
+        remeasured=counts.remeasured if counts else 0, best_code_version=best.code_version if best else "")
 
 
 def summarize(log, match: str | None = None) -> list[WorkloadSummary]:

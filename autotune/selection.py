@@ -12,16 +12,21 @@ The ranking: a config measured once may look fast by luck; one measured many tim
 trustworthy median. So every measurement of a config counts (search trials, end-of-run
 re-measurements and earlier runs alike), and a config's score is the median of all its
 costs, raised a little for configs with few costs (:func:`confident_cost`), so that a
-well-measured config wins a near tie. ``tune()`` chooses its winner this way,
-``apply_history_best`` applies it, ``autotune best`` and the report show it,
-:mod:`autotune.transfer` ranks a neighbour workload's configs by it, and ``prune`` keeps it.
+well-measured config wins a near tie. Every measurement, that is, made with the config's
+latest code version (:func:`measure.code_version`, kept by each record): once a config has
+been measured with changed code (a new compiler, a changed template), its costs from before
+no longer count, since today's kernel for it is not the one they timed. ``tune()`` chooses
+its winner this way, ``apply_history_best`` applies it, ``autotune best`` and the report show
+it, :mod:`autotune.transfer` ranks a neighbour workload's configs by it, and ``prune`` keeps it.
 
 Configs are pooled by their knob values (the index and key order of the stored JSON do not
 matter). The order is total and depends on the multiset of measurements alone, never on
-the order in which records arrived, so every process, rank and machine reading the same
-log picks the same config:
+the order in which records arrived (the latest code version is that of the config's latest
+record, by time, then by version), so every process, rank and machine reading the same log
+picks the same config:
 
-1. the lower score (:func:`confident_cost` of every usable cost of the config) first;
+1. the lower score (:func:`confident_cost` of the config's usable costs of its latest code
+   version) first;
 2. on equal scores, the config whose knob fingerprint (:func:`db.knobs_fingerprint`: the
    SHA-256, in hex, of the canonical JSON of its knobs: sorted keys, no spaces) is smaller.
 
@@ -42,6 +47,7 @@ from dataclasses import dataclass, field
 
 import db as tuning_db
 from compiler.target import Target
+from measure import code_version
 
 __all__ = ["gflops", "workload_label", "target_label", "knobs_of", "record_of", "confident_cost",
            "ConfigScore", "Ranking", "rank_configs", "rank_records", "config_median", "best", "prune"]
@@ -89,7 +95,8 @@ def record_of(task, config, result, *, run_id: str | None = None, kind: str = tu
               target_model: str | None = None, host: str | None = None,
               config_json: dict | None = None) -> tuning_db.Record:
     """The log record of measuring ``config`` of ``task`` with ``result`` (a
-    :class:`measure.MeasureResult`): its costs, or its error; where, when, and in which run.
+    :class:`measure.MeasureResult`): its costs, or its error; where, when, in which run, and
+    with which code (:func:`measure.code_version`).
 
     ``kind`` is :data:`db.TRIAL` for a search trial, :data:`db.REMEASURE` for a config
     measured again. ``target_model`` (default: the model of the task's target), ``host``
@@ -109,7 +116,8 @@ def record_of(task, config, result, *, run_id: str | None = None, kind: str = tu
         error_kind=None if ok else result.error_kind.value, error_msg=result.error_msg or "",
         build_time=result.build_time, run_time=result.run_time,
         host=socket.gethostname() if host is None else host, device=result.worker or "",
-        timestamp=result.timestamp, run_id=run_id, gflops=gflops(task.flop, mean), kind=kind)
+        timestamp=result.timestamp, run_id=run_id, gflops=gflops(task.flop, mean), kind=kind,
+        code_version=code_version())
 
 
 # ---------------------------------------------------------------------------- the ranking
@@ -121,7 +129,9 @@ class ConfigScore:
 
     ``config`` is the config as stored (of several stored spellings of the same knobs, the
     one whose canonical JSON sorts first); ``records`` are the log records pooled into it, in
-    the order stored (empty when ranked from bare ``(config, costs)`` pairs).
+    the order stored (empty when ranked from bare ``(config, costs)`` pairs);
+    ``code_version`` the code version its costs come from: the config's latest (see
+    :mod:`db.stats`; costs of an earlier version are not pooled).
     """
 
     config: dict
@@ -129,6 +139,7 @@ class ConfigScore:
     score: float
     records: list = field(default_factory=list, repr=False)
     fingerprint: str = ""
+    code_version: str = ""
 
     @property
     def median(self) -> float:
@@ -136,36 +147,63 @@ class ConfigScore:
         return statistics.median(self.costs)
 
 
+class _Version:
+    """The measurements of one config with one code version: its costs, records, least
+    spelling and latest time."""
+
+    __slots__ = ("version", "latest", "config", "text", "costs", "records")
+
+    def __init__(self, version: str, latest: float, config: dict, text: str):
+        self.version, self.latest, self.config, self.text = version, latest, config, text
+        self.costs: list[float] = []
+        self.records: list = []
+
+    def absorb(self, config: dict, text: str, when: float) -> None:
+        if text < self.text:  # the same config for any order of the records
+            self.config, self.text = config, text
+        self.latest = max(self.latest, when)
+
+
 class Ranking:
     """Measurements pooled by config (its knobs) as they arrive, ranked on demand.
 
-    Adding a measurement updates its own config's costs and score only, so a tuning loop can
-    ask for the best config after every result without pooling its whole history again.
+    A config's figure is made of the costs of its latest code version (that of its latest
+    measurement, then the greater version): the log's rule (:mod:`db.stats`). Adding a
+    measurement updates its own config's costs and score only, so a tuning loop can ask for
+    the best config after every result without pooling its whole history again.
     """
 
     def __init__(self):
         self._pooled: dict[str, ConfigScore] = {}
-        self._spelled: dict[str, str] = {}  # fingerprint -> canonical JSON of the config kept
+        self._versions: dict[str, dict[str, _Version]] = {}  # fingerprint -> code version -> its part
         self._best: ConfigScore | None = None  # kept as measurements arrive; None: to be found again
 
-    def add(self, config: dict, costs, record=None) -> None:
-        """Pool one measurement (failed ones, with no usable cost, are ignored)."""
+    def add(self, config: dict, costs, record=None, *, code_version: str = "", when: float = 0.0) -> None:
+        """Pool one measurement (failed ones, with no usable cost, are ignored), made with
+        ``code_version`` at time ``when`` (a ``record``'s own, where one is given)."""
         costs = tuning_db.stats.usable_costs(costs)
         if not costs:
             return
+        if record is not None:
+            code_version, when = record.code_version, record.timestamp
         key = tuning_db.knobs_fingerprint(config)
         text = tuning_db.canonical_json(config)
+        versions = self._versions.setdefault(key, {})
+        part = versions.get(code_version)
+        if part is None:
+            part = versions[code_version] = _Version(code_version, when, config, text)
+        else:
+            part.absorb(config, text, when)
+        part.costs.extend(costs)
+        part.costs.sort()
+        if record is not None:
+            part.records.append(record)
+        latest = max(versions.values(), key=lambda v: (v.latest, v.version))
         entry = self._pooled.get(key)
         if entry is None:
             entry = self._pooled[key] = ConfigScore(config, [], 0.0, fingerprint=key)
-            self._spelled[key] = text
-        elif text < self._spelled[key]:  # the same config for any order of the records
-            entry.config, self._spelled[key] = config, text
-        entry.costs.extend(costs)
-        entry.costs.sort()
-        entry.score = confident_cost(entry.costs)
-        if record is not None:
-            entry.records.append(record)
+        entry.config, entry.costs, entry.records = latest.config, latest.costs, latest.records
+        entry.code_version, entry.score = latest.version, confident_cost(latest.costs)
         if entry is self._best:  # its score may have risen past another's: find the best again
             self._best = None
         elif self._best is not None and _order(entry) < _order(self._best):
@@ -271,7 +309,8 @@ def _score_of(log: tuning_db.TuningLog, task_or_key, entry: tuning_db.ConfigStat
     the config's own records) and their usable costs."""
     records = log.records(task_or_key, knobs_hash=entry.knobs_hash)
     costs = sorted(tuning_db.stats.usable_costs(c for r in records for c in r.costs))
-    return ConfigScore(entry.config, costs, entry.score, records=records, fingerprint=entry.knobs_hash)
+    return ConfigScore(entry.config, costs, entry.score, records=records, fingerprint=entry.knobs_hash,
+                       code_version=entry.code_version)
 
 
 def prune(log: tuning_db.TuningLog, keep_best: int = 1) -> int:

@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 import db as tuning_db
 from compiler.runtime.device import device_memory
 from compiler.target import Target
-from measure import LocalRunner, MeasureInput, MeasureOptions, MeasureSession
+from measure import LocalRunner, MeasureInput, MeasureOptions, MeasureSession, code_version
 from measure.contention import BUSY_SHARE
 from measure.errors import SimulatedDeviceError, refuse_simulated
 from search_spaces import SearchSpaceError
@@ -152,15 +152,14 @@ class _Recorder:
 
 
 def _resume(log, task, tuner) -> tuple[list, Counter]:
-    """Earlier records of this workload, fed to the tuner: their (config, costs) pairs, every
-    measurement, and how many of them were trials, by the run that made them."""
+    """Earlier records of this workload, fed to the tuner: every measurement (the records),
+    and how many of them were trials, by the run that made them."""
     records = log.records(task)
-    pairs = [(r.config, r.costs if r.error_kind is None else []) for r in records]
     trials = Counter(r.run_id for r in records if r.kind == tuning_db.TRIAL)
-    if pairs:
-        tuner.load_history((cfg, (sum(c) / len(c)) if c else None) for cfg, c in pairs)
+    if records:
+        tuner.load_history((r.config, r.mean_cost) for r in records)
         logger.info("resuming %s: %d earlier trials", task.workload_name, trials.total())
-    return pairs, trials
+    return records, trials
 
 
 def _task_set(tasks: Sequence) -> str:
@@ -314,18 +313,18 @@ class _Session:
         self.log = log
         self.recorder = _Recorder(log, task, self.run_id)
         # every measurement of the workload, earlier runs' too, pooled by config
-        pairs, self.earlier_by_run = _resume(log, task, self.tuner)
+        earlier, self.earlier_by_run = _resume(log, task, self.tuner)
         self.earlier_trials = self.earlier_by_run.total()
         self.ranking = Ranking()
         self._default: tuple[dict, str] | None = None  # the default config's JSON and fingerprint
-        for config, costs in pairs:
-            self.ranking.add(config, costs)
+        for r in earlier:
+            self._pool(r)
         if shared is not None:  # the run's cost model of this template, warm-started from the log
             shared.attach(self.tuner)
         self.warm = _warm_start(log, task, self.tuner, warm_start)  # measured before the tuner's own
         self.history: list[Trial] = []
         self.errors: Counter = Counter()
-        self.best_cost = min((sum(c) / len(c) for _, c in pairs if c), default=float("inf"))
+        self.best_cost = min((r.mean_cost for r in earlier if r.mean_cost is not None), default=float("inf"))
         self.best_curve: list[float] = []  # best cost after each trial of this run
         self.since_best = 0
         self.stopped: str | None = None
@@ -344,9 +343,13 @@ class _Session:
         self.sent.update(c.index for c in configs)
         return configs
 
+    def _pool(self, record) -> None:
+        """Pool a measurement's record in the ranking (without keeping the record)."""
+        self.ranking.add(record.config, record.costs, code_version=record.code_version, when=record.timestamp)
+
     def record(self, inp, res, record) -> None:
         """Enter one trial's result, whose log ``record`` is written, into the books."""
-        self.ranking.add(record.config, record.costs)
+        self._pool(record)
         self.history.append(Trial(inp.config, res))
         self._unreported[0].append(inp)
         self._unreported[1].append(res)
@@ -421,6 +424,11 @@ class _Session:
         fast."""
         return [self.task.config_space.from_json(c) for c in self._due(done, winner_only)]
 
+    def stale(self) -> bool:
+        """Whether a figure among the best few configs was measured with other code than today's
+        (:func:`measure.code_version`)."""
+        return any(r.code_version != code_version() for r in self.ranking.ranked()[:FINAL_TOP_K])
+
     def final_count(self) -> int:
         """How many configs the final re-measurement's first pass would measure again now (the
         best few ranked so far and the default config), without building them."""
@@ -449,7 +457,7 @@ class _Session:
 
     def remeasured(self, record) -> None:
         """Pool a re-measurement's record."""
-        self.ranking.add(record.config, record.costs)
+        self._pool(record)
         costs = tuning_db.stats.usable_costs(record.costs)
         self.alike.setdefault(tuning_db.knobs_fingerprint(record.config), []).extend(costs)
 
@@ -477,7 +485,11 @@ def tune(task, trials: int | None = 500, tuner="xgb", db="tuning.db", measure_op
     ``trials`` is the number of new trials to make; with ``total=True`` it is the number of
     trials of this workload in all, those the log already holds included, so that running
     the same call again after a kill finishes the budget (a run whose budget is already
-    spent measures nothing). Configs the log holds are never measured again.
+    spent makes no trials). Configs the log holds are never measured again as trials; but
+    where the best few configs' figures were measured with other code than today's
+    (:func:`measure.code_version`: the compiler or a template changed since), the final
+    re-measurement times them again, even in a run with no trials to make, so that the log's
+    figures and its choice are today's.
     ``time_budget`` (seconds) ends the search once that much time has passed, leaving room
     for the final re-measurement within it; with a time budget, ``trials=None`` sets no
     limit on trials.
@@ -567,7 +579,7 @@ def tune_tasks(tasks: Sequence, trials: int | None, tuner="xgb", db="tuning.db",
             done = _trials_done(log, sessions, trials, note["task_set"])
             trials = max(0, trials - done)
             logger.info("%d trials in the log already; %d to go", done, trials)
-        spent = trials == 0  # nothing to measure, nothing to re-measure
+        spent = trials == 0  # no trials to make: only stale figures to measure again
         display = _Progress(sessions, weights, trials, progress)
         # closed after the final re-measurements: the bar ends on the figure the summary shows
         with closing(display), _sigterm_interrupts(), \
@@ -575,8 +587,8 @@ def tune_tasks(tasks: Sequence, trials: int | None, tuner="xgb", db="tuning.db",
             search = _Search(sessions, weights, scheduler, measurer, callbacks, display, remeasure)
             interrupted = search.run(trials, deadline, early_stopping)
             remeasured = {id(s): 0 for s in sessions}
-            if remeasure and not (interrupted or spent):
-                interrupted = search.remeasure(remeasured, deadline)
+            if remeasure and not interrupted:
+                interrupted = search.remeasure(remeasured, deadline, stale_only=spent)
         results = [s.finish(remeasured[id(s)], search) for s in sessions]
     except Exception:
         for s in sessions:
@@ -738,7 +750,7 @@ class _Search:
         left = self.measurer.seconds_to_measure(build_work, run_work)
         return now + left >= deadline
 
-    def remeasure(self, remeasured: dict, deadline: float | None = None) -> bool:
+    def remeasure(self, remeasured: dict, deadline: float | None = None, stale_only: bool = False) -> bool:
         """Measure every task's best few and its default config again, all tasks together
         (``FINAL_ROUNDS`` times each, in interleaved rounds), until the best few of each have
         all been measured again (at most ``FINAL_PASSES`` passes, and ``FINAL_DUELS`` more
@@ -746,14 +758,19 @@ class _Search:
         Past ``deadline``, after the first pass, a task's config ranked first is measured again
         only if it was not yet (and the duel with the default goes on): the others that rose
         into the best few are not, so that the run keeps close to its time budget.
-        Returns whether it was interrupted (Ctrl-C, SIGTERM): then the runs are recorded as
-        interrupted, with every measurement that finished."""
+        ``stale_only``: only the tasks among whose best few a figure is stale (see
+        :meth:`_Session.stale`). Returns whether it was interrupted (Ctrl-C, SIGTERM): then
+        the runs are recorded as interrupted, with every measurement that finished."""
         done = {id(s): set() for s in self.sessions}
+        sessions = [s for s in self.sessions if s.stale()] if stale_only else self.sessions
+        if stale_only and sessions:
+            logger.info("%d of %d tasks have best configs measured with other code than today's (%s): "
+                        "measuring them again", len(sessions), len(self.sessions), code_version())
         try:
             for k in range(FINAL_PASSES + FINAL_DUELS):
                 late = k > 0 and deadline is not None and time.monotonic() >= deadline
                 inputs = []
-                for s in self.sessions:
+                for s in sessions:
                     finalists = s.finalists(done[id(s)], winner_only=late)
                     done[id(s)].update(tuning_db.knobs_fingerprint(c.to_json()) for c in finalists)
                     for _ in range(FINAL_ROUNDS):

@@ -103,7 +103,7 @@ _PG_INIT_LOCK = 0x61757475_6E65  # advisory-lock id under which PostgreSQL opene
 _R, _W = RecordRow, WorkloadRow
 _RECORD_COLUMNS = (
     _R.id, _R.config, _R.config_index, _R.costs, _R.gflops, _R.error_kind, _R.error_msg,
-    _R.build_time, _R.run_time, _R.host, _R.device, _R.timestamp, _R.run_id, _R.kind,
+    _R.build_time, _R.run_time, _R.host, _R.device, _R.timestamp, _R.run_id, _R.kind, _R.code_version,
     _W.key, _W.template, _W.args, _W.target, _W.target_model,
 )
 
@@ -484,7 +484,7 @@ class TuningLog:
         """
         S = ConfigStatsRow
         query = (select(_W.key, S.knobs_hash, S.config, S.n_costs, S.median_cost, S.score, S.min_cost,
-                        S.max_cost, S.flop)
+                        S.max_cost, S.flop, S.code_version, S.latest)
                  .join(_W, _W.id == S.workload_id).where(_W.key == _key_of(task_or_key))
                  .order_by(S.score, S.knobs_hash).offset(offset))
         if limit is not None:
@@ -493,7 +493,8 @@ class TuningLog:
             rows = conn.execute(query).all()
         return [ConfigStats(workload_key=r.key, knobs_hash=r.knobs_hash, config=json.loads(r.config),
                             count=r.n_costs, median=r.median_cost, score=r.score, min_cost=r.min_cost,
-                            max_cost=r.max_cost, flop=r.flop) for r in rows]
+                            max_cost=r.max_cost, flop=r.flop, code_version=r.code_version,
+                            latest=r.latest) for r in rows]
 
     def trial_curve(self, task_or_key: TaskOrKey, *, points: int = 1000) -> TrialCurve:
         """A workload's search trials in time order, downsampled: what a plot of its tuning curve
@@ -632,7 +633,7 @@ class TuningLog:
                 "costs": json.dumps(r.costs), "mean_cost": r.mean_cost, "median_cost": r.median_cost,
                 "gflops": r.gflops, "error_kind": r.error_kind, "error_msg": r.error_msg,
                 "build_time": r.build_time, "run_time": r.run_time, "host": r.host, "device": r.device,
-                "timestamp": r.timestamp, "kind": r.kind})
+                "timestamp": r.timestamp, "kind": r.kind, "code_version": r.code_version})
         values = list(rows.values())
         insert = _insert_records(self._backend)
         added = []
@@ -670,7 +671,8 @@ class TuningLog:
                           config_index=row.config_index, costs=json.loads(row.costs),
                           error_kind=row.error_kind, error_msg=row.error_msg, build_time=row.build_time,
                           run_time=row.run_time, host=row.host, device=row.device,
-                          timestamp=row.timestamp, run_id=row.run_id, gflops=row.gflops, kind=row.kind)
+                          timestamp=row.timestamp, run_id=row.run_id, gflops=row.gflops, kind=row.kind,
+                          code_version=row.code_version)
         except (ValueError, TypeError) as err:
             log.warning("tuning log %s: skipping malformed record row %s: %s", self._where, row.id, err)
             return None

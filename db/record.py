@@ -87,7 +87,10 @@ class Record:
     """One measurement of one configuration of one workload.
 
     ``costs`` are the repeated timings in seconds; ``kind`` says why the config was measured
-    (:data:`TRIAL` or :data:`REMEASURE`). A record with an ``error_kind`` is a
+    (:data:`TRIAL` or :data:`REMEASURE`); ``code_version`` names the code that built and timed
+    it (``measure.code_version()``; ``""`` where unknown, as in logs written before it was
+    kept): a config's figure in the ranking comes from the costs of its latest code version
+    only (see :mod:`db.stats`). A record with an ``error_kind`` is a
     failed candidate: it keeps its error but has no mean or median cost and never comes out
     of a ranking of the best configs. A record without an error needs at least
     one finite, non-negative cost.
@@ -114,6 +117,7 @@ class Record:
     run_id: str | None = None
     gflops: float | None = None
     kind: str = TRIAL
+    code_version: str = ""
 
     def __post_init__(self) -> None:
         _string("workload_key", self.workload_key, empty=False)
@@ -153,6 +157,7 @@ class Record:
         self.timestamp = _float("timestamp", self.timestamp)
         if self.run_id is not None:
             _string("run_id", self.run_id, empty=False)
+        self.code_version = _string("code_version", "" if self.code_version is None else self.code_version)
         if self.kind not in RECORD_KINDS:
             raise RecordError(f"record field 'kind' must be one of {', '.join(RECORD_KINDS)}, "
                               f"got {self.kind!r}")
@@ -177,11 +182,14 @@ class Record:
         """A fingerprint of every field: the record's identity across logs.
 
         Adding, importing or merging a record whose ``uid`` a log already holds adds nothing.
-        The ``kind`` is left out: records written before kinds existed keep their identity.
+        The ``kind`` is left out, and an empty ``code_version``: records written before either
+        existed keep their identity.
         """
         # The fields as to_dict() has them (JSON data already), without its deep copy: hashing
         # only reads them, and this runs for every record stored.
         data = {f.name: getattr(self, f.name) for f in _FIELDS if f.name != "kind"}
+        if not self.code_version:
+            del data["code_version"]
         return hashlib.sha256(canonical_json(data).encode()).hexdigest()
 
     def to_dict(self) -> dict[str, Any]:

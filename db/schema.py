@@ -16,17 +16,18 @@ Tables:
     tuner writes (its last time and its interval) so that a run whose process died is seen
     as dead.
 ``records``
-    one row per measurement: workload, run, its kind (``"trial"`` or ``"remeasure"``),
-    canonical JSON config and its index, JSON costs with their mean and median (``NULL``
-    for errors), GFLOPS, error kind and message, build and run times, host, device,
-    timestamp, and ``uid``, the record's fingerprint, which makes adding, importing and
-    merging idempotent.
+    one row per measurement: workload, run, its kind (``"trial"`` or ``"remeasure"``), the
+    version of the code that built and timed it (``""`` before version 6), canonical JSON
+    config and its index, JSON costs with their mean and median (``NULL`` for errors),
+    GFLOPS, error kind and message, build and run times, host, device, timestamp, and
+    ``uid``, the record's fingerprint, which makes adding, importing and merging idempotent.
 
 ``config_stats``
     one row per workload and config (pooled by the fingerprint of its knobs), of fixed size:
     a surrogate id, the config as stored, the count of its usable costs, their median,
-    minimum and maximum, its score (the confident cost the ranking sorts by) and the work of
-    one run. Kept by :mod:`db.stats` in the transaction that inserts the records.
+    minimum and maximum, its score (the confident cost the ranking sorts by), the work of
+    one run, and the code version those costs come from (the config's latest) with the time
+    of its latest record. Kept by :mod:`db.stats` in the transaction that inserts the records.
 ``config_costs``
     one row per usable cost of a config: the config's id, the cost, and the record (and the
     position among its usable costs) it came from. Its primary key orders a config's costs,
@@ -86,7 +87,7 @@ log = logging.getLogger(__name__)
 
 #: The version of the schema this library writes. Bump it with each change of the tables and
 #: add its Alembic revision ``v<version>`` to ``db/migrations/versions`` (see :mod:`db.migrations`).
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 #: The Alembic revision of :data:`SCHEMA_VERSION`.
 HEAD_REVISION = f"v{SCHEMA_VERSION}"
@@ -149,6 +150,7 @@ class RecordRow(Base):
     workload_id: Mapped[int] = mapped_column(_Id, ForeignKey("workloads.id", ondelete="CASCADE"))
     run_id: Mapped[str | None] = mapped_column(String(64), ForeignKey("tuning_runs.id", ondelete="SET NULL"))
     kind: Mapped[str] = mapped_column(String(32), server_default="trial")
+    code_version: Mapped[str] = mapped_column(String(64), server_default="")
     config: Mapped[str] = mapped_column(Text)
     config_index: Mapped[int | None] = mapped_column(BigInteger)
     costs: Mapped[str] = mapped_column(Text)
@@ -185,6 +187,8 @@ class ConfigStatsRow(Base):
     min_cost: Mapped[float] = mapped_column(Float)
     max_cost: Mapped[float] = mapped_column(Float)
     flop: Mapped[float | None] = mapped_column(Float)
+    code_version: Mapped[str] = mapped_column(String(64), server_default="")
+    latest: Mapped[float] = mapped_column(Float, server_default="0")
 
     __table_args__ = (
         Index("ix_config_stats_config", "workload_id", "knobs_hash", unique=True),

@@ -14,8 +14,14 @@ without rewriting what a config holds already: its new costs are rows added to
 read from the middle of its costs (``ORDER BY cost LIMIT 1 or 2 OFFSET (n - 1) / 2`` on the
 table's key), so that an insert does not read or write a config's history.
 :func:`rebuild_stats` recomputes the tables from the records (after a prune, and by the
-schema migration that last changed them). A config's statistics are a function of the
-multiset of its costs alone, so they do not depend on the order in which records arrived.
+schema migration that last changed them).
+
+A config's figure is made of the costs of its latest code version only: each record names
+the version of the code that built and timed it (``code_version``), and a config's costs
+from an earlier version (a compiler or template since changed) no longer count once it has
+been measured with a newer one; its records stay. The latest version is the one of the
+config's latest record (by time, then by version), so a config's statistics are a function
+of the multiset of its records alone and do not depend on the order in which they arrived.
 
 The score is :func:`confident_cost` (``autotune.selection`` ranks with it and only with it;
 it lives here because the log computes it on insert, and this package imports no other).
@@ -89,8 +95,10 @@ class ConfigStats:
     ``config`` is the config as stored (of the records pooled, the one whose canonical JSON
     sorts first); ``count`` the number of its usable costs, ``median``, ``min_cost`` and
     ``max_cost`` their median, minimum and maximum; ``score`` its :func:`confident_cost`;
-    ``flop`` the work of one run as its records state it (``None`` when none does). Its
-    records are ``TuningLog.records(workload_key, knobs_hash=knobs_hash)``.
+    ``flop`` the work of one run as its records state it (``None`` when none does);
+    ``code_version`` the code version those costs come from (the config's latest) and
+    ``latest`` the time of its latest record. Its records are
+    ``TuningLog.records(workload_key, knobs_hash=knobs_hash)`` (those its costs come from).
     """
 
     workload_key: str
@@ -102,6 +110,8 @@ class ConfigStats:
     min_cost: float
     max_cost: float
     flop: float | None = None
+    code_version: str = ""
+    latest: float = 0.0
 
     @property
     def spread(self) -> float:
@@ -110,19 +120,26 @@ class ConfigStats:
 
 
 class _Pool:
-    """New records of one config, to be merged into its row: the least canonical JSON of its
-    config, its usable costs as ``(cost, record id, position)`` and the least work of one run
-    (every choice here is order-independent)."""
+    """New records of one config and one code version, to be merged into its row: the least
+    canonical JSON of its config, its usable costs as ``(cost, record id, position)``, the
+    least work of one run and the time of its latest record (every choice here is
+    order-independent)."""
 
-    __slots__ = ("config", "costs", "flop")
+    __slots__ = ("config", "costs", "flop", "version", "latest")
 
-    def __init__(self, config: str, flop: float | None):
-        self.config, self.costs, self.flop = config, [], flop
+    def __init__(self, config: str, flop: float | None, version: str, latest: float):
+        self.config, self.costs, self.flop, self.version, self.latest = config, [], flop, version, latest
 
-    def absorb(self, config: str, flop: float | None) -> None:
+    def absorb(self, config: str, flop: float | None, latest: float) -> None:
         self.config = min(self.config, config)
         if flop is not None:
             self.flop = flop if self.flop is None else min(self.flop, flop)
+        self.latest = max(self.latest, latest)
+
+    @property
+    def newest(self) -> tuple[float, str]:
+        """What orders code versions: the time of the latest record, then the version."""
+        return self.latest, self.version
 
     def row(self, workload_id: int, knobs_hash: str) -> dict[str, Any]:
         """The whole row of a config that the log does not hold yet."""
@@ -130,7 +147,8 @@ class _Pool:
         median = statistics.median(costs)
         return {"workload_id": workload_id, "knobs_hash": knobs_hash, "config": self.config,
                 "n_costs": len(costs), "median_cost": median, "score": _score(median, len(costs)),
-                "min_cost": costs[0], "max_cost": costs[-1], "flop": self.flop}
+                "min_cost": costs[0], "max_cost": costs[-1], "flop": self.flop,
+                "code_version": self.version, "latest": self.latest}
 
 
 def _score(median: float, n: int) -> float:
@@ -142,25 +160,35 @@ def _flop(gflops: float | None, mean: float | None) -> float | None:
     return gflops * 1e9 * mean if gflops and mean and gflops > 0 and mean > 0 else None
 
 
-def _pools(rows: Iterable[dict[str, Any]], pools: dict[tuple[int, str], _Pool] | None = None,
-           ) -> dict[tuple[int, str], _Pool]:
-    """Pool successful records by workload and config, into ``pools`` (new by default): dicts
-    of ``id, workload_id, gflops, mean_cost``, ``costs`` (a list), ``config`` (a dict) and
-    ``config_text`` (its canonical JSON)."""
+# Pools of records by workload and config, then by code version.
+_Versions = dict[str, _Pool]
+_Pools = dict[tuple[int, str], _Versions]
+
+
+def _pools(rows: Iterable[dict[str, Any]], pools: _Pools | None = None) -> _Pools:
+    """Pool successful records by workload, config and code version, into ``pools`` (new by
+    default): dicts of ``id, workload_id, gflops, mean_cost, timestamp, code_version``,
+    ``costs`` (a list), ``config`` (a dict) and ``config_text`` (its canonical JSON)."""
     pools = {} if pools is None else pools
     for r in rows:
         costs = usable_costs(r["costs"])
         if not costs:
             continue
         key = (r["workload_id"], knobs_fingerprint(r["config"]))
-        flop = _flop(r["gflops"], r["mean_cost"])
-        pool = pools.get(key)
+        flop, version = _flop(r["gflops"], r["mean_cost"]), r["code_version"]
+        versions = pools.setdefault(key, {})
+        pool = versions.get(version)
         if pool is None:
-            pool = pools[key] = _Pool(r["config_text"], flop)
+            pool = versions[version] = _Pool(r["config_text"], flop, version, r["timestamp"])
         else:
-            pool.absorb(r["config_text"], flop)
+            pool.absorb(r["config_text"], flop, r["timestamp"])
         pool.costs.extend((c, r["id"], seq) for seq, c in enumerate(costs))
     return pools
+
+
+def _latest(versions: _Versions) -> _Pool:
+    """The pool of a config's latest code version: the one whose costs are its figure."""
+    return max(versions.values(), key=lambda pool: pool.newest)
 
 
 # The statements of every insert, built once per dialect: building a statement costs more
@@ -176,7 +204,8 @@ def _counts_upsert(dialect: str) -> Any:
 @functools.cache
 def _stats_of() -> Any:
     S = ConfigStatsRow
-    return select(S.id, S.knobs_hash, S.config, S.n_costs, S.min_cost, S.max_cost, S.flop).where(
+    return select(S.id, S.knobs_hash, S.config, S.n_costs, S.min_cost, S.max_cost, S.flop, S.code_version,
+                  S.latest).where(
         S.workload_id == bindparam("wid"), S.knobs_hash.in_(bindparam("hashes", expanding=True)))
 
 
@@ -192,12 +221,12 @@ def _insert_stats() -> Any:
 # per array (``unnest``), since a statement per row would cost a round trip each.
 
 _UPDATE_STATS = ("UPDATE config_stats SET config = ?, n_costs = ?, median_cost = ?, score = ?, min_cost = ?, "
-                 "max_cost = ?, flop = ? WHERE id = ?")
+                 "max_cost = ?, flop = ?, latest = ? WHERE id = ?")
 _PG_UPDATE_STATS = ("UPDATE config_stats AS s SET config = u.config, n_costs = u.n, median_cost = u.median, "
-                    "score = u.score, min_cost = u.lo, max_cost = u.hi, flop = u.flop FROM unnest("
-                    "%s::text[], %s::int[], %s::float8[], %s::float8[], %s::float8[], %s::float8[], "
-                    "%s::float8[], %s::bigint[]) AS u(config, n, median, score, lo, hi, flop, id) "
-                    "WHERE s.id = u.id")
+                    "score = u.score, min_cost = u.lo, max_cost = u.hi, flop = u.flop, latest = u.latest "
+                    "FROM unnest(%s::text[], %s::int[], %s::float8[], %s::float8[], %s::float8[], "
+                    "%s::float8[], %s::float8[], %s::float8[], %s::bigint[]) "
+                    "AS u(config, n, median, score, lo, hi, flop, latest, id) WHERE s.id = u.id")
 _INSERT_COSTS = "INSERT INTO config_costs (config_id, cost, record_id, seq) VALUES (?, ?, ?, ?)"
 _PG_INSERT_COSTS = ("INSERT INTO config_costs (config_id, cost, record_id, seq) "
                     "SELECT * FROM unnest(%s::bigint[], %s::float8[], %s::bigint[], %s::int[])")
@@ -269,7 +298,8 @@ def _medians(conn: Connection, counts: dict[int, int]) -> dict[int, float]:
 
 def _merge_old(conn: Connection, old: dict[tuple[int, str], Any],
                pools: dict[tuple[int, str], _Pool]) -> None:
-    """Fold new records into the rows of configs the log holds (``old``: key -> its row)."""
+    """Fold new records into the rows of configs the log holds (``old``: key -> its row), of the
+    code version of the row."""
     ids = {key: row.id for key, row in old.items()}
     _insert_costs(conn, ids, pools)
     counts = {row.id: row.n_costs + len(pools[key].costs) for key, row in old.items()}
@@ -277,11 +307,11 @@ def _merge_old(conn: Connection, old: dict[tuple[int, str], Any],
     updates = []
     for key, row in sorted(old.items()):
         pool = pools[key]
-        pool.absorb(row.config, row.flop)
+        pool.absorb(row.config, row.flop, row.latest)
         new_costs = [c for c, _, _ in pool.costs]
         n, median = counts[row.id], medians[row.id]
         updates.append((pool.config, n, median, _score(median, n), min(row.min_cost, *new_costs),
-                        max(row.max_cost, *new_costs), pool.flop, row.id))
+                        max(row.max_cost, *new_costs), pool.flop, pool.latest, row.id))
     _run_rows(conn, _UPDATE_STATS, _PG_UPDATE_STATS, updates)
 
 
@@ -317,9 +347,55 @@ def add_stats(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
         for start in range(0, len(hs), _BATCH):
             for row in conn.execute(_stats_of(), {"wid": wid, "hashes": hs[start:start + _BATCH]}):
                 old[(wid, row.knobs_hash)] = row
-    _insert_new(conn, {key: pool for key, pool in new.items() if key not in old})
-    if old:
-        _merge_old(conn, old, {key: new[key] for key in old})
+    _insert_new(conn, {key: _latest(versions) for key, versions in new.items() if key not in old})
+    same: dict[tuple[int, str], _Pool] = {}
+    newer: dict[tuple[int, str], str] = {}
+    for key, row in old.items():
+        top = _latest(new[key])
+        if top.version != row.code_version and top.newest > (row.latest, row.code_version):
+            newer[key] = top.version
+        elif row.code_version in new[key]:
+            same[key] = new[key][row.code_version]
+        # else: costs of an earlier code version, kept in the records but not in the figure
+    if same:
+        _merge_old(conn, {key: old[key] for key in same}, same)
+    if newer:
+        _replace(conn, {key: old[key].id for key in newer}, newer)
+
+
+def _replace(conn: Connection, ids: dict[tuple[int, str], int],
+             versions: dict[tuple[int, str], str]) -> None:
+    """Make the rows of configs whose latest code version changed (``ids``: key -> row id) anew,
+    from all the records of that version (``versions``: key -> the version), the new ones
+    included: they are few (a config is measured again after a change of the code), and a
+    version met again after another (a build gone back to) keeps its earlier costs."""
+    S, CC, R = ConfigStatsRow, ConfigCostRow, RecordRow
+    row_ids = sorted(ids.values())
+    for start in range(0, len(row_ids), _BATCH):
+        part = row_ids[start:start + _BATCH]
+        conn.execute(delete(CC).where(CC.config_id.in_(part)))
+        conn.execute(delete(S).where(S.id.in_(part)))
+    wanted: dict[tuple[int, str], set[str]] = {}
+    for (wid, knobs_hash), version in versions.items():
+        wanted.setdefault((wid, version), set()).add(knobs_hash)
+    pools: _Pools = {}
+    for (wid, version), knobs in sorted(wanted.items()):
+        query = select(*_POOLED).where(R.workload_id == wid, R.code_version == version,
+                                       R.error_kind.is_(None))
+        rows = _pooled_rows(conn.execute(query))
+        _pools((r for r in rows if knobs_fingerprint(r["config"]) in knobs), pools)
+    _insert_new(conn, {key: _latest(v) for key, v in pools.items()})
+
+
+# The columns of a record that its config's statistics need.
+_POOLED = (RecordRow.id, RecordRow.workload_id, RecordRow.config, RecordRow.costs, RecordRow.gflops,
+           RecordRow.mean_cost, RecordRow.timestamp, RecordRow.code_version)
+
+
+def _pooled_rows(result: Iterable[Any]) -> list[dict[str, Any]]:
+    """Rows of :data:`_POOLED` as :func:`_pools` takes them."""
+    return [{**r._mapping, "costs": json.loads(r.costs), "config": json.loads(r.config),
+             "config_text": r.config} for r in result]
 
 
 def rebuild_stats(conn: Connection, workload_ids: Sequence[int] | None = None) -> None:
@@ -341,18 +417,16 @@ def rebuild_stats(conn: Connection, workload_ids: Sequence[int] | None = None) -
     counts = (select(R.workload_id, R.kind, error_kind, func.count()).where(*where)
               .group_by(R.workload_id, R.kind, error_kind))
     conn.execute(insert(C).from_select(["workload_id", "kind", "error_kind", "n"], counts))
-    columns = (R.id, R.workload_id, R.config, R.costs, R.gflops, R.mean_cost)
     for wid in wids:  # one workload at a time: bounded memory, and its pools are complete
         last = 0
-        pools: dict[tuple[int, str], _Pool] = {}
+        pools: _Pools = {}
         while True:
-            query = (select(*columns).where(R.workload_id == wid, R.error_kind.is_(None), R.id > last)
+            query = (select(*_POOLED).where(R.workload_id == wid, R.error_kind.is_(None), R.id > last)
                      .order_by(R.id).limit(20 * _BATCH))
-            rows = [{**r._mapping, "costs": json.loads(r.costs), "config": json.loads(r.config),
-                     "config_text": r.config} for r in conn.execute(query)]
+            rows = _pooled_rows(conn.execute(query))
             if not rows:
                 break
             last = rows[-1]["id"]
             _pools(rows, pools)
         if pools:
-            _insert_new(conn, pools)
+            _insert_new(conn, {key: _latest(versions) for key, versions in pools.items()})

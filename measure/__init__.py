@@ -14,6 +14,7 @@ of :mod:`measure.protocol`.
 """
 
 from measure.base import Builder, Feed, Runner
+from measure.code_version import code_version
 from measure.errors import MeasureError
 from measure.local import LocalBuilder, LocalRunner
 from measure.pipeline import MeasureOptions, MeasureSession, measure_batch, measure_stream
@@ -23,4 +24,4 @@ from measure.records import Artifact, ErrorKind, MeasureInput, MeasureResult
 __all__ = ["MeasureError", "ErrorKind", "MeasureInput", "Artifact", "MeasureResult",
            "BuildRequest", "BuildReply", "RunRequest", "RunReply",
            "Builder", "Runner", "Feed", "LocalBuilder", "LocalRunner", "MeasureOptions", "MeasureSession",
-           "measure_batch", "measure_stream"]
+           "measure_batch", "measure_stream", "code_version"]

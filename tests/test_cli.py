@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import db
+import measure
 from autotune import __version__
 from autotune.cli import COMMANDS, main
 
@@ -216,6 +218,23 @@ def test_best_prints_a_table(tuned):
     assert int(cells[-2]) == 4 and int(cells[-1]) == 0  # --trials 4: re-measurements are no trials
     assert "runs: 1 (1 budget)" in p.stdout
     assert _first_knob() in p.stdout
+
+
+def test_best_says_which_figures_older_code_measured(tuned, tmp_path):
+    d, _ = tuned
+    listed = _run("best", "--db", "tuning.db", "--json", cwd=d)
+    assert listed.returncode == 0, listed.stderr
+    (workload,) = json.loads(listed.stdout)["workloads"]
+    assert workload["code_version"] == measure.code_version()
+    assert "other code" not in _run("best", "--db", "tuning.db", cwd=d).stdout
+    with db.open(d / "tuning.db") as log:  # its measurements, as an earlier version of the code made them
+        older = [db.Record(**{**r.to_dict(), "code_version": "0.0.9+older"}) for r in log.records()]
+    with db.open(tmp_path / "older.db") as log:
+        log.add(older)
+    p = _run("best", "--db", "older.db", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    today = measure.code_version()
+    assert f"1 of these figures were measured with other code than today's ({today})" in p.stdout
 
 
 def test_report_html_holds_plots_and_the_table(tuned):

@@ -150,6 +150,36 @@ def test_the_log_ranks_as_the_python_ranking_does(fresh_log):
         assert [e.config for e in skipped] == [e.config for e in by_python[1:3]]
 
 
+def test_a_config_is_ranked_by_the_costs_of_its_latest_code_version(fresh_log):
+    """Costs measured with earlier code stop counting once the config is measured with newer code;
+    a record of older code that arrives late (a merged log) changes nothing; going back to a
+    version (a newer record of it) brings back all of that version's costs."""
+    def record(x, cost, when, version):
+        return db.Record(workload_key="w", template="t", args=[8], target="llvm", config={"knobs": {"x": x}},
+                         costs=[cost, cost], timestamp=when, code_version=version)
+
+    def ranking(records):
+        by_python = rank_records(records)
+        by_sql = best(fresh_log, "w", k=10)
+        assert [(e.config, e.costs, e.score, e.code_version) for e in by_sql] == \
+            [(e.config, e.costs, e.score, e.code_version) for e in by_python]
+        return [(e.config["knobs"]["x"], e.median, e.code_version) for e in by_sql]
+
+    records = [record(0, 1.0, 1.0, "old"), record(0, 1.2, 2.0, "old"), record(1, 2.0, 3.0, "old")]
+    fresh_log.add(records)
+    assert ranking(records) == [(0, 1.1, "old"), (1, 2.0, "old")]
+    records.append(record(0, 3.0, 4.0, "new"))  # today's code makes config 0 slower
+    fresh_log.add(records[-1:])
+    assert ranking(records) == [(1, 2.0, "old"), (0, 3.0, "new")]
+    records.append(record(0, 0.5, 0.5, "old"))  # an older record, merged late
+    fresh_log.add(records[-1:])
+    assert ranking(records) == [(1, 2.0, "old"), (0, 3.0, "new")]
+    records.append(record(0, 1.4, 5.0, "old"))  # the old code again, and the latest
+    fresh_log.add(records[-1:])
+    assert ranking(records) == [(0, 1.1, "old"), (1, 2.0, "old")]
+    assert [r.timestamp for r in best(fresh_log, "w")[0].records] == [1.0, 2.0, 0.5, 5.0]
+
+
 def test_two_processes_adding_records_in_other_orders_pick_the_same_configs(tmp_path):
     records = _log_records(7)
     data = json.dumps([r.to_dict() for r in records])

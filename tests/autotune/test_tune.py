@@ -11,6 +11,8 @@ import pytest
 
 import autotune
 import db
+import measure
+from autotune.selection import best
 from measure import (
     Artifact,
     Builder,
@@ -311,6 +313,40 @@ def test_total_finishes_the_budget_of_a_run_cut_short(tmp_path, task):
         assert log.count(task, kind=db.TRIAL) == 12
         assert log.count(task, kind=db.REMEASURE) == before - 6 + more.remeasured
         assert [r.options["total"] for r in log.runs()] == [True, True, True, False]
+
+
+def test_a_spent_budget_measures_again_the_best_figures_of_older_code(tmp_path, task):
+    """Once the code changed (``measure.code_version``), a run with no trials left times the
+    best configs again: their figures become today's alone; a second such run measures nothing."""
+    first = tmp_path / "first.db"
+    with MeasureOptions(_NoBuild(), _ScriptedRunner([float(k + 1) * 1e-3 for k in range(16)])) as opts:
+        autotune.tune(task, trials=6, tuner="random", db=first, measure_option=opts, seed=9, batch_size=2,
+                      progress=False, remeasure=False)
+    with db.open(first) as log:  # the same measurements, as an earlier version of the code made them
+        older = [db.Record(**{**r.to_dict(), "code_version": "0.0.9+older"}) for r in log.records(task)]
+    path = tmp_path / "t.db"
+    with db.open(path) as log:
+        log.add(older)
+
+    def spent_run():
+        with MeasureOptions(_NoBuild(), _ScriptedRunner([float(k + 20) * 1e-3 for k in range(16)])) as opts:
+            return autotune.tune(task, trials=6, tuner="random", db=path, measure_option=opts, seed=9,
+                                 batch_size=2, progress=False, total=True)
+
+    again = spent_run()
+    assert (again.trials, again.resumed) == (0, 6) and again.remeasured > 0
+    with db.open(path) as log:
+        assert log.count(task, kind=db.TRIAL) == 6  # no trial: measurements of configs it held
+        top = best(log, task, k=3)
+        today = measure.code_version()
+        for entry in top:  # the best few as today's code times them, the older costs left out
+            assert entry.code_version == today and all(r.code_version == today for r in entry.records)
+            assert min(entry.costs) >= 20e-3 and entry.median == statistics.median(entry.costs)
+        assert again.best_cost == top[0].median
+        held = log.count(task)
+    assert spent_run().remeasured == 0  # today's figures: nothing to measure again
+    with db.open(path) as log:
+        assert log.count(task) == held
 
 
 class _BrokenRunner(Runner):

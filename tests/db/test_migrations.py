@@ -192,6 +192,11 @@ def test_the_statistics_are_built_from_the_records_a_log_holds(v1_log: str) -> N
             assert got == expected
             assert sum(len(log.records(key, knobs_hash=s.knobs_hash)) for s in stats) == log.count(
                 key, errors=False)
+            # written before records named their code version: one version, "", for all
+            for s in stats:
+                pooled_records = log.records(key, knobs_hash=s.knobs_hash)
+                assert {r.code_version for r in pooled_records} == {s.code_version} == {""}
+                assert s.latest == max(r.timestamp for r in pooled_records)
         # mm64-z4: config 3 measured twice (a trial and its re-measurement) pools both records;
         # config 5 once; config 7 failed: no entry
         (five, three) = log.config_stats("mm64-z4")

@@ -19,21 +19,28 @@ from db.stats import rebuild_stats, usable_costs
 KEYS = ("mm-a", "mm-b")
 
 
+VERSIONS = ("", "0.1.0+aaaa", "0.1.0+bbbb")
+
+
 def _random_records(seed: int, n: int) -> list[db.Record]:
     """Records of few configs (some under two indexes or key orders), with errors, costs that do
-    not count (zero), both kinds, and costs drawn from few values so that scores tie."""
+    not count (zero), both kinds, costs drawn from few values so that scores tie, and three code
+    versions at times that interleave (some equal), so that a config's latest version changes
+    back and forth as they arrive."""
     rng = random.Random(seed)
     out = []
-    for i in range(n):
+    for _ in range(n):
         x, y = rng.randrange(4), rng.randrange(3)
         knobs = {"x": x, "y": y} if rng.random() < 0.5 else {"y": y, "x": x}
         config = {"index": x * 3 + y + rng.choice((0, 100)), "knobs": knobs}
         error = rng.random() < 0.15
         costs = [] if error else [rng.choice((0.0, 1.0, 1.5, 2.0, 3.0)) for _ in range(rng.randint(1, 3))]
         out.append(db.Record(workload_key=rng.choice(KEYS), template="matmul", args=[64, 64, 64, "float32"],
-                             target="llvm", config=config, costs=costs, timestamp=1.7e9 + i,
+                             target="llvm", config=config, costs=costs,
+                             timestamp=1.7e9 + rng.randrange(n // 3),
                              error_kind="build" if error else None, gflops=rng.choice((None, 5.0)),
-                             kind=rng.choice((db.TRIAL, db.TRIAL, db.REMEASURE))))
+                             kind=rng.choice((db.TRIAL, db.TRIAL, db.REMEASURE)),
+                             code_version=rng.choice(VERSIONS)))
     return out
 
 
@@ -73,15 +80,26 @@ def _costs(log: db.TuningLog, key: str, stats: db.ConfigStats) -> list[float]:
     return sorted(usable_costs(c for r in log.records(key, knobs_hash=stats.knobs_hash) for c in r.costs))
 
 
+def _pooled_by_hand(records: list[db.Record], key: str) -> dict[str, list[db.Record]]:
+    """The records of each config of ``key`` whose costs count: those with usable costs of the
+    config's latest code version (that of its latest such record, then the greater version)."""
+    mine: dict[str, list[db.Record]] = {}
+    for r in {r.uid: r for r in records}.values():  # a record the log holds already adds nothing
+        if r.workload_key == key and r.error_kind is None and usable_costs(r.costs):
+            mine.setdefault(db.knobs_fingerprint(r.config), []).append(r)
+    pooled = {}
+    for h, rs in mine.items():
+        latest = max((r.timestamp, r.code_version) for r in rs)[1]
+        pooled[h] = [r for r in rs if r.code_version == latest]
+    return pooled
+
+
 def _by_hand(records: list[db.Record], key: str) -> list[tuple]:
     """(fingerprint, sorted costs, median, score) of each config of ``key``, in ranking order."""
-    pooled: dict[str, list[float]] = {}
-    for r in records:
-        if r.workload_key == key and r.error_kind is None:
-            costs = [c for c in r.costs if c > 0]
-            if costs:
-                pooled.setdefault(db.knobs_fingerprint(r.config), []).extend(costs)
-    rows = [(h, sorted(c), statistics.median(c), db.confident_cost(c)) for h, c in pooled.items()]
+    rows = []
+    for h, rs in _pooled_by_hand(records, key).items():
+        c = sorted(usable_costs(x for r in rs for x in r.costs))
+        rows.append((h, c, statistics.median(c), db.confident_cost(c)))
     return sorted(rows, key=lambda row: (row[3], row[0]))
 
 
@@ -108,9 +126,10 @@ def test_statistics_follow_the_records_in_any_order_and_batching(log_url: str) -
                 assert (s.count, s.min_cost, s.max_cost) == (len(costs), costs[0], costs[-1])
                 assert s.flop == (min(r.gflops * 1e9 * r.mean_cost for r in stored if r.gflops)
                                   if any(r.gflops for r in stored) else None)
-                mine = [r for r in records if r.workload_key == key and r.error_kind is None
-                        and db.knobs_fingerprint(r.config) == s.knobs_hash and usable_costs(r.costs)]
+                mine = _pooled_by_hand(records, key)[s.knobs_hash]
                 assert sorted(r.uid for r in stored) == sorted({r.uid for r in mine})
+                assert {r.code_version for r in stored} == {s.code_version}
+                assert s.latest == max(r.timestamp for r in mine)
         summary = {row.workload_key: row for row in log.summary()}
         for key in KEYS:
             mine = [r for r in records if r.workload_key == key]

@@ -5,11 +5,10 @@ Version 4 kept, per config, its sorted costs and the ids of its records as JSON 
 configs gathered measurements. Now ``config_costs`` holds one row per usable cost (config id,
 cost, record, position), ordered by its key, and ``config_stats`` only fixed-size columns
 under a surrogate id; an insert adds cost rows and reads the median from the middle of the
-config's index. Both tables are dropped and rebuilt from the records
-(:func:`db.stats.rebuild_stats`), which also recounts ``workload_counts``.
-
-This is the revision that fills the statistics tables: earlier revisions only create them,
-so that :func:`~db.stats.rebuild_stats`, which writes today's tables, runs once, after them.
+config's index. Both tables are dropped and made anew, empty. (Version 5 filled them from the
+records; version 6 added columns to them and fills them since, with today's code,
+:func:`db.stats.rebuild_stats`, which also recounts ``workload_counts``: a log migrating
+through several revisions computes them once, at the end.)
 
 Revision ID: v5
 Revises: v4
@@ -21,7 +20,6 @@ import sqlalchemy as sa
 from alembic import op
 
 from db.migrations import set_version
-from db.stats import rebuild_stats
 
 revision = "v5"
 down_revision = "v4"
@@ -32,7 +30,7 @@ _Id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
 def upgrade() -> None:
-    """Replace the statistics of version 4 by fixed-size rows and a table of costs, then fill them."""
+    """Replace the statistics of version 4 by fixed-size rows and a table of costs."""
     op.drop_index("ix_config_stats_rank", "config_stats")
     op.drop_table("config_stats")
     op.create_table(
@@ -58,5 +56,4 @@ def upgrade() -> None:
         sa.Column("seq", sa.Integer, primary_key=True),
         sqlite_with_rowid=False,
     )
-    rebuild_stats(op.get_bind())
     set_version(5)
