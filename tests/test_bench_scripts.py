@@ -559,6 +559,16 @@ def test_bench_model_compares_each_tuned_kernel_with_its_log_figure(tmp_path):
         del reply["kernel_alone_model_times"]  # children of an older script
     ((*_, alone),) = M.kernels_vs_log(r, str(tmp_path / "log.db"))
     assert alone is None
+    # figures of today's code judge today's kernels; those of earlier code do not
+    rows = M.kernels_vs_log(r, str(tmp_path / "log.db"))
+    assert M.stale_figures(rows, str(tmp_path / "log.db")) == ""
+    with db.open(tmp_path / "log.db") as log:
+        older = [db.Record(**{**rec.to_dict(), "code_version": "0.0.9+older"}) for rec in log.records()]
+    with db.open(tmp_path / "older.db") as log:
+        log.add(older)
+    rows = M.kernels_vs_log(r, str(tmp_path / "older.db"))
+    assert M.stale_figures(rows, str(tmp_path / "older.db")).startswith(
+        "1 of the 1 log figures were measured with other code than today's")
 
 
 def test_bench_model_compares_deployed_kernels_with_the_same_kernels_alone_in_the_same_rounds():

@@ -70,7 +70,9 @@ The figures (each contender timed in :func:`bench_common.time_interleaved`'s fre
   gives the same kernels' deployed times over their times alone as the tuner times them
   (``profile(..., cache_flush="model")``, in the same children right after): a kernel far from
   its log figure but not from this one met a machine that changed since it was tuned; one far
-  from both is slowed (or sped up) by the model itself.
+  from both is slowed (or sped up) by the model itself. Where other code than today's measured
+  some of the log's figures (records name their code version), the verdict is withheld: those
+  figures timed other kernels (``--tune`` on the same log times the best configs again).
 * **peak memory** (MiB): the child's peak RSS (Linux's ``VmHWM``, the ``ru_maxrss`` of this
   process alone) after loading the model, its first run and its timings, less its RSS before
   loading it (the libraries imported, input and output allocated); the peak is restarted there
@@ -592,6 +594,22 @@ def kernels_vs_log(r: Result, db) -> list[KernelRow]:
     return rows
 
 
+def stale_figures(rows: list[KernelRow], db) -> str:
+    """Why the log's figures of ``rows`` (from :func:`kernels_vs_log`) cannot judge today's
+    kernels: how many of them other code than today's measured (``measure.code_version()``:
+    the compiler or a template changed since), "" when none did."""
+    import db as tuning_db
+    from measure import code_version
+
+    with tuning_db.open(db) as log:
+        versions = [log.config_stats(key, limit=1)[0].code_version for _, key, *_ in rows]
+    stale = sum(1 for version in versions if version != code_version())
+    if not stale:
+        return ""
+    return (f"{stale} of the {len(rows)} log figures were measured with other code than today's "
+            f"({code_version()}): tuning again (--tune) times them again")
+
+
 def deployed_ratios(rows: list[KernelRow], against: int) -> list[tuple[float, KernelRow]]:
     """Each row's deployed seconds over its seconds at position ``against`` (:data:`LOGGED` or
     :data:`ALONE`), with the row, for the rows that have both; the furthest from 1 first
@@ -884,7 +902,7 @@ def main(argv=None) -> None:
                                     f"{lost}")
             all_verdicts.append(B.Verdict(f"{r.model.name} tuned kernels deployed / log, the furthest",
                                           ratios[0][0], 1.0, within=KERNEL_VS_LOG,
-                                          withheld=r.timings[TUNED].noise()))
+                                          withheld=r.timings[TUNED].noise() or stale_figures(rows, opts.db)))
     for line in B.verdict_lines(all_verdicts, [before, after], by_round=True):
         print(line)
     for line in kernel_lines:
