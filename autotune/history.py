@@ -13,6 +13,7 @@ import os
 import threading
 
 import db
+from measure import code_version
 from search_spaces import create_task
 from search_spaces.dispatch import DispatchContext
 from search_spaces.space import ConfigEntity
@@ -72,7 +73,10 @@ class ApplyHistoryBest(DispatchContext):
     target kind; the borrowed config is adapted to the workload's space, and says where it
     came from (:class:`autotune.transfer.BorrowedConfig`), in a warning unless ``announce`` is
     False (a model build names them all in one warning instead). Records whose config is not
-    valid for the task are reported in the log and skipped, never applied.
+    valid for the task are reported in the log and skipped, never applied. ``stale`` names the
+    workloads whose config was chosen by a figure other code than today's measured
+    (:func:`measure.code_version`: the compiler or a template changed since), each with that
+    figure's code version; tuning again times them again (see :mod:`autotune.selection`).
     """
 
     def __init__(self, log, transfer: bool = True, any_model: bool = False, announce: bool = True):
@@ -90,6 +94,7 @@ class ApplyHistoryBest(DispatchContext):
         self.announce = announce
         self._cache: dict[tuple[str, str], ConfigEntity | None] = {}
         self._lock = threading.Lock()
+        self.stale: dict[str, str] = {}
 
     def lookup(self, target, workload) -> ConfigEntity | None:
         """The config the log (or pin file) has for ``workload`` on ``target``, own or
@@ -134,7 +139,14 @@ class ApplyHistoryBest(DispatchContext):
                 logger.warning("ignoring the pinned config of %s: %s (%s)", task.workload_name, knobs, err)
                 return None
         found = selection.best(self.log, task, validate=lambda config: self._valid_config(task, config))
-        return self._valid_config(task, found[0].config) if found else None
+        if not found:
+            return None
+        if found[0].code_version != code_version():
+            self.stale[task.workload_name] = found[0].code_version
+            logger.info("the config of %s was chosen by a figure that other code than today's measured "
+                       "(code version %r, today %s): tuning it again times it again", task.workload_name,
+                        found[0].code_version, code_version())
+        return self._valid_config(task, found[0].config)
 
     def _lookup(self, target_key_: str, task) -> ConfigEntity | None:
         own = self._own(target_key_, task)

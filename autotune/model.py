@@ -28,7 +28,7 @@ from compiler.graph.build import KernelChoice
 from compiler.graph.memory import aliases
 from compiler.runtime.timer import FLUSH_MODEL
 from compiler.target import Target
-from measure import LocalRunner, MeasureOptions
+from measure import LocalRunner, MeasureOptions, code_version
 from search_spaces import ConfigEntity, Task
 from search_spaces.graph_tasks import kernel_task
 
@@ -400,6 +400,7 @@ def build_model(graph: Graph, target="llvm", db=None, *, transfer: bool = True, 
     with ModelBuilder(target, db, transfer=transfer, any_model=any_model, configs=configs) as builder:
         module = builder.build(prepare(graph, target, algorithms=algorithms), name)
         builder.warn_untuned(graph.name)
+        builder.warn_stale(graph.name)
     return module
 
 
@@ -407,7 +408,8 @@ class ModelBuilder:
     """Compiles prepared graphs for ``target`` with the best configs of one tuning log (or pin
     file) ``db``, opened once (see :func:`build_model`), or, for the workloads (keys) of
     ``configs``, with the config given there; a context manager that closes a log it opened.
-    :meth:`warn_untuned` logs the workloads that had no tuned config."""
+    :meth:`warn_untuned` logs the workloads that had no tuned config, :meth:`warn_stale` those
+    whose config a figure of other code than today's chose."""
 
     def __init__(self, target, db, *, transfer: bool = True, any_model: bool = False, configs=None):
         self.target = compiler.Target.from_any(target)
@@ -458,6 +460,18 @@ class ModelBuilder:
     def build(self, prepared: Graph, name: str = "run") -> compiler.runtime.Module:
         """``prepared`` (:func:`compiler.graph.prepare`'s result) compiled into one Module."""
         return build_graph(prepared, self.target, self.schedule_kernel, name)
+
+    def warn_stale(self, model: str) -> None:
+        """One warning that counts the kernels whose config was chosen by figures that other code than
+        today's measured (``measure.code_version()``), if any: tuning the model again with the same
+        budget makes no new trials but times those configs again."""
+        stale = self.history.stale if self.history is not None else {}
+        if stale:
+            versions = sorted(set(stale.values()))
+            logger.warning("%d kernel(s) of %s have configs chosen by figures that other code than today's "
+                           "measured (code version %s; today %s): tuning the model again with the same "
+                           "budget times them again", len(stale), model,
+                           ", ".join(repr(v) for v in versions), code_version())
 
     def warn_untuned(self, model: str) -> None:
         """One warning that lists the workloads built without a tuned config, if any."""

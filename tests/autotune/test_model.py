@@ -12,6 +12,7 @@ from helpers import poisoned
 
 import autotune
 import compiler
+import db
 from autotune.model import MODEL_TIMING, duration_text, model_timing
 from autotune.selection import workload_label
 from autotune.tuning import MODEL_INPUT
@@ -147,6 +148,29 @@ def test_a_tuned_kernel_is_built_with_its_logged_config(graph, tmp_path):
     x = np.random.default_rng(1).uniform(-1, 1, (1, 3, 12, 12)).astype("float32")
     np.testing.assert_allclose(compiler.graph.run(module, x)[0], evaluate(graph, [x])[0],
                                rtol=1e-4, atol=1e-6)
+
+
+def test_a_model_build_says_which_configs_figures_of_other_code_chose(graph, tmp_path, caplog):
+    task = next(t.task for t in autotune.extract_tasks(graph, "llvm") if "add" in t.task.workload_name)
+    log = tmp_path / "model.db"
+    with MeasureOptions() as options:
+        autotune.tune(task, trials=2, tuner="random", db=log, measure_option=options, batch_size=2, seed=1,
+                      remeasure=False, progress=False)
+    with db.open(log) as today:  # its measurements, as an earlier version of the code made them
+        older = [db.Record(**{**r.to_dict(), "code_version": "0.0.9+older"}) for r in today.records()]
+    with db.open(tmp_path / "older.db") as earlier:
+        earlier.add(older)
+
+    def stale_warnings(where):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="autotune.model"):
+            module = autotune.build_model(graph, "llvm", db=where, transfer=False)
+        assert [k["schedule"] for k in model_info(module)["kernels"]].count("conv2d_nchw: tuned") == 1
+        return [r.getMessage() for r in caplog.records if "other code" in r.getMessage()]
+
+    assert stale_warnings(log) == []
+    (warning,) = stale_warnings(tmp_path / "older.db")
+    assert warning.startswith("1 kernel(s) of ") and "(code version '0.0.9+older'; today " in warning
 
 
 def test_a_model_build_names_its_borrowed_configs_in_one_warning(graph, tmp_path, caplog):
