@@ -68,6 +68,9 @@ FINAL_PASSES = 3
 # ranking, which pools every measurement, agrees with them, so that a tuned result is never
 # slower than the default config when both are timed alike.
 FINAL_DUELS = 3
+# Then, where a task's config ranked first has a figure that other code than today's measured,
+# it is measured again, and the next such winner, for at most STALE_PASSES passes more.
+STALE_PASSES = 20
 
 
 @dataclass
@@ -757,7 +760,10 @@ class _Search:
         of the winner against the default); these are records of kind ``"remeasure"``.
         Past ``deadline``, after the first pass, a task's config ranked first is measured again
         only if it was not yet (and the duel with the default goes on): the others that rose
-        into the best few are not, so that the run keeps close to its time budget.
+        into the best few are not, so that the run keeps close to its time budget. Then, while a
+        task's config ranked first has a figure of other code than today's (configs older code
+        measured rise to the top where today's timings come out slower), it is measured again,
+        up to ``STALE_PASSES`` passes more.
         ``stale_only``: only the tasks among whose best few a figure is stale (see
         :meth:`_Session.stale`). Returns whether it was interrupted (Ctrl-C, SIGTERM): then
         the runs are recorded as interrupted, with every measurement that finished."""
@@ -769,32 +775,54 @@ class _Search:
         try:
             for k in range(FINAL_PASSES + FINAL_DUELS):
                 late = k > 0 and deadline is not None and time.monotonic() >= deadline
-                inputs = []
+                finalists = {id(s): s.finalists(done[id(s)], winner_only=late) for s in sessions}
                 for s in sessions:
-                    finalists = s.finalists(done[id(s)], winner_only=late)
-                    done[id(s)].update(tuning_db.knobs_fingerprint(c.to_json()) for c in finalists)
-                    for _ in range(FINAL_ROUNDS):
-                        for c in finalists:
-                            inp = MeasureInput(s.task, c)
-                            self.owner[id(inp)] = s
-                            inputs.append(inp)
-                if not inputs:
+                    done[id(s)].update(tuning_db.knobs_fingerprint(c.to_json()) for c in finalists[id(s)])
+                if not self._measure_again(sessions, finalists, remeasured):
                     break
-                self.measurer.submit(inputs)
-                self.display.remeasuring(len(inputs))
-                while self.measurer.in_flight:
-                    for inp, res in self.measurer.results():
-                        s = self.owner.pop(id(inp))
-                        self._check_quiet(s, res)
-                        s.remeasured(s.recorder.add(inp, res, kind=tuning_db.REMEASURE))
-                        remeasured[id(s)] += 1
-                        self.display.remeasured(s)
+            for _ in range(STALE_PASSES):
+                stale = {id(s): [s.task.config_space.from_json(s.ranking.best().config)]
+                         for s in sessions if s.ranking.best() is not None
+                         and s.ranking.best().code_version != code_version()}
+                if not self._measure_again(sessions, stale, remeasured):
+                    break
+            else:
+                left = [s.task.workload_name for s in sessions
+                        if s.ranking.best().code_version != code_version()]
+                if left:
+                    logger.warning("%d task(s) still rank first a config whose figure other code measured, "
+                                   "after %d passes measuring such winners again (today's timings come out "
+                                   "slower than the older ones): %s", len(left), STALE_PASSES,
+                                   "; ".join(left))
         except KeyboardInterrupt:
             for s in self.sessions:
                 s.stopped = "interrupted"
             logger.warning("re-measurement of the best configs interrupted")
             return True
         return False
+
+    def _measure_again(self, sessions, configs: dict, remeasured: dict) -> bool:
+        """Measure the configs of each session (``configs``: ``id(session)`` -> its configs)
+        ``FINAL_ROUNDS`` times, in interleaved rounds, as re-measurements; whether there were any."""
+        inputs = []
+        for s in sessions:
+            for _ in range(FINAL_ROUNDS):
+                for c in configs.get(id(s), ()):
+                    inp = MeasureInput(s.task, c)
+                    self.owner[id(inp)] = s
+                    inputs.append(inp)
+        if not inputs:
+            return False
+        self.measurer.submit(inputs)
+        self.display.remeasuring(len(inputs))
+        while self.measurer.in_flight:
+            for inp, res in self.measurer.results():
+                s = self.owner.pop(id(inp))
+                self._check_quiet(s, res)
+                s.remeasured(s.recorder.add(inp, res, kind=tuning_db.REMEASURE))
+                remeasured[id(s)] += 1
+                self.display.remeasured(s)
+        return True
 
 
 @contextmanager

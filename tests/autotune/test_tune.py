@@ -317,10 +317,13 @@ def test_total_finishes_the_budget_of_a_run_cut_short(tmp_path, task):
 
 def test_a_spent_budget_measures_again_the_best_figures_of_older_code(tmp_path, task):
     """Once the code changed (``measure.code_version``), a run with no trials left times the
-    best configs again: their figures become today's alone; a second such run measures nothing."""
+    best configs again: their figures become today's alone. Today's timings here are all slower
+    than the older ones, so older configs keep rising to the top: each is measured again in
+    turn, past the usual passes, until the winner's figure is today's. A second such run
+    measures nothing."""
     first = tmp_path / "first.db"
-    with MeasureOptions(_NoBuild(), _ScriptedRunner([float(k + 1) * 1e-3 for k in range(16)])) as opts:
-        autotune.tune(task, trials=6, tuner="random", db=first, measure_option=opts, seed=9, batch_size=2,
+    with MeasureOptions(_NoBuild(), _ScriptedRunner([float(k + 1) * 1e-3 for k in range(40)])) as opts:
+        autotune.tune(task, trials=30, tuner="random", db=first, measure_option=opts, seed=9, batch_size=6,
                       progress=False, remeasure=False)
     with db.open(first) as log:  # the same measurements, as an earlier version of the code made them
         older = [db.Record(**{**r.to_dict(), "code_version": "0.0.9+older"}) for r in log.records(task)]
@@ -329,19 +332,21 @@ def test_a_spent_budget_measures_again_the_best_figures_of_older_code(tmp_path, 
         log.add(older)
 
     def spent_run():
-        with MeasureOptions(_NoBuild(), _ScriptedRunner([float(k + 20) * 1e-3 for k in range(16)])) as opts:
-            return autotune.tune(task, trials=6, tuner="random", db=path, measure_option=opts, seed=9,
-                                 batch_size=2, progress=False, total=True)
+        with MeasureOptions(_NoBuild(), _ScriptedRunner([float(k + 50) * 1e-3 for k in range(40)])) as opts:
+            return autotune.tune(task, trials=30, tuner="random", db=path, measure_option=opts, seed=9,
+                                 batch_size=6, progress=False, total=True)
 
     again = spent_run()
-    assert (again.trials, again.resumed) == (0, 6) and again.remeasured > 0
+    assert (again.trials, again.resumed) == (0, 30)
+    # more configs than the usual passes reach (3 passes and 3 duels of 3 at most, and the default)
+    assert again.remeasured > 2 * (6 * 3 + 1)
     with db.open(path) as log:
-        assert log.count(task, kind=db.TRIAL) == 6  # no trial: measurements of configs it held
+        assert log.count(task, kind=db.TRIAL) == 30  # no trial: measurements of configs it held
         top = best(log, task, k=3)
         today = measure.code_version()
         for entry in top:  # the best few as today's code times them, the older costs left out
             assert entry.code_version == today and all(r.code_version == today for r in entry.records)
-            assert min(entry.costs) >= 20e-3 and entry.median == statistics.median(entry.costs)
+            assert min(entry.costs) >= 50e-3 and entry.median == statistics.median(entry.costs)
         assert again.best_cost == top[0].median
         held = log.count(task)
     assert spent_run().remeasured == 0  # today's figures: nothing to measure again
