@@ -105,7 +105,9 @@ class BuildReply(_Message):
     """The artifact of one candidate, or why there is none (``error``, ``error_kind``).
 
     ``build_time`` is the wall seconds of the build; ``worker`` names where it ran
-    ("host:pid", or a Ray node id).
+    ("host:pid", or a Ray node id); ``code_version`` is the worker's
+    :func:`measure.code_version` where it says (a Ray node's), so that the tuner can refuse
+    artifacts that other code built.
     """
 
     artifact: Artifact | None
@@ -113,19 +115,21 @@ class BuildReply(_Message):
     build_time: float
     error_kind: ErrorKind | None = None
     worker: str = ""
+    code_version: str = ""
 
     def to_json(self) -> dict:
         return {"artifact": None if self.artifact is None else self.artifact.to_json(), "error": self.error,
                 "build_time": self.build_time,
                 "error_kind": None if self.error_kind is None else self.error_kind.value,
-                "worker": self.worker}
+                "worker": self.worker, "code_version": self.code_version}
 
     @classmethod
     def from_json(cls, data) -> BuildReply:
         data = _require(data, cls, ("artifact", "build_time"))
         art = data["artifact"]
         return cls(None if art is None else Artifact.from_json(art), data.get("error"),
-                   float(data["build_time"]), _kind(data.get("error_kind")), data.get("worker", ""))
+                   float(data["build_time"]), _kind(data.get("error_kind")), data.get("worker", ""),
+                   data.get("code_version", ""))
 
 
 @dataclass
@@ -189,7 +193,7 @@ class RunReply(_Message):
     worker (a CUDA context spoilt by a faulting kernel). ``run_time`` is the wall
     seconds of loading, checking and timing; ``worker`` names where it ran. ``busy`` is the
     share of a core that other work took from the timing kept (0.0: none; see
-    :mod:`measure.contention`).
+    :mod:`measure.contention`). ``code_version`` is as a :class:`BuildReply`'s.
     """
 
     costs: tuple
@@ -199,6 +203,7 @@ class RunReply(_Message):
     run_time: float = 0.0
     worker: str = ""
     busy: float = 0.0
+    code_version: str = ""
 
     @classmethod
     def failure(cls, kind: ErrorKind, message: str, run_time: float = 0.0, worker: str = "",
@@ -220,7 +225,7 @@ class RunReply(_Message):
         return {"status": self.status, "costs": list(self.costs),
                 "error_kind": None if self.error_kind is None else self.error_kind.value,
                 "message": self.message, "replace_worker": self.replace_worker, "run_time": self.run_time,
-                "worker": self.worker, "busy": self.busy}
+                "worker": self.worker, "busy": self.busy, "code_version": self.code_version}
 
     @classmethod
     def from_json(cls, data) -> RunReply:
@@ -230,4 +235,4 @@ class RunReply(_Message):
             raise MeasureError(f"a RunReply with status {data['status']!r} has error kind {kind}")
         return cls(tuple(float(c) for c in data["costs"]), kind, data.get("message", ""),
                    bool(data.get("replace_worker", False)), float(data.get("run_time", 0.0)),
-                   data.get("worker", ""), float(data.get("busy", 0.0)))
+                   data.get("worker", ""), float(data.get("busy", 0.0)), data.get("code_version", ""))

@@ -33,6 +33,10 @@ the last of them closes, so the processes of a local instance end with the tunin
   on a node where a build was lost, until that node is known to be well. Results reach the driver as they
   finish, so a node that leaves loses no finished trial.
 
+Every reply names the code version of the node that made it (:func:`measure.code_version`), and
+one from a node whose code is not the tuner's stops the measuring with a :class:`MeasureError`
+that names both: the tuner files every measurement under its own version.
+
 On each node builds pause while that node's actor times (:mod:`measure.gate`). A node found
 lost (a build there fails with ``NodeDiedError``, or Ray's list of nodes drops it, which its
 health checks take some seconds to do) is named once, in a warning.
@@ -53,6 +57,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from measure.base import Builder, Feed, Runner, as_feed, error_result
+from measure.code_version import code_version
 from measure.errors import MeasureError
 from measure.gate import Gates
 from measure.local import LocalRunner
@@ -234,8 +239,22 @@ def _probe() -> bool:
 
 @ray.remote(num_cpus=1, max_retries=0)
 def _build(request: bytes) -> bytes:
-    """A :class:`BuildRequest` in, a :class:`BuildReply` out (both encoded)."""
-    return build(BuildRequest.decode(request)).encode()
+    """A :class:`BuildRequest` in, a :class:`BuildReply` out (both encoded), naming this node's
+    code version."""
+    reply = build(BuildRequest.decode(request))
+    reply.code_version = code_version()
+    return reply.encode()
+
+
+def _check_code(reply: BuildReply | RunReply, node: str, what: str) -> None:
+    """Refuse a reply from a node whose code is not the tuner's: the tuner records its own code
+    version with each measurement (see :func:`measure.code_version`), so figures of other code
+    would be filed under it."""
+    if reply.code_version != code_version():
+        theirs = reply.code_version or "one from before code versions"
+        raise MeasureError(f"node {node} {what} with code version {theirs}, but this tuner runs "
+                           f"{code_version()}: install the same version of autotune-compiler on every node "
+                           f"of the cluster")
 
 
 # ---------------------------------------------------------------------------- builder
@@ -413,6 +432,7 @@ class RayBuilder(Builder):
         elapsed = time.monotonic() - job.start
         try:
             result = BuildReply.decode(ray.get(ref))
+            _check_code(result, job.node, "built a candidate")
         except ray.exceptions.RayTaskError as exc:
             return BuildReply(None, f"the build task failed: {exc}", elapsed, ErrorKind.COMPILE_ERROR,
                                job.node)
@@ -461,7 +481,7 @@ class _RunActor:
     def run(self, request: bytes) -> bytes:
         """A :class:`RunRequest` in, a :class:`RunReply` out (both encoded)."""
         reply = self.runner.call(RunRequest.decode(request))
-        reply.worker = self.node
+        reply.worker, reply.code_version = self.node, code_version()
         return reply.encode()
 
 
@@ -652,7 +672,9 @@ class RayRunner(Runner):
     def _result(self, ref, job: _RunJob, pending: deque) -> MeasureResult | None:
         actor = self._actors.get(job.actor)
         try:
-            result = RunReply.decode(ray.get(ref)).result(job.build.build_time)
+            reply = RunReply.decode(ray.get(ref))
+            _check_code(reply, job.actor, "timed a candidate")
+            result = reply.result(job.build.build_time)
         except ray.exceptions.RayActorError as exc:
             if actor is not None:  # Ray restarts it; ping it to know when it is back
                 actor.restarting = actor.handle.ready.remote()

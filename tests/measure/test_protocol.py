@@ -45,6 +45,7 @@ def test_build_request_round_trips(matmul_task):
 
 @pytest.mark.parametrize("reply", [
     BuildReply(ART, None, 0.25, None, "host:1"),
+    BuildReply(ART, None, 0.25, None, "node-a", "0.1.0+1a2b3c4d5e6f"),
     BuildReply(None, "TypeError: no", 0.5, ErrorKind.COMPILE_ERROR, "host:2"),
     BuildReply(None, "build took too long", 10.0, ErrorKind.BUILD_TIMEOUT),
 ])
@@ -72,6 +73,7 @@ def test_a_run_request_names_the_cache_flush_choices_it_was_not_given(matmul_tas
 
 @pytest.mark.parametrize("reply", [
     RunReply((1e-3, 2e-3, 1.5e-3), run_time=0.2, worker="host:3"),
+    RunReply((1e-3,), worker="node-a", code_version="0.1.0+1a2b3c4d5e6f"),
     RunReply.failure(ErrorKind.WRONG_ANSWER, "C: 3 of 64 elements differ", 0.1, "host:4"),
     RunReply.failure(ErrorKind.RUNTIME_ERROR, "an illegal address", replace_worker=True),
 ])

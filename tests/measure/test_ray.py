@@ -16,7 +16,15 @@ from measure_faults import costs_ok, inputs_for
 
 import db
 import measure.ray as ray_measure
-from measure import ErrorKind, MeasureError, MeasureInput, MeasureOptions, measure_batch, measure_stream
+from measure import (
+    ErrorKind,
+    MeasureError,
+    MeasureInput,
+    MeasureOptions,
+    RunReply,
+    measure_batch,
+    measure_stream,
+)
 from search_spaces import create_task
 
 # One module of Ray tests at a time (``--dist loadgroup``): each starts Ray of its own.
@@ -44,6 +52,23 @@ def test_ray_measures_and_isolates_faults(faulty_task, matmul_task, ray_options)
     assert all(costs_ok(r) for r in results if r.error_kind is None)
     node = ray_measure.ray.get_runtime_context().get_node_id()
     assert {results[i].worker for i in (0, 6, 7)} == {node}
+
+
+def test_a_node_running_other_code_is_refused_with_a_clear_error(matmul_task, ray_cluster, monkeypatch):
+    """The tuner files every measurement under its own code version: replies from a node that runs
+    other code (here: the tuner's version made to differ) stop the measuring, naming both."""
+    monkeypatch.setattr(ray_measure, "code_version", lambda: "0.0.9+tuner")
+    config = matmul_task.config_space.sample(1, rng=23)[0]
+    with MeasureOptions(ray_measure.RayBuilder(timeout=10, startup_grace=5),
+                        ray_measure.RayRunner(number=2, repeat=2, min_repeat_ms=5, timeout=3)) as options:
+        with pytest.raises(MeasureError, match=r"built a candidate with code version 0\.1\..*but this tuner "
+                                               r"runs 0\.0\.9\+tuner: install the same version"):
+            measure_batch([MeasureInput(matmul_task, config)], options)
+    # a timing reply alike, and one from a node older than code versions
+    with pytest.raises(MeasureError, match="timed a candidate with code version 0.1.0"):
+        ray_measure._check_code(RunReply((1e-3,), code_version="0.1.0+other"), "n1", "timed a candidate")
+    with pytest.raises(MeasureError, match="one from before code versions"):
+        ray_measure._check_code(RunReply((1e-3,)), "n1", "timed a candidate")
 
 
 def test_killed_actor_is_replaced_and_its_candidate_retried(matmul_task, ray_options):
