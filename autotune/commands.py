@@ -41,6 +41,7 @@ from autotune.report import (
     IMAGE_SUFFIXES,
     format_table,
     run_lines,
+    stale_figures,
     summarize,
     summary_table,
     write_html,
@@ -51,7 +52,7 @@ from autotune.tuning import check_measurable
 from compiler import backends
 from compiler.errors import CompilerError, TargetError
 from compiler.target import Target
-from measure import LocalBuilder, LocalRunner, MeasureOptions, code_version
+from measure import LocalBuilder, LocalRunner, MeasureOptions
 from search_spaces.registry import template_kind
 
 __all__ = ["run", "measure_options", "cluster_error"]
@@ -427,11 +428,8 @@ def _cmd_best(ns) -> int:
         _out(f"{db.hide_passwords(ns.db)}: no records{matching}")
         return EXIT_OK
     _out(format_table(summary_table(rows)))
-    stale = sum(1 for s in rows if s.best_config is not None and s.best_code_version != code_version())
-    if stale:
-        _out(f"{stale} of these figures were measured with other code than today's ({code_version()}); "
-             f"tuning again times the best configs again (`autotune tune-model` with the same budget "
-             f"makes no new trials)")
+    if stale := stale_figures(rows):
+        _out(stale)
     _out()
     for line in run_lines(runs):
         _out(line)

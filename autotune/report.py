@@ -33,11 +33,12 @@ from pathlib import Path
 
 import db as tuning_db
 from autotune.selection import gflops, knobs_of, target_label, workload_label
+from measure import code_version
 from search_spaces import SearchSpaceError, create_task
 
-__all__ = ["WorkloadSummary", "summarize", "summarize_workload", "summary_table", "format_table",
-           "run_lines", "Reference", "references", "plot_workload", "write_plot", "write_html",
-           "IMAGE_SUFFIXES", "SUMMARY_HEADER", "PLOT_POINTS"]
+__all__ = ["WorkloadSummary", "summarize", "summarize_workload", "summary_table", "stale_figures",
+           "format_table", "run_lines", "Reference", "references", "plot_workload", "write_plot",
+           "write_html", "IMAGE_SUFFIXES", "SUMMARY_HEADER", "PLOT_POINTS"]
 
 #: File suffixes :func:`write_plot` can write (matplotlib's formats).
 IMAGE_SUFFIXES = (".png", ".svg", ".pdf")
@@ -169,6 +170,19 @@ def _num(value: float | None) -> str:
 
 #: The columns of :func:`summary_table` (and of ``autotune best``).
 SUMMARY_HEADER = ("workload", "target", "best ms", "GFLOPS", "trials", "errors")
+
+
+def stale_figures(rows: Sequence[WorkloadSummary]) -> str:
+    """A sentence on how many of ``rows``' best figures other code than today's measured
+    (:func:`measure.code_version`: the compiler or a template changed since), and what times
+    them again; "" when none did."""
+    today = code_version()
+    stale = sum(1 for s in rows if s.best_config is not None and s.best_code_version != today)
+    if not stale:
+        return ""
+    return (f"{stale} of these figures were measured with other code than today's ({today}); tuning "
+            f"again times the best configs again (`autotune tune-model` with the same budget makes no "
+            f"new trials)")
 
 
 def summary_table(rows: Sequence[WorkloadSummary]) -> list[tuple]:
@@ -427,6 +441,8 @@ def write_html(log, path, match: str | None = None, title: str = "Tuning report"
              "Best times are medians over every measurement of the best config (the one "
              "<code>apply_history_best</code> builds): the figure the plots draw as "
              "<em>chosen config</em>; single trials may lie above it by luck.</p>")
+    if stale := stale_figures(summaries):
+        intro += f"<p>{html.escape(stale)}.</p>"
     if not summaries:
         intro += "<p>The log holds no records yet.</p>"
     tail = ""

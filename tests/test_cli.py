@@ -235,6 +235,12 @@ def test_best_says_which_figures_older_code_measured(tuned, tmp_path):
     assert p.returncode == 0, p.stderr
     today = measure.code_version()
     assert f"1 of these figures were measured with other code than today's ({today})" in p.stdout
+    # the report says it too, and only of such a log
+    for log, says in (("older.db", True), (str(d / "tuning.db"), False)):
+        p = _run("report", "--db", log, "--out", "report.html", cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        page = (tmp_path / "report.html").read_text()
+        assert ("measured with other code than today&#x27;s" in page) == says
 
 
 def test_report_html_holds_plots_and_the_table(tuned):
