@@ -144,7 +144,7 @@ class ApplyHistoryBest(DispatchContext):
         if found[0].code_version != code_version():
             self.stale[task.workload_name] = found[0].code_version
             logger.info("the config of %s was chosen by a figure that other code than today's measured "
-                       "(code version %r, today %s): tuning it again times it again", task.workload_name,
+                        "(code version %r, today %s): tuning it again times it again", task.workload_name,
                         found[0].code_version, code_version())
         return self._valid_config(task, found[0].config)
 

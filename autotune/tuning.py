@@ -432,6 +432,14 @@ class _Session:
         (:func:`measure.code_version`)."""
         return any(r.code_version != code_version() for r in self.ranking.ranked()[:FINAL_TOP_K])
 
+    def stale_winner(self):
+        """The config ranked first (a ConfigEntity) where other code than today's measured its
+        figure; else None."""
+        best = self.ranking.best()
+        if best is None or best.code_version == code_version():
+            return None
+        return self.task.config_space.from_json(best.config)
+
     def final_count(self) -> int:
         """How many configs the final re-measurement's first pass would measure again now (the
         best few ranked so far and the default config), without building them."""
@@ -781,14 +789,11 @@ class _Search:
                 if not self._measure_again(sessions, finalists, remeasured):
                     break
             for _ in range(STALE_PASSES):
-                stale = {id(s): [s.task.config_space.from_json(s.ranking.best().config)]
-                         for s in sessions if s.ranking.best() is not None
-                         and s.ranking.best().code_version != code_version()}
+                stale = {id(s): [winner] for s in sessions if (winner := s.stale_winner()) is not None}
                 if not self._measure_again(sessions, stale, remeasured):
                     break
             else:
-                left = [s.task.workload_name for s in sessions
-                        if s.ranking.best().code_version != code_version()]
+                left = [s.task.workload_name for s in sessions if s.stale_winner() is not None]
                 if left:
                     logger.warning("%d task(s) still rank first a config whose figure other code measured, "
                                    "after %d passes measuring such winners again (today's timings come out "
