@@ -33,9 +33,10 @@ the last of them closes, so the processes of a local instance end with the tunin
   on a node where a build was lost, until that node is known to be well. Results reach the driver as they
   finish, so a node that leaves loses no finished trial.
 
-Every reply names the code version of the node that made it (:func:`measure.code_version`), and
-one from a node whose code is not the tuner's stops the measuring with a :class:`MeasureError`
-that names both: the tuner files every measurement under its own version.
+Every reply names the code version of the node that made it (:func:`measure.code_version`): the
+tuner files every measurement under its own version, so a node whose code is not the tuner's is
+left out (named once, in a warning that gives both versions) and what it built or timed is done
+again on the other nodes. A :class:`MeasureError` says so when no node runs the tuner's code.
 
 On each node builds pause while that node's actor times (:mod:`measure.gate`). A node found
 lost (a build there fails with ``NodeDiedError``, or Ray's list of nodes drops it, which its
@@ -210,6 +211,9 @@ _NODE_GONE = (ray.exceptions.NodeDiedError, ray.exceptions.TaskUnschedulableErro
 # Nodes whose loss was reported (a warning, once per node: the builder and the runner both notice).
 _reported_lost: set[str] = set()
 _report_lock = threading.Lock()
+# Nodes left out because a reply showed their code version (the value) is not the tuner's. A
+# node brought to the same version by a reinstall joins again under a new node id.
+_foreign_nodes: dict[str, str] = {}
 
 
 def _report_lost(node: str, why: str) -> None:
@@ -223,8 +227,15 @@ def _report_lost(node: str, why: str) -> None:
 
 
 def _alive_nodes() -> dict[str, dict]:
+    """``{node id: resources}`` of the nodes that can measure: alive, and of the tuner's code."""
     return {n["NodeID"]: n.get("Resources", {}) for n in ray.nodes()
-            if n.get("Alive") and n["NodeID"] not in _dead_nodes}
+            if n.get("Alive") and n["NodeID"] not in _dead_nodes and n["NodeID"] not in _foreign_nodes}
+
+
+def _gone(node: str) -> None:
+    """Warn that ``node`` left the cluster, unless it was left out for its code."""
+    if node not in _foreign_nodes:
+        _report_lost(node, "it left the cluster")
 
 
 def _on(node: str) -> NodeAffinitySchedulingStrategy:
@@ -246,15 +257,30 @@ def _build(request: bytes) -> bytes:
     return reply.encode()
 
 
-def _check_code(reply: BuildReply | RunReply, node: str, what: str) -> None:
-    """Refuse a reply from a node whose code is not the tuner's: the tuner records its own code
-    version with each measurement (see :func:`measure.code_version`), so figures of other code
-    would be filed under it."""
-    if reply.code_version != code_version():
+def _same_code(reply: BuildReply | RunReply, node: str, what: str) -> bool:
+    """Whether ``reply`` comes from the tuner's code. Else ``node`` is left out (a warning, once per
+    node): the tuner records its own code version with each measurement (see
+    :func:`measure.code_version`), so figures of other code would be filed under it."""
+    if reply.code_version == code_version():
+        return True
+    with _report_lock:
+        known = node in _foreign_nodes
+        _foreign_nodes[node] = reply.code_version
+    if not known:
         theirs = reply.code_version or "one from before code versions"
-        raise MeasureError(f"node {node} {what} with code version {theirs}, but this tuner runs "
-                           f"{code_version()}: install the same version of autotune-compiler on every node "
-                           f"of the cluster")
+        logger.warning("Ray node %s %s with code version %s, but this tuner runs %s: the node is left "
+                       "out and its candidates are measured on the others (install the same version of "
+                       "autotune-compiler on every node of the cluster)", node, what, theirs, code_version())
+    return False
+
+
+def _check_some_node_left() -> None:
+    """Raise :class:`MeasureError` when every alive node was left out for its code."""
+    if _foreign_nodes and not _alive_nodes():
+        versions = ", ".join(sorted({v or "one from before code versions" for v in _foreign_nodes.values()}))
+        raise MeasureError(f"no node of the Ray cluster runs this tuner's code version {code_version()} "
+                           f"(found: {versions}): install the same version of autotune-compiler on every "
+                           f"node of the cluster")
 
 
 # ---------------------------------------------------------------------------- builder
@@ -279,7 +305,7 @@ class _BuildNodes:
             return
         alive = _alive_nodes()
         for node in self.cpus.keys() - alive.keys():
-            _report_lost(node, "it left the cluster")
+            _gone(node)
         self.cpus = {n: int(r.get("CPU", 0)) for n, r in alive.items() if r.get("CPU", 0) >= 1}
         for node, probe in list(self.suspects.items()):
             if node not in alive:
@@ -290,6 +316,12 @@ class _BuildNodes:
 
     def usable(self) -> dict[str, int]:
         return {n: c for n, c in self.cpus.items() if n not in self.suspects}
+
+    def left_out(self, node: str) -> None:
+        """``node`` runs other code: no build goes there any more."""
+        self.cpus.pop(node, None)
+        self._unsuspect(node)
+        _check_some_node_left()
 
     def probes(self) -> list:
         return [p for p in self.suspects.values() if p is not None]
@@ -432,7 +464,10 @@ class RayBuilder(Builder):
         elapsed = time.monotonic() - job.start
         try:
             result = BuildReply.decode(ray.get(ref))
-            _check_code(result, job.node, "built a candidate")
+            if not _same_code(result, job.node, "built a candidate"):
+                nodes.left_out(job.node)
+                todo.appendleft(job)  # built again by the tuner's code, on another node
+                return None
         except ray.exceptions.RayTaskError as exc:
             return BuildReply(None, f"the build task failed: {exc}", elapsed, ErrorKind.COMPILE_ERROR,
                                job.node)
@@ -551,7 +586,7 @@ class RayRunner(Runner):
         nodes = _alive_nodes()
         for key, actor in list(self._actors.items()):
             if actor.node not in nodes:
-                _report_lost(actor.node, "it left the cluster")
+                _gone(actor.node)
                 ray.kill(actor.handle, no_restart=True)
                 if gates is not None:
                     self._forget(key, gates)
@@ -608,7 +643,7 @@ class RayRunner(Runner):
                 for ref in ready:
                     if ref in running:
                         job = running.pop(ref)
-                        result = self._result(ref, job, pending)
+                        result = self._result(ref, job, pending, gates)
                         if result is not None:
                             yield job.index, result
                     else:
@@ -669,11 +704,16 @@ class RayRunner(Runner):
             request = self._settings.request(job.input.task, job.build, device=0)
             running[actor.handle.run.remote(request.encode())] = job
 
-    def _result(self, ref, job: _RunJob, pending: deque) -> MeasureResult | None:
+    def _result(self, ref, job: _RunJob, pending: deque, gates: Gates) -> MeasureResult | None:
         actor = self._actors.get(job.actor)
         try:
             reply = RunReply.decode(ray.get(ref))
-            _check_code(reply, job.actor, "timed a candidate")
+            if actor is not None and not _same_code(reply, actor.node, "timed a candidate"):
+                ray.kill(actor.handle, no_restart=True)
+                self._forget(job.actor, gates)
+                pending.appendleft(job)  # timed again by the tuner's code, on another node
+                _check_some_node_left()
+                return None
             result = reply.result(job.build.build_time)
         except ray.exceptions.RayActorError as exc:
             if actor is not None:  # Ray restarts it; ping it to know when it is back
@@ -704,7 +744,7 @@ class RayRunner(Runner):
                         time.sleep(_POLL_S)
                         actor.restarting = actor.handle.ready.remote()
                     else:  # gone for good with its node: forget it, and free its node's gate
-                        _report_lost(actor.node, "it left the cluster")
+                        _gone(actor.node)
                         self._forget(key, gates)
                 return
 

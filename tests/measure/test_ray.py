@@ -54,21 +54,42 @@ def test_ray_measures_and_isolates_faults(faulty_task, matmul_task, ray_options)
     assert {results[i].worker for i in (0, 6, 7)} == {node}
 
 
-def test_a_node_running_other_code_is_refused_with_a_clear_error(matmul_task, ray_cluster, monkeypatch):
-    """The tuner files every measurement under its own code version: replies from a node that runs
-    other code (here: the tuner's version made to differ) stop the measuring, naming both."""
-    monkeypatch.setattr(ray_measure, "code_version", lambda: "0.0.9+tuner")
+def test_a_node_running_other_code_is_left_out_and_none_left_is_a_clear_error(matmul_task, ray_cluster,
+                                                                             monkeypatch, caplog):
+    """The tuner files every measurement under its own code version: a node that runs other code
+    (here: the tuner's version made to differ) is left out, and with no other node the measuring
+    stops, naming both versions."""
+    monkeypatch.setattr(ray_measure, "_foreign_nodes", {})  # this module's later tests use the node
     config = matmul_task.config_space.sample(1, rng=23)[0]
-    with MeasureOptions(ray_measure.RayBuilder(timeout=10, startup_grace=5),
-                        ray_measure.RayRunner(number=2, repeat=2, min_repeat_ms=5, timeout=3)) as options:
-        with pytest.raises(MeasureError, match=r"built a candidate with code version 0\.1\..*but this tuner "
-                                               r"runs 0\.0\.9\+tuner: install the same version"):
-            measure_batch([MeasureInput(matmul_task, config)], options)
-    # a timing reply alike, and one from a node older than code versions
-    with pytest.raises(MeasureError, match="timed a candidate with code version 0.1.0"):
-        ray_measure._check_code(RunReply((1e-3,), code_version="0.1.0+other"), "n1", "timed a candidate")
-    with pytest.raises(MeasureError, match="one from before code versions"):
-        ray_measure._check_code(RunReply((1e-3,)), "n1", "timed a candidate")
+
+    def measure_on_the_node():
+        with MeasureOptions(ray_measure.RayBuilder(timeout=10, startup_grace=5),
+                            ray_measure.RayRunner(number=2, repeat=2, min_repeat_ms=5, timeout=3)) as options:
+            return measure_batch([MeasureInput(matmul_task, config)], options)
+
+    # Of the same code: measured there. (This also sends the node the remote functions, which
+    # travel by value: patched before, they would carry the tuner's patched version along.)
+    (result,) = measure_on_the_node()
+    assert result.error_kind is None and costs_ok(result) and not ray_measure._foreign_nodes
+    monkeypatch.setattr(ray_measure, "code_version", lambda: "0.0.9+tuner")
+    with pytest.raises(MeasureError, match=r"no node of the Ray cluster runs this tuner's code version "
+                                           r"0\.0\.9\+tuner \(found: 0\.1\..*install the same version"):
+        measure_on_the_node()
+    node = ray_measure.ray.get_runtime_context().get_node_id()
+    assert list(ray_measure._foreign_nodes) == [node]
+    assert [m for m in caplog.messages if "built a candidate with code version 0.1." in m
+            and "but this tuner runs 0.0.9+tuner: the node is left out" in m]
+    # a timing reply alike (one warning per node), and one from a node older than code versions
+    caplog.clear()
+    for _ in range(2):
+        assert not ray_measure._same_code(RunReply((1e-3,), code_version="0.1.0+other"), "n1",
+                                          "timed a candidate")
+    assert ray_measure._foreign_nodes["n1"] == "0.1.0+other"
+    assert len([m for m in caplog.messages if "n1 timed a candidate with code version 0.1.0+other" in m]) == 1
+    assert not ray_measure._same_code(RunReply((1e-3,)), "n2", "timed a candidate")
+    assert "one from before code versions" in caplog.messages[-1]
+    assert ray_measure._same_code(RunReply((1e-3,), code_version="0.0.9+tuner"), "n3", "timed a candidate")
+    assert "n3" not in ray_measure._foreign_nodes
 
 
 def test_killed_actor_is_replaced_and_its_candidate_retried(matmul_task, ray_options):

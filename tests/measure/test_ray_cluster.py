@@ -269,3 +269,34 @@ def test_a_killed_node_rebuilds_only_what_it_was_building(cluster, tmp_path):
     # In the tuner's view too: one build lost and sent again, no timing lost.
     assert len(re.findall(r"build of candidate \d+ lost", err)) == 1, err[-3000:]
     assert not re.search(r"run of candidate \d+ lost", err), err[-3000:]
+
+
+def test_a_node_running_other_code_is_left_out_and_the_tuning_goes_on(cluster, tmp_path):
+    """A node started from a copy of the project whose compiler differs by one line runs other
+    code: the tuner names it once, leaves it out, and measures everything on the other nodes."""
+    copy = tmp_path / "other"
+    for package in ("compiler", "search_spaces", "measure", "autotune", "db"):
+        shutil.copytree(ROOT / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
+    with open(copy / "compiler" / "__init__.py", "a") as f:
+        f.write("# a line that the tuner's copy lacks\n")
+    cluster.env, env = {**cluster.env, "PYTHONPATH": str(copy)}, cluster.env
+    try:
+        cluster.start_node("stranger", f"--address={cluster.address}")
+    finally:
+        cluster.env = env
+    try:
+        p = cluster.run(["-m", "autotune", "tune", "matmul", "--args", "32,32,32,float32", "--trials", "6",
+                         "--cluster", "auto", "--timeout", "60", "--db", "r.db"], tmp_path)
+    finally:
+        _kill(f"{cluster.marker}-stranger")
+    assert p.returncode == 0, p.stderr[-3000:]
+    left_out = re.findall(r"Ray node (\w+) (?:built|timed) a candidate with code version (\S+), but this "
+                          r"tuner runs (\S+): the node is left out", p.stderr)
+    assert len(left_out) == 1, p.stderr[-3000:]
+    (node, theirs, ours), = left_out
+    assert theirs != ours and theirs.split("+")[0] == ours.split("+")[0]
+    trials = _trials(str(tmp_path / "r.db"))
+    assert len(trials) == 6 and len({r.config_index for r in trials}) == 6
+    assert all(r.error_kind is None and r.costs for r in trials), _errors(trials)
+    assert {r.code_version for r in trials} == {ours}
+    assert node not in {r.device for r in trials}  # a Ray run names its node here
