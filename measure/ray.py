@@ -25,7 +25,11 @@ the last of them closes, so the processes of a local instance end with the tunin
   again. A build that runs past ``timeout`` gets a build-timeout result (a build still
   running ``startup_grace`` seconds later is cancelled by force, killing its worker).
 * :class:`RayRunner`: one actor per node for CPU targets (one per GPU, ``num_gpus=1``,
-  for CUDA), so no two timings share a device. Each actor runs a
+  for CUDA), so no two timings share a device. A CPU candidate is built for the target's CPU
+  (the tuner's, where the target names none) on whichever node builds it, and timed only on
+  nodes of that CPU, for figures of the hardware that its record names; each node of another
+  CPU is named once, in a warning. Where no node has the target's CPU, every node times (as a
+  local runner on another CPU does), and a warning says so. Each actor runs a
   :class:`~measure.local.LocalRunner`, whose sandbox process absorbs crashes and
   hangs of generated code exactly as locally. An actor that dies (its process
   killed, its node lost) is restarted by Ray; its candidate is retried once on
@@ -45,6 +49,7 @@ health checks take some seconds to do) is named once, in a warning.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import queue
@@ -57,6 +62,7 @@ from dataclasses import dataclass, field
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from compiler.target import Target, host_cpu_name
 from measure.base import Builder, Feed, Runner, as_feed, error_result
 from measure.code_version import code_version
 from measure.errors import MeasureError
@@ -240,6 +246,29 @@ def _gone(node: str) -> None:
 
 def _on(node: str) -> NodeAffinitySchedulingStrategy:
     return NodeAffinitySchedulingStrategy(node, soft=False)
+
+
+@functools.lru_cache(maxsize=64)
+def _target_cpu(target: str) -> str | None:
+    """The CPU a CPU target compiles for (this process's host CPU where it names none); None for
+    other targets."""
+    t = Target(target)
+    return t.mcpu if t.device_type == "cpu" else None
+
+
+def _pinned(target: str) -> str:
+    """``target`` naming its CPU (``llvm`` -> ``llvm -mcpu=znver4`` on a Zen 4 tuner), so that a
+    node of another CPU builds for the tuner's target, not for its own."""
+    cpu = _target_cpu(target)
+    if cpu is None or "mcpu" in Target(target).options:
+        return target
+    return str(Target(f"{target} -mcpu={cpu}"))
+
+
+def _request_of(inp: MeasureInput) -> BuildRequest:
+    request = BuildRequest.of(inp)
+    request.task = {**request.task, "target": _pinned(request.task["target"])}
+    return request
 
 
 @ray.remote(num_cpus=0, max_retries=0)
@@ -453,7 +482,7 @@ class RayBuilder(Builder):
                     break
                 todo.remove(job)
                 inp = inputs[job.index]
-                ref = _build.options(scheduling_strategy=_on(node)).remote(BuildRequest.of(inp).encode())
+                ref = _build.options(scheduling_strategy=_on(node)).remote(_request_of(inp).encode())
                 job.node, job.start = node, time.monotonic()
                 running[ref] = job
                 logger.debug("build of candidate %d (attempt %d) sent to node %s", job.index, job.attempt,
@@ -498,6 +527,32 @@ class RayBuilder(Builder):
 # ---------------------------------------------------------------------------- runner
 
 
+# (target CPU, node) pairs whose difference was reported (a warning, once per pair).
+_reported_cpus: set[tuple[str, str]] = set()
+
+
+def _timers_of(cpu: str, actors) -> list:
+    """The actors that may time a candidate built for ``cpu``: those on nodes of that CPU, for
+    figures of the hardware that the records name. A node of another CPU is named once, in a
+    warning. Where no node has it, every node times (as a local runner on another CPU does;
+    a warning says so), once every actor has said its CPU (none while one is still starting)."""
+    actors = list(actors)
+    if any(a.restarting is not None and not a.cpu for a in actors):  # some CPU not known yet
+        return [a for a in actors if a.cpu == cpu]
+    same = [a for a in actors if a.cpu == cpu]
+    for a in actors:
+        if a.cpu != cpu and (cpu, a.node) not in _reported_cpus:
+            _reported_cpus.add((cpu, a.node))
+            if same:
+                logger.warning("Ray node %s has CPU %s, not the target's %s: it times no candidate of this "
+                               "target (tune with -mcpu=%s to tune for it)", a.node, a.cpu, cpu, a.cpu)
+            else:
+                logger.warning("no node of the Ray cluster has the target's CPU %s: node %s (CPU %s) times "
+                               "its candidates, and the log files those figures under %s", cpu, a.node, a.cpu,
+                               cpu)
+    return same or actors
+
+
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
 class _RunActor:
     """Times candidates on one node (or one GPU) through a LocalRunner and its sandbox; the
@@ -508,7 +563,8 @@ class _RunActor:
         self.node = ray.get_runtime_context().get_node_id()
 
     def ready(self) -> str:
-        return self.node
+        """This node's CPU (LLVM's name for it), once the actor is up."""
+        return host_cpu_name()
 
     def pid(self) -> int:
         return os.getpid()
@@ -525,6 +581,7 @@ class _Actor:
     key: str
     node: str
     handle: object
+    cpu: str = ""  # the node's CPU, as its ``ready`` said
     busy: bool = False
     restarting: object = None  # the ObjectRef of a ping while Ray restarts it
     holds_gate: bool = False
@@ -537,6 +594,7 @@ class _RunJob:
     input: MeasureInput
     build: BuildReply
     attempt: int = 0
+    cpu: str | None = None  # the CPU its target compiles for (None: any device of the runner)
     avoid: str | None = None
     actor: str = ""
     start: float = field(default=0.0)
@@ -664,7 +722,8 @@ class RayRunner(Runner):
                 return True
             if not gates.stop.is_set():
                 i, inp, build = job
-                pending.append(_RunJob(i, inp, build))
+                cpu = None if self.gpu else _target_cpu(inp.task.target)
+                pending.append(_RunJob(i, inp, build, cpu=cpu))
         return closed
 
     def _gate_open(self, actor: _Actor, gates: Gates) -> bool:
@@ -690,11 +749,13 @@ class RayRunner(Runner):
 
     def _dispatch(self, pending: deque, running: dict, gates: Gates) -> None:
         for job in list(pending):
+            timers = self._actors.values() if job.cpu is None else _timers_of(job.cpu, self._actors.values())
+            keys = {a.key for a in timers}
             idle = [a for a in self._actors.values()
-                    if not a.busy and a.restarting is None
+                    if a.key in keys and not a.busy and a.restarting is None
                     and a.node not in _dead_nodes and a.node not in _suspect_nodes]
             others = [a for a in idle if a.key != job.avoid]
-            choice = others or (idle if len(self._actors) == 1 else [])
+            choice = others or (idle if len(keys) == 1 else [])
             actor = next((a for a in choice if self._gate_open(a, gates)), None)
             if actor is None:
                 continue
@@ -721,7 +782,7 @@ class RayRunner(Runner):
             if job.attempt == 0:
                 logger.info("run of candidate %d lost with actor %s (%s); retrying", job.index, job.actor,
                             type(exc).__name__)
-                pending.appendleft(_RunJob(job.index, job.input, job.build, 1, job.actor))
+                pending.appendleft(_RunJob(job.index, job.input, job.build, 1, job.actor, job.cpu))
                 return None
             why = f"the run actor died twice: {type(exc).__name__}: {exc}"
             return error_result(ErrorKind.WORKER_CRASH, why, job.build.build_time,
@@ -737,7 +798,7 @@ class RayRunner(Runner):
         for key, actor in list(self._actors.items()):
             if actor.restarting is ping:
                 try:
-                    ray.get(ping)
+                    actor.cpu = ray.get(ping)
                     actor.restarting, actor.busy = None, False
                 except ray.exceptions.RayError:
                     if actor.node in _alive_nodes():  # a call made while Ray restarts it fails: ask again

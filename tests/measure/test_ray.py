@@ -16,6 +16,7 @@ from measure_faults import costs_ok, inputs_for
 
 import db
 import measure.ray as ray_measure
+from compiler.target import host_cpu_name
 from measure import (
     ErrorKind,
     MeasureError,
@@ -117,6 +118,55 @@ def test_local_and_ray_agree(faulty_task, local_options, ray_options):
         [(r.error_kind, r.error_msg) for r in local + remote]
     # Both time every good candidate (how fast depends on the load of the machine: not checked).
     assert all(costs_ok(r) for r in local[3:] + remote[3:])
+
+
+def _other_cpu() -> str:
+    """A CPU other than this machine's whose code any x86-64 host of ours runs (AVX2 and FMA)."""
+    return "broadwell" if host_cpu_name() == "haswell" else "haswell"
+
+
+def test_builds_name_the_tuners_cpu_and_a_target_no_node_has_is_timed_with_a_warning(ray_options, caplog,
+                                                                                        monkeypatch):
+    """Builds compile for the target's CPU (the tuner's where the target names none), whatever
+    node builds them; a target whose CPU no node has is timed on the nodes there are, as a
+    local runner on another CPU does, and a warning says so."""
+    monkeypatch.setattr(ray_measure, "_reported_cpus", set())
+    host = host_cpu_name()
+    plain = create_task("matmul", (32, 32, 32, "float32"), "llvm")
+    request = ray_measure._request_of(MeasureInput(plain, plain.config_space.sample(1, rng=3)[0]))
+    assert request.task["target"] == f"llvm -mcpu={host}" and plain.target == "llvm"
+    other = _other_cpu()
+    task = create_task("matmul", (32, 32, 32, "float32"), f"llvm -mcpu={other}")
+    results = measure_batch([MeasureInput(task, c) for c in task.config_space.sample(2, rng=4)], ray_options)
+    assert all(r.error_kind is None and costs_ok(r) for r in results), [(r.error_kind, r.error_msg)
+                                                                       for r in results]
+    node = ray_measure.ray.get_runtime_context().get_node_id()
+    warned = [m for m in caplog.messages if f"no node of the Ray cluster has the target's CPU {other}" in m]
+    assert len(warned) == 1 and f"node {node} (CPU {host}) times its candidates" in warned[0], caplog.messages
+
+
+def test_only_nodes_of_the_targets_cpu_time_its_candidates(caplog, monkeypatch):
+    """Of a cluster of two CPUs, only the nodes of the target's CPU time its candidates; each
+    other node is named once. While a node has not said its CPU, nothing else is chosen."""
+    monkeypatch.setattr(ray_measure, "_reported_cpus", set())
+
+    def actor(node, cpu, starting=False):
+        return ray_measure._Actor(node, node, handle=None, cpu=cpu, restarting=object() if starting else None)
+
+    zen, xeon, new = actor("a", "znver4"), actor("b", "sapphirerapids"), actor("c", "", starting=True)
+    assert ray_measure._timers_of("znver4", [zen, xeon, new]) == [zen]
+    assert ray_measure._timers_of("sapphirerapids", [zen, new]) == []  # c may be the one: wait
+    assert not caplog.messages
+    for _ in range(2):
+        assert ray_measure._timers_of("znver4", [zen, xeon]) == [zen]
+    assert caplog.messages == ["Ray node b has CPU sapphirerapids, not the target's znver4: it times no "
+                               "candidate of this target (tune with -mcpu=sapphirerapids to tune for it)"]
+    # a restarted actor keeps the CPU it said before
+    zen.restarting = object()
+    assert ray_measure._timers_of("znver4", [zen, xeon]) == [zen]
+    assert ray_measure._timers_of("znver3", [zen, xeon]) == [zen, xeon]
+    none_has = "no node of the Ray cluster has the target's CPU znver3"
+    assert len([m for m in caplog.messages if none_has in m]) == 2
 
 
 # ---------------------------------------------------------------------------- connecting
