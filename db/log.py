@@ -26,7 +26,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,12 +78,17 @@ from db.schema import (
 from db.stats import ConfigStats, add_stats, rebuild_stats
 
 __all__ = ["TuningLog", "TrialCurve", "CurvePoint", "open", "BUSY_TIMEOUT_S", "TaskOrKey",
-           "HEARTBEAT_INTERVAL_S", "HEARTBEAT_ENV", "DEAD_AFTER_BEATS", "default_heartbeat_interval"]
+           "HEARTBEAT_INTERVAL_S", "HEARTBEAT_ENV", "DEAD_AFTER_BEATS", "default_heartbeat_interval",
+           "RECONNECT_TIMEOUT_S"]
 
 log = logging.getLogger(__name__)
 
 #: How long (seconds) an SQLite writer waits for another process's write to finish.
 BUSY_TIMEOUT_S = 60.0
+
+#: How long (seconds) a write to a PostgreSQL log retries while the server cannot be reached (a
+#: restart, a fail-over, a network outage) before it fails.
+RECONNECT_TIMEOUT_S = 600.0
 
 #: Seconds between two heartbeats of a running tuner (see :meth:`TuningLog.keep_alive`),
 #: unless the environment variable :data:`HEARTBEAT_ENV` names another interval.
@@ -108,7 +113,8 @@ _RECORD_COLUMNS = (
 )
 
 
-def open(path_or_url: str | os.PathLike[str], *, busy_timeout: float = BUSY_TIMEOUT_S) -> TuningLog:
+def open(path_or_url: str | os.PathLike[str], *, busy_timeout: float = BUSY_TIMEOUT_S,
+         reconnect_timeout: float = RECONNECT_TIMEOUT_S) -> TuningLog:
     """Open (creating if needed) the tuning log at a path or SQLAlchemy URL.
 
     A path (``"tuning.db"``) or ``":memory:"`` means SQLite; a string with ``://`` is a URL:
@@ -116,8 +122,12 @@ def open(path_or_url: str | os.PathLike[str], *, busy_timeout: float = BUSY_TIME
     when none is named). A fresh log gets the current schema, an older one is migrated, a
     newer one raises :class:`~db.errors.SchemaVersionError`. An unreachable or unreadable
     database raises :class:`~db.errors.TuningLogError` naming it (never its password).
-    ``busy_timeout`` is how long an SQLite writer waits for another one.
+    ``busy_timeout`` is how long an SQLite writer waits for another one; ``reconnect_timeout`` how
+    long a write to a PostgreSQL log retries while its server cannot be reached (a warning says
+    so, and another when it is written): a tuning run outlives a restart of the server.
     """
+    if not (isinstance(reconnect_timeout, int | float) and reconnect_timeout >= 0):
+        raise ValueError(f"reconnect_timeout must be a number of seconds >= 0, got {reconnect_timeout!r}")
     url, where, memory = _url_of(path_or_url)
     backend = url.get_backend_name()
     if backend not in ("sqlite", "postgresql"):
@@ -131,7 +141,7 @@ def open(path_or_url: str | os.PathLike[str], *, busy_timeout: float = BUSY_TIME
     except (ImportError, sa_exc.NoSuchModuleError) as err:
         raise TuningLogError(f"cannot open tuning log {where}: its database driver is not installed ({err}); "
                              f"for PostgreSQL: pip install 'autotune-compiler[postgres]'") from None
-    tlog = TuningLog(engine, where, backend, memory=memory)
+    tlog = TuningLog(engine, where, backend, memory=memory, reconnect_timeout=reconnect_timeout)
     try:
         tlog._init_schema()
     except TuningLogError:
@@ -150,11 +160,13 @@ class TuningLog:
     or none). One ``TuningLog`` per process: open the log again in each worker.
     """
 
-    def __init__(self, engine: Engine, where: str, backend: str, *, memory: bool = False) -> None:
+    def __init__(self, engine: Engine, where: str, backend: str, *, memory: bool = False,
+                 reconnect_timeout: float = RECONNECT_TIMEOUT_S) -> None:
         self._engine = engine
         self._where = where
         self._backend = backend
         self._memory = memory
+        self._reconnect_timeout = reconnect_timeout
 
     # --- opening and closing ---------------------------------------------------------------
 
@@ -212,8 +224,12 @@ class TuningLog:
         batch = [dataclasses.replace(r) for r in batch]  # re-checks fields changed after construction
         if not batch:
             return 0
-        with self._guard("adding records"), self._writing() as conn:
-            return self._store(conn, batch)
+        try:
+            return self._retrying("adding records", lambda conn: self._store(conn, batch))
+        except TuningLogError as err:
+            if not isinstance(err.__cause__, sa_exc.SQLAlchemyError):
+                raise
+            raise TuningLogError(f"{err}; {self._save_unwritten(batch)}") from err.__cause__
 
     def start_run(self, tuner: str, options: dict[str, Any] | None = None, *,
                   heartbeat_interval: float | None = None) -> str:
@@ -231,8 +247,7 @@ class TuningLog:
         run = RunInfo(run_id=uuid.uuid4().hex, tuner=tuner, options=options or {}, started=now,
                       ended=None, status="running", heartbeat=now, heartbeat_interval=float(interval))
         run = RunInfo.from_dict(run.to_dict())  # checks that the options are JSON data
-        with self._guard("starting a run"), self._writing() as conn:
-            self._store_runs(conn, [run])
+        self._retrying("starting a run", lambda conn: self._store_runs(conn, [run]))
         return run.run_id
 
     def heartbeat(self, run_ids: str | Iterable[str]) -> None:
@@ -277,12 +292,13 @@ class TuningLog:
 
     def end_run(self, run_id: str, status: str = "finished") -> None:
         """Record the end of a run (``status``: ``"finished"``, ``"failed"``, ``"interrupted"``...)."""
-        with self._guard("ending a run"), self._writing() as conn:
+        def end(conn: Connection) -> int:
             now = time.time()
-            done = conn.execute(update(RunRow).where(RunRow.id == run_id)
-                                .values(ended=now, status=status, heartbeat=now))
-            if done.rowcount == 0:
-                raise TuningLogError(f"tuning log {self._where} has no run {run_id!r}")
+            return conn.execute(update(RunRow).where(RunRow.id == run_id)
+                                .values(ended=now, status=status, heartbeat=now)).rowcount
+
+        if self._retrying("ending a run", end) == 0:
+            raise TuningLogError(f"tuning log {self._where} has no run {run_id!r}")
 
     def import_jsonl(self, path: str | os.PathLike[str]) -> int:
         """Add the runs and records of a JSONL file (as :meth:`export_jsonl` writes); returns how many
@@ -585,6 +601,48 @@ class TuningLog:
         except sa_exc.SQLAlchemyError as err:
             raise TuningLogError(f"tuning log {self._where}: {what} failed: {_reason(err)}") from err
 
+    def _retrying(self, what: str, write: Callable[[Connection], Any]) -> Any:
+        """``write(conn)`` in a write transaction; what it returns. While a PostgreSQL server cannot
+        be reached it is tried again, with growing pauses, for up to the log's reconnect timeout
+        (each write is idempotent: a record or run the log holds is not stored twice)."""
+        deadline, pause = None, 0.25
+        while True:
+            try:
+                with self._guard(what), self._writing() as conn:
+                    done = write(conn)
+            except TuningLogError as err:
+                cause = err.__cause__
+                if self._backend != "postgresql" or not self._reconnect_timeout \
+                        or not isinstance(cause, sa_exc.SQLAlchemyError) or not _unreachable(cause):
+                    raise
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + self._reconnect_timeout
+                    log.warning("tuning log %s: %s failed (%s); trying again for up to %.0f s", self._where,
+                                what, _reason(cause), self._reconnect_timeout)
+                if now >= deadline:
+                    raise TuningLogError(f"{err} (the server was unreachable for "
+                                         f"{self._reconnect_timeout:.0f} s)") from cause
+                time.sleep(min(pause, deadline - now))
+                pause = min(pause * 2, 10.0)
+                continue
+            if deadline is not None:
+                log.warning("tuning log %s: %s done once the server answered again", self._where, what)
+            return done
+
+    def _save_unwritten(self, records: Sequence[Record]) -> str:
+        """Save records that could not be written to a JSONL file in the current directory; what
+        to do with it (or why it could not be saved), for an error message."""
+        path = Path(f"autotune-unwritten-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-"
+                    f"{uuid.uuid4().hex[:6]}.jsonl").resolve()
+        try:
+            with builtins.open(path, "w", encoding="utf-8") as f:
+                f.writelines(r.to_json() + "\n" for r in records)
+        except OSError as err:
+            return f"{_count(records)} lost: they could not be saved ({err.strerror or err})"
+        return (f"{_count(records)} saved in {path}: add them to the log later with "
+                f"autotune import --db <the log's URL> {path}")
+
     def _insert(self, table: Any) -> Any:
         return (postgresql.insert if self._backend == "postgresql" else sqlite.insert)(table)
 
@@ -778,6 +836,18 @@ def hide_passwords(text: str) -> str:
     Everything that names a log in a message goes through here.
     """
     return _QUERY_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", text))
+
+
+def _count(records: Sequence[Record]) -> str:
+    return "its record is" if len(records) == 1 else f"its {len(records)} records are"
+
+
+def _unreachable(err: sa_exc.SQLAlchemyError) -> bool:
+    """Whether ``err`` says that the database server could not be reached or the connection to it
+    was lost (worth trying again), rather than that the statement failed."""
+    if isinstance(err, sa_exc.DBAPIError) and err.connection_invalidated:
+        return True
+    return isinstance(err, sa_exc.OperationalError | sa_exc.InterfaceError | sa_exc.DisconnectionError)
 
 
 def _reason(err: BaseException) -> str:
