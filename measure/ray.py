@@ -748,18 +748,23 @@ class RayRunner(Runner):
                 actor.asked_gate = False
 
     def _dispatch(self, pending: deque, running: dict, gates: Gates) -> None:
+        allowed: dict[str | None, set] = {None: set(self._actors)}  # the keys of the actors, by CPU
+        free = [a for a in self._actors.values() if not a.busy and a.restarting is None
+                and a.node not in _dead_nodes and a.node not in _suspect_nodes]
         for job in list(pending):
-            timers = self._actors.values() if job.cpu is None else _timers_of(job.cpu, self._actors.values())
-            keys = {a.key for a in timers}
-            idle = [a for a in self._actors.values()
-                    if a.key in keys and not a.busy and a.restarting is None
-                    and a.node not in _dead_nodes and a.node not in _suspect_nodes]
+            if not free:
+                return
+            if job.cpu not in allowed:
+                allowed[job.cpu] = {a.key for a in _timers_of(job.cpu, self._actors.values())}
+            keys = allowed[job.cpu]
+            idle = [a for a in free if a.key in keys]
             others = [a for a in idle if a.key != job.avoid]
             choice = others or (idle if len(keys) == 1 else [])
             actor = next((a for a in choice if self._gate_open(a, gates)), None)
             if actor is None:
                 continue
             pending.remove(job)
+            free.remove(actor)
             job.actor, job.start = actor.key, time.monotonic()
             actor.busy = True
             request = self._settings.request(job.input.task, job.build, device=0)
