@@ -787,7 +787,8 @@ class RayRunner(Runner):
             if job.attempt == 0:
                 logger.info("run of candidate %d lost with actor %s (%s); retrying", job.index, job.actor,
                             type(exc).__name__)
-                pending.appendleft(_RunJob(job.index, job.input, job.build, 1, job.actor, job.cpu))
+                pending.appendleft(_RunJob(job.index, job.input, job.build, attempt=1, avoid=job.actor,
+                                           cpu=job.cpu))
                 return None
             why = f"the run actor died twice: {type(exc).__name__}: {exc}"
             return error_result(ErrorKind.WORKER_CRASH, why, job.build.build_time,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -93,7 +94,8 @@ def test_a_node_running_other_code_is_left_out_and_none_left_is_a_clear_error(ma
     assert "n3" not in ray_measure._foreign_nodes
 
 
-def test_killed_actor_is_replaced_and_its_candidate_retried(matmul_task, ray_options):
+def test_killed_actor_is_replaced_and_its_candidate_retried(matmul_task, ray_options, caplog):
+    caplog.set_level(logging.INFO, logger="measure.ray")
     (key, pid), = ray_options.runner.actor_pids().items()
     configs = matmul_task.config_space.sample(5, rng=22)
     stream = measure_stream([MeasureInput(matmul_task, c) for c in configs], ray_options)
@@ -104,6 +106,9 @@ def test_killed_actor_is_replaced_and_its_candidate_retried(matmul_task, ray_opt
     assert all(costs_ok(r) for r in results), [(r.error_kind, r.error_msg) for r in results]
     new_pid = ray_options.runner.actor_pids()[key]
     assert new_pid != pid
+    # retried as it was sent: for the same CPU, on the node's new actor
+    assert [m for m in caplog.messages if "lost with actor" in m], caplog.messages
+    assert not [m for m in caplog.messages if "CPU" in m], caplog.messages
 
 
 def test_local_and_ray_agree(faulty_task, local_options, ray_options):
