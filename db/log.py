@@ -224,12 +224,7 @@ class TuningLog:
         batch = [dataclasses.replace(r) for r in batch]  # re-checks fields changed after construction
         if not batch:
             return 0
-        try:
-            return self._retrying("adding records", lambda conn: self._store(conn, batch))
-        except TuningLogError as err:
-            if not isinstance(err.__cause__, sa_exc.SQLAlchemyError):
-                raise
-            raise TuningLogError(f"{err}; {self._save_unwritten(batch)}") from err.__cause__
+        return self._retrying("adding records", lambda conn: self._store(conn, batch), unwritten=batch)
 
     def start_run(self, tuner: str, options: dict[str, Any] | None = None, *,
                   heartbeat_interval: float | None = None) -> str:
@@ -601,10 +596,13 @@ class TuningLog:
         except sa_exc.SQLAlchemyError as err:
             raise TuningLogError(f"tuning log {self._where}: {what} failed: {_reason(err)}") from err
 
-    def _retrying(self, what: str, write: Callable[[Connection], Any]) -> Any:
+    def _retrying(self, what: str, write: Callable[[Connection], Any],
+                  unwritten: Sequence[Record] = ()) -> Any:
         """``write(conn)`` in a write transaction; what it returns. While a PostgreSQL server cannot
         be reached it is tried again, with growing pauses, for up to the log's reconnect timeout
-        (each write is idempotent: a record or run the log holds is not stored twice)."""
+        (each write is idempotent: a record or run the log holds is not stored twice). Where the
+        database fails it, or the wait is interrupted, the records ``unwritten`` are saved to a file
+        (:meth:`_save_unwritten`) that the error or a warning names."""
         deadline, pause = None, 0.25
         while True:
             try:
@@ -612,18 +610,28 @@ class TuningLog:
                     done = write(conn)
             except TuningLogError as err:
                 cause = err.__cause__
-                if self._backend != "postgresql" or not self._reconnect_timeout \
-                        or not isinstance(cause, sa_exc.SQLAlchemyError) or not _unreachable(cause):
+                if not isinstance(cause, sa_exc.SQLAlchemyError):
                     raise
+                waits = self._backend == "postgresql" and self._reconnect_timeout > 0 and _unreachable(cause)
                 now = time.monotonic()
-                if deadline is None:
+                if waits and deadline is None:
                     deadline = now + self._reconnect_timeout
                     log.warning("tuning log %s: %s failed (%s); trying again for up to %.0f s", self._where,
                                 what, _reason(cause), self._reconnect_timeout)
-                if now >= deadline:
-                    raise TuningLogError(f"{err} (the server was unreachable for "
-                                         f"{self._reconnect_timeout:.0f} s)") from cause
-                time.sleep(min(pause, deadline - now))
+                if not waits or now >= deadline:
+                    message = str(err)
+                    if waits:
+                        message += f" (the server was unreachable for {self._reconnect_timeout:.0f} s)"
+                    if unwritten:
+                        message += f"; {self._save_unwritten(unwritten)}"
+                    raise TuningLogError(message) from cause
+                try:
+                    time.sleep(min(pause, deadline - now))
+                except KeyboardInterrupt:
+                    if unwritten:
+                        log.warning("tuning log %s: interrupted while waiting for the server; %s",
+                                    self._where, self._save_unwritten(unwritten))
+                    raise
                 pause = min(pause * 2, 10.0)
                 continue
             if deadline is not None:

@@ -8,6 +8,7 @@ the test server, which the tests cut (every connection closed, the port refused)
 from __future__ import annotations
 
 import logging
+import signal
 import socket
 import threading
 import time
@@ -140,6 +141,33 @@ def test_a_write_that_gives_up_saves_its_records_for_autotune_import(postgres_ur
     assert str(saved) in str(err.value) and f":{make_url(postgres_url).password}@" not in str(err.value)
     assert cli_main(["import", "--db", postgres_url, str(saved)]) == 0
     assert sorted(r.config_index for r in _records(postgres_url)) == [0, 1, 2]
+
+
+def test_a_wait_interrupted_saves_its_records(postgres_url, relay, tmp_path, monkeypatch, caplog):
+    """Ctrl-C while a write waits for the server: its records are saved, and the interrupt goes on."""
+    monkeypatch.chdir(tmp_path)
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    caplog.set_level(logging.WARNING, logger="db.log")
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        with db.open(relay.url(postgres_url), reconnect_timeout=120) as log:
+            relay.cut()
+            signal.setitimer(signal.ITIMER_REAL, 1.5)
+            with pytest.raises(KeyboardInterrupt):
+                log.add(make_record(0, 7))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    (saved,) = tmp_path.glob("autotune-unwritten-*.jsonl")
+    assert any("interrupted while waiting for the server; its record is saved in" in m and str(saved) in m
+               for m in caplog.messages), caplog.messages
+    relay.restore()
+    with db.open(postgres_url) as log:
+        assert log.import_jsonl(saved) == 1
+    assert [r.config_index for r in _records(postgres_url)] == [7]
 
 
 def test_a_tuning_run_outlives_an_outage_of_its_log(postgres_url, relay, tmp_path):
