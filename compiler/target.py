@@ -51,7 +51,8 @@ class TargetKindInfo:
     ``options`` maps each option the kind accepts to whether it takes a value, in the order
     ``str(target)`` writes them; ``check_options(options, spec)`` raises TargetError for
     options the kind cannot compile for; ``model(target)`` names the hardware a target of
-    the kind stands for in tuning logs (the CPU, the GPU architecture); ``default_host`` is
+    the kind stands for in tuning logs (the CPU, the GPU architecture), and ``model_option`` the
+    option that names it (``mcpu``, ``arch``; see :meth:`Target.pinned`); ``default_host`` is
     the kind of the host target of a device kind; ``device_type`` is where its code runs.
     """
 
@@ -61,6 +62,7 @@ class TargetKindInfo:
     check_options: Callable[[dict, str], None] | None = None
     model: Callable[[Target], str | None] | None = None
     default_host: str | None = None
+    model_option: str | None = None
 
 
 _KINDS: dict[str, TargetKindInfo] = {}
@@ -217,6 +219,17 @@ class Target:
         the registered kind says which."""
         model = self.kind_info.model
         return (model(self) if model is not None else None) or "unknown"
+
+    def pinned(self) -> Target:
+        """This target naming the hardware it stands for, where it leaves it to the machine
+        (``llvm`` -> ``llvm -mcpu=znver4`` on a Zen 4 host; ``cuda`` -> ``cuda -arch=sm_90`` with
+        an H100 attached): a target that compiles for the same hardware on any machine, as a
+        build sent to another one must. Itself where it names the hardware already, or where
+        this machine does not know it (``cuda`` without a GPU)."""
+        option = self.kind_info.model_option
+        if option is None or option in self.options or self.model == "unknown":
+            return self
+        return Target(f"{self} -{option}={self.model}", host=self.host)
 
     # ------------------------------------------------------------------ text, equality
 

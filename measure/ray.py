@@ -256,13 +256,19 @@ def _target_cpu(target: str) -> str | None:
     return t.mcpu if t.device_type == "cpu" else None
 
 
+@functools.lru_cache(maxsize=64)
 def _pinned(target: str) -> str:
-    """``target`` naming its CPU (``llvm`` -> ``llvm -mcpu=znver4`` on a Zen 4 tuner), so that a
-    node of another CPU builds for the tuner's target, not for its own."""
-    cpu = _target_cpu(target)
-    if cpu is None or "mcpu" in Target(target).options:
-        return target
-    return str(Target(f"{target} -mcpu={cpu}"))
+    """``target`` naming its hardware (:meth:`compiler.target.Target.pinned`: ``llvm`` -> ``llvm
+    -mcpu=znver4`` on a Zen 4 tuner), so that a node of another CPU or GPU builds for the tuner's
+    target, not for its own. Where the tuner does not know it (``cuda`` on a machine without a
+    GPU), a warning says that each node builds for its own."""
+    t = Target(target)
+    pinned = t.pinned()
+    option = t.kind_info.model_option
+    if option is not None and option not in pinned.options:
+        logger.warning("target %r names no -%s and this machine cannot tell which: each Ray node builds "
+                       "for its own (give the target -%s=...)", target, option, option)
+    return str(pinned)
 
 
 def _request_of(inp: MeasureInput) -> BuildRequest:

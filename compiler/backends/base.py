@@ -99,6 +99,7 @@ class Backend:
     target_options: Mapping[str, bool] = field(default_factory=dict)
     check_target: Callable[[dict, str], None] | None = None
     model: Callable[[Target], str | None] | None = None
+    model_option: str | None = None  # the target option that names the model (Target.pinned)
     default_host: str | None = None
     device_memory: DeviceMemory | None = None
     device_aliases: tuple[str, ...] = ()
@@ -114,7 +115,8 @@ def register(backend: Backend) -> Backend:
     if not isinstance(backend, Backend):
         raise TypeError(f"register() takes a Backend, got {type(backend).__name__}")
     register_target_kind(TargetKindInfo(backend.kind, backend.device_type, dict(backend.target_options),
-                                        backend.check_target, backend.model, backend.default_host))
+                                        backend.check_target, backend.model, backend.default_host,
+                                        backend.model_option))
     if backend.device_memory is not None:
         register_device_type(backend.device_type, backend.device_memory)
     for alias in (backend.kind, *backend.device_aliases):

@@ -146,6 +146,7 @@ BACKEND = register(Backend(
     load_artifact=load_artifact,
     target_options={"arch": True, "fast-math": False},
     model=_model,
+    model_option="arch",
     default_host="llvm",
     device_memory=DEVICE_MEMORY,
     device_aliases=("gpu",),

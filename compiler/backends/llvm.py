@@ -72,5 +72,6 @@ BACKEND = register(Backend(
     target_options={"mcpu": True, "mtriple": True, "mattr": True, "fast-math": False},
     check_target=check_llvm_options,
     model=_model,
+    model_option="mcpu",
     native_math=frozenset(MATH_OPS),
 ))

@@ -104,6 +104,22 @@ def test_a_cuda_target_on_a_gpu_is_keyed_by_that_gpu():
     assert arch is not None and arch.startswith("sm_") and Target("cuda").model == arch
 
 
+def test_a_pinned_target_names_the_hardware_the_machine_would_pick():
+    from compiler.runtime.cuda import attached_arch
+    from compiler.target import host_cpu_name
+
+    host = host_cpu_name()
+    assert Target("llvm").pinned() == Target(f"llvm -mcpu={host}")
+    assert str(Target("llvm -fast-math").pinned()) == f"llvm -mcpu={host} -fast-math"
+    assert Target("llvm -mcpu=haswell").pinned() == Target("llvm -mcpu=haswell")
+    assert Target("cuda -arch=sm_80").pinned() == Target("cuda -arch=sm_80")
+    arch = attached_arch()  # without a GPU the machine cannot tell, and the target stays as it is
+    assert str(Target("cuda").pinned()) == (f"cuda -arch={arch}" if arch else "cuda")
+    assert Target("cuda").pinned().host == Target("llvm")
+    for spec in ("llvm", "cuda"):
+        assert Target(spec).pinned().model == Target(spec).model
+
+
 def test_keyword_form_with_a_host():
     tgt = Target(target="llvm", host="llvm")
     assert tgt == Target("llvm") and tgt.host == Target("llvm")

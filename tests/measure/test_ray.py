@@ -17,6 +17,7 @@ from measure_faults import costs_ok, inputs_for
 
 import db
 import measure.ray as ray_measure
+from compiler.runtime.cuda import attached_arch
 from compiler.target import host_cpu_name
 from measure import (
     ErrorKind,
@@ -140,6 +141,12 @@ def test_builds_name_the_tuners_cpu_and_a_target_no_node_has_is_timed_with_a_war
     plain = create_task("matmul", (32, 32, 32, "float32"), "llvm")
     request = ray_measure._request_of(MeasureInput(plain, plain.config_space.sample(1, rng=3)[0]))
     assert request.task["target"] == f"llvm -mcpu={host}" and plain.target == "llvm"
+    # a GPU target names the tuner's GPU; without one, a warning says that each node picks its own
+    ray_measure._pinned.cache_clear()
+    arch = attached_arch()
+    assert ray_measure._pinned("cuda") == (f"cuda -arch={arch}" if arch else "cuda")
+    assert bool(arch) != any("target 'cuda' names no -arch and this machine cannot tell which" in m
+                             for m in caplog.messages)
     other = _other_cpu()
     task = create_task("matmul", (32, 32, 32, "float32"), f"llvm -mcpu={other}")
     results = measure_batch([MeasureInput(task, c) for c in task.config_space.sample(2, rng=4)], ray_options)
