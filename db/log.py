@@ -167,6 +167,7 @@ class TuningLog:
         self._backend = backend
         self._memory = memory
         self._reconnect_timeout = reconnect_timeout
+        self._gave_up = False  # a write gave up waiting for the server, and none got through since
 
     # --- opening and closing ---------------------------------------------------------------
 
@@ -602,7 +603,9 @@ class TuningLog:
         be reached it is tried again, with growing pauses, for up to the log's reconnect timeout
         (each write is idempotent: a record or run the log holds is not stored twice). Where the
         database fails it, or the wait is interrupted, the records ``unwritten`` are saved to a file
-        (:meth:`_save_unwritten`) that the error or a warning names."""
+        (:meth:`_save_unwritten`) that the error or a warning names. After a write that gave up,
+        the next ones are tried once until one gets through (ending a run that failed so does not
+        wait again)."""
         deadline, pause = None, 0.25
         while True:
             try:
@@ -612,7 +615,8 @@ class TuningLog:
                 cause = err.__cause__
                 if not isinstance(cause, sa_exc.SQLAlchemyError):
                     raise
-                waits = self._backend == "postgresql" and self._reconnect_timeout > 0 and _unreachable(cause)
+                waits = (self._backend == "postgresql" and self._reconnect_timeout > 0 and not self._gave_up
+                         and _unreachable(cause))
                 now = time.monotonic()
                 if waits and deadline is None:
                     deadline = now + self._reconnect_timeout
@@ -621,6 +625,7 @@ class TuningLog:
                 if not waits or now >= deadline:
                     message = str(err)
                     if waits:
+                        self._gave_up = True
                         message += f" (the server was unreachable for {self._reconnect_timeout:.0f} s)"
                     if unwritten:
                         message += f"; {self._save_unwritten(unwritten)}"
@@ -636,6 +641,7 @@ class TuningLog:
                 continue
             if deadline is not None:
                 log.warning("tuning log %s: %s done once the server answered again", self._where, what)
+            self._gave_up = False
             return done
 
     def _save_unwritten(self, records: Sequence[Record]) -> str:
@@ -647,7 +653,7 @@ class TuningLog:
             with builtins.open(path, "w", encoding="utf-8") as f:
                 f.writelines(r.to_json() + "\n" for r in records)
         except OSError as err:
-            return f"{_count(records)} lost: they could not be saved ({err.strerror or err})"
+            return f"{_count(records)} lost (saving them failed: {err.strerror or err})"
         return (f"{_count(records)} saved in {path}: add them to the log later with "
                 f"autotune import --db <the log's URL> {path}")
 
