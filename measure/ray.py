@@ -25,11 +25,11 @@ the last of them closes, so the processes of a local instance end with the tunin
   again. A build that runs past ``timeout`` gets a build-timeout result (a build still
   running ``startup_grace`` seconds later is cancelled by force, killing its worker).
 * :class:`RayRunner`: one actor per node for CPU targets (one per GPU, ``num_gpus=1``,
-  for CUDA), so no two timings share a device. A CPU candidate is built for the target's CPU
-  (the tuner's, where the target names none) on whichever node builds it, and timed only on
-  nodes of that CPU, for figures of the hardware that its record names; each node of another
-  CPU is named once, in a warning. Where no node has the target's CPU, every node times (as a
-  local runner on another CPU does), and a warning says so. Each actor runs a
+  for CUDA), so no two timings share a device. A candidate is built for its target's CPU or GPU
+  architecture (the tuner's, where the target names none) on whichever node builds it, and
+  timed only on devices of that hardware, for figures of the hardware that its record names;
+  each node of other hardware is named once, in a warning. Where no device has it, every one
+  times (as a local runner on another CPU does), and a warning says so. Each actor runs a
   :class:`~measure.local.LocalRunner`, whose sandbox process absorbs crashes and
   hangs of generated code exactly as locally. An actor that dies (its process
   killed, its node lost) is restarted by Ray; its candidate is retried once on
@@ -62,6 +62,7 @@ from dataclasses import dataclass, field
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from compiler.runtime.cuda import attached_arch
 from compiler.target import Target, host_cpu_name
 from measure.base import Builder, Feed, Runner, as_feed, error_result
 from measure.code_version import code_version
@@ -248,12 +249,24 @@ def _on(node: str) -> NodeAffinitySchedulingStrategy:
     return NodeAffinitySchedulingStrategy(node, soft=False)
 
 
+@dataclass(frozen=True)
+class _Hardware:
+    """What a candidate's target compiles for: ``CPU znver4`` (``-mcpu``), ``GPU sm_90`` (``-arch``)."""
+
+    kind: str
+    option: str
+    name: str
+
+
 @functools.lru_cache(maxsize=64)
-def _target_cpu(target: str) -> str | None:
-    """The CPU a CPU target compiles for (this process's host CPU where it names none); None for
-    other targets."""
+def _hardware_of(target: str) -> _Hardware | None:
+    """The hardware ``target`` compiles for (this process's CPU or GPU where it names none), or None
+    where this process cannot tell (``cuda`` without a GPU here)."""
     t = Target(target)
-    return t.mcpu if t.device_type == "cpu" else None
+    option = t.kind_info.model_option
+    if option is None or t.model == "unknown":
+        return None
+    return _Hardware("CPU" if t.device_type == "cpu" else "GPU", option, t.model)
 
 
 @functools.lru_cache(maxsize=64)
@@ -533,29 +546,31 @@ class RayBuilder(Builder):
 # ---------------------------------------------------------------------------- runner
 
 
-# (target CPU, node) pairs whose difference was reported (a warning, once per pair).
-_reported_cpus: set[tuple[str, str]] = set()
+# (target hardware, node) pairs whose difference was reported (a warning, once per pair).
+_reported_hardware: set[tuple[str, str]] = set()
 
 
-def _timers_of(cpu: str, actors) -> list:
-    """The actors that may time a candidate built for ``cpu``: those on nodes of that CPU, for
-    figures of the hardware that the records name. A node of another CPU is named once, in a
-    warning. Where no node has it, every node times (as a local runner on another CPU does;
-    a warning says so), once every actor has said its CPU (none while one is still starting)."""
+def _timers_of(want: _Hardware, actors) -> list:
+    """The actors that may time a candidate built for ``want``: those whose device is that CPU or
+    GPU, for figures of the hardware that the records name. A node of other hardware is named
+    once, in a warning. Where no device is ``want``, every one times (as a local runner on
+    another CPU does; a warning says so), once every actor has said what it has (none while one
+    is still starting)."""
     actors = list(actors)
-    if any(a.restarting is not None and not a.cpu for a in actors):  # some CPU not known yet
-        return [a for a in actors if a.cpu == cpu]
-    same = [a for a in actors if a.cpu == cpu]
+    same = [a for a in actors if a.hardware == want.name]
+    if any(a.restarting is not None and not a.hardware for a in actors):  # some not known yet
+        return same
     for a in actors:
-        if a.cpu != cpu and (cpu, a.node) not in _reported_cpus:
-            _reported_cpus.add((cpu, a.node))
+        if a.hardware != want.name and (want.name, a.node) not in _reported_hardware:
+            _reported_hardware.add((want.name, a.node))
             if same:
-                logger.warning("Ray node %s has CPU %s, not the target's %s: it times no candidate of this "
-                               "target (tune with -mcpu=%s to tune for it)", a.node, a.cpu, cpu, a.cpu)
+                logger.warning("Ray node %s has %s %s, not the target's %s: it times no candidate of this "
+                               "target (tune with -%s=%s to tune for it)", a.node, want.kind, a.hardware,
+                               want.name, want.option, a.hardware)
             else:
-                logger.warning("no node of the Ray cluster has the target's CPU %s: node %s (CPU %s) times "
-                               "its candidates, and the log files those figures under %s", cpu, a.node, a.cpu,
-                               cpu)
+                logger.warning("no node of the Ray cluster has the target's %s %s: node %s (%s %s) times its "
+                               "candidates, and the log files those figures under %s", want.kind, want.name,
+                               a.node, want.kind, a.hardware, want.name)
     return same or actors
 
 
@@ -567,10 +582,12 @@ class _RunActor:
     def __init__(self, devices: list[int] | None):
         self.runner = LocalRunner(devices=devices)
         self.node = ray.get_runtime_context().get_node_id()
+        self.gpu = devices is not None
 
     def ready(self) -> str:
-        """This node's CPU (LLVM's name for it), once the actor is up."""
-        return host_cpu_name()
+        """Its device, once the actor is up: the node's CPU (LLVM's name for it), or its GPU's
+        architecture (``sm_90``; ``"unknown"`` where the driver cannot say)."""
+        return (attached_arch(0) or "unknown") if self.gpu else host_cpu_name()
 
     def pid(self) -> int:
         return os.getpid()
@@ -587,7 +604,7 @@ class _Actor:
     key: str
     node: str
     handle: object
-    cpu: str = ""  # the node's CPU, as its ``ready`` said
+    hardware: str = ""  # its device's CPU or GPU architecture, as its ``ready`` said
     busy: bool = False
     restarting: object = None  # the ObjectRef of a ping while Ray restarts it
     holds_gate: bool = False
@@ -600,7 +617,7 @@ class _RunJob:
     input: MeasureInput
     build: BuildReply
     attempt: int = 0
-    cpu: str | None = None  # the CPU its target compiles for (None: any device of the runner)
+    hardware: _Hardware | None = None  # what its target compiles for (None: any device will do)
     avoid: str | None = None
     actor: str = ""
     start: float = field(default=0.0)
@@ -728,8 +745,7 @@ class RayRunner(Runner):
                 return True
             if not gates.stop.is_set():
                 i, inp, build = job
-                cpu = None if self.gpu else _target_cpu(inp.task.target)
-                pending.append(_RunJob(i, inp, build, cpu=cpu))
+                pending.append(_RunJob(i, inp, build, hardware=_hardware_of(inp.task.target)))
         return closed
 
     def _gate_open(self, actor: _Actor, gates: Gates) -> bool:
@@ -754,15 +770,15 @@ class RayRunner(Runner):
                 actor.asked_gate = False
 
     def _dispatch(self, pending: deque, running: dict, gates: Gates) -> None:
-        allowed: dict[str | None, set] = {None: set(self._actors)}  # the keys of the actors, by CPU
+        allowed: dict[_Hardware | None, set] = {None: set(self._actors)}  # actors' keys, by hardware
         free = [a for a in self._actors.values() if not a.busy and a.restarting is None
                 and a.node not in _dead_nodes and a.node not in _suspect_nodes]
         for job in list(pending):
             if not free:
                 return
-            if job.cpu not in allowed:
-                allowed[job.cpu] = {a.key for a in _timers_of(job.cpu, self._actors.values())}
-            keys = allowed[job.cpu]
+            if job.hardware not in allowed:
+                allowed[job.hardware] = {a.key for a in _timers_of(job.hardware, self._actors.values())}
+            keys = allowed[job.hardware]
             idle = [a for a in free if a.key in keys]
             others = [a for a in idle if a.key != job.avoid]
             choice = others or (idle if len(keys) == 1 else [])
@@ -794,7 +810,7 @@ class RayRunner(Runner):
                 logger.info("run of candidate %d lost with actor %s (%s); retrying", job.index, job.actor,
                             type(exc).__name__)
                 pending.appendleft(_RunJob(job.index, job.input, job.build, attempt=1, avoid=job.actor,
-                                           cpu=job.cpu))
+                                           hardware=job.hardware))
                 return None
             why = f"the run actor died twice: {type(exc).__name__}: {exc}"
             return error_result(ErrorKind.WORKER_CRASH, why, job.build.build_time,
@@ -810,7 +826,7 @@ class RayRunner(Runner):
         for key, actor in list(self._actors.items()):
             if actor.restarting is ping:
                 try:
-                    actor.cpu = ray.get(ping)
+                    actor.hardware = ray.get(ping)
                     actor.restarting, actor.busy = None, False
                 except ray.exceptions.RayError:
                     if actor.node in _alive_nodes():  # a call made while Ray restarts it fails: ask again

@@ -136,7 +136,7 @@ def test_builds_name_the_tuners_cpu_and_a_target_no_node_has_is_timed_with_a_war
     """Builds compile for the target's CPU (the tuner's where the target names none), whatever
     node builds them; a target whose CPU no node has is timed on the nodes there are, as a
     local runner on another CPU does, and a warning says so."""
-    monkeypatch.setattr(ray_measure, "_reported_cpus", set())
+    monkeypatch.setattr(ray_measure, "_reported_hardware", set())
     host = host_cpu_name()
     plain = create_task("matmul", (32, 32, 32, "float32"), "llvm")
     request = ray_measure._request_of(MeasureInput(plain, plain.config_space.sample(1, rng=3)[0]))
@@ -157,28 +157,46 @@ def test_builds_name_the_tuners_cpu_and_a_target_no_node_has_is_timed_with_a_war
     assert len(warned) == 1 and f"node {node} (CPU {host}) times its candidates" in warned[0], caplog.messages
 
 
-def test_only_nodes_of_the_targets_cpu_time_its_candidates(caplog, monkeypatch):
-    """Of a cluster of two CPUs, only the nodes of the target's CPU time its candidates; each
-    other node is named once. While a node has not said its CPU, nothing else is chosen."""
-    monkeypatch.setattr(ray_measure, "_reported_cpus", set())
+def test_only_nodes_of_the_targets_hardware_time_its_candidates(caplog, monkeypatch):
+    """Of a cluster of two CPUs (or GPUs), only the nodes of the target's time its candidates;
+    each other node is named once. While a node has not said what it has, nothing else is chosen."""
+    monkeypatch.setattr(ray_measure, "_reported_hardware", set())
+    zen4, sapphire, zen3 = (ray_measure._Hardware("CPU", "mcpu", name)
+                            for name in ("znver4", "sapphirerapids", "znver3"))
 
-    def actor(node, cpu, starting=False):
-        return ray_measure._Actor(node, node, handle=None, cpu=cpu, restarting=object() if starting else None)
+    def actor(node, hardware, starting=False):
+        return ray_measure._Actor(node, node, handle=None, hardware=hardware,
+                                  restarting=object() if starting else None)
 
     zen, xeon, new = actor("a", "znver4"), actor("b", "sapphirerapids"), actor("c", "", starting=True)
-    assert ray_measure._timers_of("znver4", [zen, xeon, new]) == [zen]
-    assert ray_measure._timers_of("sapphirerapids", [zen, new]) == []  # c may be the one: wait
+    assert ray_measure._timers_of(zen4, [zen, xeon, new]) == [zen]
+    assert ray_measure._timers_of(sapphire, [zen, new]) == []  # c may be the one: wait
     assert not caplog.messages
     for _ in range(2):
-        assert ray_measure._timers_of("znver4", [zen, xeon]) == [zen]
+        assert ray_measure._timers_of(zen4, [zen, xeon]) == [zen]
     assert caplog.messages == ["Ray node b has CPU sapphirerapids, not the target's znver4: it times no "
                                "candidate of this target (tune with -mcpu=sapphirerapids to tune for it)"]
-    # a restarted actor keeps the CPU it said before
+    # a restarted actor keeps what it said before
     zen.restarting = object()
-    assert ray_measure._timers_of("znver4", [zen, xeon]) == [zen]
-    assert ray_measure._timers_of("znver3", [zen, xeon]) == [zen, xeon]
+    assert ray_measure._timers_of(zen4, [zen, xeon]) == [zen]
+    assert ray_measure._timers_of(zen3, [zen, xeon]) == [zen, xeon]
     none_has = "no node of the Ray cluster has the target's CPU znver3"
     assert len([m for m in caplog.messages if none_has in m]) == 2
+    # GPUs alike
+    caplog.clear()
+    h100, a100 = actor("g1", "sm_90"), actor("g2", "sm_80")
+    assert ray_measure._timers_of(ray_measure._Hardware("GPU", "arch", "sm_90"), [h100, a100]) == [h100]
+    assert caplog.messages == ["Ray node g2 has GPU sm_80, not the target's sm_90: it times no candidate of "
+                               "this target (tune with -arch=sm_80 to tune for it)"]
+
+
+def test_a_candidates_hardware_is_its_targets():
+    ray_measure._hardware_of.cache_clear()
+    assert ray_measure._hardware_of("llvm") == ray_measure._Hardware("CPU", "mcpu", host_cpu_name())
+    assert ray_measure._hardware_of("llvm -mcpu=haswell").name == "haswell"
+    assert ray_measure._hardware_of("cuda -arch=sm_80") == ray_measure._Hardware("GPU", "arch", "sm_80")
+    arch = attached_arch()  # without a GPU here, "cuda" says nothing: any GPU times it
+    assert ray_measure._hardware_of("cuda") == (ray_measure._Hardware("GPU", "arch", arch) if arch else None)
 
 
 # ---------------------------------------------------------------------------- connecting
