@@ -15,7 +15,7 @@ from ..runtime.library import link_object, link_shared
 from ..runtime.timer import TIMER_SYMBOL
 from ..target import Target
 from . import llvm_timer
-from .llvm_machine import create_target_machine, parse
+from .llvm_machine import create_target_machine, parse, vector_features
 
 __all__ = ["JITCode", "ObjectCode"]
 
@@ -30,6 +30,11 @@ class _NativeCode:
         self.target = target
         self._engine = engine  # owns the machine code; kept alive with this object
         self._objects = tuple(objects)  # other object files the code links against (data blocks)
+
+    @property
+    def vector_features(self) -> list[str]:
+        """The x86 vector extensions the code may use (see :func:`llvm_machine.vector_features`)."""
+        return vector_features(self.target)
 
     def address(self, name: str) -> int:
         if name == TIMER_SYMBOL:

@@ -12,11 +12,13 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ..errors import CodegenError
+from ..runtime.cpu import VECTOR_EXTENSIONS
 from ..runtime.threads import load_libgomp
 from ..target import Target, host_cpu_name
 from .llvm_types import double_to_half
 
-__all__ = ["create_target_machine", "optimize", "optimized_module", "parse", "initialize"]
+__all__ = ["create_target_machine", "optimize", "optimized_module", "parse", "initialize",
+           "vector_features"]
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +92,19 @@ def _features(target: Target | None, triple: str) -> str:
         # Compiling for this machine: everything it has, plus what the target adds.
         return ",".join([*llvm.get_host_cpu_features().flatten().split(","), *tuning, *extra]).strip(",")
     return ",".join([*tuning, *extra])
+
+
+def vector_features(target: Target | None) -> list[str]:
+    """The x86 vector extensions (LLVM's names: ``avx2``, ``avx512f``...) that code compiled for
+    ``target`` may use, as far as its features say: every one this machine has where it compiles
+    for this machine, else those its ``-mattr`` adds (a CPU named by ``-mcpu`` brings its own,
+    which LLVM does not list). Empty on other architectures. An exported library records them,
+    and :func:`compiler.runtime.load_module` checks them against the CPU that loads it."""
+    triple = (target.mtriple if target is not None else None) or llvm.get_process_triple()
+    if triple.split("-")[0] not in ("x86_64", "i386", "i686"):
+        return []
+    on = {f[1:] for f in _features(target, triple).split(",") if f.startswith("+")}
+    return sorted(on & VECTOR_EXTENSIONS)
 
 
 def create_target_machine(target: Target | None, reloc: str = "default", codemodel: str = "jitdefault"):

@@ -25,6 +25,7 @@ import tempfile
 
 from ..errors import CompilerError
 from .arguments import FunctionInfo
+from .cpu import check_cpu
 from .module import METADATA_VERSION, Module
 from .threads import load_libgomp
 
@@ -126,9 +127,11 @@ class SharedLibrary:
     are not held in memory twice (a model's weights are most of them).
     """
 
-    def __init__(self, path: str, lib: ctypes.CDLL, type_key: str, source: io.BufferedReader):
+    def __init__(self, path: str, lib: ctypes.CDLL, type_key: str, source: io.BufferedReader,
+                 vector_features: list[str] = ()):
         self.path = path
         self.type_key = type_key
+        self.vector_features = list(vector_features)  # kept for an export of the loaded module
         self._lib = lib
         self._source = source
 
@@ -156,8 +159,9 @@ def load_module(path) -> Module:
 
     Every call loads what the file holds now, even if a library of the same path
     was loaded before (the dynamic loader would hand back the old one). A file that
-    is not a complete shared library of this machine, or whose metadata is damaged,
-    raises :class:`CompilerError` before any of its code is mapped or run.
+    is not a complete shared library of this machine, or whose metadata is damaged, or
+    whose code uses vector extensions this machine's CPU lacks (AVX-512 compiled elsewhere),
+    raises :class:`CompilerError` before any of its code is run.
     """
     path = os.path.abspath(os.fspath(path))
     if not os.path.exists(path):
@@ -173,7 +177,11 @@ def load_module(path) -> Module:
     if len(functions) != len(infos) or meta["entry"] not in functions:
         raise CompilerError(f"{path} has corrupt metadata: entry {meta['entry']!r} among "
                             f"functions {[i.name for i in infos]}")
-    backend = SharedLibrary(path, lib, meta["type_key"], source)
+    features = meta.get("vector_features", [])
+    if not isinstance(features, list) or not all(isinstance(f, str) for f in features):
+        raise CompilerError(f"{path} has corrupt metadata: 'vector_features' must be a list of names")
+    check_cpu(path, features)
+    backend = SharedLibrary(path, lib, meta["type_key"], source, features)
     missing = [name for name in functions if not backend.address(name)]
     if missing:
         raise CompilerError(f"{path} has corrupt metadata: it names functions the library does not "

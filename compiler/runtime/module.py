@@ -248,6 +248,9 @@ class Module:
                 "functions": [info.to_json() for info in self._infos.values()]}
         if self.attrs:
             meta["attrs"] = self.attrs
+        features = getattr(self._backend, "vector_features", None)
+        if features:  # checked by load_module against the CPU that loads the library
+            meta["vector_features"] = list(features)
         return json.dumps(meta)
 
     def export_library(self, path) -> None:

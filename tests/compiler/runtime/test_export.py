@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
 
 import numpy as np
+import pytest
 from helpers import poisoned, random_array
 
 import compiler
 from compiler import te
+from compiler.errors import CompilerError
 
 
 def test_export_library_then_load_in_new_process(tmp_path, rng):
@@ -153,3 +156,46 @@ def test_corrupt_metadata_is_a_clear_error(tmp_path):
         assert unsummed_line.startswith("CompilerError:") and said in unsummed_line, unsummed_line
     assert "does not match its checksum" in lines[-2]
     assert lines[-1] == "loaded"
+
+
+# ------------------------------------------------------------------ the CPU a library needs
+
+
+def test_a_library_records_the_vector_extensions_its_code_may_use(tmp_path, rng):
+    """Built for this machine: every checked extension this CPU reports, no other (what the
+    loader checks is what the compiler used); loaded and exported again, the record stays."""
+    from compiler.runtime import cpu
+
+    mod = _unary("kernel", lambda x: x * 2.0)
+    recorded = json.loads(mod.metadata_json()).get("vector_features", [])
+    assert set(recorded) == {name for name in cpu.VECTOR_EXTENSIONS if not cpu.missing_extensions([name])}
+    assert cpu._cpu_flags() is None or {"avx2", "fma"} <= set(recorded)  # every x86 host of ours has them
+    path = tmp_path / "kernel.so"
+    mod.export_library(path)
+    loaded = compiler.runtime.load_module(path)
+    a = random_array(rng, 64, "float32")
+    np.testing.assert_array_equal(_run(loaded, a), a * 2)
+    assert json.loads(loaded.metadata_json()).get("vector_features", []) == recorded
+
+
+def test_a_library_for_a_cpu_this_machine_is_not_is_refused_before_it_runs(tmp_path, monkeypatch):
+    from compiler.runtime import cpu
+
+    # A library whose code needs an extension no CPU here has (its metadata edited, checksum off).
+    data = _exported(tmp_path).replace(b"__autotune_metadata_sha256", b"__autotune_metadata_xxxxxx")
+    foreign = tmp_path / "foreign.so"  # (the same length: the metadata is a sized array in the file)
+    foreign.write_bytes(data.replace(b'"sse4.1"', b'"sse9.1"', 1))
+    (line,) = _load_in_child([foreign])
+    if cpu._cpu_flags() is None:  # not Linux on x86: nothing recorded, nothing to check
+        assert b'"sse4.1"' not in data and line == "loaded", line
+    else:
+        assert line.startswith("CompilerError:") and "was compiled for a CPU with sse9.1, which this " \
+            "machine's CPU lacks" in line, line
+    # A CPU without AVX-512 refuses a library built on one with it, naming what it lacks.
+    avx2_only = frozenset({"sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c"})
+    monkeypatch.setattr(cpu, "_cpu_flags", lambda: avx2_only)
+    assert cpu.missing_extensions(["avx2", "avx512f", "avx512vnni", "fma"]) == ["avx512f", "avx512vnni"]
+    with pytest.raises(CompilerError, match=r"lib\.so was compiled for a CPU with avx512f, avx512vnni, which "
+                                            r"this machine's CPU lacks .* -mcpu="):
+        cpu.check_cpu("lib.so", ["avx2", "avx512f", "avx512vnni"])
+    cpu.check_cpu("lib.so", ["avx2", "fma"])  # what it has: nothing said
