@@ -196,6 +196,7 @@ def load_module(path) -> Module:
 
 _ELF_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
 _PROGRAM_HEADER = struct.Struct("<IIQQQQQQ")
+_DYNAMIC_ENTRY = struct.Struct("<qQ")  # d_tag, d_val
 _PT_LOAD, _PT_DYNAMIC, _ET_DYN = 1, 2, 3
 _MACHINES = {"x86_64": 62, "aarch64": 183, "ppc64le": 21, "riscv64": 243}
 
@@ -225,10 +226,29 @@ def check_elf(path: str, data: bytes) -> None:
         raise bad("its program headers are missing or lie past the end of the file (truncated?)")
     if shoff + shnum * shentsize > len(data):
         raise bad("its section headers lie past the end of the file (truncated?)")
+    # The first section header is all zeros in every ELF file: elsewhere, the bytes before the
+    # table were cut or added to (what the headers point to has moved).
+    if shnum and bytes(data[shoff:shoff + shentsize]) != bytes(shentsize):
+        raise bad("its section headers are not where its ELF header says (bytes cut or added?)")
     for k in range(phnum):
         p_type, _, offset, _, _, filesz, _, _ = _PROGRAM_HEADER.unpack_from(data, phoff + k * phentsize)
         if p_type in (_PT_LOAD, _PT_DYNAMIC) and offset + filesz > len(data):
             raise bad(f"segment {k} ends at byte {offset + filesz}, past the end of the file (truncated?)")
+        if p_type == _PT_DYNAMIC and not _dynamic_table(data, offset, filesz):
+            raise bad(f"its dynamic section (segment {k}) is not a table of entries (bytes cut or added?)")
+
+
+def _dynamic_table(data, offset: int, size: int) -> bool:
+    """Whether ``size`` bytes at ``offset`` read as a dynamic section: entries whose tags are
+    those ELF defines (0 to 0x7fffffff), up to a terminating DT_NULL; what the dynamic loader
+    reads first, and where it crashes on anything else."""
+    for at in range(offset, offset + size - _DYNAMIC_ENTRY.size + 1, _DYNAMIC_ENTRY.size):
+        tag, _ = _DYNAMIC_ENTRY.unpack_from(data, at)
+        if tag == 0:
+            return True
+        if not 0 < tag <= 0x7FFFFFFF:
+            return False
+    return False
 
 
 _staging: tempfile.TemporaryDirectory | None = None

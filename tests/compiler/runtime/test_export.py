@@ -121,6 +121,26 @@ def test_a_truncated_library_is_a_clear_error(tmp_path):
     assert "does not start with an ELF header" in lines[-1]
 
 
+def test_a_library_with_bytes_added_or_cut_is_a_clear_error(tmp_path):
+    """Bytes added or cut inside the file move what its headers point to: refused, never a
+    crash of the interpreter in the dynamic loader."""
+    data = _exported(tmp_path)
+    meta = data.index(b'"functions"')
+    paths = []
+    for name, changed in (("added", data[:meta] + b"12345678" + data[meta:]),
+                          ("cut", data[:meta] + data[meta + 8:]),
+                          ("added_early", data[:4096] + bytes(64) + data[4096:])):
+        paths.append(tmp_path / f"{name}.so")
+        paths[-1].write_bytes(changed)
+    appended = tmp_path / "appended.so"  # past the end of everything: harmless, still loads
+    appended.write_bytes(data + bytes(100))
+    lines = _load_in_child([*paths, appended])
+    for line in lines[:-1]:
+        assert line.startswith("CompilerError:") and "is not a usable shared library" in line, line
+    assert "bytes cut or added" in lines[0] and "bytes cut or added" in lines[2]
+    assert lines[-1] == "loaded"
+
+
 # (bytes in the exported file, what they become, what the error names)
 _CORRUPTIONS = [
     (b'"functions"', b'"functionz"', "'functions' list"),
