@@ -203,10 +203,12 @@ _MACHINES = {"x86_64": 62, "aarch64": 183, "ppc64le": 21, "riscv64": 243}
 
 def check_elf(path: str, data: bytes) -> None:
     """Raise CompilerError unless ``data`` is a whole 64-bit little-endian shared library
-    for this machine: every part its headers point to lies inside the file.
+    for this machine: every part its headers point to lies inside the file, and the section
+    table and the dynamic section are where they say.
 
     The dynamic loader maps a library by its headers; mapping a truncated file and
-    touching a page past its end kills the process with SIGBUS.
+    touching a page past its end kills the process with SIGBUS, and reading a dynamic
+    section that bytes added before it have moved, with SIGSEGV.
     """
     def bad(why: str) -> CompilerError:
         return CompilerError(f"{path} is not a usable shared library: {why} ({len(data)} bytes)")
