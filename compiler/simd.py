@@ -77,7 +77,7 @@ def _vector_file(target: str) -> tuple[int, int]:
     # Deferred: reading the vector file compiles with LLVM, which importing this module must not load.
     import llvmlite.binding as llvm
 
-    from compiler.codegen.llvm_machine import create_target_machine
+    from compiler.codegen.llvm_machine import create_target_machine, is_x86
 
     try:
         tm = create_target_machine(Target(target))
@@ -86,7 +86,7 @@ def _vector_file(target: str) -> tuple[int, int]:
         asm = tm.emit_assembly(module)
     except (CompilerError, RuntimeError):
         return 16, 16
-    if not tm.triple.startswith(("x86_64", "i386", "i686")):
+    if not is_x86(tm.triple):
         return 16, 16
     width = asm[asm.index("width:"):asm.index("pressure:")] if "pressure:" in asm else asm
     nbytes = 64 if "%zmm" in width else 32 if "%ymm" in width else 16

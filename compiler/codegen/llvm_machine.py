@@ -18,7 +18,7 @@ from ..target import Target, host_cpu_name
 from .llvm_types import double_to_half
 
 __all__ = ["create_target_machine", "optimize", "optimized_module", "parse", "initialize",
-           "vector_features"]
+           "vector_features", "is_x86"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,9 +85,14 @@ def _register_half_builtins() -> None:
 _X86_TUNING = ("+prefer-no-gather", "+prefer-no-scatter")
 
 
+def is_x86(triple: str) -> bool:
+    """Whether the LLVM target triple ``triple`` names an x86 CPU."""
+    return triple.split("-")[0] in ("x86_64", "i386", "i686")
+
+
 def _features(target: Target | None, triple: str) -> str:
     extra = target.mattr if target is not None else []
-    tuning = list(_X86_TUNING) if triple.split("-")[0] in ("x86_64", "i386", "i686") else []
+    tuning = list(_X86_TUNING) if is_x86(triple) else []
     if target is None or (target.options.get("mcpu") in (None, host_cpu_name()) and not target.mtriple):
         # Compiling for this machine: everything it has, plus what the target adds.
         return ",".join([*llvm.get_host_cpu_features().flatten().split(","), *tuning, *extra]).strip(",")
@@ -101,7 +106,7 @@ def vector_features(target: Target | None) -> list[str]:
     which LLVM does not list). Empty on other architectures. An exported library records them,
     and :func:`compiler.runtime.load_module` checks them against the CPU that loads it."""
     triple = (target.mtriple if target is not None else None) or llvm.get_process_triple()
-    if triple.split("-")[0] not in ("x86_64", "i386", "i686"):
+    if not is_x86(triple):
         return []
     on = {f[1:] for f in _features(target, triple).split(",") if f.startswith("+")}
     return sorted(on & VECTOR_EXTENSIONS)

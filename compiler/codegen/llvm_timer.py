@@ -56,7 +56,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ..runtime.timer import BATCH_NS, TIMER_SYMBOL
-from .llvm_machine import create_target_machine, parse
+from .llvm_machine import create_target_machine, is_x86, parse
 from .llvm_types import I8, I8PTR, I32, I64, VOID
 
 __all__ = ["timer_ir", "address", "object_code", "TIMER_SYMBOL"]
@@ -107,7 +107,7 @@ def timer_ir(triple: str, data_layout: str = "") -> str:
                                 "GOMP_parallel")
     touch_t = ir.LiteralStructType([I8PTR, I64, I64])
     wake_region = _wake_region(m, region_t, touch_t)
-    x86 = triple.startswith(("x86_64", "i386", "i686"))
+    x86 = is_x86(triple)
     clflush = ir.Function(m, ir.FunctionType(VOID, [I8PTR]), "llvm.x86.sse2.clflush") if x86 else None
     mfence = ir.Function(m, ir.FunctionType(VOID, []), "llvm.x86.sse2.mfence") if x86 else None
     memset = m.declare_intrinsic("llvm.memset", [I8PTR, I64])

@@ -14,7 +14,10 @@ import platform
 
 from ..errors import CompilerError
 
-__all__ = ["VECTOR_EXTENSIONS", "missing_extensions", "check_cpu"]
+__all__ = ["ON_X86", "VECTOR_EXTENSIONS", "missing_extensions", "check_cpu"]
+
+#: Whether this process runs on an x86 CPU.
+ON_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
 #: LLVM's names of the x86 vector extensions checked, with the flag ``/proc/cpuinfo`` gives each:
 #: those whose flags Linux has named for years (a kernel that does not know a newer extension's
@@ -32,7 +35,7 @@ VECTOR_EXTENSIONS = frozenset(_CPUINFO_FLAG)
 @functools.lru_cache(maxsize=1)
 def _cpu_flags() -> frozenset[str] | None:
     """The flags of this machine's CPU (None where they cannot be read: not Linux on x86)."""
-    if platform.machine().lower() not in ("x86_64", "amd64", "i386", "i686"):
+    if not ON_X86:
         return None
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:

@@ -28,7 +28,6 @@ kernel does not pay for waking threads that slept through the eviction.
 from __future__ import annotations
 
 import ctypes
-import platform
 import statistics
 import time
 from collections.abc import Callable
@@ -36,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .cpu import ON_X86
 from .threads import num_threads
 
 __all__ = ["BenchmarkResult", "time_calls", "NativeTimer", "TIMER_SYMBOL", "BATCH_NS", "flushed_ranges",
@@ -61,7 +61,6 @@ CACHE_FLUSH_CHOICES = (False, True, FLUSH_WEIGHTS, FLUSH_MODEL)
 BATCH_NS = 10_000  # a batch of calls doubles until it lasts this long (a clock read is ~25 ns)
 _FLUSH_BYTES = 64 << 20  # larger than the last-level cache of the CPUs we tune for
 _flush_buffer: np.ndarray | None = None
-_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
 
 @dataclass(frozen=True)
@@ -158,7 +157,7 @@ class NativeTimer:
         cache_flush = check_cache_flush(cache_flush)
         if not cache_flush:
             mode, ranges = 0, []
-        elif _X86:
+        elif ON_X86:
             mode, ranges = 1, flushed_ranges(arrays, cache_flush, warm)
             ranges += [(a.ctypes.data, a.nbytes) for a in evicted]
         else:
