@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 
 import llvmlite.binding as llvm
 from llvmlite import ir
@@ -101,28 +102,61 @@ def _features(target: Target | None, triple: str) -> str:
 
 def vector_features(target: Target | None) -> list[str]:
     """The x86 vector extensions (LLVM's names: ``avx2``, ``avx512f``...) that code compiled for
-    ``target`` may use, as far as its features say: every one this machine has where it compiles
-    for this machine, else those its ``-mattr`` adds (a CPU named by ``-mcpu`` brings its own,
-    which LLVM does not list). Empty on other architectures. An exported library records them,
+    ``target`` may use: those of the CPU it compiles for (this machine's, or the one ``-mcpu``
+    names) with what ``-mattr`` adds or takes away, as LLVM itself sees them (see
+    :func:`_usable_extensions`). Empty on other architectures. An exported library records them,
     and :func:`compiler.runtime.load_module` checks them against the CPU that loads it."""
+    triple, cpu, features = _machine_of(target)
+    return list(_usable_extensions(triple, cpu, features)) if is_x86(triple) else []
+
+
+@functools.cache
+def _usable_extensions(triple: str, cpu: str, features: str) -> tuple[str, ...]:
+    """The checked extensions (:data:`~compiler.runtime.cpu.VECTOR_EXTENSIONS`) code compiled for
+    ``cpu`` with ``features`` may use.
+
+    LLVM's binding lists no named CPU's extensions, but its inliner knows them: it inlines a
+    function into another only where the callee's features are a subset of the caller's. So
+    one probe per extension, compiled for ``cpu`` with ``features`` and that extension, is
+    called from a function compiled for ``cpu`` with ``features`` alone; after LLVM's O3 the
+    probes still called are those whose extension the CPU lacks."""
+    extensions = sorted(VECTOR_EXTENSIONS)
+    with_one = [",".join(filter(None, (features, f"+{name}"))) for name in extensions]
+    lines = [f'target triple = "{triple}"', "@probed = global i32 0"]
+    for i, probe_features in enumerate(with_one):
+        lines += [f"define void @probe{i}() #{i + 1} {{", f"  store volatile i32 {i}, ptr @probed",
+                  "  ret void", "}",
+                  f'attributes #{i + 1} = {{ "target-cpu"="{cpu}" "target-features"="{probe_features}" }}']
+    lines += ["define void @caller() #0 {", *(f"  call void @probe{i}()" for i in range(len(extensions))),
+              "  ret void", "}", f'attributes #0 = {{ "target-cpu"="{cpu}" "target-features"="{features}" }}']
+    module = parse("\n".join(lines))
+    optimize(module, _target_machine(triple, cpu, features))
+    caller = str(module.get_function("caller"))
+    still_called = {int(i) for i in re.findall(r"call void @probe(\d+)\(\)", caller)}
+    return tuple(name for i, name in enumerate(extensions) if i not in still_called)
+
+
+def _machine_of(target: Target | None) -> tuple[str, str, str]:
+    """The LLVM triple, CPU and features code for ``target`` (None: this machine) is compiled for."""
     triple = (target.mtriple if target is not None else None) or llvm.get_process_triple()
-    if not is_x86(triple):
-        return []
-    on = {f[1:] for f in _features(target, triple).split(",") if f.startswith("+")}
-    return sorted(on & VECTOR_EXTENSIONS)
+    cpu = (target.mcpu if target is not None else None) or host_cpu_name()
+    return triple, cpu, _features(target, triple)
 
 
 def create_target_machine(target: Target | None, reloc: str = "default", codemodel: str = "jitdefault"):
     """An LLVM target machine for ``target`` (None: this machine) at optimisation level 3."""
+    return _target_machine(*_machine_of(target), reloc=reloc, codemodel=codemodel)
+
+
+def _target_machine(triple: str, cpu: str, features: str, reloc: str = "default",
+                    codemodel: str = "jitdefault"):
     initialize()
-    triple = (target.mtriple if target is not None else None) or llvm.get_process_triple()
     try:
         llvm_target = llvm.Target.from_triple(triple)
     except RuntimeError as e:
         raise CodegenError(f"LLVM does not support triple {triple!r}: {e}") from None
-    cpu = (target.mcpu if target is not None else None) or host_cpu_name()
-    return llvm_target.create_target_machine(cpu=cpu, features=_features(target, triple), opt=3,
-                                             reloc=reloc, codemodel=codemodel)
+    return llvm_target.create_target_machine(cpu=cpu, features=features, opt=3, reloc=reloc,
+                                             codemodel=codemodel)
 
 
 def parse(ir_text: str):

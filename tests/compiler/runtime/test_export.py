@@ -198,6 +198,45 @@ def test_a_library_records_the_vector_extensions_its_code_may_use(tmp_path, rng)
     assert json.loads(loaded.metadata_json()).get("vector_features", []) == recorded
 
 
+_X86 = "llvm -mtriple=x86_64-unknown-linux-gnu"
+
+
+@pytest.mark.parametrize("options, has, lacks", [
+    ("-mcpu=znver3", {"sse4.2", "avx", "avx2", "fma", "f16c"}, {"avx512f"}),
+    ("-mcpu=skylake-avx512", {"avx2", "avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"},
+     {"avx512vnni", "avx512vbmi", "avx512ifma"}),
+    ("-mcpu=cascadelake", {"avx512f", "avx512vnni"}, {"avx512vbmi"}),
+    ("-mcpu=sandybridge", {"sse4.2", "avx"}, {"avx2", "fma", "avx512f"}),
+    ("-mcpu=znver4 -mattr=-avx512f", {"avx2", "fma"}, {"avx512f", "avx512bw", "avx512vl", "avx512vnni"}),
+    ("-mcpu=haswell -mattr=+avx512f", {"avx2", "avx512f"}, {"avx512bw", "avx512vnni"}),
+])
+def test_a_cpu_named_by_mcpu_brings_its_own_extensions(options, has, lacks):
+    """What a target naming its CPU may use is that CPU's extensions with what -mattr adds or
+    takes away, whatever this machine has."""
+    from compiler.codegen.llvm_machine import vector_features
+
+    features = set(vector_features(compiler.Target(f"{_X86} {options}")))
+    assert has <= features and not lacks & features, features
+    assert vector_features(compiler.Target(f"{_X86} -mcpu=x86-64")) == []  # SSE2 only: nothing checked
+
+
+def test_a_library_built_for_a_named_cpu_is_refused_by_a_cpu_without_its_extensions(tmp_path, monkeypatch):
+    from compiler.runtime import cpu
+
+    A = te.placeholder((64,), name="A")
+    B = te.compute(A.shape, lambda i: A[i] * 2.0, name="B")
+    mod = compiler.build(te.create_schedule(B.op), [A, B], target=f"{_X86} -mcpu=skylake-avx512")
+    recorded = json.loads(mod.metadata_json())["vector_features"]
+    assert {"avx2", "avx512f", "avx512bw"} <= set(recorded) and "avx512vnni" not in recorded
+    path = tmp_path / "skylake.so"
+    mod.export_library(path)
+    avx2_only = frozenset({"sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c"})
+    monkeypatch.setattr(cpu, "_cpu_flags", lambda: avx2_only)
+    with pytest.raises(CompilerError, match=r"skylake\.so was compiled for a CPU with avx512bw, avx512cd, "
+                                            r"avx512dq, avx512f, avx512vl, which this machine's CPU lacks"):
+        compiler.runtime.load_module(path)
+
+
 def test_a_library_for_a_cpu_this_machine_is_not_is_refused_before_it_runs(tmp_path, monkeypatch):
     from compiler.runtime import cpu
 
