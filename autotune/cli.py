@@ -12,6 +12,9 @@
     autotune import --format autotvm --db tuning.db tvm.log   an AutoTVM log's records, into the log
     autotune pin --db tuning.db -o pinned.json            the chosen config of each workload, to ship
     autotune build matmul --args 1024,1024,1024,float32 --db tuning.db -o kernel.so
+    autotune tune-model model.onnx --time-budget 30m --db tuning.db     every kernel of a model
+    autotune build-model model.onnx --db tuning.db -o model.so          the model in one library
+    autotune run-model model.so --inputs x.npz --outputs y.npz         run it, time it
 
 Every subcommand has ``--help``. Errors a user can make (an unknown template, bad
 ``--args``, an unknown target, an unreachable database) print one line on stderr
@@ -41,7 +44,7 @@ from autotune.tuner import TUNERS
 __all__ = ["COMMANDS", "PLANNED_COMMANDS", "UsageError", "main"]
 
 COMMANDS = ("tune", "best", "report", "export", "import", "pin", "build", "templates", "space", "tune-model",
-            "build-model")
+            "build-model", "run-model")
 PLANNED_COMMANDS = COMMANDS  # the name older code and tests use
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -301,6 +304,26 @@ def _build_parser() -> _Parser:
                         "and build each the faster way, then each kernel whose threads split by the "
                         "output's height against its best other split (each kept only if the whole "
                         "model runs faster; default: by the size of the Winograd kernel, the log's best)")
+
+    p = sub.add_parser("run-model", parents=[common], help="run and time a built model (.so)",
+                       description="Load a model library (from build-model) alone, as a deployment does: "
+                                   "run it on the inputs of an .npz file (random ones where none is given), "
+                                   "say what it returned, write its outputs, and time it (each timing the "
+                                   "mean of calls over at least 50 ms, or of --number calls; the median of "
+                                   "--repeat timings). --profile times each kernel inside the model too.")
+    p.add_argument("library", help="a model library written by build-model")
+    p.add_argument("--inputs", metavar="IN.npz",
+                   help="the model's inputs, each under its name (numpy.savez(path, x=...)); a model of one "
+                        "input takes a file of one array under any name (default: random inputs, seed 0)")
+    p.add_argument("--outputs", metavar="OUT.npz",
+                   help="write the model's outputs there, each under its name")
+    p.add_argument("--repeat", type=_positive_int, default=10,
+                   help="timings to take the median of (default: 10)")
+    p.add_argument("--number", type=_positive_int, default=None,
+                   help="calls per timing (default: as many as take 50 ms)")
+    p.add_argument("--profile", action="store_true",
+                   help="also time each kernel inside the model: its calls per run, its time per call and "
+                        "its share of a run")
     return parser
 
 

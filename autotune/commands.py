@@ -35,7 +35,7 @@ from autotune.cli_args import (
     signature_text,
 )
 from autotune.errors import AutotuneError
-from autotune.model_commands import cmd_build_model, cmd_tune_model
+from autotune.model_commands import cmd_build_model, cmd_run_model, cmd_tune_model
 from autotune.pin import read_pin, write_pin
 from autotune.report import (
     IMAGE_SUFFIXES,
@@ -569,7 +569,8 @@ def _pinned(where: str, task):
 
 _COMMANDS = {"tune": _cmd_tune, "best": _cmd_best, "report": _cmd_report, "export": _cmd_export,
              "import": _cmd_import, "pin": _cmd_pin, "build": _cmd_build, "templates": _cmd_templates,
-             "space": _cmd_space, "tune-model": cmd_tune_model, "build-model": cmd_build_model}
+             "space": _cmd_space, "tune-model": cmd_tune_model, "build-model": cmd_build_model,
+             "run-model": cmd_run_model}
 
 
 def run(ns) -> int:

@@ -1,4 +1,4 @@
-"""The ``autotune tune-model`` and ``autotune build-model`` commands (see :mod:`autotune.commands`)."""
+"""The ``autotune tune-model``, ``build-model`` and ``run-model`` commands (see :mod:`autotune.commands`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from autotune.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from compiler.errors import CompilerError
 from compiler.target import Target
 
-__all__ = ["cmd_tune_model", "cmd_build_model", "parse_shapes"]
+__all__ = ["cmd_tune_model", "cmd_build_model", "cmd_run_model", "parse_shapes"]
 
 
 def _out(text: str = "") -> None:
@@ -165,3 +165,133 @@ def cmd_build_model(ns) -> int:
     _out(f"wrote {ns.out}: entry {module.entry_name}({ins} -> {outs}); load it with "
          f"compiler.runtime.load_module({ns.out!r})")
     return EXIT_OK
+
+
+def cmd_run_model(ns) -> int:
+    """``autotune run-model``: a model library loaded alone, as a deployment loads it, run on the
+    inputs given (or random ones), its outputs summarised and written, and timed; the exit status."""
+    import numpy as np
+
+    import compiler
+    from autotune.model import duration_text
+    from compiler.graph import GraphError, model_info, profile
+
+    if not os.path.isfile(ns.library):
+        raise FileNotFoundError(f"no model library at {ns.library}")
+    module = compiler.runtime.load_module(ns.library)
+    try:
+        info = model_info(module)
+    except GraphError:
+        raise UsageError(f"{ns.library} holds kernels, not a model (no model description): run-model runs "
+                         f"libraries that build-model wrote") from None
+    _out(f"loaded {ns.library}: model {info['name']}, entry {module.entry_name}("
+         f"{_signature(info['inputs'])} -> {_signature(info['outputs'])}), {len(info['calls'])} kernel calls")
+    if ns.inputs:
+        inputs = _inputs_from(ns.inputs, info["inputs"])
+        _out(f"inputs: from {ns.inputs}")
+    else:
+        rng = np.random.default_rng(0)
+        inputs = [_random_input(rng, spec) for spec in info["inputs"]]
+        _out("inputs: random (seed 0; give --inputs IN.npz for your own)")
+    outputs = compiler.graph.run(module, *inputs)
+    _out("outputs:")
+    for spec, value in zip(info["outputs"], outputs, strict=True):
+        _out(f"  {_signature([spec])}: {_summary(value)}")
+    if ns.outputs:
+        named = zip((spec["name"] for spec in info["outputs"]), outputs, strict=True)
+        np.savez(ns.outputs, **dict(named))
+        _out(f"wrote {ns.outputs}")
+    number = ns.number or 1
+    timer = module.time_evaluator(module.entry_name, number=number, repeat=ns.repeat,
+                                  min_repeat_ms=0 if ns.number else 50)
+    result = timer(*inputs, *outputs)
+    calls = f"{number} call{'s' if number > 1 else ''}" if ns.number else "calls over 50 ms or more"
+    _out(f"latency: median {duration_text(result.median)} (mean {duration_text(result.mean)}, min "
+         f"{duration_text(result.min)}, max {duration_text(result.max)}; {ns.repeat} timings, each the "
+         f"mean of {calls}; {compiler.runtime.threads.num_threads()} threads)")
+    if ns.profile:
+        _out(_profile_table(info, profile(module, repeat=ns.repeat, in_model=True)))
+    return EXIT_OK
+
+
+def _signature(specs) -> str:
+    return ", ".join(f"{s['name']} {s['dtype']}{list(s['shape'])}" for s in specs)
+
+
+def _summary(value) -> str:
+    """A line that shows at a glance whether an output is sane: its range and mean, its NaNs."""
+    import numpy as np
+
+    if value.size == 0:
+        return "empty"
+    if not np.issubdtype(value.dtype, np.number):
+        return f"{value.size} values"
+    finite = np.isfinite(value) if np.issubdtype(value.dtype, np.floating) else np.ones(value.shape, bool)
+    text = (f"min {value[finite].min():.4g}, max {value[finite].max():.4g}, mean {value[finite].mean():.4g}"
+            if finite.any() else "no finite value")
+    bad = value.size - int(finite.sum())
+    return text + (f", {bad} NaN or infinite" if bad else "")
+
+
+def _random_input(rng, spec):
+    import numpy as np
+
+    dtype = np.dtype(spec["dtype"])
+    if np.issubdtype(dtype, np.floating):
+        return rng.uniform(-1, 1, spec["shape"]).astype(dtype)
+    if dtype == np.bool_:
+        return rng.integers(0, 2, spec["shape"]).astype(dtype)
+    return rng.integers(0, 10, spec["shape"]).astype(dtype)  # indices and counts: small and valid
+
+
+def _inputs_from(path: str, specs) -> list:
+    """The model's inputs from the .npz file at ``path``, by name (one array under any name for a
+    model of one input), each checked against what the model takes (UsageError naming it)."""
+    import numpy as np
+
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {name: data[name] for name in data.files}
+    except FileNotFoundError:
+        raise FileNotFoundError(f"--inputs: no file {path}") from None
+    except (OSError, ValueError) as err:
+        raise UsageError(f"--inputs {path}: not an .npz file of arrays (numpy.savez writes one): "
+                         f"{err}") from None
+    names = [spec["name"] for spec in specs]
+    if len(specs) == 1 and len(arrays) == 1:
+        arrays = {names[0]: next(iter(arrays.values()))}
+    missing = [n for n in names if n not in arrays]
+    unknown = [n for n in arrays if n not in names]
+    if missing or unknown:
+        raise UsageError(f"--inputs {path} holds {sorted(arrays) or 'no arrays'}; the model takes "
+                         f"{_signature(specs)}" + (f" (missing: {', '.join(missing)})" if missing else "")
+                         + (f" (not the model's: {', '.join(unknown)})" if unknown else ""))
+    inputs = []
+    for spec in specs:
+        value = arrays[spec["name"]]
+        if list(value.shape) != list(spec["shape"]) or value.dtype != np.dtype(spec["dtype"]):
+            hint = (f" (numpy's default is float64: save it as .astype({spec['dtype']!r}))"
+                    if value.dtype == np.float64 and np.dtype(spec["dtype"]) != np.float64 else "")
+            raise UsageError(f"--inputs {path}: {spec['name']} is {value.dtype}{list(value.shape)}; "
+                             f"the model takes {spec['dtype']}{list(spec['shape'])}{hint}")
+        inputs.append(np.ascontiguousarray(value))
+    return inputs
+
+
+def _profile_table(info, times) -> str:
+    """Each kernel's calls per run, time per call and share of the kernels' time, in the model's
+    order (``times``: :func:`compiler.graph.profile`'s answer)."""
+    from autotune.model import duration_text
+
+    per_run = {name: calls * seconds for name, (calls, seconds) in times.items()}
+    total = sum(per_run.values()) or 1.0
+    width = max(len(name) for name in times)
+    schedules = {k["name"]: k["schedule"] for k in info["kernels"]}
+    lines = ["each kernel inside the model (the median over runs):",
+             f"  {'kernel':{width}s}  calls  {'per call':>10s}  {'per run':>10s}  share  schedule"]
+    for name, (calls, seconds) in times.items():
+        lines.append(f"  {name:{width}s}  {calls:5d}  {duration_text(seconds):>10s}  "
+                     f"{duration_text(per_run[name]):>10s}  {per_run[name] / total:5.1%}  "
+                     f"{schedules.get(name, '')}")
+    lines.append(f"  {'the kernels':{width}s}  {'':5s}  {'':10s}  {duration_text(total):>10s}")
+    return "\n".join(lines)

@@ -703,3 +703,87 @@ def test_model_commands_refuse_bad_input_in_one_line(onnx_model, args, message):
     line = _one_line_error(_run(*args, cwd=d))
     assert message in line
     assert not (d / "m.so").exists()
+
+
+@pytest.fixture(scope="module")
+def model_library(onnx_model):
+    """The tiny model built (default configs) into a library, and its input."""
+    import autotune
+    from compiler.frontend import from_onnx
+
+    d, model = onnx_model
+    autotune.build_model(from_onnx(model, shape={"x": (1, 3, 6, 6)}), "llvm").export_library(d / "run.so")
+    return d, model
+
+
+def _ort(model, x):
+    ort = pytest.importorskip("onnxruntime")
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": x})[0]
+
+
+def test_run_model_runs_a_library_on_given_inputs_writes_its_outputs_and_times_it(model_library):
+    d, model = model_library
+    x = np.random.default_rng(5).uniform(-1, 1, (1, 3, 6, 6)).astype("float32")
+    np.savez(d / "in.npz", x)  # one array under numpy's own name: a model of one input takes it
+    p = _run("run-model", "run.so", "--inputs", "in.npz", "--outputs", "out.npz", "--repeat", "3",
+             "--profile", cwd=d)
+    assert p.returncode == 0, p.stderr
+    with np.load(d / "out.npz") as out:
+        assert out.files == ["y"]
+        np.testing.assert_allclose(out["y"], _ort(model, x), rtol=1e-4, atol=1e-5)
+    assert "entry run(x float32[1, 3, 6, 6] -> y float32[1, 4]), 2 kernel calls" in p.stdout
+    assert "inputs: from in.npz" in p.stdout and "wrote out.npz" in p.stdout
+    assert re.search(r"y float32\[1, 4\]: min -?[\d.]+, max -?[\d.]+, mean", p.stdout)
+    assert re.search(r"latency: median [\d.]+ (us|ms) .*3 timings, each the mean of calls over 50 ms",
+                     p.stdout)
+    table = p.stdout.split("each kernel inside the model")[1]
+    assert re.search(r"k0_conv2d_relu_0 +1 +[\d.]+ (us|ms) .*conv2d_nchw: default config", table), table
+    assert re.search(r"k1_dense_pack_\d+ +1 +[\d.]+ (us|ms) .*dense_pack: default config", table), table
+
+
+def test_run_model_without_inputs_runs_on_seeded_random_ones(model_library):
+    d, model = model_library
+    p = _run("run-model", "run.so", "--outputs", "random.npz", "--number", "5", "--repeat", "1", cwd=d)
+    assert p.returncode == 0, p.stderr
+    assert "inputs: random (seed 0" in p.stdout and "each the mean of 5 calls" in p.stdout
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 3, 6, 6)).astype("float32")
+    with np.load(d / "random.npz") as out:
+        np.testing.assert_allclose(out["y"], _ort(model, x), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("inputs, message, code", [
+    ({"x": np.ones((1, 3, 6, 6))}, "x is float64[1, 3, 6, 6]; the model takes float32[1, 3, 6, 6] (numpy's "
+     "default is float64: save it as .astype('float32'))", 2),
+    ({"x": np.ones((1, 3, 7, 6), "float32")}, "x is float32[1, 3, 7, 6]; the model takes float32[1, 3, 6, 6]",
+     2),
+    ({"a": np.ones(1, "float32"), "b": np.ones(1, "float32")}, "holds ['a', 'b']; the model takes x "
+     "float32[1, 3, 6, 6] (missing: x) (not the model's: a, b)", 2),
+    ("not an npz", "not an .npz file of arrays", 2),
+    (None, "no file absent.npz", 1),
+])
+def test_run_model_refuses_inputs_that_are_not_the_model_s_in_one_line(model_library, inputs, message, code):
+    d, _ = model_library
+    path = d / "absent.npz"
+    if isinstance(inputs, dict):
+        path = d / "bad.npz"
+        np.savez(path, **inputs)
+    elif isinstance(inputs, str):
+        path = d / "text.npz"
+        path.write_text(inputs)
+    p = _run("run-model", "run.so", "--inputs", path.name, "--outputs", "no.npz", cwd=d)
+    assert message in _one_line_error(p, code)
+    assert not (d / "no.npz").exists()
+
+
+def test_run_model_refuses_what_is_not_a_model_library(model_library):
+    d, _ = model_library
+    assert "no model library at missing.so" in _one_line_error(_run("run-model", "missing.so", cwd=d), 1)
+    import compiler
+    from compiler import te
+
+    A = te.placeholder((8,), name="A")
+    B = te.compute((8,), lambda i: A[i] + 1.0, name="B")
+    compiler.build(te.create_schedule(B.op), [A, B], name="add_one").export_library(d / "kernel.so")
+    line = _one_line_error(_run("run-model", "kernel.so", cwd=d), 2)
+    assert "kernel.so holds kernels, not a model" in line and "build-model" in line
