@@ -22,10 +22,20 @@ def model_info(module: Module) -> dict:
 
 
 def run(module: Module, *inputs) -> list[np.ndarray]:
-    """Run a compiled model on ``inputs`` (arrays, in the model's input order); its outputs."""
+    """Run a compiled model on ``inputs``: arrays in the model's input order, or one dict of them
+    by input name (as ONNX Runtime's ``session.run(None, {name: array})`` takes them); its outputs,
+    in the model's output order."""
     info = model_info(module)
-    if len(inputs) != len(info["inputs"]):
-        names = [i["name"] for i in info["inputs"]]
+    names = [i["name"] for i in info["inputs"]]
+    if len(inputs) == 1 and isinstance(inputs[0], dict):
+        by_name = inputs[0]
+        if sorted(by_name) != sorted(names):
+            missing = [n for n in names if n not in by_name]
+            unknown = [n for n in by_name if n not in names]
+            raise GraphError(f"model {info['name']!r} takes inputs {names}; missing {missing}, not its own "
+                             f"{unknown}")
+        inputs = tuple(by_name[n] for n in names)
+    if len(inputs) != len(names):
         raise GraphError(f"model {info['name']!r} takes {len(names)} inputs {names}, got {len(inputs)}")
     outputs = [np.empty(o["shape"], dtype=o["dtype"]) for o in info["outputs"]]
     module(*inputs, *outputs)

@@ -206,6 +206,12 @@ def test_a_model_with_two_inputs_and_an_injective_chain(rng):
     assert len(model_info(module)["kernels"]) == 3
     data = [rng.uniform(-1, 1, (2, 5, 8)).astype("float32") for _ in range(2)]
     np.testing.assert_allclose(run(module, *data)[0], evaluate(graph, data)[0], rtol=1e-5, atol=1e-6)
+    # by name, in any order, as ONNX Runtime takes them
+    np.testing.assert_allclose(run(module, {"k": data[1], "q": data[0]})[0], evaluate(graph, data)[0],
+                               rtol=1e-5, atol=1e-6)
+    wrong_name = r"takes inputs \['q', 'k'\]; missing \['k'\], not its own \['key'\]"
+    with pytest.raises(compiler.graph.GraphError, match=wrong_name):
+        run(module, {"q": data[0], "key": data[1]})
 
 
 def test_models_compile_for_cpus_only(rng):
