@@ -106,6 +106,7 @@ def _emit_entry(module: ir.Module, name: str, calls, n_inputs: int, workspace, c
             b.store(ir.Constant(I8PTR, None), scratch, align=8)
         if stamp is not None:
             stamp(position)
+    copies = [copy for copy in copies if copy[2]]  # an empty output: nothing to copy, maybe nowhere from
     if copies:
         memcpy = module.declare_intrinsic("llvm.memcpy", [I8PTR, I8PTR, I64])
         for source, output, nbytes in copies:

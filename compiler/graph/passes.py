@@ -95,14 +95,28 @@ class GraphPipeline:
 
 
 def fold_constants(graph: Graph) -> Graph:
-    """Compute every node whose inputs are all constants; its outputs become constants."""
+    """Compute every node whose inputs are all constants; its outputs become constants. A node
+    whose outputs hold no element (a slice that selects nothing) becomes empty constants whatever
+    its inputs, and an empty operand of a concatenation is dropped: no kernel reads or writes
+    nothing."""
 
     def visit(rw: Rewriter, node: Node) -> None:
-        if node.inputs and all(v.is_constant for v in node.inputs) and node.op != "fused":
+        if node.op == "fused":
+            rw.emit(node)
+        elif node.inputs and all(v.is_constant for v in node.inputs):
             results = get_op(node.op).evaluate([v.data for v in node.inputs], node.attrs)
             for old, data in zip(node.outputs, results):
                 array = np.asarray(data, dtype=old.dtype).reshape(old.shape)
                 rw.replace(old, Value.constant(old.name, array))
+        elif all(v.type.size == 0 for v in node.outputs):
+            for old in node.outputs:
+                rw.replace(old, Value.constant(old.name, np.empty(old.shape, dtype=old.dtype)))
+        elif node.op == "concatenate" and any(v.type.size == 0 for v in node.inputs):
+            kept = [v for v in node.inputs if v.type.size]
+            if len(kept) == 1:
+                rw.replace(node.output, kept[0])
+            else:
+                rw.emit(Node(node.op, kept, node.outputs, dict(node.attrs), node.name))
         else:
             rw.emit(node)
 

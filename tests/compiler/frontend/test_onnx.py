@@ -321,6 +321,28 @@ def test_slice_before_opset_10_takes_attributes():
     check_single("Slice", ["x"], {"x": rand(5, 6)}, opset=9, starts=[1, -4], ends=[4, 100], axes=[0, 1])
 
 
+@pytest.mark.parametrize("tail, outputs", [
+    ([helper.make_node("Identity", ["z"], ["y"])], ["y"]),  # the model's output holds nothing
+    ([helper.make_node("Concat", ["x", "z", "x"], ["y"], axis=0)], ["y"]),
+    ([helper.make_node("Concat", ["z", "x"], ["y"], axis=0)], ["y"]),  # the input, copied out
+    ([helper.make_node("Relu", ["z"], ["y"])], ["y"]),
+    ([helper.make_node("MatMul", ["z", "w"], ["y"])], ["y"]),
+    ([helper.make_node("ReduceSum", ["z", "r"], ["y"], keepdims=0)], ["y"]),
+    ([helper.make_node("Relu", ["x"], ["y0"]), helper.make_node("Sigmoid", ["z"], ["y1"])], ["y0", "y1"]),
+])
+def test_a_slice_that_selects_nothing_feeds_its_readers(tail, outputs):
+    """A slice whose step walks away from its end selects nothing (a [0, 3] tensor): no kernel
+    reads or writes it, and what reads it computes what ONNX Runtime does."""
+    consts = {"s": np.array([-3], "int64"), "e": np.array([2**62], "int64"), "a": np.array([0], "int64"),
+              "t": np.array([-1], "int64"), "w": rand(3, 4), "r": np.array([0], "int64")}
+    empty = helper.make_node("Slice", ["x", "s", "e", "a", "t"], ["z"])
+    used = {name for node in tail for name in node.input}
+    model = make_model([empty, *tail], {"x": rand(2, 3)},
+                       {k: v for k, v in consts.items() if k in used or k in "seat"}, outputs)
+    prepared = prepare(run_both(model, {"x": rand(2, 3)}), "llvm")
+    assert all(v.type.size for node in prepared.nodes for v in (*node.inputs, *node.outputs)), prepared
+
+
 @pytest.mark.parametrize("opset, split", [(11, [2, 3, 1]), (13, [1, 5]), (13, None), (18, None)])
 def test_split(opset, split):
     consts, inputs, attrs = {}, ["x"], {}
