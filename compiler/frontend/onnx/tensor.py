@@ -233,10 +233,13 @@ def _expand(ctx: NodeContext, ins, attrs):
 
 @converts("Pad")
 def _pad(ctx: NodeContext, ins, attrs):
+    """Negative pads crop first (a slice); then constant padding is ``nn.pad``, and reflect, edge
+    and wrap padding take each padded axis's elements by index, one ``take`` per axis (all of it
+    one kernel)."""
     x = ins[0]
     ndim = len(x.shape)
     mode = attrs.get("mode", "constant")
-    if mode != "constant":
+    if mode not in ("constant", "reflect", "edge", "wrap"):
         raise ctx.unsupported(f"mode={mode!r}")
     if ctx.opset < 11:
         pads, value = list(attrs.get("pads", attrs.get("paddings", []))), attrs.get("value", 0.0)
@@ -249,15 +252,54 @@ def _pad(ctx: NodeContext, ins, attrs):
     axes = list(range(ndim)) if axes is None else axes
     if len(pads) != 2 * len(axes):
         raise ctx.error(f"pads {pads} must hold two entries per padded axis ({len(axes)})")
-    if any(p < 0 for p in pads):
-        raise ctx.unsupported(f"negative pads {pads}")
-    width = [[0, 0] for _ in range(ndim)]
+    width = [(0, 0)] * ndim
     for k, a in enumerate(axes):
-        width[a] = [pads[k], pads[k + len(axes)]]
+        width[a] = (pads[k], pads[k + len(axes)])
+    if any(before + after < -n for n, (before, after) in zip(x.shape, width)):
+        raise ctx.error(f"pads {pads} crop more than the input's shape {list(x.shape)} holds")
+    kept, width = zip(*(_crop_then_pad(n, before, after) for n, (before, after) in zip(x.shape, width)))
+    if kept != tuple((0, n) for n in x.shape):
+        x = ctx.emit("strided_slice", [x], begin=tuple(lo for lo, _ in kept), end=tuple(hi for _, hi in kept),
+                     strides=(1,) * ndim)
     if not any(p for pair in width for p in pair):
         return x
+    if mode != "constant":
+        for axis, (before, after) in enumerate(width):
+            if before or after:
+                if x.shape[axis] == 0:
+                    raise ctx.error(f"{mode} padding of an axis the pads {pads} crop to nothing")
+                source = _padded_positions(np.arange(-before, x.shape[axis] + after), x.shape[axis], mode)
+                x = ctx.emit("take", [x, ctx.const(source)], axis=axis)
+        return x
     value = float(value) if dtypes.is_float(x.dtype) else int(value)
-    return ctx.emit("nn.pad", [x], pad_width=tuple(tuple(p) for p in width), pad_value=value)
+    return ctx.emit("nn.pad", [x], pad_width=tuple(width), pad_value=value)
+
+
+def _crop_then_pad(n: int, before: int, after: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """An axis of ``n`` padded by ``before`` and ``after`` (negative: cropped) as the range of the
+    input it keeps and the padding around that range. Output element j reads input element
+    j - before (ONNX Runtime's rule), so where a crop overlaps the other side's padding, that
+    padding is shorter."""
+    out = n + before + after
+    low = min(max(-before, 0), n)
+    high = min(max(n + after, low), n)
+    pad_before = min(max(before, 0), out)
+    return (low, high), (pad_before, out - pad_before - (high - low))
+
+
+def _padded_positions(positions: np.ndarray, n: int, mode: str) -> np.ndarray:
+    """The element of an axis of ``n`` that each of ``positions`` (below 0 or from ``n``: padding)
+    reads, padded by ``mode``: ``edge`` repeats the end elements, ``wrap`` goes round, ``reflect``
+    mirrors about the end elements without repeating them (as numpy.pad, also past one length)."""
+    if mode == "edge":
+        return np.clip(positions, 0, n - 1).astype("int64")
+    if mode == "wrap":
+        return (positions % n).astype("int64")
+    if n == 1:
+        return np.zeros_like(positions, dtype="int64")
+    period = 2 * (n - 1)
+    folded = positions % period
+    return np.where(folded < n, folded, period - folded).astype("int64")
 
 
 @converts("DepthToSpace", "SpaceToDepth")

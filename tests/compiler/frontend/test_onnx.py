@@ -368,6 +368,26 @@ def test_pad():
                  {"p": np.array([0, 1, 2, 0, 2, 1], "int64"), "v": np.array(0.5, "float32")}, opset=13)
 
 
+@pytest.mark.parametrize("mode, shape, pads, axes, opset, kernels", [
+    ("constant", (4, 5), [-1, 2, 1, -2], None, 13, 1),  # negative pads crop
+    # a crop past the other side's padding: the output is all padding, a constant (no kernel)
+    ("constant", (1, 3, 1), [3, -2, 3, -2, -1, 1], None, 13, 0),
+    ("reflect", (2, 3, 6, 5), [0, 0, 2, 1, 0, 0, 3, 4], None, 13, 1),  # ReflectionPad2d's form
+    ("reflect", (3, 4), [-1, 2, 1, -1], None, 13, 1),
+    ("edge", (2, 4, 3), [1, 0, 2, 0, 3, 1], None, 13, 1),
+    ("edge", (3, 5), [2, -2], [-1], 18, 1),  # on the axes given
+    ("wrap", (4, 3), [2, 1, 3, 2], None, 19, 1),
+    ("wrap", (5, 4, 2), [2, -1, 1, 1, 0, 1], None, 19, 1),  # cropped first, then wrapped round
+])
+def test_pad_by_mode_and_negative_pads(mode, shape, pads, axes, opset, kernels):
+    inputs, consts = ["x", "p"], {"p": np.array(pads, "int64")}
+    if axes is not None:
+        inputs = ["x", "p", "v", "a"]
+        consts.update(v=np.array(0.0, "float32"), a=np.array(axes, "int64"))
+    graph = check_single("Pad", inputs, {"x": rand(*shape)}, consts, opset=opset, mode=mode)
+    assert len(fused_kernels(prepare(graph, "llvm"))) == kernels  # one, however many axes are padded
+
+
 # ---------------------------------------------------------------------------- instance and group norms
 
 
@@ -804,8 +824,8 @@ def test_unsupported_domain():
     ("MaxPool", ["x"], {"x": rand(1, 2, 4, 4)}, {}, ["y", "idx"], {"kernel_shape": [2, 2]}, "Indices output"),
     ("BatchNormalization", ["x", "g", "b", "m", "v"], {"x": rand(1, 2, 3)},
      {k: rand(2, low=0.5) for k in "gbmv"}, ["y"], {"training_mode": 1}, "training_mode=1"),
-    ("Pad", ["x", "p"], {"x": rand(2, 3)}, {"p": np.array([1, 1, 1, 1], "int64")}, ["y"], {"mode": "reflect"},
-     "mode='reflect'"),
+    ("Pad", ["x", "p"], {"x": rand(2, 3)}, {"p": np.array([1, 1, 1, 1], "int64")}, ["y"], {"mode": "mirror"},
+     "mode='mirror'"),
     ("Reshape", ["x", "s"], {"x": rand(2, 3), "s": np.array([3, 2], "int64")}, {}, ["y"], {},
      "input shape computed from the model inputs"),
 ])
