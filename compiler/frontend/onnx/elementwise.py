@@ -1,5 +1,5 @@
 """ONNX's elementwise operators: unary math, the parametrised activations, binary operators with
-broadcasting, comparisons and logic, ``Where``, ``Clip``, ``Cast`` and the identities.
+broadcasting (``Mod`` too), comparisons and logic, ``Where``, ``Clip``, ``Cast`` and the identities.
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from ... import dtypes
 from ...graph import Value
 from .importer import NodeContext, converts, element_dtype, optional_input, scalar_like
 
@@ -165,6 +166,15 @@ def _binary(ctx: NodeContext, ins, attrs):
     elif ctx.op_type in _COMMUTATIVE and a.is_constant and not b.is_constant:
         a, b = b, a  # the constant second, as a bias or a scale usually is
     return ctx.emit(_BINARY[ctx.op_type], [a, b])
+
+
+@converts("Mod")
+def _mod(ctx: NodeContext, ins, attrs):
+    """The remainder with the divisor's sign (``fmod=0``, integers only) or the dividend's."""
+    a, b = ins
+    if not attrs.get("fmod", 0) and dtypes.is_float(a.dtype):
+        raise ctx.error("fmod=0 on floating-point inputs (ONNX requires fmod=1 for them)")
+    return ctx.emit("fmod" if attrs.get("fmod", 0) else "mod", [a, b])
 
 
 _VARIADIC = {"Max": "maximum", "Min": "minimum", "Sum": "add", "Mean": "add"}

@@ -1,6 +1,6 @@
 """ONNX's constants, shape arithmetic and data movement: ``Constant``, ``Shape``, ``Reshape``,
 ``Transpose``, ``Concat``, ``Gather``, ``Slice``, ``Split``, ``Pad``, ``Expand``, ``Tile``,
-``DepthToSpace``/``SpaceToDepth``, and operators computed on constants only (``Range``, ``Mod``).
+``DepthToSpace``/``SpaceToDepth``, and operators computed on constants only (``Range``, ``Xor``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ __all__: list[str] = []
 # ---------------------------------------------------------------------------- constants
 
 _NUMPY_ONLY: dict[str, Callable] = {
-    "Mod": lambda ins, attrs: (np.fmod if attrs.get("fmod", 0) else np.mod)(ins[0], ins[1]),
     "Range": lambda ins, attrs: np.arange(ins[0].item(), ins[1].item(), ins[2].item()).astype(ins[0].dtype),
     "Xor": lambda ins, attrs: np.logical_xor(ins[0], ins[1]),
 }

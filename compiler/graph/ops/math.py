@@ -291,6 +291,10 @@ def _divide_expr(a, b):
     return te.if_then_else(inexact, q + te.const(1, a.dtype), q)
 
 
+def _fmod_expr(a, b):
+    return te.fmod(a, b) if dtypes.is_float(a.dtype) else te.truncmod(a, b)
+
+
 BINARY_OPS = {
     "add": (np.add, lambda a, b: a + b, "numeric"),
     "subtract": (np.subtract, lambda a, b: a - b, "numeric"),
@@ -299,6 +303,9 @@ BINARY_OPS = {
     "power": (lambda a, b: np.power(wide(a), wide(b)), te.power, "float"),
     "maximum": (np.maximum, lambda a, b: te.max(a, b), "numeric"),
     "minimum": (np.minimum, lambda a, b: te.min(a, b), "numeric"),
+    # the remainder with the divisor's sign (numpy's mod, Python's %), and with the dividend's (C's fmod)
+    "mod": (np.mod, te.floormod, "numeric"),
+    "fmod": (np.fmod, _fmod_expr, "numeric"),
 }
 
 COMPARISON_OPS = {

@@ -127,6 +127,28 @@ def test_pow():
     check_single("Pow", ["x", "e"], {"x": rand(3, 4, low=0.5), "e": rand(4)})
 
 
+@pytest.mark.parametrize("dtype, fmod, element", [
+    ("int32", 0, TensorProto.INT32), ("int64", 1, TensorProto.INT64), ("int8", 0, TensorProto.INT8),
+    ("float32", 1, F32),
+])
+def test_mod_of_model_inputs(dtype, fmod, element):
+    """The remainder takes the divisor's sign with fmod=0 (numpy's mod), the dividend's with fmod=1."""
+    if dtype == "float32":
+        a = rand(2, 3, 4) * np.float32(9)
+        b = rand(3, 1, low=0.5) * RNG.choice([-1, 1], (3, 1)).astype("float32")
+    else:
+        a = RNG.integers(-100, 100, (2, 3, 4)).astype(dtype)
+        b = (RNG.integers(1, 9, (3, 1)) * RNG.choice([-1, 1], (3, 1))).astype(dtype)
+    graph = check_single("Mod", ["a", "b"], {"a": a, "b": b}, outputs=[("y", element)], fmod=fmod)
+    assert graph.op_counts() == {"fmod" if fmod else "mod": 1}
+
+
+def test_mod_of_floats_needs_fmod():
+    model = single("Mod", ["a", "b"], {"a": rand(3), "b": rand(3)})
+    with pytest.raises(GraphError, match="fmod=0 on floating-point inputs"):
+        from_onnx(model)
+
+
 @pytest.mark.parametrize("op", ["Max", "Min", "Sum", "Mean"])
 def test_variadic(op):
     check_single(op, ["a", "b", "c"], {"a": rand(2, 3), "b": rand(3), "c": rand(2, 1)})
