@@ -127,7 +127,10 @@ def _reduction_workload(node: Node, dtype: str) -> tuple[str, list] | None:
     last = len(shape) - 1
     if node.op == "nn.softmax" and a["axis"] == last:
         return "softmax", [*_rows(shape), dtype]
-    if node.op == "nn.layer_norm" and a["axis"] == last:
+    # the template's scale and shift hold one entry per element of a row; an instance or group
+    # norm's (ones and zeros, its affine applied per channel after) broadcast one
+    per_element = all(v.shape == shape[-1:] for v in node.inputs[1:])
+    if node.op == "nn.layer_norm" and a["axis"] == last and per_element:
         # the default epsilon left out: the workload torch's layer norms have always had
         default = math.isclose(a["epsilon"], LAYER_NORM_EPS, rel_tol=1e-6)
         return "layer_norm", [*_rows(shape), dtype, *([] if default else [float(f"{a['epsilon']:.6g}")])]

@@ -196,6 +196,24 @@ def test_a_transformer_feed_forward_with_erf_gelu_and_layer_norm():
     assert sources == {"dense_pack", "layer_norm"}  # gelu, biases and the residual in the dense kernels
 
 
+@pytest.mark.parametrize("op, attrs, scale", [
+    ("InstanceNormalization", {}, 3),
+    ("GroupNormalization", {"num_groups": 3}, 3),  # opset 18's scale per group
+])
+def test_an_instance_or_group_norm_of_the_model_s_input(op, attrs, scale):
+    """The norm over each channel's (or group's) positions is a layer norm whose affine is per
+    channel, applied after: the layer norm template, which scales each element of a row, does
+    not take it (reading the model's input, the norm's kernel is the layer norm alone)."""
+    nodes = [helper.make_node(op, ["x", "s", "b"], ["n"], epsilon=1e-5, **attrs),
+             helper.make_node("Conv", ["n", "w"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["y"])]
+    feeds = {"x": rand(1, 3, 6, 10)}
+    model = make_model(nodes, feeds, {"w": _w(8, 3, 3, 3, scale=0.3), "s": rand(scale), "b": rand(scale)},
+                       opset=18, check=op != "GroupNormalization")
+    module = _check(model, feeds, rtol=1e-4, atol=1e-4)
+    assert not any(k["schedule"].startswith("layer_norm") for k in model_info(module)["kernels"])
+
+
 def test_attention_scores():
     nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
              helper.make_node("MatMul", ["q", "kt"], ["s"]), helper.make_node("Div", ["s", "scale"], ["sd"]),
