@@ -164,6 +164,8 @@ def cmd_build_model(ns) -> int:
     outs = ", ".join(f"{o['name']} {o['dtype']}{o['shape']}" for o in info["outputs"])
     _out(f"wrote {ns.out}: entry {module.entry_name}({ins} -> {outs}); load it with "
          f"compiler.runtime.load_module({ns.out!r})")
+    _out(f"next: autotune run-model {shlex.quote(ns.out)} --profile   (run and time it; --inputs IN.npz for "
+         f"your own inputs)")
     return EXIT_OK
 
 
@@ -178,6 +180,11 @@ def cmd_run_model(ns) -> int:
 
     if not os.path.isfile(ns.library):
         raise FileNotFoundError(f"no model library at {ns.library}")
+    # numpy.savez names the file so; checked before anything runs
+    outputs_path = ns.outputs and (ns.outputs if ns.outputs.endswith(".npz") else f"{ns.outputs}.npz")
+    out_dir = os.path.dirname(os.path.abspath(outputs_path or "."))
+    if outputs_path and not os.path.isdir(out_dir):
+        raise OSError(f"cannot write {outputs_path}: no directory {out_dir}")
     module = compiler.runtime.load_module(ns.library)
     try:
         info = model_info(module)
@@ -197,10 +204,10 @@ def cmd_run_model(ns) -> int:
     _out("outputs:")
     for spec, value in zip(info["outputs"], outputs, strict=True):
         _out(f"  {_signature([spec])}: {_summary(value)}")
-    if ns.outputs:
+    if outputs_path:
         named = zip((spec["name"] for spec in info["outputs"]), outputs, strict=True)
-        np.savez(ns.outputs, **dict(named))
-        _out(f"wrote {ns.outputs}")
+        np.savez(outputs_path, **dict(named))
+        _out(f"wrote {outputs_path}")
     number = ns.number or 1
     timer = module.time_evaluator(module.entry_name, number=number, repeat=ns.repeat,
                                   min_repeat_ms=0 if ns.number else 50)

@@ -617,6 +617,7 @@ def test_tune_model_then_build_model(onnx_model):
     assert "none can run both direct and by Winograd; nothing to choose" in p.stdout  # 3 input channels
     assert "2 templated ones tuned" in p.stdout
     assert "wrote tiny.so: entry run(x float32[1, 3, 6, 6]" in p.stdout
+    assert "next: autotune run-model tiny.so --profile" in p.stdout
     import compiler
 
     lib = compiler.runtime.load_module(d / "tiny.so")
@@ -744,9 +745,10 @@ def test_run_model_runs_a_library_on_given_inputs_writes_its_outputs_and_times_i
 
 def test_run_model_without_inputs_runs_on_seeded_random_ones(model_library):
     d, model = model_library
-    p = _run("run-model", "run.so", "--outputs", "random.npz", "--number", "5", "--repeat", "1", cwd=d)
+    p = _run("run-model", "run.so", "--outputs", "random", "--number", "5", "--repeat", "1", cwd=d)
     assert p.returncode == 0, p.stderr
     assert "inputs: random (seed 0" in p.stdout and "each the mean of 5 calls" in p.stdout
+    assert "wrote random.npz" in p.stdout  # numpy's name for the file
     x = np.random.default_rng(0).uniform(-1, 1, (1, 3, 6, 6)).astype("float32")
     with np.load(d / "random.npz") as out:
         np.testing.assert_allclose(out["y"], _ort(model, x), rtol=1e-4, atol=1e-5)
@@ -779,6 +781,8 @@ def test_run_model_refuses_inputs_that_are_not_the_model_s_in_one_line(model_lib
 def test_run_model_refuses_what_is_not_a_model_library(model_library):
     d, _ = model_library
     assert "no model library at missing.so" in _one_line_error(_run("run-model", "missing.so", cwd=d), 1)
+    line = _one_line_error(_run("run-model", "run.so", "--outputs", "nodir/out.npz", cwd=d), 1)
+    assert "cannot write nodir/out.npz: no directory" in line
     import compiler
     from compiler import te
 
