@@ -19,7 +19,7 @@
 Every subcommand has ``--help``. Errors a user can make (an unknown template, bad
 ``--args``, an unknown target, an unreachable database) print one line on stderr
 and exit with 2 (usage) or 1 (a failure at run time); ``--debug`` shows tracebacks.
-``templates``, ``space``, ``best`` and ``tune`` take ``--json``: one JSON document on
+``templates``, ``space``, ``best``, ``tune`` and ``run-model`` take ``--json``: one JSON document on
 stdout, everything else (headers, progress) on stderr. Tab completion comes from
 argcomplete: ``eval "$(register-python-argcomplete autotune)"``.
 
@@ -68,7 +68,7 @@ true/false, strings); quote a string holding commas ("64,128,'add,mul,relu',floa
 write pairs as (1,1), set a parameter by name (stride=2), or give a JSON list
 ('[64, 128, "add,mul,relu", "float32"]').
 
-machine-readable output: 'templates', 'space', 'best' and 'tune' take --json (one JSON
+machine-readable output: 'templates', 'space', 'best', 'tune' and 'run-model' take --json (one JSON
 document on stdout; progress and messages go to stderr).
 
 tab completion (bash, zsh): eval "$(register-python-argcomplete autotune)"
@@ -324,6 +324,7 @@ def _build_parser() -> _Parser:
     p.add_argument("--profile", action="store_true",
                    help="also time each kernel inside the model: its calls per run, its time per call and "
                         "its share of a run")
+    _add_json(p)
     return parser
 
 

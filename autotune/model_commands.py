@@ -175,6 +175,7 @@ def cmd_run_model(ns) -> int:
     import numpy as np
 
     import compiler
+    from autotune.commands import _err, _print_json  # (that module imports this one)
     from autotune.model import duration_text
     from compiler.graph import GraphError, model_info, profile
 
@@ -191,53 +192,88 @@ def cmd_run_model(ns) -> int:
     except GraphError:
         raise UsageError(f"{ns.library} holds kernels, not a model (no model description): run-model runs "
                          f"libraries that build-model wrote") from None
-    _out(f"loaded {ns.library}: model {info['name']}, entry {module.entry_name}("
-         f"{_signature(info['inputs'])} -> {_signature(info['outputs'])}), {len(info['calls'])} kernel calls")
+    say = _err if ns.json else _out  # with --json, stdout holds the JSON document alone
+    say(f"loaded {ns.library}: model {info['name']}, entry {module.entry_name}("
+        f"{_signature(info['inputs'])} -> {_signature(info['outputs'])}), {len(info['calls'])} kernel calls")
     if ns.inputs:
         inputs = _inputs_from(ns.inputs, info["inputs"])
-        _out(f"inputs: from {ns.inputs}")
+        say(f"inputs: from {ns.inputs}")
     else:
         rng = np.random.default_rng(0)
         inputs = [_random_input(rng, spec) for spec in info["inputs"]]
-        _out("inputs: random (seed 0; give --inputs IN.npz for your own)")
+        say("inputs: random (seed 0; give --inputs IN.npz for your own)")
     outputs = compiler.graph.run(module, *inputs)
-    _out("outputs:")
-    for spec, value in zip(info["outputs"], outputs, strict=True):
-        _out(f"  {_signature([spec])}: {_summary(value)}")
+    say("outputs:")
+    stats = [_stats(value) for value in outputs]
+    for spec, value, numbers in zip(info["outputs"], outputs, stats, strict=True):
+        say(f"  {_signature([spec])}: {_summary(value, numbers)}")
     if outputs_path:
         named = zip((spec["name"] for spec in info["outputs"]), outputs, strict=True)
         np.savez(outputs_path, **dict(named))
-        _out(f"wrote {outputs_path}")
-    number = ns.number or 1
+        say(f"wrote {outputs_path}")
+    number, min_repeat_ms = ns.number or 1, 0 if ns.number else 50
     timer = module.time_evaluator(module.entry_name, number=number, repeat=ns.repeat,
-                                  min_repeat_ms=0 if ns.number else 50)
+                                  min_repeat_ms=min_repeat_ms)
     result = timer(*inputs, *outputs)
+    threads = compiler.runtime.threads.num_threads()
     calls = f"{number} call{'s' if number > 1 else ''}" if ns.number else "calls over 50 ms or more"
-    _out(f"latency: median {duration_text(result.median)} (mean {duration_text(result.mean)}, min "
-         f"{duration_text(result.min)}, max {duration_text(result.max)}; {ns.repeat} timings, each the "
-         f"mean of {calls}; {compiler.runtime.threads.num_threads()} threads)")
-    if ns.profile:
-        _out(_profile_table(info, profile(module, repeat=ns.repeat, in_model=True)))
+    say(f"latency: median {duration_text(result.median)} (mean {duration_text(result.mean)}, min "
+        f"{duration_text(result.min)}, max {duration_text(result.max)}; {ns.repeat} timings, each the "
+        f"mean of {calls}; {threads} threads)")
+    times = profile(module, repeat=ns.repeat, in_model=True) if ns.profile else None
+    if times is not None:
+        say(_profile_table(info, times))
+    if ns.json:
+        timing = {"number": ns.number, "min_repeat_ms": min_repeat_ms, "threads": threads}
+        _print_json(_run_summary(ns, module, info, stats, outputs_path, result, timing, times))
     return EXIT_OK
+
+
+def _run_summary(ns, module, info, stats, outputs_path, result, timing: dict, times) -> dict:
+    """``run-model --json``'s document: what the text says, in numbers (seconds)."""
+    kernels = None
+    if times is not None:
+        total = sum(calls * seconds for calls, seconds in times.values()) or 1.0
+        schedules = {k["name"]: k["schedule"] for k in info["kernels"]}
+        kernels = [{"name": name, "calls": calls, "seconds_per_call": seconds,
+                    "seconds_per_run": calls * seconds, "share": calls * seconds / total,
+                    "schedule": schedules.get(name)}
+                   for name, (calls, seconds) in times.items()]
+    return {"library": ns.library, "model": info["name"], "entry": module.entry_name,
+            "inputs": info["inputs"], "inputs_from": ns.inputs or "random",
+            "outputs": [{**spec, **numbers} for spec, numbers in zip(info["outputs"], stats, strict=True)],
+            "outputs_written": outputs_path or None,
+            "latency": {"median": result.median, "mean": result.mean, "min": result.min, "max": result.max,
+                        "std": result.std, "timings": list(result.results), **timing},
+            "kernels": kernels}
 
 
 def _signature(specs) -> str:
     return ", ".join(f"{s['name']} {s['dtype']}{list(s['shape'])}" for s in specs)
 
 
-def _summary(value) -> str:
-    """A line that shows at a glance whether an output is sane: its range and mean, its NaNs."""
+def _stats(value) -> dict:
+    """What shows at a glance whether an output is sane: the range and mean of its finite
+    values, and how many are NaN or infinite (``None`` where it holds no number)."""
     import numpy as np
 
+    if value.size == 0 or not np.issubdtype(value.dtype, np.number):
+        return {"min": None, "max": None, "mean": None, "not_finite": 0}
+    finite = np.isfinite(value) if np.issubdtype(value.dtype, np.floating) else np.ones(value.shape, bool)
+    kept = value[finite]
+    return {"min": kept.min().item() if kept.size else None, "max": kept.max().item() if kept.size else None,
+            "mean": float(kept.mean()) if kept.size else None, "not_finite": int(value.size - kept.size)}
+
+
+def _summary(value, stats: dict) -> str:
+    """:func:`_stats` as a line."""
     if value.size == 0:
         return "empty"
-    if not np.issubdtype(value.dtype, np.number):
+    if stats["mean"] is None and not stats["not_finite"]:
         return f"{value.size} values"
-    finite = np.isfinite(value) if np.issubdtype(value.dtype, np.floating) else np.ones(value.shape, bool)
-    text = (f"min {value[finite].min():.4g}, max {value[finite].max():.4g}, mean {value[finite].mean():.4g}"
-            if finite.any() else "no finite value")
-    bad = value.size - int(finite.sum())
-    return text + (f", {bad} NaN or infinite" if bad else "")
+    text = (f"min {stats['min']:.4g}, max {stats['max']:.4g}, mean {stats['mean']:.4g}"
+            if stats["mean"] is not None else "no finite value")
+    return text + (f", {stats['not_finite']} NaN or infinite" if stats["not_finite"] else "")
 
 
 def _random_input(rng, spec):

@@ -754,6 +754,24 @@ def test_run_model_without_inputs_runs_on_seeded_random_ones(model_library):
         np.testing.assert_allclose(out["y"], _ort(model, x), rtol=1e-4, atol=1e-5)
 
 
+def test_run_model_json_is_one_document_of_what_the_text_says(model_library):
+    d, model = model_library
+    p = _run("run-model", "run.so", "--json", "--profile", "--repeat", "2", cwd=d)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)  # stdout holds the document alone; the text went to stderr
+    assert "latency: median" in p.stderr and doc["inputs_from"] == "random"
+    want = _ort(model, np.random.default_rng(0).uniform(-1, 1, (1, 3, 6, 6)).astype("float32"))
+    (y,) = doc["outputs"]
+    assert (y["name"], y["shape"], y["dtype"], y["not_finite"]) == ("y", [1, 4], "float32", 0)
+    assert y["min"] == pytest.approx(want.min(), rel=1e-4, abs=1e-5)
+    assert y["max"] == pytest.approx(want.max(), rel=1e-4, abs=1e-5)
+    latency = doc["latency"]
+    assert len(latency["timings"]) == 2 and latency["min"] <= latency["median"] <= latency["max"]
+    assert (latency["number"], latency["min_repeat_ms"]) == (None, 50)
+    assert [k["name"] for k in doc["kernels"]] == ["k0_conv2d_relu_0", doc["kernels"][1]["name"]]
+    assert sum(k["share"] for k in doc["kernels"]) == pytest.approx(1.0)
+
+
 @pytest.mark.parametrize("inputs, message, code", [
     ({"x": np.ones((1, 3, 6, 6))}, "x is float64[1, 3, 6, 6]; the model takes float32[1, 3, 6, 6] (numpy's "
      "default is float64: save it as .astype('float32'))", 2),
