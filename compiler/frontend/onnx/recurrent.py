@@ -25,8 +25,10 @@ The gates stand in ``W``, ``R`` and ``B`` in ONNX's orders, ``H`` rows each:
 
 ``clip`` bounds the input of the gates' activations (after biases and peepholes), not of the
 LSTM's output activation ``h``, as ONNX Runtime applies it. ``layout=1`` (opset 14) puts the
-batch first in ``X``, the states and the outputs. ``sequence_lens`` is accepted where every
-entry is the full length.
+batch first in ``X``, the states and the outputs. ``sequence_lens`` (a constant) gives each
+batch element its own length: past it, a step leaves the element's state as it was and its
+output zero (a reverse direction starts at the element's last step), and an element of length 0
+ends with zero states, as ONNX Runtime runs them.
 """
 
 from __future__ import annotations
@@ -195,14 +197,16 @@ def _weights(ctx: NodeContext, ins, attrs, gates: int, directions: int):
     return W, R, B, hidden
 
 
-def _sequence_lens(ctx: NodeContext, v: Value | None, seq: int, batch: int) -> None:
+def _sequence_lens(ctx: NodeContext, v: Value | None, seq: int, batch: int) -> np.ndarray | None:
+    """Each batch element's length, or None where every one runs the whole sequence."""
     if v is None:
-        return
+        return None
     lens = ctx.array(v, "sequence_lens").reshape(-1)
     if lens.shape != (batch,):
         raise ctx.error(f"sequence_lens has shape {v.shape}, expected ({batch},)")
-    if (lens != seq).any():
-        raise ctx.unsupported(f"input sequence_lens {lens.tolist()} shorter than the sequence ({seq})")
+    if (lens < 0).any() or (lens > seq).any():
+        raise ctx.error(f"sequence_lens {lens.tolist()} must lie between 0 and the sequence's length ({seq})")
+    return None if (lens == seq).all() else lens
 
 
 def _state(ctx: NodeContext, v: Value | None, what: str, layer: _Layer,
@@ -270,7 +274,7 @@ def _recurrent(ctx: NodeContext, ins, attrs):
         raise ctx.unsupported(f"an empty sequence or batch (X of shape {x.shape})")
     gates = _GATES[kind]
     W, R, bias, H = _weights(ctx, ins, attrs, gates, dirs)
-    _sequence_lens(ctx, optional_input(ins, 4), seq, B)
+    lens = _sequence_lens(ctx, optional_input(ins, 4), seq, B)
     acts = _activations(ctx, attrs, dirs)
     clip = attrs.get("clip")
     if clip is not None and not clip > 0:
@@ -307,9 +311,30 @@ def _recurrent(ctx: NodeContext, ins, attrs):
             step = _RnnStep(layer, d, acts[d], Rd)
         h, c = h0[d], c0[d]
         for t in range(seq - 1, -1, -1) if reverse[d] else range(seq):
+            running = None if lens is None else lens > t  # the batch elements whose sequence has step t
+            if running is not None and not running.any():
+                ys[t].append(ctx.const(np.zeros((B, H), dtype)))
+                continue
             with _step_names(ctx, f"{'reverse' if reverse[d] else 'forward'}{t}"):
-                h, c = step(t, h, c)
-            ys[t].append(h)
+                new_h, new_c = step(t, h, c)
+                if running is None or running.all():
+                    h, c, y_t = new_h, new_c, new_h
+                else:  # the others keep their state, and output zeros
+                    keep = ctx.const(running.reshape(B, 1))
+                    zeros = ctx.const(np.zeros((B, H), dtype))
+                    y_t = ctx.emit("where", [keep, new_h, zeros])
+                    h = ctx.emit("where", [keep, new_h, zeros if h is None else h])
+                    if new_c is not None:
+                        c = ctx.emit("where", [keep, new_c, zeros if c is None else c])
+            ys[t].append(y_t)
+        zeros = ctx.const(np.zeros((B, H), dtype))
+        # no step ran (every length 0) from a zero state: the state stays zero
+        h = zeros if h is None else h
+        c = zeros if c is None and kind == "LSTM" else c
+        if lens is not None and not lens.all():  # an empty sequence's last state is zero, not its first
+            ran = ctx.const((lens > 0).reshape(B, 1))
+            h = ctx.emit("where", [ran, h, zeros])
+            c = None if c is None else ctx.emit("where", [ran, c, zeros])
         last_h.append(h)
         last_c.append(c)
 

@@ -26,21 +26,23 @@ _GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 
 def _layer(op: str, direction: str = "forward", *, bias: bool = True, initial_h: str | None = None,
            initial_c: str | None = None, peepholes: bool = False, layout: int = 0, opset: int = 17,
-           outputs: tuple[str, ...] | None = None, scale: float = 0.6, full_lens: bool = False, **attrs):
+           outputs: tuple[str, ...] | None = None, scale: float = 0.6, full_lens: bool = False,
+           lens: list[int] | None = None, **attrs):
     """The graph a one-node model of ``op`` imports to, checked against ONNX Runtime
     (:func:`run_both`). ``initial_h`` and ``initial_c``: "input" (a graph input), "const" (an
-    initializer) or None (absent); ``full_lens``: a sequence_lens of the whole length; ``outputs``:
+    initializer) or None (absent); ``full_lens``: a sequence_lens of the whole length, ``lens``:
+    one of these lengths; ``outputs``:
     the node's ("" skips one). ONNX Runtime runs no ``layout=1`` layer: such a layer is checked
     against the same one in layout 0, its inputs and outputs with the batch moved."""
     dirs = 2 if direction == "bidirectional" else 1
     G, H = _GATES[op], HIDDEN
     consts = {"W": rand(dirs, G * H, INPUT) * scale, "R": rand(dirs, G * H, H) * scale}
     feeds = {"x": rand(SEQ, BATCH, INPUT)}
-    names = ["x", "W", "R", "B" if bias else "", "lens" if full_lens else ""]
+    names = ["x", "W", "R", "B" if bias else "", "lens" if full_lens or lens else ""]
     if bias:
         consts["B"] = rand(dirs, 2 * G * H) * scale
-    if full_lens:
-        consts["lens"] = np.full(BATCH, SEQ, "int32")
+    if full_lens or lens:
+        consts["lens"] = np.array(lens or [SEQ] * BATCH, "int32")
     for name, where in [("initial_h", initial_h)] + ([("initial_c", initial_c)] if op == "LSTM" else []):
         names.append(name if where else "")
         if where:
@@ -192,17 +194,31 @@ def test_unsupported_activation(change, message):
         from_onnx(_malformed("RNN", **change))
 
 
+@pytest.mark.parametrize("op, direction, lens, kwargs", [
+    ("LSTM", "forward", [SEQ, 2], {"initial_h": "const", "initial_c": "input"}),
+    ("GRU", "bidirectional", [1, SEQ], {"initial_h": "input", "linear_before_reset": 1}),
+    ("RNN", "reverse", [3, 0], {"initial_h": "const"}),  # an empty sequence ends with a zero state
+    ("LSTM", "reverse", [0, 0], {"initial_h": "input"}),  # no step runs at all
+])
+def test_batch_elements_of_their_own_lengths(op, direction, lens, kwargs):
+    """Past its length an element keeps its state and outputs zeros; a reverse direction starts
+    at its last step."""
+    graph = _layer(op, direction, lens=lens, **kwargs)
+    # each step where some element has ended keeps the others' states by a where
+    assert graph.op_counts().get("where", 0) > 0
+
+
 def test_unsupported_sequence_lens():
-    """Shorter sequences are not unrolled; a sequence_lens computed at run time neither."""
+    """A sequence_lens computed at run time is not unrolled; one past the sequence is malformed."""
     node = helper.make_node("RNN", ["x", "W", "R", "", "lens"], ["y"], hidden_size=HIDDEN)
     consts = {"W": rand(1, HIDDEN, INPUT), "R": rand(1, HIDDEN, HIDDEN)}
     feeds = {"x": rand(SEQ, BATCH, INPUT)}
-    short = make_model([node], feeds, {**consts, "lens": np.array([SEQ, SEQ - 1], "int32")})
-    with pytest.raises(UnsupportedOperatorError, match="sequence_lens"):
-        from_onnx(short)
     computed = make_model([node], {**feeds, "lens": np.array([SEQ, SEQ], "int32")}, consts)
     with pytest.raises(UnsupportedOperatorError, match="sequence_lens"):
         from_onnx(computed)
+    long = make_model([node], feeds, {**consts, "lens": np.array([SEQ, SEQ + 1], "int32")}, check=False)
+    with pytest.raises(GraphError, match=r"sequence_lens \[4, 5\] must lie between 0 and"):
+        from_onnx(long)
 
 
 # ---------------------------------------------------------------------------- torch
