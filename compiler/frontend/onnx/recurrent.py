@@ -301,6 +301,7 @@ def _recurrent(ctx: NodeContext, ins, attrs):
 
     ys: list[list[Value]] = [[] for _ in range(seq)]  # per step, per direction
     last_h, last_c = [], []
+    zeros = ctx.const(np.zeros((B, H), dtype))  # where sequence_lens leave an output or a state zero
     for d in range(dirs):
         Rd = R[d].astype(dtype)
         if kind == "LSTM":
@@ -313,7 +314,7 @@ def _recurrent(ctx: NodeContext, ins, attrs):
         for t in range(seq - 1, -1, -1) if reverse[d] else range(seq):
             running = None if lens is None else lens > t  # the batch elements whose sequence has step t
             if running is not None and not running.any():
-                ys[t].append(ctx.const(np.zeros((B, H), dtype)))
+                ys[t].append(zeros)
                 continue
             with _step_names(ctx, f"{'reverse' if reverse[d] else 'forward'}{t}"):
                 new_h, new_c = step(t, h, c)
@@ -321,13 +322,11 @@ def _recurrent(ctx: NodeContext, ins, attrs):
                     h, c, y_t = new_h, new_c, new_h
                 else:  # the others keep their state, and output zeros
                     keep = ctx.const(running.reshape(B, 1))
-                    zeros = ctx.const(np.zeros((B, H), dtype))
                     y_t = ctx.emit("where", [keep, new_h, zeros])
                     h = ctx.emit("where", [keep, new_h, zeros if h is None else h])
                     if new_c is not None:
                         c = ctx.emit("where", [keep, new_c, zeros if c is None else c])
             ys[t].append(y_t)
-        zeros = ctx.const(np.zeros((B, H), dtype))
         # no step ran (every length 0) from a zero state: the state stays zero
         h = zeros if h is None else h
         c = zeros if c is None and kind == "LSTM" else c
