@@ -272,11 +272,10 @@ def tune_model(model, target="llvm", *, trials: int | None = None, time_budget: 
 def measure_latency(module: compiler.runtime.Module, repeat: int = 10, min_repeat_ms: float = 200.0,
                     seed: int = 0) -> float:
     """A compiled model's median latency (seconds) on random inputs, timed as a whole."""
-    from compiler.graph.runner import model_info
+    from compiler.graph.runner import model_info, random_inputs
 
     info = model_info(module)
-    rng = np.random.default_rng(seed)
-    inputs = [rng.uniform(-1, 1, size=i["shape"]).astype(i["dtype"]) for i in info["inputs"]]
+    inputs = random_inputs(module, np.random.default_rng(seed))
     outputs = [np.empty(o["shape"], dtype=o["dtype"]) for o in info["outputs"]]
     timer = module.time_evaluator(module.entry_name, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
     return timer(*inputs, *outputs).median

@@ -160,9 +160,8 @@ def cmd_build_model(ns) -> int:
          f"kernels ({tuned} of {templated} templated ones tuned), in {time.perf_counter() - start:.1f} s")
     _out(f"memory: workspace {info['workspace_bytes'] / mib:.2f} MiB (without reuse "
          f"{info['unshared_bytes'] / mib:.2f} MiB), weights {info['constant_bytes'] / mib:.2f} MiB")
-    ins = ", ".join(f"{i['name']} {i['dtype']}{i['shape']}" for i in info["inputs"])
-    outs = ", ".join(f"{o['name']} {o['dtype']}{o['shape']}" for o in info["outputs"])
-    _out(f"wrote {ns.out}: entry {module.entry_name}({ins} -> {outs}); load it with "
+    _out(f"wrote {ns.out}: entry {module.entry_name}({_signature(info['inputs'])} -> "
+         f"{_signature(info['outputs'])}); load it with "
          f"compiler.runtime.load_module({ns.out!r})")
     _out(f"next: autotune run-model {shlex.quote(ns.out)} --profile   (run and time it; --inputs IN.npz for "
          f"your own inputs)")
@@ -177,7 +176,7 @@ def cmd_run_model(ns) -> int:
     import compiler
     from autotune.commands import _err, _print_json  # (that module imports this one)
     from autotune.model import duration_text
-    from compiler.graph import GraphError, model_info, profile
+    from compiler.graph import GraphError, model_info, profile, random_inputs
 
     if not os.path.isfile(ns.library):
         raise FileNotFoundError(f"no model library at {ns.library}")
@@ -199,9 +198,8 @@ def cmd_run_model(ns) -> int:
         inputs = _inputs_from(ns.inputs, info["inputs"])
         say(f"inputs: from {ns.inputs}")
     else:
-        rng = np.random.default_rng(0)
-        inputs = [_random_input(rng, spec) for spec in info["inputs"]]
-        say("inputs: random (seed 0; give --inputs IN.npz for your own)")
+        inputs = random_inputs(module)
+        say("inputs: random (seed 0; integers zero; give --inputs IN.npz for your own)")
     outputs = compiler.graph.run(module, *inputs)
     say("outputs:")
     stats = [_stats(value) for value in outputs]
@@ -274,17 +272,6 @@ def _summary(value, stats: dict) -> str:
     text = (f"min {stats['min']:.4g}, max {stats['max']:.4g}, mean {stats['mean']:.4g}"
             if stats["mean"] is not None else "no finite value")
     return text + (f", {stats['not_finite']} NaN or infinite" if stats["not_finite"] else "")
-
-
-def _random_input(rng, spec):
-    import numpy as np
-
-    dtype = np.dtype(spec["dtype"])
-    if np.issubdtype(dtype, np.floating):
-        return rng.uniform(-1, 1, spec["shape"]).astype(dtype)
-    if dtype == np.bool_:
-        return rng.integers(0, 2, spec["shape"]).astype(dtype)
-    return rng.integers(0, 10, spec["shape"]).astype(dtype)  # indices and counts: small and valid
 
 
 def _inputs_from(path: str, specs) -> list:

@@ -30,6 +30,7 @@ from .runner import (
     model_info,
     profile,
     profile_runs,
+    random_inputs,
     run,
     split_by_template,
     split_runs_by_template,
@@ -40,5 +41,5 @@ __all__ = ["Graph", "GraphBuilder", "Node", "Value", "TensorType", "OpDef", "reg
            "evaluate", "optimize", "OPTIMIZE",
            "GraphPass", "GraphPipeline", "fuse", "fuse_expansions", "plan_memory", "MemoryPlan",
            "build_graph", "prepare",
-           "KernelChoice", "default_schedule", "kernel_tensors", "run", "profile", "profile_runs",
-           "kernel_medians", "model_info", "split_by_template", "split_runs_by_template"]
+           "KernelChoice", "default_schedule", "kernel_tensors", "run", "random_inputs", "profile",
+           "profile_runs", "kernel_medians", "model_info", "split_by_template", "split_runs_by_template"]

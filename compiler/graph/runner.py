@@ -9,8 +9,8 @@ from ..runtime.module import Module
 from ..runtime.timer import FLUSH_MODEL
 from .errors import GraphError
 
-__all__ = ["run", "profile", "profile_runs", "kernel_medians", "model_info", "split_by_template",
-           "split_runs_by_template"]
+__all__ = ["run", "random_inputs", "profile", "profile_runs", "kernel_medians", "model_info",
+           "split_by_template", "split_runs_by_template"]
 
 
 def model_info(module: Module) -> dict:
@@ -40,6 +40,19 @@ def run(module: Module, *inputs) -> list[np.ndarray]:
     outputs = [np.empty(o["shape"], dtype=o["dtype"]) for o in info["outputs"]]
     module(*inputs, *outputs)
     return outputs
+
+
+def random_inputs(module: Module, rng: np.random.Generator | None = None) -> list[np.ndarray]:
+    """Random inputs of a compiled model, in its input order (``rng``: seed 0 where None): floats
+    uniform in [-1, 1), integers zero (an index any table holds), as the kernels are profiled on."""
+    rng = np.random.default_rng(0) if rng is None else rng
+    return [_random_array(rng, spec["shape"], spec["dtype"]) for spec in model_info(module)["inputs"]]
+
+
+def _random_array(rng: np.random.Generator, shape, dtype) -> np.ndarray:
+    if np.issubdtype(np.dtype(dtype), np.integer):
+        return np.zeros(shape, dtype=dtype)
+    return rng.uniform(-1, 1, size=shape).astype(dtype)
 
 
 def profile(module: Module, repeat: int = 5, min_repeat_ms: float = 20.0,
@@ -81,10 +94,7 @@ def _random_args(module: Module, name: str, rng: np.random.Generator) -> list[np
     for spec in module.function_info(name).signature.args:
         if spec.kind != "buffer":
             raise GraphError(f"kernel {name!r} takes a scalar; model kernels take arrays only")
-        if np.issubdtype(np.dtype(spec.dtype), np.integer):
-            args.append(np.zeros(spec.shape, dtype=spec.dtype))
-        else:
-            args.append(rng.uniform(-1, 1, size=spec.shape).astype(spec.dtype))
+        args.append(_random_array(rng, spec.shape, spec.dtype))
     return args
 
 

@@ -214,6 +214,19 @@ def test_a_model_with_two_inputs_and_an_injective_chain(rng):
         run(module, {"q": data[0], "key": data[1]})
 
 
+def test_random_inputs_are_floats_of_the_seed_and_zero_indices(rng):
+    b = GraphBuilder("lookup")
+    x, ids = b.input("x", (2, 4)), b.input("ids", (3,), "int64")
+    rows = b.op("take", b.const("table", weights(rng, 5, 4)), ids, axis=0)
+    graph = b.finish(b.op("add", b.op("sum", rows, axis=(0,), keepdims=True), x))
+    module = build_graph(graph)
+    floats, indices = compiler.graph.random_inputs(module, np.random.default_rng(7))
+    np.testing.assert_array_equal(floats, np.random.default_rng(7).uniform(-1, 1, (2, 4)).astype("float32"))
+    assert indices.dtype == np.int64 and indices.shape == (3,) and not indices.any()
+    np.testing.assert_allclose(run(module, floats, indices)[0], evaluate(graph, [floats, indices])[0],
+                               rtol=1e-5, atol=1e-6)
+
+
 def test_models_compile_for_cpus_only(rng):
     b = GraphBuilder()
     x = b.input("x", (4,))
