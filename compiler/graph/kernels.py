@@ -394,7 +394,8 @@ def _schedule_resized_rows(s: Schedule, outputs: list[te.Tensor]) -> bool:
         s[out].vectorize(s[out].split(pixel[-1], factor=lanes)[1])
     elif lanes % length == 0 and length >= MIN_BLOCK_VECTOR:
         s[out].vectorize(pixel[-1])
-    if _size(out) >= PARALLEL_MIN_ELEMENTS:
+    # the rows count as written too: shrinking, they outnumber the output's pixels
+    if _size(out) + _size(rows[0].output(0)) >= PARALLEL_MIN_ELEMENTS:
         s[out].parallel(row)
     s[rows[0]].compute_at(s[out], row)
     return True

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...graph import Value
@@ -13,6 +15,7 @@ __all__: list[str] = []
 
 _RESIZE_METHODS = {"nearest": "nearest_neighbor", "linear": "linear", "cubic": "cubic"}
 _NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+_POLICIES = ("stretch", "not_larger", "not_smaller")
 
 
 def _resize_input(ctx: NodeContext, v: Value | None, what: str) -> np.ndarray | None:
@@ -44,25 +47,28 @@ def _resize(ctx: NodeContext, ins, attrs):
     coordinates = attrs.get("coordinate_transformation_mode", "half_pixel")
     if coordinates not in COORDINATE_MODES:
         raise ctx.unsupported(f"coordinate_transformation_mode={coordinates!r}")
-    if attrs.get("antialias", 0):
-        raise ctx.unsupported("antialias=1")
-    if attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
-        raise ctx.unsupported(f"keep_aspect_ratio_policy={attrs['keep_aspect_ratio_policy']!r}")
+    policy = attrs.get("keep_aspect_ratio_policy", "stretch")
+    if policy not in _POLICIES:
+        raise ctx.error(f"keep_aspect_ratio_policy must be one of {', '.join(_POLICIES)}, got {policy!r}")
+    antialias = bool(attrs.get("antialias", 0))
+    if antialias and mode == "nearest":
+        raise ctx.error("antialias takes mode 'linear' or 'cubic', got 'nearest'")
     rounding = attrs.get("nearest_mode", "round_prefer_floor")
     if rounding not in _NEAREST_MODES:
         raise ctx.unsupported(f"nearest_mode={rounding!r}")
     axes = [ctx.axis(a, 4) for a in attrs.get("axes", range(4))]
     scales = _resize_input(ctx, optional_input(ins, 2), "scales")
     sizes = _resize_input(ctx, optional_input(ins, 3), "sizes")
-    cubic = {"cubic_alpha": float(attrs.get("cubic_coeff_a", -0.75)),
-             "cubic_exclude": int(attrs.get("exclude_outside", 0))}
-    return _resized(ctx, x, axes, scales, sizes, mode, coordinates, rounding, cubic)
+    filtering = {"cubic_alpha": float(attrs.get("cubic_coeff_a", -0.75)),
+                 "cubic_exclude": int(attrs.get("exclude_outside", 0)), "antialias": int(antialias)}
+    return _resized(ctx, x, axes, scales, sizes, mode, coordinates, rounding, filtering, policy)
 
 
 def _resized(ctx: NodeContext, x: Value, axes, scales, sizes, mode: str, coordinates: str,
-             rounding: str | None, cubic: dict | None = None) -> Value:
+             rounding: str | None, filtering: dict | None = None, policy: str = "stretch") -> Value:
     """``x`` resized on ``axes`` by ``scales`` or to ``sizes`` (one of them None); ``rounding``
-    None: down where the image grows, up where it shrinks."""
+    None: down where the image grows, up where it shrinks; ``filtering``: the cubic filter's and
+    antialiasing's attributes; ``policy``: ONNX's ``keep_aspect_ratio_policy`` for ``sizes``."""
     axes = list(axes)
     if (scales is None) == (sizes is None):
         raise ctx.error("Resize takes one of scales and sizes")
@@ -81,14 +87,28 @@ def _resized(ctx: NodeContext, x: Value, axes, scales, sizes, mode: str, coordin
         else:
             scale[a] = np.float32(g)
             out[a] = int(np.floor(np.float32(x.shape[a]) * scale[a]))
-    if any(d < 1 for d in out) or any(s <= 0 for s in scale):
+    if sizes is not None and policy != "stretch":
+        # one scale for every resized axis: the smallest (no size past the one given) or the
+        # largest (none short of it); each size that scale times the input's, rounded
+        kept = (min if policy == "not_larger" else max)(scale[a] for a in axes)
+        for a in axes:
+            scale[a] = kept
+            out[a] = math.floor(float(kept * np.float32(x.shape[a])) + 0.5)  # halves up, in float32's product
+    if any(d < 0 for d in out) or any(s <= 0 for s in scale):
         raise ctx.error(f"Resize of {x.shape} to {tuple(out)} (scales {[float(s) for s in scale]}): "
                         "every size and scale must be positive")
+    if 0 in out:  # a scale that leaves no pixel: an empty image, as ONNX Runtime gives
+        return ctx.const(np.zeros(out, x.dtype))
     if tuple(out[:2]) != x.shape[:2] or scale[0] != 1 or scale[1] != 1:
         raise ctx.unsupported(f"resizing the batch or channel axis ({x.shape} to {tuple(out)})")
     if tuple(out) == x.shape and scale[2] == scale[3] == 1:
         return x
     method = _RESIZE_METHODS[mode]
+    filtering = dict(filtering or {})
+    if method != "cubic":
+        filtering.pop("cubic_alpha", None)
+        if not filtering.get("antialias"):
+            filtering.pop("cubic_exclude", None)
     if method != "nearest_neighbor":
         rounding = ""
     elif rounding is None:
@@ -99,4 +119,4 @@ def _resized(ctx: NodeContext, x: Value, axes, scales, sizes, mode: str, coordin
         rounding = "floor" if directions == {True} else "ceil"
     return ctx.emit("image.resize2d", [x], size=tuple(out[2:]), method=method,
                     coordinate_transformation_mode=coordinates, rounding_method=rounding,
-                    scale=(float(scale[2]), float(scale[3])), **(cubic if method == "cubic" else {}))
+                    scale=(float(scale[2]), float(scale[3])), **filtering)

@@ -42,6 +42,9 @@ def _attrs(x: TensorType, attrs) -> dict:
                         f"got {rounding!r}")
     if method != "nearest_neighbor" and not dtypes.is_float(x.dtype):
         raise fail(_OP, f"{method} interpolation takes a float tensor, got {x.dtype}")
+    antialias = flag(_OP, attrs, "antialias", False)
+    if antialias and method == "nearest_neighbor":
+        raise fail(_OP, "attribute antialias takes method 'linear' or 'cubic', got 'nearest_neighbor'")
     alpha = attrs.get("cubic_alpha", -0.5)
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
         raise fail(_OP, f"attribute cubic_alpha must be a finite number, got {alpha!r}")
@@ -52,7 +55,7 @@ def _attrs(x: TensorType, attrs) -> dict:
     return {"size": size, "layout": layout_name(block), "method": method,
             "coordinate_transformation_mode": mode, "rounding_method": rounding,
             "bicubic_alpha": float(alpha), "bicubic_exclude": int(flag(_OP, attrs, "cubic_exclude", False)),
-            "scale": None if scale is None else tuple(float(s) for s in scale)}
+            "scale": None if scale is None else tuple(float(s) for s in scale), "antialias": antialias}
 
 
 def _infer(types, attrs):
@@ -83,7 +86,7 @@ register_op(OpDef(_OP, "injective", _infer, _evaluate, _compute,
                   "method 'nearest_neighbor', 'linear' or 'cubic', ONNX Resize's "
                   "coordinate_transformation_mode and rounding_method, cubic_alpha (-0.5) and cubic_exclude "
                   "(0); scale (height, width), what the coordinates divide by, defaults to output over input "
-                  "size."))
+                  "size; antialias (0) stretches the linear and cubic filters where the image shrinks."))
 
 
 # ---------------------------------------------------------------------------- image.grid_sample

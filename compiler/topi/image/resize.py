@@ -9,7 +9,9 @@ nearest-neighbour rounding fall the same way:
 * ``pytorch_half_pixel``: the same, but 0 where the output axis has one pixel;
 * ``align_corners``: ``y * (in - 1) / (out - 1)`` (0 where the output axis has one pixel);
 * ``asymmetric``: ``y / scale``;
-* ``tf_half_pixel_for_nn``: ``(y + 0.5) / scale``.
+* ``tf_half_pixel_for_nn``: ``(y + 0.5) / scale``;
+* ``half_pixel_symmetric``: ``half_pixel`` shifted so that the image's centre stays in place
+  where ``scale`` is not output over input: by ``in / 2 * (1 - out / (scale * in))``.
 
 ``scale`` is the output size over the input size unless given (ONNX's ``scales``, which may
 not be that ratio exactly). Nearest neighbour rounds the coordinate (``round``: half away from
@@ -22,12 +24,20 @@ pixels and weights are tables (``TABLE_TAG``). Bicubic mixes the four pixels aro
 ``bicubic_alpha`` (-0.75 in ONNX and PyTorch, -0.5 in TVM and TensorFlow): pixels past the edge
 repeat the edge, or with ``bicubic_exclude`` weigh nothing (the others' weights then scaled to
 sum to one).
+
+With ``antialias`` (ONNX Resize's, as ONNX Runtime and Pillow compute it), bilinear and bicubic
+stretch their filter by the factor an axis shrinks (by 1 where it grows): each output pixel mixes
+every source pixel within the stretched filter's reach of its coordinate, weighted by the filter
+and scaled to sum to one (pixels past the edge repeat the edge, or with ``bicubic_exclude`` weigh
+nothing), first along the height (the ``ROWS_TAG`` stage) and then along the width.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+
+import numpy as np
 
 from ... import te
 from ..utils import get_const_tuple, let
@@ -36,7 +46,8 @@ __all__ = ["resize2d", "keys_weights", "METHODS", "COORDINATE_MODES", "ROUNDING_
            "TABLE_TAG"]
 
 METHODS = ("nearest_neighbor", "linear", "cubic")
-COORDINATE_MODES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_half_pixel_for_nn")
+COORDINATE_MODES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_half_pixel_for_nn",
+                    "half_pixel_symmetric")
 ROUNDING_METHODS = ("round", "round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 #: The tag of bilinear resizing's stage of source rows mixed for each output row (computed best
 #: once per output row, where the output's row is computed).
@@ -54,7 +65,7 @@ def _is_blocked(layout: str) -> bool:
     raise ValueError(f"resize2d: layout must be 'NCHW' or 'NCHW{{b}}c', got {layout!r}")
 
 
-def _check(data, roi, size, layout, method, mode, rounding_method, scale) -> tuple:
+def _check(data, roi, size, layout, method, mode, rounding_method, scale, antialias) -> tuple:
     rank = 5 if _is_blocked(layout) else 4
     if not isinstance(data, te.Tensor) or len(data.shape) != rank:
         raise ValueError(f"resize2d: data must be a {rank}-D te.Tensor for layout {layout}, got {data!r}")
@@ -71,6 +82,8 @@ def _check(data, roi, size, layout, method, mode, rounding_method, scale) -> tup
     if rounding_method not in ("", *ROUNDING_METHODS):
         raise ValueError(f"resize2d: rounding_method must be one of {', '.join(ROUNDING_METHODS)}, "
                          f"got {rounding_method!r}")
+    if antialias and method == "nearest_neighbor":
+        raise ValueError("resize2d: antialias takes the linear or cubic method, got nearest_neighbor")
     if not isinstance(size, Sequence) or len(size) != 2 or any(int(s) < 1 for s in size):
         raise ValueError(f"resize2d: size must be (height, width) of positive ints, got {size!r}")
     in_hw = tuple(int(d) for d in get_const_tuple(data.shape)[2:4])
@@ -94,7 +107,20 @@ def _source(i, n_in: int, n_out: int, scale: float, mode: str):
         return te.const(0.0, f32) if n_out == 1 else y * te.const(n_in - 1, f32) / te.const(n_out - 1, f32)
     if mode == "asymmetric":
         return y / s
+    if mode == "half_pixel_symmetric":
+        # in float64 after the offset, as ONNX Runtime computes it, so that ties round alike
+        offset = _symmetric_offset(n_in, n_out, scale)
+        f64 = "float64"
+        wide = (y.astype(f64) + te.const(0.5, f64)) / te.const(float(np.float32(scale)), f64)
+        return (te.const(offset, f64) + wide - te.const(0.5, f64)).astype(f32)
     return (y + half) / s  # tf_half_pixel_for_nn
+
+
+def _symmetric_offset(n_in: int, n_out: int, scale: float) -> float:
+    """``half_pixel_symmetric``'s shift of one axis's source coordinates, in float32."""
+    f32 = np.float32
+    adjustment = f32(n_out) / (f32(scale) * f32(n_in))
+    return float(f32(n_in) / f32(2) * (f32(1) - adjustment))
 
 
 def _nearest(coord, n_in: int, rounding_method: str):
@@ -164,16 +190,18 @@ def _excluded(weights: list, inside: list | None, acc: str) -> list:
 
 def resize2d(data, roi, size, layout: str = "NCHW", method: str = "linear",
              coordinate_transformation_mode: str = "half_pixel", rounding_method: str = "",
-             bicubic_alpha: float = -0.5, bicubic_exclude: int = 0, out_dtype=None, scale=None):
+             bicubic_alpha: float = -0.5, bicubic_exclude: int = 0, out_dtype=None, scale=None,
+             antialias: bool = False):
     """``data`` (NCHW, or channel-blocked ``NCHW{b}c``) resized to ``size`` = ``(height, width)``.
 
     ``method`` is ``"nearest_neighbor"``, ``"linear"`` or ``"cubic"``; ``rounding_method``
     applies to the first (``""``: ``"round"``), ``bicubic_alpha`` and ``bicubic_exclude`` to the
     last (see the module). ``scale`` = ``(height, width)`` is what the coordinate modes divide by
-    (default: the output size over the input size). ``roi`` must be None. Integer data takes
-    nearest neighbour only."""
+    (default: the output size over the input size). ``antialias`` stretches bilinear and
+    bicubic filters where the image shrinks (see the module). ``roi`` must be None. Integer data
+    takes nearest neighbour only."""
     in_hw, out_hw, scale = _check(data, roi, size, layout, method, coordinate_transformation_mode,
-                                  rounding_method, scale)
+                                  rounding_method, scale, antialias)
     dtype = out_dtype or data.dtype
     shape = get_const_tuple(data.shape)
     out_shape = (*shape[:2], *out_hw, *shape[4:])  # a block's lanes last, where blocked
@@ -191,6 +219,9 @@ def resize2d(data, roi, size, layout: str = "NCHW", method: str = "linear",
         raise ValueError(f"resize2d: {method} interpolation takes float data, got {data.dtype}")
 
     acc = "float64" if data.dtype == "float64" else "float32"  # float16 mixes in float32
+    if antialias:
+        return _antialiased(data, axes, shape, out_shape, method, mode, bicubic_alpha, bool(bicubic_exclude),
+                            acc, dtype)
     if method == "cubic":
         # Each coordinate and each weight is named once (let), the weights before and after their
         # renormalisation: a coordinate gives four taps and four weights, sixteen products use the
@@ -249,3 +280,91 @@ def _linear_table(axis: tuple, mode: str, acc: str, name: str) -> tuple:
     weight = te.compute((n_out,), lambda i: _linear(_source(i, *axis, mode), n_in)[2].astype(acc),
                         name=f"T_resize2d_{name}w", tag=TABLE_TAG)
     return low, weight
+
+
+def _antialias_window(scale: float, method: str) -> tuple[float, int, float]:
+    """One axis's antialiased filter at ``scale`` (output over input size), in float32 as ONNX
+    Runtime sizes it: its reach on either side of a coordinate (in source pixels), the most source
+    pixels it covers, and the factor a distance in source pixels is multiplied by before the
+    filter weighs it (1 where the image grows)."""
+    f32 = np.float32
+    shrink = f32(1) / f32(scale)
+    reach = f32(1.0 if method == "linear" else 2.0)
+    support = reach * shrink if shrink >= 1 else reach
+    return float(support), int(np.ceil(support)) * 2 + 1, float(f32(1) / shrink if shrink >= 1 else f32(1))
+
+
+def _filter(d, method: str, alpha: float):
+    """The triangle (``linear``) or Keys cubic filter at float32 distance ``d``."""
+    f32 = "float32"
+    zero, one, two = te.const(0.0, f32), te.const(1.0, f32), te.const(2.0, f32)
+    d = te.abs(d)
+    if method == "linear":
+        return te.if_then_else(d < one, one - d, zero)
+    a = te.const(alpha, f32)
+    near = ((a + two) * d - (a + te.const(3.0, f32))) * d * d + one
+    far = (((d - te.const(5.0, f32)) * d + te.const(8.0, f32)) * d - te.const(4.0, f32)) * a
+    return te.if_then_else(d < one, near, te.if_then_else(d < two, far, zero))
+
+
+def _antialias_tables(axis: tuple, mode: str, method: str, alpha: float, exclude: bool, acc: str,
+                      name: str) -> tuple:
+    """One axis's first source pixel per output index and the normalised weights of the window's
+    pixels from it (stages tagged :data:`TABLE_TAG`)."""
+    n_in, n_out, scale = axis
+    support, window, stretch = _antialias_window(scale, method)
+    same = np.float32(1) / np.float32(scale) == 1  # the coordinates are the indices
+    f32 = "float32"
+    half = te.const(0.5, f32)
+
+    def centre(i):
+        return half + (i.astype(f32) if same else _source(i, n_in, n_out, scale, mode))
+
+    def first(i):
+        return te.floor(centre(i) - te.const(support, f32) + half).astype("int32")
+
+    low = te.compute((n_out,), first, name=f"T_resize2d_{name}0", tag=TABLE_TAG)
+
+    def raw(i, k):
+        # the pixels from floor(centre - support + 1/2) up to floor(centre + support + 1/2)
+        c = centre(i)
+        count = te.floor(c + te.const(support, f32) + half).astype("int32") - low[i]
+        pixel = low[i] + k
+        taken = te.all(k < count, pixel >= 0, pixel < n_in) if exclude else k < count
+        weight = _filter((pixel.astype(f32) - c + half) * te.const(stretch, f32), method, alpha)
+        return te.if_then_else(taken, weight, te.const(0.0, f32))
+
+    total = te.compute((n_out,), lambda i: sum((raw(i, k) for k in range(window)), te.const(0.0, f32)),
+                       name=f"T_resize2d_{name}sum", tag=TABLE_TAG)
+    one = te.const(1.0, f32)
+    weight = te.compute(
+        (n_out, window),
+        lambda i, k: (raw(i, k) * te.if_then_else(total[i] == te.const(0.0, f32), one, one / total[i]))
+        .astype(acc),
+        name=f"T_resize2d_{name}w", tag=TABLE_TAG)
+    return low, weight, window
+
+
+def _antialiased(data, axes: list, shape: tuple, out_shape: tuple, method: str, mode: str, alpha: float,
+                 exclude: bool, acc: str, dtype: str):
+    """``data`` resized with antialiasing: each output row mixes its window of source rows (the
+    ROWS stage), each output pixel its window of those rows' pixels."""
+    (in_h, in_w), out_h = (axis[0] for axis in axes), axes[0][1]
+    (ylo, yw, ny), (xlo, xw, nx) = (_antialias_tables(axis, mode, method, alpha, exclude, acc, name)
+                                    for axis, name in zip(axes, "yx"))
+
+    def inside(j, n: int):
+        return te.min(te.max(j, 0), n - 1)
+
+    def source_rows(n, c, y, xi, *lane):
+        taps = (data[(n, c, inside(ylo[y] + k, in_h), xi, *lane)].astype(acc) * yw[y, k] for k in range(ny))
+        return sum(taps, te.const(0.0, acc))
+
+    rows = te.compute((*shape[:2], out_h, in_w, *shape[4:]), source_rows, name="T_resize2d_rows",
+                      tag=ROWS_TAG)
+
+    def body(n, c, y, x, *lane):
+        return sum((rows[(n, c, y, inside(xlo[x] + k, in_w), *lane)] * xw[x, k] for k in range(nx)),
+                   te.const(0.0, acc)).astype(dtype)
+
+    return te.compute(out_shape, body, name="T_resize2d", tag="injective")

@@ -22,6 +22,9 @@ def _source(n_in: int, n_out: int, scale: float, mode: str) -> np.ndarray:
         return y / s
     if mode == "tf_half_pixel_for_nn":
         return (y + half) / s
+    if mode == "half_pixel_symmetric":
+        offset = np.float32(n_in) / 2 * (1 - np.float32(n_out) / (s * np.float32(n_in)))
+        return (np.float64(offset) + (y.astype(np.float64) + 0.5) / np.float64(s) - 0.5).astype(np.float32)
     raise ValueError(f"resize2d_python: unknown coordinate_transformation_mode {mode!r}")
 
 
@@ -54,15 +57,43 @@ def _cubic_taps(coord: np.ndarray, n: int, alpha: float, exclude: bool):
     return np.clip(taps, 0, n - 1), w
 
 
+def _antialias_matrix(coord: np.ndarray, n_in: int, scale: float, method: str, alpha: float,
+                      exclude: bool) -> np.ndarray:
+    """One axis's antialiased resize as a matrix (output index by source pixel): each row the
+    stretched filter's weights of the pixels in its reach, scaled to sum to one, those past the
+    edge given to the edge pixel or, with ``exclude``, dropped."""
+    shrink = 1 / np.float32(scale)
+    support = (1.0 if method == "linear" else 2.0) * max(float(shrink), 1.0)
+    stretch = 1 / float(shrink) if shrink >= 1 else 1.0
+    matrix = np.zeros((len(coord), n_in))
+    centres = coord.astype(np.float64) if shrink != 1 else np.arange(len(coord), dtype=np.float64)
+    for i, c in enumerate(centres):
+        pixels = np.arange(np.floor(c - support + 1), np.floor(c + support + 1)).astype(np.int64)
+        d = np.abs((pixels - c) * stretch)
+        if method == "linear":
+            w = np.clip(1 - d, 0, None)
+        else:
+            w = np.where(d < 1, ((alpha + 2) * d - (alpha + 3)) * d * d + 1,
+                         np.where(d < 2, (((d - 5) * d + 8) * d - 4) * alpha, 0.0))
+        if exclude:
+            w = np.where((pixels >= 0) & (pixels < n_in), w, 0.0)
+        np.add.at(matrix[i], np.clip(pixels, 0, n_in - 1), w / (w.sum() or 1.0))
+    return matrix
+
+
 def resize2d_python(data, size, method: str = "linear", coordinate_transformation_mode: str = "half_pixel",
                     rounding_method: str = "", scale=None, bicubic_alpha: float = -0.5,
-                    bicubic_exclude: int = 0):
+                    bicubic_exclude: int = 0, antialias: bool = False):
     """``data`` (NCHW) resized to ``size`` as ``topi.image.resize2d`` does, computed in float64
     (the coordinates in float32) and returned in ``data``'s dtype."""
     x = np.asarray(data)
     in_hw, out_hw = x.shape[2:], tuple(int(s) for s in size)
     scale = tuple(o / i for o, i in zip(out_hw, in_hw)) if scale is None else tuple(scale)
     coords = [_source(i, o, s, coordinate_transformation_mode) for i, o, s in zip(in_hw, out_hw, scale)]
+    if antialias:
+        my, mx = (_antialias_matrix(c, n, s, method, bicubic_alpha, bool(bicubic_exclude))
+                  for c, n, s in zip(coords, in_hw, scale))
+        return np.einsum("yi,ncij,xj->ncyx", my, x.astype(np.float64), mx).astype(x.dtype)
     if method == "nearest_neighbor":
         iy, ix = (_nearest(c, n, rounding_method or "round") for c, n in zip(coords, in_hw))
         return np.ascontiguousarray(x[:, :, iy[:, None], ix[None, :]])

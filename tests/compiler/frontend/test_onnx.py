@@ -478,7 +478,8 @@ def test_a_decoder_step_runs_as_a_tuned_convolution(kernel, stride, pads):
 
 # ---------------------------------------------------------------------------- Resize
 
-_COORDINATES = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_half_pixel_for_nn"]
+_COORDINATES = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_half_pixel_for_nn",
+                "half_pixel_symmetric"]
 # (input, scales, sizes): up by 2 and by an odd 1.5 x 2.75 (the scale the coordinates divide by is
 # then not size / input), down to a size, and to one pixel
 _RESIZES = [((1, 3, 4, 5), [1, 1, 2, 2], None), ((2, 2, 5, 4), [1, 1, 1.5, 2.75], None),
@@ -553,15 +554,55 @@ def test_resize_before_opset_11(op, opset, mode, scales):
     run_both(model, x)
 
 
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("coordinates", ["half_pixel", "pytorch_half_pixel", "align_corners",
+                                         "half_pixel_symmetric"])
+def test_resize_antialias(mode, coordinates):
+    """Opset 18's antialiasing (torchvision's antialiased resize exports it): down by odd factors
+    and by scales, to one pixel, up, the pixels past the edge repeated or left out."""
+    for shape, scales, sizes in [((1, 2, 13, 9), None, [5, 3]), ((1, 3, 8, 12), [0.45, 0.3], None),
+                                 ((1, 1, 5, 6), None, [1, 1]), ((1, 2, 4, 5), [1.5, 2.0], None)]:
+        for exclude in (0, 1):
+            if sizes is None:
+                inputs, consts = ["x", "", "s"], {"s": np.array(scales, "float32")}
+            else:
+                inputs, consts = ["x", "", "", "z"], {"z": np.array(sizes, "int64")}
+            check_single("Resize", inputs, {"x": rand(*shape)}, consts, opset=18, mode=mode, antialias=1,
+                         axes=[2, 3], coordinate_transformation_mode=coordinates, exclude_outside=exclude)
+
+
+def test_resize_to_a_size_keeping_the_aspect_ratio():
+    """Opset 18's keep_aspect_ratio_policy: one scale for both axes, the smaller (no side past its
+    size) or the larger (none short of it)."""
+    x = {"x": rand(1, 2, 6, 9)}
+    for policy, want in (("not_larger", (1, 2, 4, 6)), ("not_smaller", (1, 2, 8, 12))):
+        for mode in ("nearest", "linear"):
+            graph = check_single("Resize", ["x", "", "", "z"], x, {"z": np.array([4, 12], "int64")}, opset=18,
+                                 mode=mode, axes=[2, 3], keep_aspect_ratio_policy=policy)
+            assert graph.outputs[0].shape == want
+    node = helper.make_node("Resize", ["x", "", "", "z"], ["y"], axes=[2, 3], keep_aspect_ratio_policy="fit")
+    with pytest.raises(GraphError, match="keep_aspect_ratio_policy must be one of stretch, not_larger"):
+        from_onnx(make_model([node], x, {"z": np.array([4, 12], "int64")}, opset=18, check=False))
+
+
+def test_resize_to_no_pixel_is_an_empty_image():
+    x = {"x": rand(1, 2, 4, 5)}
+    scales = {"s": np.array([1, 1, 0.1, 1], "float32")}
+    graph = check_single("Resize", ["x", "", "s"], x, scales, mode="linear")
+    assert graph.outputs[0].shape == (1, 2, 0, 5)
+    with pytest.raises(GraphError, match="every size and scale must be positive"):
+        from_onnx(single("Resize", ["x", "", "s"], x, {"s": np.array([1, 1, -2, 1], "float32")}))
+
+
 @pytest.mark.parametrize("attrs, scales, match", [
-    ({"mode": "cubic", "antialias": 1}, [1, 1, 0.5, 0.5], "antialias=1"),
+    ({"mode": "nearest", "antialias": 1}, [1, 1, 0.5, 0.5], "antialias takes mode 'linear' or 'cubic'"),
     ({"coordinate_transformation_mode": "tf_crop_and_resize"}, [1, 1, 2, 2], "tf_crop_and_resize"),
     ({}, [1, 2, 2, 2], "resizing the batch or channel axis"),
 ])
 def test_resize_forms_not_covered_are_named(attrs, scales, match):
     model = single("Resize", ["x", "", "s"], {"x": rand(1, 2, 3, 4)}, {"s": np.array(scales, "float32")},
                    opset=18, **attrs)  # antialias came in 18
-    with pytest.raises(UnsupportedOperatorError, match=match):
+    with pytest.raises(GraphError, match=match):
         from_onnx(model)
 
 

@@ -506,37 +506,46 @@ def test_layout_transforms_between_nchw_and_blocks_copy_transposed_tiles(rng, bl
         np.testing.assert_array_equal(out, to_blocks(data, block) if into_blocks else data)
 
 
-@pytest.mark.parametrize("block", [None, 5], ids=["NCHW", "from blocks of 5"])
-def test_a_bilinear_resize_mixes_each_output_rows_source_rows_once(rng, block):
+# (image, output size, antialias, the source rows each output row mixes): a segmentation head's
+# classes upsampled 8x; an image shrunk 4x with antialiasing, its stretched triangle reaching 4
+# source rows either side, a window of 9
+_RESIZED_ROWS = {"up": ((1, 10, 6, 7), (48, 56), 0, 2), "antialiased": ((1, 16, 96, 112), (24, 28), 1, 9)}
+
+
+@pytest.mark.parametrize("block", [None, 8], ids=["NCHW", "from blocks of 8"])
+@pytest.mark.parametrize("case", list(_RESIZED_ROWS))
+def test_a_bilinear_resize_mixes_each_output_rows_source_rows_once(rng, block, case):
     from compiler import te, topi
     from compiler.graph import default_schedule
     from compiler.graph.op import get_op
     from compiler.graph.ops.layout import to_blocks
     from compiler.target import Target
 
-    # A segmentation head's classes upsampled 8x (and, from blocks, written NCHW in the same
-    # kernel): each output row's two source rows are mixed once, inside the parallel loop over the
-    # output's rows, and each output pixel mixes two of those, not four pixels of the input.
+    # Each output row's source rows are mixed once, inside the parallel loop over the output's
+    # rows (and, from blocks, written NCHW in the same kernel), each output pixel mixing its
+    # pixels of those, not every pixel of the input; the tables of first pixels and weights are
+    # computed once, before.
+    (n, c, h, w), size, antialias, mixed = _RESIZED_ROWS[case]
     cpu = next(c for c in CPUS if "avx512f" in c.features)
-    shape = (1, 10, 6, 7) if block is None else (1, 2, 6, 7, block)
+    shape = (n, c, h, w) if block is None else (n, c // block + (c % block > 0), h, w, block)
+    plain = (n, shape[1] * (block or 1), h, w)
     with Target(cpu.target):
         x = te.placeholder(shape, name="x")
         layout = "NCHW" if block is None else f"NCHW{block}c"
-        (y,) = get_op("image.resize2d").compute([x], {"size": (48, 56), "layout": layout})
+        (y,) = get_op("image.resize2d").compute([x], {"size": size, "layout": layout, "antialias": antialias})
         if block is not None:
             (y,) = get_op("layout_transform").compute([y], {"src_layout": layout, "dst_layout": "NCHW"})
         s = default_schedule([y])
         text = str(compiler.lower(s, [x, y]))
         f = compiler.build(s, [x, y])
-    rows = text.index("T_resize2d_rows[")
-    parallel = text.index("in range(480) parallel:")  # 10 channels x 48 output rows
-    assert parallel < rows, text
-    assert text.count("x[") == 2, text  # the two source rows, each read once
+    parallel = text.index(f"in range({plain[1] * size[0]}) parallel:")  # channels x output rows
+    assert text.index("T_resize2d_yw[") < parallel < text.index("T_resize2d_rows["), text
+    assert text.count("x[") == mixed, text  # the source rows, each read once
     if cpu.runs_here():
-        data = rng.uniform(-1, 1, (1, 10, 6, 7)).astype("float32")
-        out = poisoned((1, 10, 48, 56), "float32")
+        data = rng.uniform(-1, 1, plain).astype("float32")
+        out = poisoned((*plain[:2], *size), "float32")
         f(data if block is None else to_blocks(data, block), out)
-        expected = topi.testing.resize2d_python(data, (48, 56))
+        expected = topi.testing.resize2d_python(data, size, antialias=bool(antialias))
         np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
 
 

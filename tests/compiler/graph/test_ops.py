@@ -217,6 +217,10 @@ CASES = [
               rounding_method="round_prefer_ceil"), "nearest-int"),
     Case("image.resize2d", [_f(1, 2, 5, 4)],
          dict(size=(7, 3), method="cubic", cubic_alpha=-0.75, cubic_exclude=1), "cubic"),
+    Case("image.resize2d", [_f(1, 2, 9, 8)],
+         dict(size=(4, 3), method="linear", antialias=1,
+              coordinate_transformation_mode="half_pixel_symmetric"),
+         "antialias"),
     # points beyond the image on every side: each padding mode reads outside it
     Case("image.grid_sample", [_f(2, 2, 3, 4), np.random.default_rng(12).uniform(-1.8, 1.8, (2, 2, 3, 5))
                                .astype("float32")],
@@ -331,6 +335,8 @@ BAD = [  # op, input types, attrs, what the message says
     ("image.resize2d", [((1, 1, 2, 2), F32)], dict(size=(4, 4), method="cubic", cubic_exclude=2),
      "cubic_exclude"),
     ("image.resize2d", [((1, 1, 2, 2), F32)], dict(size=(4, 0)), "at least 1"),
+    ("image.resize2d", [((1, 1, 2, 2), F32)], dict(size=(1, 1), method="nearest_neighbor", antialias=1),
+     "antialias takes method 'linear' or 'cubic'"),
     ("image.grid_sample", [((1, 1, 2, 2), F32), ((1, 2, 3, 3), F32)], dict(method="cubic"), "method must be"),
     ("image.grid_sample", [((1, 1, 2, 2), F32), ((1, 3, 3, 2), F32)], {}, r"grid \(N, 2, H_out, W_out\)"),
     ("image.grid_sample", [((1, 1, 2, 2), F32), ((1, 2, 3, 3), F32)], dict(padding_mode="wrap"),

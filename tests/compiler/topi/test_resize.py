@@ -56,6 +56,42 @@ def test_cubic(rng, mode, dtype, alpha, exclude):
                bicubic_exclude=exclude)
 
 
+@pytest.mark.parametrize("method", ["linear", "cubic"])
+@pytest.mark.parametrize("mode", ["half_pixel", "align_corners", "asymmetric", "half_pixel_symmetric"])
+@pytest.mark.parametrize("exclude", [0, 1])
+def test_antialias(rng, method, mode, exclude):
+    # down by 2.6 and 3, by a scale that is not output over input, up, and down on one axis only
+    for (h, w), size, scale in [((13, 9), (5, 3), None), ((7, 10), (3, 4), (0.45, 0.35)),
+                                ((4, 5), (7, 9), None), ((6, 12), (6, 5), None)]:
+        x = rng.uniform(-1, 1, (1, 2, h, w)).astype("float32")
+        _check(x, size, method=method, coordinate_transformation_mode=mode, scale=scale, antialias=True,
+               bicubic_alpha=-0.75, bicubic_exclude=exclude)
+
+
+def test_antialias_values_worked_out_by_hand():
+    # 0 1 2 3 halved: half pixel puts output 0 at source 0.5 and output 1 at 2.5; the triangle filter
+    # stretched to reach 2 pixels either side weighs the pixels 1.5 and 0.5 away 0.25 and 0.75
+    # (in halves of their sum); the pixel past the edge repeats the edge, or is left out
+    line = np.arange(4, dtype=np.float32).reshape(1, 1, 1, 4)
+    _check(line, (1, 2), np.array([[[[0.625, 2.375]]]], np.float32), method="linear", antialias=True)
+    _check(line, (1, 2), np.array([[[[1.25 / 1.75, 4.0 / 1.75]]]], np.float32), method="linear",
+           antialias=True, bicubic_exclude=1)
+    # growing, antialiasing changes nothing
+    x = np.array([[[[1.0, 3.0], [2.0, -1.0]]]], np.float32)
+    plain = topi.testing.resize2d_python(x, (3, 5), method="cubic", bicubic_alpha=-0.75)
+    _check(x, (3, 5), plain, method="cubic", antialias=True, bicubic_alpha=-0.75)
+
+
+def test_half_pixel_symmetric_keeps_the_centre_in_place():
+    # 4 pixels by a scale of 0.6 is 2.4, cut to 2: half pixel puts the outputs at 1/3 and 2, off
+    # the centre (1.5); half_pixel_symmetric shifts them by 4 / 2 * (1 - 2 / 2.4) = 1/3, to 2/3 and
+    # 7/3, either side of it
+    line = np.array([[[[0.0, 1.0, 2.0, 3.0]]]], np.float32)
+    _check(line, (1, 2), np.array([[[[1 / 3, 2.0]]]], np.float32), method="linear", scale=(1.0, 0.6))
+    _check(line, (1, 2), np.array([[[[2 / 3, 7 / 3]]]], np.float32), method="linear",
+           coordinate_transformation_mode="half_pixel_symmetric", scale=(1.0, 0.6))
+
+
 def test_cubic_computes_each_weight_once():
     """The lowered kernel divides once per coordinate and once per renormalised weight (four per
     axis), not wherever a coordinate or weight is used: in each of sixteen products."""
@@ -118,6 +154,7 @@ def test_integers_take_nearest_neighbour(rng):
     ({"rounding_method": "nearest"}, "rounding_method must be"),
     ({"layout": "NHWC"}, "layout must be 'NCHW'"),
     ({"scale": (0.0, 1.0)}, "scale must be"),
+    ({"method": "nearest_neighbor", "antialias": True}, "antialias takes the linear or cubic method"),
 ])
 def test_bad_arguments_are_clear(kwargs, match):
     X = te.placeholder((1, 1, 4, 4), name="X")
