@@ -4,6 +4,7 @@
 registered for its op type in :data:`CONVERTERS`. The converters live by family, each module
 registering its own on import: :mod:`.elementwise`, :mod:`.tensor` (constants, shapes, data
 movement), :mod:`.image` (``Resize``), :mod:`.nn` (convolutions, pools, matrix products),
+:mod:`.attention` (``Attention``),
 :mod:`.reduce` (softmax, normalisations, reductions), :mod:`.composed` (``Einsum``, the
 normalisations and pools written in catalog operators), :mod:`.indexing` (scans, scatters,
 ``OneHot``), :mod:`.recurrent` (``LSTM``, ``GRU``, ``RNN``, unrolled), :mod:`.quantize`
@@ -16,8 +17,20 @@ catalog operators through ``ctx.emit`` (:class:`~.importer.NodeContext`).
 
 from __future__ import annotations
 
-from . import composed, elementwise, image, indexing, nn, quantize, recurrent, reduce, tensor, vision
+from . import (
+    attention,
+    composed,
+    elementwise,
+    image,
+    indexing,
+    nn,
+    quantize,
+    recurrent,
+    reduce,
+    tensor,
+    vision,
+)
 from .importer import CONVERTERS, from_onnx, supported_ops
 
-__all__ = ["from_onnx", "CONVERTERS", "supported_ops", "composed", "elementwise", "image", "indexing", "nn",
-           "quantize", "recurrent", "reduce", "tensor", "vision"]
+__all__ = ["from_onnx", "CONVERTERS", "supported_ops", "attention", "composed", "elementwise", "image",
+           "indexing", "nn", "quantize", "recurrent", "reduce", "tensor", "vision"]

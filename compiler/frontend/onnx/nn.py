@@ -12,7 +12,7 @@ import numpy as np
 from ...graph import Value
 from .importer import NodeContext, converts, optional_input
 
-__all__ = ["as_2d", "ceil_windows", "spatial_rank", "window_attrs"]
+__all__ = ["as_2d", "ceil_windows", "matmul", "spatial_rank", "window_attrs"]
 
 # ---------------------------------------------------------------------------- convolution and pooling
 
@@ -251,7 +251,12 @@ def _gemm(ctx: NodeContext, ins, attrs):
 
 @converts("MatMul")
 def _matmul(ctx: NodeContext, ins, attrs):
-    a, b = ins
+    return matmul(ctx, *ins)
+
+
+def matmul(ctx: NodeContext, a: Value, b: Value) -> Value:
+    """ONNX's ``MatMul`` of ``a`` and ``b`` (numpy's rules): ``nn.dense`` where ``b`` is a 2-D
+    constant (a weight), else ``nn.batch_matmul`` over the broadcast batch."""
     if not a.shape or not b.shape:
         raise ctx.error(f"MatMul of a scalar (shapes {a.shape} and {b.shape})")
     # numpy's 1-D rules: a vector a is a row (dropped after), a vector b a column

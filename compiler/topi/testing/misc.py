@@ -12,8 +12,9 @@ def softmax_python(a_np, axis: int = -1):
     last axis), computed in float64 and returned in ``a_np``'s dtype."""
     x = np.asarray(a_np)
     wide = x.astype("float64")
-    e = np.exp(wide - wide.max(axis=axis, keepdims=True))
-    return (e / e.sum(axis=axis, keepdims=True)).astype(x.dtype)
+    with np.errstate(invalid="ignore"):  # a row all -inf (every key masked) is NaN, as computed
+        e = np.exp(wide - wide.max(axis=axis, keepdims=True))
+        return (e / e.sum(axis=axis, keepdims=True)).astype(x.dtype)
 
 
 def batch_matmul(x, y, out_dtype=None, trans_x: bool = False, trans_y: bool = True):
