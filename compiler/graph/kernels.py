@@ -272,7 +272,7 @@ def _relaid_in_tiles(outputs: list[te.Tensor]) -> Schedule | None:
         return None
     block, width = int(blocked.shape[-1].value), int(plain.shape[-1].value)
     channels, columns = transpose_rows(block), transpose_columns(width)
-    if channels is None or columns is None or columns < 2:  # a column alone is no transpose
+    if channels is None or columns is None:
         return None
     s = te.create_schedule(out.op)
     if into_blocks:
@@ -380,6 +380,9 @@ def _schedule_resized_rows(s: Schedule, outputs: list[te.Tensor]) -> bool:
     if len(outputs) != 1 or len(rows) != 1 or len(outputs[0].shape) not in (4, 5):
         return False
     (out,) = outputs
+    resized = next(st.op.output(0) for st in s.stages if st.op.name == "T_resize2d")
+    if not _same_image(resized, out):
+        return False  # the image reshaped after (a volume's slices): its rows are not the output's
     for stage in list(s.stages):
         op = stage.op
         if isinstance(op, ComputeOp) and op is not out.op and op not in rows \
@@ -399,6 +402,16 @@ def _schedule_resized_rows(s: Schedule, outputs: list[te.Tensor]) -> bool:
         s[out].parallel(row)
     s[rows[0]].compute_at(s[out], row)
     return True
+
+
+def _same_image(a: te.Tensor, b: te.Tensor) -> bool:
+    """Whether ``a`` and ``b`` (NCHW or channel-blocked) hold one image: the same batch, height,
+    width and channels, in either layout."""
+    sa, sb = ([int(d.value) for d in t.shape] for t in (a, b))
+    if len(sa) not in (4, 5) or len(sb) not in (4, 5):
+        return False
+    channels = [math.prod(sh[1:2] + sh[4:]) for sh in (sa, sb)]
+    return sa[0] == sb[0] and sa[2:4] == sb[2:4] and channels[0] == channels[1]
 
 
 def _fuse_vectorize(s: Schedule, t: te.Tensor) -> None:

@@ -223,7 +223,10 @@ def transpose_rows(block: int) -> int | None:
 
 def transpose_columns(width: int) -> int | None:
     """Output columns per transposed tile of a row ``width`` long: all of them up to
-    :data:`TRANSPOSE_TILE`, else the largest divisor from 4 to it; None where there is none."""
+    :data:`TRANSPOSE_TILE`, else the largest divisor from 4 to it; None where there is none, or
+    the row is one column (no transpose)."""
+    if width < 2:
+        return None
     if width <= TRANSPOSE_TILE:
         return width
     return next((r for r in range(TRANSPOSE_TILE, 3, -1) if width % r == 0), None)

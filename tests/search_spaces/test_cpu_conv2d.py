@@ -682,3 +682,13 @@ def test_a_block_of_all_filters_that_no_vector_divides_computes_the_convolution(
     task = create_task("conv2d_nchwc", args, cpu.target)
     configs = _covering(task.config_space, np.random.default_rng(1))
     each_config_computes_the_reference(cpu, task, configs, seed=8)
+
+
+@for_each_cpu
+def test_an_output_one_column_wide_is_unpacked_element_by_element(cpu):
+    # Three images whose 3x3 kernel at stride 2 leaves one output column: no transposed tile is
+    # one column wide, so the blocks unpack element by element (the space could not be defined).
+    task = create_task("conv2d_nchw", _conv(4, 3, 4, 3, stride=2, pad=0, N=3), cpu.target)
+    text = str(compiler.lower(*task.instantiate(task.config_space.default_config)))
+    assert "autotune_transpose', tvm_access_ptr('float32', conv2d_nchw" not in text
+    each_config_computes_the_reference(cpu, task, covering_pairs(list(task.config_space)), seed=9)

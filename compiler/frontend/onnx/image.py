@@ -1,4 +1,5 @@
-"""ONNX's ``Resize`` and ``Upsample``: ``image.resize2d`` on an NCHW image.
+"""ONNX's ``Resize`` and ``Upsample``: ``image.resize2d`` on an NCHW image, and twice (height and
+width, then depth) on an NCDHW volume.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ def _resize(ctx: NodeContext, ins, attrs):
     mode = "linear" if mode == "bilinear" else mode  # Upsample's older name
     if mode not in _RESIZE_METHODS:
         raise ctx.unsupported(f"mode={mode!r}")
-    if len(x.shape) != 4:
-        raise ctx.unsupported(f"a {len(x.shape)}-D input (an NCHW image is resized)")
+    if len(x.shape) not in (4, 5):
+        raise ctx.unsupported(f"a {len(x.shape)}-D input (an NCHW image or an NCDHW volume is resized)")
+    rank = len(x.shape)
     if ctx.op_type == "Upsample" or ctx.opset < 11:
         # Upsample and Resize-10: scales only (an attribute before opset 9), asymmetric coordinates,
         # nearest rounding down when enlarging and up when shrinking (ONNX Runtime's "simple")
@@ -43,7 +45,7 @@ def _resize(ctx: NodeContext, ins, attrs):
         scales = np.asarray(given)
         if ctx.op_type == "Upsample" and (scales < 1).any():
             raise ctx.error(f"Upsample's scales must be at least 1, got {scales.tolist()}")
-        return _resized(ctx, x, range(4), scales.reshape(-1), None, mode, "asymmetric", None)
+        return _resized(ctx, x, range(rank), scales.reshape(-1), None, mode, "asymmetric", None)
     coordinates = attrs.get("coordinate_transformation_mode", "half_pixel")
     if coordinates not in COORDINATE_MODES:
         raise ctx.unsupported(f"coordinate_transformation_mode={coordinates!r}")
@@ -56,7 +58,7 @@ def _resize(ctx: NodeContext, ins, attrs):
     rounding = attrs.get("nearest_mode", "round_prefer_floor")
     if rounding not in _NEAREST_MODES:
         raise ctx.unsupported(f"nearest_mode={rounding!r}")
-    axes = [ctx.axis(a, 4) for a in attrs.get("axes", range(4))]
+    axes = [ctx.axis(a, rank) for a in attrs.get("axes", range(rank))]
     scales = _resize_input(ctx, optional_input(ins, 2), "scales")
     sizes = _resize_input(ctx, optional_input(ins, 3), "sizes")
     filtering = {"cubic_alpha": float(attrs.get("cubic_coeff_a", -0.75)),
@@ -79,7 +81,7 @@ def _resized(ctx: NodeContext, x: Value, axes, scales, sizes, mode: str, coordin
     # Each axis's output size and the scale its coordinates divide by, in float32 as ONNX Runtime
     # computes them: from sizes, size / input; from scales, the scale as given, the size floor(input *
     # scale).
-    out, scale = list(x.shape), [np.float32(1.0)] * 4
+    out, scale = list(x.shape), [np.float32(1.0)] * len(x.shape)
     for a, g in zip(axes, given):
         if sizes is not None:
             out[a] = int(g)
@@ -101,7 +103,7 @@ def _resized(ctx: NodeContext, x: Value, axes, scales, sizes, mode: str, coordin
         return ctx.const(np.zeros(out, x.dtype))
     if tuple(out[:2]) != x.shape[:2] or scale[0] != 1 or scale[1] != 1:
         raise ctx.unsupported(f"resizing the batch or channel axis ({x.shape} to {tuple(out)})")
-    if tuple(out) == x.shape and scale[2] == scale[3] == 1:
+    if tuple(out) == x.shape and all(s == 1 for s in scale[2:]):
         return x
     method = _RESIZE_METHODS[mode]
     filtering = dict(filtering or {})
@@ -117,6 +119,26 @@ def _resized(ctx: NodeContext, x: Value, axes, scales, sizes, mode: str, coordin
             raise ctx.unsupported(f"nearest-neighbour scales {[float(s) for s in scale]} that enlarge one "
                                   "axis and shrink the other before opset 11")
         rounding = "floor" if directions == {True} else "ceil"
-    return ctx.emit("image.resize2d", [x], size=tuple(out[2:]), method=method,
-                    coordinate_transformation_mode=coordinates, rounding_method=rounding,
-                    scale=(float(scale[2]), float(scale[3])), **filtering)
+    attrs = {"method": method, "coordinate_transformation_mode": coordinates, "rounding_method": rounding,
+             **filtering}
+    if len(x.shape) == 4:
+        return ctx.emit("image.resize2d", [x], size=tuple(out[2:]), scale=(float(scale[2]), float(scale[3])),
+                        **attrs)
+    return _resized_volume(ctx, x, out, scale, attrs)
+
+
+def _resized_volume(ctx: NodeContext, x: Value, out: list, scale: list, attrs: dict) -> Value:
+    """An NCDHW volume resized as two images: each depth slice's height and width, then the depth
+    over the resized pixels (as one row of them, which keeps its size at scale 1, where every
+    coordinate mode maps it onto itself)."""
+    n, c, depth, h, w = x.shape
+    out_depth, out_h, out_w = out[2:]
+    pixels = ctx.reshape(x, (n, c * depth, h, w))
+    if (out_h, out_w) != (h, w) or scale[3] != 1 or scale[4] != 1:
+        pixels = ctx.emit("image.resize2d", [pixels], size=(out_h, out_w),
+                          scale=(float(scale[3]), float(scale[4])), **attrs)
+    volume = ctx.reshape(pixels, (n, c, depth, out_h * out_w))
+    if out_depth != depth or scale[2] != 1:
+        volume = ctx.emit("image.resize2d", [volume], size=(out_depth, out_h * out_w),
+                          scale=(float(scale[2]), 1.0), **attrs)
+    return ctx.reshape(volume, (n, c, out_depth, out_h, out_w))

@@ -52,11 +52,13 @@ def window_attrs(ctx: NodeContext, attrs, spatial: Sequence[int], kernel: Sequen
     return strides, dilations, pads
 
 
-def spatial_rank(ctx: NodeContext, x: Value, what: str) -> int:
-    """How many spatial axes ``x`` (N, C, ...) has: 1 or 2 (UnsupportedOperatorError otherwise)."""
+def spatial_rank(ctx: NodeContext, x: Value, what: str, most: int = 2) -> int:
+    """How many spatial axes ``x`` (N, C, ...) has: 1 to ``most`` (UnsupportedOperatorError
+    otherwise)."""
     nd = len(x.shape) - 2
-    if nd not in (1, 2):
-        raise ctx.unsupported(f"{nd}-D {what} (input shape {x.shape}; 1-D and 2-D are)")
+    if not 1 <= nd <= most:
+        covered = "1-D and 2-D are" if most == 2 else "1-D, 2-D and 3-D are"
+        raise ctx.unsupported(f"{nd}-D {what} (input shape {x.shape}; {covered})")
     return nd
 
 
@@ -70,11 +72,17 @@ def _convolution(ctx: NodeContext, ins, attrs, op: str, window) -> Value:
     dilations, pads, other window attributes)``, pads as ONNX lists them. A 1-D one runs over a
     height of 1; the bias is a ``nn.bias_add`` after it."""
     x, w, b = ins[0], ins[1], optional_input(ins, 2)
-    nd = spatial_rank(ctx, x, "convolution" if op == "nn.conv2d" else "transposed convolution")
+    nd = spatial_rank(ctx, x, "convolution" if op == "nn.conv2d" else "transposed convolution",
+                      most=3 if op == "nn.conv2d" else 2)
     kernel = w.shape[2:]
     if "kernel_shape" in attrs and tuple(attrs["kernel_shape"]) != kernel:
         raise ctx.error(f"kernel_shape {attrs['kernel_shape']} differs from the weight's {kernel}")
+    if len(w.shape) != len(x.shape):
+        raise ctx.error(f"the weight {w.shape} and the input {x.shape} differ in rank")
     strides, dilations, pads, other = window(x.shape[2:], kernel)
+    if nd == 3:
+        out = _conv3d(ctx, x, w, strides, dilations, pads, int(attrs.get("group", 1)))
+        return out if b is None else ctx.emit("nn.bias_add", [out, b], axis=1)
     if nd == 1:
         x = ctx.reshape(x, x.shape[:2] + (1,) + x.shape[2:])
         w = ctx.reshape(w, w.shape[:2] + (1,) + w.shape[2:])
@@ -87,6 +95,39 @@ def _convolution(ctx: NodeContext, ins, attrs, op: str, window) -> Value:
     if nd == 1:
         out = ctx.reshape(out, out.shape[:2] + out.shape[3:])
     return out
+
+
+def _conv3d(ctx: NodeContext, x: Value, w: Value, strides, dilations, pads, groups: int) -> Value:
+    """A 3-D convolution as one 2-D convolution (the one the templates tune): each output depth
+    is an image of the batch, whose channels are the input's channels at each of the kernel's
+    depth taps (the depth unfolded, as im2col does, for depth alone); the weight's depth taps
+    become channels alike."""
+    n, c, depth, h, wd = x.shape
+    f, c_group, taps = w.shape[:3]
+    if c != c_group * groups or f % groups:
+        raise ctx.error(f"{c} input channels and {f} filters do not split into {groups} groups of the "
+                        f"weight's {c_group} channels")
+    stride, dilation, before, after = strides[0], dilations[0], pads[0], pads[3]
+    span = depth + before + after - dilation * (taps - 1) - 1
+    if span < 0:
+        raise ctx.error(f"the kernel's depth {taps} (dilation {dilation}) exceeds the padded input's "
+                        f"{depth + before + after}")
+    out_depth = span // stride + 1
+    if before or after:
+        x = ctx.emit("nn.pad", [x], pad_width=((0, 0), (0, 0), (before, after), (0, 0), (0, 0)))
+    # (N, C, taps, out_depth, H, W): tap k of output depth o reads depth o * stride + k * dilation
+    slices = [ctx.reshape(ctx.emit("strided_slice", [x], begin=(0, 0, k * dilation, 0, 0),
+                                   end=(n, c, k * dilation + (out_depth - 1) * stride + 1, h, wd),
+                                   strides=(1, 1, stride, 1, 1)), (n, c, 1, out_depth, h, wd))
+              for k in range(taps)]
+    unfolded = slices[0] if taps == 1 else ctx.emit("concatenate", slices, axis=2)
+    images = ctx.emit("transpose", [unfolded], axes=(0, 3, 1, 2, 4, 5))
+    images = ctx.reshape(images, (n * out_depth, c * taps, h, wd))
+    weight = ctx.reshape(w, (f, c_group * taps, *w.shape[3:]))
+    out = ctx.emit("nn.conv2d", [images, weight], strides=tuple(strides[1:]),
+                   padding=(pads[1], pads[2], pads[4], pads[5]), dilation=tuple(dilations[1:]), groups=groups)
+    out = ctx.reshape(out, (n, out_depth, *out.shape[1:]))
+    return ctx.emit("transpose", [out], axes=(0, 2, 1, 3, 4))
 
 
 @converts("Conv")
@@ -170,17 +211,35 @@ def ceil_windows(ctx: NodeContext, spatial, kernel, strides, dilations, pads,
 @converts("MaxPool", "AveragePool")
 def _pool(ctx: NodeContext, ins, attrs):
     x = ins[0]
-    nd = spatial_rank(ctx, x, "pooling")
+    nd = spatial_rank(ctx, x, "pooling", most=3)
     if ctx.op_type == "MaxPool" and ctx.wants(1):
         raise ctx.unsupported("the Indices output")
     kernel = tuple(attrs["kernel_shape"])
     if len(kernel) != nd:
         raise ctx.error(f"kernel_shape {list(kernel)} must have {nd} entries")
     strides, dilations, pads = window_attrs(ctx, attrs, x.shape[2:], kernel)
+    window = {"ceil_mode": bool(attrs.get("ceil_mode", 0)),
+              "count_include_pad": bool(attrs.get("count_include_pad", 0))}
+    if nd < 3:
+        return _pooled(ctx, x, kernel, strides, dilations, pads, **window)
+    # A box is the product of its axes' windows, and so is the count an average divides by: pool
+    # height and width on each depth slice, then depth over the pooled pixels.
+    n, c, depth, h, w = x.shape
+    flat = _pooled(ctx, ctx.reshape(x, (n, c * depth, h, w)), kernel[1:], strides[1:], dilations[1:],
+                   pads[1:3] + pads[4:], **window)
+    ho, wo = flat.shape[2:]
+    deep = _pooled(ctx, ctx.reshape(flat, (n, c, depth, ho * wo)), (kernel[0], 1), (strides[0], 1),
+                   (dilations[0], 1), (pads[0], 0, pads[3], 0), **window)
+    return ctx.reshape(deep, (n, c, deep.shape[2], ho, wo))
+
+
+def _pooled(ctx: NodeContext, x: Value, kernel, strides, dilations, pads, ceil_mode: bool,
+            count_include_pad: bool) -> Value:
+    """A 1-D or 2-D MaxPool or AveragePool (the node's) of ``x`` with the windows given."""
+    nd = len(x.shape) - 2
     extra = {}
     if ctx.op_type == "AveragePool":
-        extra["count_include_pad"] = bool(attrs.get("count_include_pad", 0))
-    ceil_mode = bool(attrs.get("ceil_mode", 0))
+        extra["count_include_pad"] = count_include_pad
     if ceil_mode:
         pads, ceil_mode = ceil_windows(ctx, x.shape[2:], kernel, strides, dilations, pads,
                                         extra.get("count_include_pad", False))

@@ -9,7 +9,8 @@ nearest-neighbour rounding fall the same way:
 * ``pytorch_half_pixel``: the same, but 0 where the output axis has one pixel;
 * ``align_corners``: ``y * (in - 1) / (out - 1)`` (0 where the output axis has one pixel);
 * ``asymmetric``: ``y / scale``;
-* ``tf_half_pixel_for_nn``: ``(y + 0.5) / scale``;
+* ``tf_half_pixel_for_nn``: ``(y + 0.5) / scale``, but ``y`` where ``scale`` is 1 (an axis not
+  resized keeps its pixels, as ONNX Runtime and TensorFlow keep them);
 * ``half_pixel_symmetric``: ``half_pixel`` shifted so that the image's centre stays in place
   where ``scale`` is not output over input: by ``in / 2 * (1 - out / (scale * in))``.
 
@@ -113,7 +114,9 @@ def _source(i, n_in: int, n_out: int, scale: float, mode: str):
         f64 = "float64"
         wide = (y.astype(f64) + te.const(0.5, f64)) / te.const(float(np.float32(scale)), f64)
         return (te.const(offset, f64) + wide - te.const(0.5, f64)).astype(f32)
-    return (y + half) / s  # tf_half_pixel_for_nn
+    if float(np.float32(scale)) == 1:  # tf_half_pixel_for_nn, an axis not resized
+        return y
+    return (y + half) / s
 
 
 def _symmetric_offset(n_in: int, n_out: int, scale: float) -> float:

@@ -21,7 +21,7 @@ def _source(n_in: int, n_out: int, scale: float, mode: str) -> np.ndarray:
     if mode == "asymmetric":
         return y / s
     if mode == "tf_half_pixel_for_nn":
-        return (y + half) / s
+        return y if s == 1 else (y + half) / s
     if mode == "half_pixel_symmetric":
         offset = np.float32(n_in) / 2 * (1 - np.float32(n_out) / (s * np.float32(n_in)))
         return (np.float64(offset) + (y.astype(np.float64) + 0.5) / np.float64(s) - 0.5).astype(np.float32)

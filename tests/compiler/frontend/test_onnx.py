@@ -58,6 +58,25 @@ def test_conv(xshape, wshape, attrs, bias):
     assert ops["nn.conv2d"] == 1 and ops.get("nn.bias_add", 0) == bias
 
 
+@pytest.mark.parametrize("xshape, wshape, attrs", [
+    ((1, 3, 6, 9, 9), (4, 3, 3, 3, 3), {"pads": [1, 1, 1, 1, 1, 1]}),
+    ((2, 4, 7, 8, 6), (6, 4, 3, 1, 3), {"strides": [2, 1, 2], "pads": [1, 0, 0, 2, 0, 1]}),
+    ((1, 4, 5, 6, 6), (6, 2, 2, 3, 3), {"group": 2, "dilations": [2, 1, 2], "pads": [1, 1, 2, 0, 1, 2]}),
+    ((1, 3, 4, 7, 7), (8, 3, 1, 7, 7), {"strides": [1, 2, 2], "pads": [0, 3, 3, 0, 3, 3]}),  # a video stem
+    ((1, 2, 5, 6, 7), (3, 2, 3, 2, 2), {"auto_pad": "SAME_UPPER", "strides": [2, 2, 1]}),
+    ((3, 4, 6, 3, 3), (4, 4, 3, 3, 3), {"strides": [2, 2, 2]}),  # one output column per image
+])
+@pytest.mark.parametrize("bias", [False, True])
+def test_conv_3d(xshape, wshape, attrs, bias):
+    """A volume's convolution: one 2-D convolution of the depth slices (the batch) whose channels
+    are the input's at each depth tap."""
+    consts = {"w": rand(*wshape)}
+    if bias:
+        consts["b"] = rand(wshape[0])
+    graph = check_single("Conv", ["x", "w"] + (["b"] if bias else []), {"x": rand(*xshape)}, consts, **attrs)
+    assert graph.op_counts()["nn.conv2d"] == 1
+
+
 @pytest.mark.parametrize("opset", [13, 17])
 def test_batch_norm(opset):
     c = 5
@@ -224,6 +243,19 @@ def test_pool_ceil_mode_drops_a_last_window_in_the_padding(op, count_include_pad
     run_both(model, {"x": rand(1, 2, *size)})
 
 
+@pytest.mark.parametrize("op, attrs", [
+    ("MaxPool", {"kernel_shape": [3, 3, 3], "strides": [2, 2, 2], "pads": [1, 1, 1, 1, 1, 1]}),
+    ("MaxPool", {"kernel_shape": [1, 3, 2], "dilations": [1, 2, 1], "strides": [1, 2, 2], "ceil_mode": 1}),
+    ("AveragePool", {"kernel_shape": [2, 2, 2], "strides": [2, 2, 2], "ceil_mode": 1}),
+    ("AveragePool", {"kernel_shape": [3, 3, 3], "pads": [1, 0, 1, 0, 1, 1], "count_include_pad": 1}),
+    ("AveragePool", {"kernel_shape": [3, 2, 3], "strides": [2, 1, 2], "auto_pad": "SAME_LOWER"}),
+])
+def test_pools_3d(op, attrs):
+    """A volume's pool: height and width pooled on each depth slice, then the depth (a box and
+    the count an average divides by are products of their axes')."""
+    check_single(op, ["x"], {"x": rand(2, 3, 5, 7, 6)}, **attrs)
+
+
 def test_pool_1d():
     check_single("MaxPool", ["x"], {"x": rand(2, 3, 11)}, kernel_shape=[3], strides=[2], pads=[1, 1])
 
@@ -232,6 +264,7 @@ def test_pool_1d():
 def test_global_pools(op):
     graph = check_single(op, ["x"], {"x": rand(2, 3, 5, 7)})
     assert graph.op_counts() == ({"nn.global_avg_pool2d": 1} if op == "GlobalAveragePool" else {"max": 1})
+    check_single(op, ["x"], {"x": rand(2, 3, 4, 5, 3)})  # a volume
 
 
 # ---------------------------------------------------------------------------- shapes
@@ -585,6 +618,29 @@ def test_resize_to_a_size_keeping_the_aspect_ratio():
         from_onnx(make_model([node], x, {"z": np.array([4, 12], "int64")}, opset=18, check=False))
 
 
+@pytest.mark.parametrize("mode, attrs", [
+    ("nearest", {"coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}),
+    ("nearest", {"coordinate_transformation_mode": "tf_half_pixel_for_nn", "nearest_mode": "ceil"}),
+    ("linear", {"coordinate_transformation_mode": "align_corners"}),
+    ("linear", {}),
+])
+def test_resize_a_volume(mode, attrs):
+    """A 3-D U-Net's upsampling: height and width, then depth, each as an image is resized;
+    depth alone, height and width alone, and all three."""
+    for scales, resizes in (([1, 1, 2, 1, 1], 1), ([1, 1, 1, 0.5, 1.5], 1), ([1, 1, 2, 2, 2], 2)):
+        graph = check_single("Resize", ["x", "", "s"], {"x": rand(1, 2, 3, 4, 5)},
+                             {"s": np.array(scales, "float32")}, mode=mode, **attrs)
+        assert graph.op_counts()["image.resize2d"] == resizes
+
+
+def test_tf_half_pixel_for_nn_keeps_an_axis_not_resized():
+    """Half a pixel on, then divided by the scale: at scale 1, the pixels themselves (ONNX
+    Runtime's rule, and TensorFlow's)."""
+    for mode in ("nearest", "linear", "cubic"):
+        check_resize((1, 2, 4, 5), [1, 1, 2, 1], None, mode=mode,
+                     coordinate_transformation_mode="tf_half_pixel_for_nn", nearest_mode="ceil")
+
+
 def test_resize_to_no_pixel_is_an_empty_image():
     x = {"x": rand(1, 2, 4, 5)}
     scales = {"s": np.array([1, 1, 0.1, 1], "float32")}
@@ -880,8 +936,10 @@ def test_unsupported_domain():
 
 
 @pytest.mark.parametrize("op, inputs, feeds, consts, outputs, attrs, message", [
-    ("Conv", ["x", "w"], {"x": rand(1, 2, 3, 4, 5)}, {"w": rand(2, 2, 1, 1, 1)}, ["y"], {},
-     "3-D convolution"),
+    ("Conv", ["x", "w"], {"x": rand(1, 2, 3, 4, 5, 2)}, {"w": rand(2, 2, 1, 1, 1, 1)}, ["y"], {},
+     "4-D convolution"),
+    ("ConvTranspose", ["x", "w"], {"x": rand(1, 2, 3, 4, 5)}, {"w": rand(2, 2, 1, 1, 1)}, ["y"], {},
+     "3-D transposed convolution"),
     ("Conv", ["x", "w"], {"x": rand(1, 2, 4, 5)}, {"w": rand(2, 2, 1, 1)}, ["y"], {"auto_pad": "SAME_MIDDLE"},
      "auto_pad='SAME_MIDDLE'"),
     ("MaxPool", ["x"], {"x": rand(1, 2, 4, 4)}, {}, ["y", "idx"], {"kernel_shape": [2, 2]}, "Indices output"),
