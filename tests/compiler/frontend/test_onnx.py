@@ -477,9 +477,16 @@ def test_group_normalization(opset, groups, per):
     ((1, 3, 4, 5), (3, 2, 3, 3), {"strides": [2, 2], "auto_pad": "SAME_UPPER"}),
     ((1, 3, 4, 5), (3, 2, 4, 4), {"strides": [3, 2], "auto_pad": "SAME_LOWER"}),
     ((1, 3, 7), (3, 4, 3), {"strides": [2], "pads": [1, 0]}),  # 1-D
+    ((1, 4, 3, 4, 5), (4, 3, 2, 2, 2), {"strides": [2, 2, 2]}),  # a 3-D U-Net's up-step
+    ((2, 4, 3, 3, 4), (4, 2, 3, 3, 2), {"strides": [2, 1, 2], "dilations": [2, 1, 1], "group": 2,
+                                        "pads": [1, 0, 1, 2, 1, 0], "output_padding": [1, 0, 1]}),
+    ((1, 2, 3, 4, 3), (2, 3, 3, 3, 3), {"strides": [2, 2, 1], "auto_pad": "SAME_LOWER"}),
+    ((1, 2, 3, 4, 3), (2, 3, 3, 2, 3), {"strides": [3, 2, 2], "output_shape": [8, 8, 6]}),
 ])
 @pytest.mark.parametrize("bias", [True, False])
 def test_conv_transpose(xshape, wshape, attrs, bias):
+    """A 3-D one is one 2-D transposed convolution of the depth slices of the input spread by the
+    depth stride, their channels the input's at each depth tap."""
     consts = {"w": rand(*wshape)}
     if bias:
         consts["b"] = rand(wshape[1] * attrs.get("group", 1))
@@ -938,8 +945,8 @@ def test_unsupported_domain():
 @pytest.mark.parametrize("op, inputs, feeds, consts, outputs, attrs, message", [
     ("Conv", ["x", "w"], {"x": rand(1, 2, 3, 4, 5, 2)}, {"w": rand(2, 2, 1, 1, 1, 1)}, ["y"], {},
      "4-D convolution"),
-    ("ConvTranspose", ["x", "w"], {"x": rand(1, 2, 3, 4, 5)}, {"w": rand(2, 2, 1, 1, 1)}, ["y"], {},
-     "3-D transposed convolution"),
+    ("ConvTranspose", ["x", "w"], {"x": rand(1, 2, 3, 4, 5, 2)}, {"w": rand(2, 2, 1, 1, 1, 1)}, ["y"], {},
+     "4-D transposed convolution"),
     ("Conv", ["x", "w"], {"x": rand(1, 2, 4, 5)}, {"w": rand(2, 2, 1, 1)}, ["y"], {"auto_pad": "SAME_MIDDLE"},
      "auto_pad='SAME_MIDDLE'"),
     ("MaxPool", ["x"], {"x": rand(1, 2, 4, 4)}, {}, ["y", "idx"], {"kernel_shape": [2, 2]}, "Indices output"),
