@@ -4,7 +4,7 @@
 registered for its op type in :data:`CONVERTERS`. The converters live by family, each module
 registering its own on import: :mod:`.elementwise`, :mod:`.tensor` (constants, shapes, data
 movement), :mod:`.image` (``Resize``), :mod:`.nn` (convolutions, pools, matrix products),
-:mod:`.attention` (``Attention``),
+:mod:`.attention` (``Attention``), :mod:`.spectral` (``DFT``, ``STFT``, the windows),
 :mod:`.reduce` (softmax, normalisations, reductions), :mod:`.composed` (``Einsum``, the
 normalisations and pools written in catalog operators), :mod:`.indexing` (scans, scatters,
 ``OneHot``), :mod:`.recurrent` (``LSTM``, ``GRU``, ``RNN``, unrolled), :mod:`.quantize`
@@ -27,10 +27,11 @@ from . import (
     quantize,
     recurrent,
     reduce,
+    spectral,
     tensor,
     vision,
 )
 from .importer import CONVERTERS, from_onnx, supported_ops
 
 __all__ = ["from_onnx", "CONVERTERS", "supported_ops", "attention", "composed", "elementwise", "image",
-           "indexing", "nn", "quantize", "recurrent", "reduce", "tensor", "vision"]
+           "indexing", "nn", "quantize", "recurrent", "reduce", "spectral", "tensor", "vision"]

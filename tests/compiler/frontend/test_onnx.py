@@ -600,15 +600,15 @@ def test_resize_before_opset_11(op, opset, mode, scales):
 def test_resize_antialias(mode, coordinates):
     """Opset 18's antialiasing (torchvision's antialiased resize exports it): down by odd factors
     and by scales, to one pixel, up, the pixels past the edge repeated or left out."""
-    for shape, scales, sizes in [((1, 2, 13, 9), None, [5, 3]), ((1, 3, 8, 12), [0.45, 0.3], None),
-                                 ((1, 1, 5, 6), None, [1, 1]), ((1, 2, 4, 5), [1.5, 2.0], None)]:
-        for exclude in (0, 1):
-            if sizes is None:
-                inputs, consts = ["x", "", "s"], {"s": np.array(scales, "float32")}
-            else:
-                inputs, consts = ["x", "", "", "z"], {"z": np.array(sizes, "int64")}
-            check_single("Resize", inputs, {"x": rand(*shape)}, consts, opset=18, mode=mode, antialias=1,
-                         axes=[2, 3], coordinate_transformation_mode=coordinates, exclude_outside=exclude)
+    cases = [((1, 2, 13, 9), None, [5, 3], 0), ((1, 3, 8, 12), [0.45, 0.3], None, 1),
+             ((1, 1, 5, 6), None, [1, 1], 1), ((1, 2, 4, 5), [1.5, 2.0], None, 0)]
+    for shape, scales, sizes, exclude in cases:
+        if sizes is None:
+            inputs, consts = ["x", "", "s"], {"s": np.array(scales, "float32")}
+        else:
+            inputs, consts = ["x", "", "", "z"], {"z": np.array(sizes, "int64")}
+        check_single("Resize", inputs, {"x": rand(*shape)}, consts, opset=18, mode=mode, antialias=1,
+                     axes=[2, 3], coordinate_transformation_mode=coordinates, exclude_outside=exclude)
 
 
 def test_resize_to_a_size_keeping_the_aspect_ratio():
@@ -625,19 +625,20 @@ def test_resize_to_a_size_keeping_the_aspect_ratio():
         from_onnx(make_model([node], x, {"z": np.array([4, 12], "int64")}, opset=18, check=False))
 
 
-@pytest.mark.parametrize("mode, attrs", [
-    ("nearest", {"coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}),
-    ("nearest", {"coordinate_transformation_mode": "tf_half_pixel_for_nn", "nearest_mode": "ceil"}),
-    ("linear", {"coordinate_transformation_mode": "align_corners"}),
-    ("linear", {}),
+@pytest.mark.parametrize("mode, attrs, scales, resizes", [
+    ("nearest", {"coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"},
+     [1, 1, 2, 2, 2], 2),
+    ("nearest", {"coordinate_transformation_mode": "tf_half_pixel_for_nn", "nearest_mode": "ceil"},
+     [1, 1, 2, 1, 1], 1),
+    ("linear", {"coordinate_transformation_mode": "align_corners"}, [1, 1, 1, 0.5, 1.5], 1),
+    ("linear", {}, [1, 1, 2, 2, 2], 2),
 ])
-def test_resize_a_volume(mode, attrs):
+def test_resize_a_volume(mode, attrs, scales, resizes):
     """A 3-D U-Net's upsampling: height and width, then depth, each as an image is resized;
     depth alone, height and width alone, and all three."""
-    for scales, resizes in (([1, 1, 2, 1, 1], 1), ([1, 1, 1, 0.5, 1.5], 1), ([1, 1, 2, 2, 2], 2)):
-        graph = check_single("Resize", ["x", "", "s"], {"x": rand(1, 2, 3, 4, 5)},
-                             {"s": np.array(scales, "float32")}, mode=mode, **attrs)
-        assert graph.op_counts()["image.resize2d"] == resizes
+    graph = check_single("Resize", ["x", "", "s"], {"x": rand(1, 2, 3, 4, 5)},
+                         {"s": np.array(scales, "float32")}, mode=mode, **attrs)
+    assert graph.op_counts()["image.resize2d"] == resizes
 
 
 def test_tf_half_pixel_for_nn_keeps_an_axis_not_resized():
