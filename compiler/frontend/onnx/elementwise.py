@@ -203,6 +203,23 @@ def _logical(ctx: NodeContext, ins, attrs):
     return ctx.emit("where", [a, ctx.const(np.array(True)), b])
 
 
+_BITWISE = {"BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor"}
+
+
+@converts(*_BITWISE, "BitwiseNot", "BitShift")
+def _bitwise(ctx: NodeContext, ins, attrs):
+    """Opset 18's bitwise operators and opset 11's ``BitShift`` (``direction`` ``"LEFT"`` or
+    ``"RIGHT"``; a shift by the width or more gives 0, where hardware leaves it undefined)."""
+    if ctx.op_type == "BitwiseNot":
+        return ctx.emit("bitwise_not", ins[:1])
+    if ctx.op_type != "BitShift":
+        return ctx.emit(_BITWISE[ctx.op_type], ins[:2])
+    direction = attrs.get("direction")
+    if direction not in ("LEFT", "RIGHT"):
+        raise ctx.error(f"direction must be 'LEFT' or 'RIGHT', got {direction!r}")
+    return ctx.emit("left_shift" if direction == "LEFT" else "right_shift", ins[:2])
+
+
 @converts("Where")
 def _where(ctx: NodeContext, ins, attrs):
     return ctx.emit("where", ins[:3])

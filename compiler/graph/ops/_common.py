@@ -39,6 +39,12 @@ def floating(op: str, t: TensorType, what: str = "the input") -> None:
         raise fail(op, f"{what} must be a float tensor, got {t.dtype}")
 
 
+def integer(op: str, t: TensorType, what: str = "the input") -> None:
+    """GraphError unless ``t`` holds integers."""
+    if not dtypes.is_int(t.dtype):
+        raise fail(op, f"{what} must be an integer tensor, got {t.dtype}")
+
+
 def same_dtype(op: str, types: list[TensorType], what: str = "the inputs") -> str:
     """The dtype every type in ``types`` shares (GraphError if they differ)."""
     kinds = {t.dtype for t in types}

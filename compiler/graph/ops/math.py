@@ -22,6 +22,7 @@ from ._common import (
     broadcast_shape,
     fail,
     floating,
+    integer,
     numeric,
     same_dtype,
     shape_of,
@@ -34,13 +35,13 @@ __all__ = ["UNARY_OPS", "BINARY_OPS", "COMPARISON_OPS"]
 
 
 def _unary(name: str, ref: Callable, expr: Callable, *, float_only: bool, doc: str,
-           check: Callable | None = None) -> OpDef:
+           check: Callable | None = None, integer_only: bool = False) -> OpDef:
     """An elementwise operator: ``ref(array, attrs)`` in numpy (float64 for floats) and
     ``expr(value, attrs)`` on one element; ``check(attrs)`` validates the attributes."""
 
     def infer(types: list[TensorType], attrs) -> list[TensorType]:
         arity(name, types, 1)
-        (floating if float_only else numeric)(name, types[0])
+        (floating if float_only else integer if integer_only else numeric)(name, types[0])
         if check is not None:
             check(attrs)
         return [types[0]]
@@ -216,6 +217,8 @@ UNARY_OPS = {
 
 for _name, (_ref, _expr, _float_only) in UNARY_OPS.items():
     _unary(_name, _ref, _expr, float_only=_float_only, doc=f"Elementwise {_name}.")
+_unary("bitwise_not", lambda x, a: np.invert(x), lambda v, a: ~v, float_only=False, integer_only=True,
+       doc="Elementwise bitwise not of an integer tensor.")
 _activation_op("sigmoid", "sigmoid", "elementwise sigmoid")
 _unary("nn.gelu", lambda x, a: _gelu_activation(a).numpy(x), lambda v, a: _gelu_activation(a).expr(v),
        float_only=True, check=_gelu_mode,
@@ -250,14 +253,15 @@ def _binary(name: str, ref: Callable, expr: Callable, *, kind: str, out_dtype: s
             doc: str) -> OpDef:
     """A binary operator with numpy broadcasting over inputs of one dtype.
 
-    ``kind`` says which dtypes it takes: ``"float"``, ``"numeric"`` (not bool) or ``"any"``;
+    ``kind`` says which dtypes it takes: ``"float"``, ``"integer"``, ``"numeric"`` (not bool) or
+    ``"any"``;
     ``out_dtype`` is the result's (the inputs' by default)."""
 
     def infer(types, attrs):
         arity(name, types, 2)
         dtype = same_dtype(name, types)
         if kind != "any":
-            (floating if kind == "float" else numeric)(name, types[0], "the inputs")
+            {"float": floating, "integer": integer, "numeric": numeric}[kind](name, types[0], "the inputs")
         shape = broadcast_shape(name, [t.shape for t in types])
         return [TensorType(shape, out_dtype or dtype)]
 
@@ -295,6 +299,31 @@ def _fmod_expr(a, b):
     return te.fmod(a, b) if dtypes.is_float(a.dtype) else te.truncmod(a, b)
 
 
+def _shift_ref(left: bool):
+    """numpy's shift, but by the width or more: 0, or for a signed right shift the sign."""
+    def ref(a, b):
+        width = a.dtype.itemsize * 8
+        count = np.minimum(b, width - 1)
+        if left:
+            return np.where(b < width, np.left_shift(a, count), 0)
+        return np.where((b < width) | (a < 0), np.right_shift(a, count), 0)
+    return ref
+
+
+def _shift_expr(left: bool):
+    """A shift whose count is the width or more gives what :func:`_shift_ref` gives (a machine's
+    shift by that much is undefined)."""
+    def expr(a, b):
+        width = dtypes.bits(a.dtype)
+        inside = b < te.const(width, b.dtype)
+        if left:
+            return te.if_then_else(inside, a << b, te.const(0, a.dtype))
+        count = te.min(b, te.const(width - 1, b.dtype))  # a signed value shifted out is its sign
+        beyond = te.const(0, a.dtype) if dtypes.is_uint(a.dtype) else a >> count
+        return te.if_then_else(inside, a >> b, beyond)
+    return expr
+
+
 BINARY_OPS = {
     "add": (np.add, lambda a, b: a + b, "numeric"),
     "subtract": (np.subtract, lambda a, b: a - b, "numeric"),
@@ -306,6 +335,12 @@ BINARY_OPS = {
     # the remainder with the divisor's sign (numpy's mod, Python's %), and with the dividend's (C's fmod)
     "mod": (np.mod, te.floormod, "numeric"),
     "fmod": (np.fmod, _fmod_expr, "numeric"),
+    # TVM's names; right shifts are arithmetic on signed integers
+    "bitwise_and": (np.bitwise_and, lambda a, b: a & b, "integer"),
+    "bitwise_or": (np.bitwise_or, lambda a, b: a | b, "integer"),
+    "bitwise_xor": (np.bitwise_xor, lambda a, b: a ^ b, "integer"),
+    "left_shift": (_shift_ref(True), _shift_expr(True), "integer"),
+    "right_shift": (_shift_ref(False), _shift_expr(False), "integer"),
 }
 
 COMPARISON_OPS = {

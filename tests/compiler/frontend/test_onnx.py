@@ -162,6 +162,23 @@ def test_mod_of_model_inputs(dtype, fmod, element):
     assert graph.op_counts() == {"fmod" if fmod else "mod": 1}
 
 
+@pytest.mark.parametrize("op, attrs, dtype", [
+    ("BitwiseAnd", {}, "int32"), ("BitwiseOr", {}, "uint8"), ("BitwiseXor", {}, "int64"),
+    ("BitwiseNot", {}, "int8"),
+    ("BitShift", {"direction": "LEFT"}, "uint32"), ("BitShift", {"direction": "RIGHT"}, "uint8"),
+])
+def test_bitwise(op, attrs, dtype):
+    """Opset 18's bitwise operators and BitShift (unsigned; the counts within the width, where
+    ONNX Runtime's shift is defined)."""
+    info = np.iinfo(dtype)
+    a = RNG.integers(info.min, int(info.max) + 1, (3, 4), dtype=np.int64).astype(dtype)
+    high = info.bits if op == "BitShift" else int(info.max) + 1
+    feeds = {"a": a} if op == "BitwiseNot" else {"a": a, "b": RNG.integers(0, high, (1, 4)).astype(dtype)}
+    element = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    graph = check_single(op, list(feeds), feeds, outputs=[("y", element)], opset=18, **attrs)
+    assert len(graph.nodes) == 1
+
+
 def test_mod_of_floats_needs_fmod():
     model = single("Mod", ["a", "b"], {"a": rand(3), "b": rand(3)})
     with pytest.raises(GraphError, match="fmod=0 on floating-point inputs"):
