@@ -1,4 +1,5 @@
-"""ONNX's ``Attention`` (opsets 23 and 24; what torch's exporter writes for
+"""ONNX's transformer operators of opset 23: ``RotaryEmbedding`` (at the end of this module),
+and ``Attention`` (opsets 23 and 24; what torch's exporter writes for
 ``scaled_dot_product_attention`` from opset 23), written out as the operators an explicit export
 has: the scaled ``Q @ K^T`` (``nn.batch_matmul``), the mask added, ``nn.softmax``, and the product
 with ``V``, so that the graph's passes fuse and tune it as they do attention exported at earlier
@@ -186,3 +187,58 @@ def _may_mask_a_whole_row(bias: Value) -> bool:
     """Whether some query may see no key: always possible for a bias the model computes; for a
     constant one, whether a row is all -inf."""
     return not bias.is_constant or bool(np.isneginf(bias.data.max(axis=-1)).any())
+
+
+# ---------------------------------------------------------------------------- RotaryEmbedding
+
+
+@converts("RotaryEmbedding")
+def _rotary_embedding(ctx: NodeContext, ins, attrs):
+    """Each head's first ``rotary_embedding_dim`` features (all by default) rotated in pairs, the
+    first half with the second (or, ``interleaved``, even with odd features) by the angles whose
+    cosines and sines the caches hold per position (``position_ids`` picking their rows)."""
+    x, cos, sin, positions = ins[0], ins[1], ins[2], optional_input(ins, 3)
+    if not dtypes.is_float(x.dtype):
+        raise ctx.unsupported(f"an input of dtype {x.dtype} (a float type is needed)")
+    if len(x.shape) == 4:
+        batch, heads, length, head = x.shape
+        x = ctx.emit("transpose", [x], axes=(0, 2, 1, 3))  # (batch, length, heads, head)
+    elif len(x.shape) == 3:
+        heads = int(attrs.get("num_heads", 0))
+        batch, length, width = x.shape
+        if heads < 1 or width % heads:
+            raise ctx.error(f"a 3-D input's width {width} must split into num_heads={heads} heads")
+        head = width // heads
+        x = ctx.reshape(x, (batch, length, heads, head))
+    else:
+        raise ctx.error(f"the input must be 3-D or 4-D, got shape {x.shape}")
+    rotated = int(attrs.get("rotary_embedding_dim", 0)) or head
+    if rotated % 2 or rotated > head:
+        raise ctx.error(f"rotary_embedding_dim {rotated} must be even and at most the head size {head}")
+    half = rotated // 2
+    if positions is not None:
+        cos, sin = (ctx.emit("take", [c, positions], axis=0) for c in (cos, sin))
+    for name, c in (("cos_cache", cos), ("sin_cache", sin)):
+        if c.shape != (batch, length, half):
+            raise ctx.error(f"{name} gives {c.shape} per batch and position; ({batch}, {length}, {half}) "
+                            "needed")
+    cos, sin = (ctx.cast(ctx.reshape(c, (batch, length, 1, half)), x.dtype) for c in (cos, sin))
+
+    def part(start: int, stop: int, step: int = 1) -> Value:
+        return ctx.emit("strided_slice", [x], begin=(0, 0, 0, start), end=(batch, length, heads, stop),
+                        strides=(1, 1, 1, step))
+
+    first, second = (part(0, rotated, 2), part(1, rotated, 2)) if attrs.get("interleaved", 0) else \
+        (part(0, half), part(half, rotated))
+    real = ctx.emit("subtract", [ctx.emit("multiply", [cos, first]), ctx.emit("multiply", [sin, second])])
+    imag = ctx.emit("add", [ctx.emit("multiply", [sin, first]), ctx.emit("multiply", [cos, second])])
+    if attrs.get("interleaved", 0):
+        pairs = [ctx.reshape(v, (batch, length, heads, half, 1)) for v in (real, imag)]
+        out = ctx.reshape(ctx.emit("concatenate", pairs, axis=4), (batch, length, heads, rotated))
+    else:
+        out = ctx.emit("concatenate", [real, imag], axis=3)
+    if rotated < head:
+        out = ctx.emit("concatenate", [out, part(rotated, head)], axis=3)
+    if len(ins[0].shape) == 3:
+        return ctx.reshape(out, ins[0].shape)
+    return ctx.emit("transpose", [out], axes=(0, 2, 1, 3))

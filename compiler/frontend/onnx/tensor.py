@@ -301,6 +301,36 @@ def _padded_positions(positions: np.ndarray, n: int, mode: str) -> np.ndarray:
     return np.where(folded < n, folded, period - folded).astype("int64")
 
 
+@converts("CenterCropPad")
+def _center_crop_pad(ctx: NodeContext, ins, attrs):
+    """Each of ``axes`` (all by default) cut or zero-padded to its size in ``shape``, centred (an
+    odd difference: its extra element at the end)."""
+    x = ins[0]
+    ndim = len(x.shape)
+    axes = [ctx.axis(a, ndim) for a in attrs.get("axes", range(ndim))]
+    sizes = ctx.ints(ins[1], "shape")
+    if len(sizes) != len(axes):
+        raise ctx.error(f"shape {sizes} must have one size per axis of {axes}")
+    begin, end, pads, out = [0] * ndim, list(x.shape), [(0, 0)] * ndim, list(x.shape)
+    for a, size in zip(axes, sizes):
+        if size < 0:
+            raise ctx.error(f"shape {sizes} holds a negative size")
+        out[a] = size
+        if size < x.shape[a]:
+            begin[a] = (x.shape[a] - size) // 2
+            end[a] = begin[a] + size
+        elif size > x.shape[a]:
+            before = (size - x.shape[a]) // 2
+            pads[a] = (before, size - x.shape[a] - before)
+    if 0 in out:
+        return ctx.const(np.zeros(out, x.dtype))
+    if tuple(begin) != (0,) * ndim or tuple(end) != x.shape:
+        x = ctx.emit("strided_slice", [x], begin=tuple(begin), end=tuple(end))
+    if any(p != (0, 0) for p in pads):
+        x = ctx.emit("nn.pad", [x], pad_width=tuple(pads))
+    return x
+
+
 @converts("DepthToSpace", "SpaceToDepth")
 def _depth_space(ctx: NodeContext, ins, attrs):
     """Channels moved into blocks of pixels, or back: a reshape, a transpose and a reshape."""

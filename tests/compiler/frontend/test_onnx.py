@@ -483,6 +483,17 @@ def test_group_normalization(opset, groups, per):
     run_both(model, {"x": x})
 
 
+@pytest.mark.parametrize("shape, target, axes", [
+    ((3, 8, 7), [5, 10], [1, 2]),  # cut by an odd 3 (the extra at the end), padded by an odd 3
+    ((2, 6, 6), [6, 2, 9], None),  # every axis: kept, cut, padded
+    ((4, 5), [8], [-2]),
+])
+def test_center_crop_pad(shape, target, axes):
+    attrs = {} if axes is None else {"axes": axes}
+    check_single("CenterCropPad", ["x", "t"], {"x": rand(*shape)}, {"t": np.array(target, "int64")}, opset=18,
+                 **attrs)
+
+
 # ---------------------------------------------------------------------------- ConvTranspose
 
 

@@ -133,3 +133,24 @@ def test_malformed_attention_is_named(feeds, attrs, error, match):
     model, _ = _attention(feeds, check=False, **attrs)
     with pytest.raises(error, match=match):
         from_onnx(model)
+
+
+@pytest.mark.parametrize("attrs, three_d, positions", [
+    ({}, False, False),  # the halves rotated, caches per batch and position
+    ({"interleaved": 1}, False, True),  # even with odd features, cache rows by position ids
+    ({"rotary_embedding_dim": 4, "num_heads": 3}, True, True),  # a part of each head, 3-D
+])
+def test_rotary_embedding(attrs, three_d, positions):
+    """Opset 23's RotaryEmbedding: a head's features rotated in pairs by the angles of its
+    position."""
+    x = rand(2, 5, 3 * 8) if three_d else rand(2, 3, 5, 8)
+    half = attrs.get("rotary_embedding_dim", 8) // 2
+    feeds, inputs = {"x": x}, ["x", "cos", "sin"]
+    if positions:
+        consts = {"cos": rand(9, half), "sin": rand(9, half)}
+        feeds["positions"] = RNG.integers(0, 9, (2, 5)).astype("int64")
+        inputs.append("positions")
+    else:
+        consts = {"cos": rand(2, 5, half), "sin": rand(2, 5, half)}
+    model = make_model([helper.make_node("RotaryEmbedding", inputs, ["y"], **attrs)], feeds, consts, opset=23)
+    run_both(model, feeds)
