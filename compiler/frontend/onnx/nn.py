@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ... import dtypes
 from ...graph import Value
 from .importer import NodeContext, converts, optional_input
 
@@ -269,8 +270,9 @@ def ceil_windows(ctx: NodeContext, spatial, kernel, strides, dilations, pads,
 def _pool(ctx: NodeContext, ins, attrs):
     x = ins[0]
     nd = spatial_rank(ctx, x, "pooling", most=3)
-    if ctx.op_type == "MaxPool" and ctx.wants(1):
-        raise ctx.unsupported("the Indices output")
+    indices = ctx.op_type == "MaxPool" and ctx.wants(1)
+    if indices and nd == 3:
+        raise ctx.unsupported("the Indices output of a 3-D MaxPool")
     kernel = tuple(attrs["kernel_shape"])
     if len(kernel) != nd:
         raise ctx.error(f"kernel_shape {list(kernel)} must have {nd} entries")
@@ -278,7 +280,11 @@ def _pool(ctx: NodeContext, ins, attrs):
     window = {"ceil_mode": bool(attrs.get("ceil_mode", 0)),
               "count_include_pad": bool(attrs.get("count_include_pad", 0))}
     if nd < 3:
-        return _pooled(ctx, x, kernel, strides, dilations, pads, **window)
+        out = _pooled(ctx, x, kernel, strides, dilations, pads, **window)
+        if not indices:
+            return out
+        return out, _argmax_indices(ctx, x, out, kernel, strides, dilations, pads,
+                                    int(attrs.get("storage_order", 0)))
     # A box is the product of its axes' windows, and so is the count an average divides by: pool
     # height and width on each depth slice, then depth over the pooled pixels.
     n, c, depth, h, w = x.shape
@@ -288,6 +294,108 @@ def _pool(ctx: NodeContext, ins, attrs):
     deep = _pooled(ctx, ctx.reshape(flat, (n, c, depth, ho * wo)), (kernel[0], 1), (strides[0], 1),
                    (dilations[0], 1), (pads[0], 0, pads[3], 0), **window)
     return ctx.reshape(deep, (n, c, deep.shape[2], ho, wo))
+
+
+def _argmax_indices(ctx: NodeContext, x: Value, pooled: Value, kernel, strides, dilations, pads,
+                    storage_order: int) -> Value:
+    """MaxPool's Indices: where in ``x`` each window's maximum (``pooled``) lies, as a flat int64
+    index into ``x`` (rows of each plane in turn; with ``storage_order`` 1, columns), the first
+    of equal ones in the window's order. Each tap of the window is a strided view of ``x`` (its
+    padding -inf) and of a constant plane of flat indices (its padding past every index); the
+    least index among the taps holding the maximum is the first of them."""
+    nd = len(x.shape) - 2
+    if nd == 1:  # a row of height 1
+        x, pooled = (ctx.reshape(v, v.shape[:2] + (1,) + v.shape[2:]) for v in (x, pooled))
+        kernel, strides, dilations = (1, *kernel), (1, *strides), (1, *dilations)
+        pads = (0, pads[0], 0, pads[1])
+    n, c, h, w = x.shape
+    out_h, out_w = pooled.shape[2:]
+    # pad the ends so that every window, ceil mode's last ones too, lies inside
+    reach = [(o - 1) * s + (k - 1) * d + 1 for o, s, k, d in zip((out_h, out_w), strides, kernel, dilations)]
+    ends = [max(r - size - before, 0) for r, size, before in zip(reach, (h, w), pads[:2])]
+    widths = ((0, 0), (0, 0), (pads[0], ends[0]), (pads[1], ends[1]))
+    lowest = float("-inf") if dtypes.is_float(x.dtype) else float(np.iinfo(x.dtype).min)
+    padded = ctx.emit("nn.pad", [x], pad_width=widths, pad_value=lowest)
+    beyond = n * c * h * w
+    plane = np.pad(np.arange(h * w, dtype=np.int64).reshape(1, 1, h, w), widths, constant_values=beyond)
+    first = None
+    for kh in range(kernel[0]):
+        for kw in range(kernel[1]):
+            begin = (0, 0, kh * dilations[0], kw * dilations[1])
+            end = (n, c, begin[2] + (out_h - 1) * strides[0] + 1, begin[3] + (out_w - 1) * strides[1] + 1)
+            tap = ctx.emit("strided_slice", [padded], begin=begin, end=end, strides=(1, 1, *strides))
+            where = plane[:, :, begin[2]:end[2]:strides[0], begin[3]:end[3]:strides[1]]
+            hit = ctx.emit("where", [ctx.emit("equal", [tap, pooled]), ctx.const(np.ascontiguousarray(where)),
+                                     ctx.const(np.array(beyond, np.int64))])
+            first = hit if first is None else ctx.emit("minimum", [first, hit])
+    if storage_order:  # the column-major index of the same element
+        row, col = (ctx.emit(op, [first, ctx.const(np.array(w, np.int64))]) for op in ("divide", "mod"))
+        first = ctx.emit("add", [ctx.emit("multiply", [col, ctx.const(np.array(h, np.int64))]), row])
+    offsets = (np.arange(n * c, dtype=np.int64) * h * w).reshape(n, c, 1, 1)
+    indices = ctx.emit("add", [first, ctx.const(offsets)])
+    return ctx.reshape(indices, indices.shape[:2] + indices.shape[3:]) if nd == 1 else indices
+
+
+@converts("MaxUnpool")
+def _max_unpool(ctx: NodeContext, ins, attrs):
+    """Each value put back where MaxPool's Indices say it came from, zeros elsewhere. Each output
+    element looks at the few windows that cover it (``ceil(kernel / stride)`` per axis), gathered
+    by constant tables, and takes the value of one whose index is its own: an injective kernel,
+    where a scatter would compare every output element with every index. An index pointing
+    outside its own window (not one MaxPool gives) is not put back."""
+    x, indices, wanted = ins[0], ins[1], optional_input(ins, 2)
+    nd = spatial_rank(ctx, x, "unpooling")
+    kernel = tuple(attrs["kernel_shape"])
+    strides = tuple(attrs.get("strides", (1,) * nd))
+    pads = tuple(attrs.get("pads", (0,) * 2 * nd))
+    if len(kernel) != nd or len(strides) != nd or len(pads) != 2 * nd:
+        raise ctx.error(f"kernel_shape {list(kernel)}, strides {list(strides)} and pads {list(pads)} must "
+                        f"have {nd}, {nd} and {2 * nd} entries")
+    if indices.shape != x.shape or indices.dtype != "int64":
+        raise ctx.error(f"the indices must be int64 of the input's shape {x.shape}, got "
+                        f"{indices.dtype}{list(indices.shape)}")
+    spatial = [(o - 1) * s - b - e + k
+               for o, s, b, e, k in zip(x.shape[2:], strides, pads[:nd], pads[nd:], kernel)]
+    if wanted is not None:
+        shape = ctx.ints(wanted, "output_shape")
+        if len(shape) != nd + 2 or tuple(shape[:2]) != x.shape[:2] or \
+                any(g < d for g, d in zip(shape[2:], spatial)):
+            raise ctx.error(f"output_shape {shape} must be {x.shape[:2]} and at least {spatial}")
+        spatial = shape[2:]
+    if nd == 1:  # a row of height 1
+        x, indices = (ctx.reshape(v, v.shape[:2] + (1,) + v.shape[2:]) for v in (x, indices))
+        kernel, strides, pads, spatial = (1, *kernel), (1, *strides), (0, pads[0], 0, pads[1]), [1, *spatial]
+    n, c = x.shape[:2]
+    h, w = spatial
+    plane = np.arange(h * w, dtype=np.int64).reshape(1, 1, h, w)
+    offsets = (np.arange(n * c, dtype=np.int64) * h * w).reshape(n, c, 1, 1)
+    position = ctx.emit("add", [ctx.const(plane), ctx.const(offsets)])
+    out = ctx.const(np.zeros((1, 1, 1, 1), x.dtype))
+    tables = [_covering_windows(size, pooled, k, s, b)
+              for size, pooled, k, s, b in zip((h, w), x.shape[2:], kernel, strides, pads[:2])]
+    for rows, row_ok in tables[0]:
+        for cols, col_ok in tables[1]:
+            picked = [ctx.emit("take", [ctx.emit("take", [v, ctx.const(rows)], axis=2), ctx.const(cols)],
+                               axis=3) for v in (x, indices)]
+            mine = ctx.emit("equal", [picked[1], position])
+            ok = ctx.const(row_ok[:, None] & col_ok[None, :])
+            hit = ctx.emit("where", [ok, mine, ctx.const(np.array(False))])
+            out = ctx.emit("where", [hit, picked[0], out])
+    if out.shape != (n, c, h, w):  # no window covers any element
+        out = ctx.emit("expand", [out], shape=(n, c, h, w))
+    return ctx.reshape(out, out.shape[:2] + out.shape[3:]) if nd == 1 else out
+
+
+def _covering_windows(size: int, pooled: int, kernel: int, stride: int, before: int) -> list:
+    """For each of the ``ceil(kernel / stride)`` windows that may cover an output element along
+    one axis: the window of each element (clipped into range) and whether it covers it."""
+    at = np.arange(size) + before
+    tables = []
+    for back in range(-(-kernel // stride)):
+        window = at // stride - back
+        covers = (window >= 0) & (window < pooled) & (at - window * stride < kernel)
+        tables.append((np.clip(window, 0, pooled - 1).astype(np.int64), covers))
+    return tables
 
 
 def _pooled(ctx: NodeContext, x: Value, kernel, strides, dilations, pads, ceil_mode: bool,

@@ -273,6 +273,29 @@ def test_pools_3d(op, attrs):
     check_single(op, ["x"], {"x": rand(2, 3, 5, 7, 6)}, **attrs)
 
 
+@pytest.mark.parametrize("attrs, size", [
+    ({"kernel_shape": [2, 2], "strides": [2, 2]}, (6, 8)),  # SegNet's
+    ({"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, (7, 6)),  # windows overlap
+    ({"kernel_shape": [2, 3], "strides": [2, 1], "dilations": [1, 2], "ceil_mode": 1, "storage_order": 1},
+     (7, 7)),
+    ({"kernel_shape": [3], "strides": [2]}, (9,)),
+])
+def test_max_pool_indices_and_unpooling(attrs, size):
+    """MaxPool's Indices (the first of equal maxima in the window's order; columns first with
+    storage_order 1) and MaxUnpool putting each value back there, zeros elsewhere."""
+    x = {"x": RNG.integers(-3, 3, (2, 3, *size)).astype("float32")}  # ties in most windows
+    index = ("i", TensorProto.INT64)
+    run_both(make_model([helper.make_node("MaxPool", ["x"], ["y", "i"], **attrs)], x, outputs=["y", index],
+                        opset=12, check=False), x)
+    if "dilations" in attrs:
+        return
+    unpool = {k: v for k, v in attrs.items() if k in ("kernel_shape", "strides", "pads")}
+    nodes = [helper.make_node("MaxPool", ["x"], ["p", "i"], **attrs),
+             helper.make_node("MaxUnpool", ["p", "i", "s"], ["y"], **unpool)]
+    graph = run_both(make_model(nodes, x, {"s": np.array([2, 3, *size], "int64")}, opset=12, check=False), x)
+    assert "scatter_nd" not in graph.op_counts()
+
+
 def test_pool_1d():
     check_single("MaxPool", ["x"], {"x": rand(2, 3, 11)}, kernel_shape=[3], strides=[2], pads=[1, 1])
 
@@ -978,7 +1001,8 @@ def test_unsupported_domain():
      "4-D transposed convolution"),
     ("Conv", ["x", "w"], {"x": rand(1, 2, 4, 5)}, {"w": rand(2, 2, 1, 1)}, ["y"], {"auto_pad": "SAME_MIDDLE"},
      "auto_pad='SAME_MIDDLE'"),
-    ("MaxPool", ["x"], {"x": rand(1, 2, 4, 4)}, {}, ["y", "idx"], {"kernel_shape": [2, 2]}, "Indices output"),
+    ("MaxPool", ["x"], {"x": rand(1, 2, 4, 4, 4)}, {}, ["y", "idx"], {"kernel_shape": [2, 2, 2]},
+     "Indices output of a 3-D MaxPool"),
     ("BatchNormalization", ["x", "g", "b", "m", "v"], {"x": rand(1, 2, 3)},
      {k: rand(2, low=0.5) for k in "gbmv"}, ["y"], {"training_mode": 1}, "training_mode=1"),
     ("Pad", ["x", "p"], {"x": rand(2, 3)}, {"p": np.array([1, 1, 1, 1], "int64")}, ["y"], {"mode": "mirror"},
