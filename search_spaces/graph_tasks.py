@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+from compiler import dtypes
 from compiler.graph.fuse import FUSED
 from compiler.graph.ir import Node
 
@@ -134,7 +135,9 @@ def _reduction_workload(node: Node, dtype: str) -> tuple[str, list] | None:
         # the default epsilon left out: the workload torch's layer norms have always had
         default = math.isclose(a["epsilon"], LAYER_NORM_EPS, rel_tol=1e-6)
         return "layer_norm", [*_rows(shape), dtype, *([] if default else [float(f"{a['epsilon']:.6g}")])]
-    if node.op == "nn.max_pool2d" and tuple(a.get("dilation", (1, 1))) == (1, 1) and not a.get("ceil_mode"):
+    # the template pools floats; a quantized model's integers take the default schedule
+    if node.op == "nn.max_pool2d" and tuple(a.get("dilation", (1, 1))) == (1, 1) and not a.get("ceil_mode") \
+            and dtypes.is_float(dtype):
         N, C, H, W = shape
         KH, KW = a["pool_size"]
         return "pool2d", [N, C, H, W, KH, KW, _pair(a["strides"]), _pads(a["padding"]), "max", dtype]

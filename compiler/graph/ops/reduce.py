@@ -295,7 +295,7 @@ def _pool(kind: str) -> OpDef:
     def infer(types, attrs):
         arity(op, types, 1)
         (x,) = types
-        floating(op, x)
+        (numeric if kind == "max" else floating)(op, x)  # a quantized model pools its integers
         if len(x.shape) != 4:
             raise fail(op, f"the input must be 4-D (NCHW), got {x.shape}")
         (kh, kw), (sh, sw), (top, left, bottom, right), (dh, dw), ceil_mode = _pool_attrs(op, attrs)
@@ -317,13 +317,14 @@ def _pool(kind: str) -> OpDef:
         eh = max(0, (Ho - 1) * sh + (kh - 1) * dh + 1 - (H + top + bottom))
         ew = max(0, (Wo - 1) * sw + (kw - 1) * dw + 1 - (W + left + right))
         widths = ((0, 0), (0, 0), (top, bottom + eh), (left, right + ew))
-        xp = np.pad(wide(x), widths, constant_values=-np.inf if kind == "max" else 0.0)
+        lowest = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+        xp = np.pad(wide(x), widths, constant_values=lowest if kind == "max" else 0)
         counted = np.zeros(xp.shape[2:])
         if attrs.get("count_include_pad", False):
             counted[:H + top + bottom, :W + left + right] = 1
         else:
             counted[top:top + H, left:left + W] = 1
-        out = np.full(x.shape[:2] + (Ho, Wo), -np.inf if kind == "max" else 0.0)
+        out = np.full(x.shape[:2] + (Ho, Wo), lowest if kind == "max" else 0.0, xp.dtype)
         taps = np.zeros((Ho, Wo))
         for ry in range(kh):
             for rx in range(kw):

@@ -196,6 +196,24 @@ def test_qlinear_conv_1d():
     _exact(_qlinear_conv(x, w, _scales(4), np.full(4, -2, "int8"), "int8", pads=[1, 0]), {"x": x})
 
 
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_a_max_pool_of_quantized_values_between_quantized_convolutions(dtype):
+    """ONNX Runtime's QOperator format leaves MaxPool on the integers (its padding the dtype's
+    least value): one pool between two QLinearConvs, on the default schedule."""
+    x = _ints((1, 3, 9, 9), dtype)
+    conv = {"w": _ints((8, 3, 3, 3), "int8", -64, 63), "ws": _scales(8), "wz": np.zeros(8, "int8"),
+            "w2": _ints((4, 8, 3, 3), "int8", -64, 63), "w2s": _scales(4), "w2z": np.zeros(4, "int8")}
+    scales = {"xs": np.array(0.02, "float32"), "xz": _zero_point(dtype), "ps": np.array(0.25, "float32"),
+              "pz": _zero_point(dtype), "ys": np.array(0.5, "float32"), "yz": _zero_point(dtype)}
+    same = {"pads": [1, 1, 1, 1]}
+    nodes = [helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ps", "pz"], ["a"], **same),
+             helper.make_node("MaxPool", ["a"], ["p"], kernel_shape=[3, 3], strides=[2, 2], **same),
+             helper.make_node("QLinearConv", ["p", "ps", "pz", "w2", "w2s", "w2z", "ys", "yz"], ["y"])]
+    model = make_model(nodes, {"x": x}, {**conv, **scales}, [("y", ONNX_TYPE[dtype])], opset=13)
+    graph = _exact(model, {"x": x})
+    assert graph.op_counts()["nn.max_pool2d"] == 1
+
+
 @pytest.mark.parametrize("x_dtype,w_dtype", [("uint8", "uint8"), ("uint8", "int8")])
 def test_conv_integer(x_dtype, w_dtype):
     x = _ints((1, 3, 6, 5), x_dtype)

@@ -178,6 +178,8 @@ CASES = [
     # reductions
     Case("nn.max_pool2d", [_f(1, 2, 7, 7)], POOL),
     Case("nn.max_pool2d", [_f(1, 2, 6, 6)], dict(POOL, padding=(0, 0, 0, 0), ceil_mode=True), "ceil"),
+    Case("nn.max_pool2d", [np.random.default_rng(13).integers(-128, 128, (1, 2, 7, 7)).astype("int8")], POOL,
+         "int8"),
     Case("nn.avg_pool2d", [_f(1, 2, 7, 7)], dict(POOL, count_include_pad=True), "include-pad"),
     Case("nn.avg_pool2d", [_f(1, 2, 7, 7)], dict(POOL, count_include_pad=False), "exclude-pad"),
     Case("nn.avg_pool2d", [_f(1, 2, 6, 6)], dict(POOL, pool_size=(2, 2), padding=(0, 0, 0, 0),
