@@ -646,8 +646,7 @@ def test_resize_before_opset_11(op, opset, mode, scales):
 
 
 @pytest.mark.parametrize("mode", ["linear", "cubic"])
-@pytest.mark.parametrize("coordinates", ["half_pixel", "pytorch_half_pixel", "align_corners",
-                                         "half_pixel_symmetric"])
+@pytest.mark.parametrize("coordinates", ["half_pixel", "align_corners", "half_pixel_symmetric"])
 def test_resize_antialias(mode, coordinates):
     """Opset 18's antialiasing (torchvision's antialiased resize exports it): down by odd factors
     and by scales, to one pixel, up, the pixels past the edge repeated or left out."""

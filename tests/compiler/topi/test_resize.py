@@ -57,12 +57,12 @@ def test_cubic(rng, mode, dtype, alpha, exclude):
 
 
 @pytest.mark.parametrize("method", ["linear", "cubic"])
-@pytest.mark.parametrize("mode", ["half_pixel", "align_corners", "asymmetric", "half_pixel_symmetric"])
-@pytest.mark.parametrize("exclude", [0, 1])
-def test_antialias(rng, method, mode, exclude):
-    # down by 2.6 and 3, by a scale that is not output over input, up, and down on one axis only
-    for (h, w), size, scale in [((13, 9), (5, 3), None), ((7, 10), (3, 4), (0.45, 0.35)),
-                                ((4, 5), (7, 9), None), ((6, 12), (6, 5), None)]:
+@pytest.mark.parametrize("mode", ["half_pixel", "asymmetric"])
+def test_antialias(rng, method, mode):
+    # down by 2.6 and 3, by a scale that is not output over input, up, and down on one axis only;
+    # the pixels past the edge repeated or left out
+    for (h, w), size, scale, exclude in [((13, 9), (5, 3), None, 0), ((7, 10), (3, 4), (0.45, 0.35), 1),
+                                         ((4, 5), (7, 9), None, 1), ((6, 12), (6, 5), None, 0)]:
         x = rng.uniform(-1, 1, (1, 2, h, w)).astype("float32")
         _check(x, size, method=method, coordinate_transformation_mode=mode, scale=scale, antialias=True,
                bicubic_alpha=-0.75, bicubic_exclude=exclude)
