@@ -155,6 +155,43 @@ def _conv_transpose(ctx: NodeContext, ins, attrs):
     return _convolution(ctx, ins, attrs, "nn.conv2d_transpose", window)
 
 
+@converts("Col2Im")
+def _col2im(ctx: NodeContext, ins, attrs):
+    """Columns (N, C * block, L) summed back into the image (torch's ``F.fold``): a transposed
+    convolution of groups of one output channel, whose constant kernel puts each column row
+    ``(c, tap)`` at its tap, so the overlapping blocks add up in the tuned kernel."""
+    x = ins[0]
+    image, block = ctx.ints(ins[1], "image_shape"), ctx.ints(ins[2], "block_shape")
+    nd = len(image)
+    if nd != 2 or len(block) != 2:
+        raise ctx.unsupported(f"a {nd}-D image (image_shape {image}, block_shape {block}; 2-D is)")
+    strides = tuple(attrs.get("strides", (1, 1)))
+    dilations = tuple(attrs.get("dilations", (1, 1)))
+    pads = tuple(attrs.get("pads", (0, 0, 0, 0)))
+    if len(strides) != 2 or len(dilations) != 2 or len(pads) != 4:
+        raise ctx.error(f"strides {list(strides)}, dilations {list(dilations)} and pads {list(pads)} must "
+                        "have 2, 2 and 4 entries")
+    taps = block[0] * block[1]
+    # the blocks along each axis, as the image, the pads and the strides give them
+    counts = [(size + pads[k] + pads[k + 2] - d * (b - 1) - 1) // s + 1
+              for k, (size, b, s, d) in enumerate(zip(image, block, strides, dilations))]
+    if len(x.shape) != 3 or x.shape[1] % taps or x.shape[2] != counts[0] * counts[1]:
+        raise ctx.error(f"the input {x.shape} must be (N, C * {taps}, {counts[0]} * {counts[1]}) for "
+                        f"image_shape {image} and block_shape {block}")
+    n, channels = x.shape[0], x.shape[1] // taps
+    blocks = ctx.reshape(x, (n, channels * taps, *counts))
+    kernel = np.zeros((channels * taps, 1, *block), x.dtype)
+    for c in range(channels):
+        for t in range(taps):
+            kernel[c * taps + t, 0, t // block[1], t % block[1]] = 1
+    # a last row or column of the image no block reaches: output padding
+    full = [(o - 1) * s + d * (b - 1) + 1 - pads[k] - pads[k + 2]
+            for k, (o, s, d, b) in enumerate(zip(counts, strides, dilations, block))]
+    return ctx.emit("nn.conv2d_transpose", [blocks, ctx.const(kernel)], strides=strides, padding=pads,
+                    dilation=dilations, groups=channels,
+                    output_padding=tuple(size - f for size, f in zip(image, full)))
+
+
 def ceil_windows(ctx: NodeContext, spatial, kernel, strides, dilations, pads,
                   count_include_pad: bool) -> tuple[tuple[int, ...], bool]:
     """``(pads, ceil_mode)`` for the catalog's pools that give ONNX Runtime's ``ceil_mode`` output.

@@ -1,5 +1,5 @@
 """ONNX converters for the operators of detectors and spatial transformers: TopK, ReverseSequence,
-GridSample and RoiAlign.
+GridSample, AffineGrid and RoiAlign.
 
 * ``TopK`` becomes ``topk`` (:mod:`compiler.graph.ops.vision`) asking for the indices, and a
   ``gather`` of the values at them: a catalog node has one output in the model build, and the
@@ -12,6 +12,8 @@ GridSample and RoiAlign.
   the input, never outside it (ONNX leaves them undefined).
 * ``GridSample`` (2-D) is ``image.grid_sample`` on the grid transposed to TVM's ``(N, 2, H, W)``
   (the transpose fuses into the sampling kernel).
+* ``AffineGrid`` (opset 20) is the constant grid of normalised coordinates times each affine map,
+  a batched matrix product.
 * ``RoiAlign`` is ``vision.roi_align`` on TVM's ``(num_rois, 5)`` regions, the batch indices as
   their first column. An adaptive ``sampling_ratio`` (0) takes as many samples as each region is
   bins wide, a count that depends on the regions: with constant regions it is bounded by the
@@ -27,6 +29,7 @@ import numpy as np
 
 from ...graph import Value
 from .importer import NodeContext, converts, optional_input
+from .nn import matmul
 
 __all__: list[str] = []
 
@@ -157,6 +160,29 @@ def _adaptive_bound(ctx: NodeContext, rois: Value, scale: float, aligned: bool, 
         finite = grid[np.isfinite(grid)]
         bounds.append(int(max(finite.max(initial=0), 0)) + 1)
     return bounds[0], bounds[1]
+
+
+@converts("AffineGrid")
+def _affine_grid(ctx: NodeContext, ins, attrs):
+    """Opset 20's sampling grid of affine maps (torch's ``affine_grid``; ``GridSample`` reads
+    it): each output position's normalised coordinates (a constant), with a 1 appended, times
+    each map ``theta`` transposed, a batched matrix product."""
+    theta, size = ins[0], ctx.ints(ins[1], "size")
+    if len(size) not in (4, 5) or theta.shape != (size[0], len(size) - 2, len(size) - 1):
+        raise ctx.error(f"theta {theta.shape} must be (N, {len(size) - 2}, {len(size) - 1}) for size {size}")
+    corners = bool(attrs.get("align_corners", 0))
+    axes = []
+    for n in reversed(size[2:]):  # x, then y (then z), as the grid lists them
+        if corners:
+            # one position: 0, as torch's affine_grid (ONNX Runtime gives 1, the reference -1)
+            axes.append(np.linspace(-1.0, 1.0, n) if n > 1 else np.zeros(1))
+        else:
+            axes.append((2.0 * np.arange(n) + 1.0) / n - 1.0)
+    mesh = np.meshgrid(*axes[::-1], indexing="ij")[::-1]  # each (D,) H, W
+    base = np.stack([*mesh, np.ones_like(mesh[0])], axis=-1).reshape(1, -1, len(size) - 1)
+    maps = ctx.emit("transpose", [theta], axes=(0, 2, 1))
+    grid = matmul(ctx, ctx.const(base.astype(theta.dtype)), maps)
+    return ctx.reshape(grid, (size[0], *size[2:], len(size) - 2))
 
 
 @converts("RoiAlign")

@@ -517,6 +517,33 @@ def test_center_crop_pad(shape, target, axes):
                  **attrs)
 
 
+@pytest.mark.parametrize("image, block, attrs", [
+    ((6, 7), (3, 3), {"pads": [1, 1, 1, 1]}),  # torch's F.fold of 3x3 blocks, overlapping
+    # a last row no block reaches
+    ((9, 8), (2, 3), {"strides": [2, 3], "dilations": [2, 1], "pads": [1, 0, 0, 1]}),
+])
+def test_col2im(image, block, attrs):
+    """Columns summed back into the image: a transposed convolution whose constant kernel puts
+    each column row at its tap."""
+    strides, dilations = attrs.get("strides", (1, 1)), attrs.get("dilations", (1, 1))
+    pads = attrs.get("pads", (0, 0, 0, 0))
+    counts = [(size + pads[k] + pads[k + 2] - d * (b - 1) - 1) // s + 1
+              for k, (size, b, s, d) in enumerate(zip(image, block, strides, dilations))]
+    x = rand(2, 3 * block[0] * block[1], counts[0] * counts[1])
+    shapes = {"i": np.array(image, "int64"), "b": np.array(block, "int64")}
+    graph = check_single("Col2Im", ["x", "i", "b"], {"x": x}, shapes, opset=18, **attrs)
+    assert graph.op_counts()["nn.conv2d_transpose"] == 1
+
+
+@pytest.mark.parametrize("size, align_corners", [((2, 3, 4, 5), 0), ((1, 1, 3, 1), 0), ((2, 2, 2, 3, 4), 1)])
+def test_affine_grid(size, align_corners):
+    """(With align_corners, an axis of one position is where the three disagree: torch puts it at
+    0, as the importer does, ONNX Runtime at 1 and the reference at -1.)"""
+    theta = rand(size[0], len(size) - 2, len(size) - 1)
+    check_single("AffineGrid", ["t", "s"], {"t": theta}, {"s": np.array(size, "int64")}, opset=20,
+                 align_corners=align_corners)
+
+
 # ---------------------------------------------------------------------------- ConvTranspose
 
 
