@@ -66,11 +66,11 @@ def test_conv(xshape, wshape, attrs, bias):
     ((1, 2, 5, 6, 7), (3, 2, 3, 2, 2), {"auto_pad": "SAME_UPPER", "strides": [2, 2, 1]}),
     ((3, 4, 6, 3, 3), (4, 4, 3, 3, 3), {"strides": [2, 2, 2]}),  # one output column per image
 ])
-@pytest.mark.parametrize("bias", [False, True])
-def test_conv_3d(xshape, wshape, attrs, bias):
+def test_conv_3d(xshape, wshape, attrs):
     """A volume's convolution: one 2-D convolution of the depth slices (the batch) whose channels
-    are the input's at each depth tap."""
+    are the input's at each depth tap; a bias on every other case."""
     consts = {"w": rand(*wshape)}
+    bias = xshape[2] % 2 == 1
     if bias:
         consts["b"] = rand(wshape[0])
     graph = check_single("Conv", ["x", "w"] + (["b"] if bias else []), {"x": rand(*xshape)}, consts, **attrs)
