@@ -45,9 +45,9 @@ def conv3d_transpose(ctx: NodeContext, x: Value, w: Value, strides, dilations, p
     stride, dilation = strides[0], dilations[0]
     if stride > 1:  # the slices, each followed by stride - 1 of zeros, the last zeros dropped
         slices = ctx.reshape(x, (n, c, depth, 1, *x.shape[3:]))
-        zeros = ctx.const(np.zeros((n, c, depth, stride - 1, *x.shape[3:]), x.dtype))
-        spread = ctx.reshape(ctx.emit("concatenate", [slices, zeros], axis=3),
-                             (n, c, depth * stride, *x.shape[3:]))
+        zeros_after = ((0, 0),) * 3 + ((0, stride - 1),) + ((0, 0),) * 2
+        padded = ctx.emit("nn.pad", [slices], pad_width=zeros_after)
+        spread = ctx.reshape(padded, (n, c, depth * stride, *x.shape[3:]))
         x = ctx.emit("strided_slice", [spread], begin=(0,) * 5,
                      end=(n, c, stride * (depth - 1) + 1, *x.shape[3:]))
     reach = (taps - 1) * dilation
