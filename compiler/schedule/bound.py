@@ -69,6 +69,8 @@ class StageBounds:
 
 
 class _Inline(IRMutator):
+    memoize = True
+
     def __init__(self, sch: Schedule, bodies: dict):
         self.sch, self.bodies = sch, bodies
 

@@ -42,6 +42,8 @@ __all__ = ["schedule_to_primfunc"]
 class _ToBufferLoads(IRMutator):
     """Replace tensor reads by reads of the buffers that hold them, shifted by each region's start."""
 
+    memoize = True
+
     def __init__(self, sch: Schedule, buffers: dict, mins: dict):
         self.sch, self.buffers, self.mins = sch, buffers, mins
 

@@ -87,6 +87,8 @@ def uses_var(node, variables: set[Var] | dict) -> bool:
 
 
 class _Substitute(IRMutator):
+    memoize = True
+
     def __init__(self, mapping: dict[Var, PrimExpr]):
         self.mapping = mapping
 

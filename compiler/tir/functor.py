@@ -177,7 +177,31 @@ class IRMutator(Functor):
 
     A node is rebuilt only when one of its children changed, so untouched subtrees
     are shared.
+
+    A mutator whose replacement for a node depends on nothing but the node (a substitution of
+    variables, a rewrite of loads into buffer reads) sets ``memoize = True``: each distinct
+    node object is then visited once per mutator object, and a subexpression that many
+    parents share (an inlined producer's body, a table of selects) is rebuilt once and stays
+    shared in the result, rather than walked and copied once for every parent.
     """
+
+    memoize = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "memoize" in cls.__dict__:
+            cls.visit = IRMutator._visit_once if cls.memoize else Functor.visit
+
+    def _visit_once(self, node):
+        try:
+            memo = self._memo
+        except AttributeError:
+            memo = self._memo = {}
+        # keyed by id, the node kept beside its result so that its id is not reused
+        done = memo.get(id(node))
+        if done is None:
+            done = memo[id(node)] = (node, Functor.visit(self, node))
+        return done[1]
 
     def generic_visit(self, node):
         changes = None

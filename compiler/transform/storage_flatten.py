@@ -89,6 +89,8 @@ def _flat_size(buf: Buffer) -> PrimExpr:
 
 
 class _Flatten(IRMutator):
+    memoize = True
+
     def __init__(self):
         self.flat: dict[Buffer, Buffer] = {}  # a buffer -> its one-dimensional view
 

@@ -146,6 +146,40 @@ def test_mutator_shares_untouched_subtrees():
     assert Swap().visit(keep) is keep
 
 
+def test_a_memoizing_mutator_rebuilds_a_shared_subexpression_once():
+    """A DAG of 12 levels, each node's two operands the same node one level down, is 4096 paths
+    but 13 nodes: a memoizing mutator visits each node once and keeps the sharing in what it
+    builds, where a plain one walks every path."""
+    x, y = E.Var("x"), E.Var("y")
+    e = x + 1
+    for _ in range(12):
+        e = E.Add(e, e, "int32")
+
+    class Swap(IRMutator):
+        memoize = True
+
+        def __init__(self):
+            self.vars = 0
+
+        def visit_Var(self, v):
+            self.vars += 1
+            return y if v is x else v
+
+    class PlainSwap(Swap):
+        memoize = False
+
+    swap, plain = Swap(), PlainSwap()
+    out = swap.visit(e)
+    assert swap.vars == 1
+    copied = plain.visit(e)
+    assert plain.vars == 4096 and copied.a is not copied.b
+    for node in (out, tir.analysis.substitute(e, {x: y})):
+        for _ in range(12):
+            assert node.a is node.b  # still one node under both operands
+            node = node.a
+        assert node.a is y
+
+
 def test_a_base_class_method_serves_every_subclass():
     seen = []
 
