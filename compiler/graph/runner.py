@@ -3,6 +3,8 @@ loaded back from its library)."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from ..runtime.module import Module
@@ -102,9 +104,10 @@ def profile_runs(module: Module, repeat: int = 5, min_repeat_ms: float = 20.0,
                  rng: np.random.Generator | None = None) -> np.ndarray:
     """The model run on random inputs through its profiling entry, which reads the clock before
     its first kernel and after each: the seconds of each call (a column per entry of
-    ``model_info(module)["calls"]``, in order) in each run (a row), at least ``repeat`` runs and
-    ``min_repeat_ms`` in all. A row's sum is the run from its first kernel's start to its last
-    one's end.
+    ``model_info(module)["calls"]``, in order) in each run (a row): at least ``repeat`` runs, for
+    at least ``min_repeat_ms`` of wall time (the time between the pairs included, so that a model
+    of microseconds is profiled for as long as one of milliseconds, not for thousands of Python
+    round trips). A row's sum is the run from its first kernel's start to its last one's end.
 
     The runs go in pairs, back to back in the native timing loop, the second one's clock counting:
     each kernel finds the caches and the thread pool as a model run in a loop leaves them (a
@@ -120,11 +123,10 @@ def profile_runs(module: Module, repeat: int = 5, min_repeat_ms: float = 20.0,
     stamps = args[-1]  # int64[calls + 1], written by the entry
     run_twice = module.time_evaluator(entry, number=2, repeat=1)
     per_run = []
-    spent = 0
-    while len(per_run) < repeat or spent < min_repeat_ms * 1e6:
+    start = time.perf_counter()
+    while len(per_run) < repeat or (time.perf_counter() - start) * 1e3 < min_repeat_ms:
         run_twice(*args)
         per_run.append(np.diff(stamps))
-        spent += int(stamps[-1] - stamps[0])
     return np.array(per_run, dtype=np.float64) * 1e-9
 
 

@@ -126,6 +126,26 @@ def test_the_profiling_entry_runs_the_model_and_stamps_each_call(network, tmp_pa
         profile(loaded, in_model=True)
 
 
+def test_profiling_runs_for_its_wall_time_not_for_that_much_model_time(network, monkeypatch):
+    """``min_repeat_ms`` bounds the wall time of the runs, the Python between them included: on a
+    clock that moves 10 ms a reading, 50 ms take a handful of runs, not the thousands of this
+    model's microsecond runs that 50 ms of its own time would be."""
+    from compiler.graph import profile_runs, runner
+
+    class Clock:
+        now = 0.0
+
+        def perf_counter(self):
+            self.now += 0.01
+            return self.now
+
+    _, module = network
+    monkeypatch.setattr(runner, "time", Clock())
+    runs = profile_runs(module, repeat=2, min_repeat_ms=50)
+    assert 5 <= runs.shape[0] <= 7 and runs.shape[1] == len(model_info(module)["calls"]) and np.all(runs > 0)
+    assert profile_runs(module, repeat=7, min_repeat_ms=0).shape[0] == 7  # at least repeat runs
+
+
 @pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
 def test_a_c_program_calls_the_library(network, tmp_path):
     graph, module = network
@@ -576,12 +596,20 @@ def test_a_channel_blocked_output_is_split_over_the_threads_by_its_rows(rng, red
     np.testing.assert_array_equal(out, expected)
 
 
-def test_the_kernels_take_their_scratch_from_the_workspace(tmp_path):
+@pytest.fixture(scope="module")
+def cnn_with_scratch():
+    """A residual CNN whose kernels have scratch (padded inputs) and parallel loops, compiled: the
+    graph and its module."""
+    graph = residual_cnn(np.random.default_rng(4), channels=16, size=40)
+    return graph, build_graph(graph, "llvm")
+
+
+@pytest.mark.xdist_group("cnn_with_scratch")  # one worker builds the model for both
+def test_the_kernels_take_their_scratch_from_the_workspace(tmp_path, cnn_with_scratch):
     """A kernel's blocks outside its parallel loops (padded inputs, here) come from the planned
     workspace: a C program whose ``aligned_alloc`` counts the calls made outside parallel
     regions sees none while the model runs, and the model still computes the graph."""
-    graph = residual_cnn(np.random.default_rng(4), channels=16, size=40)
-    module = build_graph(graph, "llvm")
+    graph, module = cnn_with_scratch
     assert module.get_source("ll").count("__autotune_scratch_alloc") > 0  # the graph has scratch
     assert any(k["scratch_bytes"] > 0 for k in model_info(module)["kernels"])
     lib = tmp_path / "net.so"
@@ -634,14 +662,14 @@ def test_the_kernels_take_their_scratch_from_the_workspace(tmp_path):
                                rtol=1e-4, atol=1e-6)
 
 
-def test_calls_from_two_threads_take_turns():
+@pytest.mark.xdist_group("cnn_with_scratch")  # one worker builds the model for both
+def test_calls_from_two_threads_take_turns(cnn_with_scratch):
     """A model's workspace and its kernels' scratch are the library's own, one set per loaded
     module: calls from two Python threads at once (ctypes lets go of the GIL) take turns rather
     than overwrite each other's intermediates."""
     import threading
 
-    graph = residual_cnn(np.random.default_rng(7), channels=16, size=40)
-    module = build_graph(graph, "llvm")
+    graph, module = cnn_with_scratch
     (x_value,), (y_value,) = graph.inputs, graph.outputs
     inputs = [np.random.default_rng(seed).uniform(-1, 1, x_value.shape).astype("float32") for seed in (1, 2)]
     expected = [evaluate(graph, [x])[0] for x in inputs]
