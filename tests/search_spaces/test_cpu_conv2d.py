@@ -197,7 +197,7 @@ def test_threads_on_the_height_of_a_pointwise_layer_take_pieces_of_its_row(monke
     assert "for n.y.fused.x.outer.outer.fused.fc.outer.fused in range(42) parallel:" in height
 
 
-@for_each_cpu
+@for_each_vector_width
 def test_threads_on_the_height_compute_the_convolution(cpu):
     # Strided and padded, two images, an odd height (rows split unevenly over the threads).
     args = (2, 16, 15, 12, 32, 3, 3, 2, 1, 1, 8, 16, "float32", ("bias", "add", "relu"))
@@ -405,7 +405,7 @@ def _branches_inside(text: str, loop: str) -> int:
     return count
 
 
-@for_each_cpu
+@for_each_vector_width
 def test_dilated_convolutions_skip_the_taps_that_read_only_padding(cpu):
     # Dilation 6 on a 12 x 12 map: an off-centre tap reads the image for half the rows and
     # columns. Each register tile skips the taps that read only padding for it: the test is at
