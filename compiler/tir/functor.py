@@ -189,7 +189,7 @@ class IRMutator(Functor):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        if "memoize" in cls.__dict__:
+        if "memoize" in cls.__dict__ and "visit" not in cls.__dict__:  # a visit of its own stays
             cls.visit = IRMutator._visit_once if cls.memoize else Functor.visit
 
     def _visit_once(self, node):
