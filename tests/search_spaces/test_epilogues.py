@@ -102,12 +102,11 @@ def _arity(name: str) -> int:
 
 
 def _ids(cases):
-    return [f"{name}-{'-'.join(str(a) for a in args)}" for name, args, _ in cases]
+    return [f"{name}-{'-'.join(str(a) for a in args)}" for name, args, *_ in cases]
 
 
 @pytest.mark.parametrize("name, args, what, epilogue", EPILOGUE_CASES,
-                         ids=[f"{i}-{'+'.join(e)}" for i, e in zip(_ids(c[:3] for c in EPILOGUE_CASES),
-                                                                    (c[3] for c in EPILOGUE_CASES))])
+                         ids=[f"{i}-{'+'.join(c[3])}" for i, c in zip(_ids(EPILOGUE_CASES), EPILOGUE_CASES)])
 def test_epilogue_matches_reference_on_random_configs(name, args, what, epilogue):
     task = _task(name, args, epilogue)
     assert len(task.args) == _arity(name) and task.args[-1] == epilogue

@@ -68,7 +68,7 @@ def test_conv(xshape, wshape, attrs, bias):
 ])
 def test_conv_3d(xshape, wshape, attrs):
     """A volume's convolution: one 2-D convolution of the depth slices (the batch) whose channels
-    are the input's at each depth tap; a bias on every other case."""
+    are the input's at each depth tap; a bias on the cases of odd depth."""
     consts = {"w": rand(*wshape)}
     bias = xshape[2] % 2 == 1
     if bias:
