@@ -47,7 +47,15 @@ def unroll_loops(func: PrimFunc | S.Stmt, auto_max_step: int = 0,
 
     ``explicit=False`` marks the chosen loops UNROLLED instead of copying their bodies.
     """
-    return apply_to_body(func, lambda body, an: _Unroller(auto_max_step, explicit).visit(body))
+    return apply_to_body(func, lambda body, an: _unroll_nests(body, auto_max_step, explicit))
+
+
+def _unroll_nests(body: S.Stmt, auto_max_step: int, explicit: bool) -> S.Stmt:
+    unroller = _Unroller(auto_max_step, explicit)
+    body = unroller.visit(body)
+    if not unroller.to_copy:
+        return body
+    return _Expander(unroller.to_copy).visit(body)
 
 
 class _Unroller(IRMutator):
@@ -59,6 +67,8 @@ class _Unroller(IRMutator):
         self.steps = 0
         self.unroll_depth = 0
         self.rolled_depth = 0
+        # The loops to replace by copies of their bodies, by id (the loops kept alive beside).
+        self.to_copy: dict[int, S.For] = {}
 
     def visit_PrimExpr(self, e):
         return e  # statements only
@@ -116,9 +126,14 @@ class _Unroller(IRMutator):
         if wanted:
             self.steps *= extent
             self.unroll_depth += 1
-            if self.explicit:
-                return self._unroll(s, body, extent)
             kind = S.ForKind.UNROLLED
+            if self.explicit:
+                # Copied once the whole nest is known: a nest is then copied and simplified in
+                # one walk, not once per level (which simplified the inner copies again at
+                # every loop around them).
+                marked = S.For(s.loop_var, s.min, s.extent, kind, body, s.thread_tag)
+                self.to_copy[id(marked)] = marked
+                return marked
         else:
             self.rolled_depth += 1
             kind = S.ForKind.SERIAL if s.kind is S.ForKind.UNROLLED else s.kind
@@ -126,13 +141,39 @@ class _Unroller(IRMutator):
             return s
         return S.For(s.loop_var, s.min, s.extent, kind, body, s.thread_tag)
 
-    def _unroll(self, s: S.For, body: S.Stmt, extent: int) -> S.Stmt:
-        simplifier = StmtSimplifier()
+
+
+class _Expander(IRMutator):
+    """Replaces the outermost loops of ``to_copy`` (and the loops of ``to_copy`` inside them)
+    by simplified copies of their bodies."""
+
+    def __init__(self, to_copy: dict[int, S.For]):
+        self.to_copy = to_copy
+
+    def visit_PrimExpr(self, e):
+        return e  # statements only
+
+    def visit_For(self, s: S.For) -> S.Stmt:
+        if id(s) in self.to_copy:
+            return _CopyingSimplifier(self.to_copy).visit(s)
+        return self.generic_visit(s)
+
+
+class _CopyingSimplifier(StmtSimplifier):
+    """Simplifies a loop nest, replacing each loop of ``to_copy`` by copies of its body with
+    the loop variable substituted: only the branches a copy's values select are walked."""
+
+    def __init__(self, to_copy: dict[int, S.For]):
+        super().__init__()
+        self.to_copy = to_copy
+
+    def visit_For(self, s: S.For) -> S.Stmt:
+        if id(s) not in self.to_copy:
+            return super().visit_For(s)
         dt = s.loop_var.dtype
         copies = []
-        for k in range(extent):
-            value = E.Add(s.min, E.IntImm(k, dt), dt) if k else s.min
-            # Substituted as the copy is simplified: only the branches its value selects are walked.
-            with simplifier.an.substituting({s.loop_var: value}):
-                copies.append(simplifier.visit(body))
+        for k in range(s.extent.value):
+            value = self.an.simplify(E.Add(s.min, E.IntImm(k, dt), dt)) if k else self.an.simplify(s.min)
+            with self.an.substituting({s.loop_var: value}):
+                copies.append(self.visit(s.body))
         return S.seq(*copies)
