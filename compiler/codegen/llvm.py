@@ -48,6 +48,7 @@ from ..tir.op import EXTERN_OPS, INT_OPS
 from ..tir.packed import CALL_PACKED
 from . import loop_metadata
 from .intrinsics import CALL_OPS, LIBM_FUNCTIONS, MathEmitter, emit_call_extern, extern_name
+from .llvm_builder import NumberingBuilder
 from .llvm_imports import defined_functions, imported_llvm, link_imports
 from .llvm_packed import emit_call_packed
 from .llvm_parallel import ParallelLoops, pointer_attrs
@@ -217,7 +218,7 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
         entry = fn.append_basic_block("entry")
         start = fn.append_basic_block("body")
         outer = self._scope
-        self._scope = _FunctionScope(fn, ir.IRBuilder(start), ir.IRBuilder(entry), start, dict(bindings),
+        self._scope = _FunctionScope(fn, NumberingBuilder(start), ir.IRBuilder(entry), start, dict(bindings),
                                      in_parallel)
         try:
             yield self._scope
@@ -781,6 +782,8 @@ class CodeGenLLVM(ParallelLoops, VectorMemory, Functor):
         if lanes == 1 or isinstance(value.type, ir.VectorType):
             return value
         t = ir.VectorType(value.type, lanes)
+        if isinstance(value, ir.Constant):
+            return ir.Constant(t, [value] * lanes)
         one = self.b.insert_element(ir.Constant(t, ir.Undefined), value, ir.Constant(I32, 0))
         return self.b.shuffle_vector(one, ir.Constant(t, ir.Undefined), shuffle_mask([0] * lanes))
 

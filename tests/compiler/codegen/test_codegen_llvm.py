@@ -690,3 +690,32 @@ def test_a_function_the_slp_vectorizer_breaks_still_builds(cpu):
         f(x, y)
         want = topi.testing.resize2d_python(x, (3, 4), "linear", "align_corners")
         assert_written(y, want, rtol=1e-6, atol=1e-6)
+
+
+def _row_gather(rows: int, cols: int, unroll: bool):
+    """``out[i, j] = a[(i * 5) % 7, j] * 2`` with ``j`` unrolled: every copy reads the same row."""
+    from compiler import te
+
+    A = te.placeholder((7, cols), name="A")
+    B = te.compute((rows, cols), lambda i, j: A[(i * 5) % 7, j] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    if unroll:
+        s[B].unroll(B.op.axis[1])
+    return A, B, lower(s, [A, B])
+
+
+def test_an_operation_is_emitted_once_per_block_whatever_copies_compute_it():
+    """The eight unrolled copies each compute the row ``(i * 5) % 7`` and its offset: the block
+    computes them once, and a value is never used in a block that does not compute it (LLVM's
+    verifier would refuse the module: the kernel would not build)."""
+    _, _, unrolled = _row_gather(6, 8, unroll=True)
+    body = generate_llvm_ir(unrolled)
+    body = body[body.index("define"):]
+    assert body.count("srem") == 1 and body.count("mul nsw i32 %\"i\", 5") == 1
+    _, _, rolled = _row_gather(6, 8, unroll=False)
+    assert generate_llvm_ir(rolled).count("srem") == 1  # in the inner loop's block, once
+    for f in (unrolled, rolled):
+        a = RNG.standard_normal((7, 8)).astype("float32")
+        out = poisoned((6, 8), "float32")
+        build(f)(a, out)
+        assert_written(out, a[(np.arange(6) * 5) % 7] * 2.0)
