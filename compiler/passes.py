@@ -43,8 +43,7 @@ LOWER = Pipeline("lower", (
     Phase(1),
     Pass("hoist_if", hoist_if, optimize=True),
     Pass("loop_partition", loop_partition, optimize=True),
-    Pass("unroll_loops", unroll_loops, optimize=True),
-    Pass("simplify", simplify, optimize=True),
+    Pass("unroll_loops", unroll_loops, optimize=True),  # and simplifies, as it copies
     # Last of the optimisations: later passes (the simplifier in particular) do not know vector nodes.
     Pass("vectorize_loops", vectorize_loops, optimize=True),
     Phase(2),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 
+from ..arith import Analyzer
 from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.builtin import PRAGMA_PREFIX
@@ -46,16 +47,18 @@ def unroll_loops(func: PrimFunc | S.Stmt, auto_max_step: int = 0,
     auto-unroll loop nests of at most ``auto_max_step`` statements (see the module's doc).
 
     ``explicit=False`` marks the chosen loops UNROLLED instead of copying their bodies.
+
+    The result is simplified as :func:`~compiler.transform.simplify` leaves a function: each
+    copy of a body with its loop variables' values, the rest with what its loops imply. One
+    walk does both; unrolling and then simplifying walked every copy twice.
     """
-    return apply_to_body(func, lambda body, an: _unroll_nests(body, auto_max_step, explicit))
+    return apply_to_body(func, lambda body, an: _unroll(body, an, auto_max_step, explicit))
 
 
-def _unroll_nests(body: S.Stmt, auto_max_step: int, explicit: bool) -> S.Stmt:
+def _unroll(body: S.Stmt, an: Analyzer, auto_max_step: int, explicit: bool) -> S.Stmt:
     unroller = _Unroller(auto_max_step, explicit)
     body = unroller.visit(body)
-    if not unroller.to_copy:
-        return body
-    return _Expander(unroller.to_copy).visit(body)
+    return _CopyingSimplifier(unroller.to_copy, an).visit(body)
 
 
 class _Unroller(IRMutator):
@@ -143,28 +146,12 @@ class _Unroller(IRMutator):
 
 
 
-class _Expander(IRMutator):
-    """Replaces the outermost loops of ``to_copy`` (and the loops of ``to_copy`` inside them)
-    by simplified copies of their bodies."""
-
-    def __init__(self, to_copy: dict[int, S.For]):
-        self.to_copy = to_copy
-
-    def visit_PrimExpr(self, e):
-        return e  # statements only
-
-    def visit_For(self, s: S.For) -> S.Stmt:
-        if id(s) in self.to_copy:
-            return _CopyingSimplifier(self.to_copy).visit(s)
-        return self.generic_visit(s)
-
-
 class _CopyingSimplifier(StmtSimplifier):
-    """Simplifies a loop nest, replacing each loop of ``to_copy`` by copies of its body with
+    """Simplifies a statement, replacing each loop of ``to_copy`` by copies of its body with
     the loop variable substituted: only the branches a copy's values select are walked."""
 
-    def __init__(self, to_copy: dict[int, S.For]):
-        super().__init__()
+    def __init__(self, to_copy: dict[int, S.For], analyzer: Analyzer):
+        super().__init__(analyzer)
         self.to_copy = to_copy
 
     def visit_For(self, s: S.For) -> S.Stmt:

@@ -214,6 +214,18 @@ def test_auto_unroll_small_innermost_serial_loops():
     same_results(f, g, {"A": poisoned(12, "int32")})
 
 
+def test_unrolling_leaves_the_whole_function_simplified():
+    """The walk that copies the unrolled bodies simplifies the rest too (the lowering pipeline
+    runs no simplify of its own after unrolling)."""
+    A = tir.decl_buffer((6,), "int32", "A")
+    i, j = tir.Var("i"), tir.Var("j")
+    f = tir.PrimFunc((A,), tir.SeqStmt((loop(i, 4, store(A, i * 6 - i * 5, (i * 4) // 4)),
+                                        loop(j, 2, store(A, (j * 3) % 3 + j, j + 4), kind=UNROLLED))))
+    g = transform.unroll_loops(f)
+    assert text(g) == "for i in range(4):\n  A[i] = i\nA[4] = 0\nA[5] = 1"
+    same_results(f, g, {"A": poisoned(6, "int32")})
+
+
 # ----------------------------------------------------------------------------- loop_partition
 
 
