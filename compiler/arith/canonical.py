@@ -166,6 +166,8 @@ def expr_key(e) -> str:
     (``Let``, ``Reduce``) are keyed by identity, which is safe (never merges
     distinct values) though not complete.
     """
+    if type(e) is E.Var:  # the commonest atom, keyed without the functor's dispatch
+        return f"${id(e)}"
     return _EXPR_KEY.visit(e)
 
 

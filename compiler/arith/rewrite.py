@@ -401,6 +401,11 @@ class _ToSum(Functor):
     def visit_IntImm(self, e):
         return LinearSum(e.dtype, e.value)
 
+    def visit_Var(self, e):
+        # The commonest leaf, read directly (generic_visit would simplify it, then flatten it).
+        value = self.s.substitutions.get(e)
+        return LinearSum.atom(e) if value is None else flatten(value)
+
     def visit_Add(self, e):
         return self.s.to_sum(e.a).iadd(self.s.to_sum(e.b))
 
