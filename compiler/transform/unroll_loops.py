@@ -12,6 +12,9 @@ instead of copying their bodies here. The pass removes the pragma attributes.
 
 Loops bound to thread axes are transparent (they are not loops of one thread), as are
 vectorized loops (they become single vector statements).
+
+The decisions are made first, over the whole function; then one simplifying walk copies the
+chosen loops, each copy simplified with its loop variables' values, and simplifies the rest.
 """
 
 from __future__ import annotations
@@ -145,7 +148,6 @@ class _Unroller(IRMutator):
         return S.For(s.loop_var, s.min, s.extent, kind, body, s.thread_tag)
 
 
-
 class _CopyingSimplifier(StmtSimplifier):
     """Simplifies a statement, replacing each loop of ``to_copy`` by copies of its body with
     the loop variable substituted: only the branches a copy's values select are walked."""
@@ -160,7 +162,7 @@ class _CopyingSimplifier(StmtSimplifier):
         dt = s.loop_var.dtype
         copies = []
         for k in range(s.extent.value):
-            value = self.an.simplify(E.Add(s.min, E.IntImm(k, dt), dt)) if k else self.an.simplify(s.min)
+            value = self.an.simplify(E.Add(s.min, E.IntImm(k, dt), dt))
             with self.an.substituting({s.loop_var: value}):
                 copies.append(self.visit(s.body))
         return S.seq(*copies)
