@@ -43,7 +43,9 @@ LOWER = Pipeline("lower", (
     Phase(1),
     Pass("hoist_if", hoist_if, optimize=True),
     Pass("loop_partition", loop_partition, optimize=True),
-    Pass("unroll_loops", unroll_loops, optimize=True),  # and simplifies, as it copies
+    # Simplifies too, as it copies: disabled, a plain simplify runs in its place.
+    Pass("unroll_loops", unroll_loops, optimize=True,
+         when_disabled=Pass("simplify", simplify, optimize=True)),
     # Last of the optimisations: later passes (the simplifier in particular) do not know vector nodes.
     Pass("vectorize_loops", vectorize_loops, optimize=True),
     Phase(2),

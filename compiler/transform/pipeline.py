@@ -60,6 +60,8 @@ class Pass:
     ``run`` takes and returns a PrimFunc (scope ``"function"`` or ``"kernel"``) or an IRModule
     (scope ``"module"``); a function pass with ``with_module`` also receives the module the
     function is in. ``optimize`` steps are skipped by ``lower(simple_mode=True)``.
+    ``when_disabled`` runs in its place when a PassContext disables it (the part of its work
+    that later passes rely on, as the simplification that ``unroll_loops`` does on the way).
     """
 
     name: str
@@ -67,6 +69,7 @@ class Pass:
     optimize: bool = False
     scope: str = "function"
     with_module: bool = False
+    when_disabled: Pass | None = None
 
     def __post_init__(self):
         if self.scope not in _SCOPES:
@@ -200,7 +203,11 @@ class Pipeline:
         out: list[Pass] = []
         for step in self.steps:
             found = ctx.user_passes.get(step.number, []) if isinstance(step, Phase) else [step]
-            out += [p for p in found if not (simple_mode and p.optimize) and p.name not in ctx.disabled_pass]
+            for p in found:
+                while p is not None and p.name in ctx.disabled_pass:
+                    p = p.when_disabled
+                if p is not None and not (simple_mode and p.optimize):
+                    out.append(p)
         return out
 
     def run(self, mod: IRModule | PrimFunc, instruments: Iterable[PassInstrument] = (),

@@ -118,6 +118,31 @@ def test_disabled_pass_is_skipped():
     assert "vectorized" not in str(compiler.lower(*_double())["main"].body)
 
 
+def test_a_disabled_unroll_still_leaves_the_function_simplified():
+    """unroll_loops simplifies as it copies; disabled, a plain simplify takes its place, so that
+    what loop partitioning leaves (``4 * 8 + i.inner < 37``) is still simplified."""
+    A = te.placeholder((37, 19), name="A")
+    B = te.compute((37, 19), lambda i, j: A[i, j] * 2.0 + 1.0, name="B")
+    s = te.create_schedule(B.op)
+    io, ii = s[B].split(B.op.axis[0], factor=8)
+    jo, ji = s[B].split(B.op.axis[1], factor=8)
+    s[B].reorder(io, jo, ii, ji)
+    s[B].vectorize(ji)
+    s[B].unroll(ii)
+    with PassContext(disabled_pass=["unroll_loops"]):
+        names = [p.name for p in passes.LOWER.passes()]
+        text = str(compiler.lower(s, [A, B])["main"].body)
+        f = compiler.build(s, [A, B])
+    assert "unroll_loops" not in names and names.count("simplify") == 2
+    assert "unrolled" in text and "4 * 8" not in text
+    with PassContext(disabled_pass=["unroll_loops", "simplify"]):
+        assert "simplify" not in [p.name for p in passes.LOWER.passes()]
+    a = random_array(np.random.default_rng(3), (37, 19), "float32")
+    out = poisoned((37, 19), "float32")
+    f(a, out)
+    assert_written(out, a * 2 + 1, rtol=1e-6)
+
+
 def test_bad_pass_context_configuration_is_refused():
     with pytest.raises(LoweringError, match="unknown config key 'tir.no_such_option'"):
         PassContext(config={"tir.no_such_option": True})
