@@ -197,8 +197,9 @@ class Pipeline:
     steps: tuple
 
     def passes(self, simple_mode: bool = False, context: PassContext | None = None) -> list[Pass]:
-        """The passes a run performs, in order: user passes in their phases, disabled passes and
-        (in simple mode) ``optimize`` passes left out."""
+        """The passes a run performs, in order: user passes in their phases, disabled passes
+        replaced by their ``when_disabled`` (or left out), and (in simple mode) ``optimize``
+        passes left out."""
         ctx = context or PassContext.current()
         out: list[Pass] = []
         for step in self.steps:
