@@ -167,7 +167,7 @@ def expr_key(e) -> str:
     distinct values) though not complete.
     """
     if type(e) is E.Var:  # the commonest atom, keyed without the functor's dispatch
-        return f"${id(e)}"
+        return _EXPR_KEY.visit_Var(e)
     return _EXPR_KEY.visit(e)
 
 

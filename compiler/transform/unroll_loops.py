@@ -73,8 +73,8 @@ class _Unroller(IRMutator):
         self.steps = 0
         self.unroll_depth = 0
         self.rolled_depth = 0
-        # The loops to replace by copies of their bodies, by id (the loops kept alive beside).
-        self.to_copy: dict[int, S.For] = {}
+        # The loops to replace by copies of their bodies (nodes hash by identity).
+        self.to_copy: set[S.For] = set()
 
     def visit_PrimExpr(self, e):
         return e  # statements only
@@ -138,7 +138,7 @@ class _Unroller(IRMutator):
                 # one walk, not once per level (which simplified the inner copies again at
                 # every loop around them).
                 marked = S.For(s.loop_var, s.min, s.extent, kind, body, s.thread_tag)
-                self.to_copy[id(marked)] = marked
+                self.to_copy.add(marked)
                 return marked
         else:
             self.rolled_depth += 1
@@ -152,12 +152,12 @@ class _CopyingSimplifier(StmtSimplifier):
     """Simplifies a statement, replacing each loop of ``to_copy`` by copies of its body with
     the loop variable substituted: only the branches a copy's values select are walked."""
 
-    def __init__(self, to_copy: dict[int, S.For], analyzer: Analyzer):
+    def __init__(self, to_copy: set[S.For], analyzer: Analyzer):
         super().__init__(analyzer)
         self.to_copy = to_copy
 
     def visit_For(self, s: S.For) -> S.Stmt:
-        if id(s) not in self.to_copy:
+        if s not in self.to_copy:
             return super().visit_For(s)
         dt = s.loop_var.dtype
         copies = []
