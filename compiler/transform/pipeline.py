@@ -76,6 +76,9 @@ class Pass:
             raise ValueError(f"pass {self.name!r}: scope must be one of {_SCOPES}, got {self.scope!r}")
         if not callable(self.run):
             raise TypeError(f"pass {self.name!r}: run must be callable, got {self.run!r}")
+        if self.when_disabled is not None and not isinstance(self.when_disabled, Pass):
+            raise TypeError(f"pass {self.name!r}: when_disabled must be a Pass or None, "
+                            f"got {self.when_disabled!r}")
 
 
 @dataclass(frozen=True)

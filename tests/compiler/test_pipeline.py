@@ -137,6 +137,8 @@ def test_a_disabled_unroll_still_leaves_the_function_simplified():
     assert "unrolled" in text and "4 * 8" not in text
     with PassContext(disabled_pass=["unroll_loops", "simplify"]):
         assert "simplify" not in [p.name for p in passes.LOWER.passes()]
+    with pytest.raises(TypeError, match="when_disabled must be a Pass"):
+        Pass("mine", lambda f: f, when_disabled="simplify")
     a = random_array(np.random.default_rng(3), (37, 19), "float32")
     out = poisoned((37, 19), "float32")
     f(a, out)
