@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,6 +32,12 @@ os.environ.setdefault("COMPILER_VERIFY_IR", "1")
 # and every process they start.
 if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
     sys.dont_write_bytecode = False
+
+# Compiled CPU code is cached on disk (compiler.codegen.object_cache): this process, the xdist
+# workers and every process they start share a cache of the suite's own, not the user's, kept
+# between runs (its key is the code itself, so a change to the compiler misses it).
+os.environ.setdefault("COMPILER_CACHE_DIR",
+                      os.path.join(tempfile.gettempdir(), f"autotune-compiler-tests-{os.getuid()}"))
 
 POSTGRES_ENV = "AUTOTUNE_TEST_POSTGRES_URL"
 

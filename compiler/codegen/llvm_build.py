@@ -1,12 +1,18 @@
 """The steps of a CPU build, in order: LLVM IR from the code generator (:mod:`.llvm`), LLVM's
-O3 (:mod:`.llvm_machine`), then MCJIT in this process (:class:`.llvm_jit.JITCode`) or an
-object file for another (an artifact, loaded back as :class:`.llvm_jit.ObjectCode`).
+O3 (:mod:`.llvm_machine`), then a position-independent object file, which MCJIT loads into
+this process (:class:`.llvm_jit.ObjectCode`) or a measure worker sends back as its artifact.
+
+The object is kept in the compile cache (:mod:`.object_cache`), under the LLVM IR before O3 and
+the target machine: the same code built again, in this process or another, skips LLVM.
 
 The ``llvm`` backend (:mod:`compiler.backends.llvm`) calls these on modules its pipeline
-prepared; ``COMPILER_DUMP_IR`` also gets the LLVM IR before and after O3.
+prepared; ``COMPILER_DUMP_IR`` also gets the LLVM IR before and after O3 (and then skips the
+cache, so that both are written).
 """
 
 from __future__ import annotations
+
+import functools
 
 from ..runtime.module import Module
 from ..target import Target
@@ -14,34 +20,34 @@ from ..tir.function import IRModule
 from ..transform.pipeline import dump_directory, dump_text
 from . import function_info
 from .llvm import argument_align, generate_llvm_ir
-from .llvm_jit import JITCode, ObjectCode
-from .llvm_machine import create_target_machine, optimized_module
+from .llvm_jit import ObjectCode
+from .llvm_machine import object_key, object_machine, optimized_module
 from .llvm_scratch import scratch_layout
+from .object_cache import cached
 
 __all__ = ["build", "build_linked", "save_object", "load_object"]
 
 
 def build(mod: IRModule, target: Target) -> Module:
-    """JIT-compile ``mod`` for ``target`` in this process."""
-    tm = create_target_machine(target)
-    return Module(JITCode(_optimized(mod, target, tm), target, tm), _infos(mod), next(iter(mod.functions)))
+    """Compile ``mod`` for ``target`` and load it into this process."""
+    data, optimized_ir = _compiled(mod, target)
+    return Module(ObjectCode(data, target, optimized_ir=optimized_ir), _infos(mod), next(iter(mod.functions)))
 
 
 def build_linked(mod: IRModule, target: Target, llvm_ir: str, infos: dict, entry: str,
                  objects: tuple[bytes, ...] = (), attrs: dict | None = None) -> Module:
-    """JIT-compile ``mod`` together with hand-written LLVM IR (``llvm_ir``, whose functions
-    ``infos`` describe and may call ``mod``'s) and the given object files (data it refers to),
-    optimised as one module: ``entry`` is the module's entry function."""
-    tm = create_target_machine(target)
-    module = _optimized(mod, target, tm, (llvm_ir,))
-    return Module(JITCode(module, target, tm, objects), {**_infos(mod), **infos}, entry, attrs)
+    """Compile ``mod`` together with hand-written LLVM IR (``llvm_ir``, whose functions
+    ``infos`` describe and may call ``mod``'s), optimised as one module, and load it into this
+    process with the given object files (data it refers to): ``entry`` is the module's entry
+    function."""
+    data, optimized_ir = _compiled(mod, target, (llvm_ir,))
+    return Module(ObjectCode(data, target, objects, optimized_ir), {**_infos(mod), **infos}, entry, attrs)
 
 
 def save_object(mod: IRModule, target: Target) -> tuple[bytes, dict]:
     """What :func:`build` compiles, as a relocatable object file, and its functions' FunctionInfo
     by name (the entry first)."""
-    tm = create_target_machine(target, reloc="pic", codemodel="default")
-    return tm.emit_object(_optimized(mod, target, tm)), _infos(mod)
+    return _compiled(mod, target)[0], _infos(mod)
 
 
 def load_object(data: bytes, target: Target, infos: dict, entry: str) -> Module:
@@ -49,14 +55,25 @@ def load_object(data: bytes, target: Target, infos: dict, entry: str) -> Module:
     return Module(ObjectCode(data, target), infos, entry)
 
 
-def _optimized(mod: IRModule, target: Target, tm, linked: tuple[str, ...] = ()):
+def _compiled(mod: IRModule, target: Target, linked: tuple[str, ...] = ()):
+    """``mod``'s object file (with the ``linked`` LLVM IR texts), from the compile cache where it
+    holds it, and a function that gives its optimised LLVM IR (optimising it again)."""
+    tm = object_machine(target)
     text = generate_llvm_ir(mod, tm.triple, str(tm.target_data), target.fast_math)
-    module = optimized_module(text, tm, linked)
+
+    def optimized_ir() -> str:
+        return str(optimized_module(text, tm, linked))
+
     directory = dump_directory()
     if directory:
+        module = optimized_module(text, tm, linked)
+        optimized = str(module)
         dump_text(directory, "llvm-codegen", text, "ll")
-        dump_text(directory, "llvm-optimize", str(module), "ll")
-    return module
+        dump_text(directory, "llvm-optimize", optimized, "ll")
+        return tm.emit_object(module), lambda: optimized
+    key = object_key(target, (text, *linked))
+    data = cached(key, lambda: tm.emit_object(optimized_module(text, tm, linked)))
+    return data, functools.cache(optimized_ir)
 
 
 def _infos(mod: IRModule) -> dict:

@@ -1,12 +1,12 @@
-"""From LLVM IR text to running machine code: target machines, O3, MCJIT, object files.
+"""Running machine code: an object file loaded by MCJIT into this process.
 
-:class:`JITCode` is the code object of a :class:`compiler.runtime.Module` compiled in this
-process, :class:`ObjectCode` that of an object file compiled elsewhere (a measure worker's
-artifact); see :mod:`compiler.runtime.module`. The LLVM backend (:mod:`compiler.backends.llvm`)
-puts the steps together.
+:class:`ObjectCode` is the code object of a :class:`compiler.runtime.Module` of CPU code (see
+:mod:`compiler.runtime.module`); :mod:`.llvm_build` compiles the objects.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import llvmlite.binding as llvm
 
@@ -15,21 +15,35 @@ from ..runtime.library import link_object, link_shared
 from ..runtime.timer import TIMER_SYMBOL
 from ..target import Target
 from . import llvm_timer
-from .llvm_machine import create_target_machine, parse, vector_features
+from .llvm_machine import create_target_machine, object_machine, parse, vector_features
 
-__all__ = ["JITCode", "ObjectCode"]
+__all__ = ["ObjectCode"]
 
 
-class _NativeCode:
-    """What the JIT and a loaded object file share: symbol lookup (the native timer is one copy
-    per process, shared by every module) and export into a shared library."""
+class ObjectCode:
+    """Machine code of a relocatable object file, loaded by MCJIT against this process's symbols
+    (libgomp, libm, libc) in about 2 ms, together with the object files of data it refers to.
+
+    Every CPU build makes such an object (:mod:`.llvm_build`), whether it runs in the process
+    that compiled it, in one that loaded it from the compile cache, or in a measure worker's
+    parent: the code that runs is the code a tuning run timed and the code a library exports.
+    ``optimized_ir`` gives the optimised LLVM IR it was compiled from, for :meth:`source`
+    (compiled again when asked: none where the object came from another process)."""
 
     type_key = "llvm"
 
-    def __init__(self, target: Target, engine, objects: tuple[bytes, ...] = ()):
+    def __init__(self, data: bytes, target: Target, objects: tuple[bytes, ...] = (),
+                 optimized_ir: Callable[[], str] | None = None):
         self.target = target
-        self._engine = engine  # owns the machine code; kept alive with this object
+        self._data = data
         self._objects = tuple(objects)  # other object files the code links against (data blocks)
+        self._optimized_ir = optimized_ir
+        tm = create_target_machine(target)  # also loads libgomp for the engine to link against
+        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+        for obj in (data, *self._objects):
+            engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        engine.finalize_object()
+        self._engine = engine  # owns the machine code; kept alive with this object
 
     @property
     def vector_features(self) -> list[str]:
@@ -41,62 +55,26 @@ class _NativeCode:
             return llvm_timer.address()
         return self._engine.get_function_address(name) or 0
 
-    def object_code(self) -> bytes:
-        raise NotImplementedError
-
-    def export(self, path: str, metadata_json: str) -> None:
-        """Write a shared library (:func:`compiler.runtime.load_module` reads it)."""
-        link_shared(path, [self.object_code(), llvm_timer.object_code(self.target), *self._objects],
-                    metadata_json)
-
-
-class JITCode(_NativeCode):
-    """Machine code JIT-compiled in this process from an optimised LLVM module, plus what is
-    needed to show and save it."""
-
-    def __init__(self, module, target: Target, tm=None, objects: tuple[bytes, ...] = ()):
-        tm = tm or create_target_machine(target)
-        self._tm = tm
-        self._optimized = str(module)
-        engine = llvm.create_mcjit_compiler(module, tm)  # the engine owns the module from here on
-        for data in objects:
-            engine.add_object_file(llvm.ObjectFileRef.from_data(data))
-        engine.finalize_object()
-        super().__init__(target, engine, objects)
-
     def source(self, fmt: str) -> str:
+        if self._optimized_ir is None:
+            raise CodegenError(f"a module loaded from an object file has no {fmt!r} source")
         if fmt in ("ll", "llvm"):
-            return self._optimized
+            return self._optimized_ir()
         if fmt in ("asm", "s"):
-            # A fresh module: code generation may change the one the JIT already compiled.
-            return self._tm.emit_assembly(parse(self._optimized))
+            return object_machine(self.target).emit_assembly(parse(self._optimized_ir()))
         raise ValueError(f"unknown source format {fmt!r}; use 'll' or 'asm'")
 
     def object_code(self) -> bytes:
-        """Position-independent object code, for linking into a shared library."""
-        tm = create_target_machine(self.target, reloc="pic", codemodel="default")
-        return tm.emit_object(parse(self._optimized))
+        """The position-independent object code, as linked into a shared library."""
+        return self._data
+
+    def export(self, path: str, metadata_json: str) -> None:
+        """Write a shared library (:func:`compiler.runtime.load_module` reads it)."""
+        link_shared(path, self._linked_objects(), metadata_json)
 
     def save_object(self, path: str, metadata_json: str) -> None:
         """Write an object file (``Module.save``) that ``contrib.cc.create_shared`` links."""
-        link_object(path, [self.object_code(), llvm_timer.object_code(self.target), *self._objects],
-                    metadata_json)
+        link_object(path, self._linked_objects(), metadata_json)
 
-
-class ObjectCode(_NativeCode):
-    """Machine code of a relocatable object file, loaded by MCJIT against this process's symbols
-    (libgomp, libm, libc) in about 2 ms."""
-
-    def __init__(self, data: bytes, target: Target):
-        self._data = data
-        tm = create_target_machine(target)  # also loads libgomp for the engine to link against
-        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
-        engine.add_object_file(llvm.ObjectFileRef.from_data(data))
-        engine.finalize_object()
-        super().__init__(target, engine)
-
-    def source(self, fmt: str) -> str:
-        raise CodegenError(f"a module loaded from an object file has no {fmt!r} source")
-
-    def object_code(self) -> bytes:
-        return self._data
+    def _linked_objects(self) -> list[bytes]:
+        return [self._data, llvm_timer.object_code(self.target), *self._objects]

@@ -9,6 +9,7 @@ import functools
 import logging
 import re
 
+import llvmlite
 import llvmlite.binding as llvm
 from llvmlite import ir
 
@@ -17,9 +18,10 @@ from ..runtime.cpu import VECTOR_EXTENSIONS
 from ..runtime.threads import load_libgomp
 from ..target import Target, host_cpu_name
 from .llvm_types import double_to_half
+from .object_cache import cache_key
 
-__all__ = ["create_target_machine", "optimize", "optimized_module", "parse", "initialize",
-           "vector_features", "is_x86"]
+__all__ = ["create_target_machine", "object_machine", "object_key", "optimize", "optimized_module", "parse",
+           "initialize", "vector_features", "is_x86"]
 
 logger = logging.getLogger(__name__)
 
@@ -148,6 +150,22 @@ def create_target_machine(target: Target | None, reloc: str = "default", codemod
     return _target_machine(*_machine_of(target), reloc=reloc, codemodel=codemodel)
 
 
+def object_machine(target: Target | None):
+    """The target machine of object files for ``target``: position-independent code, which
+    MCJIT loads into this process and the system linker links into a shared library alike."""
+    return create_target_machine(target, reloc="pic", codemodel="default")
+
+
+def object_key(target: Target | None, ir_texts: tuple[str, ...]) -> str:
+    """The compile cache's key (:mod:`.object_cache`) of the object file that
+    :func:`object_machine` emits for ``ir_texts`` after :func:`optimized_module`: everything
+    that decides its bytes."""
+    triple, cpu, features = _machine_of(target)
+    llvm_version = ".".join(map(str, llvm.llvm_version_info))
+    return cache_key(["llvm object", str(_PIPELINE_VERSION), llvmlite.__version__, llvm_version,
+                      repr(sorted(_O3.items())), triple, cpu, features, *ir_texts])
+
+
 def _target_machine(triple: str, cpu: str, features: str, reloc: str = "default",
                     codemodel: str = "jitdefault"):
     initialize()
@@ -170,13 +188,19 @@ def parse(ir_text: str):
     return module
 
 
+# LLVM's O3 pipeline, with loop and SLP vectorisation and loop unrolling.
+_O3 = {"speed_level": 3, "loop_vectorization": True, "slp_vectorization": True, "loop_unrolling": True}
+# Part of the compile cache's key: raise it when optimized_module's steps change otherwise than by _O3.
+_PIPELINE_VERSION = 1
+
+
 def optimize(module, tm, slp: bool = True) -> None:
     """Run LLVM's O3 pipeline (with loop and, unless ``slp`` is false, SLP vectorisation) on
     ``module`` in place."""
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization = True
-    pto.slp_vectorization = slp
-    pto.loop_unrolling = True
+    pto = llvm.create_pipeline_tuning_options(speed_level=_O3["speed_level"])
+    pto.loop_vectorization = _O3["loop_vectorization"]
+    pto.slp_vectorization = slp and _O3["slp_vectorization"]
+    pto.loop_unrolling = _O3["loop_unrolling"]
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(module, pb)
 

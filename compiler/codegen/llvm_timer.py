@@ -56,7 +56,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ..runtime.timer import BATCH_NS, TIMER_SYMBOL
-from .llvm_machine import create_target_machine, is_x86, parse
+from .llvm_machine import create_target_machine, is_x86, object_machine, parse
 from .llvm_types import I8, I8PTR, I32, I64, VOID
 
 __all__ = ["timer_ir", "address", "object_code", "TIMER_SYMBOL"]
@@ -263,5 +263,5 @@ def address() -> int:
 
 def object_code(target) -> bytes:
     """Position-independent object code of the timing function, to link into a shared library."""
-    tm = create_target_machine(target, reloc="pic", codemodel="default")
+    tm = object_machine(target)
     return tm.emit_object(_compiled(tm))
