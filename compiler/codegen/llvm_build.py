@@ -12,8 +12,6 @@ cache, so that both are written).
 
 from __future__ import annotations
 
-import functools
-
 from ..runtime.module import Module
 from ..target import Target
 from ..tir.function import IRModule
@@ -57,23 +55,29 @@ def load_object(data: bytes, target: Target, infos: dict, entry: str) -> Module:
 
 def _compiled(mod: IRModule, target: Target, linked: tuple[str, ...] = ()):
     """``mod``'s object file (with the ``linked`` LLVM IR texts), from the compile cache where it
-    holds it, and a function that gives its optimised LLVM IR (optimising it again)."""
+    holds it, and a function that gives its optimised LLVM IR (optimising it again where the
+    object came from the cache)."""
     tm = object_machine(target)
     text = generate_llvm_ir(mod, tm.triple, str(tm.target_data), target.fast_math)
+    directory = dump_directory()
+    optimized: dict[str, str] = {}
+
+    def compile_object() -> bytes:
+        module = optimized_module(text, tm, linked)
+        optimized["ir"] = str(module)  # before code generation, which may change the module
+        if directory:
+            dump_text(directory, "llvm-codegen", text, "ll")
+            dump_text(directory, "llvm-optimize", optimized["ir"], "ll")
+        return tm.emit_object(module)
 
     def optimized_ir() -> str:
-        return str(optimized_module(text, tm, linked))
+        if "ir" not in optimized:
+            optimized["ir"] = str(optimized_module(text, tm, linked))
+        return optimized["ir"]
 
-    directory = dump_directory()
-    if directory:
-        module = optimized_module(text, tm, linked)
-        optimized = str(module)
-        dump_text(directory, "llvm-codegen", text, "ll")
-        dump_text(directory, "llvm-optimize", optimized, "ll")
-        return tm.emit_object(module), lambda: optimized
-    key = object_key(target, (text, *linked))
-    data = cached(key, lambda: tm.emit_object(optimized_module(text, tm, linked)))
-    return data, functools.cache(optimized_ir)
+    # with the IR dumped, always compiled: a cached object would write neither text
+    data = compile_object() if directory else cached(object_key(target, (text, *linked)), compile_object)
+    return data, optimized_ir
 
 
 def _infos(mod: IRModule) -> dict:
