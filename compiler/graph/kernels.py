@@ -1,22 +1,23 @@
 """A fused node's kernel: its tensor expressions and the default schedule.
 
 :func:`kernel_tensors` builds a ``fused`` node's computation from its members' operators (each
-one's ``compute``), with one placeholder per input of the node, in order. A kernel that no
-template schedules gets :func:`default_schedule`: the injective stages inlined into their
-readers; each reduction computed at the root, its outer loops on threads; the output's loops
-fused, vectorized along the innermost elements and split over the threads; where the last axis
-is no whole number of vectors and the vectors of the fused axes would gather what the kernel
-reads, rows of the last axes along which it reads at a constant stride instead (a channel
-shuffle's planes; :func:`_contiguous_suffix`). A reduction along rows of two vectors or more (a
-row's mean, variance or maximum) accumulates a vector of partial results per row (``rfactor``;
-a row's last vector partial where vectors do not tile it), then reduces those: one element at a
-time, a row of 768 would wait on 768 dependent additions. A kernel whose output is elementwise
-over rows of statistics taken along its last axis (a softmax or a layer norm, with what the
-graph fused before and after it) runs row by row instead: one parallel loop over the rows, each
-row's statistics computed inside it, and each elementwise stage that two stages read (a
-softmax's exp) computed once into a row of its own. A kernel that transposes its input's last
-axis next to last is copied in square tiles, each transposed in vector registers. A bilinear
-resize mixes each output row's two source rows once, in the loop over the output's rows.
+one's ``compute``), with one placeholder per input of the node, in order. A kernel that no template
+schedules gets :func:`default_schedule`: the injective stages inlined into their readers (but those
+on a reduction's input side whose bodies are large, such as a Winograd input transform: computed at
+the root, once); each reduction computed at the root, its outer loops on threads; the output's
+loops fused, vectorized along the innermost elements and split over the threads; where the last
+axis is no whole number of vectors and the vectors of the fused axes would gather what the kernel
+reads, rows of the last axes along which it reads at a constant stride instead (a channel shuffle's
+planes; :func:`_contiguous_suffix`). A reduction along rows of two vectors or more (a row's mean,
+variance or maximum) accumulates a vector of partial results per row (``rfactor``; a row's last
+vector partial where vectors do not tile it), then reduces those: one element at a time, a row of
+768 would wait on 768 dependent additions. A kernel whose output is elementwise over rows of
+statistics taken along its last axis (a softmax or a layer norm, with what the graph fused before
+and after it) runs row by row instead: one parallel loop over the rows, each row's statistics
+computed inside it, and each elementwise stage that two stages read (a softmax's exp) computed once
+into a row of its own. A kernel that transposes its input's last axis next to last is copied in
+square tiles, each transposed in vector registers. A bilinear resize mixes each output row's two
+source rows once, in the loop over the output's rows.
 
 A channel-blocked image ``(N, C/b, H, W, b)`` is written row by row, each row's channel blocks in
 turn, so that each thread writes a range of the height of every block: as a convolution whose
@@ -54,6 +55,10 @@ __all__ = ["kernel_tensors", "default_schedule", "keeps_last_axis", "kernel_key"
 
 # Loops of fewer elements than this stay on one thread: starting the others costs more.
 PARALLEL_MIN_ELEMENTS = 1 << 14
+#: The most nodes of an elementwise stage's body that the default schedule inlines into a
+#: reduction that reads it (see :func:`_large_reduction_inputs`); a padding's or a layout
+#: transform's bodies hold a few dozen.
+INLINE_INTO_REDUCTION_NODES = 128
 #: The narrowest channel block an elementwise kernel vectorizes by itself (one short vector a block).
 MIN_BLOCK_VECTOR = 4
 #: Fewer rows than this, written row by row, are shared among threads in pieces of rows.
@@ -100,12 +105,15 @@ def default_schedule(outputs: list[te.Tensor], vector_last: bool = False) -> Sch
     if _schedule_resized_rows(s, outputs):
         return s
     out_ops = {t.op for t in outputs}
+    at_root = _large_reduction_inputs(s)
     for stage in list(s.stages):
         op = stage.op
         if not isinstance(op, ComputeOp) or op in out_ops:
             continue
         if op.reduce_axis:
             _schedule_reduction(s, op.output(0), vector_last)
+        elif op in at_root:
+            _fuse_vectorize(s, op.output(0))
         else:
             s[op].compute_inline()
     for t in outputs:
@@ -114,6 +122,28 @@ def default_schedule(outputs: list[te.Tensor], vector_last: bool = False) -> Sch
         else:
             _fuse_vectorize(s, t)
     return s
+
+
+def _large_reduction_inputs(s: Schedule) -> set:
+    """The elementwise stages on a reduction's input side (read by one, or by such a stage)
+    whose bodies hold more than :data:`INLINE_INTO_REDUCTION_NODES` nodes: computed at the root,
+    not inlined. Inlined, such a body is computed again for every output of the reduction that
+    reads it, and copied into every read for the simplifier to walk: a Winograd input
+    transform's 36 positions, each a sum over six rows of six terms, once per output channel
+    (the transform lowered in 3.2 s so, the kernel recomputing it per output channel)."""
+    readers: dict = {}
+    for stage in s.stages:
+        for t in getattr(stage.op, "input_tensors", []):
+            readers.setdefault(t.op, []).append(stage.op)
+    large = set()
+    for stage in reversed(s.stages):  # readers before the stages they read
+        op = stage.op
+        if not isinstance(op, ComputeOp) or op.reduce_axis:
+            continue
+        if any(r.reduce_axis or r in large for r in readers.get(op, ())) and \
+                sum(len(collect(b, lambda _: True)) for b in op.bodies) > INLINE_INTO_REDUCTION_NODES:
+            large.add(op)
+    return large
 
 
 def _row_reductions(s: Schedule, out: te.Tensor) -> list[te.Tensor] | None:

@@ -13,7 +13,7 @@ import textwrap
 import numpy as np
 import pytest
 from graph_models import residual_cnn, weights
-from helpers import CPUS, poisoned
+from helpers import CPUS, assert_written, poisoned
 
 import compiler
 from compiler.errors import RuntimeArgumentError
@@ -332,6 +332,41 @@ def test_a_default_scheduled_softmax_runs_row_by_row(rng, length, partials):
     z = a * 0.25 + m
     want = np.exp(z - z.max(axis=3, keepdims=True))
     np.testing.assert_allclose(out, want / want.sum(axis=3, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_a_default_scheduled_winograd_convolution_computes_its_input_transform_once(rng):
+    from compiler import te, topi
+    from compiler.graph import default_schedule
+    from compiler.target import Target
+    from compiler.topi.nn.winograd import conv2d_winograd_nchwc_numpy
+
+    # The input transform (36 positions, each a sum over six rows of six terms) and its rows are
+    # computed at the root, once each: inlined into the products, they were computed again for
+    # every output channel. The tile of the padded input, a few dozen nodes, is still inlined,
+    # as a convolution's padding is.
+    with Target("llvm -mcpu=haswell"):
+        x = te.placeholder((1, 2, 10, 9, 8), name="x")
+        u = te.placeholder((36, 2, 16, 8), name="u")
+        y = topi.nn.conv2d_winograd_nchwc(x, u, (1, 1, 1, 1), 4, 8)
+        s = default_schedule([y])
+        text = str(compiler.lower(s, [x, u, y]))
+        f = compiler.build(s, [x, u, y])
+    allocated = set(re.findall(r"allocate (\w+)", text))
+    assert {"winograd_V", "winograd_V_rows"} <= allocated and "winograd_V_tile" not in allocated, text
+    data = rng.uniform(-1, 1, (1, 2, 10, 9, 8)).astype("float32")
+    weights = rng.uniform(-1, 1, (36, 2, 16, 8)).astype("float32")
+    out = poisoned((1, 2, 10, 9, 8), "float32")
+    f(data, weights, out)
+    want = conv2d_winograd_nchwc_numpy(data, weights, (1, 1, 1, 1), 4, 8)
+    assert_written(out, want.astype("float32"), rtol=1e-4, atol=1e-4)
+
+    # a padded convolution's padding stays inlined into its reduction
+    with Target("llvm -mcpu=haswell"):
+        a = te.placeholder((1, 3, 10, 9), name="a")
+        w = te.placeholder((4, 3, 3, 3), name="w")
+        c = topi.nn.conv2d_nchw(a, w, 1, 1, 1)
+        text = str(compiler.lower(default_schedule([c]), [a, w, c]))
+    assert not re.findall(r"allocate (\w+)", text), text
 
 
 def test_a_default_scheduled_transpose_copies_tiles_in_vector_registers(rng):
