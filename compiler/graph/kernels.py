@@ -131,16 +131,12 @@ def _large_reduction_inputs(s: Schedule) -> set:
     reads it, and copied into every read for the simplifier to walk: a Winograd input
     transform's 36 positions, each a sum over six rows of six terms, once per output channel
     (the transform lowered in 3.2 s so, the kernel recomputing it per output channel)."""
-    readers: dict = {}
-    for stage in s.stages:
-        for t in getattr(stage.op, "input_tensors", []):
-            readers.setdefault(t.op, []).append(stage.op)
     large = set()
     for stage in reversed(s.stages):  # readers before the stages they read
         op = stage.op
         if not isinstance(op, ComputeOp) or op.reduce_axis:
             continue
-        if any(r.reduce_axis or r in large for r in readers.get(op, ())) and \
+        if any(c.op.reduce_axis or c.op in large for c in s.consumers(stage)) and \
                 sum(len(collect(b, lambda _: True)) for b in op.bodies) > INLINE_INTO_REDUCTION_NODES:
             large.add(op)
     return large
