@@ -3,7 +3,7 @@ runtime Module in a run worker.
 
 The target's backend (:mod:`compiler.backends`) decides what the bytes are: for CPU targets
 a relocatable object file (no JIT compile in the builder, no ``cc -shared`` link anywhere;
-the runner's MCJIT relocates it in about 2 ms), for CUDA targets the PTX and launch plans
+the runner's JIT links it in about a millisecond), for CUDA targets the PTX and launch plans
 (building needs neither a GPU nor pycuda, running needs both).
 """
 

@@ -2,9 +2,9 @@
 
 After :func:`compiler.lower`, a function goes through :data:`PIPELINE` (intrinsics lowered
 by the ``llvm`` rules); then the code generator emits LLVM IR (:mod:`compiler.codegen.llvm`),
-LLVM's O3 pipeline optimises it (loop and SLP vectorisation included), and MCJIT compiles
-it in this process. An artifact is the same optimised module emitted as a relocatable
-object file, which a measure worker loads with MCJIT in about 2 ms.
+LLVM's O3 pipeline optimises it (loop and SLP vectorisation included) and emits a
+position-independent object file, which LLVM's JIT linker links into this process. An
+artifact is that object file, which a measure worker links in about a millisecond.
 
 The steps are :mod:`compiler.codegen.llvm_build`'s. They load llvmlite, so they are imported
 on the first build: a process that only loads exported libraries
@@ -44,7 +44,7 @@ def save_artifact(mod: IRModule, target: Target) -> Artifact:
 
 
 def load_artifact(artifact: Artifact) -> Module:
-    """The module of an ``"object"`` artifact, loaded by MCJIT against this process's symbols."""
+    """The module of an ``"object"`` artifact, linked against this process's symbols."""
     target, entry = Target(artifact.metadata["target"]), artifact.metadata["entry"]
     return _steps().load_object(artifact.data, target, artifact.function_infos(), entry)
 

@@ -1,5 +1,5 @@
 """The steps of a CPU build, in order: LLVM IR from the code generator (:mod:`.llvm`), LLVM's
-O3 (:mod:`.llvm_machine`), then a position-independent object file, which MCJIT loads into
+O3 (:mod:`.llvm_machine`), then a position-independent object file, which the JIT links into
 this process (:class:`.llvm_jit.ObjectCode`) or a measure worker sends back as its artifact.
 
 The object is kept in the compile cache (:mod:`.object_cache`), under the LLVM IR before O3 and
@@ -49,7 +49,7 @@ def save_object(mod: IRModule, target: Target) -> tuple[bytes, dict]:
 
 
 def load_object(data: bytes, target: Target, infos: dict, entry: str) -> Module:
-    """The module of :func:`save_object`'s output, loaded by MCJIT against this process's symbols."""
+    """The module of :func:`save_object`'s output, linked against this process's symbols."""
     return Module(ObjectCode(data, target), infos, entry)
 
 

@@ -1,4 +1,11 @@
-"""Running machine code: an object file loaded by MCJIT into this process.
+"""Running machine code: an object file linked into this process by LLVM's JIT linker.
+
+The code of an object file (position-independent, small code model) reaches its constants and
+globals by 32-bit offsets from itself. ORC's JITLink maps all of an object's sections in one
+block and gives it GOT entries and stubs for what lies outside (libgomp, libm, the other objects
+of the module). MCJIT's default memory manager mapped code and data apart, wherever free pages
+lay: in a process holding gigabytes of other mappings (a Ray driver maps its object store) they
+could land more than 2 GB apart, which aborted the process in LLVM's linker.
 
 :class:`ObjectCode` is the code object of a :class:`compiler.runtime.Module` of CPU code (see
 :mod:`compiler.runtime.module`); :mod:`.llvm_build` compiles the objects.
@@ -6,6 +13,11 @@
 
 from __future__ import annotations
 
+import ctypes
+import functools
+import itertools
+import struct
+import threading
 from collections.abc import Callable
 
 import llvmlite.binding as llvm
@@ -15,14 +27,21 @@ from ..runtime.library import link_object, link_shared
 from ..runtime.timer import TIMER_SYMBOL
 from ..target import Target
 from . import llvm_timer
-from .llvm_machine import create_target_machine, object_machine, parse, vector_features
+from .llvm_machine import (
+    HALF_BUILTIN_ADDRESSES,
+    create_target_machine,
+    object_machine,
+    parse,
+    vector_features,
+)
 
 __all__ = ["ObjectCode"]
 
 
 class ObjectCode:
-    """Machine code of a relocatable object file, loaded by MCJIT against this process's symbols
-    (libgomp, libm, libc) in about 2 ms, together with the object files of data it refers to.
+    """Machine code of a relocatable object file, linked against this process's symbols
+    (libgomp, libm, libc) in about a millisecond, together with the object files of data it
+    refers to.
 
     Every CPU build makes such an object (:mod:`.llvm_build`), whether it runs in the process
     that compiled it, in one that loaded it from the compile cache, or in a measure worker's
@@ -38,12 +57,25 @@ class ObjectCode:
         self._data = data
         self._objects = tuple(objects)  # other object files the code links against (data blocks)
         self._optimized_ir = optimized_ir
-        tm = create_target_machine(target)  # also loads libgomp for the engine to link against
-        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+        jit = _jit()  # first: sets LLVM up (libgomp loaded, float16 helpers compiled)
+        builder = llvm.JITLibraryBuilder()
         for obj in (data, *self._objects):
-            engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
-        engine.finalize_object()
-        self._engine = engine  # owns the machine code; kept alive with this object
+            builder.add_object_img(obj)
+        builder.add_current_process()
+        for name, address in HALF_BUILTIN_ADDRESSES.items():
+            builder.import_symbol(name, address)
+        for name in global_symbols(data)[0]:
+            builder.export_symbol(name)
+        try:
+            # owns the machine code; kept alive with this object, the code unloaded with it
+            self._library = builder.link(jit, f"autotune_code_{next(_names)}")
+        except RuntimeError as e:
+            missing = _missing_symbols((data, *self._objects))
+            if missing:
+                raise CodegenError(f"the compiled code calls what this process does not have: "
+                                   f"{', '.join(missing)}; load the library defining it first "
+                                   "(ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL))") from None
+            raise CodegenError(f"cannot link the compiled code into this process: {e}") from None
 
     @property
     def vector_features(self) -> list[str]:
@@ -53,7 +85,10 @@ class ObjectCode:
     def address(self, name: str) -> int:
         if name == TIMER_SYMBOL:
             return llvm_timer.address()
-        return self._engine.get_function_address(name) or 0
+        try:
+            return self._library[name]
+        except KeyError:
+            return 0
 
     def source(self, fmt: str) -> str:
         if self._optimized_ir is None:
@@ -78,3 +113,54 @@ class ObjectCode:
 
     def _linked_objects(self) -> list[bytes]:
         return [self._data, llvm_timer.object_code(self.target), *self._objects]
+
+
+_names = itertools.count()  # a JIT library's name may not be used twice in a process
+_jit_lock = threading.Lock()
+
+
+def _jit():
+    """This process's JIT: every object's code is a library of it."""
+    with _jit_lock:  # one JIT, however many threads build at once
+        return _create_jit()
+
+
+@functools.cache
+def _create_jit():
+    return llvm.create_lljit_compiler(create_target_machine(None), use_jit_link=True)
+
+
+_SHT_SYMTAB = 2
+_STB_LOCAL = 0
+_SHN_UNDEF = 0
+
+
+def global_symbols(data: bytes) -> tuple[list[str], list[str]]:
+    """The global symbols an ELF64 (little-endian) object file defines, and those it refers to
+    but leaves to others."""
+    section_table, = struct.unpack_from("<Q", data, 0x28)
+    entry_size, count = struct.unpack_from("<HH", data, 0x3A)
+    # (name, type, flags, address, offset, size, link, info, alignment, entry size)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, section_table + i * entry_size)
+                for i in range(count)]
+    defined, undefined = [], []
+    for _, kind, _, _, offset, size, link, _, _, symbol_size in sections:
+        if kind != _SHT_SYMTAB:
+            continue
+        strings = sections[link][4]
+        for at in range(offset + symbol_size, offset + size, symbol_size):  # entry 0 is null
+            name, info, _, section, _, _ = struct.unpack_from("<IBBHQQ", data, at)
+            if info >> 4 != _STB_LOCAL:
+                start = strings + name
+                text = data[start:data.index(b"\0", start)].decode()
+                (undefined if section == _SHN_UNDEF else defined).append(text)
+    return defined, undefined
+
+
+def _missing_symbols(objects) -> list[str]:
+    """The symbols ``objects`` refer to that neither they nor this process define."""
+    tables = [global_symbols(obj) for obj in objects]
+    defined = {name for names, _ in tables for name in names} | set(HALF_BUILTIN_ADDRESSES)
+    process = ctypes.CDLL(None)
+    wanted = {name for _, names in tables for name in names if name not in defined}
+    return sorted(name for name in wanted if not hasattr(process, name) and not llvm.address_of_symbol(name))

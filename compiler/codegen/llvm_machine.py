@@ -20,8 +20,8 @@ from ..target import Target, host_cpu_name
 from .llvm_types import double_to_half
 from .object_cache import cache_key
 
-__all__ = ["create_target_machine", "object_machine", "object_key", "optimize", "optimized_module", "parse",
-           "initialize", "vector_features", "is_x86"]
+__all__ = ["HALF_BUILTIN_ADDRESSES", "create_target_machine", "object_machine", "object_key", "optimize",
+           "optimized_module", "parse", "initialize", "vector_features", "is_x86"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,10 +41,11 @@ def initialize() -> None:
 
 
 # LLVM converts float16 with calls to these on CPUs without F16C (and from double without
-# AVX512-FP16). The JIT resolves calls only to symbols of the process, which has none of
-# them, and an unresolved call jumps to address 0. So they are compiled here, for this
-# machine, whose F16C instructions they use.
+# AVX512-FP16). The JIT links calls against the symbols of the process, which has none of
+# them. So they are compiled here, for this machine, whose F16C instructions they use, and
+# the JIT links code against their addresses.
 _HALF_BUILTINS = ("__extendhfsf2", "__truncsfhf2", "__truncdfhf2")
+HALF_BUILTIN_ADDRESSES: dict[str, int] = {}  # their addresses, for the JIT to link code against
 
 
 @functools.lru_cache(maxsize=1)
@@ -74,7 +75,7 @@ def _register_half_builtins() -> None:
         return
     engine = _half_builtins()
     for name in _HALF_BUILTINS:
-        llvm.add_symbol(name, engine.get_function_address(name))
+        HALF_BUILTIN_ADDRESSES[name] = engine.get_function_address(name)
 
 
 # LLVM's loop vectorizer, costing AVX-512's gathers and scatters as cheap, vectorizes loops
@@ -152,7 +153,7 @@ def create_target_machine(target: Target | None, reloc: str = "default", codemod
 
 def object_machine(target: Target | None):
     """The target machine of object files for ``target``: position-independent code, which
-    MCJIT loads into this process and the system linker links into a shared library alike."""
+    the JIT links into this process and the system linker into a shared library alike."""
     return create_target_machine(target, reloc="pic", codemodel="default")
 
 

@@ -1,0 +1,109 @@
+"""Loading CPU code into the process (compiler.codegen.llvm_jit): where the JIT places an object's
+sections must not depend on what else the process has mapped."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import llvmlite.binding as llvm
+import pytest
+
+from compiler.codegen.llvm_jit import ObjectCode, global_symbols
+from compiler.codegen.llvm_machine import object_machine, parse
+from compiler.errors import CodegenError
+from compiler.target import Target
+
+# Runs in a fresh interpreter: a load that places the code and its constants more than 2 GB
+# apart fails an assertion in LLVM's linker and aborts the process. The script builds a kernel
+# whose code reads constants from its read-only data (32-bit PC-relative references), then leaves
+# the address space so that the highest free pages are a single page above an 8 GB reservation
+# and a single page below it: memory for each section mapped on its own would put the code in
+# the first and the constants 8 GB away in the second.
+_FAR_APART_PAGES = textwrap.dedent("""
+    import ctypes, mmap, sys
+    import numpy as np
+    from helpers import assert_written, poisoned
+    from compiler import te
+    from compiler.driver import build_artifact, load_artifact
+
+    n = 16
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 0.37 + 1.25, name="B")
+    s = te.create_schedule(B.op)
+    s[B].vectorize(B.op.axis[0])
+    artifact = build_artifact(s, [A, B], target="llvm")
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    PAGE = mmap.PAGESIZE
+    NONE, NORESERVE, FIXED_NOREPLACE = 0, 0x4000, 0x100000  # PROT_NONE and two of Linux's MAP_ flags
+
+    def reserve(address, size):
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | NORESERVE
+        got = libc.mmap(address, size, NONE, flags | (FIXED_NOREPLACE if address else 0), -1, 0)
+        assert got not in (None, 2**64 - 1) and got == (address or got), f"mmap({address}, {size})"
+        return got
+
+    size = 8 << 30
+    low = reserve(None, size)
+    high = low + size
+    mapped = []
+    for line in open("/proc/self/maps"):
+        start, end = (int(x, 16) for x in line.split()[0].split("-"))
+        mapped.append((start, end, line))
+    stack = min(start for start, _, line in mapped if "[stack]" in line)
+    edge = high
+    for start, end, _ in sorted(m for m in mapped if m[0] >= high and m[1] <= stack):
+        if start > edge:
+            reserve(edge, start - edge)  # fill every gap above the reservation
+        edge = max(edge, end)
+    libc.munmap(high - PAGE, PAGE)
+    libc.munmap(low, PAGE)
+    probe = libc.mmap(None, PAGE, NONE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+    assert probe == high - PAGE, "the layout did not take: the highest free page is elsewhere"
+    libc.munmap(probe, PAGE)
+
+    module = load_artifact(artifact)
+    a = np.random.default_rng(7).standard_normal(n).astype("float32")
+    b = poisoned(n, "float32")
+    module(a, b)
+    assert_written(b, a * np.float32(0.37) + np.float32(1.25), rtol=1e-6)
+    print("computed")
+""")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="lays out the address space with Linux's mmap")
+def test_code_and_its_constants_load_together_wherever_free_memory_lies(tmp_path):
+    tests = Path(__file__).parents[2]
+    script = tmp_path / "far_apart.py"
+    script.write_text(_FAR_APART_PAGES)
+    path = os.pathsep.join(p for p in (str(tests.parent), str(tests), os.environ.get("PYTHONPATH")) if p)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": path})
+    assert done.returncode == 0 and "computed" in done.stdout, done.stdout + done.stderr[-3000:]
+
+
+def test_code_calling_a_function_the_process_lacks_is_refused_naming_it():
+    module = parse("declare void @no_such_function()\n"
+                   "define void @f() {\n  call void @no_such_function()\n  ret void\n}\n")
+    module.triple = llvm.get_process_triple()
+    target = Target("llvm")
+    with pytest.raises(CodegenError, match=r"calls what this process does not have: no_such_function;"):
+        ObjectCode(object_machine(target).emit_object(module), target)
+
+
+def test_an_object_s_global_symbols_are_read_from_its_symbol_table():
+    module = parse("@table = global [4 x i32] zeroinitializer\n@hidden = internal global i32 0\n"
+                   "declare void @elsewhere()\n"
+                   "define void @f() {\n  call void @elsewhere()\n  ret void\n}\n"
+                   "define internal void @g() {\n  ret void\n}\n")
+    module.triple = llvm.get_process_triple()
+    defined, undefined = global_symbols(object_machine(Target("llvm")).emit_object(module))
+    assert sorted(defined) == ["f", "table"] and undefined == ["elsewhere"]
