@@ -14,7 +14,6 @@ could land more than 2 GB apart, which aborted the process in LLVM's linker.
 from __future__ import annotations
 
 import ctypes
-import functools
 import itertools
 import struct
 import threading
@@ -115,19 +114,24 @@ class ObjectCode:
         return [self._data, llvm_timer.object_code(self.target), *self._objects]
 
 
-_names = itertools.count()  # a JIT library's name may not be used twice in a process
+_names = itertools.count()  # a JIT library's name may not be used twice in a JIT
+# A JIT keeps a little of each library it linked after the library is gone (its JITDylib, about
+# 9 KB), until the JIT itself goes, which is when no library of it is left: a measure worker
+# linking a candidate after another would grow by that much each time. So each JIT links so
+# many libraries, then the next library starts a fresh one.
+_LINKS_PER_JIT = 256
+_jit_state = {"jit": None, "links": 0}
 _jit_lock = threading.Lock()
 
 
 def _jit():
-    """This process's JIT: every object's code is a library of it."""
-    with _jit_lock:  # one JIT, however many threads build at once
-        return _create_jit()
-
-
-@functools.cache
-def _create_jit():
-    return llvm.create_lljit_compiler(create_target_machine(None), use_jit_link=True)
+    """The JIT that links the next library."""
+    with _jit_lock:  # however many threads build at once
+        if _jit_state["jit"] is None or _jit_state["links"] >= _LINKS_PER_JIT:
+            _jit_state["jit"] = llvm.create_lljit_compiler(create_target_machine(None), use_jit_link=True)
+            _jit_state["links"] = 0
+        _jit_state["links"] += 1
+        return _jit_state["jit"]
 
 
 _SHT_SYMTAB = 2

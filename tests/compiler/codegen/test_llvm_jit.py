@@ -3,15 +3,22 @@ sections must not depend on what else the process has mapped."""
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
 import textwrap
+import weakref
 from pathlib import Path
 
 import llvmlite.binding as llvm
+import numpy as np
 import pytest
+from helpers import assert_written, poisoned
 
+import compiler
+from compiler import te
+from compiler.codegen import llvm_jit
 from compiler.codegen.llvm_jit import ObjectCode, global_symbols
 from compiler.codegen.llvm_machine import object_machine, parse
 from compiler.errors import CodegenError
@@ -107,3 +114,24 @@ def test_an_object_s_global_symbols_are_read_from_its_symbol_table():
     module.triple = llvm.get_process_triple()
     defined, undefined = global_symbols(object_machine(Target("llvm")).emit_object(module))
     assert sorted(defined) == ["f", "table"] and undefined == ["elsewhere"]
+
+
+def test_code_runs_after_the_jit_that_linked_it_gave_way_to_a_fresh_one(monkeypatch):
+    monkeypatch.setattr(llvm_jit, "_LINKS_PER_JIT", 2)
+    n = 33
+    a = te.placeholder((n,), name="A")
+    b = te.compute((n,), lambda i: a[i] * 3.0 - 0.5, name="B")
+    schedule = te.create_schedule(b.op)
+    modules, jits = [], []
+    for _ in range(5):
+        modules.append(compiler.build(schedule, [a, b], target="llvm"))
+        if not jits or jits[-1]() is not llvm_jit._jit_state["jit"]:
+            jits.append(weakref.ref(llvm_jit._jit_state["jit"]))
+    gc.collect()
+    # two libraries each; the JITs given way to are gone from Python, their code still loaded
+    assert len(jits) == 3 and jits[0]() is None and jits[1]() is None
+    x = np.random.default_rng(3).standard_normal(n).astype("float32")
+    for module in modules:
+        out = poisoned(n, "float32")
+        module(x, out)
+        assert_written(out, x * np.float32(3.0) - np.float32(0.5), rtol=1e-6)
