@@ -142,6 +142,8 @@ _SHN_UNDEF = 0
 def global_symbols(data: bytes) -> tuple[list[str], list[str]]:
     """The global symbols an ELF64 (little-endian) object file defines, and those it refers to
     but leaves to others."""
+    if data[:6] != b"\x7fELF\x02\x01":  # the magic number, 64-bit, little-endian
+        raise CodegenError(f"not a 64-bit little-endian ELF object file (it starts {bytes(data[:6])!r})")
     section_table, = struct.unpack_from("<Q", data, 0x28)
     entry_size, count = struct.unpack_from("<HH", data, 0x3A)
     # (name, type, flags, address, offset, size, link, info, alignment, entry size)

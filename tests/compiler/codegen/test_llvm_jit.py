@@ -114,6 +114,8 @@ def test_an_object_s_global_symbols_are_read_from_its_symbol_table():
     module.triple = llvm.get_process_triple()
     defined, undefined = global_symbols(object_machine(Target("llvm")).emit_object(module))
     assert sorted(defined) == ["f", "table"] and undefined == ["elsewhere"]
+    with pytest.raises(CodegenError, match="not a 64-bit little-endian ELF object file"):
+        global_symbols(b"\xcf\xfa\xed\xfe" + bytes(60))  # a Mach-O header
 
 
 def test_code_runs_after_the_jit_that_linked_it_gave_way_to_a_fresh_one(monkeypatch):
