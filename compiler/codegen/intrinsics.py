@@ -8,14 +8,13 @@ one exists, libm otherwise (one call per lane of a vector).
 
 from __future__ import annotations
 
-import ctypes
-
 import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ..errors import CodegenError
 from ..tir import expr as E
 from ..tir.op import INT_OPS
+from .llvm_machine import process_has_symbol
 from .llvm_types import scalar_type, splat_constant, split_dtype, type_suffix
 from .vector_math import VECTOR_MATH_OPS, VectorMath, supports
 
@@ -130,11 +129,11 @@ def per_lane(b: ir.IRBuilder, values: list[ir.Value], ret: ir.Type, scalar_call)
 
 
 def _check_host_symbol(name: str, triple: str) -> None:
-    """Refuse a call of a function this process does not have when compiling for this machine:
-    the JIT would turn it into a jump to address 0."""
+    """Refuse a call of a function this process does not have when compiling for this machine,
+    naming it, before the code is compiled (the JIT would refuse to link it)."""
     if triple and triple != llvm.get_process_triple():
         return  # code for another machine: its symbols are resolved there
-    if hasattr(ctypes.CDLL(None), name) or llvm.address_of_symbol(name):
+    if process_has_symbol(name):
         return
     hint = " (CUDA math such as __expf exists only in CUDA kernels)" if name.startswith("__") else ""
     raise CodegenError(f"call_extern: no function {name!r} is loaded in this process{hint}; load the "

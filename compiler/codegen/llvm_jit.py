@@ -13,7 +13,6 @@ could land more than 2 GB apart, which aborted the process in LLVM's linker.
 
 from __future__ import annotations
 
-import ctypes
 import itertools
 import struct
 import threading
@@ -31,6 +30,7 @@ from .llvm_machine import (
     create_target_machine,
     object_machine,
     parse,
+    process_has_symbol,
     vector_features,
 )
 
@@ -167,6 +167,5 @@ def _missing_symbols(objects) -> list[str]:
     """The symbols ``objects`` refer to that neither they nor this process define."""
     tables = [global_symbols(obj) for obj in objects]
     defined = {name for names, _ in tables for name in names} | set(HALF_BUILTIN_ADDRESSES)
-    process = ctypes.CDLL(None)
     wanted = {name for _, names in tables for name in names if name not in defined}
-    return sorted(name for name in wanted if not hasattr(process, name) and not llvm.address_of_symbol(name))
+    return sorted(name for name in wanted if not process_has_symbol(name))

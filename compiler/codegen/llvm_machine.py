@@ -5,6 +5,7 @@ Every LLVM-based module of the code generators reaches LLVM's binding through he
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import logging
 import re
@@ -21,7 +22,7 @@ from .llvm_types import double_to_half
 from .object_cache import cache_key
 
 __all__ = ["HALF_BUILTIN_ADDRESSES", "create_target_machine", "object_machine", "object_key", "optimize",
-           "optimized_module", "parse", "initialize", "vector_features", "is_x86"]
+           "optimized_module", "parse", "initialize", "vector_features", "is_x86", "process_has_symbol"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +47,12 @@ def initialize() -> None:
 # the JIT links code against their addresses.
 _HALF_BUILTINS = ("__extendhfsf2", "__truncsfhf2", "__truncdfhf2")
 HALF_BUILTIN_ADDRESSES: dict[str, int] = {}  # their addresses, for the JIT to link code against
+
+
+def process_has_symbol(name: str) -> bool:
+    """Whether this process defines ``name`` where the JIT links code against it: in the program,
+    a library loaded into its global scope, or one LLVM loaded (libgomp)."""
+    return hasattr(ctypes.CDLL(None), name) or bool(llvm.address_of_symbol(name))
 
 
 @functools.lru_cache(maxsize=1)

@@ -31,7 +31,7 @@ from compiler.target import Target
 # and a single page below it: memory for each section mapped on its own would put the code in
 # the first and the constants 8 GB away in the second.
 _FAR_APART_PAGES = textwrap.dedent("""
-    import ctypes, mmap, sys
+    import ctypes, mmap
     import numpy as np
     from helpers import assert_written, poisoned
     from compiler import te
