@@ -49,10 +49,16 @@ _HALF_BUILTINS = ("__extendhfsf2", "__truncsfhf2", "__truncdfhf2")
 HALF_BUILTIN_ADDRESSES: dict[str, int] = {}  # their addresses, for the JIT to link code against
 
 
+@functools.lru_cache(maxsize=1)
+def _process_scope() -> ctypes.CDLL:
+    """The program and the libraries in its global scope, opened once (each lookup is cached on it)."""
+    return ctypes.CDLL(None)
+
+
 def process_has_symbol(name: str) -> bool:
     """Whether this process defines ``name`` where the JIT links code against it: in the program,
     a library loaded into its global scope, or one LLVM loaded (libgomp)."""
-    return hasattr(ctypes.CDLL(None), name) or bool(llvm.address_of_symbol(name))
+    return hasattr(_process_scope(), name) or bool(llvm.address_of_symbol(name))
 
 
 @functools.lru_cache(maxsize=1)
